@@ -1,0 +1,184 @@
+"""The dispatcher: one raw model reply in, the new state and what happened out.
+
+It never raises. Whatever the model sends, the state that comes back is schema-valid and a
+tagged line in `notes` says what happened:
+
+    [TOOL] name(args) -> result        a registered tool ran
+    [UPDATE] fields                    update_scratchpad was applied
+    [COMPLETED] summary                done: the task queue advanced, the cycle ends
+    [PARSE ERROR] why                  not JSON, not an object, no "tool"
+    [UNKNOWN TOOL] name                no such tool in this cycle
+    [TOOL ERROR] name: why             bad arguments, a refusal, or the tool raised
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from . import schema
+from .tools import Registry, ToolContext, ToolError
+
+
+class Kind(str, enum.Enum):
+    TOOL = "tool"
+    UPDATE = "update"
+    DONE = "done"
+    PARSE_ERROR = "parse_error"
+    UNKNOWN_TOOL = "unknown_tool"
+    TOOL_ERROR = "tool_error"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: Kind
+    note: str
+    tool: str | None = None
+    args: Any = None
+
+    @property
+    def done(self) -> bool:
+        return self.kind is Kind.DONE
+
+
+class ReplyError(ValueError):
+    """The reply holds no usable action; the message says why."""
+
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+
+
+def parse_reply(text: Any) -> dict:
+    """The action object in a reply: bare JSON, a fenced ```json block, or JSON inside prose."""
+    if not isinstance(text, str):
+        raise ReplyError(f"reply is not text: {schema.describe(text)}")
+    stripped = text.strip()
+    if not stripped:
+        raise ReplyError("reply is empty")
+    candidates: list[Any] = []
+    try:
+        candidates.append(json.loads(stripped))
+    except ValueError:
+        for block in _FENCE.findall(stripped):
+            try:
+                candidates.append(json.loads(block))
+            except ValueError:
+                pass
+        if not candidates:
+            candidates = list(_objects_in(stripped))
+    for value in candidates:
+        if isinstance(value, dict) and "tool" in value:
+            return value
+    if not candidates:
+        raise ReplyError(f"no JSON object found in reply: {_clip(stripped, 120)!r}")
+    first = candidates[0]
+    if not isinstance(first, dict):
+        raise ReplyError(f"reply is a JSON {type(first).__name__}, not an object: {_clip(stripped, 120)!r}")
+    raise ReplyError(f'JSON object has no "tool" key: {_clip(stripped, 120)!r}')
+
+
+def _objects_in(text: str):
+    """Every JSON object that starts at a '{' in free text (prose around a JSON action)."""
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        yield value
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def add_note(state: dict, line: str) -> None:
+    state["notes"] = f"{state['notes']}\n{line}" if state["notes"] else line
+
+
+def apply_update(state: dict, args: dict) -> tuple[dict, str | None]:
+    """update_scratchpad: (new state, None), or (state unchanged, why it was refused).
+
+    completed_tasks is extended (never shrunk), pending_actions replaced, other fields set.
+    The update is all or nothing: one bad field refuses the whole call.
+    """
+    for key, value in args.items():
+        if key in schema.RUNTIME_FIELDS:
+            return state, f"field '{key}' is set by the runtime, not by the model"
+        if key not in schema.FIELD_SCHEMAS:
+            return state, f"unknown field '{key}' (fields: {', '.join(k for k in schema.FIELDS if k not in schema.RUNTIME_FIELDS)})"
+        problem = schema.field_problem(key, value)
+        if problem:
+            return state, problem
+    new = copy.deepcopy(state)
+    for key, value in args.items():
+        if key == "completed_tasks":
+            new["completed_tasks"].extend(copy.deepcopy(value))
+        else:
+            new[key] = copy.deepcopy(value)
+    return new, None
+
+
+def apply_done(state: dict, summary: str) -> dict:
+    """done: current task to completed_tasks (with the summary), next pending action becomes current."""
+    new = copy.deepcopy(state)
+    if new["current_task"]:
+        new["completed_tasks"].append({"task": new["current_task"], "summary": summary})
+    new["current_task"] = new["pending_actions"].pop(0) if new["pending_actions"] else None
+    add_note(new, f"[COMPLETED] {summary}")
+    return new
+
+
+def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext) -> tuple[dict, Outcome]:
+    """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt)."""
+    clip = ctx.settings.note_result_chars
+    try:
+        action = parse_reply(reply)
+    except ReplyError as exc:
+        return _noted(state, Outcome(Kind.PARSE_ERROR, f"[PARSE ERROR] {exc}"))
+    name, args = action["tool"], action.get("args", {})
+    if not isinstance(name, str):
+        return _noted(state, Outcome(Kind.PARSE_ERROR, f'[PARSE ERROR] "tool" must be a string, got {schema.describe(name)}'))
+    if name not in registry:
+        listed = ", ".join(registry.names())
+        return _noted(state, Outcome(Kind.UNKNOWN_TOOL, f"[UNKNOWN TOOL] {_clip(name, 60)} (tools: {listed})", name, args))
+    tool = registry[name]
+    if args is None:
+        args = {}
+    problem = tool.check_args(args)
+    if problem:
+        return _noted(state, Outcome(Kind.TOOL_ERROR, f"[TOOL ERROR] {name}: {problem}", name, args))
+    if name == "update_scratchpad":
+        new, refusal = apply_update(state, args)
+        if refusal:
+            return _noted(state, Outcome(Kind.TOOL_ERROR, f"[TOOL ERROR] update_scratchpad refused: {refusal}", name, args))
+        return _noted(new, Outcome(Kind.UPDATE, f"[UPDATE] {', '.join(args) or 'nothing'}", name, args))
+    if name == "done":
+        summary = _clip(args["summary"], max(clip, 200))
+        return apply_done(state, summary), Outcome(Kind.DONE, f"[COMPLETED] {summary}", name, args)
+    shown_args = _clip(json.dumps(args, ensure_ascii=False), 200)
+    try:
+        result = tool.func(ctx, **args)
+    except ToolError as exc:
+        return _noted(state, Outcome(Kind.TOOL_ERROR, f"[TOOL ERROR] {name}({shown_args}): {_clip(exc, clip)}", name, args))
+    except Exception as exc:  # a tool's bug must not end the cycle
+        return _noted(state, Outcome(Kind.TOOL_ERROR,
+                                     f"[TOOL ERROR] {name}({shown_args}) raised {type(exc).__name__}: {_clip(exc, clip)}",
+                                     name, args))
+    note = f"[TOOL] {name}({shown_args}) -> {_clip(_one_line(result), clip)}"
+    return _noted(state, Outcome(Kind.TOOL, note, name, args))
+
+
+def _one_line(result: Any) -> str:
+    return "; ".join(line.strip() for line in str(result).splitlines() if line.strip())
+
+
+def _noted(state: dict, outcome: Outcome) -> tuple[dict, Outcome]:
+    new = copy.deepcopy(state)
+    add_note(new, outcome.note)
+    return new, outcome
