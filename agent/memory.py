@@ -1,0 +1,122 @@
+"""Bounded memory that loses nothing.
+
+`notes` and `completed_tasks` would otherwise grow every cycle, and so would every prompt. Before
+a cycle's state is saved, `bound_memory` keeps the newest notes within a character budget and the
+newest completed tasks within a window; what no longer fits goes, in the same step, to
+logs/archive.jsonl (append-only JSON lines, each tagged with its cycle id). The archive is written
+and fsynced before the snapshots and active.yaml, so a crash in between can only duplicate, never lose.
+
+The optional reflect step (after `done`) lets the model curate `notes` with APPEND / REPLACE /
+CLEAR; whatever it replaces or clears is archived first, and a reflection that fails or breaks an
+invariant is dropped, keeping the unreflected state.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+from dataclasses import dataclass
+from typing import Iterable
+
+ARCHIVE_MARKER = "[ARCHIVED]"
+
+
+@dataclass(frozen=True)
+class Archived:
+    """One item moved out of active.yaml: a note line or a completed task."""
+
+    kind: str  # "note" | "completed_task"
+    value: object
+    reason: str  # "notes_budget" | "completed_window" | "reflect"
+
+
+def bound_memory(state: dict, notes_budget: int | None, completed_window: int | None) -> tuple[dict, list[Archived]]:
+    """(state within the limits, what was moved out). Pure: the caller writes the archive."""
+    new = copy.deepcopy(state)
+    moved: list[Archived] = []
+    if completed_window is not None and len(new["completed_tasks"]) > completed_window:
+        cut = len(new["completed_tasks"]) - completed_window
+        moved += [Archived("completed_task", task, "completed_window") for task in new["completed_tasks"][:cut]]
+        new["completed_tasks"] = new["completed_tasks"][cut:]
+    if notes_budget is not None and len(new["notes"]) > notes_budget:
+        lines = new["notes"].split("\n")
+        kept: list[str] = []
+        marker_room = 100  # the marker line is short; reserve room for it
+        size = 0
+        for line in reversed(lines):
+            if size + len(line) + 1 > notes_budget - marker_room:
+                break
+            kept.insert(0, line)
+            size += len(line) + 1
+        dropped = lines[: len(lines) - len(kept)]
+        moved += [Archived("note", line, "notes_budget") for line in dropped]
+        marker = f"{ARCHIVE_MARKER} {len(dropped)} older note lines moved to logs/archive.jsonl"
+        new["notes"] = "\n".join([marker, *kept])
+    return new, moved
+
+
+def apply_curation(state: dict, instruction: str) -> tuple[dict, list[Archived]]:
+    """The reflect step's edit of notes: "APPEND: text", "CLEAR", or a replacement text."""
+    new = copy.deepcopy(state)
+    text = instruction.strip()
+    if text.upper().startswith("APPEND:"):
+        addition = text[len("APPEND:"):].strip()
+        if addition:
+            new["notes"] = f"{new['notes']}\n{addition}" if new["notes"] else addition
+        return new, []
+    old_lines = [line for line in new["notes"].split("\n") if line] if new["notes"] else []
+    archived = [Archived("note", line, "reflect") for line in old_lines]
+    new["notes"] = "" if text.upper() == "CLEAR" else text
+    return new, archived
+
+
+REFLECT_RULES = """# Reflect
+
+The cycle's work is done. Now curate the notes so the next cycle starts from a short, useful memory.
+Reply with one JSON object: {"tool": "curate_notes", "args": {"notes": "..."}} where notes is one of:
+
+- "APPEND: <text>" to add a line (use this when the notes are already short and clear);
+- a full replacement: a short, structured summary of the facts worth keeping, one per line,
+  for example "Known: ...", "Open: ...", "Next: ...";
+- "CLEAR" when nothing in the notes is worth keeping.
+
+Replaced or cleared lines are archived, not lost. Keep what the next task needs; drop tool chatter.
+"""
+
+
+def curate_tool():
+    """The reflect step's only tool; its schema constrains the model's reply."""
+    from .tools import Tool
+
+    return Tool(
+        name="curate_notes",
+        description='New notes: "APPEND: text", a replacement text, or "CLEAR".',
+        args_schema={"type": "object", "properties": {"notes": {"type": "string"}}, "required": ["notes"],
+                     "additionalProperties": False},
+    )
+
+
+def reflect_prompt(state: dict) -> str:
+    from .scratchpad import dump_yaml
+
+    return "\n".join(["## Scratchpad", "", "```yaml", dump_yaml(state).rstrip(), "```", "",
+                      "Curate the notes now. Reply with one JSON action."]) + "\n"
+
+
+def archive_records(items: Iterable[Archived], cycle_id: str) -> list[dict]:
+    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return [{"cycle_id": cycle_id, "archived_at": stamp, "kind": item.kind, "reason": item.reason,
+             "value": item.value} for item in items]
+
+
+def append_archive(path, records: list[dict]) -> None:
+    from .scratchpad import append_jsonl
+
+    append_jsonl(path, records)
+
+
+def read_archive(path) -> list[dict]:
+    """Every whole record in the archive, oldest first."""
+    from .scratchpad import read_jsonl
+
+    return read_jsonl(path, "kind")

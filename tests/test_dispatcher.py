@@ -1,0 +1,175 @@
+"""The dispatcher: every branch, as pure state-in, state-out calls (no files, no model)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent import schema
+from agent.config import Settings
+from agent.dispatcher import Kind, dispatch, parse_reply, ReplyError
+from agent.tools import ToolContext, build_registry
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    return ToolContext(tmp_path, Settings())
+
+
+@pytest.fixture
+def registry():
+    return build_registry(Settings())
+
+
+def state_with(**fields):
+    state = schema.fresh_state()
+    state.update(fields)
+    return state
+
+
+def act(tool, **args):
+    return json.dumps({"tool": tool, "args": args})
+
+
+def test_tool_call_appends_a_tool_note_and_leaves_the_queue(ctx, registry):
+    before = state_with(current_task="greet", pending_actions=["next"])
+    after, outcome = dispatch(before, act("echo", message="Hello!"), registry, ctx)
+    assert outcome.kind is Kind.TOOL and not outcome.done
+    assert after["notes"] == '[TOOL] echo({"message": "Hello!"}) -> Hello!'
+    assert after["current_task"] == "greet" and after["pending_actions"] == ["next"]
+
+
+def test_dispatch_never_mutates_the_state_it_was_given(ctx, registry):
+    before = state_with(current_task="t", pending_actions=["a"])
+    frozen = json.dumps(before, sort_keys=True)
+    dispatch(before, act("done", summary="s"), registry, ctx)
+    dispatch(before, act("update_scratchpad", completed_tasks=["x"]), registry, ctx)
+    assert json.dumps(before, sort_keys=True) == frozen
+
+
+def test_tool_results_are_clipped_in_notes(ctx, registry):
+    after, _ = dispatch(state_with(), act("echo", message="x" * 5000), registry, ctx)
+    # arguments are clipped to 200 characters and the result to note_result_chars (300)
+    assert len(after["notes"]) < 200 + 300 + 40
+    assert after["notes"].endswith("…")
+
+
+def test_update_extends_completed_tasks_and_replaces_pending(ctx, registry):
+    before = state_with(completed_tasks=["old"], pending_actions=["a", "b"])
+    after, outcome = dispatch(before, act("update_scratchpad", completed_tasks=["new"], pending_actions=["c"],
+                                          current_task="now", goals=["g"]), registry, ctx)
+    assert outcome.kind is Kind.UPDATE
+    assert after["completed_tasks"] == ["old", "new"]
+    assert after["pending_actions"] == ["c"]
+    assert after["current_task"] == "now" and after["goals"] == ["g"]
+
+
+def test_update_cannot_shrink_completed_tasks(ctx, registry):
+    before = state_with(completed_tasks=["a", "b"])
+    after, _ = dispatch(before, act("update_scratchpad", completed_tasks=[]), registry, ctx)
+    assert after["completed_tasks"] == ["a", "b"]
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"pending_actions": "not a list"}, "pending_actions"),
+    ({"goals": [1, 2]}, "goals"),
+    ({"current_task": {"a": 1}}, "current_task"),
+    ({"notes": 5}, "notes"),
+    ({"last_updated": "2020-01-01"}, "last_updated"),
+    ({"mystery": 1}, "mystery"),
+])
+def test_update_refuses_bad_fields_whole_and_says_which(ctx, registry, args, message):
+    before = state_with(current_task="keep", pending_actions=["keep"])
+    after, outcome = dispatch(before, act("update_scratchpad", **{"current_task": "changed", **args}), registry, ctx)
+    assert outcome.kind is Kind.TOOL_ERROR
+    assert message in outcome.note and outcome.note.startswith("[TOOL ERROR]")
+    assert after["current_task"] == "keep"  # all or nothing
+    assert schema.problems(after) == []
+
+
+def test_done_moves_the_task_and_advances_the_queue(ctx, registry):
+    before = state_with(current_task="t1", pending_actions=["t2", "t3"], completed_tasks=["t0"])
+    after, outcome = dispatch(before, act("done", summary="did t1"), registry, ctx)
+    assert outcome.done
+    assert after["completed_tasks"] == ["t0", {"task": "t1", "summary": "did t1"}]
+    assert after["current_task"] == "t2" and after["pending_actions"] == ["t3"]
+    assert after["notes"].endswith("[COMPLETED] did t1")
+
+
+def test_done_with_nothing_to_do_records_only_the_note(ctx, registry):
+    after, outcome = dispatch(state_with(), act("done", summary="idle"), registry, ctx)
+    assert outcome.done and after["completed_tasks"] == [] and after["current_task"] is None
+    assert after["notes"] == "[COMPLETED] idle"
+
+
+@pytest.mark.parametrize("reply, fragment", [
+    ("I think I should echo.", "no JSON object found"),
+    ("[1, 2, 3]", "JSON list, not an object"),
+    ('{"action": "echo"}', 'no "tool" key'),
+    ('{"tool": 7, "args": {}}', '"tool" must be a string'),
+    ("", "reply is empty"),
+    ('{"tool": "echo", "args": {"message": "unterminated}', "no JSON object found"),
+])
+def test_unparseable_replies_become_parse_error_notes(ctx, registry, reply, fragment):
+    after, outcome = dispatch(state_with(), reply, registry, ctx)
+    assert outcome.kind is Kind.PARSE_ERROR
+    assert after["notes"].startswith("[PARSE ERROR]") and fragment in after["notes"]
+
+
+def test_unknown_tool_is_noted_with_the_tools_that_exist(ctx, registry):
+    after, outcome = dispatch(state_with(), act("launch_rockets"), registry, ctx)
+    assert outcome.kind is Kind.UNKNOWN_TOOL
+    assert after["notes"].startswith("[UNKNOWN TOOL] launch_rockets") and "echo" in after["notes"]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    ({}, "missing required argument 'message'"),
+    ({"message": "hi", "loud": True}, "unexpected argument 'loud'"),
+    ({"message": 42}, "'message' must be a string"),
+])
+def test_bad_tool_arguments_are_tool_errors_and_the_tool_does_not_run(ctx, registry, args, fragment):
+    after, outcome = dispatch(state_with(), json.dumps({"tool": "echo", "args": args}), registry, ctx)
+    assert outcome.kind is Kind.TOOL_ERROR and fragment in after["notes"]
+    assert "[TOOL]" not in after["notes"]
+
+
+def test_a_tool_that_raises_becomes_a_tool_error_note(ctx, registry):
+    after, outcome = dispatch(state_with(), act("read_file", path="missing.txt"), registry, ctx)
+    assert outcome.kind is Kind.TOOL_ERROR and "no such file" in after["notes"]
+
+
+def test_disallowed_shell_command_is_refused(ctx, registry):
+    after, outcome = dispatch(state_with(), act("shell", command="rm -rf /"), registry, ctx)
+    assert outcome.kind is Kind.TOOL_ERROR and "'rm' is not allowed" in after["notes"]
+
+
+def test_shell_runs_argv_without_a_shell(ctx, registry):
+    after, outcome = dispatch(state_with(), act("shell", command="echo $HOME; ls"), registry, ctx)
+    assert outcome.kind is Kind.TOOL
+    assert "$HOME; ls" in after["notes"]  # echo printed its argv literally: no shell expanded it
+
+
+@pytest.mark.parametrize("reply", [
+    'Sure! Here is the action:\n```json\n{"tool": "echo", "args": {"message": "hi"}}\n```\nDone.',
+    '```\n{"tool": "echo", "args": {"message": "hi"}}\n```',
+    'I will call {"tool": "echo", "args": {"message": "hi"}} now.',
+    '  {"tool": "echo", "args": {"message": "hi"}}  ',
+])
+def test_actions_wrapped_in_prose_or_fences_are_found(reply):
+    assert parse_reply(reply) == {"tool": "echo", "args": {"message": "hi"}}
+
+
+def test_the_first_object_with_a_tool_key_wins_over_other_json_in_prose():
+    reply = 'Context {"a": 1} then {"tool": "done", "args": {"summary": "x"}}'
+    assert parse_reply(reply)["tool"] == "done"
+
+
+def test_parse_reply_rejects_non_text():
+    with pytest.raises(ReplyError):
+        parse_reply(None)
+
+
+def test_args_may_be_omitted_for_tools_without_required_arguments(ctx, registry):
+    after, outcome = dispatch(state_with(), '{"tool": "update_scratchpad"}', registry, ctx)
+    assert outcome.kind is Kind.UPDATE
