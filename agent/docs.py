@@ -18,5 +18,23 @@ def settings_table() -> str:
     return "\n".join(rows)
 
 
+START, END = "<!-- settings-table:start", "<!-- settings-table:end -->"
+
+
+def with_settings_table(readme: str) -> str:
+    """The README text with the settings table between its markers regenerated."""
+    head, _, rest = readme.partition(START)
+    marker_line, _, rest = rest.partition("\n")
+    _, _, tail = rest.partition(END)
+    return f"{head}{START}{marker_line}\n{settings_table()}\n{END}{tail}"
+
+
 if __name__ == "__main__":
-    print(settings_table())
+    import sys
+    from pathlib import Path
+
+    if sys.argv[1:] == ["--write"]:
+        readme = Path(__file__).resolve().parent.parent / "README.md"
+        readme.write_text(with_settings_table(readme.read_text()))
+    else:
+        print(settings_table())

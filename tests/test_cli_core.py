@@ -205,3 +205,10 @@ def test_root_rules_md_is_the_packaged_default():
     from agent.prompt import default_rules
 
     assert (REPO / "rules.md").read_text() == default_rules()
+
+
+def test_readme_settings_table_lists_every_setting_with_its_default():
+    from agent.docs import with_settings_table
+
+    readme = (REPO / "README.md").read_text()
+    assert readme == with_settings_table(readme), "run: python -m agent.docs --write"

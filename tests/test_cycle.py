@@ -238,3 +238,18 @@ def test_snapshots_are_yaml_that_reloads_equal(home, tmp_path):
     run(home, write_script(tmp_path, WORKED_EXAMPLE))
     for path in (*snapshots(home, "before"), *snapshots(home, "after")):
         assert isinstance(yaml.safe_load(path.read_text()), dict)
+
+
+def test_a_hundredth_cycle_in_one_second_moves_to_the_next_second_to_keep_order(home):
+    from agent.scratchpad import new_cycle_id
+
+    h = Home.at(home)
+    h.ensure_dirs()
+    moment = dt.datetime(2026, 4, 1, 10, 1, 37, tzinfo=dt.timezone.utc)
+    ids = []
+    for _ in range(101):
+        cid = new_cycle_id(h, moment)
+        h.snapshot(cid, "before").write_text("{}")
+        ids.append(cid)
+    assert len(set(ids)) == 101 and ids == sorted(ids)
+    assert ids[98] == "20260401_100137_99" and ids[99] == "20260401_100138"
