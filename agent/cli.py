@@ -60,6 +60,9 @@ class PlainReporter:
 
     def __call__(self, event: str, **data) -> None:
         if self.quiet:
+            if event == "end" and data["report"].error:  # --quiet still reports a failed cycle
+                r = data["report"]
+                click.echo(f"agent: cycle {r.cycle_id} failed: {r.error} (see logs/cycle_{r.cycle_id}.log)", err=True)
             return
         if event == "start":
             task = data["task"] or "(none)"
@@ -86,11 +89,13 @@ class PlainReporter:
 @click.option("--max-iterations", type=click.IntRange(min=1), help="Most model calls this cycle (default 10).")
 @click.option("--wait", "lock_wait", type=click.FloatRange(min=0),
               help="Seconds to wait for a running cycle to finish instead of exiting busy (5).")
+@click.option("--reflect/--no-reflect", default=None,
+              help="After done, one more model call curates notes (default: 'reflect' in config.yaml, off).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the cycle on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @reports_errors
 def run(home_dir: Path, model: str | None, max_iterations: int | None, lock_wait: float | None,
-        as_json: bool, quiet: bool) -> None:
+        reflect: bool | None, as_json: bool, quiet: bool) -> None:
     """Run exactly one cycle in the home, then exit with a code saying how it ended."""
     from .config import load_settings
     from .cycle import Cycle
@@ -100,10 +105,19 @@ def run(home_dir: Path, model: str | None, max_iterations: int | None, lock_wait
     home = Home.at(home_dir)
     if not home.root.is_dir():
         raise _usage(f"home {home.root} does not exist (create one with: agent init {home_dir})")
-    settings = load_settings(home.root, model=model, max_iterations=max_iterations, lock_wait=lock_wait)
+    settings = load_settings(home.root, model=model, max_iterations=max_iterations, lock_wait=lock_wait,
+                             reflect=reflect)
     chosen = resolve_model(settings)
-    reporter = PlainReporter(sys.stderr if as_json else sys.stdout, quiet)
-    report = Cycle(home, settings, chosen, reporter).run()
+    if sys.stdout.isatty() and not (as_json or quiet):
+        from .ui import LiveReporter  # rich live progress, for people at a terminal
+
+        reporter = LiveReporter()
+    else:
+        reporter = PlainReporter(sys.stderr if as_json else sys.stdout, quiet)
+    try:
+        report = Cycle(home, settings, chosen, reporter).run()
+    finally:
+        getattr(reporter, "close", lambda: None)()  # a live display must not outlive a crash
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=None))
     sys.exit(report.exit_code)
@@ -198,30 +212,36 @@ def config_template() -> str:
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--template", default="default", show_default=True, help="Template for the first active.yaml.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was created and kept as JSON.")
 @reports_errors
-def init(directory: Path, template: str) -> None:
+def init(directory: Path, template: str, as_json: bool) -> None:
     """Create a new home in DIRECTORY (existing files are kept, never overwritten)."""
     from .prompt import default_rules
     from .scratchpad import Home, atomic_write, read_state_file, write_state
 
     home = Home.at(directory)
+    # Check the template before creating anything: a bad name or file leaves no half-made home.
+    source = template_path(home.root, template)
+    first_state = read_state_file(source, source.parent)
     try:
         home.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _usage(f"cannot create {home.root}: {exc.strerror}") from exc
     home.ensure_dirs()
-    source = template_path(home.root, template)
     made, kept = [], []
     for path, make in (
         (home.rules, lambda p: atomic_write(p, default_rules().encode())),
         (home.config, lambda p: atomic_write(p, config_template().encode())),
-        (home.active, lambda p: write_state(p, read_state_file(source, source.parent))),
+        (home.active, lambda p: write_state(p, first_state)),
     ):
         if path.exists():
-            kept.append(path.name)
+            kept.append(str(path.relative_to(home.root)))
         else:
             make(path)
             made.append(str(path.relative_to(home.root)))
+    if as_json:
+        click.echo(json.dumps({"home": str(home.root), "created": made, "kept": kept}))
+        return
     click.echo(f"home ready at {home.root}: created {', '.join(made) or 'nothing'}"
                + (f"; kept existing {', '.join(kept)}" if kept else ""))
     click.echo(f"next: agent run --home {directory}")
@@ -232,21 +252,45 @@ def init(directory: Path, template: str) -> None:
 
 @main.command()
 @home_option
-@click.option("--json", "as_json", is_flag=True, help="Print the tools as JSON (name, signature, schema, source).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the tools as a JSON list (name, signature, description, arguments, schema, source).")
 @reports_errors
 def tools(home_dir: Path, as_json: bool) -> None:
-    """List the tools a cycle in this home offers the model."""
+    """List the tools a cycle in this home offers the model, with their arguments and source.
+
+    The source is "built-in", "control" (update_scratchpad and done, handled by the runtime) or
+    "plugin:<distribution>" for tools installed through the agent.tools entry-point group.
+    Tools turned off by config (tools_disabled, tools_enabled, shell_policy: off) are not
+    listed; a plugin that cannot be loaded is reported on stderr.
+    """
     from .config import load_settings
-    from .tools import build_registry
+    from .tools import CONTROL_TOOLS, build_registry
 
     settings = load_settings(existing_home(home_dir))
     registry = build_registry(settings)
+
+    def source(tool) -> str:
+        return "control" if tool.name in CONTROL_TOOLS and tool.func is None else tool.source
+
+    def arguments(tool) -> list[dict]:
+        from .schema import type_name
+
+        return [{"name": key, "type": type_name(prop), "required": key in tool.args_schema["required"],
+                 "description": prop.get("description", "")} for key, prop in tool.args_schema["properties"].items()]
+
     if as_json:
         click.echo(json.dumps([{"name": t.name, "signature": t.signature(), "description": t.description,
-                                "args_schema": t.args_schema, "source": t.source} for t in registry], indent=2))
+                                "arguments": arguments(t), "args_schema": t.args_schema, "source": source(t)}
+                               for t in registry], indent=2))
         return
     for tool in registry:
-        click.echo(f"{tool.signature():60s} [{tool.source}]\n    {tool.description}")
+        click.echo(f"{tool.name}  [{source(tool)}]\n    {tool.description}")
+        for arg in arguments(tool):
+            optional = "" if arg["required"] else ", optional"
+            about = f": {arg['description']}" if arg["description"] else ""
+            click.echo(f"    - {arg['name']} ({arg['type']}{optional}){about}")
+    if registry.disabled:
+        click.echo(f"turned off by config: {', '.join(registry.disabled)}")
 
 
 def existing_home(home_dir: Path) -> Path:
@@ -255,6 +299,11 @@ def existing_home(home_dir: Path) -> Path:
     if not root.is_dir():
         raise _usage(f"home {root} does not exist")
     return root
+
+
+# The operator commands (diff, history, show, status, task, goal, prune, doctor) register
+# themselves on `main`; imported last because they use the helpers above.
+from . import operator_cli  # noqa: E402,F401
 
 
 def entry() -> None:

@@ -39,6 +39,11 @@ class Settings:
     token_budget: int | None = _doc("Most tokens (prompt + completion) one cycle may use; unset: no limit.", default=None)
     time_budget: float | None = _doc("Most seconds one cycle may run; unset: no limit.", default=None)
     repeat_limit: int = _doc("The same action (tool and arguments) this many times in a row ends the cycle.", default=3)
+    notes_budget: int | None = _doc("Most characters of notes kept in active.yaml; older lines move to "
+                                    "logs/archive.jsonl. Unset: unbounded.", default=4000)
+    completed_window: int | None = _doc("Most completed_tasks kept in active.yaml; older ones move to "
+                                        "logs/archive.jsonl. Unset: unbounded.", default=20)
+    reflect: bool = _doc("After done, one more model call curates notes (APPEND / REPLACE / CLEAR).", default=False)
     note_result_chars: int = _doc("A tool result is clipped to this many characters in notes.", default=300)
     shell_policy: str = _doc("shell tool: allowlist (default), any (opt-in) or off.", default="allowlist")
     shell_allowlist: list[str] = _doc("Commands the shell tool may run under the allowlist policy.",
@@ -46,6 +51,17 @@ class Settings:
     shell_timeout: float = _doc("Seconds before a shell command's process group is killed.", default=30.0)
     shell_max_output: int = _doc("Bytes of shell output kept; the rest is cut with a marker.", default=8192)
     tools_disabled: list[str] = _doc("Tools not offered to the model nor run.", default_factory=list)
+    tools_enabled: list[str] | None = _doc("When set, only these tools (plus update_scratchpad and done) are offered.",
+                                           default=None)
+    plugins_disabled: list[str] = _doc("Tool plugins not loaded (distribution or entry-point names; '*': all).",
+                                       default_factory=list)
+    file_max_read: int = _doc("Bytes read_file returns at most; the rest is cut with a marker.", default=65536)
+    file_max_write: int = _doc("Largest file (bytes) write_file and append_file may leave.", default=262144)
+    http_timeout: float = _doc("Seconds an http_get may take in all (connect, redirects, body).", default=10.0)
+    http_max_bytes: int = _doc("Bytes of a response body http_get reads; it stops reading there.", default=65536)
+    http_max_redirects: int = _doc("Redirects http_get follows (each one checked like the first URL).", default=5)
+    http_allow_networks: list[str] = _doc("Non-public networks http_get may reach, as CIDRs (e.g. 127.0.0.0/8). "
+                                          "Cloud metadata addresses stay refused.", default_factory=list)
     workspace: str | None = _doc("Folder inside the home that file tools are confined to; unset: the home.",
                                  default=None)
     secret_env: list[str] = _doc("More environment variables whose values are redacted and hidden from tools.",
@@ -53,6 +69,10 @@ class Settings:
     lock_wait: float = _doc("Seconds to wait for another cycle's lock before exiting busy (5).", default=0.0)
     local_threads: int | None = _doc("Threads for the embedded model; unset: one per core.", default=None)
     local_context: int = _doc("Context window (tokens) for the embedded model.", default=4096)
+    keep_cycles: int | None = _doc("Automatic retention: keep the snapshots and logs of only the newest N cycles "
+                                   "(the index and archive keep everything); null: keep all.", default=500)
+    keep_days: float | None = _doc("Automatic retention: keep the snapshots and logs of cycles younger than this "
+                                   "many days; unset: keep all.", default=None)
 
     def replace(self, **changes: Any) -> "Settings":
         changes = {k: v for k, v in changes.items() if v is not None}
@@ -60,8 +80,10 @@ class Settings:
 
 
 _CHOICES = {"shell_policy": ("allowlist", "any", "off")}
-_POSITIVE = {"max_iterations", "repeat_limit", "max_parse_errors", "max_output_tokens", "note_result_chars", "shell_max_output",
-             "local_context", "token_budget", "time_budget", "request_timeout", "shell_timeout", "local_threads"}
+_TOOL_POSITIVE = {"file_max_read", "file_max_write", "http_timeout", "http_max_bytes"}
+_POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors", "max_output_tokens", "note_result_chars", "shell_max_output",
+             "local_context", "token_budget", "time_budget", "request_timeout", "shell_timeout", "local_threads",
+             "keep_cycles", "keep_days"}
 
 
 def _schema_for(annotation: Any) -> dict:
@@ -86,16 +108,42 @@ def check(settings: Settings) -> Settings:
     hints = typing.get_type_hints(Settings)
     for f in dataclasses.fields(Settings):
         value = getattr(settings, f.name)
-        problem = schema.check(value, _schema_for(hints[f.name]), f"setting '{f.name}'")
+        problem = schema.check(value, _schema_for(hints[f.name]), f.name)
         if problem:
-            raise UsageError(problem)
+            raise UsageError(f"setting {problem}")
         if f.name in _CHOICES and value not in _CHOICES[f.name]:
             raise UsageError(f"setting '{f.name}' must be one of {', '.join(_CHOICES[f.name])}, got {value!r}")
-        if f.name in _POSITIVE and value is not None and value <= 0:
+        if (f.name in _POSITIVE or f.name in _TOOL_POSITIVE) and value is not None and value <= 0:
             raise UsageError(f"setting '{f.name}' must be greater than 0, got {value!r}")
+    if settings.notes_budget is not None and settings.notes_budget < 200:
+        raise UsageError(f"setting 'notes_budget' must be at least 200 characters, got {settings.notes_budget}")
+    if settings.completed_window is not None and settings.completed_window < 0:
+        raise UsageError(f"setting 'completed_window' must be 0 or more, got {settings.completed_window}")
     if isinstance(settings.temperature, (int, float)) and not 0 <= settings.temperature <= 2:
         raise UsageError(f"setting 'temperature' must be between 0 and 2, got {settings.temperature!r}")
+    check_tool_settings(settings)
     return settings
+
+
+def check_tool_settings(settings: Settings) -> None:
+    """The tool settings plain types cannot check: paths, networks, names."""
+    import ipaddress
+
+    if settings.workspace is not None:
+        parts = Path(settings.workspace).parts
+        if not parts or Path(settings.workspace).is_absolute() or ".." in parts:
+            raise UsageError(f"setting 'workspace' must be a relative folder inside the home without '..', "
+                             f"got {settings.workspace!r}")
+    for cidr in settings.http_allow_networks:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            raise UsageError(f"setting 'http_allow_networks': {cidr!r} is not a network like 127.0.0.0/8") from None
+    if settings.http_max_redirects < 0:
+        raise UsageError(f"setting 'http_max_redirects' must be 0 or more, got {settings.http_max_redirects!r}")
+    for control in ("update_scratchpad", "done"):
+        if control in settings.tools_disabled:
+            raise UsageError(f"setting 'tools_disabled': '{control}' cannot be disabled; every cycle needs it")
 
 
 def read_config_file(path: Path) -> dict:

@@ -25,13 +25,14 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import prompt, schema
+from . import memory, prompt, schema
 from .config import Settings
 from .dispatcher import Kind, add_note, dispatch
 from .models import Model, Usage
 from .outcomes import Interrupted, LimitReached, StopReason
 from .scratchpad import (Home, append_index, home_lock, load_state, new_cycle_id, remove_stale_temporaries,
                          write_state)
+from .retention import apply_retention
 from .tools import Registry, ToolContext, build_registry
 
 Reporter = Callable[..., None]
@@ -55,6 +56,8 @@ class CycleReport:
     files: list[str] = field(default_factory=list)
     error: str | None = None
     prompt_bytes: list[int] = field(default_factory=list)
+    archived: int = 0  # items moved from active.yaml to logs/archive.jsonl this cycle
+    reflect: str | None = None  # None (off), "applied", or "kept unreflected: why"
 
     def as_dict(self) -> dict:
         return {
@@ -62,6 +65,7 @@ class CycleReport:
             "model": self.model, "stop_reason": self.stop_reason, "exit_code": self.exit_code,
             "iterations": self.iterations, "task_before": self.task_before, "task_after": self.task_after,
             "usage": self.usage.as_dict(), "files": self.files, "error": self.error,
+            "archived": self.archived, "reflect": self.reflect,
         }
 
 
@@ -137,6 +141,7 @@ class Cycle:
         self.clock = clock or (lambda: _dt.datetime.now(_dt.timezone.utc))
         self.secrets = secret_values(settings)
         self.log: Callable[[str], None] = lambda message: None
+        self.pending_archive: list[memory.Archived] = []  # archived by reflect, written before saving
 
     # ----------------------------------------------------------------------------- the cycle
 
@@ -157,6 +162,7 @@ class Cycle:
                 self._write(self.home.snapshot(cycle_id, "before"), before, report)     # 4
                 self.report_event("start", cycle_id=cycle_id, model=self.model.name, task=before["current_task"])
                 after = self._run_guarded(before, report)                              # 5
+                after = self._bound_memory(after, report)
                 with _signals(lambda signum, frame: log(f"{signal.Signals(signum).name} ignored while saving")):
                     self._write(self.home.snapshot(cycle_id, "after"), after, report)   # 6
                     active = dict(after, last_updated=schema.now_iso())
@@ -164,6 +170,9 @@ class Cycle:
                     report.task_after = after["current_task"]
                     report.duration_s = time.monotonic() - started
                     append_index(self.home, self._index_record(report))
+                pruned = apply_retention(self.home, self.settings, protect=[cycle_id])
+                if pruned:
+                    log(f"retention: removed {len(pruned)} old snapshot/log file(s)")
                 log(f"cycle {cycle_id} ended: {report.stop_reason} after {report.iterations} iterations, "
                     f"exit {report.exit_code}, tokens {report.usage.as_dict()}")
             finally:
@@ -171,6 +180,17 @@ class Cycle:
                 self.log = lambda message: None
         self.report_event("end", report=report)
         return report                                                                  # 8
+
+    def _bound_memory(self, state: dict, report: CycleReport) -> dict:
+        """Keep notes and completed_tasks within their limits; archive the rest first (nothing lost)."""
+        bounded, moved = memory.bound_memory(state, self.settings.notes_budget, self.settings.completed_window)
+        moved = self.pending_archive + moved
+        if moved:
+            records = redact(memory.archive_records(moved, report.cycle_id), self.secrets)
+            memory.append_archive(self.home.archive, records)
+            report.archived = len(moved)
+            self.log(f"archived {len(moved)} item(s) to {self.home.archive.name}")
+        return bounded
 
     def _write(self, path, state: dict, report: CycleReport) -> None:
         write_state(path, redact(state, self.secrets))
@@ -200,7 +220,39 @@ class Cycle:
                              f"(traceback in logs/cycle_{report.cycle_id}.log)")
             return failed
         report.stop_reason, report.exit_code = reason.value, reason.exit_code
+        if reason is StopReason.DONE and self.settings.reflect:
+            after = self._reflect(before, after, report)
         return after
+
+    def _reflect(self, before: dict, state: dict, report: CycleReport) -> dict:
+        """One more model call that curates notes. Any failure keeps the unreflected state."""
+        from .dispatcher import ReplyError, parse_reply
+
+        tool = memory.curate_tool()
+        try:
+            with _signals(_raise_interrupted):
+                completion = self.model.complete(memory.REFLECT_RULES, memory.reflect_prompt(state),
+                                                 {"anyOf": [tool.action_schema()]})
+            report.usage.add(completion.usage)
+            self.log(f"reflect: reply {completion.text!r}")
+            action = parse_reply(completion.text)
+            if action.get("tool") != tool.name:
+                raise ReplyError(f"expected the {tool.name} tool, got {action.get('tool')!r}")
+            problem = tool.check_args(action.get("args"))
+            if problem:
+                raise ReplyError(problem)
+            curated, moved = memory.apply_curation(state, action["args"]["notes"])
+            broken = invariant_problems(before, curated)
+            if broken:
+                raise InvariantViolation("; ".join(broken))
+        except (Exception, KeyboardInterrupt, Interrupted) as exc:
+            report.reflect = f"kept unreflected: {type(exc).__name__}: {exc}"
+            self.log(f"reflect step failed, keeping the unreflected state: {type(exc).__name__}: {exc}")
+            return state
+        report.reflect = "applied"
+        self.pending_archive.extend(moved)
+        self.log(f"reflect: notes curated ({len(moved)} line(s) archived)")
+        return curated
 
     # ------------------------------------------------------------------------------ the loop
 

@@ -12,7 +12,6 @@ import datetime as _dt
 import errno
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -70,6 +69,10 @@ class Home:
     def index(self) -> Path:
         return self.logs / "index.jsonl"
 
+    @property
+    def archive(self) -> Path:
+        return self.logs / "archive.jsonl"
+
     def snapshot(self, cycle_id: str, label: str) -> Path:
         return self.scratchpad / f"{cycle_id}_{label}.yaml"
 
@@ -98,15 +101,17 @@ def disk_error(path: Path, exc: OSError) -> DiskError:
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace `path` with `data` so that a crash leaves either the old or the new file whole."""
-    tmp = None
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    created = False
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, SECRET_FILE_MODE)
+        created = True
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-        tmp = None
+        created = False
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
@@ -115,7 +120,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     except OSError as exc:
         raise disk_error(path, exc) from exc
     finally:
-        if tmp is not None:
+        if created:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
 
@@ -134,8 +139,14 @@ def remove_stale_temporaries(home: Home) -> list[Path]:
 # ---------------------------------------------------------------------------------------- YAML
 
 
-class _StrictSafeLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses duplicate mapping keys instead of keeping the last one."""
+# libyaml's C parser and emitter when present (several times faster, same results); the Python
+# ones otherwise. Both are the *safe* variants: no tag can build an arbitrary object.
+_SafeLoaderBase = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_SafeDumperBase = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _StrictSafeLoader(_SafeLoaderBase):
+    """A safe loader that refuses duplicate mapping keys instead of keeping the last one."""
 
 
 def _construct_mapping_once(loader: _StrictSafeLoader, node: yaml.MappingNode) -> dict:
@@ -156,11 +167,11 @@ def _construct_mapping_once(loader: _StrictSafeLoader, node: yaml.MappingNode) -
 _StrictSafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping_once)
 
 
-class _ReadableDumper(yaml.SafeDumper):
-    """yaml.SafeDumper that writes multi-line strings (notes) as literal blocks."""
+class _ReadableDumper(_SafeDumperBase):
+    """A safe dumper that writes multi-line strings (notes) as literal blocks."""
 
 
-def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+def _represent_str(dumper: _SafeDumperBase, value: str) -> yaml.ScalarNode:
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
@@ -259,42 +270,60 @@ def new_cycle_id(home: Home, now: _dt.datetime) -> str:
     base = now.astimezone(_dt.timezone.utc).strftime("%Y%m%d_%H%M%S")
     taken = {p.name[: -len("_before.yaml")] for p in home.scratchpad.glob(f"{base}*_before.yaml")}
     taken |= {p.stem[len("cycle_"):] for p in home.logs.glob(f"cycle_{base}*.log")}
-    if base not in taken:
+    if not taken:
         return base
+    # never reuse the bare id once the second has others, even if retention deleted it
     suffixes = [int(t[len(base) + 1:]) for t in taken if t != base and t[len(base) + 1:].isdigit()]
-    return f"{base}_{max(suffixes, default=1) + 1:02d}"
+    following = max(suffixes, default=1) + 1
+    if following > 99:  # "_100" would sort before "_99": take the next second instead
+        return new_cycle_id(home, now + _dt.timedelta(seconds=1))
+    return f"{base}_{following:02d}"
 
 
 # ---------------------------------------------------------------------------------- cycle index
 
 
-def append_index(home: Home, record: dict) -> None:
-    """Append one JSON line to logs/index.jsonl with a single write (readers skip a torn tail)."""
-    line = (json.dumps(record, ensure_ascii=False, sort_keys=False) + "\n").encode("utf-8")
+def append_jsonl(path: Path, records: list[dict]) -> None:
+    """Append records as JSON lines with one write, then fsync (readers skip a torn tail)."""
+    if not records:
+        return
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
     try:
-        fd = os.open(home.index, os.O_WRONLY | os.O_APPEND | os.O_CREAT, SECRET_FILE_MODE)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, SECRET_FILE_MODE)
         try:
-            os.write(fd, line)
+            os.write(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
     except OSError as exc:
-        raise disk_error(home.index, exc) from exc
+        raise disk_error(path, exc) from exc
 
 
-def read_index(home: Home) -> list[dict]:
-    """Every whole record in the cycle index, oldest first. A torn or foreign line is skipped."""
+def read_jsonl(path: Path, required_key: str) -> list[dict]:
+    """Every whole record (a JSON object with `required_key`) in a JSON-lines file, oldest first.
+
+    A torn last line (a crash mid-append) or a foreign line is skipped."""
     try:
-        lines = home.index.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
     except FileNotFoundError:
         return []
     records = []
     for line in lines:
         with contextlib.suppress(ValueError):
             record = json.loads(line)
-            if isinstance(record, dict) and "cycle_id" in record:
+            if isinstance(record, dict) and required_key in record:
                 records.append(record)
     return records
+
+
+def append_index(home: Home, record: dict) -> None:
+    """Add one cycle's record to logs/index.jsonl."""
+    append_jsonl(home.index, [record])
+
+
+def read_index(home: Home) -> list[dict]:
+    """Every cycle record in the index, oldest first."""
+    return read_jsonl(home.index, "cycle_id")
 
 
 # ------------------------------------------------------------------------------------- the lock
@@ -302,21 +331,36 @@ def read_index(home: Home) -> list[dict]:
 
 @contextlib.contextmanager
 def home_lock(home: Home, wait: float = 0) -> Iterator[None]:
-    """Hold the home's lock (a kernel flock, released even on kill -9) or raise Busy."""
-    from filelock import FileLock, Timeout
+    """Hold the home's lock or raise Busy.
 
-    lock = FileLock(str(home.lock_file), timeout=wait, mode=SECRET_FILE_MODE)
+    A kernel flock on .agent.lock: released by the kernel when the process dies, even on kill -9,
+    so a crashed cycle never leaves the home blocked. The file is never unlinked (unlinking a
+    flocked file lets two processes lock two different inodes). The descriptor is not inherited
+    by child processes, so a tool's leftover child cannot keep the home locked.
+    (Not the filelock package: importing it costs more than the rest of a cycle's start-up.)
+    """
+    import fcntl
+    import time
+
     try:
-        lock.acquire()
-    except Timeout as exc:
-        waited = f" after waiting {wait:g}s" if wait else ""
-        raise Busy(f"another agent process holds the lock on {home.root}{waited}; try again later") from exc
+        fd = os.open(home.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, SECRET_FILE_MODE)
     except OSError as exc:
         raise disk_error(home.lock_file, exc) from exc
+    deadline = time.monotonic() + wait
     try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    waited = f" after waiting {wait:g}s" if wait else ""
+                    raise Busy(f"another agent process holds the lock on {home.root}{waited}; "
+                               "try again later") from None
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
         yield
     finally:
-        lock.release()
+        os.close(fd)  # closing the descriptor releases the flock
 
 
 def is_locked(home: Home) -> bool:

@@ -181,3 +181,24 @@ def test_a_scripted_cycle_imports_no_heavy_library(home, tmp_path):
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "HEAVY []" in proc.stdout
+
+
+# ----------------------------------------------------------------------------------- retention
+
+def test_automatic_retention_keeps_the_newest_cycles_and_all_history(home, tmp_path):
+    (home / "config.yaml").write_text("keep_cycles: 2\n")
+    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
+    ids = [json.loads(run(home, script, "--json").stdout)["cycle_id"] for _ in range(4)]
+    left = sorted(p.name for p in (home / "scratchpad").iterdir())
+    assert left == sorted([f"{i}_{label}.yaml" for i in ids[-2:] for label in ("before", "after")] + ["active.yaml"])
+    assert sorted(p.name for p in (home / "logs").glob("cycle_*.log")) == [f"cycle_{i}.log" for i in ids[-2:]]
+    index = [json.loads(line)["cycle_id"] for line in (home / "logs/index.jsonl").read_text().splitlines()]
+    assert index == ids  # the index still lists every cycle
+
+
+def test_retention_is_on_by_default_and_can_be_turned_off(home):
+    from agent.config import load_settings
+
+    assert load_settings(home, env={}).keep_cycles == 500
+    (home / "config.yaml").write_text("keep_cycles: null\n")
+    assert load_settings(home, env={}).keep_cycles is None

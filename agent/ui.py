@@ -1,0 +1,94 @@
+"""Live progress for `agent run` on a terminal, drawn with rich.
+
+`LiveReporter` has PlainReporter's interface (called as reporter(event, **data) with the events
+"start", "iteration", "end"; other events are ignored), so the cycle does not know which one
+it talks to. `agent run` picks it only when stdout is a terminal: cron mail and pipes keep the
+plain lines with no control codes. rich is imported here, and this module only when needed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.text import Text
+
+# The style of each dispatcher outcome kind (agent.dispatcher.Kind values).
+KIND_STYLES = {
+    "tool": "cyan", "update": "blue", "done": "bold green",
+    "parse_error": "yellow", "unknown_tool": "yellow", "tool_error": "red",
+}
+STOP_STYLES = {"done": "bold green", "error": "bold red"}  # any other stop reason: a limit
+
+
+class LiveReporter:
+    """A spinner line (iteration, tokens, elapsed) under one printed line per model action."""
+
+    def __init__(self, console: Console | None = None, quiet: bool = False):
+        self.console = console or Console()
+        self.quiet = quiet
+        self.live: Live | None = None
+        self.started = time.monotonic()
+        self.iteration, self.max_iterations, self.tokens = 0, None, 0
+        self.last_tool: str | None = None
+
+    def __call__(self, event: str, **data: Any) -> None:
+        if self.quiet:
+            return
+        handler = getattr(self, f"_on_{event}", None)
+        if handler is not None:
+            handler(**data)
+
+    # ------------------------------------------------------------------------------- events
+
+    def _on_start(self, cycle_id: str, model: str, task: str | None, **_: Any) -> None:
+        self.started = time.monotonic()
+        self.console.print(Text.assemble(("cycle ", "bold"), (cycle_id, "bold magenta"), f"  model {model}"))
+        self.console.print(Text.assemble("  task: ", (task or "(none)", "bold")), overflow="ellipsis", no_wrap=True)
+        self.live = Live(self._status(), console=self.console, transient=True, refresh_per_second=8)
+        self.live.start()
+
+    def _on_iteration(self, n: int, max: int, outcome: Any, usage: Any, **_: Any) -> None:  # noqa: A002
+        self.iteration, self.max_iterations = n, max
+        self.tokens = getattr(usage, "total_tokens", 0) or 0
+        kind = getattr(getattr(outcome, "kind", None), "value", "tool")
+        self.last_tool = getattr(outcome, "tool", None)
+        line = Text.assemble(f"  {n:>2}/{max} ", (str(outcome.note), KIND_STYLES.get(kind, "")))
+        if self.tokens:
+            line.append(f"  [{self.tokens:,} tokens]", style="dim")
+        self.console.print(line, overflow="ellipsis", no_wrap=True)
+        if self.live is not None:
+            self.live.update(self._status())
+
+    def _on_end(self, report: Any, **_: Any) -> None:
+        self.close()
+        style = STOP_STYLES.get(report.stop_reason, "bold yellow")
+        tokens = report.usage.total_tokens
+        self.console.print(Text.assemble(
+            (f"{report.stop_reason}", style),
+            f" after {report.iterations} iteration(s) in {report.duration_s:.1f}s",
+            f", {tokens:,} tokens" if tokens else "", f" (exit {report.exit_code}); task: ",
+            (report.task_before or "(none)", "bold"), " -> ", (report.task_after or "(none)", "bold")))
+        if report.error:
+            self.console.print(Text.assemble(("  error: ", "bold red"), str(report.error),
+                                             f" (see logs/cycle_{report.cycle_id}.log)"))
+
+    # ------------------------------------------------------------------------------ drawing
+
+    def _status(self) -> Group:
+        of = f"/{self.max_iterations}" if self.max_iterations else ""
+        parts = [f"iteration {self.iteration + 1}{of}" if self.max_iterations is None or
+                 self.iteration < self.max_iterations else f"iteration {self.iteration}{of}",
+                 f"{self.tokens:,} tokens", f"{time.monotonic() - self.started:.1f}s"]
+        if self.last_tool:
+            parts.append(f"last tool {self.last_tool}")
+        return Group(Spinner("dots", text=Text("  " + " · ".join(parts), style="dim")))
+
+    def close(self) -> None:
+        """Stop the live display (idempotent); called on end and when the cycle raises."""
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
