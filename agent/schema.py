@@ -75,25 +75,27 @@ def type_name(s: dict) -> str:
     return " or ".join(names) or "value"
 
 
-def check(value: Any, s: dict, where: str = "value") -> str | None:
+def check(value: Any, s: dict, where: str = "") -> str | None:
     """Why `value` does not match schema `s` (a small JSON Schema subset), or None.
 
-    The subset: type (one or a list), items, properties, required, additionalProperties,
-    anyOf, enum, const. That is all the schemas in this project use.
+    `where` is the path to the value ("goals", "pending_actions[0]", "message"), quoted in
+    messages. The subset: type (one or a list), items, properties, required,
+    additionalProperties, anyOf, enum, const: all the schemas in this project use.
     """
+    label = f"'{where}'" if where else "value"
     if "anyOf" in s:
         if any(check(value, option, where) is None for option in s["anyOf"]):
             return None
-        return f"{where} must be a {type_name(s)}, got {describe(value)}"
+        return f"{label} must be a {type_name(s)}, got {describe(value)}"
     if "const" in s and value != s["const"]:
-        return f"{where} must be {s['const']!r}, got {describe(value)}"
+        return f"{label} must be {s['const']!r}, got {describe(value)}"
     if "enum" in s and value not in s["enum"]:
-        return f"{where} must be one of {', '.join(map(repr, s['enum']))}, got {describe(value)}"
+        return f"{label} must be one of {', '.join(map(repr, s['enum']))}, got {describe(value)}"
     types = s.get("type")
     if types is not None:
         types = types if isinstance(types, list) else [types]
         if not any(_JSON_TYPES[t](value) for t in types):
-            return f"{where} must be a {type_name(s)}, got {describe(value)}"
+            return f"{label} must be a {type_name(s)}, got {describe(value)}"
     if isinstance(value, list) and "items" in s:
         for i, item in enumerate(value):
             problem = check(item, s["items"], f"{where}[{i}]")
@@ -103,17 +105,18 @@ def check(value: Any, s: dict, where: str = "value") -> str | None:
         props = s.get("properties", {})
         for key in s.get("required", []):
             if key not in value:
-                return f"{where} is missing '{key}'"
+                return f"{label} is missing '{key}'"
         extra = s.get("additionalProperties", True)
         for key, item in value.items():
             if not isinstance(key, str):
-                return f"{where} has a key that is not a string: {key!r}"
+                return f"{label} has a key that is not a string: {key!r}"
+            inner = f"{where}.{key}" if where else key
             if key in props:
-                problem = check(item, props[key], f"{where}.{key}" if where != "args" else f"'{key}'")
+                problem = check(item, props[key], inner)
             elif extra is False:
-                problem = f"{where} has an unexpected key '{key}'"
+                problem = f"{label} has an unexpected key '{key}'"
             elif isinstance(extra, dict):
-                problem = check(item, extra, f"{where}.{key}")
+                problem = check(item, extra, inner)
             else:
                 problem = None
             if problem:
@@ -123,7 +126,8 @@ def check(value: Any, s: dict, where: str = "value") -> str | None:
 
 def field_problem(name: str, value: Any) -> str | None:
     """Why `value` is not valid for schema field `name`, or None when it is."""
-    return check(value, FIELD_SCHEMAS[name], f"field '{name}'")
+    problem = check(value, FIELD_SCHEMAS[name], name)
+    return f"field {problem}" if problem else None
 
 
 def describe(value: Any) -> str:

@@ -5,11 +5,14 @@ tool's line in the prompt, its JSON schema (sent to models that take structured 
 the validation of the arguments a model sends. Two control tools, `update_scratchpad` and
 `done`, are handled by the dispatcher; their argument schemas come from the scratchpad schema.
 
-Every tool function takes a `ToolContext` as its first argument; it is not part of the schema.
+A tool function may take a `ToolContext` as its first argument (named `ctx`, or annotated
+`ToolContext`); it is not part of the schema. Plain functions without one work too, which is
+what most plugin tools look like.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import re
@@ -40,18 +43,36 @@ class ToolContext:
     @property
     def workspace(self) -> Path:
         """Where file tools may reach: the home, or the configured folder inside it."""
-        root = self.home.resolve()
-        if self.settings.workspace:
-            root = (root / self.settings.workspace).resolve()
+        home = self.home.resolve()
+        if not self.settings.workspace:
+            return home
+        root = (home / self.settings.workspace).resolve()
+        if not root.is_relative_to(home):
+            raise ToolError(f"the workspace '{self.settings.workspace}' resolves to {root}, outside the home")
         return root
 
     def child_env(self) -> dict[str, str]:
-        """The environment for child processes, with secret variables removed."""
+        """The environment for child processes, with secret variables removed.
+
+        Removed: the API key variable, `secret_env`, any variable whose name looks like a
+        credential (KEY, TOKEN, SECRET, PASSWORD, ...), and any whose value is a known secret.
+        """
         hidden = set(self.settings.secret_env) | {self.settings.api_key_env, "OPENAI_API_KEY"}
-        return {k: v for k, v in os.environ.items() if k not in hidden and v not in self.secret_values}
+        return {k: v for k, v in os.environ.items()
+                if k not in hidden and not _SECRET_NAME.search(k) and v not in self.secret_values}
+
+
+# Variable names that usually hold credentials; children never see them.
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE", re.IGNORECASE)
 
 
 _PY_TO_JSON = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+
+
+def _is_context(param: inspect.Parameter, hints: dict) -> bool:
+    return param.name == "ctx" or hints.get(param.name) is ToolContext
 
 
 def _json_schema_for(annotation: Any) -> dict:
@@ -97,18 +118,38 @@ class Tool:
     @classmethod
     def from_function(cls, func: Callable[..., Any], *, name: str | None = None, source: str = "built-in",
                       example: dict | None = None) -> "Tool":
-        hints = typing.get_type_hints(func)
+        """The tool a typed function with a docstring describes; TypeError says what is missing."""
+        if not callable(func) or not hasattr(func, "__name__"):
+            raise TypeError(f"a tool must be a function, got {schema.describe(func)}")
+        name = name or func.__name__
+        if not TOOL_NAME.fullmatch(name):
+            raise TypeError(f"tool name {name!r} must be letters, digits and underscores, starting with a letter")
+        try:
+            hints = typing.get_type_hints(func)
+        except Exception as exc:  # an annotation that names something undefined
+            raise TypeError(f"tool {name}: cannot read its type annotations: {exc}") from None
         summary, described = _parse_docstring(func.__doc__ or "")
         if not summary:
-            raise TypeError(f"tool {func.__name__} needs a docstring: it is the tool's description")
-        params = list(inspect.signature(func).parameters.values())[1:]  # the first is the ToolContext
+            raise TypeError(f"tool {name} needs a docstring: it is the tool's description")
+        params = list(inspect.signature(func).parameters.values())
+        if params and _is_context(params[0], hints):
+            params = params[1:]
+        else:  # a plain function: give it the same calling convention as the rest
+            plain = func
+
+            @functools.wraps(plain)
+            def func(ctx: ToolContext, **kwargs: Any) -> Any:
+                return plain(**kwargs)
         properties, required = {}, []
         for param in params:
             if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
-                raise TypeError(f"tool {func.__name__}: *args/**kwargs cannot be described to a model")
+                raise TypeError(f"tool {name}: *args/**kwargs cannot be described to a model")
             if param.name not in hints:
-                raise TypeError(f"tool {func.__name__}: parameter '{param.name}' needs a type annotation")
-            prop = _json_schema_for(hints[param.name])
+                raise TypeError(f"tool {name}: parameter '{param.name}' needs a type annotation")
+            try:
+                prop = _json_schema_for(hints[param.name])
+            except TypeError as exc:
+                raise TypeError(f"tool {name}: parameter '{param.name}': {exc}") from None
             if param.name in described:
                 prop["description"] = described[param.name]
             properties[param.name] = prop
@@ -116,7 +157,7 @@ class Tool:
                 required.append(param.name)
         args_schema = {"type": "object", "properties": properties, "required": required,
                        "additionalProperties": False}
-        return cls(name or func.__name__, summary, args_schema, func, source, example or {})
+        return cls(name, summary, args_schema, func, source, example or {})
 
     def check_args(self, args: Any) -> str | None:
         """Why these arguments cannot be passed to the tool, or None when they can."""
@@ -129,7 +170,7 @@ class Tool:
         for key in self.args_schema["required"]:
             if key not in args:
                 return f"missing required argument '{key}'"
-        return schema.check(args, self.args_schema, "args")
+        return schema.check(args, self.args_schema)
 
     def signature(self) -> str:
         parts = []
@@ -186,14 +227,19 @@ CONTROL_TOOLS = ("update_scratchpad", "done")
 
 
 class Registry:
-    """The tools offered in one cycle, in the order the prompt lists them."""
+    """The tools offered in one cycle, in the order the prompt lists them.
 
-    def __init__(self, tools: list[Tool]):
+    `disabled` names the tools config turned off; `problems` says which plugins were skipped.
+    """
+
+    def __init__(self, tools: list[Tool], disabled: list[str] | None = None, problems: list[str] | None = None):
         self._tools: dict[str, Tool] = {}
         for tool in tools:
             if tool.name in self._tools:
                 raise ValueError(f"two tools are named '{tool.name}'")
             self._tools[tool.name] = tool
+        self.disabled = list(disabled or [])
+        self.problems = list(problems or [])
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
@@ -215,13 +261,32 @@ class Registry:
         return {"anyOf": [tool.action_schema() for tool in self]}
 
 
-def build_registry(settings: "Settings") -> Registry:
-    """Built-in tools, minus those disabled in config (and shell when its policy is off)."""
-    from . import builtin_tools
+def build_registry(settings: "Settings", *, entry_points: Any = None,
+                   warn: Callable[[str], None] | None = None) -> Registry:
+    """The tools one cycle offers: built-ins, then plugins, then the two control tools.
 
-    disabled = set(settings.tools_disabled)
+    Config decides: `tools_enabled` (when set) keeps only the tools it names, `tools_disabled`
+    removes tools, `shell_policy: off` removes shell, `plugins_disabled` skips plugins. The
+    control tools (update_scratchpad, done) are always offered. Plugins are imported here and
+    only here, so commands that do not build a registry never import them; a broken plugin is
+    reported through `warn` (default: once per process on stderr) and skipped.
+    """
+    from . import builtin_tools, plugins
+
+    tools = list(builtin_tools.TOOLS)
+    problems: list[str] = []
+    if "*" not in settings.plugins_disabled:
+        plugin_tools, problems = plugins.load_plugin_tools(
+            reserved=[t.name for t in tools] + list(CONTROL_TOOLS), skip=settings.plugins_disabled,
+            entry_points=entry_points)
+        tools += plugin_tools
+    for problem in problems:
+        (warn or plugins.warn_once)(problem)
+    wanted = set(settings.tools_enabled) if settings.tools_enabled is not None else None
+    off = set(settings.tools_disabled)
     if settings.shell_policy == "off":
-        disabled.add("shell")
-    tools = [t for t in builtin_tools.TOOLS if t.name not in disabled]
-    tools += [_update_scratchpad_tool(), _done_tool()]
-    return Registry(tools)
+        off.add("shell")
+    offered = [t for t in tools if t.name not in off and (wanted is None or t.name in wanted)]
+    offered_names = {t.name for t in offered}
+    disabled = [t.name for t in tools if t.name not in offered_names]
+    return Registry(offered + [_update_scratchpad_tool(), _done_tool()], disabled, problems)

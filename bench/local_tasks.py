@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""A task suite for the embedded model: small tasks, each checked by its real effect.
+
+Each task gets a fresh temporary home (scratchpad/active.yaml describing the task, plus any
+input files), then one or more real cycles run through the same code path as `agent run`
+(settings, model resolution, Cycle), in-process by default or as `python -m agent run --json`
+subprocesses with --subprocess. A task succeeds when its effect is there (a file's content, a
+fact in the notes, the queue advanced) AND the last cycle ended with `done`.
+
+    python bench/local_tasks.py                     # every task once, the embedded model
+    python bench/local_tasks.py --repeats 3         # medians over 3 runs of each task
+    python bench/local_tasks.py --tasks echo,date   # a subset
+    python bench/local_tasks.py --model local:/path/to/other.gguf --json results.json
+
+Seconds per iteration are wall-clock times between the runner's iteration events (the first
+one includes loading the model), so they are what a cron user waits for. The table it prints
+is markdown, ready for the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+def state(current_task=None, pending=(), goals=(), notes="", completed=()) -> dict:
+    return {"goals": list(goals), "current_task": current_task, "pending_actions": list(pending),
+            "completed_tasks": list(completed), "notes": notes, "last_updated": None}
+
+
+@dataclass
+class CycleResult:
+    exit_code: int
+    stop_reason: str
+    iterations: int
+    iteration_seconds: list[float]
+    duration_s: float
+    error: str | None = None
+
+
+@dataclass
+class Task:
+    name: str
+    description: str
+    setup: Callable[[Path], dict]  # writes input files, returns the starting state
+    check: Callable[[Path, dict], tuple[bool, str]]  # (effect seen, detail) from the home and final state
+    cycles: int = 1
+
+
+def _notes(final: dict) -> str:
+    return final.get("notes") or ""
+
+
+def _tool_results(final: dict, tool: str) -> list[str]:
+    """The results of every successful call of `tool` recorded in the notes."""
+    out = []
+    for line in _notes(final).splitlines():
+        if line.startswith(f"[TOOL] {tool}("):
+            out.append(line.split(") -> ", 1)[-1])
+    return out
+
+
+# ------------------------------------------------------------------------------------ the tasks
+
+
+def _echo_setup(home: Path) -> dict:
+    return state("Echo the message: good morning")
+
+
+def _echo_check(home: Path, final: dict):
+    hits = [r for r in _tool_results(final, "echo") if "good morning" in r.lower()]
+    return bool(hits), f"echo results: {_tool_results(final, 'echo')[:3]}"
+
+
+def _write_setup(home: Path) -> dict:
+    return state("Write the word banana into the file fruit.txt")
+
+
+def _write_check(home: Path, final: dict):
+    path = home / "fruit.txt"
+    if not path.is_file():
+        return False, "fruit.txt was not written"
+    content = path.read_text(errors="replace")
+    return content.strip().lower() == "banana", f"fruit.txt holds {content[:60]!r}"
+
+
+def _date_setup(home: Path) -> dict:
+    return state("Run the command date -u and note the result")
+
+
+def _date_check(home: Path, final: dict):
+    year = str(_dt.datetime.now(_dt.timezone.utc).year)
+    hits = [r for r in _tool_results(final, "shell") if year in r and "UTC" in r]
+    return bool(hits), f"shell results: {_tool_results(final, 'shell')[:3]}"
+
+
+def _read_setup(home: Path) -> dict:
+    (home / "info.txt").write_text("Project Falcon\nThe secret code is 4417.\nOwner: Dana\n")
+    return state("Read the file info.txt and note the secret code")
+
+
+def _read_check(home: Path, final: dict):
+    hits = [r for r in _tool_results(final, "read_file") if "4417" in r]
+    return bool(hits), f"read_file results: {[r[:60] for r in _tool_results(final, 'read_file')[:3]]}"
+
+
+def _idle_setup(home: Path) -> dict:
+    return state(None)
+
+
+def _idle_check(home: Path, final: dict):
+    tools = [line for line in _notes(final).splitlines() if line.startswith(("[TOOL]", "[UPDATE]"))]
+    ok = not final["completed_tasks"] and final["current_task"] is None and not tools
+    return ok, f"tool calls: {len(tools)}, completed: {len(final['completed_tasks'])}"
+
+
+def _queue_setup(home: Path) -> dict:
+    return state("Echo the word red", pending=["Echo the word green", "Echo the word blue"])
+
+
+def _queue_check(home: Path, final: dict):
+    done = [t.get("task") if isinstance(t, dict) else t for t in final["completed_tasks"]]
+    echoed = " ".join(_tool_results(final, "echo")).lower()
+    colours = [c for c in ("red", "green", "blue") if c in echoed]
+    ok = len(done) == 3 and len(colours) == 3 and final["current_task"] is None
+    return ok, f"completed {len(done)}/3, echoed {colours}"
+
+
+def _ls_setup(home: Path) -> dict:
+    inbox = home / "inbox"
+    inbox.mkdir()
+    (inbox / "invoice-7731.pdf").write_text("not really a pdf\n")
+    return state("List the files in the folder inbox and note the file name")
+
+
+def _ls_check(home: Path, final: dict):
+    results = _tool_results(final, "shell")
+    hits = [r for r in results if "invoice-7731.pdf" in r]
+    return bool(hits), f"shell results: {results[:3]}"
+
+
+def _plan_setup(home: Path) -> dict:
+    return state("Add the pending action 'Water the plants' to the scratchpad")
+
+
+def _plan_check(home: Path, final: dict):
+    queued = list(final["pending_actions"]) + ([final["current_task"]] if final["current_task"] else [])
+    ok = any("water the plants" in str(item).lower() for item in queued)
+    return ok, f"pending {final['pending_actions']!r}, current {final['current_task']!r}"
+
+
+TASKS = [
+    Task("echo", "echo a given message", _echo_setup, _echo_check),
+    Task("write_file", "write a word into a file", _write_setup, _write_check),
+    Task("date", "run `date -u` and note it", _date_setup, _date_check),
+    Task("read_fact", "read a file and note a fact from it", _read_setup, _read_check),
+    Task("idle", "signal done when there is nothing to do", _idle_setup, _idle_check),
+    Task("queue", "work through 3 queued tasks over 3 cycles", _queue_setup, _queue_check, cycles=3),
+    Task("list_dir", "list a directory and note a file name", _ls_setup, _ls_check),
+    Task("plan", "add a pending action with update_scratchpad", _plan_setup, _plan_check),
+]
+
+
+# ----------------------------------------------------------------------------------- running
+
+
+def run_cycle_in_process(home: Path, model: str | None) -> CycleResult:
+    """One cycle exactly as `agent run` does it (settings, model, Cycle), timing each iteration."""
+    from agent.config import load_settings
+    from agent.cycle import Cycle
+    from agent.models import resolve_model
+    from agent.scratchpad import Home
+
+    marks: list[float] = []
+
+    def reporter(event: str, **data) -> None:
+        if event in ("start", "iteration"):
+            marks.append(time.monotonic())
+
+    settings = load_settings(home, env={}, model=model)
+    report = Cycle(Home.at(home), settings, resolve_model(settings, env={}), reporter).run()
+    per_iteration = [b - a for a, b in zip(marks, marks[1:])]
+    return CycleResult(report.exit_code, report.stop_reason, report.iterations, per_iteration,
+                       report.duration_s, report.error)
+
+
+def run_cycle_subprocess(home: Path, model: str | None) -> CycleResult:
+    """One cycle as a real `python -m agent run --json` process."""
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENT_MODEL", "AGENT_HOME")}
+    argv = [sys.executable, "-m", "agent", "run", "--home", str(home), "--json"]
+    if model:
+        argv += ["--model", model]
+    started = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+    wall = time.monotonic() - started
+    try:
+        data = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return CycleResult(proc.returncode, "error", 0, [], wall, proc.stderr.strip()[-300:])
+    n = data["iterations"]
+    return CycleResult(proc.returncode, data["stop_reason"], n, [wall / n] * n if n else [], wall, data.get("error"))
+
+
+@dataclass
+class TaskRun:
+    task: str
+    success: bool
+    effect: bool
+    ended_done: bool
+    iterations: int
+    iteration_seconds: list[float] = field(default_factory=list)
+    detail: str = ""
+    stops: list[str] = field(default_factory=list)
+
+
+def run_task(task: Task, model: str | None, subprocess_mode: bool, keep: bool) -> TaskRun:
+    root = Path(tempfile.mkdtemp(prefix=f"bench-{task.name}-"))
+    home = root / "home"
+    home.mkdir()
+    start = task.setup(home)
+    (home / "scratchpad").mkdir()
+    (home / "scratchpad" / "active.yaml").write_text(yaml.safe_dump(start, sort_keys=False))
+    runner = run_cycle_subprocess if subprocess_mode else run_cycle_in_process
+    cycles = [runner(home, model) for _ in range(task.cycles)]
+    final = yaml.safe_load((home / "scratchpad" / "active.yaml").read_text())
+    effect, detail = task.check(home, final)
+    ended_done = all(c.stop_reason == "done" for c in cycles)
+    if not keep:
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        detail += f" (home kept: {home})"
+    return TaskRun(task.name, effect and ended_done, effect, ended_done, sum(c.iterations for c in cycles),
+                   [s for c in cycles for s in c.iteration_seconds], detail,
+                   [c.stop_reason + (f" ({c.error})" if c.error else "") for c in cycles])
+
+
+def load_average() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def model_label(model: str | None) -> str:
+    from agent.models import bundled_model_path
+
+    if model and model != "local":
+        return model
+    path = bundled_model_path()
+    return f"local ({path.name})" if path else "local (bundled model not installed)"
+
+
+def table(runs: dict[str, list[TaskRun]], label: str) -> str:
+    lines = [f"Model: {label}", "",
+             "| task | what it checks | success | iterations (median) | s/iteration (median) |",
+             "| --- | --- | --- | --- | --- |"]
+    all_seconds, successes, total = [], 0, 0
+    descriptions = {t.name: t.description for t in TASKS}
+    for name, task_runs in runs.items():
+        ok = sum(r.success for r in task_runs)
+        successes += ok
+        total += len(task_runs)
+        seconds = [s for r in task_runs for s in r.iteration_seconds]
+        all_seconds += seconds
+        iters = statistics.median(r.iterations for r in task_runs)
+        spi = f"{statistics.median(seconds):.2f}" if seconds else "-"
+        lines.append(f"| {name} | {descriptions[name]} | {ok}/{len(task_runs)} | {iters:g} | {spi} |")
+    spi = f"{statistics.median(all_seconds):.2f}" if all_seconds else "-"
+    tasks_ok = sum(1 for rs in runs.values() if sum(r.success for r in rs) * 2 > len(rs))
+    lines.append(f"| **total** | {tasks_ok}/{len(runs)} tasks (majority of runs) | {successes}/{total} runs | "
+                 f"{sum(r.iterations for rs in runs.values() for r in rs)} | {spi} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each task (default 1)")
+    parser.add_argument("--tasks", help="comma-separated task names (default: all): " + ", ".join(t.name for t in TASKS))
+    parser.add_argument("--model", help="model spec (default: the embedded model)")
+    parser.add_argument("--subprocess", action="store_true", help="run each cycle as a real `agent run` process")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary homes for inspection")
+    parser.add_argument("--json", dest="json_path", help="also write every run's details to this file")
+    parser.add_argument("--verbose", "-v", action="store_true", help="print each run's details as it ends")
+    args = parser.parse_args(argv)
+
+    chosen = TASKS
+    if args.tasks:
+        wanted = [n.strip() for n in args.tasks.split(",") if n.strip()]
+        unknown = [n for n in wanted if n not in {t.name for t in TASKS}]
+        if unknown:
+            parser.error(f"unknown task(s): {', '.join(unknown)}")
+        chosen = [t for t in TASKS if t.name in wanted]
+
+    label = model_label(args.model)
+    load_before = load_average()
+    started = time.monotonic()
+    runs: dict[str, list[TaskRun]] = {t.name: [] for t in chosen}
+    for repeat in range(args.repeats):
+        for task in chosen:
+            result = run_task(task, args.model, args.subprocess, args.keep)
+            runs[task.name].append(result)
+            if args.verbose:
+                spi = statistics.median(result.iteration_seconds) if result.iteration_seconds else 0
+                print(f"[{repeat + 1}/{args.repeats}] {task.name}: {'OK ' if result.success else 'FAIL'} "
+                      f"effect={result.effect} done={result.ended_done} iterations={result.iterations} "
+                      f"s/it={spi:.2f} stops={result.stops} {result.detail}", file=sys.stderr, flush=True)
+    elapsed = time.monotonic() - started
+    print(table(runs, label))
+    print()
+    print(f"{args.repeats} run(s) per task, {'subprocess' if args.subprocess else 'in-process'} cycles, "
+          f"{os.cpu_count()} cores, load average {load_before} before / {load_average()} after, "
+          f"{elapsed:.0f}s total.")
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(
+            {"model": label, "repeats": args.repeats, "load_before": load_before, "load_after": load_average(),
+             "runs": {k: [r.__dict__ for r in v] for k, v in runs.items()}}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
