@@ -37,7 +37,28 @@ def reports_errors(func):
     return wrapper
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A click group whose operator commands are imported only when one of them is used.
+
+    `agent run` is what cron starts every few minutes; it should not pay for loading diff,
+    history, doctor and the rest. `--help` still lists them (listing imports them).
+    """
+
+    lazy_commands = {name: "agent.operator_cli"
+                     for name in ("diff", "history", "show", "status", "task", "goal", "prune", "doctor")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy_commands))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in self.lazy_commands:
+            import importlib
+
+            importlib.import_module(self.lazy_commands[name])  # registers its commands on `main`
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="scratchpad-agent", prog_name="agent")
 def main() -> None:
     """Run an LLM agent one cycle at a time, with durable memory in scratchpad/active.yaml.
@@ -303,7 +324,6 @@ def existing_home(home_dir: Path) -> Path:
 
 # The operator commands (diff, history, show, status, task, goal, prune, doctor) register
 # themselves on `main`; imported last because they use the helpers above.
-from . import operator_cli  # noqa: E402,F401
 
 
 def entry() -> None:

@@ -37,7 +37,8 @@ class Settings:
     max_iterations: int = _doc("Most model calls in one cycle.", default=10)
     max_parse_errors: int = _doc("Unparseable replies in a row that end the cycle.", default=3)
     token_budget: int | None = _doc("Most tokens (prompt + completion) one cycle may use; unset: no limit.", default=None)
-    time_budget: float | None = _doc("Most seconds one cycle may run; unset: no limit.", default=None)
+    time_budget: float | None = _doc("Most seconds one cycle may run; a model request is cut at the budget's end "
+                                     "and not retried in its last request_timeout. Unset: no limit.", default=None)
     repeat_limit: int = _doc("The same action (tool and arguments) this many times in a row ends the cycle.", default=3)
     notes_budget: int | None = _doc("Most characters of notes kept in active.yaml; older lines move to "
                                     "logs/archive.jsonl. Unset: unbounded.", default=4000)

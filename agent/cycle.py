@@ -213,7 +213,7 @@ class Cycle:
             error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
             kind = type(exc).__name__
             self.log(f"cycle failed: {kind}: {error}\n{traceback.format_exc()}")
-            report.error = f"{kind}: {error}"
+            report.error = redact(f"{kind}: {error}", self.secrets)
             report.stop_reason, report.exit_code = StopReason.ERROR.value, StopReason.ERROR.exit_code
             failed = copy.deepcopy(before)
             add_note(failed, f"[CYCLE FAILED] cycle {report.cycle_id}: {kind}: {error} "

@@ -331,14 +331,44 @@ def local_runtime_installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
+# Replies from a small model are kept short by the grammar itself: a string argument longer
+# than this, or a list longer than LOCAL_MAX_ITEMS, cannot be generated. Without a bound, a
+# greedy 135M model can loop inside one string until max_tokens and the reply never closes.
+LOCAL_MAX_STRING = 240
+LOCAL_MAX_ITEMS = 8
+LOCAL_MAX_TOKENS = 256
+
+
+def bounded_schema(node: Any, max_string: int = LOCAL_MAX_STRING, max_items: int = LOCAL_MAX_ITEMS) -> Any:
+    """A copy of a JSON schema where every string has a maxLength and every array a maxItems."""
+    if isinstance(node, list):
+        return [bounded_schema(item, max_string, max_items) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: bounded_schema(value, max_string, max_items) for key, value in node.items()}
+    types = out.get("type")
+    types = types if isinstance(types, list) else [types]
+    if "string" in types and "const" not in out and "enum" not in out:
+        out.setdefault("maxLength", max_string)
+    if "array" in types:
+        out.setdefault("maxItems", max_items)
+    return out
+
+
 class LocalModel:
-    """A GGUF model run in-process by llama-cpp-python, output constrained to the action schema."""
+    """A GGUF model run in-process by llama-cpp-python, output constrained to the action schema.
+
+    The weights are loaded once per cycle (`start`). llama.cpp keeps the evaluated prompt in its
+    KV cache and reuses the longest common prefix, so the byte-stable system message is
+    processed once per cycle and each later iteration only pays for the changed user message.
+    """
 
     def __init__(self, path: Path, settings: Any):
         self.path = path
         self.name = "local" if path == bundled_model_path() else f"local:{path}"
         self.settings = settings
         self.llm = None
+        self._schemas: dict[str, dict] = {}
 
     def start(self, log: Callable[[str], None]) -> None:
         if self.llm is not None:
@@ -350,18 +380,24 @@ class LocalModel:
         threads = self.settings.local_threads or os.cpu_count() or 1
         try:
             self.llm = Llama(model_path=str(self.path), n_ctx=self.settings.local_context, n_threads=threads,
-                             n_threads_batch=threads, verbose=False)
+                             n_threads_batch=threads, n_batch=512, verbose=False)
         except Exception as exc:
             raise ModelError(f"cannot load the model {self.path}: {exc}") from exc
         log(f"loaded {self.path.name} with {threads} threads, context {self.settings.local_context}")
+
+    def _schema(self, action_schema: dict) -> dict:
+        key = json.dumps(action_schema, sort_keys=True)
+        if key not in self._schemas:
+            self._schemas[key] = bounded_schema(action_schema)
+        return self._schemas[key]
 
     def complete(self, system: str, user: str, action_schema: dict) -> Completion:
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         try:
             response = self.llm.create_chat_completion(
                 messages=messages, temperature=self.settings.temperature,
-                max_tokens=self.settings.max_output_tokens,
-                response_format={"type": "json_object", "schema": action_schema},
+                max_tokens=min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS),
+                response_format={"type": "json_object", "schema": self._schema(action_schema)},
             )
         except ValueError as exc:  # llama.cpp: prompt longer than the context
             raise ModelError(f"embedded model: {exc} (raise local_context in config.yaml)") from exc

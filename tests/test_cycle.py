@@ -265,3 +265,24 @@ def test_an_id_pruned_away_is_not_reused_out_of_order(home):
         h.snapshot(new_cycle_id(h, moment), "before").write_text("{}")
     h.snapshot("20260401_100137", "before").unlink()  # retention removed the oldest
     assert new_cycle_id(h, moment) == "20260401_100137_04"
+
+
+def test_a_secret_in_a_failure_message_is_redacted_everywhere(home, tmp_path, monkeypatch):
+    secret = "sk-test-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    script = tmp_path / "s.yaml"
+    script.write_text("[]\n")  # the first request fails; make its message carry the key
+    from agent import models
+
+    original = models.ScriptedModel.complete
+
+    def leaky(self, system, user, action_schema):
+        raise models.ModelError(f"upstream said: bad key {secret}")
+
+    monkeypatch.setattr(models.ScriptedModel, "complete", leaky)
+    result = run(home, script, "--json")
+    monkeypatch.setattr(models.ScriptedModel, "complete", original)
+    assert result.exit_code == 4
+    assert secret not in result.stdout and "[REDACTED]" in result.stdout
+    for path in [*(home / "scratchpad").iterdir(), *(home / "logs").iterdir()]:
+        assert secret not in path.read_text(), path
