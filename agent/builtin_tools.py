@@ -102,7 +102,19 @@ def _argument_outside_home(home: Path, args: list[str]) -> str | None:
 
 
 def _read_capped(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[bytes, int, bool]:
-    """Read a child's output keeping at most `cap` bytes; kill its process group on timeout."""
+    """Read a child's output keeping at most `cap` bytes; kill its process group on timeout.
+
+    If the cycle is interrupted meanwhile (SIGTERM, Ctrl-C), the group is killed before the
+    interruption goes on: a command must never outlive the cycle that started it.
+    """
+    try:
+        return _read_until(proc, cap, timeout)
+    except BaseException:
+        _kill_group(proc)
+        raise
+
+
+def _read_until(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[bytes, int, bool]:
     import selectors
 
     kept, dropped = bytearray(), 0

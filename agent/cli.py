@@ -181,11 +181,13 @@ def packaged_templates() -> list[str]:
 @click.option("--template", default="default", show_default=True,
               help="Template to reset from: templates/NAME.yaml in the home, or a packaged one.")
 @click.option("--clean", is_flag=True, help="Also delete the home's snapshots, cycle logs and cycle index.")
+@click.option("--wait", "lock_wait", type=click.FloatRange(min=0), default=0.0,
+              help="Seconds to wait for a running cycle to finish instead of exiting busy.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @reports_errors
-def reset(home_dir: Path, template: str, clean: bool, as_json: bool) -> None:
-    """Replace active.yaml with a template (refused with exit 5 while a cycle runs)."""
-    from .scratchpad import Home, home_lock, read_state_file, write_state
+def reset(home_dir: Path, template: str, clean: bool, lock_wait: float, as_json: bool) -> None:
+    """Replace active.yaml with a template (refused with exit 5 while a cycle runs, unless --wait)."""
+    from .scratchpad import Home, home_lock, read_state_file, remove_stale_temporaries, write_state
 
     home = Home.at(home_dir)
     if not home.root.is_dir():
@@ -193,8 +195,9 @@ def reset(home_dir: Path, template: str, clean: bool, as_json: bool) -> None:
     source = template_path(home.root, template)
     state = read_state_file(source, source.parent)  # InvalidScratchpad (6) for a bad template
     removed: list[str] = []
-    with home_lock(home):
+    with home_lock(home, wait=lock_wait):
         home.ensure_dirs()
+        remove_stale_temporaries(home)
         write_state(home.active, state)
         if clean:
             doomed = [*home.scratchpad.glob("*_before.yaml"), *home.scratchpad.glob("*_after.yaml"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import datetime as _dt
 import os
 import signal
@@ -95,19 +96,33 @@ class CycleLog:
 
     def __init__(self, path, secrets: tuple[str, ...]):
         self.secrets = secrets
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        except OSError as exc:  # read-only or full home: exit 7 with a clear message, not a traceback
+            from .scratchpad import disk_error
+
+            raise disk_error(path, exc) from exc
         self.handle = os.fdopen(fd, "a", encoding="utf-8", buffering=1)
+        self.failed: OSError | None = None
 
     def __call__(self, message: str) -> None:
+        # A log line that cannot be written (disk full) must not turn a cycle into a crash: the
+        # state writes that follow report the disk problem (exit 7) on their own.
+        if self.failed:
+            return
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%H:%M:%S.%f")[:-3]
-        for line in redact(str(message), self.secrets).splitlines() or [""]:
-            self.handle.write(f"{stamp} {line}\n")
+        try:
+            for line in redact(str(message), self.secrets).splitlines() or [""]:
+                self.handle.write(f"{stamp} {line}\n")
+        except OSError as exc:
+            self.failed = exc
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self.handle.flush()
             os.fsync(self.handle.fileno())
-        self.handle.close()
+        with contextlib.suppress(OSError):
+            self.handle.close()
 
 
 @contextlib.contextmanager
@@ -142,32 +157,39 @@ class Cycle:
         self.secrets = secret_values(settings)
         self.log: Callable[[str], None] = lambda message: None
         self.pending_archive: list[memory.Archived] = []  # archived by reflect, written before saving
+        self.interrupted: str | None = None  # a signal that arrived outside the loop
+
+    def _defer_signal(self, signum: int, _frame: Any) -> None:
+        # no logging here: the main thread may be inside a log write (reentrant call)
+        self.interrupted = f"interrupted by {signal.Signals(signum).name}"
 
     # ----------------------------------------------------------------------------- the cycle
 
     def run(self) -> CycleReport:
         started = time.monotonic()
-        with home_lock(self.home, wait=self.settings.lock_wait):                      # 1
+        # From the lock on, SIGTERM/SIGINT are only noted (_defer_signal); the loop turns them into a
+        # failed cycle (exit 4), and once the loop is over the cycle's result is still saved.
+        with home_lock(self.home, wait=self.settings.lock_wait), _signals(self._defer_signal):  # 1
             self.home.ensure_dirs()
             remove_stale_temporaries(self.home)
             now = self.clock()
             cycle_id = new_cycle_id(self.home, now)                                   # 2
             before = load_state(self.home)                                            # 3
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name,
-                                 task_before=before["current_task"])
+                                 task_before=redact(before["current_task"], self.secrets))
             log = CycleLog(self.home.cycle_log(cycle_id), self.secrets)
             self.log = log
             try:
                 log(f"cycle {cycle_id} model={self.model.name} home={self.home.root}")
                 self._write(self.home.snapshot(cycle_id, "before"), before, report)     # 4
-                self.report_event("start", cycle_id=cycle_id, model=self.model.name, task=before["current_task"])
+                self.report_event("start", cycle_id=cycle_id, model=self.model.name, task=report.task_before)
                 after = self._run_guarded(before, report)                              # 5
                 after = self._bound_memory(after, report)
                 with _signals(lambda signum, frame: log(f"{signal.Signals(signum).name} ignored while saving")):
                     self._write(self.home.snapshot(cycle_id, "after"), after, report)   # 6
                     active = dict(after, last_updated=schema.now_iso())
                     self._write(self.home.active, active, report)                      # 7
-                    report.task_after = after["current_task"]
+                    report.task_after = redact(after["current_task"], self.secrets)
                     report.duration_s = time.monotonic() - started
                     append_index(self.home, self._index_record(report))
                 pruned = apply_retention(self.home, self.settings, protect=[cycle_id])
@@ -204,6 +226,8 @@ class Cycle:
     def _run_guarded(self, before: dict, report: CycleReport) -> dict:
         """Run the loop; on any failure return the state as read plus a failure note."""
         try:
+            if self.interrupted:  # arrived while waking or writing the before snapshot
+                raise Interrupted(self.interrupted)
             with _signals(_raise_interrupted):
                 after, reason = self._loop(copy.deepcopy(before), report)
             broken = invariant_problems(before, after)
@@ -282,7 +306,10 @@ class Cycle:
                 self.log(f"iteration {n}: reply {completion.text!r} usage {completion.usage.as_dict()}")
                 state, outcome = dispatch(state, completion.text, self.registry, ctx)
                 self.log(f"iteration {n}: {outcome.note}")
-                self.report_event("iteration", n=n, max=settings.max_iterations, outcome=outcome,
+                # progress lines go to stdout / cron mail: redacted like the files
+                shown = dataclasses.replace(outcome, note=redact(outcome.note, self.secrets),
+                                            args=redact(outcome.args, self.secrets)) if self.secrets else outcome
+                self.report_event("iteration", n=n, max=settings.max_iterations, outcome=shown,
                                   usage=report.usage)
                 if outcome.done:
                     return state, StopReason.DONE

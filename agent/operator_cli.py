@@ -450,18 +450,10 @@ def history(home_dir: Path, limit: int, as_json: bool) -> None:
 
 
 def read_archive(home) -> list[dict]:
-    """logs/archive.jsonl (what the memory curation moved out of active.yaml); [] when absent."""
-    try:
-        lines = (home.logs / "archive.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-    records = []
-    for line in lines:
-        with contextlib.suppress(ValueError):
-            record = json.loads(line)
-            if isinstance(record, dict) and "kind" in record:
-                records.append(record)
-    return records
+    """logs/archive.jsonl (what bounded memory moved out of active.yaml); [] when absent."""
+    from .memory import read_archive as read_records
+
+    return read_records(home.archive)
 
 
 def _state_or_fresh(home) -> dict:

@@ -12,6 +12,7 @@ import datetime as _dt
 import errno
 import json
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -23,6 +24,12 @@ from .outcomes import Busy, DiskError, InvalidScratchpad
 
 # A scratchpad this large is not memory, it is an accident; refuse it rather than feed it to a model.
 MAX_SCRATCHPAD_BYTES = 4 * 1024 * 1024
+# YAML nested deeper than this is refused before anything is built: a real scratchpad is 3-4
+# levels deep, and 100,000 nested brackets crash libyaml's recursive composer (SIGSEGV).
+MAX_YAML_DEPTH = 64
+# Aliases (*name) may repeat at most this many nodes beyond those written in the file: plenty
+# for hand-written anchors, far too few for a "billion laughs" expansion.
+MAX_ALIAS_EXPANSION = 100_000
 SECRET_DIR_MODE = 0o700
 SECRET_FILE_MODE = 0o600
 
@@ -80,12 +87,19 @@ class Home:
         return self.logs / f"cycle_{cycle_id}.log"
 
     def ensure_dirs(self) -> None:
-        """Create scratchpad/ and logs/ private to the owner (they may hold tool output)."""
+        """Create scratchpad/ and logs/ private to the owner (they may hold tool output).
+
+        A folder that already exists with wider permissions is narrowed to 0700 when we own it.
+        """
         for folder in (self.scratchpad, self.logs):
             try:
                 folder.mkdir(mode=SECRET_DIR_MODE, parents=True, exist_ok=True)
             except OSError as exc:
                 raise disk_error(folder, exc) from exc
+            with contextlib.suppress(OSError):
+                info = folder.stat()
+                if info.st_mode & 0o077 and info.st_uid == os.geteuid():
+                    folder.chmod(SECRET_DIR_MODE)
 
 
 def disk_error(path: Path, exc: OSError) -> DiskError:
@@ -99,6 +113,22 @@ def disk_error(path: Path, exc: OSError) -> DiskError:
     return DiskError(f"could not write {path}: {reason}{hint}")
 
 
+# Fault injection for tests/test_durability.py, inert unless AGENT_TEST_KILL_AT is set: with
+# AGENT_TEST_KILL_AT=N the process SIGKILLs itself at the N-th fault point it passes (the lock
+# and each write step below), so a test can prove that a kill at every step loses nothing.
+_KILL_AT = os.environ.get("AGENT_TEST_KILL_AT", "")
+_fault_points_passed = 0
+
+
+def _fault_point(step: str) -> None:
+    global _fault_points_passed
+    if _KILL_AT:
+        _fault_points_passed += 1
+        if str(_fault_points_passed) == _KILL_AT:
+            os.write(2, f"AGENT_TEST_KILL_AT: killed at {step}\n".encode())
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace `path` with `data` so that a crash leaves either the old or the new file whole."""
     tmp = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
@@ -106,17 +136,22 @@ def atomic_write(path: Path, data: bytes) -> None:
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, SECRET_FILE_MODE)
         created = True
+        _fault_point(f"{path.name}: temporary file created")
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            _fault_point(f"{path.name}: temporary file written")
             os.fsync(handle.fileno())
+        _fault_point(f"{path.name}: temporary file synced")
         os.replace(tmp, path)
         created = False
+        _fault_point(f"{path.name}: renamed")
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+        _fault_point(f"{path.name}: folder synced")
     except OSError as exc:
         raise disk_error(path, exc) from exc
     finally:
@@ -179,9 +214,67 @@ def _represent_str(dumper: _SafeDumperBase, value: str) -> yaml.ScalarNode:
 _ReadableDumper.add_representer(str, _represent_str)
 
 
+class YAMLShapeError(yaml.YAMLError):
+    """YAML refused for its shape (too deep, recursive, an alias bomb) before anything is built."""
+
+    def __init__(self, problem: str, mark=None):
+        super().__init__(problem)
+        self.problem, self.problem_mark = problem, mark
+
+
+def _check_shape(text: str) -> None:
+    """Walk the YAML event stream (iterative, nothing built) and refuse hostile shapes.
+
+    libyaml's composer and the constructors recurse once per level, so 100,000 nested brackets
+    crash the interpreter; aliases are shared when built, but anything that walks the result
+    (redaction, JSON, the prompt) expands them, so a "billion laughs" file must never load.
+    """
+    loader = _StrictSafeLoader(text)
+    try:
+        frames: list[list] = []  # one [anchor, expanded node count] per open collection
+        anchored: dict[str, int] = {}  # anchor -> its expanded node count
+        written = 0
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                written += 1
+                if len(frames) >= MAX_YAML_DEPTH:
+                    raise YAMLShapeError(f"nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark)
+                frames.append([event.anchor, 1])
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                anchor, size = frames.pop()
+                if anchor is not None:
+                    anchored[anchor] = size
+                if frames:
+                    frames[-1][1] += size
+            elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
+                if isinstance(event, yaml.ScalarEvent):
+                    written += 1
+                    size = 1
+                    if event.anchor is not None:
+                        anchored[event.anchor] = 1
+                elif any(anchor == event.anchor for anchor, _ in frames):
+                    raise YAMLShapeError(f"alias *{event.anchor} is inside its own anchor (recursive structures "
+                                         "are not allowed)", event.start_mark)
+                else:
+                    size = anchored.get(event.anchor, 1)  # an undefined alias is reported by the loader
+                if frames:
+                    frames[-1][1] += size
+                    if frames[-1][1] > written + MAX_ALIAS_EXPANSION:
+                        raise YAMLShapeError(f"aliases expand to over {MAX_ALIAS_EXPANSION:,} more values than the "
+                                             "file holds (an alias bomb?)", event.start_mark)
+    finally:
+        loader.dispose()
+
+
 def load_yaml(text: str) -> Any:
-    """Parse YAML with the safe loader: no tags that build objects, no duplicate keys."""
-    return yaml.load(text, Loader=_StrictSafeLoader)  # noqa: S506 - a SafeLoader subclass
+    """Parse YAML with the safe loader: no tags that build objects, no duplicate keys, nothing
+    nested absurdly deep, no recursive aliases, no alias bombs. Every refusal is a YAMLError."""
+    _check_shape(text)
+    try:
+        return yaml.load(text, Loader=_StrictSafeLoader)  # noqa: S506 - a SafeLoader subclass
+    except RecursionError:  # not expected within MAX_YAML_DEPTH; never let it escape as a crash
+        raise YAMLShapeError("nested too deeply") from None
 
 
 def dump_yaml(data: Any) -> str:
@@ -192,9 +285,12 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or str(exc)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    context = getattr(exc, "context", None)
     if "could not determine a constructor" in problem:
         problem = "YAML tags that build objects are not allowed (" + problem.split("tag ", 1)[-1] + ")"
-    return f"invalid YAML{where}: {problem}"
+    elif context:  # "while parsing a flow sequence", "expected a single document in the stream"
+        problem = f"{context}, {problem}"
+    return f"invalid YAML{where}: {' '.join(problem.split())}"
 
 
 def read_state_file(path: Path, home_root: Path) -> dict | None:
@@ -211,7 +307,10 @@ def read_state_file(path: Path, home_root: Path) -> dict | None:
     except OSError as exc:
         raise invalid(f"cannot be read: {exc.strerror}") from exc
     if Path(path).is_symlink():
-        target = Path(path).resolve()
+        try:
+            target = Path(path).resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop
+            raise invalid(f"is a symlink that cannot be resolved ({exc})") from exc
         if not target.is_relative_to(home_root.resolve()):
             raise invalid(f"is a symlink to {target}, outside the home {home_root}; refusing to follow it")
         if not target.exists():
@@ -224,9 +323,12 @@ def read_state_file(path: Path, home_root: Path) -> dict | None:
     if info.st_size > MAX_SCRATCHPAD_BYTES:
         raise invalid(f"is {info.st_size:,} bytes, over the {MAX_SCRATCHPAD_BYTES:,}-byte limit for a scratchpad")
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as handle:  # never more than the limit, even if it grew meanwhile
+            raw = handle.read(MAX_SCRATCHPAD_BYTES + 1)
     except OSError as exc:
         raise invalid(f"cannot be read: {exc.strerror}") from exc
+    if len(raw) > MAX_SCRATCHPAD_BYTES:
+        raise invalid(f"is over the {MAX_SCRATCHPAD_BYTES:,}-byte limit for a scratchpad")
     if not raw.strip():
         raise invalid("is empty; run `agent reset` to start from a template, or delete the file")
     try:
@@ -291,8 +393,10 @@ def append_jsonl(path: Path, records: list[dict]) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, SECRET_FILE_MODE)
         try:
+            _fault_point(f"{path.name}: before append")
             os.write(fd, data)
             os.fsync(fd)
+            _fault_point(f"{path.name}: appended")
         finally:
             os.close(fd)
     except OSError as exc:
@@ -358,6 +462,7 @@ def home_lock(home: Home, wait: float = 0) -> Iterator[None]:
                     raise Busy(f"another agent process holds the lock on {home.root}{waited}; "
                                "try again later") from None
                 time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        _fault_point("lock taken")
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the flock
