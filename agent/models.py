@@ -8,6 +8,7 @@ happens in `start()`, inside the cycle. Heavy libraries are imported only by the
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -355,12 +356,36 @@ def bounded_schema(node: Any, max_string: int = LOCAL_MAX_STRING, max_items: int
     return out
 
 
+LOCAL_CACHE_ENV = "AGENT_LOCAL_CACHE"
+LOCAL_CACHE_KEEP = 4  # prompt-prefix states kept in the cache folder (about 40 MB each)
+
+
+def local_cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
+    """Where the embedded model keeps evaluated prompt prefixes between cycles; None when off.
+
+    AGENT_LOCAL_CACHE names the folder ("off" turns the cache off); else
+    $XDG_CACHE_HOME/scratchpad-agent, else ~/.cache/scratchpad-agent.
+    """
+    env = os.environ if env is None else env
+    chosen = env.get(LOCAL_CACHE_ENV, "").strip()
+    if chosen.lower() in ("off", "0", "no", "false"):
+        return None
+    if chosen:
+        return Path(chosen).expanduser()
+    base = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "scratchpad-agent"
+
+
 class LocalModel:
     """A GGUF model run in-process by llama-cpp-python, output constrained to the action schema.
 
-    The weights are loaded once per cycle (`start`). llama.cpp keeps the evaluated prompt in its
-    KV cache and reuses the longest common prefix, so the byte-stable system message is
-    processed once per cycle and each later iteration only pays for the changed user message.
+    Speed on a small CPU is mostly prompt processing, so the prompt is reused wherever it is
+    byte-stable. Within a cycle llama.cpp keeps the evaluated tokens in its KV cache and only
+    evaluates what changed (the last user message). Between cycles, the state after the first
+    call (system message, examples, ...) is saved to the cache folder, keyed by the model file,
+    the context size and the exact system text; the next cycle loads it (a few milliseconds)
+    instead of evaluating about 1,700 tokens again (several seconds on 2 cores). Any problem
+    with the cache is logged and the cycle goes on without it.
     """
 
     def __init__(self, path: Path, settings: Any):
@@ -369,8 +394,12 @@ class LocalModel:
         self.settings = settings
         self.llm = None
         self._schemas: dict[str, dict] = {}
+        self._log: Callable[[str], None] = lambda _msg: None
+        self._cache_checked = False
 
     def start(self, log: Callable[[str], None]) -> None:
+        self._log = log
+        self._cache_checked = False
         if self.llm is not None:
             return
         try:
@@ -391,8 +420,88 @@ class LocalModel:
             self._schemas[key] = bounded_schema(action_schema)
         return self._schemas[key]
 
+    # --------------------------------------------------------------- prompt-prefix cache
+
+    def _cache_file(self, system: str) -> Path | None:
+        folder = local_cache_dir()
+        if folder is None:
+            return None
+        import hashlib
+
+        try:
+            import llama_cpp
+
+            stat = self.path.stat()
+            identity = f"{self.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{self.settings.local_context}|" \
+                       f"{getattr(llama_cpp, '__version__', '?')}|"
+        except OSError:
+            return None
+        digest = hashlib.sha256((identity + system).encode("utf-8")).hexdigest()[:32]
+        return folder / f"prefix-{digest}.kv"
+
+    def _load_prefix(self, path: Path) -> bool:
+        """Load a saved KV state and the tokens it holds; False (state reset) when it cannot be used."""
+        import ctypes
+
+        import llama_cpp
+
+        llm = self.llm
+        capacity = llm.n_ctx()
+        tokens = (llama_cpp.llama_token * capacity)()
+        count = ctypes.c_size_t(0)
+        try:
+            loaded = llama_cpp.llama_state_load_file(llm._ctx.ctx, str(path).encode(), tokens, capacity,
+                                                     ctypes.byref(count))
+            if not loaded or not 0 < count.value <= capacity:
+                raise ValueError("llama.cpp refused the file")
+            llm.input_ids[: count.value] = tokens[: count.value]
+            llm.n_tokens = count.value
+            llm._requires_eval = True  # logits must come from a live decode, as after Llama.load_state
+        except Exception as exc:
+            llm.reset()
+            self._log(f"prompt cache {path.name} not used: {exc}")
+            return False
+        self._log(f"prompt cache: loaded {count.value} evaluated tokens from {path}")
+        return True
+
+    def _save_prefix(self, path: Path) -> None:
+        import llama_cpp
+
+        llm = self.llm
+        n = llm.n_tokens
+        if n <= 0:
+            return
+        tokens = (llama_cpp.llama_token * n)(*llm.input_ids[:n].tolist())
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not llama_cpp.llama_state_save_file(llm._ctx.ctx, str(temporary).encode(), tokens, n):
+                raise OSError("llama.cpp could not write the state")
+            os.replace(temporary, path)
+            stale = sorted(path.parent.glob("prefix-*.kv"), key=lambda p: p.stat().st_mtime, reverse=True)
+            for old in stale[LOCAL_CACHE_KEEP:]:
+                old.unlink(missing_ok=True)
+        except Exception as exc:
+            self._log(f"prompt cache not saved to {path}: {exc}")
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            return
+        self._log(f"prompt cache: saved {n} evaluated tokens to {path}")
+
+    # ----------------------------------------------------------------------- completion
+
     def complete(self, system: str, user: str, action_schema: dict) -> Completion:
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        from .prompt import chat_messages
+
+        save_to = None
+        if not self._cache_checked:  # first call of the cycle: try the state a previous cycle saved
+            self._cache_checked = True
+            cache = self._cache_file(system)
+            if cache is not None and self.llm.n_tokens == 0:
+                if not (cache.is_file() and self._load_prefix(cache)):
+                    save_to = cache
+        before = self.llm.input_ids[: self.llm.n_tokens].copy()
+        messages = chat_messages(system, user)  # the rules' examples become real chat turns
         try:
             response = self.llm.create_chat_completion(
                 messages=messages, temperature=self.settings.temperature,
@@ -401,10 +510,23 @@ class LocalModel:
             )
         except ValueError as exc:  # llama.cpp: prompt longer than the context
             raise ModelError(f"embedded model: {exc} (raise local_context in config.yaml)") from exc
+        if save_to is not None:
+            self._save_prefix(save_to)
         usage = response.get("usage") or {}
+        prompt_tokens = usage.get("prompt_tokens", 0)
         return Completion(response["choices"][0]["message"].get("content") or "",
-                          Usage(prompt_tokens=usage.get("prompt_tokens", 0),
-                                completion_tokens=usage.get("completion_tokens", 0), calls=1))
+                          Usage(prompt_tokens=prompt_tokens, completion_tokens=usage.get("completion_tokens", 0),
+                                cached_tokens=min(prompt_tokens, _common_prefix(before, self.llm.input_ids)),
+                                calls=1))
+
+
+def _common_prefix(a: Any, b: Any) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 # -------------------------------------------------------------------------------------- choose

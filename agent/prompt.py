@@ -1,9 +1,21 @@
 """Prompt assembly. The system message (rules + tool list) is byte-identical across iterations and
-cycles, so providers' prompt caches hit; everything that changes goes in the user message, last.
+cycles, so prompt caches hit (a provider's, or llama.cpp's KV cache for the embedded model);
+everything that changes goes in the user message, last.
+
+The user message is laid out for the smallest models: the scratchpad as YAML (empty fields
+left out), then, last, where the model looks most, the iteration, the task, the result of the
+previous action and one line saying what to do now.
+
+The rules' `## Examples` section holds worked steps (`Task:` / `Last result:` / `Action:`).
+`chat_messages` turns them into real user/assistant turns, each user turn rendered by
+`user_prompt` itself, so an example looks exactly like the message the model will answer.
+Small models copy such turns far more reliably than examples written inside the system text.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -11,6 +23,8 @@ from .scratchpad import dump_yaml
 from .tools import Registry
 
 TOOLS_MARKER = "{{tools}}"
+EXAMPLES_HEADING = "## Examples"
+NOTHING_YET = "none yet"
 
 
 def default_rules() -> str:
@@ -26,24 +40,115 @@ def read_rules(path: Path) -> str:
 
 
 def system_prompt(rules: str, registry: Registry) -> str:
+    """The rules with the tool list filled in, minus examples of tools this home does not offer."""
+    rules = _without_examples_of_missing_tools(rules, registry)
     listing = registry.prompt_listing()
     if TOOLS_MARKER in rules:
         return rules.replace(TOOLS_MARKER, listing)
     return f"{rules.rstrip()}\n\n## Tools\n\n{listing}\n"
 
 
+def _without_examples_of_missing_tools(rules: str, registry: Registry) -> str:
+    """Drop example blocks whose action calls a disabled tool: the model would copy them."""
+    start = rules.find(f"\n{EXAMPLES_HEADING}\n")
+    if start < 0:
+        return rules
+    body_start = start + len(EXAMPLES_HEADING) + 2
+    following = rules.find("\n## ", body_start)
+    body = rules[body_start:] if following < 0 else rules[body_start:following]
+    kept = []
+    for block in body.split("\n\n"):
+        named = re.findall(r'"tool":\s*"([^"]+)"|\[TOOL\] (\w+)\(', block)
+        if all(name in registry for pair in named for name in pair if name):
+            kept.append(block)
+    return rules[:body_start] + "\n\n".join(kept) + ("" if following < 0 else rules[following:])
+
+
+# ------------------------------------------------------------------------------- user message
+
+
+def last_result(state: dict, iteration: int) -> str:
+    """What the previous action of this cycle did: the newest note; "none yet" on the first step."""
+    if iteration <= 1:
+        return NOTHING_YET
+    lines = [line for line in (state.get("notes") or "").splitlines() if line.strip()]
+    return lines[-1] if lines else NOTHING_YET
+
+
+def next_step(state: dict, result: str) -> str:
+    """One plain instruction for this step, derived only from the state and the last result."""
+    if not state.get("current_task"):
+        if state.get("pending_actions"):
+            return "There is no current task: call done to start the next pending action."
+        return "There is nothing to do: call done."
+    if result == NOTHING_YET:
+        return "Call the tool that does the task."
+    if result.startswith(("[TOOL ERROR]", "[PARSE ERROR]", "[UNKNOWN TOOL]")):
+        return "The last action failed: call a tool with fixed arguments, or call done and say why."
+    return "If the last result finishes the task, call done. Otherwise call the next tool."
+
+
+def _compact(state: dict) -> dict:
+    return {k: v for k, v in state.items() if v not in (None, "", [], {}) and k != "last_updated"}
+
+
 def user_prompt(state: dict, iteration: int, max_iterations: int, warnings: list[str] | None = None) -> str:
     """The changing part: the scratchpad as YAML, then where this iteration stands."""
-    lines = ["## Scratchpad", "", "```yaml", dump_yaml(state).rstrip(), "```", "", "## Now", ""]
-    if state.get("current_task"):
-        lines.append(f"Current task: {state['current_task']}")
-    elif state.get("pending_actions"):
-        lines.append("No current task. Call done to start the first pending action.")
-    else:
-        lines.append("No current task and nothing pending: call done with a short summary.")
-    lines.append(f"Iteration {iteration} of {max_iterations}.")
-    if iteration == max_iterations:
-        lines.append("This is the LAST iteration: call done now with a summary of what was done.")
+    compact = _compact(state)
+    scratchpad = dump_yaml(compact).rstrip() if compact else "(empty)"
+    result = last_result(state, iteration)
+    lines = ["## Scratchpad", "", scratchpad, "", f"Iteration {iteration} of {max_iterations}.",
+             f"Task: {state.get('current_task') or 'none'}", f"Last result: {result}"]
     lines.extend(warnings or [])
-    lines.append("Reply with one JSON action.")
+    if iteration >= max_iterations:
+        lines.append("Now: this is the LAST iteration: call done with a summary of what was done.")
+    else:
+        lines.append(f"Now: {next_step(state, result)}")
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------- examples
+
+_EXAMPLE = re.compile(r"^Task: (?P<task>.*)\nLast result: (?P<result>.*)\nAction: (?P<action>\{.*\})$")
+
+
+def split_examples(system: str) -> tuple[str, list[tuple[str, str]]]:
+    """(system text without its examples, [(user turn, assistant reply)]) from the rules' examples.
+
+    A system text with no `## Examples` section, or one whose blocks do not all parse, is
+    returned unchanged with no turns: the examples then simply stay where they are.
+    """
+    start = system.find(f"\n{EXAMPLES_HEADING}\n")
+    if start < 0:
+        return system, []
+    body_start = start + len(EXAMPLES_HEADING) + 2
+    following = system.find("\n## ", body_start)
+    body = system[body_start:] if following < 0 else system[body_start:following]
+    turns = []
+    for block in (b.strip() for b in body.split("\n\n")):
+        if not block:
+            continue
+        match = _EXAMPLE.match(block)
+        if not match:
+            return system, []
+        try:
+            action = json.loads(match["action"])
+        except ValueError:
+            return system, []
+        task, result = match["task"].strip(), match["result"].strip()
+        state = {"current_task": None if task == "none" else task, "pending_actions": [],
+                 "notes": "" if result == NOTHING_YET else result}
+        iteration = 1 if result == NOTHING_YET else 2
+        turns.append((user_prompt(state, iteration, 10), json.dumps(action)))
+    rest = system[:start] + ("" if following < 0 else system[following:])
+    return rest.rstrip() + "\n", turns
+
+
+def chat_messages(system: str, user: str) -> list[dict]:
+    """The messages for a chat model: system, the examples as turns, then this step's message."""
+    rest, turns = split_examples(system)
+    messages = [{"role": "system", "content": rest}]
+    for example_user, example_reply in turns:
+        messages += [{"role": "user", "content": example_user}, {"role": "assistant", "content": example_reply}]
+    messages.append({"role": "user", "content": user})
+    return messages
