@@ -56,6 +56,33 @@ def tools_from(obj: Any, source: str) -> list[Tool]:
     return tools
 
 
+def any_plugin_installed(paths: Iterable[str] | None = None) -> bool:
+    """Whether some installed distribution declares an `agent.tools` entry point.
+
+    A quick look at the entry_points.txt files on sys.path. importlib.metadata answers the
+    same question, but importing it (and the email package it parses metadata with) costs
+    more than the rest of a cycle's start-up; it is imported only when this says yes.
+    """
+    import os
+
+    needle = f"[{GROUP}]"
+    for folder in sys.path if paths is None else paths:
+        try:
+            entries = os.scandir(folder or ".")
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                if entry.name.endswith((".dist-info", ".egg-info")):
+                    try:
+                        with open(os.path.join(entry.path, "entry_points.txt"), encoding="utf-8") as handle:
+                            if needle in handle.read():
+                                return True
+                    except OSError:
+                        continue
+    return False
+
+
 def load_plugin_tools(reserved: Iterable[str] = (), skip: Iterable[str] = (),
                       entry_points: Iterable[Any] | None = None) -> tuple[list[Tool], list[str]]:
     """(tools from every installed plugin, problems): broken plugins are left out, not raised.
@@ -64,6 +91,8 @@ def load_plugin_tools(reserved: Iterable[str] = (), skip: Iterable[str] = (),
     is skipped. `skip` lists distribution names (or entry-point names) not to load at all.
     """
     if entry_points is None:
+        if not any_plugin_installed():
+            return [], []
         from importlib import metadata
 
         entry_points = metadata.entry_points(group=GROUP)

@@ -77,7 +77,7 @@ def select_expired(cycle_ids: Iterable[str], keep_cycles: int | None = None, kee
     now = now or _dt.datetime.now(_dt.timezone.utc)
     kept = set(protect)
     if keep_cycles is not None:
-        kept |= set(ids[len(ids) - keep_cycles:]) if keep_cycles > 0 else set()
+        kept |= set(ids[max(0, len(ids) - keep_cycles):]) if keep_cycles > 0 else set()
     if keep_days is not None:
         cutoff = now - _dt.timedelta(days=keep_days)
         kept |= {i for i in ids if (cycle_started(i) or now) >= cutoff}

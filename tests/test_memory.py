@@ -202,3 +202,18 @@ def test_retention_is_on_by_default_and_can_be_turned_off(home):
     assert load_settings(home, env={}).keep_cycles == 500
     (home / "config.yaml").write_text("keep_cycles: null\n")
     assert load_settings(home, env={}).keep_cycles is None
+
+
+def test_retention_keeps_everything_while_there_are_fewer_cycles_than_the_limit(home, tmp_path):
+    (home / "config.yaml").write_text("keep_cycles: 3\n")
+    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
+    for expected in (1, 2, 3, 3):
+        assert run(home, script).exit_code == 0
+        assert len(list((home / "scratchpad").glob("*_before.yaml"))) == expected
+
+
+def test_select_expired_with_fewer_ids_than_the_limit():
+    from agent.retention import select_expired
+
+    assert select_expired(["20260101_000000", "20260101_000100"], keep_cycles=3) == []
+    assert select_expired(["a1", "a2", "a3", "a4"], keep_cycles=3) == ["a1"]
