@@ -22,7 +22,6 @@ import datetime as _dt
 import os
 import signal
 import time
-import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -185,13 +184,16 @@ class Cycle:
                 self.report_event("start", cycle_id=cycle_id, model=self.model.name, task=report.task_before)
                 after = self._run_guarded(before, report)                              # 5
                 after = self._bound_memory(after, report)
-                with _signals(lambda signum, frame: log(f"{signal.Signals(signum).name} ignored while saving")):
-                    self._write(self.home.snapshot(cycle_id, "after"), after, report)   # 6
-                    active = dict(after, last_updated=schema.now_iso())
-                    self._write(self.home.active, active, report)                      # 7
-                    report.task_after = redact(after["current_task"], self.secrets)
-                    report.duration_s = time.monotonic() - started
-                    append_index(self.home, self._index_record(report))
+                # a signal from here on is only noted (_defer_signal): the result is saved whole
+                noted_before_saving = self.interrupted
+                self._write(self.home.snapshot(cycle_id, "after"), after, report)       # 6
+                active = dict(after, last_updated=schema.now_iso())
+                self._write(self.home.active, active, report)                          # 7
+                report.task_after = redact(after["current_task"], self.secrets)
+                report.duration_s = time.monotonic() - started
+                append_index(self.home, self._index_record(report))
+                if self.interrupted and self.interrupted is not noted_before_saving:
+                    log(f"{self.interrupted} while saving: ignored, the cycle's result was saved")
                 pruned = apply_retention(self.home, self.settings, protect=[cycle_id])
                 if pruned:
                     log(f"retention: removed {len(pruned)} old snapshot/log file(s)")
@@ -236,6 +238,8 @@ class Cycle:
         except (Exception, KeyboardInterrupt, Interrupted) as exc:
             error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
             kind = type(exc).__name__
+            import traceback  # only a failing cycle needs it
+
             self.log(f"cycle failed: {kind}: {error}\n{traceback.format_exc()}")
             report.error = redact(f"{kind}: {error}", self.secrets)
             report.stop_reason, report.exit_code = StopReason.ERROR.value, StopReason.ERROR.exit_code
