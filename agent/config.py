@@ -70,6 +70,9 @@ class Settings:
     lock_wait: float = _doc("Seconds to wait for another cycle's lock before exiting busy (5).", default=0.0)
     local_threads: int | None = _doc("Threads for the embedded model; unset: one per core.", default=None)
     local_context: int = _doc("Context window (tokens) for the embedded model.", default=4096)
+    local_guided: bool | None = _doc("Narrow a local model's choices each step to the likeliest tools and to paths "
+                                     "named in the task. Unset: on for the bundled tiny model, off for local:FILE.",
+                                     default=None)
     keep_cycles: int | None = _doc("Automatic retention: keep the snapshots and logs of only the newest N cycles "
                                    "(the index and archive keep everything); null: keep all.", default=500)
     keep_days: float | None = _doc("Automatic retention: keep the snapshots and logs of cycles younger than this "

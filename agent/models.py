@@ -390,7 +390,10 @@ class LocalModel:
 
     def __init__(self, path: Path, settings: Any):
         self.path = path
-        self.name = "local" if path == bundled_model_path() else f"local:{path}"
+        bundled = path == bundled_model_path()
+        self.name = "local" if bundled else f"local:{path}"
+        # a 135M model needs its choices narrowed; a capable GGUF would only be hampered
+        self.guided = bundled if settings.local_guided is None else settings.local_guided
         self.settings = settings
         self.llm = None
         self._schemas: dict[str, dict] = {}
@@ -491,7 +494,7 @@ class LocalModel:
     # ----------------------------------------------------------------------- completion
 
     def complete(self, system: str, user: str, action_schema: dict) -> Completion:
-        from .prompt import chat_messages
+        from .prompt import chat_messages, focused_tools, paths_from_task, restrict_schema
 
         save_to = None
         if not self._cache_checked:  # first call of the cycle: try the state a previous cycle saved
@@ -502,6 +505,10 @@ class LocalModel:
                     save_to = cache
         before = self.llm.input_ids[: self.llm.n_tokens].copy()
         messages = chat_messages(system, user)  # the rules' examples become real chat turns
+        if self.guided:
+            # the grammar, not the prompt, is shaped for this step: relevant tools only, real paths
+            action_schema = restrict_schema(action_schema, focused_tools(user, action_schema))
+            action_schema = paths_from_task(user, action_schema)
         try:
             response = self.llm.create_chat_completion(
                 messages=messages, temperature=self.settings.temperature,

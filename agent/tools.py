@@ -191,6 +191,7 @@ class Tool:
         """The schema of one reply that calls this tool: {"tool": name, "args": {...}}."""
         return {
             "type": "object",
+            "description": self.description,
             "properties": {"tool": {"const": self.name}, "args": self.args_schema},
             "required": ["tool", "args"],
             "additionalProperties": False,
