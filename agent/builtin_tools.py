@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import shlex
-import signal
-import socket
-import subprocess
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .tools import Tool, ToolContext, ToolError
+
+if TYPE_CHECKING:  # imported where used, so a cycle that runs no command never loads them
+    import subprocess
 
 MAX_LIST_ENTRIES = 200
 
@@ -44,6 +43,7 @@ def shell(ctx: ToolContext, command: str) -> str:
     Args:
         command: the command line, e.g. "date -u" or "ls -l"
     """
+    import shlex, subprocess
     settings = ctx.settings
     if settings.shell_policy == "off":
         raise ToolError("the shell tool is turned off in this home's config")
@@ -115,6 +115,7 @@ def _read_capped(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[byte
 
 
 def _read_until(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[bytes, int, bool]:
+    import subprocess
     import selectors
 
     kept, dropped = bytearray(), 0
@@ -146,6 +147,7 @@ def _read_until(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[bytes
 
 def _kill_group(proc: subprocess.Popen) -> bool:
     """SIGKILL every process in the command's group (it leads its own session); True if any was left."""
+    import signal
     try:
         os.killpg(proc.pid, signal.SIGKILL)
         killed = True
@@ -332,6 +334,7 @@ def address_problem(address: str, allowed_networks: list[str]) -> str | None:
 
 def resolve_host(host: str, port: int) -> list[str]:
     """Every IP address a host name resolves to (the system resolver)."""
+    import socket
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import re
-from importlib import resources
 from pathlib import Path
 
 from .scratchpad import dump_yaml
@@ -33,6 +32,8 @@ NOTHING_YET = "none yet"
 
 
 def default_rules() -> str:
+    from importlib import resources  # only when the home has no rules.md
+
     return resources.files("agent").joinpath("templates/rules.md").read_text(encoding="utf-8")
 
 

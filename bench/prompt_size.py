@@ -165,7 +165,7 @@ def main() -> int:
     else:
         print(f"tokens: {tokenizer.name}")
         print(f"cycles: {', '.join(f'{r.cycle_id} {r.stop_reason} in {r.iterations} iterations' for r in reports)}")
-        print(f"usage per cycle (from the server's `usage`): "
+        print("usage per cycle (from the server's `usage`): "
               + "; ".join(f"prompt {r.usage.prompt_tokens}, completion {r.usage.completion_tokens}, "
                           f"cached {r.usage.cached_tokens}" for r in reports))
         print()
