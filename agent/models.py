@@ -523,11 +523,12 @@ class LocalModel:
         prompt_tokens = usage.get("prompt_tokens", 0)
         return Completion(response["choices"][0]["message"].get("content") or "",
                           Usage(prompt_tokens=prompt_tokens, completion_tokens=usage.get("completion_tokens", 0),
-                                cached_tokens=min(prompt_tokens, _common_prefix(before, self.llm.input_ids)),
+                                cached_tokens=min(prompt_tokens, common_prefix(before, self.llm.input_ids)),
                                 calls=1))
 
 
-def _common_prefix(a: Any, b: Any) -> int:
+def common_prefix(a: Any, b: Any) -> int:
+    """How many leading items two sequences share (tokens a prefix cache can reuse)."""
     n = 0
     for x, y in zip(a, b):
         if x != y:

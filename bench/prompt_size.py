@@ -39,7 +39,7 @@ from openai_server import OpenAIServer, Reply, Request, usage  # noqa: E402
 from agent.cli import main as cli_main  # noqa: E402
 from agent.config import load_settings  # noqa: E402
 from agent.cycle import Cycle  # noqa: E402
-from agent.models import bundled_model_path, resolve_model  # noqa: E402
+from agent.models import bundled_model_path, common_prefix, resolve_model  # noqa: E402
 from agent.scratchpad import Home  # noqa: E402
 
 # Two cycles on the default (empty) template: plan, act, finish; then act and finish again.
@@ -100,15 +100,6 @@ def chatml(messages: list[dict]) -> str:
     """The prompt a ChatML server (SmolLM2, Qwen, ...) builds from the messages."""
     body = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
     return body + "<|im_start|>assistant\n"
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def main() -> int:
