@@ -83,21 +83,33 @@ def shell(ctx: ToolContext, command: str) -> str:
     return text.rstrip("\n")
 
 
+def _path_candidates(arg: str) -> list[str]:
+    """Every path an argument may carry: itself, or for an option the value after `=`, the value
+    stuck to a short option (`-f/etc/passwd`), and any tail starting at `/` or `~` (`-xf/etc`)."""
+    if not arg.startswith("-"):
+        return [arg]
+    found = [arg.split("=", 1)[1]] if "=" in arg else []
+    if not arg.startswith("--") and len(arg) > 2:
+        found.append(arg[2:])
+    found += [arg[i:] for i, ch in enumerate(arg) if ch in "/~"]
+    return found
+
+
 def _argument_outside_home(home: Path, args: list[str]) -> str | None:
     """The first argument that names a path outside the home (absolute, `..`, ~, a symlink out)."""
     root = home.resolve()
     for arg in args:
-        value = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
-        if value.startswith(("/", "~")) or ".." in Path(value).parts:
-            return arg
-        if not value or value.startswith("-"):
-            continue
-        candidate = root / value
-        try:
-            if (candidate.is_symlink() or candidate.exists()) and not candidate.resolve().is_relative_to(root):
+        for value in _path_candidates(arg):
+            if value.startswith(("/", "~")) or ".." in Path(value).parts:
                 return arg
-        except OSError:  # a name too long to be a path is not a path
-            continue
+            if not value or value.startswith("-"):
+                continue
+            candidate = root / value
+            try:
+                if (candidate.is_symlink() or candidate.exists()) and not candidate.resolve().is_relative_to(root):
+                    return arg
+            except OSError:  # a name too long to be a path is not a path
+                continue
     return None
 
 

@@ -7,6 +7,7 @@ Unknown keys and wrongly typed values are a usage error (exit 2) naming the key.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import typing
 from dataclasses import dataclass, field
@@ -117,12 +118,18 @@ def check(settings: Settings) -> Settings:
             raise UsageError(f"setting {problem}")
         if f.name in _CHOICES and value not in _CHOICES[f.name]:
             raise UsageError(f"setting '{f.name}' must be one of {', '.join(_CHOICES[f.name])}, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"setting '{f.name}' must be a finite number, got {value!r}")
         if (f.name in _POSITIVE or f.name in _TOOL_POSITIVE) and value is not None and value <= 0:
             raise UsageError(f"setting '{f.name}' must be greater than 0, got {value!r}")
     if settings.notes_budget is not None and settings.notes_budget < 200:
         raise UsageError(f"setting 'notes_budget' must be at least 200 characters, got {settings.notes_budget}")
     if settings.completed_window is not None and settings.completed_window < 0:
         raise UsageError(f"setting 'completed_window' must be 0 or more, got {settings.completed_window}")
+    if settings.lock_wait < 0:
+        raise UsageError(f"setting 'lock_wait' must be 0 or more, got {settings.lock_wait!r}")
+    if settings.keep_days is not None and settings.keep_days > 36500:
+        raise UsageError(f"setting 'keep_days' must be at most 36500 (100 years; null keeps all), got {settings.keep_days!r}")
     if isinstance(settings.temperature, (int, float)) and not 0 <= settings.temperature <= 2:
         raise UsageError(f"setting 'temperature' must be between 0 and 2, got {settings.temperature!r}")
     check_tool_settings(settings)

@@ -86,7 +86,7 @@ def redact(value: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(value, list):
         return [redact(v, secrets) for v in value]
     if isinstance(value, dict):
-        return {k: redact(v, secrets) for k, v in value.items()}
+        return {redact(k, secrets): redact(v, secrets) for k, v in value.items()}
     return value
 
 
@@ -101,7 +101,7 @@ class CycleLog:
             from .scratchpad import disk_error
 
             raise disk_error(path, exc) from exc
-        self.handle = os.fdopen(fd, "a", encoding="utf-8", buffering=1)
+        self.handle = os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace", buffering=1)
         self.failed: OSError | None = None
 
     def __call__(self, message: str) -> None:
@@ -235,6 +235,8 @@ class Cycle:
             broken = invariant_problems(before, after)
             if broken:
                 raise InvariantViolation("; ".join(broken))
+            if reason is StopReason.DONE and self.settings.reflect:
+                after = self._reflect(before, after, report)  # an interrupt in it fails the cycle
         except (Exception, KeyboardInterrupt, Interrupted) as exc:
             error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
             kind = type(exc).__name__
@@ -248,8 +250,6 @@ class Cycle:
                              f"(traceback in logs/cycle_{report.cycle_id}.log)")
             return failed
         report.stop_reason, report.exit_code = reason.value, reason.exit_code
-        if reason is StopReason.DONE and self.settings.reflect:
-            after = self._reflect(before, after, report)
         return after
 
     def _reflect(self, before: dict, state: dict, report: CycleReport) -> dict:
@@ -273,7 +273,7 @@ class Cycle:
             broken = invariant_problems(before, curated)
             if broken:
                 raise InvariantViolation("; ".join(broken))
-        except (Exception, KeyboardInterrupt, Interrupted) as exc:
+        except Exception as exc:  # a failed reflection is dropped; an interrupt fails the cycle
             report.reflect = f"kept unreflected: {type(exc).__name__}: {exc}"
             self.log(f"reflect step failed, keeping the unreflected state: {type(exc).__name__}: {exc}")
             return state

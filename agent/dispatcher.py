@@ -62,14 +62,19 @@ def parse_reply(text: Any) -> dict:
     candidates: list[Any] = []
     try:
         candidates.append(json.loads(stripped))
+    except RecursionError:
+        raise ReplyError("reply JSON is nested too deeply") from None
     except ValueError:
         for block in _FENCE.findall(stripped):
             try:
                 candidates.append(json.loads(block))
-            except ValueError:
+            except (ValueError, RecursionError):
                 pass
         if not candidates:
             candidates = list(_objects_in(stripped))
+    for value in candidates:
+        if isinstance(value, dict) and "tool" in value and not _encodable(value):
+            raise ReplyError("reply holds text that is not valid Unicode (a lone surrogate escape such as \\ud800)")
     for value in candidates:
         if isinstance(value, dict) and "tool" in value:
             return value
@@ -87,9 +92,18 @@ def _objects_in(text: str):
     for match in re.finditer(r"\{", text):
         try:
             value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         yield value
+
+
+def _encodable(value: Any) -> bool:
+    """Whether a decoded reply can be written as UTF-8 (JSON allows lone surrogates; files do not)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, RecursionError, ValueError):
+        return False
+    return True
 
 
 def _clip(text: str, limit: int) -> str:
@@ -175,7 +189,9 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext) -> t
 
 
 def _one_line(result: Any) -> str:
-    return "; ".join(line.strip() for line in str(result).splitlines() if line.strip())
+    # a plugin's result may hold text that cannot be written as UTF-8: escape it, don't crash later
+    text = str(result).encode("utf-8", "backslashreplace").decode("utf-8")
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def _noted(state: dict, outcome: Outcome) -> tuple[dict, Outcome]:

@@ -83,7 +83,9 @@ class ScriptedModel:
             raise UsageError(f"scripted model file {path} is not valid YAML: {exc}") from None
         if not isinstance(data, list):
             raise UsageError(f"scripted model file {path} must hold a YAML list of replies, got {type(data).__name__}")
-        self.replies = [r if isinstance(r, str) else json.dumps(r) for r in data]
+        # strings as they are; a mapping or list as its JSON; any other scalar (a YAML date) as text
+        self.replies = [r if isinstance(r, str) else json.dumps(r, default=str) if isinstance(r, (dict, list))
+                        else str(r) for r in data]
         self.position = 0
 
     def start(self, log: Callable[[str], None]) -> None:

@@ -563,7 +563,11 @@ def status(home_dir: Path, as_json: bool) -> None:
     if last and isinstance(last.get("started"), str):
         with contextlib.suppress(ValueError):
             started = _dt.datetime.fromisoformat(last["started"])
-            age = (_dt.datetime.now(_dt.timezone.utc) - started).total_seconds() - (last.get("duration_s") or 0)
+            if started.tzinfo is None:  # a hand-edited record: our ids and stamps are UTC
+                started = started.replace(tzinfo=_dt.timezone.utc)
+            took = last.get("duration_s")
+            took = took if isinstance(took, (int, float)) and not isinstance(took, bool) else 0
+            age = (_dt.datetime.now(_dt.timezone.utc) - started).total_seconds() - took
     data = {
         "home": str(home.root), "running": running, "cycles": len(records),
         "last_cycle": None if last is None else {

@@ -79,7 +79,10 @@ def select_expired(cycle_ids: Iterable[str], keep_cycles: int | None = None, kee
     if keep_cycles is not None:
         kept |= set(ids[max(0, len(ids) - keep_cycles):]) if keep_cycles > 0 else set()
     if keep_days is not None:
-        cutoff = now - _dt.timedelta(days=keep_days)
+        try:
+            cutoff = now - _dt.timedelta(days=keep_days)
+        except OverflowError:  # "older than" beyond the calendar: nothing is that old
+            cutoff = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
         kept |= {i for i in ids if (cycle_started(i) or now) >= cutoff}
     return [i for i in ids if i not in kept]
 

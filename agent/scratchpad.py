@@ -275,6 +275,8 @@ def load_yaml(text: str) -> Any:
         return yaml.load(text, Loader=_StrictSafeLoader)  # noqa: S506 - a SafeLoader subclass
     except RecursionError:  # not expected within MAX_YAML_DEPTH; never let it escape as a crash
         raise YAMLShapeError("nested too deeply") from None
+    except (ValueError, OverflowError) as exc:  # a value YAML cannot build: a date like 2024-02-30
+        raise YAMLShapeError(f"a value cannot be read: {exc}") from None
 
 
 def dump_yaml(data: Any) -> str:
@@ -426,8 +428,8 @@ def append_index(home: Home, record: dict) -> None:
 
 
 def read_index(home: Home) -> list[dict]:
-    """Every cycle record in the index, oldest first."""
-    return read_jsonl(home.index, "cycle_id")
+    """Every cycle record in the index, oldest first (records with a malformed id are skipped)."""
+    return [r for r in read_jsonl(home.index, "cycle_id") if isinstance(r["cycle_id"], str)]
 
 
 # ------------------------------------------------------------------------------------- the lock

@@ -212,3 +212,30 @@ def test_readme_settings_table_lists_every_setting_with_its_default():
 
     readme = (REPO / "README.md").read_text()
     assert readme == with_settings_table(readme), "run: python -m agent.docs --write"
+
+
+@pytest.mark.parametrize("config, fragment", [
+    ("lock_wait: .nan\n", "'lock_wait' must be a finite number"),
+    ("time_budget: .inf\n", "'time_budget' must be a finite number"),
+    ("keep_days: 1.0e+10\n", "'keep_days' must be at most 36500"),
+    ("lock_wait: -1\n", "'lock_wait' must be 0 or more"),
+])
+def test_non_finite_or_absurd_time_settings_are_refused(home, tmp_path, config, fragment):
+    (home / "config.yaml").write_text(config)
+    result = run_cli("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, DONE)}")
+    assert result.exit_code == 2 and fragment in result.stderr
+
+
+def test_prune_older_than_beyond_the_calendar_keeps_everything(home, tmp_path):
+    run_cli("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, DONE)}")
+    result = run_cli("prune", "--home", str(home), "--older-than", "99999999999d")
+    assert result.exit_code == 0
+    assert len(snapshots(home, "before")) == 1
+
+
+def test_a_scripted_reply_that_yaml_reads_as_a_date_is_sent_as_text(home, tmp_path):
+    script = tmp_path / "s.yaml"
+    script.write_text("- 2024-01-01\n- {tool: done, args: {summary: on 2024-01-02}}\n")
+    result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}")
+    assert result.exit_code == 0
+    assert "[PARSE ERROR]" in read_yaml(home / "scratchpad/active.yaml")["notes"]

@@ -286,3 +286,29 @@ def test_a_secret_in_a_failure_message_is_redacted_everywhere(home, tmp_path, mo
     assert secret not in result.stdout and "[REDACTED]" in result.stdout
     for path in [*(home / "scratchpad").iterdir(), *(home / "logs").iterdir()]:
         assert secret not in path.read_text(), path
+
+
+@pytest.mark.parametrize("content, message", [
+    ("goals: []\nlast_updated: 2024-02-30\n", "day is out of range"),
+    ("notes: " + "1" * 5000 + "\n", "a value cannot be read"),
+])
+def test_a_value_yaml_cannot_build_is_an_invalid_scratchpad_not_a_crash(home, tmp_path, content, message):
+    write_active(home, content)
+    result = run(home, write_script(tmp_path, [{"tool": "done", "args": {"summary": "x"}}]))
+    assert result.exit_code == 6 and message in result.stderr
+
+
+def test_an_impossible_date_in_config_is_a_usage_error(home, tmp_path):
+    (home / "config.yaml").write_text("model: scripted:x\nstarted: 2024-02-30\n")
+    result = run_cli("run", "--home", str(home))
+    assert result.exit_code == 2 and "day is out of range" in result.stderr
+
+
+def test_secrets_in_mapping_keys_are_redacted(home, tmp_path, monkeypatch):
+    secret = "sk-supersecret-123456"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    script = write_script(tmp_path, [{"tool": "update_scratchpad", "args": {"completed_tasks": [{secret: "found"}]}},
+                                     {"tool": "done", "args": {"summary": "x"}}])
+    assert run(home, script).exit_code == 0
+    for path in (home / "scratchpad").iterdir():
+        assert secret not in path.read_text()

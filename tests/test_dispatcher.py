@@ -173,3 +173,20 @@ def test_parse_reply_rejects_non_text():
 def test_args_may_be_omitted_for_tools_without_required_arguments(ctx, registry):
     after, outcome = dispatch(state_with(), '{"tool": "update_scratchpad"}', registry, ctx)
     assert outcome.kind is Kind.UPDATE
+
+
+def test_a_reply_nested_too_deeply_is_a_parse_error_not_a_crash(ctx, registry):
+    reply = '{"tool": "echo", "args": ' + "[" * 5000 + "]" * 5000 + "}"
+    after, outcome = dispatch(state_with(), reply, registry, ctx)
+    assert outcome.kind is Kind.PARSE_ERROR
+    after, outcome = dispatch(state_with(), "prose " + reply, registry, ctx)
+    assert outcome.kind is Kind.PARSE_ERROR
+
+
+def test_a_reply_with_a_lone_surrogate_is_refused_so_the_state_stays_writable(ctx, registry):
+    from agent.scratchpad import dump_yaml
+
+    reply = '{"tool": "update_scratchpad", "args": {"current_task": "x \\ud800 y"}}'
+    after, outcome = dispatch(state_with(current_task="keep"), reply, registry, ctx)
+    assert outcome.kind is Kind.PARSE_ERROR and after["current_task"] == "keep"
+    dump_yaml(after).encode("utf-8")  # still writable

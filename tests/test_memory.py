@@ -217,3 +217,29 @@ def test_select_expired_with_fewer_ids_than_the_limit():
 
     assert select_expired(["20260101_000000", "20260101_000100"], keep_cycles=3) == []
     assert select_expired(["a1", "a2", "a3", "a4"], keep_cycles=3) == ["a1"]
+
+
+def test_an_interrupt_during_the_reflect_step_fails_the_cycle(home, tmp_path):
+    import os
+    import signal
+    import time
+
+    from agent.config import load_settings
+    from agent.cycle import Cycle
+    from agent.models import ScriptedModel
+    from agent.scratchpad import Home
+
+    class InterruptedWhileReflecting(ScriptedModel):
+        def complete(self, system, user, action_schema):
+            if self.position == len(self.replies):  # the extra call after done: the reflect step
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler raises Interrupted here
+            return super().complete(system, user, action_schema)
+
+    write_active(home, state_with(current_task="t", notes="known"))
+    script = reflect_script(tmp_path, [])
+    settings = load_settings(home, env={}, reflect=True)
+    report = Cycle(Home.at(home), settings, InterruptedWhileReflecting(script)).run()
+    assert report.exit_code == 4 and "SIGTERM" in report.error
+    saved = read_yaml(home / "scratchpad/active.yaml")
+    assert saved["current_task"] == "t" and saved["notes"].startswith("known\n[CYCLE FAILED]")

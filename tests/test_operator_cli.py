@@ -704,3 +704,17 @@ def test_operator_commands_have_help_and_json():
         for sub in subs:
             command = main.commands[group].commands[sub]
             assert command.help and any(p.name == "as_json" for p in command.params), (group, sub)
+
+
+def test_odd_index_records_do_not_crash_history_or_status(tmp_path):
+    from conftest import run_cli as run_cli_, write_script as write_script_
+
+    home = tmp_path / "h"
+    home.mkdir()
+    script = write_script_(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
+    assert run_cli_("run", "--home", str(home), "--model", f"scripted:{script}").exit_code == 0
+    with open(home / "logs" / "index.jsonl", "a") as index:
+        index.write('{"cycle_id": 5}\n')
+        index.write('{"cycle_id": "20991231_000000", "started": "2099-12-31T00:00:00", "duration_s": "x"}\n')
+    assert run_cli_("history", "--home", str(home)).exit_code == 0
+    assert run_cli_("status", "--home", str(home)).exit_code == 0

@@ -134,6 +134,10 @@ def test_shell_runs_argv_from_the_home_without_a_shell(tmp_path):
     ("cat /etc/passwd", "argument '/etc/passwd' names a path outside the home"),
     ("cat ../secret", "argument '../secret' names a path outside the home"),
     ("head --lines=1 ~/.bashrc", "argument '~/.bashrc' names a path outside the home"),
+    ("date -f/etc/passwd", "argument '-f/etc/passwd' names a path outside the home"),
+    ("tail --file=/etc/passwd", "argument '--file=/etc/passwd' names a path outside the home"),
+    ("wc -xf/etc/passwd", "argument '-xf/etc/passwd' names a path outside the home"),
+    ("cat -f../x", "argument '-f../x' names a path outside the home"),
     ("", "the command is empty"),
     ("echo 'unclosed", "cannot split the command"),
 ])
