@@ -18,7 +18,7 @@ from .outcomes import AgentError
 
 home_option = click.option(
     "--home", "home_dir", type=click.Path(file_okay=False, path_type=Path), envvar="AGENT_HOME",
-    default=".", show_default="current directory (or AGENT_HOME)",
+    default=".", show_default="AGENT_HOME, else the current directory",
     help="The agent's home: scratchpad/, logs/, rules.md, config.yaml.",
 )
 

@@ -28,7 +28,8 @@ def _doc(text: str, **kw: Any) -> Any:
 class Settings:
     model: str | None = _doc("PROVIDER[:NAME]: local, local:FILE.gguf, openai:NAME or scripted:FILE. "
                              "Unset: the embedded model when installed.", default=None)
-    base_url: str | None = _doc("OpenAI-compatible endpoint (else OPENAI_BASE_URL, else OpenAI's).", default=None)
+    base_url: str | None = _doc("OpenAI-compatible endpoint; OPENAI_BASE_URL overrides it; unset: OpenAI's.",
+                                default=None)
     api_key_env: str = _doc("Name of the environment variable that holds the API key.", default="OPENAI_API_KEY")
     temperature: float = _doc("Sampling temperature.", default=0.0)
     max_output_tokens: int = _doc("Most tokens the model may write per reply.", default=512)
@@ -41,7 +42,7 @@ class Settings:
     time_budget: float | None = _doc("Most seconds one cycle may run; a model request is cut at the budget's end "
                                      "and not retried in its last request_timeout. Unset: no limit.", default=None)
     repeat_limit: int = _doc("The same action (tool and arguments) this many times in a row ends the cycle.", default=3)
-    notes_budget: int | None = _doc("Most characters of notes kept in active.yaml; older lines move to "
+    notes_budget: int | None = _doc("Most characters of notes kept in active.yaml (at least 200); older lines move to "
                                     "logs/archive.jsonl. Unset: unbounded.", default=4000)
     completed_window: int | None = _doc("Most completed_tasks kept in active.yaml; older ones move to "
                                         "logs/archive.jsonl. Unset: unbounded.", default=20)

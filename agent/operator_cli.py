@@ -274,6 +274,9 @@ def summarize_change(old: dict, new: dict) -> dict:
         "task": {"before": old.get("current_task"), "after": new.get("current_task"),
                  "changed": old.get("current_task") != new.get("current_task")},
         "completed": {"added": completed_added, "removed": len(completed_removed),
+                      # the oldest entries gone, in order: the completed_window moved them to the archive
+                      "archived": bool(completed_removed)
+                      and completed_removed == (old.get("completed_tasks") or [])[: len(completed_removed)],
                       "before": len(old.get("completed_tasks") or []), "after": len(new.get("completed_tasks") or [])},
         "pending": {"added": pending_added, "removed": pending_removed,
                     "reordered": not pending_added and not pending_removed
@@ -296,7 +299,8 @@ def summary_lines(summary: dict) -> list[str]:
     if done["added"]:
         text += " (" + "; ".join(_clip(_task_text(t), 50) for t in done["added"]) + ")"
     if done["removed"]:
-        text += f", -{done['removed']} (completed_tasks shrank: edited by hand?)"
+        text += (f", -{done['removed']} oldest moved to logs/archive.jsonl" if done.get("archived")
+                 else f", -{done['removed']} (completed_tasks shrank: edited by hand?)")
     lines.append(text)
     pending = summary["pending"]
     parts = [f"+{len(pending['added'])} ({', '.join(_clip(p, 40) for p in pending['added'])})" if pending["added"] else "",

@@ -75,6 +75,10 @@ def type_name(s: dict) -> str:
     return " or ".join(names) or "value"
 
 
+def _article(name: str) -> str:
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
+
+
 def check(value: Any, s: dict, where: str = "") -> str | None:
     """Why `value` does not match schema `s` (a small JSON Schema subset), or None.
 
@@ -86,7 +90,7 @@ def check(value: Any, s: dict, where: str = "") -> str | None:
     if "anyOf" in s:
         if any(check(value, option, where) is None for option in s["anyOf"]):
             return None
-        return f"{label} must be a {type_name(s)}, got {describe(value)}"
+        return f"{label} must be {_article(type_name(s))}, got {describe(value)}"
     if "const" in s and value != s["const"]:
         return f"{label} must be {s['const']!r}, got {describe(value)}"
     if "enum" in s and value not in s["enum"]:
@@ -95,7 +99,7 @@ def check(value: Any, s: dict, where: str = "") -> str | None:
     if types is not None:
         types = types if isinstance(types, list) else [types]
         if not any(_JSON_TYPES[t](value) for t in types):
-            return f"{label} must be a {type_name(s)}, got {describe(value)}"
+            return f"{label} must be {_article(type_name(s))}, got {describe(value)}"
     if isinstance(value, list) and "items" in s:
         for i, item in enumerate(value):
             problem = check(item, s["items"], f"{where}[{i}]")

@@ -127,7 +127,7 @@ def test_init_config_file_parses_and_lists_every_setting(tmp_path):
 
 @pytest.mark.parametrize("config, fragment", [
     ("max_iteration: 5\n", "unknown key 'max_iteration'"),
-    ("max_iterations: lots\n", "setting 'max_iterations' must be a integer"),
+    ("max_iterations: lots\n", "setting 'max_iterations' must be an integer"),
     ("max_iterations: 0\n", "'max_iterations' must be greater than 0"),
     ("shell_policy: everything\n", "'shell_policy' must be one of allowlist, any, off"),
     ("api_key: sk-123\n", "never put the API key in the config file"),

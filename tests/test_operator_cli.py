@@ -718,3 +718,13 @@ def test_odd_index_records_do_not_crash_history_or_status(tmp_path):
         index.write('{"cycle_id": "20991231_000000", "started": "2099-12-31T00:00:00", "duration_s": "x"}\n')
     assert run_cli_("history", "--home", str(home)).exit_code == 0
     assert run_cli_("status", "--home", str(home)).exit_code == 0
+
+
+def test_diff_tells_archived_completed_tasks_from_hand_edits():
+    from agent.operator_cli import summarize_change, summary_lines
+
+    old = {"completed_tasks": ["a", "b", "c"], "current_task": None}
+    archived = summarize_change(old, {"completed_tasks": ["b", "c", "d"], "current_task": None})
+    assert "-1 oldest moved to logs/archive.jsonl" in summary_lines(archived)[1]
+    edited = summarize_change(old, {"completed_tasks": ["a", "c"], "current_task": None})
+    assert "edited by hand?" in summary_lines(edited)[1]

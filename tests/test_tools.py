@@ -79,8 +79,8 @@ def test_prompt_line_schema_and_validation_all_come_from_the_function():
 @pytest.mark.parametrize("args, problem", [
     ({"label": "a"}, "missing required argument 'count'"),
     ({"label": "a", "count": 1, "colour": "red"}, "unexpected argument 'colour'"),
-    ({"label": "a", "count": "3"}, "'count' must be a integer, got str '3'"),
-    ({"label": "a", "count": True}, "'count' must be a integer, got bool True"),
+    ({"label": "a", "count": "3"}, "'count' must be an integer, got str '3'"),
+    ({"label": "a", "count": True}, "'count' must be an integer, got bool True"),
     ({"label": 5, "count": 1}, "'label' must be a string, got int 5"),
     (["a", 1], "args must be a JSON object"),
 ])
