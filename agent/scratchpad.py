@@ -30,6 +30,8 @@ MAX_YAML_DEPTH = 64
 # Aliases (*name) may repeat at most this many nodes beyond those written in the file: plenty
 # for hand-written anchors, far too few for a "billion laughs" expansion.
 MAX_ALIAS_EXPANSION = 100_000
+# How long a lock must stay taken before a cycle reports busy, when no --wait was asked for.
+BUSY_GRACE_SECONDS = 0.1
 SECRET_DIR_MODE = 0o700
 SECRET_FILE_MODE = 0o600
 
@@ -452,7 +454,9 @@ def home_lock(home: Home, wait: float = 0) -> Iterator[None]:
         fd = os.open(home.lock_file, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, SECRET_FILE_MODE)
     except OSError as exc:
         raise disk_error(home.lock_file, exc) from exc
-    deadline = time.monotonic() + wait
+    # Even with no wait asked for, a lock held only for an instant (`agent status` or `doctor`
+    # checking it) must not make a cron cycle skip: a real cycle holds it for seconds.
+    deadline = time.monotonic() + max(wait, BUSY_GRACE_SECONDS)
     try:
         while True:
             try:
@@ -463,7 +467,7 @@ def home_lock(home: Home, wait: float = 0) -> Iterator[None]:
                     waited = f" after waiting {wait:g}s" if wait else ""
                     raise Busy(f"another agent process holds the lock on {home.root}{waited}; "
                                "try again later") from None
-                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+                time.sleep(min(0.01 if wait == 0 else 0.05, max(0.0, deadline - time.monotonic())))
         _fault_point("lock taken")
         yield
     finally:

@@ -312,3 +312,22 @@ def test_secrets_in_mapping_keys_are_redacted(home, tmp_path, monkeypatch):
     assert run(home, script).exit_code == 0
     for path in (home / "scratchpad").iterdir():
         assert secret not in path.read_text()
+
+
+def test_a_lock_held_only_for_an_instant_does_not_make_a_cycle_skip(home, tmp_path):
+    import threading
+    import time
+
+    held = threading.Event()
+
+    def brief_probe():  # what `agent status` or `agent doctor` does: take the lock, drop it at once
+        with home_lock(Home.at(home)):
+            held.set()
+            time.sleep(0.03)
+
+    probe = threading.Thread(target=brief_probe)
+    probe.start()
+    held.wait(5)
+    result = run(home, write_script(tmp_path, [{"tool": "done", "args": {"summary": "x"}}]))
+    probe.join()
+    assert result.exit_code == 0, result.output
