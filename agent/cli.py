@@ -121,11 +121,7 @@ def run(home_dir: Path, model: str | None, max_iterations: int | None, lock_wait
     from .config import load_settings
     from .cycle import Cycle
     from .models import resolve_model
-    from .scratchpad import Home
-
-    home = Home.at(home_dir)
-    if not home.root.is_dir():
-        raise _usage(f"home {home.root} does not exist (create one with: agent init {home_dir})")
+    home = existing_home(home_dir)
     settings = load_settings(home.root, model=model, max_iterations=max_iterations, lock_wait=lock_wait,
                              reflect=reflect)
     chosen = resolve_model(settings)
@@ -187,11 +183,9 @@ def packaged_templates() -> list[str]:
 @reports_errors
 def reset(home_dir: Path, template: str, clean: bool, lock_wait: float, as_json: bool) -> None:
     """Replace active.yaml with a template (refused with exit 5 while a cycle runs, unless --wait)."""
-    from .scratchpad import Home, home_lock, read_state_file, remove_stale_temporaries, write_state
+    from .scratchpad import home_lock, read_state_file, remove_stale_temporaries, write_state
 
-    home = Home.at(home_dir)
-    if not home.root.is_dir():
-        raise _usage(f"home {home.root} does not exist")
+    home = existing_home(home_dir)
     source = template_path(home.root, template)
     state = read_state_file(source, source.parent)  # InvalidScratchpad (6) for a bad template
     removed: list[str] = []
@@ -290,7 +284,7 @@ def tools(home_dir: Path, as_json: bool) -> None:
     from .config import load_settings
     from .tools import CONTROL_TOOLS, build_registry
 
-    settings = load_settings(existing_home(home_dir))
+    settings = load_settings(existing_home(home_dir).root)
     registry = build_registry(settings)
 
     def source(tool) -> str:
@@ -317,12 +311,14 @@ def tools(home_dir: Path, as_json: bool) -> None:
         click.echo(f"turned off by config: {', '.join(registry.disabled)}")
 
 
-def existing_home(home_dir: Path) -> Path:
-    """The home's absolute path, or a usage error when it does not exist."""
-    root = Path(home_dir).expanduser().absolute()
-    if not root.is_dir():
-        raise _usage(f"home {root} does not exist")
-    return root
+def existing_home(home_dir: Path):
+    """The home at `home_dir`, or a usage error (exit 2) when the folder does not exist."""
+    from .scratchpad import Home
+
+    home = Home.at(home_dir)
+    if not home.root.is_dir():
+        raise _usage(f"home {home.root} does not exist (create one with: agent init {home_dir})")
+    return home
 
 
 # The operator commands (diff, history, show, status, task, goal, prune, doctor) register

@@ -80,6 +80,11 @@ class Settings:
     keep_days: float | None = _doc("Automatic retention: keep the snapshots and logs of cycles younger than this "
                                    "many days; unset: keep all.", default=None)
 
+    @property
+    def secret_names(self) -> set[str]:
+        """Environment variables whose values are secrets: redacted everywhere, hidden from tools."""
+        return {self.api_key_env, "OPENAI_API_KEY", *self.secret_env}
+
     def replace(self, **changes: Any) -> "Settings":
         changes = {k: v for k, v in changes.items() if v is not None}
         return check(dataclasses.replace(self, **changes))

@@ -71,8 +71,7 @@ class CycleReport:
 
 def secret_values(settings: Settings, env: dict[str, str] | None = None) -> tuple[str, ...]:
     env = os.environ if env is None else env
-    names = {settings.api_key_env, "OPENAI_API_KEY", *settings.secret_env}
-    return tuple(sorted({env[n] for n in names if len(env.get(n, "")) >= MIN_SECRET_LENGTH}, key=len, reverse=True))
+    return tuple(sorted({env[n] for n in settings.secret_names if len(env.get(n, "")) >= MIN_SECRET_LENGTH}, key=len, reverse=True))
 
 
 def redact(value: Any, secrets: tuple[str, ...]) -> Any:

@@ -25,16 +25,11 @@ import click
 
 from .cli import existing_home, home_option, main, reports_errors
 from .outcomes import InvalidScratchpad, UsageError
+from .scratchpad import load_state
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 wait_option = click.option("--wait", "lock_wait", type=click.FloatRange(min=0), default=0.0,
                            help="Seconds to wait for a running cycle to finish instead of exiting busy (5).")
-
-
-def _home(home_dir: Path):
-    from .scratchpad import Home
-
-    return Home.at(existing_home(home_dir))
 
 
 def _print_json(data: Any) -> None:
@@ -355,7 +350,7 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
 
     A cycle id may end in :before or :after to pick a snapshot; `latest` names the newest cycle.
     """
-    home = _home(home_dir)
+    home = existing_home(home_dir)
     cycles = _known_cycles(home)
     if a is None:
         if not cycles:
@@ -430,7 +425,7 @@ def history(home_dir: Path, limit: int, as_json: bool) -> None:
     Reads logs/index.jsonl; cycles missing from it (index deleted, cycle killed) are rebuilt
     from their snapshots and logs.
     """
-    home = _home(home_dir)
+    home = existing_home(home_dir)
     records = list(reversed(history_records(home)))
     if limit:
         records = records[:limit]
@@ -460,13 +455,6 @@ def read_archive(home) -> list[dict]:
     return read_records(home.archive)
 
 
-def _state_or_fresh(home) -> dict:
-    from . import schema
-
-    state = _read_state(home, home.active)
-    return schema.fresh_state() if state is None else state
-
-
 @main.command()
 @home_option
 @click.option("--all", "show_all", is_flag=True, help="Also show completed tasks and notes archived to logs/archive.jsonl.")
@@ -474,8 +462,8 @@ def _state_or_fresh(home) -> dict:
 @reports_errors
 def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
     """Print the current state (scratchpad/active.yaml) for a person to read."""
-    home = _home(home_dir)
-    state = _state_or_fresh(home)
+    home = existing_home(home_dir)
+    state = load_state(home)
     archive = read_archive(home) if show_all else []
     archived_tasks = [r for r in archive if r.get("kind") == "completed_task"]
     archived_notes = [r for r in archive if r.get("kind") == "note"]
@@ -556,7 +544,7 @@ def status(home_dir: Path, as_json: bool) -> None:
     """Is a cycle running, how did the last one end and when, how much disk the history uses."""
     from .scratchpad import is_locked
 
-    home = _home(home_dir)
+    home = existing_home(home_dir)
     running = is_locked(home)
     records = history_records(home)
     last = records[-1] if records else None
@@ -614,10 +602,10 @@ def edit_state(home_dir: Path, lock_wait: float, change: Callable[[dict], str]) 
     from . import schema
     from .scratchpad import home_lock, write_state
 
-    home = _home(home_dir)
+    home = existing_home(home_dir)
     with home_lock(home, wait=lock_wait):
         home.ensure_dirs()
-        original = _state_or_fresh(home)
+        original = load_state(home)
         state = copy.deepcopy(original)
         message = change(state)
         found = schema.problems(state)
@@ -653,7 +641,7 @@ def task() -> None:
 @reports_errors
 def task_list(home_dir: Path, as_json: bool) -> None:
     """The current task, then the pending ones numbered for `agent task drop N`."""
-    state = _state_or_fresh(_home(home_dir))
+    state = load_state(existing_home(home_dir))
     if as_json:
         _print_json({"current_task": state["current_task"], "pending_actions": state["pending_actions"]})
         return
@@ -743,7 +731,7 @@ def goal_add(home_dir: Path, text: str, lock_wait: float, as_json: bool) -> None
 @reports_errors
 def goal_list(home_dir: Path, as_json: bool) -> None:
     """The goals, numbered for `agent goal drop N`."""
-    state = _state_or_fresh(_home(home_dir))
+    state = load_state(existing_home(home_dir))
     if as_json:
         _print_json({"goals": state["goals"]})
         return
@@ -804,7 +792,7 @@ def prune(home_dir: Path, keep_cycles: int | None, older_than: str | None, dry_r
     if keep_cycles is None and older_than is None:
         raise UsageError("say what to keep: --keep N and/or --older-than DURATION (add --dry-run to preview)")
     keep_days = None if older_than is None else parse_duration(older_than) / 86400
-    home = _home(home_dir)
+    home = existing_home(home_dir)
     with home_lock(home, wait=lock_wait):
         plan = plan_prune(home, keep_cycles, keep_days)
         deleted = [] if dry_run else delete_cycles(plan)

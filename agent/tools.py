@@ -57,7 +57,7 @@ class ToolContext:
         Removed: the API key variable, `secret_env`, any variable whose name looks like a
         credential (KEY, TOKEN, SECRET, PASSWORD, ...), and any whose value is a known secret.
         """
-        hidden = set(self.settings.secret_env) | {self.settings.api_key_env, "OPENAI_API_KEY"}
+        hidden = self.settings.secret_names
         return {k: v for k, v in os.environ.items()
                 if k not in hidden and not _SECRET_NAME.search(k) and v not in self.secret_values}
 
