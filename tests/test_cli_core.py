@@ -12,7 +12,7 @@ import pytest
 from agent import schema
 from agent.outcomes import ExitCode
 from agent.scratchpad import Home, home_lock
-from conftest import REPO, read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active, write_script
+from tests.helpers import REPO, read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active, write_script
 
 DONE = [{"tool": "done", "args": {"summary": "ok"}}]
 

@@ -14,7 +14,7 @@ from agent.cycle import Cycle
 from agent.models import ScriptedModel
 from agent.outcomes import Busy
 from agent.scratchpad import Home, home_lock
-from conftest import (read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active,
+from tests.helpers import (read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active,
                       write_script)
 
 DEMO = {

@@ -29,7 +29,7 @@ import yaml
 import agent.dispatcher
 from agent.outcomes import ExitCode
 from agent.scratchpad import Home, is_locked, read_index, read_state_file
-from conftest import run_cli, tree_digest, write_script
+from tests.helpers import run_cli, tree_digest, write_script
 
 # One cycle's work: set a task and a queue, set goals, finish. Deterministic given the state read.
 WORK = [

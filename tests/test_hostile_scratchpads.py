@@ -19,7 +19,7 @@ import pytest
 
 from agent.outcomes import ExitCode
 from agent.scratchpad import MAX_SCRATCHPAD_BYTES, load_yaml, read_state_file
-from conftest import run_cli, tree_digest, write_script
+from tests.helpers import run_cli, tree_digest, write_script
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -14,7 +14,7 @@ import pytest
 import agent.models
 from agent.models import LOCAL_CACHE_ENV, bounded_schema, bundled_model_path, local_runtime_installed
 
-from conftest import read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active
+from tests.helpers import read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active
 
 _MISSING = [why for missing, why in (
     (not local_runtime_installed(), "llama-cpp-python is not installed"),

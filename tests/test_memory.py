@@ -9,7 +9,7 @@ import sys
 
 from agent import schema
 from agent.memory import ARCHIVE_MARKER, Archived, apply_curation, bound_memory, read_archive
-from conftest import read_yaml, run_cli, write_active, write_script
+from tests.helpers import read_yaml, run_cli, write_active, write_script
 
 
 def run(home, script, *extra):

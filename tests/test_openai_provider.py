@@ -20,8 +20,8 @@ from agent.config import Settings
 from agent.models import RESPONSE_FORMATS, OpenAIModel, openai_response_schema
 from agent.outcomes import UsageError
 from agent.tools import build_registry
-from conftest import read_yaml, run_cli, snapshots, tree_digest, write_active
-from openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply, Request, usage
+from tests.helpers import read_yaml, run_cli, snapshots, tree_digest, write_active
+from tests.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply, Request, usage
 
 KEY = "sk-test-7f3a9c1e5b2d4f6a8c0e1234"
 STATE = {

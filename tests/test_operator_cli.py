@@ -22,7 +22,7 @@ from agent.config import Settings, field_docs, load_settings
 from agent.outcomes import UsageError
 from agent.scratchpad import Home, home_lock
 
-from conftest import read_yaml, run_cli, tree_digest, write_active, write_script
+from tests.helpers import read_yaml, run_cli, tree_digest, write_active, write_script
 
 ANSI = "\x1b["
 
@@ -707,7 +707,7 @@ def test_operator_commands_have_help_and_json():
 
 
 def test_odd_index_records_do_not_crash_history_or_status(tmp_path):
-    from conftest import run_cli as run_cli_, write_script as write_script_
+    from tests.helpers import run_cli as run_cli_, write_script as write_script_
 
     home = tmp_path / "h"
     home.mkdir()

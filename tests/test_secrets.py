@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import run_cli, write_script
+from tests.helpers import run_cli, write_script
 
 API_KEY = "sk-test-0123456789abcdefSECRET"
 TOKEN = "tok-fedcba9876543210SECRET"

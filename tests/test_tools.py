@@ -26,7 +26,7 @@ from agent.config import Settings, load_settings
 from agent.dispatcher import Kind, dispatch
 from agent.outcomes import UsageError
 from agent.tools import Registry, Tool, ToolContext, ToolError, build_registry
-from conftest import REPO, read_yaml, run_agent_process, run_cli, write_script
+from tests.helpers import REPO, read_yaml, run_agent_process, run_cli, write_script
 
 PLUGIN_SRC = REPO / "tests" / "plugin_example"
 

@@ -1,0 +1,69 @@
+"""Helpers shared by the tests: real homes, scripted models, and ways to run the CLI.
+
+`run_cli` runs the command in-process with click's CliRunner (fast, for most tests);
+`run_agent_process` runs `python -m agent` as a real subprocess (for locks, signals, kills).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from agent.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def write_script(folder: Path, replies: list, name: str = "script.yaml") -> Path:
+    """A scripted model file: each reply a raw string (dicts are written as JSON strings)."""
+    path = folder / name
+    path.write_text(yaml.safe_dump([r if isinstance(r, str) else json.dumps(r) for r in replies]))
+    return path
+
+
+def write_active(home: Path, state: dict | str) -> Path:
+    path = home / "scratchpad" / "active.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(state if isinstance(state, str) else yaml.safe_dump(state, sort_keys=False))
+    return path
+
+
+def read_yaml(path: Path):
+    return yaml.safe_load(path.read_text())
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every file below root (to prove nothing changed).
+
+    The empty .agent.lock is left out: taking the lock may create it, and it holds no data.
+    """
+    out = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and not path.is_symlink() and path.name != ".agent.lock":
+            out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def run_cli(*args: str, env: dict | None = None):
+    """Run `agent ARGS` in-process; returns click's Result (exit_code, stdout, stderr)."""
+    runner = CliRunner()
+    return runner.invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def run_agent_process(*args: str, env: dict | None = None, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    """Run `python -m agent ARGS` as a real process."""
+    full_env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL", "OPENAI_API_KEY")}
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True,
+                          env=full_env, timeout=timeout, **kw)
+
+
+def snapshots(home: Path, label: str) -> list[Path]:
+    return sorted((home / "scratchpad").glob(f"*_{label}.yaml"))
