@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import schema
+from .jsonschema import schema_for
 from .outcomes import UsageError
 
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
@@ -97,14 +98,6 @@ _POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors
              "keep_cycles", "keep_days"}
 
 
-def _schema_for(annotation: Any) -> dict:
-    from .tools import _json_schema_for
-
-    if typing.get_origin(annotation) is dict:
-        return {"type": "object", "additionalProperties": {"type": "string"}}
-    return _json_schema_for(annotation)
-
-
 def field_docs() -> list[tuple[str, str, Any]]:
     """(name, doc, default) for every setting, in declaration order (for docs and `agent init`)."""
     out = []
@@ -119,7 +112,7 @@ def check(settings: Settings) -> Settings:
     hints = typing.get_type_hints(Settings)
     for f in dataclasses.fields(Settings):
         value = getattr(settings, f.name)
-        problem = schema.check(value, _schema_for(hints[f.name]), f.name)
+        problem = schema.check(value, schema_for(hints[f.name]), f.name)
         if problem:
             raise UsageError(f"setting {problem}")
         if f.name in _CHOICES and value not in _CHOICES[f.name]:

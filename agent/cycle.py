@@ -33,13 +33,10 @@ from .outcomes import Interrupted, LimitReached, StopReason
 from .scratchpad import (Home, append_index, home_lock, load_state, new_cycle_id, remove_stale_temporaries,
                          write_state)
 from .retention import apply_retention
+from .secrets import Secrets
 from .tools import Registry, ToolContext, build_registry
 
 Reporter = Callable[..., None]
-
-# A secret shorter than this is not redacted: replacing every "abc" in notes would do harm.
-MIN_SECRET_LENGTH = 8
-
 
 @dataclass
 class CycleReport:
@@ -69,30 +66,10 @@ class CycleReport:
         }
 
 
-def secret_values(settings: Settings, env: dict[str, str] | None = None) -> tuple[str, ...]:
-    env = os.environ if env is None else env
-    return tuple(sorted({env[n] for n in settings.secret_names if len(env.get(n, "")) >= MIN_SECRET_LENGTH}, key=len, reverse=True))
-
-
-def redact(value: Any, secrets: tuple[str, ...]) -> Any:
-    """`value` with every secret string replaced by [REDACTED], recursively."""
-    if not secrets:
-        return value
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, "[REDACTED]")
-        return value
-    if isinstance(value, list):
-        return [redact(v, secrets) for v in value]
-    if isinstance(value, dict):
-        return {redact(k, secrets): redact(v, secrets) for k, v in value.items()}
-    return value
-
-
 class CycleLog:
     """logs/cycle_<id>.log: a timestamped trace of the cycle, secrets redacted. Closed by the cycle."""
 
-    def __init__(self, path, secrets: tuple[str, ...]):
+    def __init__(self, path, secrets: Secrets):
         self.secrets = secrets
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -110,7 +87,7 @@ class CycleLog:
             return
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%H:%M:%S.%f")[:-3]
         try:
-            for line in redact(str(message), self.secrets).splitlines() or [""]:
+            for line in self.secrets.redact(str(message)).splitlines() or [""]:
                 self.handle.write(f"{stamp} {line}\n")
         except OSError as exc:
             self.failed = exc
@@ -152,7 +129,7 @@ class Cycle:
         self.report_event = reporter or (lambda event, **data: None)
         self.registry = registry or build_registry(settings)
         self.clock = clock or (lambda: _dt.datetime.now(_dt.timezone.utc))
-        self.secrets = secret_values(settings)
+        self.secrets = Secrets.from_settings(settings)
         self.log: Callable[[str], None] = lambda message: None
         self.pending_archive: list[memory.Archived] = []  # archived by reflect, written before saving
         self.interrupted: str | None = None  # a signal that arrived outside the loop
@@ -174,7 +151,7 @@ class Cycle:
             cycle_id = new_cycle_id(self.home, now)                                   # 2
             before = load_state(self.home)                                            # 3
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name,
-                                 task_before=redact(before["current_task"], self.secrets))
+                                 task_before=self.secrets.redact(before["current_task"]))
             log = CycleLog(self.home.cycle_log(cycle_id), self.secrets)
             self.log = log
             try:
@@ -188,7 +165,7 @@ class Cycle:
                 self._write(self.home.snapshot(cycle_id, "after"), after, report)       # 6
                 active = dict(after, last_updated=schema.now_iso())
                 self._write(self.home.active, active, report)                          # 7
-                report.task_after = redact(after["current_task"], self.secrets)
+                report.task_after = self.secrets.redact(after["current_task"])
                 report.duration_s = time.monotonic() - started
                 append_index(self.home, self._index_record(report))
                 if self.interrupted and self.interrupted is not noted_before_saving:
@@ -209,14 +186,14 @@ class Cycle:
         bounded, moved = memory.bound_memory(state, self.settings.notes_budget, self.settings.completed_window)
         moved = self.pending_archive + moved
         if moved:
-            records = redact(memory.archive_records(moved, report.cycle_id), self.secrets)
+            records = self.secrets.redact(memory.archive_records(moved, report.cycle_id))
             memory.append_archive(self.home.archive, records)
             report.archived = len(moved)
             self.log(f"archived {len(moved)} item(s) to {self.home.archive.name}")
         return bounded
 
     def _write(self, path, state: dict, report: CycleReport) -> None:
-        write_state(path, redact(state, self.secrets))
+        write_state(path, self.secrets.redact(state))
         report.files.append(str(path.relative_to(self.home.root)))
 
     def _index_record(self, report: CycleReport) -> dict:
@@ -242,7 +219,7 @@ class Cycle:
             import traceback  # only a failing cycle needs it
 
             self.log(f"cycle failed: {kind}: {error}\n{traceback.format_exc()}")
-            report.error = redact(f"{kind}: {error}", self.secrets)
+            report.error = self.secrets.redact(f"{kind}: {error}")
             report.stop_reason, report.exit_code = StopReason.ERROR.value, StopReason.ERROR.exit_code
             failed = copy.deepcopy(before)
             add_note(failed, f"[CYCLE FAILED] cycle {report.cycle_id}: {kind}: {error} "
@@ -310,8 +287,8 @@ class Cycle:
                 state, outcome = dispatch(state, completion.text, self.registry, ctx)
                 self.log(f"iteration {n}: {outcome.note}")
                 # progress lines go to stdout / cron mail: redacted like the files
-                shown = dataclasses.replace(outcome, note=redact(outcome.note, self.secrets),
-                                            args=redact(outcome.args, self.secrets)) if self.secrets else outcome
+                shown = dataclasses.replace(outcome, note=self.secrets.redact(outcome.note),
+                                            args=self.secrets.redact(outcome.args)) if self.secrets else outcome
                 self.report_event("iteration", n=n, max=settings.max_iterations, outcome=shown,
                                   usage=report.usage)
                 if outcome.done:

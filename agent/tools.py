@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import re
 import types
 import typing
@@ -23,6 +22,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import schema
+from .jsonschema import schema_for
+from .secrets import Secrets
 
 if typing.TYPE_CHECKING:
     from .config import Settings
@@ -38,7 +39,11 @@ class ToolContext:
 
     home: Path
     settings: "Settings"
-    secret_values: tuple[str, ...] = ()
+    secrets: Secrets | None = None  # None: the settings' secrets, read from the environment
+
+    def __post_init__(self) -> None:
+        if self.secrets is None:
+            self.secrets = Secrets.from_settings(self.settings)
 
     @property
     def workspace(self) -> Path:
@@ -52,21 +57,9 @@ class ToolContext:
         return root
 
     def child_env(self) -> dict[str, str]:
-        """The environment for child processes, with secret variables removed.
+        """The environment for child processes, with secret variables removed."""
+        return self.secrets.child_env()
 
-        Removed: the API key variable, `secret_env`, any variable whose name looks like a
-        credential (KEY, TOKEN, SECRET, PASSWORD, ...), and any whose value is a known secret.
-        """
-        hidden = self.settings.secret_names
-        return {k: v for k, v in os.environ.items()
-                if k not in hidden and not _SECRET_NAME.search(k) and v not in self.secret_values}
-
-
-# Variable names that usually hold credentials; children never see them.
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE", re.IGNORECASE)
-
-
-_PY_TO_JSON = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
@@ -75,23 +68,7 @@ def _is_context(param: inspect.Parameter, hints: dict) -> bool:
     return param.name == "ctx" or hints.get(param.name) is ToolContext
 
 
-def _json_schema_for(annotation: Any) -> dict:
-    """JSON Schema for a parameter annotation: str, int, float, bool, list[X], X | None."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        members = [a for a in typing.get_args(annotation) if a is not type(None)]
-        inner = _json_schema_for(members[0]) if len(members) == 1 else {"anyOf": [_json_schema_for(m) for m in members]}
-        if len(typing.get_args(annotation)) > len(members):
-            if "type" in inner and isinstance(inner["type"], str):
-                return {**inner, "type": [inner["type"], "null"]}
-            return {"anyOf": [inner, {"type": "null"}]}
-        return inner
-    if origin is list:
-        (item,) = typing.get_args(annotation) or (str,)
-        return {"type": "array", "items": _json_schema_for(item)}
-    if annotation in _PY_TO_JSON:
-        return {"type": _PY_TO_JSON[annotation]}
-    raise TypeError(f"unsupported parameter type {annotation!r}; use str, int, float, bool, list[...] or X | None")
+_json_schema_for = schema_for
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:

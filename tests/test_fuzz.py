@@ -17,6 +17,7 @@ from agent.config import Settings
 from agent.dispatcher import Kind, dispatch
 from agent.outcomes import InvalidScratchpad
 from agent.scratchpad import dump_yaml, load_yaml, read_state_file
+from agent.secrets import Secrets
 from agent.tools import ToolContext, build_registry
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
@@ -88,7 +89,7 @@ def env(tmp_path_factory):
     home = tmp_path_factory.mktemp("fuzzhome")
     (home / "notes.txt").write_text("hello\n")
     cfg = Settings(tools_disabled=["shell", "http_get"])
-    return build_registry(cfg), ToolContext(home, cfg, ("supersecretvalue123",))
+    return build_registry(cfg), ToolContext(home, cfg, Secrets(["supersecretvalue123"]))
 
 
 def assert_valid_and_reloadable(state: dict) -> None:

@@ -1,0 +1,106 @@
+"""The scratchpad state: its fields, their types, a fresh default, validation and invariants.
+
+Pure functions only: no files here. Everything that needs to know what a valid state is
+(loading, the dispatcher, the invariants checked before saving) asks this module.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from .jsonschema import check, describe
+
+# Each field's type, written once as JSON Schema: validation, the update_scratchpad tool's
+# argument schema and the type names in messages all come from here.
+FIELD_SCHEMAS: dict[str, dict] = {
+    "goals": {"type": "array", "items": {"type": "string"}},
+    "current_task": {"type": ["string", "null"]},
+    "pending_actions": {"type": "array", "items": {"type": "string"}},
+    "completed_tasks": {
+        "type": "array",
+        "items": {
+            "anyOf": [
+                {"type": "string"},
+                {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
+            ]
+        },
+    },
+    "notes": {"type": "string"},
+    "last_updated": {"type": ["string", "null"]},
+}
+
+_DEFAULTS = {"array": list, "string": str, "null": lambda: None}
+
+
+def _default_factory(field_schema: dict):
+    types = field_schema["type"] if isinstance(field_schema["type"], list) else [field_schema["type"]]
+    return _DEFAULTS["null" if "null" in types else types[0]]
+
+
+# Defaults are factories so every caller gets a fresh copy, never a shared list.
+FIELDS = {name: _default_factory(s) for name, s in FIELD_SCHEMAS.items()}
+
+# Fields only the runtime may write. The model's update_scratchpad may not touch them.
+RUNTIME_FIELDS = frozenset({"last_updated"})
+
+
+def fresh_state() -> dict:
+    """A new default state. Each call returns new objects."""
+    return {name: factory() for name, factory in FIELDS.items()}
+
+
+def field_problem(name: str, value: Any) -> str | None:
+    """Why `value` is not valid for schema field `name`, or None when it is."""
+    problem = check(value, FIELD_SCHEMAS[name], name)
+    return f"field {problem}" if problem else None
+
+
+def normalize(data: dict) -> dict:
+    """Fill missing schema fields with defaults; turn a YAML timestamp into its ISO string.
+
+    Unknown top-level keys are kept: they are the operator's, and dropping them would lose data.
+    """
+    out = dict(data)
+    for name, factory in FIELDS.items():
+        if name not in out or (out[name] is None and factory() is not None):
+            out[name] = factory()
+    if isinstance(out["last_updated"], (_dt.datetime, _dt.date)):
+        out["last_updated"] = out["last_updated"].isoformat()
+    return out
+
+
+def problems(state: Any) -> list[str]:
+    """Every reason `state` is not a valid scratchpad (empty list when it is)."""
+    if not isinstance(state, dict):
+        return [f"top level must be a mapping of fields, got {describe(state)}"]
+    bad_keys = [k for k in state if not isinstance(k, str)]
+    found = [f"key {k!r} is not a string" for k in bad_keys]
+    for name in FIELDS:
+        if name in state:
+            problem = field_problem(name, state[name])
+            if problem:
+                found.append(problem)
+    return found
+
+
+def now_iso() -> str:
+    """The current time, ISO 8601 with a UTC offset (what `last_updated` holds)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class InvariantViolation(Exception):
+    """The state a cycle produced breaks a rule the runtime guarantees; it is not saved."""
+
+
+def invariant_problems(before: dict, after: dict) -> list[str]:
+    """Rules checked before anything is saved (the runtime, not the model, guards the evidence)."""
+    found = problems(after)
+    if not found:
+        done_before, done_after = before["completed_tasks"], after["completed_tasks"]
+        if done_after[: len(done_before)] != done_before:
+            found.append("completed_tasks read at the start are no longer a prefix of completed_tasks")
+        for name in RUNTIME_FIELDS:
+            if after.get(name) != before.get(name):
+                found.append(f"runtime-owned field '{name}' was changed during the cycle")
+    return found
