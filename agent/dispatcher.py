@@ -14,6 +14,7 @@ tagged line in `notes` says what happened:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import enum
 import json
 import re
@@ -21,6 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import schema
+from .escape import escape_controls
+from .secrets import Secrets
+from .tags import Tag
 from .tools import Registry, ToolContext, ToolError
 
 
@@ -43,6 +47,10 @@ class Outcome:
     @property
     def done(self) -> bool:
         return self.kind is Kind.DONE
+
+    def redacted(self, secrets: Secrets) -> "Outcome":
+        """This outcome as it may be shown (progress lines, cron mail)."""
+        return dataclasses.replace(self, note=secrets.redact_text(self.note), args=secrets.redact(self.args))
 
 
 class ReplyError(ValueError):
@@ -106,8 +114,8 @@ def _encodable(value: Any) -> bool:
     return True
 
 
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(str(text).split())
+def _clip(text: object, limit: int) -> str:
+    text = escape_controls(" ".join(str(text).split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -144,7 +152,7 @@ def apply_done(state: dict, summary: str) -> dict:
     if new["current_task"]:
         new["completed_tasks"].append({"task": new["current_task"], "summary": summary})
     new["current_task"] = new["pending_actions"].pop(0) if new["pending_actions"] else None
-    add_note(new, f"[COMPLETED] {summary}")
+    add_note(new, Tag.COMPLETED.line(summary))
     return new
 
 
@@ -154,37 +162,37 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext) -> t
     try:
         action = parse_reply(reply)
     except ReplyError as exc:
-        return _noted(state, Outcome(Kind.PARSE_ERROR, f"[PARSE ERROR] {exc}"))
+        return _noted(state, Outcome(Kind.PARSE_ERROR, Tag.PARSE_ERROR.line(str(exc))))
     name, args = action["tool"], action.get("args", {})
     if not isinstance(name, str):
-        return _noted(state, Outcome(Kind.PARSE_ERROR, f'[PARSE ERROR] "tool" must be a string, got {schema.describe(name)}'))
+        return _noted(state, Outcome(Kind.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {schema.describe(name)}')))
     if name not in registry:
         listed = ", ".join(registry.names())
-        return _noted(state, Outcome(Kind.UNKNOWN_TOOL, f"[UNKNOWN TOOL] {_clip(name, 60)} (tools: {listed})", name, args))
+        return _noted(state, Outcome(Kind.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(f"{_clip(name, 60)} (tools: {listed})"), name, args))
     tool = registry[name]
     if args is None:
         args = {}
     problem = tool.check_args(args)
     if problem:
-        return _noted(state, Outcome(Kind.TOOL_ERROR, f"[TOOL ERROR] {name}: {problem}", name, args))
+        return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}: {problem}"), name, args))
     if name == "update_scratchpad":
         new, refusal = apply_update(state, args)
         if refusal:
-            return _noted(state, Outcome(Kind.TOOL_ERROR, f"[TOOL ERROR] update_scratchpad refused: {refusal}", name, args))
-        return _noted(new, Outcome(Kind.UPDATE, f"[UPDATE] {', '.join(args) or 'nothing'}", name, args))
+            return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}"), name, args))
+        return _noted(new, Outcome(Kind.UPDATE, Tag.UPDATE.line(', '.join(args) or 'nothing'), name, args))
     if name == "done":
         summary = _clip(args["summary"], max(clip, 200))
-        return apply_done(state, summary), Outcome(Kind.DONE, f"[COMPLETED] {summary}", name, args)
+        return apply_done(state, summary), Outcome(Kind.DONE, Tag.COMPLETED.line(summary), name, args)
     shown_args = _clip(json.dumps(args, ensure_ascii=False), 200)
     try:
         result = tool.func(ctx, **args)
     except ToolError as exc:
-        return _noted(state, Outcome(Kind.TOOL_ERROR, f"[TOOL ERROR] {name}({shown_args}): {_clip(exc, clip)}", name, args))
+        return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {_clip(exc, clip)}"), name, args))
     except Exception as exc:  # a tool's bug must not end the cycle
         return _noted(state, Outcome(Kind.TOOL_ERROR,
-                                     f"[TOOL ERROR] {name}({shown_args}) raised {type(exc).__name__}: {_clip(exc, clip)}",
+                                     Tag.TOOL_ERROR.line(f"{name}({shown_args}) raised {type(exc).__name__}: {_clip(exc, clip)}"),
                                      name, args))
-    note = f"[TOOL] {name}({shown_args}) -> {_clip(_one_line(result), clip)}"
+    note = Tag.TOOL.line(f"{name}({shown_args}) -> {_clip(_one_line(result), clip)}")
     return _noted(state, Outcome(Kind.TOOL, note, name, args))
 
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
-ARCHIVE_MARKER = "[ARCHIVED]"
+from .tags import Tag
+
+ARCHIVE_MARKER = Tag.ARCHIVED.value
 
 
 @dataclass(frozen=True)
@@ -120,3 +122,34 @@ def read_archive(path) -> list[dict]:
     from .scratchpad import read_jsonl
 
     return read_jsonl(path, "kind")
+
+
+def reflect(model: Any, before: dict, state: dict, usage: Any,
+            log: Callable[[str], None]) -> tuple[dict, list[Archived], str]:
+    """After done: one more model call that curates notes. (state, archived, status).
+
+    Any failure keeps the unreflected state (status says why); an interrupt is not caught.
+    """
+    from .dispatcher import ReplyError, parse_reply
+    from .state import InvariantViolation, invariant_problems
+
+    tool = curate_tool()
+    try:
+        completion = model.complete(REFLECT_RULES, reflect_prompt(state), {"anyOf": [tool.action_schema()]})
+        usage.add(completion.usage)
+        log(f"reflect: reply {completion.text[:2000]!r}")
+        action = parse_reply(completion.text)
+        if action.get("tool") != tool.name:
+            raise ReplyError(f"expected the {tool.name} tool, got {action.get('tool')!r}")
+        problem = tool.check_args(action.get("args"))
+        if problem:
+            raise ReplyError(problem)
+        curated, moved = apply_curation(state, action["args"]["notes"])
+        broken = invariant_problems(before, curated)
+        if broken:
+            raise InvariantViolation("; ".join(broken))
+    except Exception as exc:
+        log(f"reflect step failed, keeping the unreflected state: {type(exc).__name__}: {exc}")
+        return state, [], f"kept unreflected: {type(exc).__name__}: {exc}"
+    log(f"reflect: notes curated ({len(moved)} line(s) archived)")
+    return curated, moved, "applied"

@@ -17,6 +17,9 @@ class ExitCode(enum.IntEnum):
     BUSY = 5  # another process holds the home's lock: nothing read or written
     INVALID_SCRATCHPAD = 6  # active.yaml could not be used: nothing written
     DISK = 7  # the home could not be written (disk full, read-only): previous files intact
+    AWAITING_APPROVAL = 8  # a call to a gated tool is parked until the operator approves or denies it
+    STALLED = 9  # the current task has ended `stall_cycles` cycles in a row without done
+    BUDGET_EXHAUSTED = 10  # a daily or monthly budget is spent: nothing was sent to the model
 
 
 class StopReason(str, enum.Enum):
@@ -25,16 +28,24 @@ class StopReason(str, enum.Enum):
     PARSE_ERRORS = "parse_errors"  # too many unparseable replies in a row
     TOKEN_BUDGET = "token_budget"
     TIME_BUDGET = "time_budget"
-    REPEATED_ACTION = "repeated_action"
+    REPEATED_ACTION = "repeated_action"  # the same action, or an A/B/A/B alternation, over and over
+    AWAITING_APPROVAL = "awaiting_approval"
+    STALLED = "stalled"
+    BUDGET_EXHAUSTED = "budget_exhausted"
     ERROR = "error"
 
     @property
     def exit_code(self) -> ExitCode:
-        if self is StopReason.DONE:
-            return ExitCode.DONE
-        if self is StopReason.ERROR:
-            return ExitCode.FAILED
-        return ExitCode.STOPPED
+        return _EXIT_CODES.get(self, ExitCode.STOPPED)
+
+
+_EXIT_CODES = {
+    StopReason.DONE: ExitCode.DONE,
+    StopReason.ERROR: ExitCode.FAILED,
+    StopReason.AWAITING_APPROVAL: ExitCode.AWAITING_APPROVAL,
+    StopReason.STALLED: ExitCode.STALLED,
+    StopReason.BUDGET_EXHAUSTED: ExitCode.BUDGET_EXHAUSTED,
+}
 
 
 class AgentError(Exception):

@@ -197,7 +197,7 @@ def test_scripted_replay_restarts_at_the_first_reply_every_cycle(home, tmp_path)
 
 def test_exit_code_table_in_claude_md_matches_the_code():
     text = (REPO / "CLAUDE.md").read_text()
-    documented = {int(code) for code in re.findall(r"^\| (\d) \|", text, re.MULTILINE)}
+    documented = {int(code) for code in re.findall(r"^\| (\d+) \|", text, re.MULTILINE)}
     assert documented == {int(code) for code in ExitCode}
 
 

@@ -1,0 +1,46 @@
+"""What one cycle did: the record printed by `agent run --json` and appended to logs/index.jsonl."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .models import Usage
+from .outcomes import StopReason
+
+
+@dataclass
+class CycleReport:
+    cycle_id: str
+    started: str
+    model: str
+    stop_reason: str = StopReason.ERROR.value
+    exit_code: int = 4
+    iterations: int = 0
+    task_before: str | None = None
+    task_after: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    duration_s: float = 0.0
+    files: list[str] = field(default_factory=list)
+    error: str | None = None
+    prompt_bytes: list[int] = field(default_factory=list)
+    archived: int = 0  # items moved from active.yaml to logs/archive.jsonl this cycle
+    reflect: str | None = None  # None (off), "applied", or "kept unreflected: why"
+    actions: dict[str, int] = field(default_factory=dict)  # outcome kind -> how many this cycle
+
+    def end(self, reason: StopReason) -> None:
+        self.stop_reason, self.exit_code = reason.value, int(reason.exit_code)
+
+    def as_dict(self) -> dict:
+        return {
+            "cycle_id": self.cycle_id, "started": self.started, "duration_s": round(self.duration_s, 3),
+            "model": self.model, "stop_reason": self.stop_reason, "exit_code": self.exit_code,
+            "iterations": self.iterations, "task_before": self.task_before, "task_after": self.task_after,
+            "usage": self.usage.as_dict(), "files": self.files, "error": self.error,
+            "archived": self.archived, "reflect": self.reflect, "actions": self.actions,
+        }
+
+    def index_record(self) -> dict:
+        """The line logs/index.jsonl keeps for this cycle (history and status read only these)."""
+        record = self.as_dict()
+        record.pop("files")
+        return record
