@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -9,7 +14,7 @@ from agent import prompt
 from agent.config import Settings, load_settings
 from agent.outcomes import UsageError
 from agent.tools import CONTROL_TOOLS, build_registry
-from tests.helpers import read_yaml, run_cli, write_script
+from tests.helpers import REPO, read_yaml, run_cli, write_script
 
 BUILT_IN = ["echo", "shell", "read_file", "write_file", "append_file", "list_dir", "http_get"]
 
@@ -48,3 +53,31 @@ def test_the_control_tools_cannot_be_disabled(tmp_path):
         load_settings(tmp_path, env={})
 
 
+
+
+# ---------------------------------------------------------------------------------------- layers
+
+TOOLS_PACKAGE = REPO / "agent" / "tools"
+
+
+def _imported_siblings(module: Path) -> set[str]:
+    """The agent.tools modules a module imports (relative imports, at any level of the code)."""
+    found = set()
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found |= {node.module} if node.module else {alias.name for alias in node.names}
+    return found
+
+
+def test_base_imports_no_tool_and_only_the_package_init_imports_the_registry():
+    imports = {path.stem: _imported_siblings(path) for path in TOOLS_PACKAGE.glob("*.py")}
+    assert imports["base"] == set()
+    assert [name for name, imported in imports.items() if "registry" in imported] == ["__init__"]
+    assert imports["registry"] >= {"base", "builtin", "plugins"}
+
+
+def test_building_a_registry_imports_no_http_client():
+    probe = ("import sys\nfrom agent.config import Settings\nfrom agent.tools import build_registry\n"
+             "build_registry(Settings(), entry_points=[])\nprint(sorted(m for m in sys.modules if m.startswith('httpx')))")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]"
