@@ -1,5 +1,8 @@
 """An example tool plugin: plain typed functions with docstrings, nothing else to write."""
 
+# The agent's own path check, so the plugin is confined like the built-in file tools.
+from agent.tools.files import confined_path
+
 
 def shout(text: str) -> str:
     """Return the text in capital letters.
@@ -17,9 +20,6 @@ def count_words(ctx, path: str) -> str:
         path: a file relative to the workspace
     """
     # A first parameter named `ctx` receives the agent's ToolContext (home, settings, workspace).
-    # Use the agent's own path check so the plugin is confined like the built-in file tools.
-    from agent.builtin_tools import confined_path
-
     target = confined_path(ctx, path)
     return f"{len(target.read_text(encoding='utf-8').split())} words in {path}"
 

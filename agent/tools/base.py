@@ -3,30 +3,31 @@
 `Tool.from_function` reads the signature and docstring; from that one definition come the
 tool's line in the prompt, its JSON schema (sent to models that take structured output), and
 the validation of the arguments a model sends. Two control tools, `update_scratchpad` and
-`done`, are handled by the dispatcher; their argument schemas come from the scratchpad schema.
+`done`, are handled by the dispatcher; their argument schemas come from the scratchpad fields.
 
 A tool function may take a `ToolContext` as its first argument (named `ctx`, or annotated
 `ToolContext`); it is not part of the schema. Plain functions without one work too, which is
 what most plugin tools look like.
+
+This module knows no tool implementation: the built-in tools and plugins import it, and
+`registry.build_registry` (above them all) assembles what one cycle offers.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import json
 import re
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from . import schema
-from .jsonschema import schema_for
-from .secrets import Secrets
-
-if typing.TYPE_CHECKING:
-    from .config import Settings
+from ..config import Settings
+from ..jsonschema import check, describe, schema_for, type_name
+from ..secrets import Secrets
+from ..state import FIELD_SCHEMAS, RUNTIME_FIELDS
 
 
 class ToolError(Exception):
@@ -38,7 +39,7 @@ class ToolContext:
     """What a tool may know about the cycle it runs in."""
 
     home: Path
-    settings: "Settings"
+    settings: Settings
     secrets: Secrets | None = None  # None: the settings' secrets, read from the environment
 
     def __post_init__(self) -> None:
@@ -68,9 +69,6 @@ def _is_context(param: inspect.Parameter, hints: dict) -> bool:
     return param.name == "ctx" or hints.get(param.name) is ToolContext
 
 
-_json_schema_for = schema_for
-
-
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     """(summary, {param: description}) from a docstring with an optional `Args:` section."""
     doc = inspect.cleandoc(doc or "")
@@ -97,7 +95,7 @@ class Tool:
                       example: dict | None = None) -> "Tool":
         """The tool a typed function with a docstring describes; TypeError says what is missing."""
         if not callable(func) or not hasattr(func, "__name__"):
-            raise TypeError(f"a tool must be a function, got {schema.describe(func)}")
+            raise TypeError(f"a tool must be a function, got {describe(func)}")
         name = name or func.__name__
         if not TOOL_NAME.fullmatch(name):
             raise TypeError(f"tool name {name!r} must be letters, digits and underscores, starting with a letter")
@@ -124,7 +122,7 @@ class Tool:
             if param.name not in hints:
                 raise TypeError(f"tool {name}: parameter '{param.name}' needs a type annotation")
             try:
-                prop = _json_schema_for(hints[param.name])
+                prop = schema_for(hints[param.name])
             except TypeError as exc:
                 raise TypeError(f"tool {name}: parameter '{param.name}': {exc}") from None
             if param.name in described:
@@ -139,7 +137,7 @@ class Tool:
     def check_args(self, args: Any) -> str | None:
         """Why these arguments cannot be passed to the tool, or None when they can."""
         if not isinstance(args, dict):
-            return f"args must be a JSON object, got {schema.describe(args)}"
+            return f"args must be a JSON object, got {describe(args)}"
         for key in args:
             if key not in self.args_schema["properties"]:
                 allowed = ", ".join(self.args_schema["properties"]) or "none"
@@ -147,18 +145,16 @@ class Tool:
         for key in self.args_schema["required"]:
             if key not in args:
                 return f"missing required argument '{key}'"
-        return schema.check(args, self.args_schema)
+        return check(args, self.args_schema)
 
     def signature(self) -> str:
         parts = []
         for key, prop in self.args_schema["properties"].items():
             optional = "" if key in self.args_schema["required"] else "?"
-            parts.append(f"{key}{optional}: {schema.type_name(prop)}")
+            parts.append(f"{key}{optional}: {type_name(prop)}")
         return f"{self.name}({', '.join(parts)})"
 
     def prompt_line(self) -> str:
-        import json
-
         line = f"- {self.signature()}: {self.description}"
         if self.example:
             line += f"\n  example: {json.dumps({'tool': self.name, 'args': self.example})}"
@@ -175,9 +171,16 @@ class Tool:
         }
 
 
-def _update_scratchpad_tool() -> Tool:
-    writable = {k: v for k, v in schema.FIELD_SCHEMAS.items() if k not in schema.RUNTIME_FIELDS}
-    return Tool(
+# ------------------------------------------------------------------------------ control tools
+
+CONTROL_TOOLS = ("update_scratchpad", "done")
+
+
+def control_tools() -> list[Tool]:
+    """update_scratchpad and done, in CONTROL_TOOLS order: offered every cycle, run by the
+    dispatcher (no function). Built fresh for each registry, so no two share a schema dict."""
+    writable = {k: v for k, v in FIELD_SCHEMAS.items() if k not in RUNTIME_FIELDS}
+    update_scratchpad = Tool(
         name="update_scratchpad",
         description=(
             "Change scratchpad fields. completed_tasks entries are appended; pending_actions is "
@@ -186,10 +189,7 @@ def _update_scratchpad_tool() -> Tool:
         args_schema={"type": "object", "properties": writable, "required": [], "additionalProperties": False},
         example={"current_task": "Check disk space", "pending_actions": ["Report free space"]},
     )
-
-
-def _done_tool() -> Tool:
-    return Tool(
+    done = Tool(
         name="done",
         description=(
             "Finish this cycle: the current task moves to completed_tasks with your summary and the "
@@ -199,10 +199,10 @@ def _done_tool() -> Tool:
                      "required": ["summary"], "additionalProperties": False},
         example={"summary": "Checked the date and noted it"},
     )
+    return [update_scratchpad, done]
 
 
-CONTROL_TOOLS = ("update_scratchpad", "done")
-
+# ----------------------------------------------------------------------------------- registry
 
 class Registry:
     """The tools offered in one cycle, in the order the prompt lists them.
@@ -225,7 +225,7 @@ class Registry:
     def __getitem__(self, name: str) -> Tool:
         return self._tools[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tool]:
         return iter(self._tools.values())
 
     def names(self) -> list[str]:
@@ -237,34 +237,3 @@ class Registry:
     def action_schema(self) -> dict:
         """One reply: any one tool with that tool's arguments."""
         return {"anyOf": [tool.action_schema() for tool in self]}
-
-
-def build_registry(settings: "Settings", *, entry_points: Any = None,
-                   warn: Callable[[str], None] | None = None) -> Registry:
-    """The tools one cycle offers: built-ins, then plugins, then the two control tools.
-
-    Config decides: `tools_enabled` (when set) keeps only the tools it names, `tools_disabled`
-    removes tools, `shell_policy: off` removes shell, `plugins_disabled` skips plugins. The
-    control tools (update_scratchpad, done) are always offered. Plugins are imported here and
-    only here, so commands that do not build a registry never import them; a broken plugin is
-    reported through `warn` (default: once per process on stderr) and skipped.
-    """
-    from . import builtin_tools, plugins
-
-    tools = list(builtin_tools.TOOLS)
-    problems: list[str] = []
-    if "*" not in settings.plugins_disabled:
-        plugin_tools, problems = plugins.load_plugin_tools(
-            reserved=[t.name for t in tools] + list(CONTROL_TOOLS), skip=settings.plugins_disabled,
-            entry_points=entry_points)
-        tools += plugin_tools
-    for problem in problems:
-        (warn or plugins.warn_once)(problem)
-    wanted = set(settings.tools_enabled) if settings.tools_enabled is not None else None
-    off = set(settings.tools_disabled)
-    if settings.shell_policy == "off":
-        off.add("shell")
-    offered = [t for t in tools if t.name not in off and (wanted is None or t.name in wanted)]
-    offered_names = {t.name for t in offered}
-    disabled = [t.name for t in tools if t.name not in offered_names]
-    return Registry(offered + [_update_scratchpad_tool(), _done_tool()], disabled, problems)

@@ -1,0 +1,139 @@
+"""The file tools: read_file, write_file, append_file, list_dir, confined to the workspace.
+
+Every path goes through `confined_path`: no `..`, no absolute path or symlink leading out of
+the workspace, and no write to the runtime's own files. Sizes are capped both ways, and every
+write replaces the file atomically. Plugins use `confined_path` for the same confinement.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..scratchpad import atomic_write
+from .base import ToolContext, ToolError
+
+MAX_LIST_ENTRIES = 200
+
+# Paths the runtime owns: a tool writing here could forge or destroy the evidence of a cycle,
+# or rewrite the rules the model reads every cycle.
+_PROTECTED = ("scratchpad", "logs", "config.yaml", ".agent.lock", "rules.md")
+
+
+def confined_path(ctx: ToolContext, path: str, *, for_writing: bool = False) -> Path:
+    """Resolve `path` inside the workspace, or refuse it with a ToolError saying why."""
+    if not path or "\x00" in path:
+        raise ToolError("the path is empty or contains a NUL byte")
+    if ".." in Path(path).parts:
+        raise ToolError(f"path '{path}' contains '..'; paths must stay inside the workspace")
+    root = ctx.workspace
+    candidate = Path(path) if os.path.isabs(path) else root / path
+    resolved = candidate.resolve()
+    if not resolved.is_relative_to(root):
+        how = "resolves through a symlink to" if candidate.absolute() != resolved and candidate.is_relative_to(root) else "is"
+        raise ToolError(f"path '{path}' {how} {resolved}, outside the workspace {root}")
+    if for_writing:
+        home = ctx.home.resolve()
+        inside = resolved.relative_to(home).parts if resolved.is_relative_to(home) else ()
+        if inside and inside[0] in _PROTECTED:
+            raise ToolError(f"path '{path}' belongs to the runtime ({inside[0]}); tools may not write there")
+    return resolved
+
+
+def read_file(ctx: ToolContext, path: str) -> str:
+    """Read a text file inside the workspace (long files are cut, with a marker).
+
+    Args:
+        path: a path relative to the workspace, e.g. "notes/today.txt"
+    """
+    cap = ctx.settings.file_max_read
+    target = confined_path(ctx, path)
+    if not target.is_file():
+        raise ToolError(f"no such file: {path}")
+    size = target.stat().st_size
+    with open(target, "rb") as handle:
+        data = handle.read(cap)
+    text = data.decode("utf-8", errors="replace")
+    if size > cap:
+        text += f"\n[file is {size} bytes; only the first {cap} were read]"
+    return text
+
+
+def _writable_target(ctx: ToolContext, path: str) -> Path:
+    target = confined_path(ctx, path, for_writing=True)
+    if target.is_dir():
+        raise ToolError(f"'{path}' is a directory")
+    return target
+
+
+def _write_whole(ctx: ToolContext, target: Path, data: bytes) -> None:
+    if len(data) > ctx.settings.file_max_write:
+        raise ToolError(f"the file would be {len(data)} bytes, over the {ctx.settings.file_max_write}-byte limit")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, data)
+    except Exception as exc:  # DiskError or OSError: tell the model, keep the cycle going
+        raise ToolError(str(exc)) from None
+
+
+def write_file(ctx: ToolContext, path: str, content: str) -> str:
+    """Create or replace a text file inside the workspace.
+
+    Args:
+        path: a path relative to the workspace, e.g. "hello.txt"
+        content: the whole new content of the file
+    """
+    data = content.encode("utf-8")
+    if len(data) > ctx.settings.file_max_write:  # before touching the path at all
+        raise ToolError(f"content is {len(data)} bytes, over the {ctx.settings.file_max_write}-byte limit")
+    _write_whole(ctx, _writable_target(ctx, path), data)
+    return f"wrote {len(data)} bytes to {path}"
+
+
+def append_file(ctx: ToolContext, path: str, content: str) -> str:
+    """Add text to the end of a file inside the workspace (creating it if needed).
+
+    Args:
+        path: a path relative to the workspace, e.g. "journal.txt"
+        content: the text to add; include a trailing newline if you want one
+    """
+    data = content.encode("utf-8")
+    target = _writable_target(ctx, path)
+    old = b""
+    if target.exists():
+        if not target.is_file():
+            raise ToolError(f"'{path}' is not a regular file")
+        size = target.stat().st_size
+        if size + len(data) > ctx.settings.file_max_write:
+            raise ToolError(f"the file would be {size + len(data)} bytes, over the "
+                            f"{ctx.settings.file_max_write}-byte limit")
+        old = target.read_bytes()
+    # Rewritten whole and atomically, like every other write: a crash leaves old or new, never half.
+    _write_whole(ctx, target, old + data)
+    return f"appended {len(data)} bytes to {path} (now {len(old) + len(data)} bytes)"
+
+
+def list_dir(ctx: ToolContext, path: str = ".") -> str:
+    """List a folder inside the workspace: folders end in /, symlinks in @, files show their size.
+
+    Args:
+        path: a folder relative to the workspace; "." is the workspace itself
+    """
+    target = confined_path(ctx, path)
+    if not target.is_dir():
+        raise ToolError(f"no such folder: {path}")
+    entries = sorted(target.iterdir(), key=lambda p: p.name)
+    lines = []
+    for entry in entries[:MAX_LIST_ENTRIES]:
+        if entry.is_symlink():
+            lines.append(f"{entry.name}@")
+        elif entry.is_dir():
+            lines.append(f"{entry.name}/")
+        else:
+            try:
+                lines.append(f"{entry.name} ({entry.stat().st_size} bytes)")
+            except OSError:
+                lines.append(entry.name)
+    if len(entries) > MAX_LIST_ENTRIES:
+        lines.append(f"[{len(entries) - MAX_LIST_ENTRIES} more entries not shown]")
+    return "\n".join(lines) if lines else "(empty folder)"

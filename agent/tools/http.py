@@ -1,0 +1,187 @@
+"""The http_get tool: GET a public http(s) URL, and nothing else.
+
+It refuses non-public addresses (after DNS, and again on every redirect) and connects to the
+very address it checked, so a second DNS answer cannot redirect the connection (rebinding).
+Every request has an overall timeout and a body cap. Plugins call `fetch` for the same checks.
+
+httpx is imported inside the functions that use it: a cycle that never fetches never loads it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from typing import TYPE_CHECKING, Callable
+
+from ..config import Settings
+from .base import ToolContext, ToolError
+
+if TYPE_CHECKING:
+    import httpx
+
+# Refused even when http_allow_networks covers them: instance metadata hands out credentials.
+METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
+    "169.254.169.254",   # AWS, GCP, Azure, OpenStack, DigitalOcean, ...
+    "169.254.170.2",     # AWS ECS task credentials
+    "169.254.170.23",    # AWS EKS pod identity
+    "fd00:ec2::254",     # AWS IMDS over IPv6
+    "fd00:ec2::23",      # AWS EKS pod identity over IPv6
+    "100.100.100.200",   # Alibaba Cloud
+    "192.0.0.192",       # Oracle Cloud
+    "168.63.129.16",     # Azure wire server
+))
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+# Certificate verification for https (the system's CAs); tests point it at their own CA.
+TLS_VERIFY: object = True
+
+Resolver = Callable[[str, int], list[str]]
+
+
+def http_get(ctx: ToolContext, url: str) -> str:
+    """Fetch a public http(s) URL and return its status and text (redirects followed, size capped).
+
+    Args:
+        url: the full URL, e.g. "https://example.com/"
+    """
+    return fetch(url, ctx.settings, resolve_host)
+
+
+# ---------------------------------------------------------------------------- which addresses
+
+
+def _embedded_ipv4(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list:
+    """IPv4 addresses hidden inside an IPv6 one (mapped, 6to4, Teredo, NAT64)."""
+    if ip.version != 6:
+        return []
+    found = [ip.ipv4_mapped, ip.sixtofour, *(ip.teredo or ())]
+    if ip in _NAT64:
+        found.append(ipaddress.ip_address(int(ip) & 0xFFFFFFFF))
+    return [a for a in found if a is not None]
+
+
+def address_problem(address: str, allowed_networks: list[str]) -> str | None:
+    """Why http_get may not connect to this IP address, or None when it may."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    for candidate in [ip, *_embedded_ipv4(ip)]:
+        if candidate in METADATA_ADDRESSES:
+            return f"{address} is a cloud metadata address"
+    if any(ip in ipaddress.ip_network(n, strict=False) for n in allowed_networks):
+        return None
+    for candidate in [*_embedded_ipv4(ip), ip]:  # the embedded IPv4 address names the problem best
+        for kind in ("loopback", "link_local", "multicast", "unspecified", "reserved", "private"):
+            if getattr(candidate, f"is_{kind}"):
+                return f"{address} is a {kind.replace('_', '-')} address"
+        if not candidate.is_global:
+            return f"{address} is not a public address"
+    return None
+
+
+def resolve_host(host: str, port: int) -> list[str]:
+    """Every IP address a host name resolves to (the system resolver)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ToolError(f"cannot resolve {host}: {exc}") from None
+    return list(dict.fromkeys(info[4][0] for info in infos))
+
+
+def checked_target(url: httpx.URL, settings: Settings, resolver: Resolver) -> tuple[str, str]:
+    """(IP to connect to, Host header) for a URL, or a ToolError saying why it is refused.
+
+    Every address the name resolves to must pass; the request then goes to that exact address,
+    so a second, different DNS answer (rebinding) cannot redirect the connection.
+    """
+    if url.scheme not in ("http", "https"):
+        raise ToolError(f"only http and https URLs are allowed, not '{url.scheme or 'none'}:'")
+    host = url.raw_host.decode("ascii")  # IDNA-encoded: what DNS and TLS see
+    if not host:
+        raise ToolError(f"URL '{url}' has no host")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        addresses = [str(ipaddress.ip_address(host))]
+    except ValueError:
+        addresses = resolver(host, port)
+    if not addresses:
+        raise ToolError(f"{host} resolves to no address")
+    for address in addresses:
+        problem = address_problem(address, settings.http_allow_networks)
+        if problem:
+            via = "" if host == address else f"{host} resolves to {address}: "
+            raise ToolError(f"refused {url}: {via}{problem}; http_get only reaches public addresses")
+    return addresses[0], url.netloc.decode("ascii")
+
+
+# ---------------------------------------------------------------------------------- the request
+
+
+def fetch(url: str, settings: Settings, resolver: Resolver = resolve_host) -> str:
+    """GET `url` with every safety check of http_get; returns the status line and the body."""
+    import httpx
+
+    deadline = time.monotonic() + settings.http_timeout
+    try:
+        current = httpx.URL(url)
+    except Exception as exc:
+        raise ToolError(f"not a valid URL: {exc}") from None
+    with httpx.Client(trust_env=False, follow_redirects=False, verify=TLS_VERIFY) as client:  # no proxies
+        for _hop in range(settings.http_max_redirects + 1):
+            address, host_header = checked_target(current, settings, resolver)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ToolError(f"timed out after {settings.http_timeout:g}s")
+            request = client.build_request(
+                "GET", current.copy_with(host=address),
+                headers={"Host": host_header, "Accept-Encoding": "identity", "User-Agent": "scratchpad-agent"},
+                timeout=remaining,
+                extensions={"sni_hostname": current.raw_host.decode("ascii")},  # TLS checks the name's certificate
+            )
+            try:
+                response = client.send(request, stream=True)
+            except httpx.TimeoutException:
+                raise ToolError(f"timed out after {settings.http_timeout:g}s") from None
+            except httpx.HTTPError as exc:
+                raise ToolError(f"request to {current} failed: {exc}") from None
+            try:
+                location = response.headers.get("location")
+                if response.status_code in (301, 302, 303, 307, 308) and location:
+                    try:
+                        current = current.join(location)
+                    except Exception as exc:
+                        raise ToolError(f"bad redirect Location {location!r}: {exc}") from None
+                    continue
+                return _read_body(response, current, settings, deadline)
+            finally:
+                response.close()
+    raise ToolError(f"more than {settings.http_max_redirects} redirects; stopped at {current}")
+
+
+def _read_body(response: httpx.Response, url: httpx.URL, settings: Settings, deadline: float) -> str:
+    import httpx
+
+    cap = settings.http_max_bytes
+    body, cut = bytearray(), False
+    try:
+        for chunk in response.iter_bytes():
+            body += chunk
+            if len(body) > cap:
+                del body[cap:]
+                cut = True
+                break  # stop reading: the rest never leaves the socket
+            if time.monotonic() > deadline:
+                raise ToolError(f"timed out after {settings.http_timeout:g}s while reading {url}")
+    except httpx.TimeoutException:
+        raise ToolError(f"timed out after {settings.http_timeout:g}s while reading {url}") from None
+    except httpx.HTTPError as exc:
+        raise ToolError(f"reading {url} failed: {exc}") from None
+    try:
+        text = bytes(body).decode(response.charset_encoding or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        text = bytes(body).decode("utf-8", errors="replace")
+    kind = response.headers.get("content-type", "unknown type")
+    head = f"HTTP {response.status_code} {response.reason_phrase} ({kind}) from {url}"
+    if cut:
+        text += f"\n[body cut at {cap} bytes; the rest was not read]"
+    return f"{head}\n{text}"

@@ -1,0 +1,165 @@
+"""The shell tool: one command as argv (never a shell), under the home's shell policy.
+
+Two concerns, kept apart so each can be hardened on its own:
+- what may run: `refusal(ctx, argv)`, the policy (allowlist, any, off) and, under the
+  allowlist, no argument naming a path outside the home;
+- how it runs: `run_capped(...)`, from the home, with a scrubbed environment, an output cap and
+  a timeout, killing the command's whole process group so nothing it started outlives it.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .base import ToolContext, ToolError
+
+
+def shell(ctx: ToolContext, command: str) -> str:
+    """Run one command (split like a shell would, but no pipes, redirects or variables) and return its output.
+
+    Args:
+        command: the command line, e.g. "date -u" or "ls -l"
+    """
+    settings = ctx.settings
+    if settings.shell_policy == "off":
+        raise ToolError("the shell tool is turned off in this home's config")
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise ToolError(f"cannot split the command: {exc}") from None
+    if not argv:
+        raise ToolError("the command is empty")
+    problem = refusal(ctx, argv)
+    if problem:
+        raise ToolError(problem)
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=ctx.home, env=ctx.child_env(), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    except FileNotFoundError:
+        raise ToolError(f"command not found: {argv[0]}") from None
+    except OSError as exc:
+        raise ToolError(f"cannot run {argv[0]}: {exc.strerror}") from None
+    output, cut, timed_out = run_capped(proc, settings.shell_max_output, settings.shell_timeout)
+    text = output.decode("utf-8", errors="replace")
+    if cut:
+        text += f"\n[output cut at {settings.shell_max_output} bytes; {cut} more bytes dropped]"
+    if timed_out:
+        raise ToolError(f"timed out after {settings.shell_timeout:g}s and was killed; output so far: {text[:200]}")
+    if kill_group(proc):  # the command exited but left children behind in its group
+        text = f"{text.rstrip()}\n[background processes it left running were killed]"
+    if proc.returncode != 0:
+        return f"{text.rstrip()}\n[exit status {proc.returncode}]".lstrip()
+    return text.rstrip("\n")
+
+
+# ------------------------------------------------------------------------------- what may run
+
+
+def refusal(ctx: ToolContext, argv: list[str]) -> str | None:
+    """Why the shell policy refuses this command, or None when it may run."""
+    settings = ctx.settings
+    if settings.shell_policy != "allowlist":
+        return None
+    if "/" in argv[0] or argv[0] not in settings.shell_allowlist:
+        return f"command '{argv[0]}' is not allowed (allowed: {', '.join(settings.shell_allowlist)})"
+    outside = argument_outside_home(ctx.home, argv[1:])
+    if outside:
+        return (f"argument '{outside}' names a path outside the home; under the allowlist "
+                f"policy commands may only name paths inside it")
+    return None
+
+
+def _path_candidates(arg: str) -> list[str]:
+    """Every path an argument may carry: itself, or for an option the value after `=`, the value
+    stuck to a short option (`-f/etc/passwd`), and any tail starting at `/` or `~` (`-xf/etc`)."""
+    if not arg.startswith("-"):
+        return [arg]
+    found = [arg.split("=", 1)[1]] if "=" in arg else []
+    if not arg.startswith("--") and len(arg) > 2:
+        found.append(arg[2:])
+    found += [arg[i:] for i, ch in enumerate(arg) if ch in "/~"]
+    return found
+
+
+def argument_outside_home(home: Path, args: list[str]) -> str | None:
+    """The first argument that names a path outside the home (absolute, `..`, ~, a symlink out)."""
+    root = home.resolve()
+    for arg in args:
+        for value in _path_candidates(arg):
+            if value.startswith(("/", "~")) or ".." in Path(value).parts:
+                return arg
+            if not value or value.startswith("-"):
+                continue
+            candidate = root / value
+            try:
+                if (candidate.is_symlink() or candidate.exists()) and not candidate.resolve().is_relative_to(root):
+                    return arg
+            except OSError:  # a name too long to be a path is not a path
+                continue
+    return None
+
+
+# ------------------------------------------------------------------------------- how it runs
+
+
+def run_capped(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[bytes, int, bool]:
+    """(output kept, bytes dropped, timed out): read a child's output keeping at most `cap`
+    bytes, and kill its process group on timeout.
+
+    If the cycle is interrupted meanwhile (SIGTERM, Ctrl-C), the group is killed before the
+    interruption goes on: a command must never outlive the cycle that started it.
+    """
+    try:
+        return _read_until(proc, cap, timeout)
+    except BaseException:
+        kill_group(proc)
+        raise
+
+
+def _read_until(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[bytes, int, bool]:
+    kept, dropped = bytearray(), 0
+    deadline = time.monotonic() + timeout
+    fd = proc.stdout.fileno()
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                kill_group(proc)
+                return bytes(kept), dropped, True
+            if not selector.select(remaining):
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            room = cap - len(kept)
+            kept += chunk[:room]
+            dropped += max(0, len(chunk) - room)
+    proc.stdout.close()
+    try:
+        proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:  # closed its output but kept running
+        kill_group(proc)
+        return bytes(kept), dropped, True
+    return bytes(kept), dropped, False
+
+
+def kill_group(proc: subprocess.Popen) -> bool:
+    """SIGKILL every process in the command's group (it leads its own session); True if any was left."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+        killed = True
+    except (ProcessLookupError, PermissionError):
+        killed = False
+    proc.wait()
+    if proc.stdout and not proc.stdout.closed:
+        proc.stdout.close()
+    return killed

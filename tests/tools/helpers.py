@@ -1,0 +1,22 @@
+"""Helpers for the tool tests: a context for a home, and one dispatched call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agent.config import Settings
+from agent.dispatcher import Kind, dispatch
+from agent.state import fresh_state
+from agent.tools import Registry, ToolContext, build_registry
+
+
+def ctx_for(home: Path, **settings) -> ToolContext:
+    return ToolContext(home, Settings(**settings))
+
+
+def call(ctx: ToolContext, tool: str, registry: Registry | None = None, **args) -> tuple[Kind, str]:
+    """Dispatch one call to `tool` and return (outcome kind, note)."""
+    registry = registry or build_registry(ctx.settings, entry_points=[])
+    _, outcome = dispatch(fresh_state(), json.dumps({"tool": tool, "args": args}), registry, ctx)
+    return outcome.kind, outcome.note

@@ -1,0 +1,104 @@
+"""Tool: one typed definition each, from which the prompt line, schema and validation come."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.dispatcher import Kind, dispatch
+from agent.state import fresh_state
+from agent.tools import CONTROL_TOOLS, Registry, Tool, control_tools
+from tests.tools.helpers import call, ctx_for
+
+
+def recorder():
+    calls = []
+
+    def stamp(ctx, label: str, count: int, loud: bool = False) -> str:
+        """Stamp a label a number of times.
+
+        Args:
+            label: the text to stamp
+            count: how many stamps
+        """
+        calls.append((label, count, loud))
+        return "ok"
+
+    return stamp, calls
+
+
+def test_prompt_line_schema_and_validation_all_come_from_the_function():
+    stamp, _ = recorder()
+    tool = Tool.from_function(stamp)
+    assert tool.args_schema == {
+        "type": "object",
+        "properties": {"label": {"type": "string", "description": "the text to stamp"},
+                       "count": {"type": "integer", "description": "how many stamps"},
+                       "loud": {"type": "boolean"}},
+        "required": ["label", "count"], "additionalProperties": False,
+    }
+    assert tool.prompt_line() == "- stamp(label: string, count: integer, loud?: boolean): Stamp a label a number of times."
+    assert tool.action_schema()["properties"]["args"] is tool.args_schema
+    assert tool.check_args({"label": "a", "count": 1}) is None
+
+
+def test_an_example_is_shown_in_the_prompt_line_as_a_whole_reply():
+    stamp, _ = recorder()
+    tool = Tool.from_function(stamp, example={"label": "x", "count": 2})
+    assert tool.prompt_line().splitlines()[1] == '  example: {"tool": "stamp", "args": {"label": "x", "count": 2}}'
+
+
+@pytest.mark.parametrize("args, problem", [
+    ({"label": "a"}, "missing required argument 'count'"),
+    ({"label": "a", "count": 1, "colour": "red"}, "unexpected argument 'colour'"),
+    ({"label": "a", "count": "3"}, "'count' must be an integer, got str '3'"),
+    ({"label": "a", "count": True}, "'count' must be an integer, got bool True"),
+    ({"label": 5, "count": 1}, "'label' must be a string, got int 5"),
+    (["a", 1], "args must be a JSON object"),
+])
+def test_bad_arguments_are_a_tool_error_naming_the_problem_and_the_tool_does_not_run(tmp_path, args, problem):
+    stamp, calls = recorder()
+    registry = Registry([Tool.from_function(stamp)])
+    reply = json.dumps({"tool": "stamp", "args": args})
+    after, outcome = dispatch(fresh_state(), reply, registry, ctx_for(tmp_path))
+    assert outcome.kind is Kind.TOOL_ERROR
+    assert outcome.note.startswith("[TOOL ERROR] stamp: ") and problem in outcome.note
+    assert after["notes"] == outcome.note
+    assert calls == []
+
+
+def test_plain_functions_without_a_context_are_tools_too(tmp_path):
+    def twice(text: str) -> str:
+        """Say it twice."""
+        return text * 2
+
+    tool = Tool.from_function(twice)
+    assert list(tool.args_schema["properties"]) == ["text"]
+    assert call(ctx_for(tmp_path), "twice", Registry([tool]), text="ab") == (Kind.TOOL, '[TOOL] twice({"text": "ab"}) -> abab')
+
+
+@pytest.mark.parametrize("source, message", [
+    ("def f(ctx, x: str):\n    return x\n", "needs a docstring"),
+    ("def f(ctx, x):\n    '''Doc.'''\n", "parameter 'x' needs a type annotation"),
+    ("def f(ctx, x: dict):\n    '''Doc.'''\n", "parameter 'x': unsupported parameter type"),
+    ("def f(ctx, *xs: str):\n    '''Doc.'''\n", "*args/**kwargs"),
+])
+def test_functions_that_cannot_be_described_are_rejected_with_the_reason(source, message):
+    namespace: dict = {}
+    exec(source, namespace)
+    with pytest.raises(TypeError, match=message.replace("*", r"\*")):
+        Tool.from_function(namespace["f"])
+
+
+def test_a_registry_refuses_two_tools_with_one_name():
+    stamp, _ = recorder()
+    with pytest.raises(ValueError, match="two tools are named 'stamp'"):
+        Registry([Tool.from_function(stamp), Tool.from_function(stamp)])
+
+
+def test_control_tools_are_run_by_the_dispatcher_and_update_only_model_fields():
+    tools = control_tools()
+    assert [t.name for t in tools] == list(CONTROL_TOOLS) and all(t.func is None for t in tools)
+    writable = tools[0].args_schema["properties"]
+    assert "current_task" in writable and "last_updated" not in writable
