@@ -240,33 +240,6 @@ def test_snapshots_are_yaml_that_reloads_equal(home, tmp_path):
         assert isinstance(yaml.safe_load(path.read_text()), dict)
 
 
-def test_a_hundredth_cycle_in_one_second_moves_to_the_next_second_to_keep_order(home):
-    from agent.scratchpad import new_cycle_id
-
-    h = Home.at(home)
-    h.ensure_dirs()
-    moment = dt.datetime(2026, 4, 1, 10, 1, 37, tzinfo=dt.timezone.utc)
-    ids = []
-    for _ in range(101):
-        cid = new_cycle_id(h, moment)
-        h.snapshot(cid, "before").write_text("{}")
-        ids.append(cid)
-    assert len(set(ids)) == 101 and ids == sorted(ids)
-    assert ids[98] == "20260401_100137_99" and ids[99] == "20260401_100138"
-
-
-def test_an_id_pruned_away_is_not_reused_out_of_order(home):
-    from agent.scratchpad import new_cycle_id
-
-    h = Home.at(home)
-    h.ensure_dirs()
-    moment = dt.datetime(2026, 4, 1, 10, 1, 37, tzinfo=dt.timezone.utc)
-    for _ in range(3):
-        h.snapshot(new_cycle_id(h, moment), "before").write_text("{}")
-    h.snapshot("20260401_100137", "before").unlink()  # retention removed the oldest
-    assert new_cycle_id(h, moment) == "20260401_100137_04"
-
-
 def test_a_secret_in_a_failure_message_is_redacted_everywhere(home, tmp_path, monkeypatch):
     secret = "sk-test-0123456789abcdef"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
