@@ -1,7 +1,9 @@
 """Durable file writes: atomic replacement, JSON-lines appends, disk errors, fault points.
 
 Every whole-file write goes through `atomic_write` (temporary file in the same folder, fsync,
-rename, fsync of the folder), so a crash leaves each file whole-old or whole-new.
+rename, fsync of the folder), so a crash leaves each file whole-old or whole-new. Every append
+goes through `append_jsonl`, which writes whole records or raises, and every JSON-lines read
+through `read_jsonl`, which skips a torn record without losing the one after it.
 """
 
 from __future__ import annotations
@@ -81,36 +83,85 @@ def atomic_write(path: Path, data: bytes) -> None:
 # ---------------------------------------------------------------------------------- JSON lines
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte is written; a write that makes no progress is a full disk."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written == 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+
+
 def append_jsonl(path: Path, records: list[dict]) -> None:
-    """Append records as JSON lines with one write, then fsync (readers skip a torn tail)."""
+    """Append records as JSON lines, whole or not at all, then fsync.
+
+    A short write is continued; a failed write or fsync is cut back to the file's size before
+    the append, then raised as DiskError. If the file does not end with a newline (a crash
+    mid-append), the append starts with one, so the next record never joins the torn one's line.
+    """
     if not records:
         return
     data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, SECRET_FILE_MODE)
-        try:
-            fault_point(f"{path.name}: before append")
-            os.write(fd, data)
-            os.fsync(fd)
-            fault_point(f"{path.name}: appended")
-        finally:
-            os.close(fd)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, SECRET_FILE_MODE)
     except OSError as exc:
         raise disk_error(path, exc) from exc
+    try:
+        fault_point(f"{path.name}: before append")
+        size_before = os.fstat(fd).st_size
+        if size_before and os.pread(fd, 1, size_before - 1) != b"\n":
+            data = b"\n" + data
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)  # may fail too: ENOSPC when the data could not be allocated
+        except OSError:
+            with contextlib.suppress(OSError):  # no torn record left; if even this fails, readers skip it
+                os.ftruncate(fd, size_before)
+            raise
+        fault_point(f"{path.name}: appended")
+    except OSError as exc:
+        raise disk_error(path, exc) from exc
+    finally:
+        os.close(fd)
+
+
+# A line that is not one record is searched for a glued record at no more than this many object
+# starts: a torn record of ours holds a few, and a hostile line must not cost quadratic time.
+MAX_GLUED_STARTS = 100
+
+
+def _record_in(line: str, required_key: str) -> dict | None:
+    """The record on one line: the whole line, or, when a torn record was glued to the front
+    (by a crash before appends began each on a new line), the whole record ending the line."""
+    with contextlib.suppress(ValueError, RecursionError):
+        record = json.loads(line)
+        return record if isinstance(record, dict) and required_key in record else None
+    decoder = json.JSONDecoder()
+    end = len(line.rstrip())
+    # '{"' outside a JSON string starts an object (inside one, json.dumps writes '{\"'); the
+    # first start whose object runs to the end of the line is the glued record.
+    start = line.find('{"', 1)
+    for _ in range(MAX_GLUED_STARTS):
+        if start == -1:
+            break
+        with contextlib.suppress(ValueError, RecursionError):
+            record, stop = decoder.raw_decode(line, start)
+            if stop == end and isinstance(record, dict) and required_key in record:
+                return record
+        start = line.find('{"', start + 1)
+    return None
 
 
 def read_jsonl(path: Path, required_key: str) -> list[dict]:
     """Every whole record (a JSON object with `required_key`) in a JSON-lines file, oldest first.
 
-    A torn last line (a crash mid-append) or a foreign line is skipped."""
+    A torn line (a crash or a full disk mid-append) or a foreign line is skipped; a record glued
+    after a torn one is still found."""
     try:
-        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return []
-    records = []
-    for line in lines:
-        with contextlib.suppress(ValueError):
-            record = json.loads(line)
-            if isinstance(record, dict) and required_key in record:
-                records.append(record)
-    return records
+    # "\n" only: json.dumps leaves U+2028, U+2029 and U+0085 unescaped, and splitlines() splits on them
+    records = (_record_in(line, required_key) for line in text.split("\n"))
+    return [record for record in records if record is not None]
