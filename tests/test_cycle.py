@@ -174,7 +174,7 @@ def test_three_cycles_in_one_second_leave_three_pairs_in_order(home, tmp_path):
     settings = load_settings(home)
     ids = [Cycle(Home.at(home), settings, ScriptedModel(script), clock=lambda: moment).run().cycle_id
            for _ in range(3)]
-    assert ids == ["20260401_100137", "20260401_100137_02", "20260401_100137_03"]
+    assert ids == ["20260401_100137_01", "20260401_100137_02", "20260401_100137_03"]
     assert ids == sorted(ids)
     assert len(snapshots(home, "before")) == len(snapshots(home, "after")) == 3
     assert len(list((home / "logs").glob("cycle_*.log"))) == 3

@@ -153,13 +153,20 @@ def _record_in(line: str, required_key: str) -> dict | None:
     return None
 
 
-def read_jsonl(path: Path, required_key: str) -> list[dict]:
-    """Every whole record (a JSON object with `required_key`) in a JSON-lines file, oldest first.
+def read_jsonl(path: Path, required_key: str, tail_bytes: int | None = None) -> list[dict]:
+    """Every whole record (a JSON object with `required_key`) in a JSON-lines file, oldest first;
+    with `tail_bytes`, only those in the file's last `tail_bytes` bytes.
 
     A torn line (a crash or a full disk mid-append) or a foreign line is skipped; a record glued
     after a torn one is still found."""
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as handle:
+            if tail_bytes is not None:
+                start = max(0, handle.seek(0, os.SEEK_END) - tail_bytes - 1)
+                handle.seek(start)
+                if start:
+                    handle.readline()  # up to the first line starting inside the tail
+            text = handle.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return []
     # "\n" only: json.dumps leaves U+2028, U+2029 and U+0085 unescaped, and splitlines() splits on them

@@ -94,6 +94,7 @@ def append_index(home: Home, record: dict) -> None:
     append_jsonl(home.index, [record])
 
 
-def read_index(home: Home) -> list[dict]:
-    """Every cycle record in the index, oldest first (records with a malformed id are skipped)."""
-    return [r for r in read_jsonl(home.index, "cycle_id") if isinstance(r["cycle_id"], str)]
+def read_index(home: Home, tail_bytes: int | None = None) -> list[dict]:
+    """Every cycle record in the index (with `tail_bytes`, the last ones), oldest first.
+    Records with a malformed id are skipped."""
+    return [r for r in read_jsonl(home.index, "cycle_id", tail_bytes) if isinstance(r["cycle_id"], str)]

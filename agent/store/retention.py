@@ -7,8 +7,12 @@ reachable).
 
 The rules are *keep* rules and a cycle goes only when every rule given lets it go:
 `keep_cycles=N` keeps the newest N cycles, `keep_days=D` keeps cycles that started less than D
-days ago. With both, `--keep 10 --older-than 7d` deletes week-old cycles but never the last ten,
-so a home whose cron stopped for a month does not lose its whole history.
+days ago, and always the newest cycle. With both, `--keep 10 --older-than 7d` deletes week-old
+cycles but never the last ten, so a home whose cron stopped for a month does not lose its whole
+history.
+
+"Newest" is by id order, which is the order the cycles ran (see ids.py), never by the time
+written in an id: a clock that was wrong when an id was made must not get newer cycles pruned.
 
 `select_expired` is pure (ids in, ids out); `plan_prune` and `delete_cycles` do the I/O.
 `apply_retention` is what the cycle runner calls, while it holds the home's lock.
@@ -65,6 +69,7 @@ def select_expired(cycle_ids: Iterable[str], keep_cycles: int | None = None, kee
         except OverflowError:  # "older than" beyond the calendar: nothing is that old
             cutoff = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
         kept |= {i for i in ids if (cycle_started(i) or now) >= cutoff}
+        kept |= set(ids[-1:])  # a clock now fast, or all cycles old: the newest still stays
     return [i for i in ids if i not in kept]
 
 

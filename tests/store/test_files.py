@@ -132,3 +132,13 @@ def test_an_append_whose_fsync_fails_leaves_no_record_and_raises_disk_error(tmp_
             append_jsonl(path, records(2))
     assert path.read_bytes() == line(records(1)[0])
 
+
+def test_reading_the_tail_returns_only_whole_records_in_the_last_bytes(tmp_path):
+    path = tmp_path / "index.jsonl"
+    append_jsonl(path, records(*range(100)))
+    last_two = len(line(records(98)[0])) + len(line(records(99)[0]))
+    assert read_jsonl(path, "n", tail_bytes=last_two) == records(98, 99)
+    assert read_jsonl(path, "n", tail_bytes=last_two + 3) == records(98, 99)
+    assert read_jsonl(path, "n", tail_bytes=10**9) == records(*range(100))
+    assert read_jsonl(tmp_path / "missing.jsonl", "n", tail_bytes=100) == []
+

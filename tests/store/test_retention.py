@@ -1,5 +1,5 @@
-"""Retention: keep rules select old cycles, delete only their snapshots and logs, and never what
-the index and archive hold."""
+"""Retention: keep rules select old cycles by id order, delete only their snapshots and logs,
+never the newest cycle by age alone, and never what the index and archive hold."""
 
 from __future__ import annotations
 
@@ -40,6 +40,25 @@ def test_select_expired_applies_each_keep_rule_and_removes_only_what_none_keeps(
 def test_select_expired_keeps_everything_while_there_are_fewer_ids_than_the_limit():
     assert select_expired(["20260101_000000", "20260101_000100"], keep_cycles=3) == []
     assert select_expired(["a1", "a2", "a3", "a4"], keep_cycles=3) == ["a1"]
+
+
+def test_keep_days_never_removes_the_newest_cycle():
+    """A home whose cron stopped for a month, or a clock now running fast, keeps its last cycle."""
+    ids = ["20251201_000000_01", "20251202_000000_01", "20251203_000000_01"]
+    assert select_expired(ids, keep_days=7, now=NOW) == ids[:2]
+    assert select_expired(ids, keep_days=7, now=NOW.replace(year=2030)) == ids[:2]
+
+
+def test_a_clock_that_ran_fast_does_not_get_the_newest_cycles_pruned(home, start_cycle):
+    h = Home.at(home)
+    h.ensure_dirs()
+    fast = [start_cycle(h, NOW.replace(year=2030)) for _ in range(2)]  # then the clock is corrected
+    newest = [start_cycle(h, NOW + _dt.timedelta(minutes=m)) for m in range(2)]
+    assert ids_on_disk(h) == fast + newest
+    apply_retention(h, Settings(keep_cycles=2), now=NOW)
+    assert ids_on_disk(h) == newest
+    apply_retention(h, Settings(keep_days=1), now=NOW)
+    assert ids_on_disk(h) == newest
 
 
 @pytest.mark.parametrize("text, seconds", [("90s", 90), ("30m", 1800), ("12h", 43200), ("7d", 604800),
