@@ -1,12 +1,17 @@
-"""Hardened YAML. A leaf: yaml + stdlib.
+"""Hardened YAML, and reading the text files it (or a prompt) comes from. A leaf: yaml + stdlib.
 
 `load_yaml` is a safe loader that also refuses duplicate keys, absurd nesting, recursive
-aliases and alias bombs; `dump_yaml` writes notes as readable literal blocks.
+aliases and alias bombs; `dump_yaml` writes notes as readable literal blocks. `read_text_file`
+reads a file a person may have replaced by anything (a FIFO, a device, a huge file) without
+hanging or reading without bound.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -17,6 +22,63 @@ MAX_YAML_DEPTH = 64
 # Aliases (*name) may repeat at most this many nodes beyond those written in the file: plenty
 # for hand-written anchors, far too few for a "billion laughs" expansion.
 MAX_ALIAS_EXPANSION = 100_000
+
+
+# ---------------------------------------------------------------------------------- text files
+
+
+class FileRefused(ValueError):
+    """A file exists but cannot be used as text: not a regular file, too big, unreadable, not UTF-8."""
+
+    def __init__(self, path: Path, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path, self.problem = path, problem
+
+
+_FILE_KINDS = {stat.S_ISFIFO: "a named pipe (FIFO)", stat.S_ISSOCK: "a socket",
+               stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device"}
+
+
+def _refuse_unless_regular(path: Path, mode: int) -> None:
+    if stat.S_ISDIR(mode):
+        raise FileRefused(path, "is a directory, not a file")
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _FILE_KINDS.items() if test(mode)), "something else")
+        raise FileRefused(path, f"is not a regular file but {kind}")
+
+
+def read_text_file(path: Path, what: str, limit: int) -> str | None:
+    """The UTF-8 text of the regular file `path` (a symlink is followed), None when it does not exist.
+
+    Anything else is refused with a FileRefused naming the file and the problem, `what` (e.g.
+    "scratchpad") naming the file's role in the size message: a directory, a FIFO or device
+    (checked before opening, opened non-blocking and checked again, so nothing can hang the
+    reader), a file over `limit` bytes (never more than that is read, even if it grows), a file
+    that cannot be read or is not UTF-8.
+    """
+    path = Path(path)
+    try:
+        _refuse_unless_regular(path, os.stat(path).st_mode)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise FileRefused(path, f"cannot be read: {exc.strerror}") from exc
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        _refuse_unless_regular(path, info.st_mode)  # replaced between the check and the open
+        if info.st_size > limit:
+            raise FileRefused(path, f"is {info.st_size:,} bytes, over the {limit:,}-byte limit for a {what}")
+        try:
+            raw = handle.read(limit + 1)
+        except OSError as exc:
+            raise FileRefused(path, f"cannot be read: {exc.strerror}") from exc
+    if len(raw) > limit:
+        raise FileRefused(path, f"is over the {limit:,}-byte limit for a {what}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileRefused(path, f"is not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x}); is it binary?") from exc
 
 
 # ---------------------------------------------------------------------------------------- YAML

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import yaml
 
 from .. import schema
 from ..outcomes import InvalidScratchpad
-from ..safe_yaml import dump_yaml, load_yaml, yaml_problem
+from ..safe_yaml import FileRefused, dump_yaml, load_yaml, read_text_file, yaml_problem
 from .files import atomic_write
 from .home import Home
 
@@ -24,12 +23,6 @@ def read_state_file(path: Path, home_root: Path) -> dict | None:
     def invalid(problem: str) -> InvalidScratchpad:
         return InvalidScratchpad(f"{path}: {problem}")
 
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise invalid(f"cannot be read: {exc.strerror}") from exc
     if Path(path).is_symlink():
         try:
             target = Path(path).resolve()
@@ -39,26 +32,14 @@ def read_state_file(path: Path, home_root: Path) -> dict | None:
             raise invalid(f"is a symlink to {target}, outside the home {home_root}; refusing to follow it")
         if not target.exists():
             raise invalid(f"is a symlink to {target}, which does not exist")
-        info = os.stat(target)
-    if Path(path).is_dir():
-        raise invalid("is a directory, not a file")
-    if not Path(path).is_file():
-        raise invalid("is not a regular file")
-    if info.st_size > MAX_SCRATCHPAD_BYTES:
-        raise invalid(f"is {info.st_size:,} bytes, over the {MAX_SCRATCHPAD_BYTES:,}-byte limit for a scratchpad")
     try:
-        with open(path, "rb") as handle:  # never more than the limit, even if it grew meanwhile
-            raw = handle.read(MAX_SCRATCHPAD_BYTES + 1)
-    except OSError as exc:
-        raise invalid(f"cannot be read: {exc.strerror}") from exc
-    if len(raw) > MAX_SCRATCHPAD_BYTES:
-        raise invalid(f"is over the {MAX_SCRATCHPAD_BYTES:,}-byte limit for a scratchpad")
-    if not raw.strip():
+        text = read_text_file(path, "scratchpad", MAX_SCRATCHPAD_BYTES)
+    except FileRefused as exc:
+        raise invalid(exc.problem) from exc
+    if text is None:
+        return None
+    if not text.strip():
         raise invalid("is empty; run `agent reset` to start from a template, or delete the file")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise invalid(f"is not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x}); is it binary?") from exc
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:

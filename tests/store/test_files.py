@@ -3,13 +3,16 @@ survive torn records, stale temporary files, and reading text files that may be 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import signal
 
 import pytest
 
 from agent.outcomes import DiskError
+from agent.safe_yaml import FileRefused, read_text_file
 from agent.store.files import append_jsonl, atomic_write, read_jsonl
 
 
@@ -142,3 +145,61 @@ def test_reading_the_tail_returns_only_whole_records_in_the_last_bytes(tmp_path)
     assert read_jsonl(path, "n", tail_bytes=10**9) == records(*range(100))
     assert read_jsonl(tmp_path / "missing.jsonl", "n", tail_bytes=100) == []
 
+
+# ------------------------------------------------------------------------------ text files
+
+
+@contextlib.contextmanager
+def fails_instead_of_hanging(seconds: float = 5):
+    """Turn a hang into a test failure (SIGALRM interrupts a blocked open or read)."""
+    def timed_out(signum, frame):
+        raise TimeoutError("hung")
+
+    previous = signal.signal(signal.SIGALRM, timed_out)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_read_text_file_returns_the_text_or_none_when_missing(tmp_path):
+    (tmp_path / "rules.md").write_text("Be brief. ✓\n")
+    assert read_text_file(tmp_path / "rules.md", "rules file", 100) == "Be brief. ✓\n"
+    assert read_text_file(tmp_path / "missing.md", "rules file", 100) is None
+
+
+def test_read_text_file_refuses_a_fifo_at_once_instead_of_hanging(tmp_path):
+    os.mkfifo(tmp_path / "config.yaml")
+    with fails_instead_of_hanging(), pytest.raises(FileRefused, match=r"config.yaml: is not a regular file but a named pipe"):
+        read_text_file(tmp_path / "config.yaml", "config file", 100)
+
+
+def test_read_text_file_refuses_a_symlink_to_a_fifo_or_a_device(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "rules.md").symlink_to(tmp_path / "pipe")
+    (tmp_path / "config.yaml").symlink_to("/dev/zero")
+    with fails_instead_of_hanging():
+        with pytest.raises(FileRefused, match="named pipe"):
+            read_text_file(tmp_path / "rules.md", "rules file", 100)
+        with pytest.raises(FileRefused, match="character device"):
+            read_text_file(tmp_path / "config.yaml", "config file", 100)
+
+
+def test_read_text_file_follows_a_symlink_to_a_regular_file(tmp_path):
+    (tmp_path / "real.yaml").write_text("model: x\n")
+    (tmp_path / "config.yaml").symlink_to(tmp_path / "real.yaml")
+    assert read_text_file(tmp_path / "config.yaml", "config file", 100) == "model: x\n"
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p.mkdir(), "is a directory, not a file"),
+    (lambda p: p.write_bytes(b"x" * 101), "is 101 bytes, over the 100-byte limit for a config file"),
+    (lambda p: p.write_bytes(b"model: caf\xe9\n"), r"is not UTF-8 text \(byte 10 is 0xe9\); is it binary\?"),
+])
+def test_read_text_file_refuses_what_is_not_bounded_utf8_text(tmp_path, make, message):
+    make(tmp_path / "config.yaml")
+    with pytest.raises(FileRefused, match=message) as refused:
+        read_text_file(tmp_path / "config.yaml", "config file", 100)
+    assert refused.value.path == tmp_path / "config.yaml" and str(refused.value).startswith(f"{tmp_path}/config.yaml: ")
