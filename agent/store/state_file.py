@@ -1,4 +1,5 @@
-"""Scratchpad files: read and validate one (active.yaml or a snapshot), write one."""
+"""Scratchpad files: read and validate one (active.yaml or a snapshot), write one, and refuse to
+write a state that reading would refuse."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from .home import Home
 
 # A scratchpad this large is not memory, it is an accident; refuse it rather than feed it to a model.
 MAX_SCRATCHPAD_BYTES = 4 * 1024 * 1024
+
+
+class StateTooLarge(InvalidScratchpad):
+    """A state was not written because it would be over MAX_SCRATCHPAD_BYTES (and so unreadable)."""
 
 
 def read_state_file(path: Path, home_root: Path) -> dict | None:
@@ -61,5 +66,24 @@ def load_state(home: Home) -> dict:
     return schema.fresh_state() if state is None else state
 
 
+def _size_problem(size: int) -> str | None:
+    if size <= MAX_SCRATCHPAD_BYTES:
+        return None
+    return f"the scratchpad would be {size:,} bytes, over the {MAX_SCRATCHPAD_BYTES:,}-byte limit"
+
+
+def state_size_problem(state: dict) -> str | None:
+    """Why `state` cannot be saved for its size (it could not be read back), or None when it fits.
+
+    Ask before saving a state that a reply changed: over the cap, keep the state as read."""
+    return _size_problem(len(dump_yaml(state).encode("utf-8")))
+
+
 def write_state(path: Path, state: dict) -> None:
-    atomic_write(path, dump_yaml(state).encode("utf-8"))
+    """Replace the scratchpad file `path` with `state`; StateTooLarge (nothing written) when it
+    would be over the size read_state_file accepts."""
+    data = dump_yaml(state).encode("utf-8")
+    problem = _size_problem(len(data))
+    if problem:
+        raise StateTooLarge(f"{path}: not written: {problem}")
+    atomic_write(path, data)
