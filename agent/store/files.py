@@ -12,6 +12,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -49,9 +50,17 @@ def fault_point(step: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+# atomic_write's temporary files, beside their target: ".<name>.<pid>.<8 hex digits>.tmp".
+TEMPORARY_NAME = re.compile(r"\..+\.\d+\.[0-9a-f]{8}\.tmp")
+
+
+def _temporary_path(target: Path) -> Path:
+    return target.parent / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace `path` with `data` so that a crash leaves either the old or the new file whole."""
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    tmp = _temporary_path(path)
     created = False
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, SECRET_FILE_MODE)
@@ -78,6 +87,22 @@ def atomic_write(path: Path, data: bytes) -> None:
         if created:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def remove_temporaries(folder: Path, recursive: bool = False) -> list[Path]:
+    """Delete the regular files in `folder` (and below it, if `recursive`) named like
+    atomic_write's temporary files. Call only while holding the home's lock, so none is in use."""
+    removed = []
+    for parent, subfolders, names in os.walk(folder):  # symlinked folders are not entered
+        for name in names:
+            leftover = Path(parent) / name
+            with contextlib.suppress(OSError):
+                if TEMPORARY_NAME.fullmatch(name) and leftover.is_file() and not leftover.is_symlink():
+                    leftover.unlink()
+                    removed.append(leftover)
+        if not recursive:
+            subfolders.clear()
+    return removed
 
 
 # ---------------------------------------------------------------------------------- JSON lines

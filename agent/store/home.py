@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import SECRET_DIR_MODE, append_jsonl, disk_error, read_jsonl
+from .files import SECRET_DIR_MODE, append_jsonl, disk_error, read_jsonl, remove_temporaries
 
 
 @dataclass(frozen=True)
@@ -78,14 +78,13 @@ class Home:
                     folder.chmod(SECRET_DIR_MODE)
 
 
-def remove_stale_temporaries(home: Home) -> list[Path]:
-    """Delete temporary files a killed process left behind. Call only while holding the lock."""
-    removed = []
-    for folder in (home.scratchpad, home.logs):
-        for leftover in folder.glob(".*.tmp"):
-            with contextlib.suppress(OSError):
-                leftover.unlink()
-                removed.append(leftover)
+def remove_stale_temporaries(home: Home, workspace: Path | None = None) -> list[Path]:
+    """Delete the temporary files a killed process left in scratchpad/, logs/ and, when given,
+    anywhere in the tools' workspace (write_file writes through atomic_write too).
+    Call only while holding the lock."""
+    removed = remove_temporaries(home.scratchpad) + remove_temporaries(home.logs)
+    if workspace is not None:
+        removed += remove_temporaries(workspace, recursive=True)
     return removed
 
 

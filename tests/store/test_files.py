@@ -8,12 +8,15 @@ import errno
 import json
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 
 from agent.outcomes import DiskError
 from agent.safe_yaml import FileRefused, read_text_file
 from agent.store.files import append_jsonl, atomic_write, read_jsonl
+from agent.store.home import Home, remove_stale_temporaries
 
 
 def records(*numbers: int) -> list[dict]:
@@ -144,6 +147,61 @@ def test_reading_the_tail_returns_only_whole_records_in_the_last_bytes(tmp_path)
     assert read_jsonl(path, "n", tail_bytes=last_two + 3) == records(98, 99)
     assert read_jsonl(path, "n", tail_bytes=10**9) == records(*range(100))
     assert read_jsonl(tmp_path / "missing.jsonl", "n", tail_bytes=100) == []
+
+
+# ------------------------------------------------------------------------- stale temporaries
+
+
+def test_stale_temporaries_are_removed_from_the_home_and_anywhere_in_the_workspace(home):
+    h = Home.at(home)
+    h.ensure_dirs()
+    workspace = home / "workspace"
+    (workspace / "deep" / "er").mkdir(parents=True)
+    stale = [h.scratchpad / ".active.yaml.4242.0a1b2c3d.tmp", h.logs / ".index.jsonl.7.ffffffff.tmp",
+             workspace / ".notes.txt.31337.deadbeef.tmp", workspace / "deep" / "er" / ".a.b.c.1.01234567.tmp"]
+    kept = [workspace / ".hidden.tmp", workspace / "report.tmp", workspace / ".notes.txt.123.xyz.tmp",
+            workspace / ".notes.txt.123.DEADBEEF.tmp", workspace / "notes.txt.1.deadbeef.tmp",
+            h.scratchpad / ".editor-swap.tmp"]
+    for path in stale + kept:
+        path.write_text("x")
+    (workspace / ".dir.1.deadbeef.tmp").mkdir()
+    removed = remove_stale_temporaries(h, workspace)
+    assert sorted(removed) == sorted(stale)
+    assert all(p.exists() for p in kept) and (workspace / ".dir.1.deadbeef.tmp").is_dir()
+
+
+def test_the_temporary_file_of_a_write_killed_midway_is_removed_by_the_next_cleanup(home):
+    workspace = home / "workspace"
+    workspace.mkdir()
+    write = "import sys; from pathlib import Path; from agent.store.files import atomic_write; " \
+            "atomic_write(Path(sys.argv[1]), b'half')"
+    killed = subprocess.run([sys.executable, "-c", write, str(workspace / "notes.txt")],
+                            env=dict(os.environ, AGENT_TEST_KILL_AT="1"), capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL and "temporary file created" in killed.stderr
+    [leftover] = workspace.iterdir()
+    assert remove_stale_temporaries(Home.at(home), workspace) == [leftover]
+    assert list(workspace.iterdir()) == []
+
+
+def test_without_a_workspace_only_the_home_folders_are_cleaned(home):
+    h = Home.at(home)
+    h.ensure_dirs()
+    elsewhere = home / "workspace" / ".notes.txt.31337.deadbeef.tmp"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("x")
+    assert remove_stale_temporaries(h) == []
+    assert elsewhere.exists()
+
+
+def test_a_symlinked_folder_in_the_workspace_is_not_entered(home, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / ".mine.txt.1.deadbeef.tmp").write_text("not the agent's")
+    workspace = home / "workspace"
+    workspace.mkdir()
+    (workspace / "link").symlink_to(outside)
+    assert remove_stale_temporaries(Home.at(home), workspace) == []
+    assert (outside / ".mine.txt.1.deadbeef.tmp").exists()
 
 
 # ------------------------------------------------------------------------------ text files
