@@ -160,7 +160,7 @@ def read_config_file(path: Path) -> dict:
     """The settings in a home's config.yaml ({} when there is none), keys checked."""
     import yaml
 
-    from .scratchpad import load_yaml
+    from .safe_yaml import load_yaml
 
     try:
         text = path.read_text(encoding="utf-8")

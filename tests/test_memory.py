@@ -183,42 +183,6 @@ def test_a_scripted_cycle_imports_no_heavy_library(home, tmp_path):
     assert "HEAVY []" in proc.stdout
 
 
-# ----------------------------------------------------------------------------------- retention
-
-def test_automatic_retention_keeps_the_newest_cycles_and_all_history(home, tmp_path):
-    (home / "config.yaml").write_text("keep_cycles: 2\n")
-    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
-    ids = [json.loads(run(home, script, "--json").stdout)["cycle_id"] for _ in range(4)]
-    left = sorted(p.name for p in (home / "scratchpad").iterdir())
-    assert left == sorted([f"{i}_{label}.yaml" for i in ids[-2:] for label in ("before", "after")] + ["active.yaml"])
-    assert sorted(p.name for p in (home / "logs").glob("cycle_*.log")) == [f"cycle_{i}.log" for i in ids[-2:]]
-    index = [json.loads(line)["cycle_id"] for line in (home / "logs/index.jsonl").read_text().splitlines()]
-    assert index == ids  # the index still lists every cycle
-
-
-def test_retention_is_on_by_default_and_can_be_turned_off(home):
-    from agent.config import load_settings
-
-    assert load_settings(home, env={}).keep_cycles == 500
-    (home / "config.yaml").write_text("keep_cycles: null\n")
-    assert load_settings(home, env={}).keep_cycles is None
-
-
-def test_retention_keeps_everything_while_there_are_fewer_cycles_than_the_limit(home, tmp_path):
-    (home / "config.yaml").write_text("keep_cycles: 3\n")
-    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
-    for expected in (1, 2, 3, 3):
-        assert run(home, script).exit_code == 0
-        assert len(list((home / "scratchpad").glob("*_before.yaml"))) == expected
-
-
-def test_select_expired_with_fewer_ids_than_the_limit():
-    from agent.retention import select_expired
-
-    assert select_expired(["20260101_000000", "20260101_000100"], keep_cycles=3) == []
-    assert select_expired(["a1", "a2", "a3", "a4"], keep_cycles=3) == ["a1"]
-
-
 def test_an_interrupt_during_the_reflect_step_fails_the_cycle(home, tmp_path):
     import os
     import signal

@@ -3,7 +3,6 @@ doctor, and the run output on and off a terminal. Homes are made by running scri
 
 from __future__ import annotations
 
-import datetime as _dt
 import io
 import json
 import os
@@ -17,7 +16,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent import retention
 from agent.config import Settings, field_docs, load_settings
 from agent.outcomes import UsageError
 from agent.scratchpad import Home, home_lock
@@ -397,32 +395,6 @@ def test_prune_is_busy_while_a_cycle_runs(four_cycles):
     with home_lock(Home.at(four_cycles)):
         result = run_cli("prune", "--keep", "1", "--home", str(four_cycles))
     assert result.exit_code == 5 and tree_digest(four_cycles) == before
-
-
-def test_select_expired_rules():
-    ids = ["20260101_000000", "20260105_000000", "20260109_000000", "20260109_000000_02"]
-    now = _dt.datetime(2026, 1, 10, tzinfo=_dt.timezone.utc)
-    assert retention.select_expired(ids) == []
-    assert retention.select_expired(ids, keep_cycles=2) == ids[:2]
-    assert retention.select_expired(ids, keep_cycles=0) == ids
-    assert retention.select_expired(ids, keep_days=3, now=now) == ids[:2]
-    assert retention.select_expired(ids, keep_cycles=3, keep_days=3, now=now) == ids[:1]
-    assert retention.select_expired(ids, keep_cycles=0, protect=[ids[-1]]) == ids[:-1]
-
-
-@pytest.mark.parametrize("text, seconds", [("90s", 90), ("30m", 1800), ("12h", 43200), ("7d", 604800),
-                                           ("2w", 1209600), ("1.5D", 129600)])
-def test_parse_duration(text, seconds):
-    assert retention.parse_duration(text) == seconds
-
-
-def test_apply_retention_follows_settings_and_spares_the_protected_cycle(four_cycles):
-    home = Home.at(four_cycles)
-    ids = cycle_ids(four_cycles)
-    assert retention.apply_retention(home, Settings()) == []
-    deleted = retention.apply_retention(home, Settings(keep_cycles=1), protect=[ids[0]])
-    assert {p.name for p in deleted} >= {f"{ids[1]}_before.yaml", f"cycle_{ids[2]}.log"}
-    assert cycle_ids(four_cycles) == [ids[0], ids[3]]
 
 
 def test_retention_settings_are_checked(home):

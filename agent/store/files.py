@@ -1,0 +1,199 @@
+"""Durable file writes: atomic replacement, JSON-lines appends, disk errors, fault points.
+
+Every whole-file write goes through `atomic_write` (temporary file in the same folder, fsync,
+rename, fsync of the folder), so a crash leaves each file whole-old or whole-new. Every append
+goes through `append_jsonl`, which writes whole records or raises, and every JSON-lines read
+through `read_jsonl`, which skips a torn record without losing the one after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import signal
+from pathlib import Path
+
+from ..outcomes import DiskError
+
+SECRET_DIR_MODE = 0o700
+SECRET_FILE_MODE = 0o600
+
+
+
+def disk_error(path: Path, exc: OSError) -> DiskError:
+    reason = exc.strerror or str(exc)
+    hint = {
+        errno.ENOSPC: " (the disk is full)",
+        errno.EROFS: " (the file system is read-only)",
+        errno.EACCES: " (permission denied)",
+        errno.EDQUOT: " (disk quota exceeded)",
+    }.get(exc.errno, "")
+    return DiskError(f"could not write {path}: {reason}{hint}")
+
+
+# Fault injection for tests/test_durability.py, inert unless AGENT_TEST_KILL_AT is set: with
+# AGENT_TEST_KILL_AT=N the process SIGKILLs itself at the N-th fault point it passes (the lock
+# and each write step below), so a test can prove that a kill at every step loses nothing.
+_KILL_AT = os.environ.get("AGENT_TEST_KILL_AT", "")
+_fault_points_passed = 0
+
+
+def fault_point(step: str) -> None:
+    global _fault_points_passed
+    if _KILL_AT:
+        _fault_points_passed += 1
+        if str(_fault_points_passed) == _KILL_AT:
+            os.write(2, f"AGENT_TEST_KILL_AT: killed at {step}\n".encode())
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+# atomic_write's temporary files, beside their target: ".<name>.<pid>.<8 hex digits>.tmp".
+TEMPORARY_NAME = re.compile(r"\..+\.\d+\.[0-9a-f]{8}\.tmp")
+
+
+def _temporary_path(target: Path) -> Path:
+    return target.parent / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new file whole."""
+    tmp = _temporary_path(path)
+    created = False
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, SECRET_FILE_MODE)
+        created = True
+        fault_point(f"{path.name}: temporary file created")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            fault_point(f"{path.name}: temporary file written")
+            os.fsync(handle.fileno())
+        fault_point(f"{path.name}: temporary file synced")
+        os.replace(tmp, path)
+        created = False
+        fault_point(f"{path.name}: renamed")
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        fault_point(f"{path.name}: folder synced")
+    except OSError as exc:
+        raise disk_error(path, exc) from exc
+    finally:
+        if created:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def remove_temporaries(folder: Path, recursive: bool = False) -> list[Path]:
+    """Delete the regular files in `folder` (and below it, if `recursive`) named like
+    atomic_write's temporary files. Call only while holding the home's lock, so none is in use."""
+    removed = []
+    for parent, subfolders, names in os.walk(folder):  # symlinked folders are not entered
+        for name in names:
+            leftover = Path(parent) / name
+            with contextlib.suppress(OSError):
+                if TEMPORARY_NAME.fullmatch(name) and leftover.is_file() and not leftover.is_symlink():
+                    leftover.unlink()
+                    removed.append(leftover)
+        if not recursive:
+            subfolders.clear()
+    return removed
+
+
+# ---------------------------------------------------------------------------------- JSON lines
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte is written; a write that makes no progress is a full disk."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written == 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+
+
+def append_jsonl(path: Path, records: list[dict]) -> None:
+    """Append records as JSON lines, whole or not at all, then fsync.
+
+    A short write is continued; a failed write or fsync is cut back to the file's size before
+    the append, then raised as DiskError. If the file does not end with a newline (a crash
+    mid-append), the append starts with one, so the next record never joins the torn one's line.
+    """
+    if not records:
+        return
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, SECRET_FILE_MODE)
+    except OSError as exc:
+        raise disk_error(path, exc) from exc
+    try:
+        fault_point(f"{path.name}: before append")
+        size_before = os.fstat(fd).st_size
+        if size_before and os.pread(fd, 1, size_before - 1) != b"\n":
+            data = b"\n" + data
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)  # may fail too: ENOSPC when the data could not be allocated
+        except OSError:
+            with contextlib.suppress(OSError):  # no torn record left; if even this fails, readers skip it
+                os.ftruncate(fd, size_before)
+            raise
+        fault_point(f"{path.name}: appended")
+    except OSError as exc:
+        raise disk_error(path, exc) from exc
+    finally:
+        os.close(fd)
+
+
+# A line that is not one record is searched for a glued record at no more than this many object
+# starts: a torn record of ours holds a few, and a hostile line must not cost quadratic time.
+MAX_GLUED_STARTS = 100
+
+
+def _record_in(line: str, required_key: str) -> dict | None:
+    """The record on one line: the whole line, or, when a torn record was glued to the front
+    (by a crash before appends began each on a new line), the whole record ending the line."""
+    with contextlib.suppress(ValueError, RecursionError):
+        record = json.loads(line)
+        return record if isinstance(record, dict) and required_key in record else None
+    decoder = json.JSONDecoder()
+    end = len(line.rstrip())
+    # '{"' outside a JSON string starts an object (inside one, json.dumps writes '{\"'); the
+    # first start whose object runs to the end of the line is the glued record.
+    start = line.find('{"', 1)
+    for _ in range(MAX_GLUED_STARTS):
+        if start == -1:
+            break
+        with contextlib.suppress(ValueError, RecursionError):
+            record, stop = decoder.raw_decode(line, start)
+            if stop == end and isinstance(record, dict) and required_key in record:
+                return record
+        start = line.find('{"', start + 1)
+    return None
+
+
+def read_jsonl(path: Path, required_key: str, tail_bytes: int | None = None) -> list[dict]:
+    """Every whole record (a JSON object with `required_key`) in a JSON-lines file, oldest first;
+    with `tail_bytes`, only those in the file's last `tail_bytes` bytes.
+
+    A torn line (a crash or a full disk mid-append) or a foreign line is skipped; a record glued
+    after a torn one is still found."""
+    try:
+        with open(path, "rb") as handle:
+            if tail_bytes is not None:
+                start = max(0, handle.seek(0, os.SEEK_END) - tail_bytes - 1)
+                handle.seek(start)
+                if start:
+                    handle.readline()  # up to the first line starting inside the tail
+            text = handle.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return []
+    # "\n" only: json.dumps leaves U+2028, U+2029 and U+0085 unescaped, and splitlines() splits on them
+    records = (_record_in(line, required_key) for line in text.split("\n"))
+    return [record for record in records if record is not None]

@@ -1,0 +1,85 @@
+"""Cycle ids: `YYYYMMDD_HHMMSS_NN`, a start second in UTC and the cycle's place in that second.
+
+A cycle's snapshots and log are named after its id (`<id>_before.yaml`, `cycle_<id>.log`), so
+plain `ls` and `sort` list them in the order the cycles ran. The rule that keeps this true:
+
+- Every id has the same length: the first cycle of a second is `_01`, then `_02` ... `_99`. A
+  name that continues after the id therefore sorts exactly like the id.
+- A new id sorts after every id on disk (snapshots, cycle logs) and in the recent index. When
+  the clock's second is later than the newest id's, the new id is `<the clock's second>_01`.
+  Otherwise (another cycle in the same second, or a clock stepped back) it is the newest id's
+  successor: the same prefix, the sequence plus one. After a clock step back, ids keep the newest
+  id's time until the clock catches up; after a clock that ran fast, the time it showed.
+- The successor is the next second's `_01` instead when the sequence is at 99, or when the
+  newest id's second also holds a bare `YYYYMMDD_HHMMSS` id (older versions named a second's
+  first cycle without a suffix, and `..._03_before.yaml` would sort before `..._before.yaml`).
+
+So the time in an id is when the cycle ran only as far as the clock was right; order comes from
+comparing ids as strings. Ids made by older versions (`YYYYMMDD_HHMMSS`, then `_02`, `_03` ...)
+are read alike. UTC keeps the order across daylight-saving changes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from typing import Iterable
+
+from ..outcomes import InvalidScratchpad
+from .home import Home, read_index
+
+CYCLE_ID = re.compile(r"\d{8}_\d{6}(?:_\d{2})?")
+SECOND_FORMAT = "%Y%m%d_%H%M%S"
+SECOND_LENGTH = len("YYYYMMDD_HHMMSS")
+LAST_SEQUENCE = 99
+SNAPSHOT_LABELS = ("before", "after")
+# The newest index records are in its last bytes; reading them all would grow with every cycle.
+INDEX_TAIL_BYTES = 64 * 1024
+
+
+def cycle_started(cycle_id: str) -> _dt.datetime | None:
+    """The UTC time written in a cycle id, or None when the id is not one of ours."""
+    if not CYCLE_ID.fullmatch(cycle_id):
+        return None
+    try:
+        return _dt.datetime.strptime(cycle_id[:SECOND_LENGTH], SECOND_FORMAT).replace(tzinfo=_dt.timezone.utc)
+    except ValueError:  # 20261399_...: the shape of an id, but no time
+        return None
+
+
+def cycles_on_disk(home: Home) -> list[str]:
+    """Ids of every cycle with a snapshot or a log still on disk, oldest first."""
+    ids: set[str] = set()
+    for label in SNAPSHOT_LABELS:
+        suffix = f"_{label}.yaml"
+        ids |= {p.name[: -len(suffix)] for p in home.scratchpad.glob(f"*{suffix}")}
+    ids |= {p.name[len("cycle_"): -len(".log")] for p in home.logs.glob("cycle_*.log")}
+    return sorted(i for i in ids if cycle_started(i))
+
+
+def following_cycle_id(now: _dt.datetime, existing: Iterable[str]) -> str:
+    """The id for a cycle starting at `now` after the cycles `existing` (the rule above)."""
+    ids = {i for i in existing if cycle_started(i)}
+    clock_second = now.astimezone(_dt.timezone.utc).strftime(SECOND_FORMAT)
+    newest = max(ids, default="")
+    newest_second, sequence = newest[:SECOND_LENGTH], newest[SECOND_LENGTH + 1:]
+    if clock_second > newest_second:
+        return f"{clock_second}_01"
+    if newest_second not in ids and int(sequence) < LAST_SEQUENCE:
+        return f"{newest_second}_{int(sequence) + 1:02d}"
+    next_second = cycle_started(newest_second) + _dt.timedelta(seconds=1)  # OverflowError after 9999
+    return f"{next_second.strftime(SECOND_FORMAT)}_01"
+
+
+def new_cycle_id(home: Home, now: _dt.datetime) -> str:
+    """The id for a cycle of `home` starting at `now`, after every cycle on disk or in the index.
+    Call while holding the lock so two processes cannot choose the same id."""
+    try:
+        recent = [r["cycle_id"] for r in read_index(home, tail_bytes=INDEX_TAIL_BYTES)]
+    except OSError:  # an index that cannot be read is reported when the cycle appends to it
+        recent = []
+    try:
+        return following_cycle_id(now, [*cycles_on_disk(home), *recent])
+    except OverflowError:
+        raise InvalidScratchpad(f"{home.root}: a cycle id is already at the end of the calendar (year 9999); "
+                                "move the snapshots and logs named after it away") from None

@@ -1,0 +1,89 @@
+"""Scratchpad files: read and validate one (active.yaml or a snapshot), write one, and refuse to
+write a state that reading would refuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from .. import schema
+from ..outcomes import InvalidScratchpad
+from ..safe_yaml import FileRefused, dump_yaml, load_yaml, read_text_file, yaml_problem
+from .files import atomic_write
+from .home import Home
+
+# A scratchpad this large is not memory, it is an accident; refuse it rather than feed it to a model.
+MAX_SCRATCHPAD_BYTES = 4 * 1024 * 1024
+
+
+class StateTooLarge(InvalidScratchpad):
+    """A state was not written because it would be over MAX_SCRATCHPAD_BYTES (and so unreadable)."""
+
+
+def read_state_file(path: Path, home_root: Path) -> dict | None:
+    """Read and validate a scratchpad file. None when it does not exist; InvalidScratchpad when
+    it exists but cannot be used (the message names the file and the problem)."""
+
+    def invalid(problem: str) -> InvalidScratchpad:
+        return InvalidScratchpad(f"{path}: {problem}")
+
+    if Path(path).is_symlink():
+        try:
+            target = Path(path).resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop
+            raise invalid(f"is a symlink that cannot be resolved ({exc})") from exc
+        if not target.is_relative_to(home_root.resolve()):
+            raise invalid(f"is a symlink to {target}, outside the home {home_root}; refusing to follow it")
+        if not target.exists():
+            raise invalid(f"is a symlink to {target}, which does not exist")
+    try:
+        text = read_text_file(path, "scratchpad", MAX_SCRATCHPAD_BYTES)
+    except FileRefused as exc:
+        raise invalid(exc.problem) from exc
+    if text is None:
+        return None
+    if not text.strip():
+        raise invalid("is empty; run `agent reset` to start from a template, or delete the file")
+    try:
+        data = load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise invalid(yaml_problem(exc)) from exc
+    except RecursionError as exc:
+        raise invalid("invalid YAML: nested too deeply") from exc
+    if not isinstance(data, dict):
+        raise invalid(schema.problems(data)[0])
+    state = schema.normalize(data)
+    found = schema.problems(state)
+    if found:
+        raise invalid("; ".join(found))
+    return state
+
+
+def load_state(home: Home) -> dict:
+    """Wake: the state in active.yaml, or a fresh default state when there is none."""
+    state = read_state_file(home.active, home.root)
+    return schema.fresh_state() if state is None else state
+
+
+def _size_problem(size: int) -> str | None:
+    if size <= MAX_SCRATCHPAD_BYTES:
+        return None
+    return f"the scratchpad would be {size:,} bytes, over the {MAX_SCRATCHPAD_BYTES:,}-byte limit"
+
+
+def state_size_problem(state: dict) -> str | None:
+    """Why `state` cannot be saved for its size (it could not be read back), or None when it fits.
+
+    Ask before saving a state that a reply changed: over the cap, keep the state as read."""
+    return _size_problem(len(dump_yaml(state).encode("utf-8")))
+
+
+def write_state(path: Path, state: dict) -> None:
+    """Replace the scratchpad file `path` with `state`; StateTooLarge (nothing written) when it
+    would be over the size read_state_file accepts."""
+    data = dump_yaml(state).encode("utf-8")
+    problem = _size_problem(len(data))
+    if problem:
+        raise StateTooLarge(f"{path}: not written: {problem}")
+    atomic_write(path, data)
