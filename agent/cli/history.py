@@ -13,9 +13,9 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-from ..outcomes import InvalidScratchpad
+from ..outcomes import DiskError, InvalidScratchpad
 from ..retention import cycle_started, cycles_on_disk
-from ..scratchpad import Home, read_index, read_state_file
+from ..scratchpad import Home, is_locked, read_index, read_state_file
 from .common import clip
 
 INCOMPLETE = "incomplete"  # on disk, no record: killed, or its record was lost
@@ -30,6 +30,15 @@ RECORD_FIELDS = ("cycle_id", "started", "duration_s", "model", "stop_reason", "e
 def cycle_ids(home: Home) -> list[str]:
     """Every cycle id the home knows of, from the index and from files on disk, oldest first."""
     return sorted({r["cycle_id"] for r in read_index(home)} | set(cycles_on_disk(home)))
+
+
+def cycle_running(home: Home) -> bool:
+    """Whether a cycle holds the home's lock now. False when the lock file cannot be opened
+    (a read-only home, or another user's): reading history must not need write access."""
+    try:
+        return is_locked(home)
+    except DiskError:
+        return False
 
 
 def history_records(home: Home, running: bool) -> list[dict]:

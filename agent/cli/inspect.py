@@ -19,11 +19,11 @@ from ..config import load_settings
 from ..memory import read_archive
 from ..models import bundled_model_path, local_runtime_installed
 from ..outcomes import InvalidScratchpad, UsageError
-from ..scratchpad import Home, is_locked, load_state, read_state_file
+from ..scratchpad import Home, load_state, read_state_file
 from .common import (age, clip, existing_home, home_option, json_option, print_json, reports_errors, seconds_since,
                      size, task_text, terminal_width)
 from .diffing import summarize_change, summary_lines
-from .history import RUNNING, cycle_ids, history_records, table_lines
+from .history import RUNNING, cycle_ids, cycle_running, history_records, table_lines
 
 # --------------------------------------------------------------------------------------- diff
 
@@ -141,7 +141,7 @@ def history(home_dir: Path, limit: int, as_json: bool) -> None:
     `incomplete` (`running` while it holds the lock).
     """
     home = existing_home(home_dir)
-    records = list(reversed(history_records(home, running=is_locked(home))))
+    records = list(reversed(history_records(home, running=cycle_running(home))))
     if limit:
         records = records[:limit]
     if as_json:
@@ -263,7 +263,7 @@ def _last_cycle_line(last: dict) -> str:
 def status(home_dir: Path, as_json: bool) -> None:
     """Is a cycle running, how did the last one end and when, the task now, and disk use."""
     home = existing_home(home_dir)
-    running = is_locked(home)
+    running = cycle_running(home)
     records = history_records(home, running)
     current_task, scratchpad_error = _current_task(home)
     snapshots = sorted(home.scratchpad.glob("*_before.yaml")) + sorted(home.scratchpad.glob("*_after.yaml"))

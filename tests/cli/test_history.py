@@ -109,6 +109,14 @@ def test_odd_index_records_do_not_crash_history_or_status(home):
     assert run_cli("status", "--home", str(home)).exit_code == 0
 
 
+def test_history_and_status_work_where_the_lock_cannot_be_opened(worked_home):
+    (worked_home / ".agent.lock").unlink(missing_ok=True)
+    (worked_home / ".agent.lock").mkdir()  # unopenable for writing, even by root (like a read-only home)
+    rows = json_out(run_cli("history", "--home", str(worked_home), "--json"))
+    assert [r["stop_reason"] for r in rows] == ["done", "done"]
+    assert json_out(run_cli("status", "--home", str(worked_home), "--json"))["running"] is False
+
+
 # ---------------------------------------------------------------------------------------- status
 
 
