@@ -14,6 +14,7 @@ from agent.cycle import Cycle
 from agent.models import ScriptedModel
 from agent.outcomes import Busy
 from agent.scratchpad import Home, home_lock
+from agent.tags import Tag
 from tests.helpers import (read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active,
                       write_script)
 
@@ -142,7 +143,11 @@ def test_unparseable_replies_in_a_row_stop_the_cycle(home, tmp_path):
 
 def test_a_parse_error_does_not_end_the_cycle(home, tmp_path):
     script = write_script(tmp_path, ["hmm", {"tool": "done", "args": {"summary": "recovered"}}])
-    assert run(home, script).exit_code == 0
+    result = run(home, script, "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["iterations"] == 2
+    notes = read_yaml(home / "scratchpad/active.yaml")["notes"].splitlines()
+    assert [Tag.of(line)[0] for line in notes] == [Tag.PARSE_ERROR, Tag.COMPLETED]
 
 
 BAD_SCRATCHPADS = {

@@ -1,11 +1,9 @@
 """Bounded memory: notes budget and completed_tasks window spill to the archive, nothing is lost;
-the reflect step curates notes or leaves them alone; a scripted cycle starts without heavy imports."""
+the reflect step curates notes or leaves them alone."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from agent import schema
 from agent.memory import ARCHIVE_MARKER, Archived, apply_curation, bound_memory, read_archive
@@ -165,22 +163,6 @@ def test_reflect_only_runs_after_done(home, tmp_path):
     assert result.exit_code == 3 and json.loads(result.stdout)["reflect"] is None
 
 
-# ---------------------------------------------------------------------------------- cold start
-
-def test_a_scripted_cycle_imports_no_heavy_library(home, tmp_path):
-    script = write_script(tmp_path, [{"tool": "echo", "args": {"message": "hi"}},
-                                     {"tool": "done", "args": {"summary": "ok"}}])
-    probe = (
-        "import atexit, sys\n"
-        "heavy = {'openai', 'rich', 'llama_cpp', 'httpx', 'pydantic'}\n"
-        "atexit.register(lambda: print('HEAVY', sorted({m.split('.')[0] for m in sys.modules} & heavy)))\n"
-        f"sys.argv = ['agent', 'run', '--home', {str(home)!r}, '--model', 'scripted:{script}']\n"
-        "from agent.cli import entry\n"
-        "entry()\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert "HEAVY []" in proc.stdout
 
 
 def test_an_interrupt_during_the_reflect_step_fails_the_cycle(home, tmp_path):

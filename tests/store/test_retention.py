@@ -9,6 +9,7 @@ import json
 import pytest
 
 from agent.config import Settings, load_settings
+from agent.outcomes import UsageError
 from agent.store.home import Home
 from agent.store.retention import apply_retention, parse_duration, select_expired
 from tests.helpers import run_cli, write_script
@@ -107,3 +108,12 @@ def test_retention_keeps_everything_while_there_are_fewer_cycles_than_the_limit(
     for expected in (1, 2, 3, 3):
         assert run(home, script).exit_code == 0
         assert len(list((home / "scratchpad").glob("*_before.yaml"))) == expected
+
+
+def test_retention_settings_load_and_keep_cycles_0_is_refused(home):
+    (home / "config.yaml").write_text("keep_cycles: 5\nkeep_days: 1.5\n")
+    settings = load_settings(home)
+    assert (settings.keep_cycles, settings.keep_days) == (5, 1.5)
+    (home / "config.yaml").write_text("keep_cycles: 0\n")
+    with pytest.raises(UsageError, match="keep_cycles"):
+        load_settings(home)

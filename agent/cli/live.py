@@ -1,9 +1,7 @@
 """Live progress for `agent run` on a terminal, drawn with rich.
 
-`LiveReporter` has PlainReporter's interface (called as reporter(event, **data) with the events
-"start", "iteration", "end"; other events are ignored), so the cycle does not know which one
-it talks to. `agent run` picks it only when stdout is a terminal: cron mail and pipes keep the
-plain lines with no control codes. rich is imported here, and this module only when needed.
+`LiveReporter` has PlainReporter's interface (agent/cli/progress.py), which imports this module
+only when stdout is a terminal: cron mail and pipes keep the plain lines with no control codes.
 """
 
 from __future__ import annotations
@@ -27,17 +25,14 @@ STOP_STYLES = {"done": "bold green", "error": "bold red"}  # any other stop reas
 class LiveReporter:
     """A spinner line (iteration, tokens, elapsed) under one printed line per model action."""
 
-    def __init__(self, console: Console | None = None, quiet: bool = False):
+    def __init__(self, console: Console | None = None):
         self.console = console or Console()
-        self.quiet = quiet
         self.live: Live | None = None
         self.started = time.monotonic()
         self.iteration, self.max_iterations, self.tokens = 0, None, 0
         self.last_tool: str | None = None
 
     def __call__(self, event: str, **data: Any) -> None:
-        if self.quiet:
-            return
         handler = getattr(self, f"_on_{event}", None)
         if handler is not None:
             handler(**data)

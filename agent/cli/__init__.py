@@ -1,0 +1,73 @@
+"""The command line: the `agent` group and the map of its commands.
+
+Each command lives in a module of this package and is imported only when it is used (click's
+documented lazy-subcommand pattern), so the `agent run` that cron starts every few minutes does
+not load diff, history, doctor and the rest. `agent --help` lists every command (and so imports
+them all). Commands never import this module: what they share is in agent/cli/common.py.
+
+Errors print one line (`agent: error: ...`) to stderr and exit with the code from
+outcomes.ExitCode; data goes to stdout, and every command that prints data has --json.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# name -> "module:attribute" of the click command; loaded on first use.
+COMMANDS = {
+    "run": "agent.cli.run:run",
+    "init": "agent.cli.setup:init",
+    "reset": "agent.cli.setup:reset",
+    "tools": "agent.cli.setup:tools",
+    "diff": "agent.cli.inspect:diff",
+    "history": "agent.cli.inspect:history",
+    "show": "agent.cli.inspect:show",
+    "status": "agent.cli.inspect:status",
+    "task": "agent.cli.steer:task",
+    "goal": "agent.cli.steer:goal",
+    "prune": "agent.cli.maintain:prune",
+    "doctor": "agent.cli.maintain:doctor",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are named in a map and imported only when used."""
+
+    def __init__(self, *args, lazy_subcommands: dict[str, str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy_subcommands = lazy_subcommands or {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy_subcommands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy_subcommands:
+            return self._load(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def _load(self, cmd_name: str) -> click.Command:
+        module_name, _, attribute = self.lazy_subcommands[cmd_name].partition(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{self.lazy_subcommands[cmd_name]} is not a click command")
+        return command
+
+
+@click.group(cls=LazyGroup, lazy_subcommands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="scratchpad-agent", prog_name="agent")
+def main() -> None:
+    """Run an LLM agent one cycle at a time, with durable memory in scratchpad/active.yaml.
+
+    Each `agent run` wakes from active.yaml, lets the model act through tools until it calls
+    done or hits a limit, and saves: scratchpad/<cycle>_before.yaml and _after.yaml show
+    exactly what changed. Exit codes: 0 done, 2 usage, 3 stopped by a limit, 4 failed,
+    5 busy, 6 invalid scratchpad, 7 disk error, 8 awaiting approval, 9 stalled,
+    10 budget exhausted.
+    """
+
+
+def entry() -> None:
+    """Console-script entry point (keeps `python -m agent` and `agent` identical)."""
+    main(prog_name="agent")

@@ -1,0 +1,114 @@
+"""What the commands share: the --home, --json and --wait options, error reporting, the home
+check, and the small text formatting the listings use."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..outcomes import AgentError, UsageError
+from ..scratchpad import Home
+
+home_option = click.option(
+    "--home", "home_dir", type=click.Path(file_okay=False, path_type=Path), envvar="AGENT_HOME",
+    default=".", show_default="AGENT_HOME, else the current directory",
+    help="The agent's home: scratchpad/, logs/, rules.md, config.yaml.",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+wait_option = click.option("--wait", "lock_wait", type=click.FloatRange(min=0), default=0.0,
+                           help="Seconds to wait for a running cycle to finish before giving up "
+                                "with exit code 5 (busy).")
+
+
+def reports_errors(func):
+    """Turn AgentError into its message on stderr and its exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except AgentError as exc:
+            click.echo(f"agent: error: {exc}", err=True)
+            sys.exit(int(exc.exit_code))
+
+    return wrapper
+
+
+def existing_home(home_dir: Path) -> Home:
+    """The home at `home_dir`, or a usage error (exit 2) when the folder does not exist."""
+    home = Home.at(home_dir)
+    if not home.root.is_dir():
+        raise UsageError(f"home {home.root} does not exist (create one with: agent init {home_dir})")
+    return home
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+# ---------------------------------------------------------------------------------- formatting
+
+
+def clip(text: Any, limit: int | None = 60) -> str:
+    """`text` on one line, cut to `limit` characters with an ellipsis (None: never cut)."""
+    text = " ".join(str(text).split())
+    return text if limit is None or len(text) <= limit else text[: max(limit - 1, 0)] + "…"
+
+
+def task_text(task: Any) -> str:
+    """One completed_tasks entry as a line: 'task: summary' for mappings, the string otherwise."""
+    if isinstance(task, dict):
+        name, summary = task.get("task"), task.get("summary")
+        if name is not None or summary is not None:
+            return f"{name or '(no task)'}: {summary or ''}".rstrip(": ")
+        return ", ".join(f"{k}={v}" for k, v in task.items())
+    return str(task)
+
+
+def age(seconds: float) -> str:
+    """A duration in its largest whole unit: 45s, 3m, 2h, 5d."""
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def size(num: int) -> str:
+    """A byte count for people: 512 B, 1.5 KiB, 3.2 MiB."""
+    value = float(num)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+def seconds_since(stamp: Any) -> float | None:
+    """Seconds from an ISO time stamp (UTC when it names no zone) to now; None if it is not one."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        when = _dt.datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    if when.tzinfo is None:  # a hand-edited stamp: ours are UTC
+        when = when.replace(tzinfo=_dt.timezone.utc)
+    return (_dt.datetime.now(_dt.timezone.utc) - when).total_seconds()
+
+
+def terminal_width() -> int | None:
+    """The width to fit a table in: the terminal's (or COLUMNS); None when stdout is not a
+    terminal and COLUMNS is not set, so pipes and files get every character."""
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None

@@ -1,0 +1,133 @@
+"""One record per cycle, for `agent history` and `agent status`, from structured records only.
+
+A cycle that finishes appends its record to logs/index.jsonl (agent.cycle writes it); those
+records are used as they are. A cycle with snapshots or a log on disk but no record never
+finished: it was killed (kill -9, power loss), its record could not be written (disk full),
+or someone deleted the index. Such a cycle is shown from its snapshots as `incomplete`, with
+no exit code, or as `running` while it still holds the home's lock. Log lines are for people
+and are never read here.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from ..outcomes import DiskError, InvalidScratchpad
+from ..retention import cycle_started, cycles_on_disk
+from ..scratchpad import Home, is_locked, read_index, read_state_file
+from .common import clip
+
+INCOMPLETE = "incomplete"  # on disk, no record: killed, or its record was lost
+RUNNING = "running"  # on disk, no record yet, and a cycle holds the lock now
+
+# The fields of an index record (agent.cycle writes them); an unrecorded cycle has them all, as None
+# where its snapshots cannot tell.
+RECORD_FIELDS = ("cycle_id", "started", "duration_s", "model", "stop_reason", "exit_code", "iterations",
+                 "task_before", "task_after", "usage", "error", "archived", "reflect")
+
+
+def cycle_ids(home: Home) -> list[str]:
+    """Every cycle id the home knows of, from the index and from files on disk, oldest first."""
+    return sorted({r["cycle_id"] for r in read_index(home)} | set(cycles_on_disk(home)))
+
+
+def cycle_running(home: Home) -> bool:
+    """Whether a cycle holds the home's lock now. False when the lock file cannot be opened
+    (a read-only home, or another user's): reading history must not need write access."""
+    try:
+        return is_locked(home)
+    except DiskError:
+        return False
+
+
+def history_records(home: Home, running: bool) -> list[dict]:
+    """One record per cycle, oldest first: the index's records (source "index") and, for cycles
+    on disk that the index lacks, records read from their snapshots (source "snapshots").
+
+    `running`: whether a cycle holds the home's lock now; the newest unrecorded cycle is then
+    the one running, not an incomplete one.
+    """
+    records = {r["cycle_id"]: dict(r, source="index") for r in read_index(home)}
+    on_disk = cycles_on_disk(home)
+    newest = max([*records, *on_disk], default=None)
+    for cycle_id in on_disk:
+        if cycle_id not in records:
+            records[cycle_id] = unrecorded_cycle(home, cycle_id, running=running and cycle_id == newest)
+    return [records[k] for k in sorted(records)]
+
+
+def unrecorded_cycle(home: Home, cycle_id: str, running: bool = False) -> dict:
+    """The record of a cycle the index lacks: what its id and snapshots say; the rest is None."""
+    record: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)
+    started = cycle_started(cycle_id)
+    before, after = (_snapshot_state(home, cycle_id, label) for label in ("before", "after"))
+    record.update(cycle_id=cycle_id, started=None if started is None else started.isoformat(timespec="seconds"),
+                  stop_reason=RUNNING if running else INCOMPLETE, source="snapshots",
+                  task_before=None if before is None else before["current_task"],
+                  task_after=None if after is None else after["current_task"])
+    return record
+
+
+def _snapshot_state(home: Home, cycle_id: str, label: str) -> dict | None:
+    """A snapshot's state; None when it is missing (pruned, or the cycle died first) or unusable."""
+    try:
+        return read_state_file(home.snapshot(cycle_id, label), home.root)
+    except InvalidScratchpad:
+        return None
+
+
+# ---------------------------------------------------------------------------------- the table
+
+
+HEADERS = ["CYCLE", "STARTED (UTC)", "TOOK", "ITER", "STOP", "TOKENS", "TASK"]
+MIN_TASK_SIDE = 12  # never clip one side of "before -> after" shorter than this
+
+
+def table_lines(records: list[dict], width: int | None) -> list[str]:
+    """The history table: aligned columns, no control codes. The task column (last) takes the
+    room left of `width` and is clipped to it; with no width (not a terminal) it is never clipped."""
+    rows = [[str(r["cycle_id"]), _start(r.get("started")), _duration(r.get("duration_s")),
+             "-" if r.get("iterations") is None else str(r["iterations"]), str(r.get("stop_reason") or "?"),
+             _tokens(r.get("usage"))] for r in records]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(HEADERS[:-1])]
+    used = sum(widths) + 2 * len(widths)
+    room = None if width is None else width - used
+    lines = []
+    for cells, record in zip([HEADERS[:-1], *rows], [None, *records]):
+        task = HEADERS[-1] if record is None else task_change(record.get("task_before"), record.get("task_after"), room)
+        lines.append("  ".join([*(cell.ljust(w) for cell, w in zip(cells, widths)), task]).rstrip())
+    return lines
+
+
+def task_change(before: Any, after: Any, room: int | None) -> str:
+    """'before -> after' in at most `room` characters (None: whole), clipping the longer side first."""
+    before, after = clip(before or "(none)", None), clip(after or "(none)", None)
+    if room is None or len(before) + len(after) + 4 <= room:
+        return f"{before} -> {after}"
+    room = max(room - 4, 2 * MIN_TASK_SIDE)
+    half = room // 2
+    before_room = len(before) if len(before) <= half else max(half, room - len(after))
+    return f"{clip(before, before_room)} -> {clip(after, room - before_room)}"
+
+
+def _duration(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool):
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    return f"{int(seconds) // 60}m{int(seconds) % 60:02d}s"
+
+
+def _tokens(usage: Any) -> str:
+    total = usage.get("total_tokens") if isinstance(usage, dict) else None
+    return f"{total:,}" if isinstance(total, int) and total else "-"
+
+
+def _start(started: Any) -> str:
+    if not isinstance(started, str):
+        return "-"
+    try:
+        return _dt.datetime.fromisoformat(started).strftime("%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return started

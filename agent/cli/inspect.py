@@ -1,0 +1,292 @@
+"""Looking back and around: `agent diff`, `history`, `show` and `status`. These only read.
+
+History and status come from logs/index.jsonl and the snapshots (agent/cli/history.py); the
+current task always comes from active.yaml, the real state now.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import schema
+from ..config import load_settings
+from ..memory import read_archive
+from ..models import bundled_model_path, local_runtime_installed
+from ..outcomes import InvalidScratchpad, UsageError
+from ..scratchpad import Home, load_state, read_state_file
+from .common import (age, clip, existing_home, home_option, json_option, print_json, reports_errors, seconds_since,
+                     size, task_text, terminal_width)
+from .diffing import summarize_change, summary_lines
+from .history import RUNNING, cycle_ids, cycle_running, history_records, table_lines
+
+# --------------------------------------------------------------------------------------- diff
+
+
+@dataclass
+class Side:
+    """One side of a diff: a state and the file it came from."""
+
+    label: str  # what the user sees: a path relative to the home
+    state: dict
+    text: str
+
+
+def _file_side(home: Home, path: Path) -> Side:
+    return Side(str(path.relative_to(home.root)), read_state_file(path, home.root), path.read_text(encoding="utf-8"))
+
+
+def _resolve(home: Home, spec: str, default_label: str, cycles: list[str]) -> Side:
+    """'active', 'latest', 'ID', 'ID:before' or 'ID:after' -> the state it names."""
+    if spec == "active":
+        if not home.active.exists():
+            raise UsageError(f"{home.active} does not exist yet (run a cycle, or agent init)")
+        return _file_side(home, home.active)
+    cycle_id, _, label = spec.partition(":")
+    label = label or default_label
+    if label not in ("before", "after"):
+        raise UsageError(f"'{spec}': after the colon put before or after")
+    if cycle_id == "latest":
+        if not cycles:
+            raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
+        cycle_id = cycles[-1]
+    if cycle_id not in cycles:
+        near = ", ".join(cycles[-3:]) or "none yet"
+        raise UsageError(f"no cycle '{cycle_id}' in {home.root} (latest: {near}; `agent history` lists them all)")
+    path = home.snapshot(cycle_id, label)
+    if not path.is_file():
+        raise UsageError(f"cycle {cycle_id} has no {label} snapshot ({path.relative_to(home.root)} is missing: "
+                         f"the cycle was pruned, or it was killed before saving)")
+    return _file_side(home, path)
+
+
+def _styled_diff_line(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return click.style(line, bold=True)
+    if line.startswith("@@"):
+        return click.style(line, fg="cyan")
+    if line.startswith("+"):
+        return click.style(line, fg="green")
+    if line.startswith("-"):
+        return click.style(line, fg="red")
+    return line
+
+
+@click.command()
+@home_option
+@click.argument("a", required=False)
+@click.argument("b", required=False)
+@json_option
+@click.option("--color/--no-color", default=None,
+              help="Colour the diff (default: only when stdout is a terminal).")
+@reports_errors
+def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: bool | None) -> None:
+    """Show what changed: a field-level summary, then a unified diff of the YAML.
+
+    \b
+      agent diff                 the latest cycle: its before vs its after snapshot
+      agent diff ID              that cycle's before vs after
+      agent diff ID1 ID2         ID1's before vs ID2's after (everything both cycles did)
+      agent diff ID active       ID's before vs active.yaml now
+      agent diff active          the latest cycle's after vs active.yaml (edits since)
+
+    A cycle id may end in :before or :after to pick a snapshot; `latest` names the newest cycle.
+    """
+    home = existing_home(home_dir)
+    cycles = cycle_ids(home)
+    if a is None:
+        if not cycles:
+            raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
+        a = cycles[-1]
+    if b is None:
+        if a == "active":
+            a, b = "latest:after", "active"
+        else:
+            b = a.partition(":")[0]
+    left, right = _resolve(home, a, "before", cycles), _resolve(home, b, "after", cycles)
+    summary = summarize_change(left.state, right.state)
+    unified = list(difflib.unified_diff(left.text.splitlines(), right.text.splitlines(),
+                                        fromfile=left.label, tofile=right.label, lineterm=""))
+    if as_json:
+        print_json({"from": left.label, "to": right.label, "summary": summary, "diff": "\n".join(unified)})
+        return
+    for line in summary_lines(summary):
+        click.echo(line)
+    click.echo()
+    if not unified:
+        click.echo(f"no differences between {left.label} and {right.label}")
+    for line in unified:
+        click.echo(_styled_diff_line(line), color=color)
+
+
+# ------------------------------------------------------------------------------------ history
+
+
+@click.command()
+@home_option
+@click.option("--limit", "-n", type=click.IntRange(min=0), default=20, show_default=True,
+              help="Show the newest N cycles (0: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print every field of each cycle's record as JSON.")
+@reports_errors
+def history(home_dir: Path, limit: int, as_json: bool) -> None:
+    """One row per cycle, newest first: id, start, duration, iterations, stop reason, tokens, task.
+
+    Reads logs/index.jsonl, which every finished cycle appends to. A cycle with files on disk
+    but no record there (killed, or its record lost) is listed from its snapshots as
+    `incomplete` (`running` while it holds the lock).
+    """
+    home = existing_home(home_dir)
+    records = list(reversed(history_records(home, running=cycle_running(home))))
+    if limit:
+        records = records[:limit]
+    if as_json:
+        print_json(records)
+    elif not records:
+        click.echo(f"no cycles in {home.root} yet; run `agent run` first")
+    else:
+        for line in table_lines(records, terminal_width()):
+            click.echo(line)
+
+
+# --------------------------------------------------------------------------------- show/status
+
+
+@click.command()
+@home_option
+@click.option("--all", "show_all", is_flag=True, help="Also show completed tasks and notes archived to logs/archive.jsonl.")
+@json_option
+@reports_errors
+def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
+    """Print the current state (scratchpad/active.yaml) for a person to read."""
+    home = existing_home(home_dir)
+    state = load_state(home)
+    archive = read_archive(home.archive) if show_all else []
+    archived_tasks = [r for r in archive if r.get("kind") == "completed_task"]
+    archived_notes = [r for r in archive if r.get("kind") == "note"]
+    if as_json:
+        data: dict[str, Any] = {"path": str(home.active), "exists": home.active.exists(), "state": state}
+        if show_all:
+            data["archived_completed_tasks"] = archived_tasks
+            data["archived_notes"] = archived_notes
+        print_json(data)
+        return
+    bold = lambda text: click.style(text, bold=True)  # noqa: E731
+    out = [f"{bold('current task:')} {state['current_task'] or '(none)'}", ""]
+    out.append(bold(f"goals ({len(state['goals'])}):"))
+    out += [f"  {i}. {g}" for i, g in enumerate(state["goals"], 1)] or ["  (none)"]
+    out.append(bold(f"pending ({len(state['pending_actions'])}):"))
+    out += [f"  {i}. {p}" for i, p in enumerate(state["pending_actions"], 1)] or ["  (none)"]
+    if show_all:
+        out.append(bold(f"archived completed ({len(archived_tasks)}, logs/archive.jsonl):"))
+        out += [f"  - {task_text(r.get('value'))}  [cycle {r.get('cycle_id', '?')}]" for r in archived_tasks] or ["  (none)"]
+    out.append(bold(f"completed ({len(state['completed_tasks'])}):"))
+    out += [f"  - {task_text(t)}" for t in state["completed_tasks"]] or ["  (none)"]
+    if show_all and archived_notes:
+        out.append(bold(f"archived notes ({len(archived_notes)} entries, logs/archive.jsonl):"))
+        for record in archived_notes:
+            out += [f"  {line}" for line in str(record.get("value", "")).splitlines()]
+    notes = state["notes"].splitlines()
+    out.append(bold(f"notes ({len(notes)} lines):"))
+    out += [f"  {line}" for line in notes] or ["  (none)"]
+    for key in (k for k in state if k not in schema.FIELDS):
+        out.append(f"{bold(str(key) + ':')} {clip(json.dumps(state[key], default=str), 100)}")
+    since = seconds_since(state["last_updated"])
+    ago = "" if since is None else f" ({age(since)} ago)"
+    out.append(f"{bold('last updated:')} {state['last_updated'] or 'never'}{ago}")
+    for line in out:
+        click.echo(line)
+
+
+def _disk_use(paths: list[Path]) -> dict:
+    total = 0
+    for path in paths:
+        try:
+            total += path.stat().st_size
+        except OSError:  # pruned meanwhile
+            pass
+    return {"files": len(paths), "bytes": total}
+
+
+def _configured_model(home_root: Path) -> tuple[str | None, str | None]:
+    """(the model spec a cycle would use, a config problem) without opening any connection."""
+    try:
+        settings = load_settings(home_root)
+    except UsageError as exc:
+        return None, str(exc)
+    if settings.model:
+        return settings.model, None
+    if local_runtime_installed() and bundled_model_path():
+        return "local (embedded model)", None
+    return None, "no model configured and the embedded model is not installed"
+
+
+def _current_task(home: Home) -> tuple[str | None, str | None]:
+    """(the current task in active.yaml, why active.yaml cannot be read)."""
+    try:
+        return load_state(home)["current_task"], None
+    except InvalidScratchpad as exc:
+        return None, str(exc)
+
+
+def _last_cycle(last: dict) -> dict:
+    """What status tells of the newest cycle; age_s counts from its end (None when it did not end)."""
+    since_start = seconds_since(last.get("started"))
+    took = last.get("duration_s")
+    took = took if isinstance(took, (int, float)) and not isinstance(took, bool) else 0
+    ended = last.get("source") == "index" and since_start is not None
+    return {"cycle_id": last["cycle_id"], "stop_reason": last.get("stop_reason"), "exit_code": last.get("exit_code"),
+            "started": last.get("started"), "age_s": round(since_start - took, 1) if ended else None,
+            "started_age_s": None if since_start is None else round(since_start, 1),
+            "task_after": last.get("task_after"), "error": last.get("error"), "source": last.get("source")}
+
+
+def _last_cycle_line(last: dict) -> str:
+    if last["source"] == "index":
+        code = f" (exit {last['exit_code']})" if last["exit_code"] is not None else ""
+        when = f", ended {age(last['age_s'])} ago" if last["age_s"] is not None else ""
+    else:
+        code = "" if last["stop_reason"] == RUNNING else \
+            " (no record: killed before it finished, or its record was lost)"
+        when = f", started {age(last['started_age_s'])} ago" if last["started_age_s"] is not None else ""
+    return f"{last['cycle_id']} {last['stop_reason'] or '?'}{code}{when}"
+
+
+@click.command()
+@home_option
+@json_option
+@reports_errors
+def status(home_dir: Path, as_json: bool) -> None:
+    """Is a cycle running, how did the last one end and when, the task now, and disk use."""
+    home = existing_home(home_dir)
+    running = cycle_running(home)
+    records = history_records(home, running)
+    current_task, scratchpad_error = _current_task(home)
+    snapshots = sorted(home.scratchpad.glob("*_before.yaml")) + sorted(home.scratchpad.glob("*_after.yaml"))
+    logs = sorted(home.logs.glob("cycle_*.log"))
+    model, config_problem = _configured_model(home.root)
+    last = _last_cycle(records[-1]) if records else None
+    data = {
+        "home": str(home.root), "running": running, "cycles": len(records), "last_cycle": last,
+        "current_task": current_task, "scratchpad_error": scratchpad_error,
+        "snapshots": _disk_use(snapshots), "logs": _disk_use(logs), "model": model, "config_error": config_problem,
+    }
+    if as_json:
+        print_json(data)
+        return
+    click.echo(f"home:      {home.root}")
+    click.echo(f"running:   {'yes: a cycle holds the lock now' if running else 'no'}")
+    click.echo(f"last:      {'no cycles yet' if last is None else _last_cycle_line(last)}")
+    if last and last["error"]:
+        click.echo(f"           error: {clip(last['error'], 200)}")
+    click.echo(f"task now:  {current_task or '(none)'}" if scratchpad_error is None
+               else f"task now:  unknown: {clip(scratchpad_error, 200)}")
+    unrecorded = sum(1 for r in records if r["source"] != "index")
+    click.echo(f"cycles:    {len(records)}" + (f" ({unrecorded} without a record)" if unrecorded else ""))
+    click.echo(f"snapshots: {len(snapshots)} file(s), {size(data['snapshots']['bytes'])}")
+    click.echo(f"logs:      {len(logs)} file(s), {size(data['logs']['bytes'])}")
+    click.echo(f"model:     {model or '(none)'}" + (f"  [config problem: {config_problem}]" if config_problem else ""))

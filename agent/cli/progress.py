@@ -1,0 +1,59 @@
+"""What `agent run` prints while a cycle runs.
+
+A reporter is called as reporter(event, **data) with the events "start", "iteration" and "end"
+(others are ignored), so the cycle does not know which one it talks to. On a terminal that is
+the rich live display (agent/cli/live.py, imported only then, since rich is slow to load); in
+cron mail, pipes and logs it is one plain line per event with no control codes.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, TextIO
+
+import click
+
+Reporter = Callable[..., None]
+
+
+class PlainReporter:
+    """One plain line per event, no control codes: right for cron mail, pipes and logs."""
+
+    def __init__(self, stream: TextIO, quiet: bool):
+        self.stream, self.quiet = stream, quiet
+
+    def __call__(self, event: str, **data: Any) -> None:
+        if self.quiet:
+            if event == "end" and data["report"].error:  # --quiet still reports a failed cycle
+                r = data["report"]
+                click.echo(f"agent: cycle {r.cycle_id} failed: {r.error} (see logs/cycle_{r.cycle_id}.log)", err=True)
+            return
+        if event == "start":
+            task = data["task"] or "(none)"
+            self._line(f"cycle {data['cycle_id']} started (model {data['model']}); task: {task}")
+        elif event == "iteration":
+            usage = data["usage"]
+            tokens = f" [{usage.total_tokens} tokens]" if usage.total_tokens else ""
+            self._line(f"  {data['n']}/{data['max']} {data['outcome'].note}{tokens}")
+        elif event == "end":
+            r = data["report"]
+            self._line(f"cycle {r.cycle_id} {r.stop_reason} after {r.iterations} iteration(s) in {r.duration_s:.1f}s "
+                       f"(exit {r.exit_code}); task: {r.task_before or '(none)'} -> {r.task_after or '(none)'}")
+            if r.error:
+                self._line(f"  error: {r.error} (see logs/cycle_{r.cycle_id}.log)")
+
+    def close(self) -> None:
+        """Nothing to stop: plain lines are written as they come."""
+
+    def _line(self, text: str) -> None:
+        click.echo(" ".join(text.split("\n")), file=self.stream)
+
+
+def make_reporter(as_json: bool, quiet: bool) -> Reporter:
+    """Live progress for a person at a terminal; plain lines otherwise (on stderr under --json,
+    so stdout holds only the JSON report)."""
+    if sys.stdout.isatty() and not (as_json or quiet):
+        from .live import LiveReporter  # rich: only for a terminal
+
+        return LiveReporter()
+    return PlainReporter(sys.stderr if as_json else sys.stdout, quiet)

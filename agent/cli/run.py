@@ -1,0 +1,49 @@
+"""`agent run`: one cycle, then exit with a code saying how it ended.
+
+This is what cron starts every few minutes, so it imports only what a cycle needs: no rich
+unless stdout is a terminal, and no provider library unless the chosen model uses it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..config import load_settings
+from ..cycle import Cycle
+from ..models import resolve_model
+from .common import existing_home, home_option, reports_errors
+from .progress import make_reporter
+
+
+@click.command()
+@home_option
+@click.option("--model", help="PROVIDER[:NAME]: local, local:FILE.gguf, openai:NAME, scripted:FILE. "
+                              "Default: AGENT_MODEL, config.yaml, else the embedded model.")
+@click.option("--max-iterations", type=click.IntRange(min=1), help="Most model calls this cycle (default 10).")
+@click.option("--wait", "lock_wait", type=click.FloatRange(min=0),
+              help="Seconds to wait for a running cycle to finish before giving up with exit code 5 "
+                   "(busy). Default: 'lock_wait' in config.yaml, else 0.")
+@click.option("--reflect/--no-reflect", default=None,
+              help="After done, one more model call curates notes (default: 'reflect' in config.yaml, off).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the cycle on stdout.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@reports_errors
+def run(home_dir: Path, model: str | None, max_iterations: int | None, lock_wait: float | None,
+        reflect: bool | None, as_json: bool, quiet: bool) -> None:
+    """Run exactly one cycle in the home, then exit with a code saying how it ended."""
+    home = existing_home(home_dir)
+    settings = load_settings(home.root, model=model, max_iterations=max_iterations, lock_wait=lock_wait,
+                             reflect=reflect)
+    chosen = resolve_model(settings)
+    reporter = make_reporter(as_json, quiet)
+    try:
+        report = Cycle(home, settings, chosen, reporter).run()
+    finally:
+        reporter.close()  # a live display must not outlive a crash
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=None))
+    sys.exit(report.exit_code)

@@ -1,0 +1,162 @@
+"""Setting a home up: `agent init`, `agent reset` from a template, and `agent tools`."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import click
+import yaml
+
+from ..config import field_docs, load_settings
+from ..outcomes import UsageError
+from ..prompt import default_rules
+from ..schema import type_name
+from ..scratchpad import Home, atomic_write, home_lock, read_state_file, remove_stale_temporaries, write_state
+from ..tools import CONTROL_TOOLS, build_registry
+from .common import existing_home, home_option, print_json, reports_errors, wait_option
+
+
+def template_path(home_root: Path, name: str) -> Path:
+    """A template by name: the home's templates/NAME.yaml, else the packaged one."""
+    if not name or "/" in name or name.startswith("."):
+        raise UsageError(f"template name '{name}' is not a plain name")
+    own = home_root / "templates" / f"{name}.yaml"
+    if own.is_file():
+        return own
+    packaged = Path(str(resources.files("agent").joinpath(f"templates/{name}.yaml")))
+    if packaged.is_file():
+        return packaged
+    raise UsageError(f"no template named '{name}' (looked in {own.parent} and the packaged templates: "
+                     f"{', '.join(packaged_templates())})")
+
+
+def packaged_templates() -> list[str]:
+    folder = resources.files("agent").joinpath("templates")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def config_template() -> str:
+    """A commented config.yaml listing every setting with its default (all commented out)."""
+    lines = ["# Settings for this agent home. Uncomment a line to change it.",
+             "# Precedence: these < environment (AGENT_MODEL, OPENAI_BASE_URL) < command-line flags.",
+             "# Never put an API key here: name the variable that holds it with api_key_env.", ""]
+    for name, doc, default in field_docs():
+        lines.append(f"# {doc}")
+        dumped = yaml.safe_dump({name: default}, default_flow_style=True, width=1000).strip()[1:-1]
+        lines.append(f"# {dumped}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------- init
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--template", default="default", show_default=True, help="Template for the first active.yaml.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was created and kept as JSON.")
+@reports_errors
+def init(directory: Path, template: str, as_json: bool) -> None:
+    """Create a new home in DIRECTORY (existing files are kept, never overwritten)."""
+    home = Home.at(directory)
+    # Check the template before creating anything: a bad name or file leaves no half-made home.
+    source = template_path(home.root, template)
+    first_state = read_state_file(source, source.parent)
+    try:
+        home.root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {home.root}: {exc.strerror}") from exc
+    home.ensure_dirs()
+    made, kept = [], []
+    for path, make in (
+        (home.rules, lambda p: atomic_write(p, default_rules().encode())),
+        (home.config, lambda p: atomic_write(p, config_template().encode())),
+        (home.active, lambda p: write_state(p, first_state)),
+    ):
+        if path.exists():
+            kept.append(str(path.relative_to(home.root)))
+        else:
+            make(path)
+            made.append(str(path.relative_to(home.root)))
+    if as_json:
+        print_json({"home": str(home.root), "created": made, "kept": kept})
+        return
+    click.echo(f"home ready at {home.root}: created {', '.join(made) or 'nothing'}"
+               + (f"; kept existing {', '.join(kept)}" if kept else ""))
+    click.echo(f"next: agent run --home {directory}")
+
+
+# ---------------------------------------------------------------------------------------- reset
+
+
+@click.command()
+@home_option
+@click.option("--template", default="default", show_default=True,
+              help="Template to reset from: templates/NAME.yaml in the home, or a packaged one.")
+@click.option("--clean", is_flag=True, help="Also delete the home's snapshots, cycle logs and cycle index.")
+@wait_option
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@reports_errors
+def reset(home_dir: Path, template: str, clean: bool, lock_wait: float, as_json: bool) -> None:
+    """Replace active.yaml with a template (refused with exit 5 while a cycle runs, unless --wait)."""
+    home = existing_home(home_dir)
+    source = template_path(home.root, template)
+    state = read_state_file(source, source.parent)  # InvalidScratchpad (6) for a bad template
+    removed: list[str] = []
+    with home_lock(home, wait=lock_wait):
+        home.ensure_dirs()
+        remove_stale_temporaries(home)
+        write_state(home.active, state)
+        if clean:
+            doomed = [*home.scratchpad.glob("*_before.yaml"), *home.scratchpad.glob("*_after.yaml"),
+                      *home.logs.glob("cycle_*.log"), home.index]
+            for path in sorted(doomed):
+                if path.exists():
+                    path.unlink()
+                    removed.append(str(path.relative_to(home.root)))
+    if as_json:
+        print_json({"template": str(source), "active": str(home.active), "removed": removed})
+    else:
+        click.echo(f"reset {home.active} from template '{template}'"
+                   + (f"; removed {len(removed)} snapshot/log file(s)" if clean else ""))
+
+
+# ---------------------------------------------------------------------------------------- tools
+
+
+@click.command()
+@home_option
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the tools as a JSON list (name, signature, description, arguments, schema, source).")
+@reports_errors
+def tools(home_dir: Path, as_json: bool) -> None:
+    """List the tools a cycle in this home offers the model, with their arguments and source.
+
+    The source is "built-in", "control" (update_scratchpad and done, handled by the runtime) or
+    "plugin:<distribution>" for tools installed through the agent.tools entry-point group.
+    Tools turned off by config (tools_disabled, tools_enabled, shell_policy: off) are not
+    listed; a plugin that cannot be loaded is reported on stderr.
+    """
+    registry = build_registry(load_settings(existing_home(home_dir).root))
+
+    def source(tool) -> str:
+        return "control" if tool.name in CONTROL_TOOLS and tool.func is None else tool.source
+
+    def arguments(tool) -> list[dict]:
+        return [{"name": key, "type": type_name(prop), "required": key in tool.args_schema["required"],
+                 "description": prop.get("description", "")} for key, prop in tool.args_schema["properties"].items()]
+
+    if as_json:
+        print_json([{"name": t.name, "signature": t.signature(), "description": t.description,
+                     "arguments": arguments(t), "args_schema": t.args_schema, "source": source(t)}
+                    for t in registry])
+        return
+    for tool in registry:
+        click.echo(f"{tool.name}  [{source(tool)}]\n    {tool.description}")
+        for arg in arguments(tool):
+            optional = "" if arg["required"] else ", optional"
+            about = f": {arg['description']}" if arg["description"] else ""
+            click.echo(f"    - {arg['name']} ({arg['type']}{optional}){about}")
+    if registry.disabled:
+        click.echo(f"turned off by config: {', '.join(registry.disabled)}")

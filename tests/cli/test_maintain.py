@@ -1,0 +1,217 @@
+"""`agent prune` and `agent doctor` over real homes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from agent.models import bundled_model_path
+from agent.scratchpad import Home, home_lock
+from tests.cli.helpers import cycle_ids, done, json_out, run_cycle
+from tests.helpers import run_cli, snapshots, tree_digest, write_active, write_script
+
+# ----------------------------------------------------------------------------------------- prune
+
+
+def age_cycle(home: Path, cycle_id: str, old_id: str) -> None:
+    """Rename a real cycle's files to an older id (as if it had run then)."""
+    for label in ("before", "after"):
+        (home / "scratchpad" / f"{cycle_id}_{label}.yaml").rename(home / "scratchpad" / f"{old_id}_{label}.yaml")
+    (home / "logs" / f"cycle_{cycle_id}.log").rename(home / "logs" / f"cycle_{old_id}.log")
+
+
+def test_prune_dry_run_lists_and_removes_nothing(four_cycles):
+    before = tree_digest(four_cycles)
+    result = run_cli("prune", "--keep", "1", "--dry-run", "--home", str(four_cycles))
+    assert result.exit_code == 0
+    assert result.stdout.count("would remove scratchpad/") == 6 and "would remove 3 cycle(s), 9 file(s)" in result.stdout
+    assert tree_digest(four_cycles) == before
+
+
+def test_prune_keep_removes_old_pairs_and_logs_but_never_active_index_or_archive(four_cycles):
+    (four_cycles / "logs" / "archive.jsonl").write_text('{"kind": "note", "value": "x"}\n')
+    keep = {p: four_cycles / p for p in ("scratchpad/active.yaml", "logs/index.jsonl", "logs/archive.jsonl")}
+    digests = {p: tree_digest(four_cycles)[p] for p in keep}
+    ids = cycle_ids(four_cycles)
+    data = json_out(run_cli("prune", "--keep", "2", "--json", "--home", str(four_cycles)))
+    assert data["removed_cycles"] == ids[:2] and data["kept_cycles"] == 2 and len(data["deleted"]) == 6
+    assert cycle_ids(four_cycles) == ids[2:]
+    assert sorted(p.name for p in (four_cycles / "logs").glob("cycle_*.log")) == [f"cycle_{i}.log" for i in ids[2:]]
+    assert {p: tree_digest(four_cycles)[p] for p in keep} == digests
+    history = json_out(run_cli("history", "--json", "--home", str(four_cycles)))
+    assert len(history) == 4  # the index still remembers pruned cycles
+
+
+def test_prune_older_than_keeps_the_newest_n_when_both_are_given(four_cycles):
+    ids = cycle_ids(four_cycles)
+    age_cycle(four_cycles, ids[0], "20200101_000000")
+    age_cycle(four_cycles, ids[1], "20200102_000000")
+    only_age = json_out(run_cli("prune", "--older-than", "7d", "--dry-run", "--json", "--home", str(four_cycles)))
+    assert only_age["removed_cycles"] == ["20200101_000000", "20200102_000000"]
+    both = json_out(run_cli("prune", "--older-than", "7d", "--keep", "3", "--json", "--home", str(four_cycles)))
+    assert both["removed_cycles"] == ["20200101_000000"]
+    assert cycle_ids(four_cycles) == ["20200102_000000", *ids[2:]]
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "--keep N and/or --older-than"),
+    (["--older-than", "7 days"], "is not a number followed by a unit"),
+    (["--keep", "-1"], "-1"),
+])
+def test_prune_bad_input_is_a_usage_error_and_removes_nothing(four_cycles, args, message):
+    before = tree_digest(four_cycles)
+    result = run_cli("prune", *args, "--home", str(four_cycles))
+    assert result.exit_code == 2 and message in result.stderr
+    assert tree_digest(four_cycles) == before
+
+
+def test_prune_is_busy_while_a_cycle_runs(four_cycles):
+    before = tree_digest(four_cycles)
+    with home_lock(Home.at(four_cycles)):
+        result = run_cli("prune", "--keep", "1", "--home", str(four_cycles))
+    assert result.exit_code == 5 and tree_digest(four_cycles) == before
+
+
+def test_prune_older_than_beyond_the_calendar_keeps_everything(home):
+    assert run_cycle(home, [done("ok")]).exit_code == 0
+    result = run_cli("prune", "--home", str(home), "--older-than", "99999999999d")
+    assert result.exit_code == 0
+    assert len(snapshots(home, "before")) == 1
+
+
+# ---------------------------------------------------------------------------------------- doctor
+
+
+class ModelsHandler(BaseHTTPRequestHandler):
+    models = ["tiny-model", "other"]
+    key = "sk-test-secret-value-123"
+
+    def do_GET(self):  # noqa: N802
+        if self.headers.get("Authorization") != f"Bearer {self.key}":
+            self.send_response(401)
+            self.end_headers()
+            return
+        if self.path != "/v1/models":
+            self.send_response(404)
+            self.end_headers()
+            return
+        body = json.dumps({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def models_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ModelsHandler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def doctor(home: Path, *args: str, env: dict | None = None):
+    return run_cli("doctor", "--home", str(home), *args, env=env)
+
+
+def checks_of(result) -> dict:
+    return {c["check"]: c for c in json.loads(result.stdout)}
+
+
+@pytest.fixture
+def healthy_home(tmp_path: Path) -> Path:
+    """A home made by `agent init` (private folders), configured for a scripted model, one cycle run."""
+    root = tmp_path / "healthy"
+    run_cli("init", str(root))
+    script = write_script(tmp_path, [done("x")], name="doctor_script.yaml")
+    (root / "config.yaml").write_text(f"model: scripted:{script}\n")
+    assert run_cli("run", "--home", str(root)).exit_code == 0
+    return root
+
+
+def test_doctor_passes_a_healthy_scripted_home(healthy_home):
+    result = doctor(healthy_home)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert [line.split()[1] for line in lines] == ["home", "config", "scratchpad", "model", "lock", "scratchpad/",
+                                                   "logs/"]
+    assert all(line.startswith("ok ") for line in lines)
+
+
+def test_doctor_checks_an_openai_endpoint_and_never_prints_the_key(home, models_server):
+    run_cli("init", str(home))
+    key = ModelsHandler.key
+    (home / "config.yaml").write_text(f"model: openai:tiny-model\nbase_url: {models_server}\n")
+    result = doctor(home, env={"OPENAI_API_KEY": key})
+    assert result.exit_code == 0, result.output
+    assert "OPENAI_API_KEY is set" in result.stdout and "serves tiny-model" in result.stdout
+    assert key not in result.output
+    (home / "config.yaml").write_text(f"model: openai:missing-model\nbase_url: {models_server}\n")
+    missing = doctor(home, "--json", env={"OPENAI_API_KEY": key})
+    assert missing.exit_code == 1
+    endpoint = checks_of(missing)["endpoint"]
+    assert not endpoint["ok"] and "tiny-model, other" in endpoint["detail"] and endpoint["fix"]
+    wrong_key = doctor(home, "--json", env={"OPENAI_API_KEY": "sk-wrong-key-0000"})
+    assert wrong_key.exit_code == 1 and "refused the key (HTTP 401)" in checks_of(wrong_key)["endpoint"]["detail"]
+    assert "sk-wrong-key-0000" not in wrong_key.output
+
+
+def test_doctor_reports_a_missing_key_and_an_unreachable_endpoint(home):
+    run_cli("init", str(home))
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (home / "config.yaml").write_text(f"model: openai:m\nbase_url: http://127.0.0.1:{port}/v1\n")
+    no_key = doctor(home)
+    assert no_key.exit_code == 1
+    assert "FAIL key" in no_key.stdout and "-> fix: export OPENAI_API_KEY=" in no_key.stdout
+    down = doctor(home, env={"OPENAI_API_KEY": "whatever-key"})
+    assert down.exit_code == 1 and "cannot reach" in down.stdout and "start the server" in down.stdout
+
+
+def test_doctor_loads_the_embedded_model(home):
+    pytest.importorskip("llama_cpp")
+    if bundled_model_path() is None:
+        pytest.skip("the bundled model is not installed")
+    run_cli("init", str(home))
+    (home / "config.yaml").write_text("model: local\n")
+    result = doctor(home, "--json")
+    assert result.exit_code == 0, result.output
+    assert "loads" in checks_of(result)["model"]["detail"]
+
+
+def test_doctor_flags_bad_config_scratchpad_and_permissions(home):
+    run_cli("init", str(home))
+    (home / "config.yaml").write_text("temperature: hot\n")
+    write_active(home, "goals: {not: a list}\n")
+    os.chmod(home / "logs", 0o755)
+    result = doctor(home, "--json")
+    assert result.exit_code == 1
+    checks = checks_of(result)
+    assert not checks["config"]["ok"] and "temperature" in checks["config"]["detail"]
+    assert not checks["scratchpad"]["ok"] and "agent reset" in checks["scratchpad"]["fix"]
+    assert not checks["logs/"]["ok"] and checks["logs/"]["fix"] == f"chmod 700 {home / 'logs'}"
+    assert checks["scratchpad/"]["ok"] and checks["lock"]["ok"]
+
+
+def test_doctor_reports_a_held_lock_without_failing(healthy_home):
+    with home_lock(Home.at(healthy_home)):
+        result = doctor(healthy_home)
+    assert result.exit_code == 0 and "a cycle is running now" in result.stdout
+
+
+def test_doctor_on_a_missing_home_fails_and_suggests_agent_init(tmp_path):
+    result = doctor(tmp_path / "nope")
+    assert result.exit_code == 1 and "FAIL home" in result.stdout and "agent init" in result.stdout

@@ -1,0 +1,194 @@
+"""`agent run`: configuration and model selection errors, what it prints on and off a
+terminal, and a lean start-up."""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from agent.config import Settings, load_settings
+from agent.cycle import Cycle, CycleReport
+from agent.dispatcher import Kind, Outcome
+from agent.models import ScriptedModel, Usage
+from agent.scratchpad import Home
+from tests.cli.helpers import ANSI, DONE_REPLIES, done, echo, run_cycle
+from agent.cli.live import LiveReporter
+from tests.helpers import read_yaml, run_cli, tree_digest, write_active, write_script
+
+# --------------------------------------------------------------------------------- configuration
+
+
+@pytest.mark.parametrize("config, fragment", [
+    ("max_iteration: 5\n", "unknown key 'max_iteration'"),
+    ("max_iterations: lots\n", "setting 'max_iterations' must be an integer"),
+    ("max_iterations: 0\n", "'max_iterations' must be greater than 0"),
+    ("shell_policy: everything\n", "'shell_policy' must be one of allowlist, any, off"),
+    ("api_key: sk-123\n", "never put the API key in the config file"),
+    ("- a list\n", "must be a mapping of settings"),
+    ("model: [unclosed\n", "invalid YAML"),
+    ("extra_headers: {X-Team: 5}\n", "'extra_headers.X-Team' must be a string"),
+    ("lock_wait: .nan\n", "'lock_wait' must be a finite number"),
+    ("time_budget: .inf\n", "'time_budget' must be a finite number"),
+    ("keep_days: 1.0e+10\n", "'keep_days' must be at most 36500"),
+    ("lock_wait: -1\n", "'lock_wait' must be 0 or more"),
+])
+def test_bad_config_exits_2_naming_the_key_and_writes_nothing(home, tmp_path, config, fragment):
+    (home / "config.yaml").write_text(config)
+    write_active(home, {"notes": "keep"})
+    digest = tree_digest(home)
+    result = run_cli("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, DONE_REPLIES)}")
+    assert result.exit_code == 2
+    assert fragment in result.stderr
+    assert tree_digest(home) == digest
+
+
+def test_flags_override_environment_which_overrides_config(home, tmp_path):
+    (home / "config.yaml").write_text("model: scripted:from-config.yaml\nmax_iterations: 4\n")
+    assert load_settings(home, env={}).model == "scripted:from-config.yaml"
+    assert load_settings(home, env={"AGENT_MODEL": "scripted:env.yaml"}).model == "scripted:env.yaml"
+    assert load_settings(home, env={"AGENT_MODEL": "scripted:env.yaml"}, model="scripted:flag.yaml").model == "scripted:flag.yaml"
+    assert load_settings(home, env={}).max_iterations == 4
+
+
+@pytest.mark.parametrize("args, code, fragment", [
+    (["--model", "telepathy:gpt"], 2, "unknown model provider 'telepathy'"),
+    (["--model", "openai:gpt-4o-mini"], 2, "OPENAI_API_KEY"),
+    (["--model", "openai:"], 2, "needs a model name"),
+    (["--model", "scripted:/no/such/file.yaml"], 2, "scripted model file not found"),
+    (["--model", "local:/no/such/model.gguf"], 2, "not found"),
+    (["--max-iterations", "0", "--model", "scripted:x"], 2, "0 is not in the range"),
+])
+def test_bad_model_or_flag_exits_2_before_anything_is_written(home, args, code, fragment):
+    write_active(home, {"notes": "keep"})
+    digest = tree_digest(home)
+    result = run_cli("run", "--home", str(home), *args)
+    assert result.exit_code == code
+    assert fragment in result.stderr
+    assert tree_digest(home) == digest
+    assert not (home / "logs").exists() or not list((home / "logs").iterdir())
+
+
+def test_scripted_file_that_is_not_a_list_exits_2(home, tmp_path):
+    script = tmp_path / "s.yaml"
+    script.write_text("tool: done\n")
+    result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}")
+    assert result.exit_code == 2 and "must hold a YAML list" in result.stderr
+
+
+def test_missing_home_exits_2(tmp_path):
+    result = run_cli("run", "--home", str(tmp_path / "absent"), "--model", "scripted:x")
+    assert result.exit_code == 2 and "does not exist" in result.stderr
+
+
+def test_scripted_replay_restarts_at_the_first_reply_every_cycle(home, tmp_path):
+    script = write_script(tmp_path, [{"tool": "echo", "args": {"message": "first"}}, *DONE_REPLIES])
+    for _ in range(2):
+        assert run_cli("run", "--home", str(home), "--model", f"scripted:{script}").exit_code == 0
+    notes = read_yaml(home / "scratchpad/active.yaml")["notes"]
+    assert notes.count("-> first") == 2
+
+
+def test_a_scripted_reply_that_yaml_reads_as_a_date_is_sent_as_text(home, tmp_path):
+    script = tmp_path / "s.yaml"
+    script.write_text("- 2024-01-01\n- {tool: done, args: {summary: on 2024-01-02}}\n")
+    result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}")
+    assert result.exit_code == 0
+    assert "[PARSE ERROR]" in read_yaml(home / "scratchpad/active.yaml")["notes"]
+
+
+# ------------------------------------------------------------------------------------ run output
+
+
+def test_run_off_a_terminal_prints_plain_lines(home):
+    result = run_cycle(home, [echo("hello"), done("said it")])
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("cycle ") and "[TOOL] echo" in lines[1] and "[COMPLETED] said it" in lines[2]
+    assert lines[3].startswith("cycle ") and " done after 2 iteration(s)" in lines[3]
+    assert ANSI not in result.output and "\r" not in result.output
+
+
+def test_run_quiet_prints_nothing_but_a_failure(home):
+    ok = run_cycle(home, [done("x")], "--quiet")
+    assert ok.exit_code == 0 and ok.output == ""
+    failed = run_cycle(home, [], "--quiet")
+    assert failed.exit_code == 4 and failed.stdout == ""
+    assert "failed: ModelError" in failed.stderr and "logs/cycle_" in failed.stderr
+
+
+def test_live_reporter_draws_iterations_tools_and_tokens():
+    buffer = io.StringIO()
+    reporter = LiveReporter(Console(file=buffer, force_terminal=True, width=120))
+    reporter("start", cycle_id="20260101_000000", model="openai:m", task="count [sheep]")
+    reporter("iteration", n=1, max=5, outcome=Outcome(Kind.TOOL, "[TOOL] echo({'message': 'hi'}) -> hi", "echo"),
+             usage=Usage(prompt_tokens=1200, completion_tokens=34))
+    reporter("something_new", detail="ignored")
+    report = CycleReport("20260101_000000", "2026-01-01T00:00:00+00:00", "openai:m", stop_reason="done",
+                         exit_code=0, iterations=1, task_before="count [sheep]", task_after=None,
+                         usage=Usage(prompt_tokens=1200, completion_tokens=34))
+    reporter("end", report=report)
+    out = buffer.getvalue()
+    assert ANSI in out
+    assert "[TOOL] echo({'message': 'hi'}) -> hi" in out  # rich markup in notes is printed, not parsed
+    assert "1/5" in out and "1,234 tokens" in out and "count [sheep]" in out
+    assert "done" in out and "(exit 0)" in out
+    assert reporter.live is None
+
+
+def test_live_reporter_follows_a_real_cycle(home):
+    buffer = io.StringIO()
+    reporter = LiveReporter(Console(file=buffer, force_terminal=True, width=120))
+    script = write_script(home.parent, [echo("hi"), {"tool": "nope", "args": {}}, done("ok")])
+    report = Cycle(Home.at(home), Settings(), ScriptedModel(script), reporter).run()
+    out = buffer.getvalue()
+    assert report.exit_code == 0
+    for text in (report.cycle_id, "[TOOL] echo", "[UNKNOWN TOOL]", "[COMPLETED] ok", "after 3 iteration(s)"):
+        assert text in out
+
+
+def test_run_on_a_terminal_shows_live_progress(home, tmp_path):
+    script = write_script(tmp_path, [echo("hi"), done("ok")], name="tty.yaml")
+    main_fd, child_fd = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL", "OPENAI_API_KEY")}
+    env.update(TERM="xterm", COLUMNS="120")
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}"],
+                            stdin=child_fd, stdout=child_fd, stderr=child_fd, env=env, close_fds=True)
+    os.close(child_fd)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(main_fd)
+    assert proc.wait(timeout=60) == 0
+    out = b"".join(chunks).decode("utf-8", errors="replace")
+    assert ANSI in out and "[TOOL] echo" in out and "[COMPLETED] ok" in out
+    assert "\x1b[?25h" in out  # the cursor is shown again when the live display stops
+
+
+# ------------------------------------------------------------------------------------- start-up
+
+
+def test_a_scripted_cycle_imports_no_heavy_library(home, tmp_path):
+    script = write_script(tmp_path, [echo("hi"), done("ok")])
+    probe = (
+        "import atexit, sys\n"
+        "heavy = {'openai', 'rich', 'llama_cpp', 'httpx', 'pydantic'}\n"
+        "atexit.register(lambda: print('HEAVY', sorted({m.split('.')[0] for m in sys.modules} & heavy)))\n"
+        f"sys.argv = ['agent', 'run', '--home', {str(home)!r}, '--model', 'scripted:{script}']\n"
+        "from agent.cli import entry\n"
+        "entry()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY []" in proc.stdout

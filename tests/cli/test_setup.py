@@ -1,0 +1,129 @@
+"""`agent init` and `agent reset` (and bin/reset.sh): files made, kept and left alone."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+
+from agent import schema
+from agent.config import Settings, field_docs, load_settings
+from agent.scratchpad import Home, home_lock
+from tests.cli.helpers import DONE_REPLIES, json_out, run_cycle
+from tests.helpers import REPO, read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active
+
+# ----------------------------------------------------------------------------------------- init
+
+
+def test_init_creates_a_private_home_that_runs_a_cycle(tmp_path):
+    target = tmp_path / "new" / "home"
+    data = json_out(run_cli("init", str(target), "--json"))
+    assert data["created"] == ["rules.md", "config.yaml", "scratchpad/active.yaml"] and data["kept"] == []
+    assert (target / "rules.md").read_text().startswith("# Rules")
+    assert read_yaml(target / "scratchpad/active.yaml") == schema.fresh_state()
+    for folder in ("scratchpad", "logs"):
+        assert stat.S_IMODE((target / folder).stat().st_mode) == 0o700
+    assert run_cycle(target, DONE_REPLIES).exit_code == 0
+
+
+def test_init_writes_a_commented_config_that_loads_as_the_defaults_even_uncommented(tmp_path):
+    target = tmp_path / "h"
+    assert run_cli("init", str(target)).exit_code == 0
+    config = (target / "config.yaml").read_text()
+    assert config.startswith("# Settings")
+    assert all(line.startswith("#") or not line.strip() for line in config.splitlines())
+    assert load_settings(target) == Settings()
+    names = {name for name, _, _ in field_docs()}
+    for name, doc, _ in field_docs():
+        assert f"# {doc}" in config and f"# {name}:" in config
+    uncommented = "\n".join(line[2:] for line in config.splitlines()
+                            if line.startswith("# ") and ":" in line.split()[1] and line[2:3].islower()
+                            and line[2:].split(":")[0] in names)
+    (target / "config.yaml").write_text(uncommented)
+    assert load_settings(target) == Settings()
+
+
+def test_init_keeps_existing_files_and_says_so(home):
+    (home / "rules.md").write_text("my rules\n")
+    data = json_out(run_cli("init", str(home), "--json"))
+    assert data["kept"] == ["rules.md"] and (home / "rules.md").read_text() == "my rules\n"
+    assert run_cli("init", str(home)).stdout.startswith(f"home ready at {home}: created nothing; kept existing")
+
+
+def test_init_with_a_bad_template_exits_2_and_creates_nothing(tmp_path):
+    result = run_cli("init", str(tmp_path / "h"), "--template", "nope")
+    assert result.exit_code == 2 and "no template named 'nope'" in result.stderr
+    assert not (tmp_path / "h").exists()
+
+
+# ---------------------------------------------------------------------------------------- reset
+
+
+def test_reset_writes_the_default_template(home):
+    write_active(home, {"goals": ["old"], "notes": "old notes"})
+    result = run_cli("reset", "--home", str(home))
+    assert result.exit_code == 0
+    assert read_yaml(home / "scratchpad/active.yaml") == schema.fresh_state()
+
+
+def test_reset_with_a_packaged_template(home):
+    assert run_cli("reset", "--home", str(home), "--template", "demo").exit_code == 0
+    assert read_yaml(home / "scratchpad/active.yaml")["current_task"] == "Run the echo tool with a hello message"
+
+
+def test_reset_prefers_the_homes_own_template(home):
+    (home / "templates").mkdir()
+    (home / "templates/mine.yaml").write_text("current_task: my own task\n")
+    assert run_cli("reset", "--home", str(home), "--template", "mine").exit_code == 0
+    assert read_yaml(home / "scratchpad/active.yaml")["current_task"] == "my own task"
+
+
+def test_reset_clean_removes_snapshots_logs_and_index(home):
+    assert run_cycle(home, DONE_REPLIES).exit_code == 0
+    assert snapshots(home, "before")
+    result = run_cli("reset", "--home", str(home), "--clean")
+    assert result.exit_code == 0 and "removed 4" in result.stdout
+    assert sorted(p.name for p in (home / "scratchpad").iterdir()) == ["active.yaml"]
+    assert list((home / "logs").iterdir()) == []
+
+
+def test_reset_unknown_template_exits_2_and_changes_nothing(home):
+    write_active(home, {"notes": "keep me"})
+    digest = tree_digest(home)
+    result = run_cli("reset", "--home", str(home), "--template", "nope")
+    assert result.exit_code == 2 and "no template named 'nope'" in result.stderr
+    assert tree_digest(home) == digest
+
+
+def test_reset_from_an_invalid_template_exits_6_and_changes_nothing(home):
+    (home / "templates").mkdir()
+    (home / "templates/broken.yaml").write_text("goals: 5\n")
+    write_active(home, {"notes": "keep me"})
+    digest = tree_digest(home)
+    result = run_cli("reset", "--home", str(home), "--template", "broken")
+    assert result.exit_code == 6 and "broken.yaml" in result.stderr and "'goals'" in result.stderr
+    assert tree_digest(home) == digest
+
+
+def test_reset_refuses_while_a_cycle_holds_the_lock(home):
+    write_active(home, {"notes": "keep me"})
+    digest = tree_digest(home)
+    with home_lock(Home.at(home)):
+        proc = run_agent_process("reset", "--home", str(home), "--clean")
+    assert proc.returncode == 5 and "holds the lock" in proc.stderr
+    assert tree_digest(home) == digest
+
+
+def test_bin_reset_sh_resets_the_home_in_agent_home(home):
+    write_active(home, {"notes": "old"})
+    env = dict(os.environ, AGENT_HOME=str(home))
+    proc = subprocess.run([str(REPO / "bin/reset.sh"), "--template", "demo"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert read_yaml(home / "scratchpad/active.yaml")["goals"] == ["Demonstrate the wake/run/sleep cycle"]
+
+
+def test_bin_reset_sh_passes_the_busy_exit_code_through(home):
+    env = dict(os.environ, AGENT_HOME=str(home))
+    with home_lock(Home.at(home)):
+        proc = subprocess.run([str(REPO / "bin/reset.sh")], capture_output=True, text=True, env=env)
+    assert proc.returncode == 5
