@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import schema
+from . import jsonschema
 from .jsonschema import schema_for
 from .outcomes import UsageError
 
@@ -112,7 +112,7 @@ def check(settings: Settings) -> Settings:
     hints = typing.get_type_hints(Settings)
     for f in dataclasses.fields(Settings):
         value = getattr(settings, f.name)
-        problem = schema.check(value, schema_for(hints[f.name]), f.name)
+        problem = jsonschema.check(value, schema_for(hints[f.name]), f.name)
         if problem:
             raise UsageError(f"setting {problem}")
         if f.name in _CHOICES and value not in _CHOICES[f.name]:
@@ -175,7 +175,7 @@ def read_config_file(path: Path) -> dict:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise UsageError(f"{path}: must be a mapping of settings, got {schema.describe(data)}")
+        raise UsageError(f"{path}: must be a mapping of settings, got {jsonschema.describe(data)}")
     known = {f.name for f in dataclasses.fields(Settings)}
     for key in data:
         if key not in known:

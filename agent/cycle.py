@@ -29,8 +29,11 @@ from .limits import Limits
 from .models import Model
 from .outcomes import Interrupted, LimitReached, StopReason
 from .report import CycleReport
-from .retention import apply_retention
-from .scratchpad import Home, append_index, home_lock, load_state, new_cycle_id, remove_stale_temporaries, write_state
+from .store.retention import apply_retention
+from .store.home import Home, append_index, remove_stale_temporaries
+from .store.lock import home_lock
+from .store.state_file import load_state, write_state
+from .store.ids import new_cycle_id
 from .secrets import Secrets
 from .store.cycle_log import CycleLog
 from .tags import Tag
@@ -171,10 +174,3 @@ class _Run:
             add_note(state, Tag.STOPPED.line(f"{stop.reason.value}: {stop}"))
             return state, stop.reason
 
-
-class Cycle:  # compatibility while callers move to run_cycle; removed at the end of the restructure
-    def __init__(self, home, settings, model, reporter=None, registry=None, clock=None):
-        self.args = (home, settings, model, reporter, registry, clock)
-
-    def run(self) -> CycleReport:
-        return run_cycle(*self.args)

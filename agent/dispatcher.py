@@ -21,7 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from . import schema
+from .state import FIELDS, FIELD_SCHEMAS, RUNTIME_FIELDS, field_problem
+from .jsonschema import describe
 from .escape import escape_controls
 from .secrets import Secrets
 from .tags import Tag
@@ -63,7 +64,7 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 def parse_reply(text: Any) -> dict:
     """The action object in a reply: bare JSON, a fenced ```json block, or JSON inside prose."""
     if not isinstance(text, str):
-        raise ReplyError(f"reply is not text: {schema.describe(text)}")
+        raise ReplyError(f"reply is not text: {describe(text)}")
     stripped = text.strip()
     if not stripped:
         raise ReplyError("reply is empty")
@@ -130,11 +131,11 @@ def apply_update(state: dict, args: dict) -> tuple[dict, str | None]:
     The update is all or nothing: one bad field refuses the whole call.
     """
     for key, value in args.items():
-        if key in schema.RUNTIME_FIELDS:
+        if key in RUNTIME_FIELDS:
             return state, f"field '{key}' is set by the runtime, not by the model"
-        if key not in schema.FIELD_SCHEMAS:
-            return state, f"unknown field '{key}' (fields: {', '.join(k for k in schema.FIELDS if k not in schema.RUNTIME_FIELDS)})"
-        problem = schema.field_problem(key, value)
+        if key not in FIELD_SCHEMAS:
+            return state, f"unknown field '{key}' (fields: {', '.join(k for k in FIELDS if k not in RUNTIME_FIELDS)})"
+        problem = field_problem(key, value)
         if problem:
             return state, problem
     new = copy.deepcopy(state)
@@ -165,7 +166,7 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext) -> t
         return _noted(state, Outcome(Kind.PARSE_ERROR, Tag.PARSE_ERROR.line(str(exc))))
     name, args = action["tool"], action.get("args", {})
     if not isinstance(name, str):
-        return _noted(state, Outcome(Kind.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {schema.describe(name)}')))
+        return _noted(state, Outcome(Kind.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {describe(name)}')))
     if name not in registry:
         listed = ", ".join(registry.names())
         return _noted(state, Outcome(Kind.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(f"{_clip(name, 60)} (tools: {listed})"), name, args))

@@ -99,7 +99,7 @@ def curate_tool():
 
 
 def reflect_prompt(state: dict) -> str:
-    from .scratchpad import dump_yaml
+    from .safe_yaml import dump_yaml
 
     return "\n".join(["## Scratchpad", "", "```yaml", dump_yaml(state).rstrip(), "```", "",
                       "Curate the notes now. Reply with one JSON action."]) + "\n"
@@ -112,14 +112,14 @@ def archive_records(items: Iterable[Archived], cycle_id: str) -> list[dict]:
 
 
 def append_archive(path, records: list[dict]) -> None:
-    from .scratchpad import append_jsonl
+    from .store.files import append_jsonl
 
     append_jsonl(path, records)
 
 
 def read_archive(path) -> list[dict]:
     """Every whole record in the archive, oldest first."""
-    from .scratchpad import read_jsonl
+    from .store.files import read_jsonl
 
     return read_jsonl(path, "kind")
 

@@ -70,7 +70,7 @@ class ScriptedModel:
     """
 
     def __init__(self, path: Path):
-        from .scratchpad import load_yaml
+        from .safe_yaml import load_yaml
 
         self.name = f"scripted:{path}"
         try:

@@ -23,7 +23,7 @@ import json
 import re
 from pathlib import Path
 
-from .scratchpad import dump_yaml
+from .safe_yaml import dump_yaml
 from .tools import Registry
 
 TOOLS_MARKER = "{{tools}}"

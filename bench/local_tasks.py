@@ -188,9 +188,9 @@ TASKS = [
 def run_cycle_in_process(home: Path, model: str | None) -> CycleResult:
     """One cycle exactly as `agent run` does it (settings, model, Cycle), timing each iteration."""
     from agent.config import load_settings
-    from agent.cycle import Cycle
+    from agent.cycle import run_cycle
     from agent.models import resolve_model
-    from agent.scratchpad import Home
+    from agent.store.home import Home
 
     marks: list[float] = []
 
@@ -199,7 +199,7 @@ def run_cycle_in_process(home: Path, model: str | None) -> CycleResult:
             marks.append(time.monotonic())
 
     settings = load_settings(home, env={}, model=model)
-    report = Cycle(Home.at(home), settings, resolve_model(settings, env={}), reporter).run()
+    report = run_cycle(Home.at(home), settings, resolve_model(settings, env={}), reporter)
     per_iteration = [b - a for a, b in zip(marks, marks[1:])]
     return CycleResult(report.exit_code, report.stop_reason, report.iterations, per_iteration,
                        report.duration_s, report.error)

@@ -27,9 +27,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.config import load_settings  # noqa: E402
-from agent.cycle import Cycle  # noqa: E402
+from agent.cycle import run_cycle  # noqa: E402
 from agent.models import ScriptedModel  # noqa: E402
-from agent.scratchpad import Home  # noqa: E402
+from agent.store.home import Home
 
 
 def script_for(cycle: int, folder: Path) -> Path:
@@ -55,9 +55,8 @@ def run(cycles: int, config: str, checkpoints: list[int]) -> dict:
         for n in range(1, cycles + 1):
             script = script_for(n, Path(tmp))
             moment = start + dt.timedelta(minutes=15 * n)  # as if cron ran every 15 minutes
-            cycle = Cycle(home, settings, ScriptedModel(script), clock=lambda m=moment: m)
             began = time.perf_counter()
-            report = cycle.run()
+            report = run_cycle(home, settings, ScriptedModel(script), clock=lambda m=moment: m)
             overheads.append(time.perf_counter() - began)
             assert report.stop_reason == "done", report.as_dict()
             if n in checkpoints:

@@ -38,9 +38,9 @@ from openai_server import OpenAIServer, Reply, Request, usage  # noqa: E402
 
 from agent.cli import main as cli_main  # noqa: E402
 from agent.config import load_settings  # noqa: E402
-from agent.cycle import Cycle  # noqa: E402
+from agent.cycle import run_cycle  # noqa: E402
 from agent.models import bundled_model_path, common_prefix, resolve_model  # noqa: E402
-from agent.scratchpad import Home  # noqa: E402
+from agent.store.home import Home
 
 # Two cycles on the default (empty) template: plan, act, finish; then act and finish again.
 CYCLES = [
@@ -129,7 +129,7 @@ def main() -> int:
         reports = []
         for _ in CYCLES:
             settings = load_settings(root, env=env, model="openai:bench-model", max_retries=0)
-            reports.append(Cycle(Home.at(root), settings, resolve_model(settings, env)).run())
+            reports.append(run_cycle(Home.at(root), settings, resolve_model(settings, env)))
         requests = server.chat_requests
 
     positions = [(c, i) for c, cycle in enumerate(CYCLES, 1) for i in range(1, len(cycle) + 1)]

@@ -8,12 +8,13 @@ import json
 import pytest
 import yaml
 
-from agent import schema
+from agent.state import fresh_state
 from agent.config import load_settings
-from agent.cycle import Cycle
+from agent.cycle import run_cycle
 from agent.models import ScriptedModel
 from agent.outcomes import Busy
-from agent.scratchpad import Home, home_lock
+from agent.store.home import Home
+from agent.store.lock import home_lock
 from agent.tags import Tag
 from tests.helpers import (read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active,
                       write_script)
@@ -65,9 +66,9 @@ def test_missing_active_yaml_wakes_with_a_fresh_default_schema(home, tmp_path):
     script = write_script(tmp_path, [{"tool": "update_scratchpad", "args": {"goals": ["mutated"]}},
                                      {"tool": "done", "args": {"summary": "ok"}}])
     assert run(home, script).exit_code == 0
-    assert read_yaml(snapshots(home, "before")[0]) == schema.fresh_state()
+    assert read_yaml(snapshots(home, "before")[0]) == fresh_state()
     # the default handed out is a fresh copy: the mutation above did not leak into it
-    assert schema.fresh_state()["goals"] == []
+    assert fresh_state()["goals"] == []
     (home / "scratchpad/active.yaml").unlink()
     assert run(home, script).exit_code == 0
     assert read_yaml(snapshots(home, "before")[1])["goals"] == []
@@ -103,8 +104,8 @@ def test_the_last_iteration_prompt_says_it_is_the_last(home, tmp_path):
     assert log.count("prompt") >= 2
     from agent.prompt import user_prompt
 
-    assert "LAST iteration" in user_prompt(schema.fresh_state(), 2, 2)
-    assert "LAST iteration" not in user_prompt(schema.fresh_state(), 1, 2)
+    assert "LAST iteration" in user_prompt(fresh_state(), 2, 2)
+    assert "LAST iteration" not in user_prompt(fresh_state(), 1, 2)
 
 
 def test_a_failed_cycle_saves_the_state_as_read_plus_a_note(home, tmp_path):
@@ -177,7 +178,7 @@ def test_three_cycles_in_one_second_leave_three_pairs_in_order(home, tmp_path):
                                      {"tool": "done", "args": {"summary": "ok"}}])
     moment = dt.datetime(2026, 4, 1, 10, 1, 37, tzinfo=dt.timezone.utc)
     settings = load_settings(home)
-    ids = [Cycle(Home.at(home), settings, ScriptedModel(script), clock=lambda: moment).run().cycle_id
+    ids = [run_cycle(Home.at(home), settings, ScriptedModel(script), clock=lambda: moment).cycle_id
            for _ in range(3)]
     assert ids == ["20260401_100137_01", "20260401_100137_02", "20260401_100137_03"]
     assert ids == sorted(ids)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agent import schema
+from agent.state import fresh_state, problems
 from agent.config import Settings
 from agent.dispatcher import Kind, dispatch, parse_reply, ReplyError
 from agent.tools import ToolContext, build_registry
@@ -23,7 +23,7 @@ def registry():
 
 
 def state_with(**fields):
-    state = schema.fresh_state()
+    state = fresh_state()
     state.update(fields)
     return state
 
@@ -85,7 +85,7 @@ def test_update_refuses_bad_fields_whole_and_says_which(ctx, registry, args, mes
     assert outcome.kind is Kind.TOOL_ERROR
     assert message in outcome.note and outcome.note.startswith("[TOOL ERROR]")
     assert after["current_task"] == "keep"  # all or nothing
-    assert schema.problems(after) == []
+    assert problems(after) == []
 
 
 def test_done_moves_the_task_and_advances_the_queue(ctx, registry):
@@ -184,7 +184,7 @@ def test_a_reply_nested_too_deeply_is_a_parse_error_not_a_crash(ctx, registry):
 
 
 def test_a_reply_with_a_lone_surrogate_is_refused_so_the_state_stays_writable(ctx, registry):
-    from agent.scratchpad import dump_yaml
+    from agent.safe_yaml import dump_yaml
 
     reply = '{"tool": "update_scratchpad", "args": {"current_task": "x \\ud800 y"}}'
     after, outcome = dispatch(state_with(current_task="keep"), reply, registry, ctx)

@@ -28,7 +28,9 @@ import yaml
 
 import agent.dispatcher
 from agent.outcomes import ExitCode
-from agent.scratchpad import Home, is_locked, read_index, read_state_file
+from agent.store.home import Home, read_index
+from agent.store.lock import is_locked
+from agent.store.state_file import read_state_file
 from tests.helpers import run_cli, tree_digest, write_script
 
 # One cycle's work: set a task and a queue, set goals, finish. Deterministic given the state read.

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from agent import schema
+from agent.state import FIELD_SCHEMAS, normalize, problems
 from agent.config import Settings
 from agent.dispatcher import Kind, dispatch
 from agent.outcomes import InvalidScratchpad
-from agent.scratchpad import dump_yaml, load_yaml, read_state_file
+from agent.safe_yaml import dump_yaml, load_yaml
+from agent.store.state_file import read_state_file
 from agent.secrets import Secrets
 from agent.tools import ToolContext, build_registry
 
@@ -35,7 +36,7 @@ plain_values = st.recursive(  # what a state may hold in an operator's own key: 
     lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=10), children, max_size=4)),
     max_leaves=20,
 )
-field_names = st.sampled_from(sorted(schema.FIELD_SCHEMAS)) | st.text(max_size=15)
+field_names = st.sampled_from(sorted(FIELD_SCHEMAS)) | st.text(max_size=15)
 # Arguments that are often right, sometimes wrong in type, sometimes unknown fields.
 good_values = {
     "goals": st.lists(st.text(max_size=20), max_size=3),
@@ -93,7 +94,7 @@ def env(tmp_path_factory):
 
 
 def assert_valid_and_reloadable(state: dict) -> None:
-    assert schema.problems(state) == []
+    assert problems(state) == []
     text = dump_yaml(state)
     assert load_yaml(text) == state
     json.dumps(state)  # and the prompt/index side can serialise it
@@ -106,8 +107,8 @@ def assert_valid_and_reloadable(state: dict) -> None:
 @given(state=valid_states, reply=st.one_of(replies(), st.text(), json_values))
 def test_dispatch_never_raises_and_state_stays_valid(env, state, reply):
     registry, ctx = env
-    state = schema.normalize(state)
-    assert schema.problems(state) == []
+    state = normalize(state)
+    assert problems(state) == []
     frozen = copy.deepcopy(state)
     new, outcome = dispatch(state, reply, registry, ctx)
     assert state == frozen  # the input is never mutated
@@ -123,7 +124,7 @@ def test_dispatch_never_raises_and_state_stays_valid(env, state, reply):
 @given(state=valid_states, args=update_args)
 def test_update_scratchpad_with_arbitrary_args(env, state, args):
     registry, ctx = env
-    state = schema.normalize(state)
+    state = normalize(state)
     new, outcome = dispatch(state, json.dumps({"tool": "update_scratchpad", "args": args}), registry, ctx)
     assert_valid_and_reloadable(new)
     assert new["completed_tasks"][: len(state["completed_tasks"])] == state["completed_tasks"]
@@ -142,7 +143,7 @@ def test_update_scratchpad_with_arbitrary_args(env, state, args):
 @given(state=valid_states, replies_list=st.lists(replies(), min_size=1, max_size=6))
 def test_a_sequence_of_replies_keeps_every_intermediate_state_valid(env, state, replies_list):
     registry, ctx = env
-    state = schema.normalize(state)
+    state = normalize(state)
     for reply in replies_list:
         new, outcome = dispatch(state, reply, registry, ctx)
         assert_valid_and_reloadable(new)
@@ -171,7 +172,7 @@ def test_read_state_file_accepts_valid_or_refuses_clearly(tmp_path_factory, data
 
 def assert_valid_and_reloadable_lenient(state: dict) -> None:
     """A loaded state may hold operator keys with YAML-only types (dates, sets): YAML round trip only."""
-    assert schema.problems(state) == []
+    assert problems(state) == []
     assert load_yaml(dump_yaml(state)) == state or _has_nan(state)
 
 

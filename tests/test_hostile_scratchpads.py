@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from agent.outcomes import ExitCode
-from agent.scratchpad import MAX_SCRATCHPAD_BYTES, load_yaml, read_state_file
+from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
+from agent.safe_yaml import load_yaml
 from tests.helpers import run_cli, tree_digest, write_script
 
 REPO = Path(__file__).resolve().parent.parent
@@ -238,7 +239,7 @@ def test_only_safe_yaml_loaders_and_dumpers_in_the_code_base():
             if "Dumper=_ReadableDumper" not in match.group(1):
                 offenders.append(f"{path.relative_to(REPO)}: {match.group(0)}")
     assert offenders == []
-    from agent import scratchpad
+    from agent import safe_yaml as scratchpad
     import yaml
 
     assert issubclass(scratchpad._StrictSafeLoader, (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from agent import schema
+from agent.state import fresh_state
 from agent.memory import ARCHIVE_MARKER, Archived, apply_curation, bound_memory, read_archive
 from tests.helpers import read_yaml, run_cli, write_active, write_script
 
@@ -15,7 +15,7 @@ def run(home, script, *extra):
 
 
 def state_with(**fields):
-    state = schema.fresh_state()
+    state = fresh_state()
     state.update(fields)
     return state
 
@@ -171,9 +171,9 @@ def test_an_interrupt_during_the_reflect_step_fails_the_cycle(home, tmp_path):
     import time
 
     from agent.config import load_settings
-    from agent.cycle import Cycle
+    from agent.cycle import run_cycle
     from agent.models import ScriptedModel
-    from agent.scratchpad import Home
+    from agent.store.home import Home
 
     class InterruptedWhileReflecting(ScriptedModel):
         def complete(self, system, user, action_schema):
@@ -185,7 +185,7 @@ def test_an_interrupt_during_the_reflect_step_fails_the_cycle(home, tmp_path):
     write_active(home, state_with(current_task="t", notes="known"))
     script = reflect_script(tmp_path, [])
     settings = load_settings(home, env={}, reflect=True)
-    report = Cycle(Home.at(home), settings, InterruptedWhileReflecting(script)).run()
+    report = run_cycle(Home.at(home), settings, InterruptedWhileReflecting(script))
     assert report.exit_code == 4 and "SIGTERM" in report.error
     saved = read_yaml(home / "scratchpad/active.yaml")
     assert saved["current_task"] == "t" and saved["notes"].startswith("known\n[CYCLE FAILED]")

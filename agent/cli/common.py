@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from ..outcomes import AgentError, UsageError
-from ..scratchpad import Home
+from ..store.home import Home
 
 home_option = click.option(
     "--home", "home_dir", type=click.Path(file_okay=False, path_type=Path), envvar="AGENT_HOME",

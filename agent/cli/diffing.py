@@ -6,7 +6,7 @@ import difflib
 import json
 from collections import Counter
 
-from .. import schema
+from ..state import FIELDS
 from .common import clip, task_text
 
 
@@ -46,7 +46,7 @@ def summarize_change(old: dict, new: dict) -> dict:
     completed_added, completed_removed = _multiset_change(old_done, new_done)
     pending_added, pending_removed = _multiset_change(old_pending, new_pending)
     goals_added, goals_removed = _multiset_change(old.get("goals") or [], new.get("goals") or [])
-    others = sorted(k for k in set(old) | set(new) if k not in schema.FIELDS and old.get(k) != new.get(k))
+    others = sorted(k for k in set(old) | set(new) if k not in FIELDS and old.get(k) != new.get(k))
     return {
         "task": {"before": old.get("current_task"), "after": new.get("current_task"),
                  "changed": old.get("current_task") != new.get("current_task")},

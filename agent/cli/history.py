@@ -14,8 +14,10 @@ import datetime as _dt
 from typing import Any
 
 from ..outcomes import DiskError, InvalidScratchpad
-from ..retention import cycle_started, cycles_on_disk
-from ..scratchpad import Home, is_locked, read_index, read_state_file
+from ..store.ids import cycle_started, cycles_on_disk
+from ..store.home import Home, read_index
+from ..store.lock import is_locked
+from ..store.state_file import read_state_file
 from .common import clip
 
 INCOMPLETE = "incomplete"  # on disk, no record: killed, or its record was lost

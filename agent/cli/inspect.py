@@ -14,12 +14,13 @@ from typing import Any
 
 import click
 
-from .. import schema
+from ..state import FIELDS
 from ..config import load_settings
 from ..memory import read_archive
 from ..models import bundled_model_path, local_runtime_installed
 from ..outcomes import InvalidScratchpad, UsageError
-from ..scratchpad import Home, load_state, read_state_file
+from ..store.home import Home
+from ..store.state_file import load_state, read_state_file
 from .common import (age, clip, existing_home, home_option, json_option, print_json, reports_errors, seconds_since,
                      size, task_text, terminal_width)
 from .diffing import summarize_change, summary_lines
@@ -193,7 +194,7 @@ def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
     notes = state["notes"].splitlines()
     out.append(bold(f"notes ({len(notes)} lines):"))
     out += [f"  {line}" for line in notes] or ["  (none)"]
-    for key in (k for k in state if k not in schema.FIELDS):
+    for key in (k for k in state if k not in FIELDS):
         out.append(f"{bold(str(key) + ':')} {clip(json.dumps(state[key], default=str), 100)}")
     since = seconds_since(state["last_updated"])
     ago = "" if since is None else f" ({age(since)} ago)"

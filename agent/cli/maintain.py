@@ -18,8 +18,10 @@ import click
 from ..config import load_settings
 from ..models import LocalModel, OpenAIModel, ScriptedModel, resolve_model
 from ..outcomes import AgentError, InvalidScratchpad, ModelError, UsageError
-from ..retention import delete_cycles, parse_duration, plan_prune
-from ..scratchpad import Home, home_lock, is_locked, read_state_file
+from ..store.retention import delete_cycles, parse_duration, plan_prune
+from ..store.home import Home
+from ..store.lock import home_lock, is_locked
+from ..store.state_file import read_state_file
 from .common import existing_home, home_option, json_option, print_json, reports_errors, size, wait_option
 
 # -------------------------------------------------------------------------------------- prune

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from ..config import load_settings
-from ..cycle import Cycle
+from ..cycle import run_cycle
 from ..models import resolve_model
 from .common import existing_home, home_option, reports_errors
 from .progress import make_reporter
@@ -41,7 +41,7 @@ def run(home_dir: Path, model: str | None, max_iterations: int | None, lock_wait
     chosen = resolve_model(settings)
     reporter = make_reporter(as_json, quiet)
     try:
-        report = Cycle(home, settings, chosen, reporter).run()
+        report = run_cycle(home, settings, chosen, reporter)
     finally:
         reporter.close()  # a live display must not outlive a crash
     if as_json:

@@ -11,8 +11,11 @@ import yaml
 from ..config import field_docs, load_settings
 from ..outcomes import UsageError
 from ..prompt import default_rules
-from ..schema import type_name
-from ..scratchpad import Home, atomic_write, home_lock, read_state_file, remove_stale_temporaries, write_state
+from ..jsonschema import type_name
+from ..store.home import Home, remove_stale_temporaries
+from ..store.files import atomic_write
+from ..store.lock import home_lock
+from ..store.state_file import read_state_file, write_state
 from ..tools import CONTROL_TOOLS, build_registry
 from .common import existing_home, home_option, print_json, reports_errors, wait_option
 

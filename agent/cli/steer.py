@@ -12,9 +12,10 @@ from typing import Callable
 
 import click
 
-from .. import schema
+from ..state import problems
 from ..outcomes import InvalidScratchpad, UsageError
-from ..scratchpad import home_lock, load_state, write_state
+from ..store.lock import home_lock
+from ..store.state_file import load_state, write_state
 from .common import existing_home, home_option, json_option, print_json, reports_errors, wait_option
 
 
@@ -30,7 +31,7 @@ def edit_state(home_dir: Path, lock_wait: float, change: Callable[[dict], str]) 
         original = load_state(home)
         state = copy.deepcopy(original)
         message = change(state)
-        found = schema.problems(state)
+        found = problems(state)
         if found:  # a bug in a change function, never the user's input: refuse rather than save
             raise InvalidScratchpad(f"refusing to write {home.active}: {'; '.join(found)}")
         if state != original or not home.active.exists():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..escape import escape_controls
 from ..secrets import Secrets
-from ..scratchpad import disk_error
+from .files import disk_error
 
 
 class CycleLog:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from .. import schema
+from ..state import fresh_state, normalize, problems
 from ..outcomes import InvalidScratchpad
 from ..safe_yaml import FileRefused, dump_yaml, load_yaml, read_text_file, yaml_problem
 from .files import atomic_write
@@ -52,9 +52,9 @@ def read_state_file(path: Path, home_root: Path) -> dict | None:
     except RecursionError as exc:
         raise invalid("invalid YAML: nested too deeply") from exc
     if not isinstance(data, dict):
-        raise invalid(schema.problems(data)[0])
-    state = schema.normalize(data)
-    found = schema.problems(state)
+        raise invalid(problems(data)[0])
+    state = normalize(data)
+    found = problems(state)
     if found:
         raise invalid("; ".join(found))
     return state
@@ -63,7 +63,7 @@ def read_state_file(path: Path, home_root: Path) -> dict | None:
 def load_state(home: Home) -> dict:
     """Wake: the state in active.yaml, or a fresh default state when there is none."""
     state = read_state_file(home.active, home.root)
-    return schema.fresh_state() if state is None else state
+    return fresh_state() if state is None else state
 
 
 def _size_problem(size: int) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..scratchpad import atomic_write
+from ..store.files import atomic_write
 from .base import ToolContext, ToolError
 
 MAX_LIST_ENTRIES = 200

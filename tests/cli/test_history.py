@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.scratchpad import Home, home_lock
+from agent.store.home import Home
+from agent.store.lock import home_lock
 from tests.cli.helpers import cycle_ids, done, echo, json_out, run_cycle
 from tests.helpers import run_cli, write_active, write_script
 

@@ -13,10 +13,11 @@ import pytest
 from rich.console import Console
 
 from agent.config import Settings, load_settings
-from agent.cycle import Cycle, CycleReport
+from agent import cycle
+from agent.report import CycleReport
 from agent.dispatcher import Kind, Outcome
 from agent.models import ScriptedModel, Usage
-from agent.scratchpad import Home
+from agent.store.home import Home
 from tests.cli.helpers import ANSI, DONE_REPLIES, done, echo, run_cycle
 from agent.cli.live import LiveReporter
 from tests.helpers import read_yaml, run_cli, tree_digest, write_active, write_script
@@ -144,7 +145,7 @@ def test_live_reporter_follows_a_real_cycle(home):
     buffer = io.StringIO()
     reporter = LiveReporter(Console(file=buffer, force_terminal=True, width=120))
     script = write_script(home.parent, [echo("hi"), {"tool": "nope", "args": {}}, done("ok")])
-    report = Cycle(Home.at(home), Settings(), ScriptedModel(script), reporter).run()
+    report = cycle.run_cycle(Home.at(home), Settings(), ScriptedModel(script), reporter)
     out = buffer.getvalue()
     assert report.exit_code == 0
     for text in (report.cycle_id, "[TOOL] echo", "[UNKNOWN TOOL]", "[COMPLETED] ok", "after 3 iteration(s)"):

@@ -6,9 +6,10 @@ import os
 import stat
 import subprocess
 
-from agent import schema
+from agent.state import fresh_state
 from agent.config import Settings, field_docs, load_settings
-from agent.scratchpad import Home, home_lock
+from agent.store.home import Home
+from agent.store.lock import home_lock
 from tests.cli.helpers import DONE_REPLIES, json_out, run_cycle
 from tests.helpers import REPO, read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active
 
@@ -20,7 +21,7 @@ def test_init_creates_a_private_home_that_runs_a_cycle(tmp_path):
     data = json_out(run_cli("init", str(target), "--json"))
     assert data["created"] == ["rules.md", "config.yaml", "scratchpad/active.yaml"] and data["kept"] == []
     assert (target / "rules.md").read_text().startswith("# Rules")
-    assert read_yaml(target / "scratchpad/active.yaml") == schema.fresh_state()
+    assert read_yaml(target / "scratchpad/active.yaml") == fresh_state()
     for folder in ("scratchpad", "logs"):
         assert stat.S_IMODE((target / folder).stat().st_mode) == 0o700
     assert run_cycle(target, DONE_REPLIES).exit_code == 0
@@ -63,7 +64,7 @@ def test_reset_writes_the_default_template(home):
     write_active(home, {"goals": ["old"], "notes": "old notes"})
     result = run_cli("reset", "--home", str(home))
     assert result.exit_code == 0
-    assert read_yaml(home / "scratchpad/active.yaml") == schema.fresh_state()
+    assert read_yaml(home / "scratchpad/active.yaml") == fresh_state()
 
 
 def test_reset_with_a_packaged_template(home):

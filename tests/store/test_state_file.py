@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent import schema
+from agent.state import fresh_state
 from agent.outcomes import InvalidScratchpad
 from agent.safe_yaml import dump_yaml
 from agent.store.home import Home
@@ -14,7 +14,7 @@ from agent.store.state_file import (MAX_SCRATCHPAD_BYTES, StateTooLarge, load_st
 
 def state_of_size(size: int) -> dict:
     """A valid state whose YAML is exactly `size` bytes."""
-    state = dict(schema.fresh_state(), notes="")
+    state = dict(fresh_state(), notes="")
     overhead = len(dump_yaml(dict(state, notes="x")).encode()) - 1
     return dict(state, notes="x" * (size - overhead))
 
@@ -22,13 +22,13 @@ def state_of_size(size: int) -> dict:
 def test_a_written_state_reads_back_equal(home):
     h = Home.at(home)
     h.ensure_dirs()
-    state = dict(schema.fresh_state(), goals=["ship"], notes="multi\nline: notes\n  with: colons")
+    state = dict(fresh_state(), goals=["ship"], notes="multi\nline: notes\n  with: colons")
     write_state(h.active, state)
     assert load_state(h) == state
 
 
 def test_a_home_without_active_yaml_wakes_to_a_fresh_state(home):
-    assert load_state(Home.at(home)) == schema.fresh_state()
+    assert load_state(Home.at(home)) == fresh_state()
 
 
 def test_the_size_a_state_may_be_written_at_is_exactly_the_size_it_may_be_read_at(home):
@@ -47,9 +47,9 @@ def test_a_state_too_big_to_read_back_is_not_written(home):
     """One reply of 5 MB of goals must not brick the home: it is refused before writing."""
     h = Home.at(home)
     h.ensure_dirs()
-    write_state(h.active, schema.fresh_state())
+    write_state(h.active, fresh_state())
     before = h.active.read_bytes()
-    huge = dict(schema.fresh_state(), goals=["g" * 1000] * 5000)
+    huge = dict(fresh_state(), goals=["g" * 1000] * 5000)
     assert "over the 4,194,304-byte limit" in state_size_problem(huge)
     with pytest.raises(StateTooLarge, match=r"active.yaml: not written: the scratchpad would be [\d,]+ bytes"):
         write_state(h.active, huge)
