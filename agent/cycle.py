@@ -26,7 +26,7 @@ from . import interrupts, memory, prompt, state as state_rules
 from .config import Settings
 from .dispatcher import Kind, add_note, dispatch
 from .limits import Limits
-from .models import Model
+from .providers import Model, ModelTimeout, Request
 from .outcomes import Interrupted, LimitReached, StopReason
 from .report import CycleReport
 from .retention import apply_retention
@@ -151,10 +151,17 @@ class _Run:
             while True:
                 limits.before_call()
                 n = report.iterations = report.iterations + 1
-                user = prompt.user_prompt(secrets.redact(state), n, settings.max_iterations, limits.warnings())
+                shown = secrets.redact(state)  # what the model sees, and what guidance may offer it
+                user = prompt.user_prompt(shown, n, settings.max_iterations, limits.warnings())
                 report.prompt_bytes.append(len(system.encode()) + len(user.encode()))
                 self.log(f"iteration {n}: prompt {report.prompt_bytes[-1]} bytes")
-                completion = self.model.complete(system, user, action_schema)
+                result = prompt.last_result(shown, n)
+                try:
+                    completion = self.model.complete(Request(
+                        system, user, action_schema, task=shown["current_task"] or None,
+                        last_result=None if result == prompt.NOTHING_YET else result, timeout=limits.seconds_left()))
+                except ModelTimeout as exc:  # the request ran out of the time budget: a stop, not a failure
+                    raise LimitReached(StopReason.TIME_BUDGET, str(exc)) from exc
                 report.usage.add(completion.usage)
                 limits.count_tokens(completion.usage.total_tokens)
                 self.log(f"iteration {n}: reply {completion.text[:2000]!r} usage {completion.usage.as_dict()}")

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.config import load_settings  # noqa: E402
 from agent.cycle import Cycle  # noqa: E402
-from agent.models import ScriptedModel  # noqa: E402
+from agent.providers import ScriptedModel  # noqa: E402
 from agent.scratchpad import Home  # noqa: E402
 
 

@@ -121,7 +121,7 @@ def test_a_failed_cycle_saves_the_state_as_read_plus_a_note(home, tmp_path):
         assert saved["notes"].startswith("what the agent knew\n[CYCLE FAILED]")  # appended, not overwritten
         assert "lost" not in saved["notes"]
     log = next((home / "logs").glob("cycle_*.log")).read_text()
-    assert "Traceback" in log and "ModelError" in log
+    assert "Traceback" in log and "ScriptEnded" in log
 
 
 def test_repeated_action_stops_the_cycle(home, tmp_path):
@@ -249,7 +249,7 @@ def test_a_secret_in_a_failure_message_is_redacted_everywhere(home, tmp_path, mo
 
     original = models.ScriptedModel.complete
 
-    def leaky(self, system, user, action_schema):
+    def leaky(self, request):
         raise models.ModelError(f"upstream said: bad key {secret}")
 
     monkeypatch.setattr(models.ScriptedModel, "complete", leaky)

@@ -595,7 +595,7 @@ def test_run_quiet_prints_nothing_but_a_failure(home):
     assert ok.exit_code == 0 and ok.output == ""
     failed = run_cycle(home, [], "--quiet")
     assert failed.exit_code == 4 and failed.stdout == ""
-    assert "failed: ModelError" in failed.stderr and "logs/cycle_" in failed.stderr
+    assert "failed: ScriptEnded" in failed.stderr and "logs/cycle_" in failed.stderr
 
 
 def test_live_reporter_draws_iterations_tools_and_tokens():
