@@ -124,7 +124,8 @@ class _Run:
                     raise state_rules.InvariantViolation("; ".join(broken))
                 archived: list[memory.Archived] = []
                 if reason is StopReason.DONE and self.settings.reflect:
-                    after, archived, report.reflect = memory.reflect(self.model, before, after, report.usage, self.log)
+                    after, archived, report.reflect = memory.reflect(self.model, before, after, report.usage, self.log,
+                                                                     self.limits.seconds_left())
         except (Exception, KeyboardInterrupt, Interrupted) as exc:
             error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
             kind = type(exc).__name__
@@ -142,7 +143,7 @@ class _Run:
     def _loop(self, state: dict, report: CycleReport) -> tuple[dict, StopReason]:
         """Prompt -> model -> dispatcher until done or a limit."""
         settings, secrets = self.settings, self.secrets
-        limits = Limits(settings)
+        limits = self.limits = Limits(settings)  # reflect, after the loop, gets the time left too
         ctx = ToolContext(self.home.root, settings, secrets)
         system = prompt.system_prompt(prompt.read_rules(self.home.rules), self.registry)
         action_schema = self.registry.action_schema()

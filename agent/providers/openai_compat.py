@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from ..config import Settings
 from ..outcomes import UsageError
+from ..secrets import Secrets
 from .base import Completion, Log, ModelError, ModelTimeout, ModelUnavailable, Request, Usage
 
 # Order of response formats tried against an endpoint; each fallback is taken only when the
@@ -106,6 +107,7 @@ class OpenAIModel:
             raise UsageError(f"the openai provider needs an API key: set the environment variable "
                              f"{settings.api_key_env} (any non-empty value for local servers that ignore it)")
         self._key = key
+        self._secrets = Secrets([key], [settings.api_key_env])  # were a server to echo the key back
         self.base_url = settings.base_url or env.get("OPENAI_BASE_URL") or None
         self.format_index = 0
         self.client = None
@@ -219,5 +221,5 @@ class OpenAIModel:
         return Completion(text, usage_of(response), finish_reason if isinstance(finish_reason, str) else None)
 
     def _short(self, text: str, limit: int = 300) -> str:
-        """Clipped to one line, with the API key (were a server to echo it) replaced."""
-        return _short(str(text).replace(self._key, "[REDACTED]"), limit)
+        """Clipped to one line, with the API key redacted."""
+        return _short(self._secrets.redact_text(str(text)), limit)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.config import Settings
-from agent.cycle import Cycle
+from agent.cycle import run_cycle
 from agent.outcomes import UsageError
 from agent.providers import Request, ScriptedModel, ScriptEnded
 from agent.scratchpad import Home
@@ -68,7 +68,7 @@ def test_a_whole_cycle_runs_on_replies_from_memory_without_files_or_click(home):
     model = ScriptedModel.from_replies([{"tool": "echo", "args": {"message": "hi"}},
                                         {"tool": "done", "args": {"summary": "said hi"}}])
 
-    report = Cycle(Home.at(home), Settings(), model).run()
+    report = run_cycle(Home.at(home), Settings(), model)
 
     assert (report.exit_code, report.stop_reason, report.iterations) == (0, "done", 2)
     assert read_yaml(home / "scratchpad" / "active.yaml")["current_task"] is None
