@@ -12,7 +12,7 @@ from typing import Any, Iterable
 import yaml
 
 from ..outcomes import UsageError
-from ..scratchpad import load_yaml
+from ..safe_yaml import load_yaml
 from .base import Completion, Log, Request, ScriptEnded, Usage
 
 

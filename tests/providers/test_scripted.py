@@ -8,7 +8,7 @@ from agent.config import Settings
 from agent.cycle import run_cycle
 from agent.outcomes import UsageError
 from agent.providers import Request, ScriptedModel, ScriptEnded
-from agent.scratchpad import Home
+from agent.store.home import Home
 from tests.helpers import read_yaml, write_active, write_script
 
 ANY_REQUEST = Request(system="S", user="U", schema={"anyOf": []})
