@@ -23,44 +23,28 @@ import traceback
 from typing import Callable
 
 from . import interrupts, memory, prompt, state as state_rules
+from .aftercare import after_cycle
 from .config import Settings
 from .dispatcher import Kind, add_note, dispatch
 from .limits import Limits
-from .models import Model
 from .outcomes import Interrupted, LimitReached, StopReason
-from .report import CycleReport
-from .store.retention import apply_retention
-from .store.home import Home, append_index, remove_stale_temporaries
-from .store.lock import home_lock
-from .store.state_file import load_state, write_state
-from .store.ids import new_cycle_id
+from .providers import Model, Request
+from .report import CycleReport, Reporter, SafeReporter
 from .secrets import Secrets
 from .store.cycle_log import CycleLog
+from .store.home import Home, remove_stale_temporaries
+from .store.ids import new_cycle_id
+from .store.lock import home_lock
+from .store.state_file import load_state, state_size_problem, write_state
 from .tags import Tag
 from .tools import Registry, ToolContext, build_registry
-
-Reporter = Callable[..., None]
 
 
 def run_cycle(home: Home, settings: Settings, model: Model, reporter: Reporter | None = None,
               registry: Registry | None = None, clock: Callable[[], _dt.datetime] | None = None) -> CycleReport:
     """Run exactly one cycle in `home` and return what happened (the exit code is in the report)."""
-    return _Run(home, settings, model, _QuietOnBrokenOutput(reporter), registry or build_registry(settings)).run(
+    return _Run(home, settings, model, SafeReporter(reporter), registry or build_registry(settings)).run(
         (clock or (lambda: _dt.datetime.now(_dt.timezone.utc)))())
-
-
-class _QuietOnBrokenOutput:
-    """Progress output that fails (a closed pipe, `agent run | head -1`) never fails the cycle."""
-
-    def __init__(self, reporter: Reporter | None):
-        self.reporter = reporter
-
-    def __call__(self, event: str, **data) -> None:
-        if self.reporter is not None:
-            try:
-                self.reporter(event, **data)
-            except OSError:
-                self.reporter = None
 
 
 class _Run:
@@ -76,7 +60,7 @@ class _Run:
         home, secrets = self.home, self.secrets
         with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals):     # 1
             home.ensure_dirs()
-            remove_stale_temporaries(home)
+            remove_stale_temporaries(home, home.root / self.settings.workspace if self.settings.workspace else None)
             cycle_id = new_cycle_id(home, now)                                                    # 2
             before = load_state(home)                                                             # 3
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name,
@@ -93,12 +77,9 @@ class _Run:
                 self._write(home.active, dict(after, last_updated=state_rules.now_iso()), report)  # 7
                 report.task_after = secrets.redact(after["current_task"])
                 report.duration_s = time.monotonic() - started
-                append_index(home, secrets.redact(report.index_record()))
                 if self.signals.noted is not noted_before_saving:
                     self.log(f"{self.signals.noted} while saving: ignored, the cycle's result was saved")
-                pruned = apply_retention(home, self.settings, protect=[cycle_id])
-                if pruned:
-                    self.log(f"retention: removed {len(pruned)} old snapshot/log file(s)")
+                after_cycle(home, self.settings, report, secrets, self.log)
                 self.log(f"cycle {cycle_id} ended: {report.stop_reason} after {report.iterations} iterations, "
                          f"exit {report.exit_code}, tokens {report.usage.as_dict()}")
         self.report_event("end", report=report)
@@ -122,12 +103,13 @@ class _Run:
                 raise Interrupted(self.signals.noted)
             with interrupts.raising():
                 after, reason = self._loop(copy.deepcopy(before), report)
-                broken = state_rules.invariant_problems(before, after)
+                broken = state_rules.invariant_problems(before, after) + [p for p in [state_size_problem(after)] if p]
                 if broken:
                     raise state_rules.InvariantViolation("; ".join(broken))
                 archived: list[memory.Archived] = []
                 if reason is StopReason.DONE and self.settings.reflect:
-                    after, archived, report.reflect = memory.reflect(self.model, before, after, report.usage, self.log)
+                    after, archived, report.reflect = memory.reflect(self.model, before, after, report.usage, self.log,
+                                                                     self.limits.seconds_left())
         except (Exception, KeyboardInterrupt, Interrupted) as exc:
             error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
             kind = type(exc).__name__
@@ -145,7 +127,7 @@ class _Run:
     def _loop(self, state: dict, report: CycleReport) -> tuple[dict, StopReason]:
         """Prompt -> model -> dispatcher until done or a limit."""
         settings, secrets = self.settings, self.secrets
-        limits = Limits(settings)
+        limits = self.limits = Limits(settings)  # reflect, after the loop, gets the time left too
         ctx = ToolContext(self.home.root, settings, secrets)
         system = prompt.system_prompt(prompt.read_rules(self.home.rules), self.registry)
         action_schema = self.registry.action_schema()
@@ -154,15 +136,19 @@ class _Run:
             while True:
                 limits.before_call()
                 n = report.iterations = report.iterations + 1
-                user = prompt.user_prompt(secrets.redact(state), n, settings.max_iterations, limits.warnings())
+                shown = secrets.redact(state)  # what the model sees, and what guidance may offer it
+                user = prompt.user_prompt(shown, n, settings.max_iterations, limits.warnings())
                 report.prompt_bytes.append(len(system.encode()) + len(user.encode()))
                 self.log(f"iteration {n}: prompt {report.prompt_bytes[-1]} bytes")
-                completion = self.model.complete(system, user, action_schema)
+                result = prompt.last_result(shown, n)
+                completion = limits.timed(self.model.complete, Request(
+                    system, user, action_schema, task=shown["current_task"] or None,
+                    last_result=None if result == prompt.NOTHING_YET else result, timeout=limits.seconds_left()))
                 report.usage.add(completion.usage)
                 limits.count_tokens(completion.usage.total_tokens)
                 self.log(f"iteration {n}: reply {completion.text[:2000]!r} usage {completion.usage.as_dict()}")
                 state, outcome = dispatch(state, completion.text, self.registry, ctx)
-                report.actions[outcome.kind.value] = report.actions.get(outcome.kind.value, 0) + 1
+                report.count(outcome.kind.value)
                 self.log(f"iteration {n}: {outcome.note}")
                 self.report_event("iteration", n=n, max=settings.max_iterations, usage=report.usage,
                                   outcome=outcome.redacted(secrets))

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from .config import Settings
 from .outcomes import LimitReached, StopReason
+from .providers.base import ModelTimeout
 
 # An A/B/A/B alternation over this many actions counts as repeating oneself.
 ALTERNATION_SPAN = 4
@@ -66,6 +67,13 @@ class Limits:
         if spent:
             raise LimitReached(StopReason.BUDGET_EXHAUSTED, spent)
         self.calls += 1
+
+    def timed(self, call: Callable[..., Any], *args: Any) -> Any:
+        """Make a model call; one that ran out of the cycle's time is a time_budget stop, not a failure."""
+        try:
+            return call(*args)
+        except ModelTimeout as exc:
+            raise LimitReached(StopReason.TIME_BUDGET, str(exc)) from exc
 
     def count_tokens(self, total_tokens: int) -> None:
         self.tokens += total_tokens

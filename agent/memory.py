@@ -18,6 +18,7 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from .providers.base import Request
 from .tags import Tag
 
 ARCHIVE_MARKER = Tag.ARCHIVED.value
@@ -124,9 +125,10 @@ def read_archive(path) -> list[dict]:
     return read_jsonl(path, "kind")
 
 
-def reflect(model: Any, before: dict, state: dict, usage: Any,
-            log: Callable[[str], None]) -> tuple[dict, list[Archived], str]:
-    """After done: one more model call that curates notes. (state, archived, status).
+def reflect(model: Any, before: dict, state: dict, usage: Any, log: Callable[[str], None],
+            timeout: float | None = None) -> tuple[dict, list[Archived], str]:
+    """After done: one more model call that curates notes, within `timeout` seconds (the time budget
+    left; None: no budget). Returns (state, archived, status).
 
     Any failure keeps the unreflected state (status says why); an interrupt is not caught.
     """
@@ -135,7 +137,8 @@ def reflect(model: Any, before: dict, state: dict, usage: Any,
 
     tool = curate_tool()
     try:
-        completion = model.complete(REFLECT_RULES, reflect_prompt(state), {"anyOf": [tool.action_schema()]})
+        completion = model.complete(Request(REFLECT_RULES, reflect_prompt(state), {"anyOf": [tool.action_schema()]},
+                                            timeout=timeout))
         usage.add(completion.usage)
         log(f"reflect: reply {completion.text[:2000]!r}")
         action = parse_reply(completion.text)

@@ -78,10 +78,6 @@ class DiskError(AgentError):
     exit_code = ExitCode.DISK
 
 
-class ModelError(Exception):
-    """The model could not produce a reply (unreachable, retries exhausted, script ended)."""
-
-
 class Interrupted(BaseException):
     """SIGTERM arrived during a cycle. A BaseException, like KeyboardInterrupt."""
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
-from .models import Usage
+from .providers.base import Usage
 from .outcomes import StopReason
 
 
@@ -27,6 +28,9 @@ class CycleReport:
     reflect: str | None = None  # None (off), "applied", or "kept unreflected: why"
     actions: dict[str, int] = field(default_factory=dict)  # outcome kind -> how many this cycle
 
+    def count(self, kind: str) -> None:
+        self.actions[kind] = self.actions.get(kind, 0) + 1
+
     def end(self, reason: StopReason) -> None:
         self.stop_reason, self.exit_code = reason.value, int(reason.exit_code)
 
@@ -44,3 +48,20 @@ class CycleReport:
         record = self.as_dict()
         record.pop("files")
         return record
+
+
+Reporter = Callable[..., None]
+
+
+class SafeReporter:
+    """Progress output that fails (a closed pipe, `agent run | head -1`) never fails the cycle."""
+
+    def __init__(self, reporter: Reporter | None):
+        self.reporter = reporter
+
+    def __call__(self, event: str, **data) -> None:
+        if self.reporter is not None:
+            try:
+                self.reporter(event, **data)
+            except OSError:
+                self.reporter = None

@@ -189,7 +189,8 @@ def run_cycle_in_process(home: Path, model: str | None) -> CycleResult:
     """One cycle exactly as `agent run` does it (settings, model, Cycle), timing each iteration."""
     from agent.config import load_settings
     from agent.cycle import run_cycle
-    from agent.models import resolve_model
+    from agent.providers import resolve_model
+    from agent.providers.resolve import anchor_model_path
     from agent.store.home import Home
 
     marks: list[float] = []
@@ -198,8 +199,9 @@ def run_cycle_in_process(home: Path, model: str | None) -> CycleResult:
         if event in ("start", "iteration"):
             marks.append(time.monotonic())
 
-    settings = load_settings(home, env={}, model=model)
-    report = run_cycle(Home.at(home), settings, resolve_model(settings, env={}), reporter)
+    # a model path on the command line is relative to the current directory, not the temporary home
+    settings = load_settings(home, env={}, model=model and anchor_model_path(model, Path.cwd()))
+    report = run_cycle(Home.at(home), settings, resolve_model(settings, home, env={}), reporter)
     per_iteration = [b - a for a, b in zip(marks, marks[1:])]
     return CycleResult(report.exit_code, report.stop_reason, report.iterations, per_iteration,
                        report.duration_s, report.error)
@@ -265,7 +267,7 @@ def load_average() -> str:
 
 
 def model_label(model: str | None) -> str:
-    from agent.models import bundled_model_path
+    from agent.providers.local import bundled_model_path
 
     if model and model != "local":
         return model
@@ -318,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [t for t in TASKS if t.name in wanted]
 
     label = model_label(args.model)
-    from agent.models import LOCAL_CACHE_ENV
+    from agent.providers.local_cache import LOCAL_CACHE_ENV
 
     cache_dir = tempfile.mkdtemp(prefix="bench-prompt-cache-")
     os.environ[LOCAL_CACHE_ENV] = "off" if args.cold else cache_dir

@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.config import load_settings  # noqa: E402
 from agent.cycle import run_cycle  # noqa: E402
-from agent.models import ScriptedModel  # noqa: E402
-from agent.store.home import Home
+from agent.providers import ScriptedModel  # noqa: E402
+from agent.store.home import Home  # noqa: E402
 
 
 def script_for(cycle: int, folder: Path) -> Path:

@@ -2,7 +2,7 @@
 """Prompt size, measured: bytes and tokens of every prompt over two real cycles.
 
 Runs two `agent` cycles in a fresh home made with the default template and rules, using the
-openai: provider against a local OpenAI-compatible server (tests/openai_server.py) that plays
+openai: provider against a local OpenAI-compatible server (tests/providers/openai_server.py) that plays
 a fixed script of replies and reports `usage` the way a real server does:
 
   * prompt_tokens: the chat prompt tokenized with the embedded model's tokenizer (SmolLM2, via
@@ -32,15 +32,17 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 
-from openai_server import OpenAIServer, Reply, Request, usage  # noqa: E402
+from tests.providers.openai_server import OpenAIServer, Reply, Request, usage  # noqa: E402
 
 from agent.cli import main as cli_main  # noqa: E402
 from agent.config import load_settings  # noqa: E402
 from agent.cycle import run_cycle  # noqa: E402
-from agent.models import bundled_model_path, common_prefix, resolve_model  # noqa: E402
-from agent.store.home import Home
+from agent.providers import resolve_model  # noqa: E402
+from agent.providers.local import bundled_model_path  # noqa: E402
+from agent.providers.local_cache import common_prefix  # noqa: E402
+from agent.store.home import Home  # noqa: E402
 
 # Two cycles on the default (empty) template: plan, act, finish; then act and finish again.
 CYCLES = [
@@ -129,7 +131,7 @@ def main() -> int:
         reports = []
         for _ in CYCLES:
             settings = load_settings(root, env=env, model="openai:bench-model", max_retries=0)
-            reports.append(run_cycle(Home.at(root), settings, resolve_model(settings, env)))
+            reports.append(run_cycle(Home.at(root), settings, resolve_model(settings, root, env)))
         requests = server.chat_requests
 
     positions = [(c, i) for c, cycle in enumerate(CYCLES, 1) for i in range(1, len(cycle) + 1)]

@@ -11,7 +11,7 @@ import yaml
 from agent.state import fresh_state
 from agent.config import load_settings
 from agent.cycle import run_cycle
-from agent.models import ScriptedModel
+from agent.providers.scripted import ScriptedModel
 from agent.outcomes import Busy
 from agent.store.home import Home
 from agent.store.lock import home_lock
@@ -123,7 +123,7 @@ def test_a_failed_cycle_saves_the_state_as_read_plus_a_note(home, tmp_path):
         assert saved["notes"].startswith("what the agent knew\n[CYCLE FAILED]")  # appended, not overwritten
         assert "lost" not in saved["notes"]
     log = next((home / "logs").glob("cycle_*.log")).read_text()
-    assert "Traceback" in log and "ModelError" in log
+    assert "Traceback" in log and "ScriptEnded" in log
 
 
 def test_repeated_action_stops_the_cycle(home, tmp_path):
@@ -251,11 +251,11 @@ def test_a_secret_in_a_failure_message_is_redacted_everywhere(home, tmp_path, mo
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     script = tmp_path / "s.yaml"
     script.write_text("[]\n")  # the first request fails; make its message carry the key
-    from agent import models
+    from agent import providers as models
 
     original = models.ScriptedModel.complete
 
-    def leaky(self, system, user, action_schema):
+    def leaky(self, request):
         raise models.ModelError(f"upstream said: bad key {secret}")
 
     monkeypatch.setattr(models.ScriptedModel, "complete", leaky)

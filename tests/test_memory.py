@@ -140,7 +140,7 @@ def test_a_failed_reflect_call_keeps_the_unreflected_state(home, tmp_path):
     result = run(home, script, "--reflect", "--json")
     assert result.exit_code == 0  # the cycle itself succeeded
     report = json.loads(result.stdout)
-    assert report["reflect"].startswith("kept unreflected: ModelError")
+    assert report["reflect"].startswith("kept unreflected: ScriptEnded")
     notes = read_yaml(home / "scratchpad/active.yaml")["notes"]
     assert "raw tool chatter" in notes and "[COMPLETED] finished" in notes
 
@@ -172,15 +172,15 @@ def test_an_interrupt_during_the_reflect_step_fails_the_cycle(home, tmp_path):
 
     from agent.config import load_settings
     from agent.cycle import run_cycle
-    from agent.models import ScriptedModel
+    from agent.providers.scripted import ScriptedModel
     from agent.store.home import Home
 
     class InterruptedWhileReflecting(ScriptedModel):
-        def complete(self, system, user, action_schema):
+        def complete(self, request):
             if self.position == len(self.replies):  # the extra call after done: the reflect step
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(5)  # the handler raises Interrupted here
-            return super().complete(system, user, action_schema)
+            return super().complete(request)
 
     write_active(home, state_with(current_task="t", notes="known"))
     script = reflect_script(tmp_path, [])

@@ -17,7 +17,7 @@ import click
 from ..state import FIELDS
 from ..config import load_settings
 from ..memory import read_archive
-from ..models import bundled_model_path, local_runtime_installed
+from ..providers.local import bundled_model_path, local_runtime_installed
 from ..outcomes import InvalidScratchpad, UsageError
 from ..store.home import Home
 from ..store.state_file import load_state, read_state_file

@@ -16,8 +16,10 @@ from pathlib import Path
 import click
 
 from ..config import load_settings
-from ..models import LocalModel, OpenAIModel, ScriptedModel, resolve_model
-from ..outcomes import AgentError, InvalidScratchpad, ModelError, UsageError
+from ..providers import ModelError, ScriptedModel, resolve_model
+from ..providers.local import LocalModel
+from ..providers.openai_compat import OpenAIModel
+from ..outcomes import AgentError, InvalidScratchpad, UsageError
 from ..store.retention import delete_cycles, parse_duration, plan_prune
 from ..store.home import Home
 from ..store.lock import home_lock, is_locked
@@ -129,7 +131,7 @@ def _permission_checks(home: Home) -> list[Check]:
     return checks
 
 
-def _model_checks(settings, env) -> list[Check]:
+def _model_checks(home: Home, settings, env) -> list[Check]:
     spec = settings.model or ""
     checks = []
     if spec.partition(":")[0] == "openai":
@@ -139,7 +141,7 @@ def _model_checks(settings, env) -> list[Check]:
             return [Check("key", False, f"{settings.api_key_env} is not set",
                           f"export {settings.api_key_env}=... (any non-empty value for local servers that ignore it)")]
     try:
-        model = resolve_model(settings, env)
+        model = resolve_model(settings, home.root, env)
     except UsageError as exc:
         return [*checks, Check("model", False, str(exc).splitlines()[0],
                                "set model in config.yaml, AGENT_MODEL or --model (see the message)")]
@@ -186,7 +188,7 @@ def doctor_checks(home: Home, env=None) -> list[Check]:
         checks.append(Check("scratchpad", False, str(exc),
                             f"fix {home.active} by hand, or `agent reset --home {home.root}` to start over"))
     if settings is not None:
-        checks += _model_checks(settings, env)
+        checks += _model_checks(home, settings, env)
     try:
         held = is_locked(home)
         checks.append(Check("lock", True, "held: a cycle is running now" if held else "free"))

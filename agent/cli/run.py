@@ -14,7 +14,8 @@ import click
 
 from ..config import load_settings
 from ..cycle import run_cycle
-from ..models import resolve_model
+from ..providers import resolve_model
+from ..providers.resolve import anchor_model_path
 from .common import existing_home, home_option, reports_errors
 from .progress import make_reporter
 
@@ -36,9 +37,10 @@ def run(home_dir: Path, model: str | None, max_iterations: int | None, lock_wait
         reflect: bool | None, as_json: bool, quiet: bool) -> None:
     """Run exactly one cycle in the home, then exit with a code saying how it ended."""
     home = existing_home(home_dir)
-    settings = load_settings(home.root, model=model, max_iterations=max_iterations, lock_wait=lock_wait,
-                             reflect=reflect)
-    chosen = resolve_model(settings)
+    # a model path typed on the command line is relative to where it was typed; in config, to the home
+    settings = load_settings(home.root, model=model and anchor_model_path(model, Path.cwd()),
+                             max_iterations=max_iterations, lock_wait=lock_wait, reflect=reflect)
+    chosen = resolve_model(settings, home.root)
     reporter = make_reporter(as_json, quiet)
     try:
         report = run_cycle(home, settings, chosen, reporter)

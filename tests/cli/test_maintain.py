@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.models import bundled_model_path
+from agent.providers.local import bundled_model_path
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import cycle_ids, done, json_out, run_cycle

@@ -16,7 +16,8 @@ from agent.config import Settings, load_settings
 from agent import cycle
 from agent.report import CycleReport
 from agent.dispatcher import Kind, Outcome
-from agent.models import ScriptedModel, Usage
+from agent.providers.scripted import ScriptedModel
+from agent.providers.base import Usage
 from agent.store.home import Home
 from tests.cli.helpers import ANSI, DONE_REPLIES, done, echo, run_cycle
 from agent.cli.live import LiveReporter
@@ -119,7 +120,7 @@ def test_run_quiet_prints_nothing_but_a_failure(home):
     assert ok.exit_code == 0 and ok.output == ""
     failed = run_cycle(home, [], "--quiet")
     assert failed.exit_code == 4 and failed.stdout == ""
-    assert "failed: ModelError" in failed.stderr and "logs/cycle_" in failed.stderr
+    assert "failed: ScriptEnded" in failed.stderr and "logs/cycle_" in failed.stderr
 
 
 def test_live_reporter_draws_iterations_tools_and_tokens():

@@ -1,6 +1,6 @@
 """The openai: provider against a scripted OpenAI-compatible server on 127.0.0.1.
 
-The real openai client talks real HTTP to tests/openai_server.py (never a mocked client), and
+The real openai client talks real HTTP to tests/providers/openai_server.py (never a mocked client), and
 most tests drive the whole CLI: `agent run --home H --model openai:test-model --json`.
 Retries are kept fast by the server's `retry-after-ms: 1` header and a low max_retries.
 """
@@ -8,6 +8,8 @@ Retries are kept fast by the server's `retry-after-ms: 1` header and a low max_r
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -17,11 +19,14 @@ import yaml
 
 from agent import prompt
 from agent.config import Settings
-from agent.models import RESPONSE_FORMATS, OpenAIModel, openai_response_schema
 from agent.outcomes import UsageError
+from agent.providers import ModelError, ModelTimeout, ModelUnavailable
+from agent.providers import Request as ModelRequest
+from agent.providers.openai_compat import RESPONSE_FORMATS, OpenAIModel, openai_response_schema
+from agent.tags import Tag
 from agent.tools import build_registry
-from tests.helpers import read_yaml, run_cli, snapshots, tree_digest, write_active
-from tests.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply, Request, usage
+from tests.helpers import REPO, read_yaml, run_cli, snapshots, tree_digest, write_active
+from tests.providers.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply, Request, usage
 
 KEY = "sk-test-7f3a9c1e5b2d4f6a8c0e1234"
 STATE = {
@@ -79,7 +84,7 @@ def assert_saved_as_read_plus_note(home: Path, report: dict, *needles: str) -> s
         assert active[key] == STATE[key]
     assert active["notes"].startswith(STATE["notes"] + "\n")
     note = active["notes"][len(STATE["notes"]) + 1:]
-    assert "\n" not in note and note.startswith("[CYCLE FAILED]")
+    assert "\n" not in note and note.startswith(Tag.CYCLE_FAILED.value)
     for needle in needles:
         assert needle in note, note
     assert report["stop_reason"] == "error" and report["exit_code"] == 4
@@ -229,7 +234,7 @@ def test_other_errors_do_not_fall_back(home: Path, server: OpenAIServer, reply: 
 # ------------------------------------------------------------------------ retries and failures
 
 
-def test_429_then_success(home: Path, server: OpenAIServer) -> None:
+def test_a_429_is_retried_by_the_client_and_the_cycle_goes_on(home: Path, server: OpenAIServer) -> None:
     make_home(home)
     server.add(Reply.error(429, "Rate limit reached", retry_after_ms=1), Reply.chat(DONE))
     result, report = run(home, server)
@@ -249,14 +254,14 @@ def test_500_forever_exits_4_with_the_state_as_read(home: Path, server: OpenAISe
     assert result.exit_code == 4
     assert len(server.chat_requests) == 3  # one try and max_retries retries, by the client
     note = assert_saved_as_read_plus_note(home, report, "HTTP 500", "upstream exploded")
-    assert "ModelError" in note
+    assert "ModelUnavailable" in note
     assert "HTTP 500" in report["error"]
     assert "Traceback" in cycle_log(home, report)
     after = read_yaml(snapshots(home, "after")[-1])
     assert after["notes"] == read_yaml(home / "scratchpad" / "active.yaml")["notes"]
 
 
-def test_timeout_exits_4(home: Path, server: OpenAIServer) -> None:
+def test_a_request_timing_out_after_its_retries_fails_the_cycle_with_exit_4(home: Path, server: OpenAIServer) -> None:
     make_home(home, {"request_timeout": 0.3, "max_retries": 1})
     server.default = Reply.chat(DONE, delay=10)
     started = time.monotonic()
@@ -336,7 +341,7 @@ def test_a_server_without_usage_counts_calls_only(home: Path, server: OpenAIServ
 def _stopped(home: Path, report: dict, reason: str) -> None:
     assert report["stop_reason"] == reason and report["exit_code"] == 3
     active = read_yaml(home / "scratchpad" / "active.yaml")
-    assert f"[STOPPED] {reason}:" in active["notes"]
+    assert Tag.STOPPED.line(f"{reason}:") in active["notes"]
     assert active["current_task"] == "Say hello"  # no done: the task did not advance
     records = [json.loads(line) for line in (home / "logs" / "index.jsonl").read_text().splitlines()]
     assert records[-1]["stop_reason"] == reason
@@ -366,7 +371,7 @@ def test_unparseable_replies_in_a_row(home: Path, server: OpenAIServer, config: 
     assert f"{calls} unparseable replies in a row" in read_yaml(home / "scratchpad" / "active.yaml")["notes"]
 
 
-def test_token_budget(home: Path, server: OpenAIServer) -> None:
+def test_the_token_budget_ends_the_cycle_once_it_is_used_up(home: Path, server: OpenAIServer) -> None:
     make_home(home, {"token_budget": 250})
     server.add(Reply.chat(echo("a"), usage(100, 10)), Reply.chat(echo("b"), usage(100, 10)),
                Reply.chat(echo("c"), usage(100, 10)))
@@ -377,7 +382,7 @@ def test_token_budget(home: Path, server: OpenAIServer) -> None:
     assert report["usage"]["total_tokens"] == 330
 
 
-def test_time_budget_between_calls(home: Path, server: OpenAIServer) -> None:
+def test_the_time_budget_ends_the_cycle_between_calls(home: Path, server: OpenAIServer) -> None:
     make_home(home, {"time_budget": 0.5})
     server.add(*(Reply.chat(echo(str(i)), delay=0.2) for i in range(10)))
     result, report = run(home, server)
@@ -396,7 +401,7 @@ def test_time_budget_bounds_a_hanging_request(home: Path, server: OpenAIServer) 
     assert time.monotonic() - started < 5
     assert result.exit_code == 3, result.stderr
     _stopped(home, report, "time_budget")
-    assert "[TOOL] echo" in read_yaml(home / "scratchpad" / "active.yaml")["notes"]
+    assert Tag.TOOL.line("echo") in read_yaml(home / "scratchpad" / "active.yaml")["notes"]
     assert len(server.chat_requests) == 2  # the cut request is not retried
     assert "ran out during a model request" in read_yaml(home / "scratchpad" / "active.yaml")["notes"]
 
@@ -409,7 +414,7 @@ def test_an_error_with_too_little_budget_left_to_retry_stops_with_the_work_kept(
     assert result.exit_code == 3, result.stderr
     _stopped(home, report, "time_budget")
     notes = read_yaml(home / "scratchpad" / "active.yaml")["notes"]
-    assert "[TOOL] echo" in notes and "HTTP 503" in notes and "not retried" in notes
+    assert Tag.TOOL.line("echo") in notes and "HTTP 503" in notes and "not retried" in notes
     assert len(server.chat_requests) == 2
 
 
@@ -429,7 +434,7 @@ def test_missing_key_exits_2_naming_the_variable_and_writes_nothing(
     assert server.requests == []
 
 
-def test_key_from_a_named_variable(home: Path, server: OpenAIServer) -> None:
+def test_the_key_is_read_from_the_variable_api_key_env_names(home: Path, server: OpenAIServer) -> None:
     make_home(home, {"api_key_env": "MY_AGENT_KEY"})
     server.add(Reply.chat(DONE))
     result, _ = run(home, server, key=None, env={"MY_AGENT_KEY": "sk-other-key-0123456789"})
@@ -445,7 +450,7 @@ def test_extra_headers_from_config_reach_the_server(home: Path, server: OpenAISe
     assert headers["x-tenant"] == "acme" and headers["http-referer"] == "https://example.org/agent"
 
 
-def test_base_url_from_config(home: Path, server: OpenAIServer) -> None:
+def test_base_url_from_config_is_where_requests_go(home: Path, server: OpenAIServer) -> None:
     make_home(home, {"base_url": server.base_url})
     server.add(Reply.chat(DONE))
     result = run_cli("run", "--home", str(home), "--model", "openai:test-model", env={"OPENAI_API_KEY": KEY})
@@ -486,7 +491,7 @@ def test_a_key_in_config_yaml_is_refused(home: Path, server: OpenAIServer) -> No
 # ---------------------------------------------------------------------- the model, directly
 
 
-def test_model_class_against_the_server(server: OpenAIServer) -> None:
+def test_the_model_reports_usage_and_keeps_a_fallen_back_format_for_later_calls(server: OpenAIServer) -> None:
     """OpenAIModel on its own: usage with cached tokens, and the format kept after a fallback."""
     settings = Settings(base_url=server.base_url, max_retries=0)
     model = OpenAIModel("test-model", settings, {"OPENAI_API_KEY": KEY})
@@ -495,20 +500,71 @@ def test_model_class_against_the_server(server: OpenAIServer) -> None:
     schema = build_registry(settings).action_schema()
     server.add(Reply(400, {"error": {"message": "Unknown response_format type json_schema"}}),
                Reply.chat("{}", usage(50, 5, 32)), Reply.chat("{}", usage(7, 1)))
-    first = model.complete("S", "U", schema)
-    second = model.complete("S", "U", schema)
+    first = model.complete(ModelRequest("S", "U", schema))
+    second = model.complete(ModelRequest("S", "U", schema))
     assert (first.usage.prompt_tokens, first.usage.completion_tokens, first.usage.cached_tokens) == (50, 5, 32)
     assert (second.usage.prompt_tokens, second.usage.cached_tokens) == (7, 0)
     assert [r.response_format for r in server.chat_requests] == ["json_schema", "json_object", "json_object"]
     assert len(lines) == 1 and RESPONSE_FORMATS[1] in lines[0]
 
 
-def test_model_name_is_required() -> None:
+def _started_model(server: OpenAIServer, lines: list[str] | None = None, **settings) -> OpenAIModel:
+    model = OpenAIModel("test-model", Settings(base_url=server.base_url, **settings), {"OPENAI_API_KEY": KEY})
+    model.start((lines if lines is not None else []).append)
+    return model
+
+
+def _request(timeout: float | None = None) -> ModelRequest:
+    return ModelRequest("S", "U", build_registry(Settings()).action_schema(), timeout=timeout)
+
+
+@pytest.mark.parametrize("reply, kind", [
+    (Reply.error(500, "upstream exploded"), ModelUnavailable),
+    (Reply.error(429, "slow down"), ModelUnavailable),
+    (Reply.error(404, "no such model"), ModelError),
+    (Reply(200, "not JSON"), ModelError),
+], ids=["500", "429", "404", "malformed"])
+def test_failures_the_client_retries_are_model_unavailable_and_others_plain_model_errors(
+        server: OpenAIServer, reply: Reply, kind: type) -> None:
+    server.default = reply
+    with pytest.raises(ModelError) as raised:
+        _started_model(server, max_retries=0).complete(_request())
+    assert type(raised.value) is kind
+
+
+def test_a_request_is_cut_at_the_time_left_and_raises_model_timeout_without_a_retry(server: OpenAIServer) -> None:
+    server.default = Reply.chat(DONE, delay=20)
+    model = _started_model(server, request_timeout=30, max_retries=2)
+    started = time.monotonic()
+
+    with pytest.raises(ModelTimeout, match="ran out during a model request"):
+        model.complete(_request(timeout=0.5))
+
+    assert time.monotonic() - started < 5 and len(server.chat_requests) == 1
+
+
+def test_with_no_time_left_no_request_is_sent(server: OpenAIServer) -> None:
+    with pytest.raises(ModelTimeout, match="no time was left"):
+        _started_model(server).complete(_request(timeout=0))
+    assert server.requests == []
+
+
+def test_a_reply_cut_at_max_output_tokens_says_so_in_the_completion_and_the_log(server: OpenAIServer) -> None:
+    server.add(Reply.chat('{"tool": "ec', finish_reason="length"))
+    lines: list[str] = []
+
+    completion = _started_model(server, lines).complete(_request())
+
+    assert completion.finish_reason == "length" and completion.text == '{"tool": "ec'
+    assert any("cut at max_output_tokens" in line for line in lines)
+
+
+def test_openai_without_a_model_name_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="model name"):
         OpenAIModel("", Settings(), {"OPENAI_API_KEY": KEY})
 
 
-def test_the_scripted_server_lists_models(server: OpenAIServer) -> None:
+def test_the_test_server_lists_its_models_to_the_real_client(server: OpenAIServer) -> None:
     client = openai.OpenAI(api_key=KEY, base_url=server.base_url, max_retries=0)
     assert [m.id for m in client.models.list()] == ["test-model"]
 
@@ -531,10 +587,7 @@ def test_bad_provider_settings_exit_2_naming_the_key(home: Path, server: OpenAIS
 
 
 def test_prompt_size_bench_runs_and_finds_a_stable_prefix() -> None:
-    import subprocess
-    import sys
-
-    bench = Path(__file__).resolve().parent.parent / "bench" / "prompt_size.py"
+    bench = REPO / "bench" / "prompt_size.py"
     proc = subprocess.run([sys.executable, str(bench), "--json"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]

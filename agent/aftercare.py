@@ -1,0 +1,22 @@
+"""What happens once a cycle's state is saved: its record, retention, and whatever else operators
+hang off the end of a cycle. Nothing here can change the cycle's result or its exit code."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .config import Settings
+from .report import CycleReport
+from .secrets import Secrets
+from .store.home import Home, append_index
+from .store.retention import apply_retention
+
+
+def after_cycle(home: Home, settings: Settings, report: CycleReport, secrets: Secrets,
+                log: Callable[[str], None]) -> None:
+    """Append the index record, then prune old cycles (the record is written first: history never
+    loses a cycle that retention removed the files of)."""
+    append_index(home, secrets.redact(report.index_record()))
+    pruned = apply_retention(home, settings, protect=[report.cycle_id])
+    if pruned:
+        log(f"retention: removed {len(pruned)} old snapshot/log file(s)")

