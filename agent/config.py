@@ -81,7 +81,7 @@ class Settings:
     keep_days: float | None = _doc("Automatic retention: keep the snapshots and logs of cycles younger than this "
                                    "many days; unset: keep all.", default=None)
     transcript_max_bytes: int = _doc("Most bytes of one cycle's exact transcript (logs/cycle_<id>.transcript.jsonl: "
-                                     "every request and reply, redacted); 0: no transcript.", default=2 * 1024 * 1024)
+                                     "every request and reply, redacted); 0: no transcript.", default=1024 * 1024)
     on_cycle_end: list[str] | None = _doc("A command (argv list, no shell) run after every saved cycle, from the home, "
                                           "with the cycle's index record as JSON on stdin; its failure is only logged.",
                                           default=None)
