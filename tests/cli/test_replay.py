@@ -31,8 +31,9 @@ def recorded_home(home: Path) -> str:
 
 def test_replay_never_touches_the_home(home):
     cycle_id = recorded_home(home)
-    (home / "config.yaml").write_text(yaml.safe_dump({"metrics_file": "agent.prom",
-                                                      "on_cycle_end": [sys.executable, "-c", "open('hooked', 'w')"]}))
+    hooked = home / "hooked"  # absolute paths: a replay that ran them would write into the home
+    (home / "config.yaml").write_text(yaml.safe_dump({"metrics_file": str(home / "agent.prom"),
+                                                      "on_cycle_end": [sys.executable, "-c", f"open({str(hooked)!r}, 'w')"]}))
     digest = tree_digest(home)
     write = {"tool": "write_file", "args": {"path": "report.txt", "content": "replayed"}}
     result = replay(home, cycle_id, [write, echo("x"), done("other")])
