@@ -44,7 +44,7 @@ def run_cycle_end_hook(root: Path, settings: Settings, record: dict, secrets: Se
     started = time.monotonic()
     try:
         problem, output = _run(argv, root, settings.hook_timeout, json.dumps(record).encode() + b"\n",
-                               secrets.child_env())
+                               hook_env(root, record, secrets))
     except Exception as exc:  # whatever it is, the cycle has ended and stays as it ended
         problem, output = f"could not run: {type(exc).__name__}: {exc}", ""
     took = time.monotonic() - started
@@ -54,6 +54,12 @@ def run_cycle_end_hook(root: Path, settings: Settings, record: dict, secrets: Se
     tail = " ".join(output.split())[-OUTPUT_QUOTED:]
     log(f"on_cycle_end failed: {argv[0]}: {problem} after {took:.2f}s" + (f"; output: {tail}" if tail else ""))
     return problem
+
+
+def hook_env(root: Path, record: dict, secrets: Secrets) -> dict[str, str]:
+    """The environment without secrets, plus the outcome for scripts that do not read JSON."""
+    return {**secrets.child_env(), "AGENT_HOME": str(root), "AGENT_CYCLE_ID": str(record.get("cycle_id")),
+            "AGENT_STOP_REASON": str(record.get("stop_reason")), "AGENT_EXIT_CODE": str(record.get("exit_code"))}
 
 
 def _run(argv: list[str], root: Path, timeout: float, stdin_data: bytes, env: dict[str, str]) -> tuple[str | None, str]:

@@ -39,6 +39,8 @@ def test_the_hook_gets_the_index_record_on_stdin_and_runs_in_the_home(home):
     index = [json.loads(line) for line in (home / "logs" / "index.jsonl").read_text().splitlines()]
     assert record == index[-1] and record["stop_reason"] == "done" and record["task_after"] == "two"
     assert Path(seen["cwd"]).resolve() == home.resolve()
+    assert seen["env"]["AGENT_CYCLE_ID"] == record["cycle_id"] and seen["env"]["AGENT_STOP_REASON"] == "done"
+    assert seen["env"]["AGENT_EXIT_CODE"] == "0" and Path(seen["env"]["AGENT_HOME"]).resolve() == home.resolve()
     assert "on_cycle_end: " in cycle_log(home) and "exited 0" in cycle_log(home)
 
 

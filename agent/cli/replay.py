@@ -49,7 +49,7 @@ def make_scratch_home(home: Home, settings: Settings, cycle_id: str, folder: Pat
         source, target = home.root / name, folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir() and not source.is_symlink():
-            shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns(*NOT_COPIED))
+            shutil.copytree(source, target, symlinks=True)  # a workspace folder named logs/ is the model's
         elif source.exists() or source.is_symlink():
             shutil.copy2(source, target, follow_symlinks=False)
     scratch.ensure_dirs()
@@ -145,6 +145,7 @@ def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool)
     folder = Path(tempfile.mkdtemp(prefix="agent-replay-"))
     try:
         scratch = make_scratch_home(home, settings, chosen, folder)
+        click.echo(f"replaying cycle {chosen} on {chosen_model.name} in {folder}", err=True)
         report = run_cycle(scratch, settings, chosen_model)
         recorded = side(recorded_record, home, chosen)
         replayed = side(report.index_record(), scratch, report.cycle_id)

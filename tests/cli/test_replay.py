@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -81,7 +82,20 @@ def test_replay_keep_leaves_the_scratch_home_whose_workspace_the_tools_used(home
         assert (scratch / "report.txt").read_text() == "replayed"
         assert (home / "report.txt").read_text() == "recorded"
     finally:
-        import shutil
+        shutil.rmtree(scratch)
+
+
+def test_the_scratch_copy_holds_the_whole_workspace_even_folders_named_like_runtime_ones(home):
+    cycle_id = recorded_home(home)
+    (home / "data" / "logs").mkdir(parents=True)
+    (home / "data" / "logs" / "app.log").write_text("kept")
+    read = {"tool": "read_file", "args": {"path": "data/logs/app.log"}}
+    data = json_out(replay(home, cycle_id, [read, done("read it")], "--json", "--keep"))
+    scratch = Path(data["scratch_home"])
+    try:
+        assert "kept" in (scratch / "scratchpad" / "active.yaml").read_text()
+        assert not (scratch / ".git").exists()
+    finally:
         shutil.rmtree(scratch)
 
 
