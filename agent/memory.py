@@ -132,7 +132,7 @@ def reflect(model: Any, before: dict, state: dict, usage: Any, log: Callable[[st
     tool = curate_tool()
     try:
         completion = model.complete(Request(REFLECT_RULES, reflect_prompt(state), {"anyOf": [tool.action_schema()]},
-                                            timeout=timeout))
+                                            timeout=timeout, purpose="reflect"))
         usage.add(completion.usage)
         log(f"reflect: reply {completion.text[:2000]!r}")
         action = parse_reply(completion.text)
