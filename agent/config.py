@@ -80,6 +80,8 @@ class Settings:
                                    "(the index and archive keep everything); null: keep all.", default=500)
     keep_days: float | None = _doc("Automatic retention: keep the snapshots and logs of cycles younger than this "
                                    "many days; unset: keep all.", default=None)
+    check_timeout: float = _doc("Seconds an acceptance check (task add --check) may run before its process group "
+                                "is killed and the done refused.", default=60.0)
 
     @property
     def secret_names(self) -> set[str]:
@@ -95,7 +97,7 @@ _CHOICES = {"shell_policy": ("allowlist", "any", "off")}
 _TOOL_POSITIVE = {"file_max_read", "file_max_write", "http_timeout", "http_max_bytes"}
 _POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors", "max_output_tokens", "note_result_chars", "shell_max_output",
              "local_context", "token_budget", "time_budget", "request_timeout", "shell_timeout", "local_threads",
-             "keep_cycles", "keep_days"}
+             "keep_cycles", "keep_days", "check_timeout"}
 
 
 def field_docs() -> list[tuple[str, str, Any]]:

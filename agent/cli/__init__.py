@@ -29,6 +29,8 @@ COMMANDS = {
     "goal": "agent.cli.steer:goal",
     "prune": "agent.cli.maintain:prune",
     "doctor": "agent.cli.maintain:doctor",
+    "restore": "agent.cli.restore:restore",
+    "fork": "agent.cli.restore:fork",
 }
 
 
