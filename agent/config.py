@@ -90,6 +90,8 @@ class Settings:
     hook_timeout: float = _doc("Seconds on_cycle_end may run before its process group is killed.", default=30.0)
     metrics_file: str | None = _doc("Prometheus text file rewritten after every saved cycle (relative: to the home), "
                                     "for node_exporter's textfile collector; unset: none.", default=None)
+    check_timeout: float = _doc("Seconds an acceptance check (task add --check) may run before its process group "
+                                "is killed and the done refused.", default=60.0)
 
     @property
     def secret_names(self) -> set[str]:
@@ -105,7 +107,7 @@ _CHOICES = {"shell_policy": ("allowlist", "any", "off")}
 _TOOL_POSITIVE = {"file_max_read", "file_max_write", "http_timeout", "http_max_bytes"}
 _POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors", "max_output_tokens", "note_result_chars", "shell_max_output",
              "local_context", "token_budget", "time_budget", "request_timeout", "shell_timeout", "local_threads",
-             "keep_cycles", "keep_days", "hook_timeout"}
+             "keep_cycles", "keep_days", "hook_timeout", "check_timeout"}
 
 
 def field_docs() -> list[tuple[str, str, Any]]:

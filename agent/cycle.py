@@ -2,7 +2,7 @@
 
     with home_lock(home):                         1. take the lock (Busy -> exit 5)
         cycle_id = new_cycle_id(home, now)        2. name the cycle
-        before = load_state(home)                 3. wake (InvalidScratchpad -> exit 6)
+        before = load_state(home) + the inbox     3. wake (InvalidScratchpad -> exit 6)
         write <id>_before.yaml                    4. exactly what was read
         after, reason = loop(copy of before)      5. iterate: prompt -> model -> dispatcher
         write <id>_after.yaml                     6. last_updated untouched
@@ -26,6 +26,7 @@ from . import interrupts, memory, prompt, state as state_rules
 from .aftercare import after_cycle
 from .config import Settings
 from .dispatcher import Kind, add_note, dispatch
+from .inbox import apply_inbox
 from .limits import Limits
 from .outcomes import Interrupted, LimitReached, StopReason
 from .providers import Model, Request
@@ -63,7 +64,7 @@ class _Run:
             home.ensure_dirs()
             remove_stale_temporaries(home, home.root / self.settings.workspace if self.settings.workspace else None)
             cycle_id = new_cycle_id(home, now)                                                    # 2
-            before = load_state(home)                                                             # 3
+            before = apply_inbox(home, load_state(home)).state  # 3: queued operator edits first
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name,
                                  task_before=secrets.redact(before["current_task"]))
             with CycleLog(home.cycle_log(cycle_id), secrets) as self.log, \

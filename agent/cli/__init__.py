@@ -31,6 +31,8 @@ COMMANDS = {
     "doctor": "agent.cli.maintain:doctor",
     "logs": "agent.cli.logs:logs",
     "replay": "agent.cli.replay:replay",
+    "restore": "agent.cli.restore:restore",
+    "fork": "agent.cli.restore:fork",
 }
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,50 +19,14 @@ from ..memory import read_archive
 from ..providers.local import bundled_model_path, local_runtime_installed
 from ..outcomes import InvalidScratchpad, UsageError
 from ..store.home import Home
-from ..store.state_file import load_state, read_state_file
+from ..store.state_file import load_state
 from .common import (age, clip, existing_home, home_option, json_option, print_json, reports_errors, seconds_since,
                      size, task_text, terminal_width)
 from .diffing import summarize_change, summary_lines
+from .snapshots import resolve_snapshot
 from .history import RUNNING, cycle_ids, cycle_running, history_records, table_lines
 
 # --------------------------------------------------------------------------------------- diff
-
-
-@dataclass
-class Side:
-    """One side of a diff: a state and the file it came from."""
-
-    label: str  # what the user sees: a path relative to the home
-    state: dict
-    text: str
-
-
-def _file_side(home: Home, path: Path) -> Side:
-    return Side(str(path.relative_to(home.root)), read_state_file(path, home.root), path.read_text(encoding="utf-8"))
-
-
-def _resolve(home: Home, spec: str, default_label: str, cycles: list[str]) -> Side:
-    """'active', 'latest', 'ID', 'ID:before' or 'ID:after' -> the state it names."""
-    if spec == "active":
-        if not home.active.exists():
-            raise UsageError(f"{home.active} does not exist yet (run a cycle, or agent init)")
-        return _file_side(home, home.active)
-    cycle_id, _, label = spec.partition(":")
-    label = label or default_label
-    if label not in ("before", "after"):
-        raise UsageError(f"'{spec}': after the colon put before or after")
-    if cycle_id == "latest":
-        if not cycles:
-            raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
-        cycle_id = cycles[-1]
-    if cycle_id not in cycles:
-        near = ", ".join(cycles[-3:]) or "none yet"
-        raise UsageError(f"no cycle '{cycle_id}' in {home.root} (latest: {near}; `agent history` lists them all)")
-    path = home.snapshot(cycle_id, label)
-    if not path.is_file():
-        raise UsageError(f"cycle {cycle_id} has no {label} snapshot ({path.relative_to(home.root)} is missing: "
-                         f"the cycle was pruned, or it was killed before saving)")
-    return _file_side(home, path)
 
 
 def _styled_diff_line(line: str) -> str:
@@ -109,7 +72,7 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
             a, b = "latest:after", "active"
         else:
             b = a.partition(":")[0]
-    left, right = _resolve(home, a, "before", cycles), _resolve(home, b, "after", cycles)
+    left, right = resolve_snapshot(home, a, "before", cycles), resolve_snapshot(home, b, "after", cycles)
     summary = summarize_change(left.state, right.state)
     unified = list(difflib.unified_diff(left.text.splitlines(), right.text.splitlines(),
                                         fromfile=left.label, tofile=right.label, lineterm=""))
