@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .budgets import cycle_cost
 from .config import Settings
 from .report import CycleReport
 from .secrets import Secrets
@@ -16,6 +17,7 @@ def after_cycle(home: Home, settings: Settings, report: CycleReport, secrets: Se
                 log: Callable[[str], None]) -> None:
     """Append the index record, then prune old cycles (the record is written first: history never
     loses a cycle that retention removed the files of)."""
+    report.cost = cycle_cost(settings.prices, report.model, report.usage)
     append_index(home, secrets.redact(report.index_record()))
     pruned = apply_retention(home, settings, protect=[report.cycle_id])
     if pruned:

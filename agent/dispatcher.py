@@ -19,7 +19,7 @@ import enum
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .state import FIELDS, FIELD_SCHEMAS, RUNTIME_FIELDS, field_problem
 from .jsonschema import describe
@@ -36,6 +36,7 @@ class Kind(str, enum.Enum):
     PARSE_ERROR = "parse_error"
     UNKNOWN_TOOL = "unknown_tool"
     TOOL_ERROR = "tool_error"
+    PARKED = "parked"  # a gated tool's call, not run: the cycle parks it for the operator (agent/approvals.py)
 
 
 @dataclass(frozen=True)
@@ -157,8 +158,10 @@ def apply_done(state: dict, summary: str) -> dict:
     return new
 
 
-def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext) -> tuple[dict, Outcome]:
-    """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt)."""
+def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
+             gated: Callable[[str], bool] = lambda name: False) -> tuple[dict, Outcome]:
+    """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt).
+    A valid call to a tool `gated` names is not run: it comes back as a PARKED outcome, un-noted."""
     clip = ctx.settings.note_result_chars
     try:
         action = parse_reply(reply)
@@ -184,6 +187,8 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext) -> t
     if name == "done":
         summary = _clip(args["summary"], max(clip, 200))
         return apply_done(state, summary), Outcome(Kind.DONE, Tag.COMPLETED.line(summary), name, args)
+    if gated(name):
+        return copy.deepcopy(state), Outcome(Kind.PARKED, "", name, args)
     shown_args = _clip(json.dumps(args, ensure_ascii=False), 200)
     try:
         result = tool.func(ctx, **args)

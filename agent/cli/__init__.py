@@ -29,6 +29,9 @@ COMMANDS = {
     "goal": "agent.cli.steer:goal",
     "prune": "agent.cli.maintain:prune",
     "doctor": "agent.cli.maintain:doctor",
+    "approvals": "agent.cli.approve:approvals",
+    "approve": "agent.cli.approve:approve",
+    "deny": "agent.cli.approve:deny",
 }
 
 
