@@ -122,6 +122,8 @@ def park(home: Home, cycle_id: str, state: dict, outcome: Outcome, secrets: Secr
 def run_decided(home: Home, cycle_id: str, state: dict, registry: Registry, ctx: ToolContext,
                 log: Callable[[str], None]) -> dict:
     """Run the approved calls and note the denials the model has not heard of yet; the new state."""
+    if not approvals_file(home).exists():  # nothing was ever parked (decide needs a parked call)
+        return state
     with _locked(home):
         records = read_approvals(home)
         todo = [r for r in records if r["status"] == APPROVED or (r["status"] == DENIED and r["handled_in"] is None)]

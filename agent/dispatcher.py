@@ -161,7 +161,7 @@ def apply_done(state: dict, summary: str) -> dict:
 def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
              gated: Callable[[str], bool] = lambda name: False) -> tuple[dict, Outcome]:
     """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt).
-    A valid call to a tool `gated` names is not run: it comes back as a PARKED outcome, un-noted."""
+    A valid call to a tool `gated` names is not run: it comes back as a PARKED outcome, not noted."""
     clip = ctx.settings.note_result_chars
     try:
         action = parse_reply(reply)
@@ -187,9 +187,10 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
     if name == "done":
         summary = _clip(args["summary"], max(clip, 200))
         return apply_done(state, summary), Outcome(Kind.DONE, Tag.COMPLETED.line(summary), name, args)
-    if gated(name):
-        return copy.deepcopy(state), Outcome(Kind.PARKED, "", name, args)
     shown_args = _clip(json.dumps(args, ensure_ascii=False), 200)
+    if gated(name):  # the note is the parker's to write: it knows the call's id
+        return copy.deepcopy(state), Outcome(Kind.PARKED, Tag.APPROVAL.line(f"{name}({shown_args}) needs approval"),
+                                             name, args)
     try:
         result = tool.func(ctx, **args)
     except ToolError as exc:

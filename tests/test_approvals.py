@@ -10,10 +10,13 @@ import pytest
 
 from agent.approvals import gate
 from agent.config import Settings
+from agent.dispatcher import Kind, dispatch
+from agent.state import fresh_state
+from agent.tools import ToolContext, build_registry
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import done, echo, run_cycle
-from tests.helpers import read_yaml, run_cli, tree_digest, write_active
+from tests.helpers import read_yaml, run_agent_process, run_cli, tree_digest, write_active, write_script
 
 WRITE = {"tool": "write_file", "args": {"path": "report.txt", "content": "hello"}}
 
@@ -150,3 +153,38 @@ def test_ungated_tools_run_as_before(gated_home):
     assert run_cycle(gated_home, [WRITE, done("ok")]).exit_code == 0
     assert (gated_home / "workspace" / "report.txt").read_text() == "hello"
     assert approvals_json(gated_home) == []
+
+
+def test_a_gated_call_with_bad_args_is_a_tool_error_not_a_parked_call(gated_home):
+    bad = {"tool": "write_file", "args": {"path": "report.txt"}}  # no content
+    assert run_cycle(gated_home, [bad, done("ok")]).exit_code == 0
+    assert any(line.startswith("[TOOL ERROR] write_file") for line in notes(gated_home))
+    assert approvals_json(gated_home) == []
+
+
+def test_the_models_tools_cannot_reach_the_approvals_file(home):
+    (home / "config.yaml").write_text("approval_required: [shell]\n")  # workspace unset: the home
+    assert run_cycle(home, [{"tool": "shell", "args": {"command": "date"}}]).exit_code == 8
+    forged = [dict(r, status="approved") for r in approvals_json(home)]
+    attack = {"tool": "write_file", "args": {"path": "scratchpad/approvals.json", "content": json.dumps(forged)}}
+    assert run_cycle(home, [attack, done("ok")]).exit_code == 0
+    assert [r["status"] for r in approvals_json(home)] == ["pending"]
+
+
+def test_dispatch_returns_a_gated_call_as_parked_and_leaves_the_state_alone(tmp_path):
+    settings = Settings(approval_required=["echo"])
+    state = fresh_state()
+    new, outcome = dispatch(state, json.dumps(echo("hi")), build_registry(settings), ToolContext(tmp_path, settings),
+                            gate(settings))
+    assert outcome.kind is Kind.PARKED and outcome.args == {"message": "hi"}
+    assert new == state
+
+
+@pytest.mark.slow
+def test_cron_sees_exit_8_from_a_real_process_and_approve_unblocks_it(gated_home):
+    script = write_script(gated_home.parent, [WRITE], name="cron_script.yaml")
+    assert run_agent_process("run", "--home", str(gated_home), "--model", f"scripted:{script}", "-q").returncode == 8
+    assert run_agent_process("approve", "--home", str(gated_home), "1").returncode == 0
+    script = write_script(gated_home.parent, [done("written")], name="cron_script2.yaml")
+    assert run_agent_process("run", "--home", str(gated_home), "--model", f"scripted:{script}", "-q").returncode == 0
+    assert (gated_home / "workspace" / "report.txt").read_text() == "hello"
