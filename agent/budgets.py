@@ -18,6 +18,7 @@ from typing import Any
 from .config import Settings
 from .outcomes import UsageError
 from .providers.base import Usage
+from .state import parse_time
 from .store.home import Home, read_index
 
 FIRST_TAIL_BYTES = 256 * 1024  # a month of index records is read from the end, growing until it is all there
@@ -54,15 +55,8 @@ def _count(value: Any) -> int:
 
 def utc_day(started: Any) -> str | None:
     """'YYYY-MM-DD', the UTC day an ISO time stamp falls on (naive stamps are UTC); None if not one."""
-    if not isinstance(started, str):
-        return None
-    try:
-        when = _dt.datetime.fromisoformat(started)
-    except ValueError:
-        return None
-    if when.tzinfo is not None:
-        when = when.astimezone(_dt.timezone.utc)
-    return when.strftime("%Y-%m-%d")
+    when = parse_time(started)
+    return None if when is None else when.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d")
 
 
 def daily_totals(records: list[dict], prices: dict[str, dict[str, float]]) -> list[dict]:

@@ -11,19 +11,14 @@ from pathlib import Path
 import click
 
 from ..approvals import NO_RESULT, RAN, decide, read_approvals, shown_call
-from ..config import Settings, load_settings
 from ..escape import escape_controls
-from ..outcomes import UsageError
 from ..secrets import Secrets
-from .common import clip, existing_home, home_option, json_option, print_json, reports_errors
+from .common import clip, existing_home, home_option, home_settings, json_option, print_json, reports_errors
 
 
 def _secrets(home_dir: Path) -> Secrets:
     """The home's secrets (a broken config still hides the default ones)."""
-    try:
-        return Secrets.from_settings(load_settings(existing_home(home_dir).root))
-    except UsageError:
-        return Secrets.from_settings(Settings())
+    return Secrets.from_settings(home_settings(existing_home(home_dir).root))
 
 
 @click.command()
@@ -32,7 +27,7 @@ def _secrets(home_dir: Path) -> Secrets:
 @json_option
 @reports_errors
 def approvals(home_dir: Path, show_all: bool, as_json: bool) -> None:
-    """List parked calls to gated tools (`approval_required`), pending ones first.
+    """List the pending calls to gated tools (`approval_required`), oldest first.
 
     --json prints every record (id, cycle_id, tool, args, status, reason, result, ...); status
     is pending, approved, denied or ran.

@@ -22,11 +22,11 @@ from ..providers.local import bundled_model_path, local_runtime_installed
 from ..outcomes import InvalidScratchpad, UsageError
 from ..store.home import Home
 from ..store.state_file import load_state, read_state_file
-from .common import (age, clip, existing_home, home_option, json_option, print_json, reports_errors, seconds_since,
-                     size, task_text, terminal_width)
+from .common import (age, clip, existing_home, home_option, home_settings, json_option, print_json, reports_errors,
+                     seconds_since, size, task_text, terminal_width)
 from .diffing import summarize_change, summary_lines
 from .history import RUNNING, cycle_ids, cycle_running, history_records, table_lines
-from .spending import daily_lines, home_settings, status_extras, with_costs
+from .spending import daily_lines, status_extras, with_costs
 
 # --------------------------------------------------------------------------------------- diff
 

@@ -8,18 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from ..budgets import daily_totals, record_cost, utc_day
-from ..config import Settings, load_settings
-from ..outcomes import UsageError
+from ..config import Settings
 from ..stalls import stall_status
+from .common import home_settings
 from .history import money
-
-
-def home_settings(root: Path) -> Settings:
-    """The home's settings; the defaults when its config is broken (status reports that itself)."""
-    try:
-        return load_settings(root)
-    except UsageError:
-        return Settings()
 
 
 def with_costs(records: list[dict], prices: dict) -> list[dict]:
