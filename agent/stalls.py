@@ -49,9 +49,12 @@ def judge(home: Home, settings: Settings, state: dict, reason: StopReason, secre
     if task is None or reason is StopReason.DONE or reason.value in NOT_COUNTED:
         return reason
     needed = settings.stall_cycles
-    earlier, ended = _streak(read_index(home, tail_bytes=TAIL_BYTES_PER_CYCLE * needed), task)
-    if earlier < needed - 1 and not ended:  # the streak may go on before the tail read: read it all
-        earlier = streak(read_index(home), task)
+    try:
+        earlier, ended = _streak(read_index(home, tail_bytes=TAIL_BYTES_PER_CYCLE * needed), task)
+        if earlier < needed - 1 and not ended:  # the streak may go on before the tail read: read it all
+            earlier = streak(read_index(home), task)
+    except OSError:  # an unreadable index must not cost the cycle its result; the save will say more
+        return reason
     if earlier + 1 < needed:
         return reason
     add_note(state, Tag.STOPPED.line(f"{StopReason.STALLED.value}: {stall_text(task, earlier + 1)}"))

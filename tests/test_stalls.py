@@ -11,7 +11,9 @@ import pytest
 from agent.config import Settings
 from agent.limits import Limits
 from agent.outcomes import LimitReached, StopReason
-from agent.stalls import streak
+from agent.secrets import Secrets
+from agent.stalls import judge, streak
+from agent.store.home import Home
 from tests.cli.helpers import done, echo, run_cycle
 from tests.helpers import read_yaml, run_cli, write_active
 
@@ -107,3 +109,16 @@ def test_a_cycle_that_alternates_stops_with_repeated_action(home):
     result = run_cycle(home, replies, "--json")
     assert result.exit_code == 3
     assert json.loads(result.stdout.splitlines()[-1])["stop_reason"] == "repeated_action"
+
+
+def test_a_streak_longer_than_the_tail_read_is_still_found(home):
+    records = [{"cycle_id": f"a{i}", "stop_reason": "max_iterations", "task_after": "t"} for i in range(4)]
+    records += [{"cycle_id": f"b{i:03}", "stop_reason": "error", "task_after": "t", "error": "x" * 1000}
+                for i in range(100)]  # an outage: 100 KB of failed cycles, past the first tail read
+    (home / "logs").mkdir()
+    (home / "logs" / "index.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    state = {"current_task": "t", "notes": ""}
+    reason = judge(Home.at(home), Settings(stall_cycles=5), state, StopReason.MAX_ITERATIONS, Secrets())
+    assert reason is StopReason.STALLED and "has ended 5 cycles in a row" in state["notes"]
+    assert judge(Home.at(home), Settings(stall_cycles=6), state, StopReason.MAX_ITERATIONS,
+                 Secrets()) is StopReason.MAX_ITERATIONS

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..budgets import daily_totals, record_cost, utc_day
 from ..config import Settings
+from ..escape import escape_controls
 from ..stalls import stall_status
 from .common import home_settings
 from .history import money
@@ -47,7 +48,7 @@ def status_extras(records: list[dict], current_task: Any, root: Path) -> tuple[d
     spent = spending(records, settings)
     lines = [f"today:     {_period_line(spent['today'])}", f"month:     {_period_line(spent['month'])}"]
     if stall:
-        lines.append(f"stall:     {'stalled: ' if stall['stalled'] else ''}{stall['text']}"
+        lines.append(f"stall:     {'stalled: ' if stall['stalled'] else ''}{escape_controls(stall['text'])}"
                      + ("" if stall["stalled"] else f" ({stall['cycles']} of {stall['stall_cycles']} cycles)"))
     return {"stall": stall, "spending": spent}, lines
 
