@@ -56,7 +56,6 @@ def _locked(home: Home) -> Iterator[None]:
     """Hold the approvals file's own lock for one read-modify-write (milliseconds, never a cycle)."""
     path = home.scratchpad / ".approvals.lock"
     try:
-        home.ensure_dirs()
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, SECRET_FILE_MODE)
     except OSError as exc:
         raise disk_error(path, exc) from exc
@@ -158,6 +157,8 @@ def _set(home: Home, approval_id: str, **fields: Any) -> None:
 
 def decide(home: Home, approval_id: str, approve: bool, reason: str | None = None) -> dict:
     """Approve or deny a pending call; UsageError (exit 2) for an unknown id or a decided call."""
+    if not approvals_file(home).exists():
+        raise UsageError(f"no parked call '{approval_id}': no call was ever parked in {home.root}")
     with _locked(home):
         records = read_approvals(home)
         record = next((r for r in records if r["id"] == approval_id), None)

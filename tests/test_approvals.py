@@ -188,3 +188,10 @@ def test_cron_sees_exit_8_from_a_real_process_and_approve_unblocks_it(gated_home
     script = write_script(gated_home.parent, [done("written")], name="cron_script2.yaml")
     assert run_agent_process("run", "--home", str(gated_home), "--model", f"scripted:{script}", "-q").returncode == 0
     assert (gated_home / "workspace" / "report.txt").read_text() == "hello"
+
+
+def test_answering_in_a_home_where_nothing_was_parked_exits_2_and_writes_nothing(home):
+    digest = tree_digest(home)
+    result = run_cli("approve", "--home", str(home), "1")
+    assert result.exit_code == 2 and "no parked call '1'" in result.stderr
+    assert tree_digest(home) == digest and not (home / "scratchpad").exists()
