@@ -22,7 +22,7 @@ import time
 import traceback
 from typing import Callable
 
-from . import interrupts, memory, prompt, state as state_rules
+from . import approvals, budgets, interrupts, memory, prompt, stalls, state as state_rules
 from .aftercare import after_cycle
 from .config import Settings
 from .dispatcher import Kind, add_note, dispatch
@@ -60,6 +60,7 @@ class _Run:
     def run(self, now: _dt.datetime) -> CycleReport:
         started = time.monotonic()
         home, secrets = self.home, self.secrets
+        self.budgets = budgets.Budgets(home, self.settings, self.model.name, now)  # no price for a cost budget: exit 2
         with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals):     # 1
             home.ensure_dirs()
             remove_stale_temporaries(home, home.root / self.settings.workspace if self.settings.workspace else None)
@@ -125,14 +126,15 @@ class _Run:
             add_note(failed, Tag.CYCLE_FAILED.line(f"cycle {report.cycle_id}: {kind}: {error} "
                                                    f"(traceback in logs/cycle_{report.cycle_id}.log)"))
             return failed, []
-        report.end(reason)
+        report.end(stalls.judge(self.home, self.settings, after, reason, self.secrets))
         return after, archived
 
     def _loop(self, state: dict, report: CycleReport) -> tuple[dict, StopReason]:
         """Prompt -> model -> dispatcher until done or a limit."""
         settings, secrets = self.settings, self.secrets
-        limits = self.limits = Limits(settings)  # reflect, after the loop, gets the time left too
+        limits = self.limits = Limits(settings, lambda: self.budgets.problem(report.usage))  # reflect: time left
         ctx = ToolContext(self.home.root, settings, secrets)
+        state = approvals.run_decided(self.home, report.cycle_id, state, self.registry, ctx, self.log)
         system = prompt.system_prompt(prompt.read_rules(self.home.rules), self.registry)
         action_schema = self.registry.action_schema()
         self.model.start(self.log)
@@ -151,11 +153,13 @@ class _Run:
                 report.usage.add(completion.usage)
                 limits.count_tokens(completion.usage.total_tokens)
                 self.log(f"iteration {n}: reply {completion.text[:2000]!r} usage {completion.usage.as_dict()}")
-                state, outcome = dispatch(state, completion.text, self.registry, ctx)
+                state, outcome = dispatch(state, completion.text, self.registry, ctx, approvals.gate(settings))
                 report.count(outcome.kind.value)
                 self.log(f"iteration {n}: {outcome.note}")
                 self.report_event("iteration", n=n, max=settings.max_iterations, usage=report.usage,
                                   outcome=outcome.redacted(secrets))
+                if outcome.kind is Kind.PARKED:  # raises LimitReached(AWAITING_APPROVAL)
+                    approvals.park(self.home, report.cycle_id, state, outcome, secrets)
                 if outcome.done:
                     return state, StopReason.DONE
                 limits.after_reply(outcome.tool, outcome.args, outcome.kind is Kind.PARSE_ERROR)

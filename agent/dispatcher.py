@@ -20,7 +20,7 @@ import enum
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from . import checks
 from .state import FIELDS, FIELD_SCHEMAS, RUNTIME_FIELDS, field_problem
@@ -39,6 +39,7 @@ class Kind(str, enum.Enum):
     UNKNOWN_TOOL = "unknown_tool"
     TOOL_ERROR = "tool_error"
     CHECK_FAILED = "check_failed"
+    PARKED = "parked"  # a gated tool's call, not run: the cycle parks it for the operator (agent/approvals.py)
 
 
 @dataclass(frozen=True)
@@ -167,8 +168,10 @@ def apply_done(state: dict, summary: str) -> dict:
     return new
 
 
-def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext) -> tuple[dict, Outcome]:
-    """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt)."""
+def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
+             gated: Callable[[str], bool] = lambda name: False) -> tuple[dict, Outcome]:
+    """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt).
+    A valid call to a tool `gated` names is not run: it comes back as a PARKED outcome, not noted."""
     clip = ctx.settings.note_result_chars
     try:
         action = parse_reply(reply)
@@ -199,6 +202,9 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext) -> t
         summary = _clip(args["summary"], max(clip, 200))
         return apply_done(state, summary), Outcome(Kind.DONE, Tag.COMPLETED.line(summary), name, args)
     shown_args = _clip(json.dumps(args, ensure_ascii=False), 200)
+    if gated(name):  # the note is the parker's to write: it knows the call's id
+        return copy.deepcopy(state), Outcome(Kind.PARKED, Tag.APPROVAL.line(f"{name}({shown_args}) needs approval"),
+                                             name, args)
     try:
         result = tool.func(ctx, **args)
     except ToolError as exc:

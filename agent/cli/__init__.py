@@ -33,6 +33,9 @@ COMMANDS = {
     "replay": "agent.cli.replay:replay",
     "restore": "agent.cli.restore:restore",
     "fork": "agent.cli.restore:fork",
+    "approvals": "agent.cli.approve:approvals",
+    "approve": "agent.cli.approve:approve",
+    "deny": "agent.cli.approve:deny",
 }
 
 

@@ -13,18 +13,20 @@ from typing import Any
 
 import click
 
+from ..budgets import daily_totals
 from ..state import FIELDS
 from ..config import load_settings
 from ..memory import read_archive
 from ..providers.local import bundled_model_path, local_runtime_installed
 from ..outcomes import InvalidScratchpad, UsageError
 from ..store.home import Home
-from ..store.state_file import load_state
-from .common import (age, clip, existing_home, home_option, json_option, print_json, reports_errors, seconds_since,
-                     size, task_text, terminal_width)
+from ..store.state_file import load_state, read_state_file
+from .common import (age, clip, existing_home, home_option, home_settings, json_option, print_json, reports_errors,
+                     seconds_since, size, task_text, terminal_width)
 from .diffing import summarize_change, summary_lines
 from .snapshots import resolve_snapshot
 from .history import RUNNING, cycle_ids, cycle_running, history_records, table_lines
+from .spending import daily_lines, status_extras, with_costs
 
 # --------------------------------------------------------------------------------------- diff
 
@@ -96,8 +98,9 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
 @click.option("--limit", "-n", type=click.IntRange(min=0), default=20, show_default=True,
               help="Show the newest N cycles (0: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print every field of each cycle's record as JSON.")
+@click.option("--daily", is_flag=True, help="One row per UTC day instead: cycles, tokens and cost.")
 @reports_errors
-def history(home_dir: Path, limit: int, as_json: bool) -> None:
+def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
     """One row per cycle, newest first: id, start, duration, iterations, stop reason, tokens, task.
 
     Reads logs/index.jsonl, which every finished cycle appends to. A cycle with files on disk
@@ -105,7 +108,9 @@ def history(home_dir: Path, limit: int, as_json: bool) -> None:
     `incomplete` (`running` while it holds the lock).
     """
     home = existing_home(home_dir)
-    records = list(reversed(history_records(home, running=cycle_running(home))))
+    records = list(reversed(with_costs(history_records(home, cycle_running(home)), home_settings(home.root).prices)))
+    if daily:
+        records = list(reversed(daily_totals(records, home_settings(home.root).prices)))
     if limit:
         records = records[:limit]
     if as_json:
@@ -113,7 +118,7 @@ def history(home_dir: Path, limit: int, as_json: bool) -> None:
     elif not records:
         click.echo(f"no cycles in {home.root} yet; run `agent run` first")
     else:
-        for line in table_lines(records, terminal_width()):
+        for line in (daily_lines if daily else table_lines)(records, terminal_width()):
             click.echo(line)
 
 
@@ -239,6 +244,8 @@ def status(home_dir: Path, as_json: bool) -> None:
         "current_task": current_task, "scratchpad_error": scratchpad_error,
         "snapshots": _disk_use(snapshots), "logs": _disk_use(logs), "model": model, "config_error": config_problem,
     }
+    extras, extra_lines = status_extras(records, current_task, home.root)
+    data.update(extras)
     if as_json:
         print_json(data)
         return
@@ -254,3 +261,5 @@ def status(home_dir: Path, as_json: bool) -> None:
     click.echo(f"snapshots: {len(snapshots)} file(s), {size(data['snapshots']['bytes'])}")
     click.echo(f"logs:      {len(logs)} file(s), {size(data['logs']['bytes'])}")
     click.echo(f"model:     {model or '(none)'}" + (f"  [config problem: {config_problem}]" if config_problem else ""))
+    for line in extra_lines:
+        click.echo(line)
