@@ -17,7 +17,8 @@ from ..store.files import atomic_write
 from ..store.lock import home_lock
 from ..store.state_file import read_state_file, write_state
 from ..tools import CONTROL_TOOLS, build_registry
-from .common import existing_home, home_option, print_json, reports_errors, wait_option
+from ..tools.workspace import ensure_workspace
+from .common import checked_home, existing_home, home_option, print_json, reports_errors, wait_option
 
 
 def template_path(home_root: Path, name: str) -> Path:
@@ -62,15 +63,17 @@ def config_template() -> str:
 @reports_errors
 def init(directory: Path, template: str, as_json: bool) -> None:
     """Create a new home in DIRECTORY (existing files are kept, never overwritten)."""
-    home = Home.at(directory)
+    home = checked_home(directory)
     # Check the template before creating anything: a bad name or file leaves no half-made home.
     source = template_path(home.root, template)
     first_state = read_state_file(source, source.parent)
+    settings = load_settings(home.root)  # a broken config.yaml already there: exit 2, nothing made
     try:
         home.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {home.root}: {exc.strerror}") from exc
     home.ensure_dirs()
+    ensure_workspace(home.root, settings)
     made, kept = [], []
     for path, make in (
         (home.rules, lambda p: atomic_write(p, default_rules().encode())),
