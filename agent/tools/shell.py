@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .base import ToolContext, ToolError
 from .shell_policy import POLICIES, option_refusal
-from .workspace import confined_path
+from .workspace import confined_path, workspace_root
 
 
 def shell(ctx: ToolContext, command: str) -> str:
@@ -74,7 +74,7 @@ def refusal(ctx: ToolContext, argv: list[str]) -> str | None:
     argument. Under `any`, everything runs (an explicit opt-in); every policy needs a workspace.
     """
     return _argument_refusal(ctx, argv) or (
-        None if ctx.workspace.is_dir() else f"the workspace {ctx.workspace} is not a folder; commands run there")
+        None if workspace_root(ctx).is_dir() else f"the workspace {ctx.workspace} is not a folder; commands run there")
 
 
 def _argument_refusal(ctx: ToolContext, argv: list[str]) -> str | None:

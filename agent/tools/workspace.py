@@ -19,11 +19,15 @@ from .base import ToolContext, ToolError
 RUNTIME_NAMES = frozenset({"scratchpad", "logs", "config.yaml", "rules.md", ".agent.lock", "templates"})
 # Files Python imports or a shell, make or build tool runs, by suffix and by name.
 CODE_SUFFIXES = frozenset({".py", ".pyc", ".pyo", ".pyd", ".pyw", ".pyz", ".pth", ".so", ".egg-link",
-                           ".sh", ".bash", ".zsh", ".ksh", ".fish", ".csh"})
+                           ".sh", ".bash", ".zsh", ".ksh", ".fish", ".csh",
+                           ".js", ".mjs", ".cjs", ".rb", ".pl", ".php", ".lua", ".bat", ".cmd", ".ps1"})
 CUSTOMIZE_STEMS = ("sitecustomize", "usercustomize")  # Python runs these at start-up, whatever the suffix
 CODE_NAMES = frozenset({"pyproject.toml", "setup.py", "setup.cfg", "pyvenv.cfg",
                         "Makefile", "makefile", "GNUmakefile", "Justfile", "justfile", "tox.ini", "noxfile.py",
-                        "Dockerfile", "Containerfile", "Procfile"})
+                        "Dockerfile", "Containerfile", "Procfile", "pytest.ini", "requirements.txt",
+                        "package.json", "Gemfile", "Rakefile", "Vagrantfile", "CMakeLists.txt",
+                        # instructions that coding assistants follow as if the operator wrote them
+                        "CLAUDE.md", "AGENTS.md"})
 # Folders whose whole content runs or is imported.
 CODE_FOLDERS = frozenset({"bin", "sbin", "__pycache__", "site-packages", "dist-packages"})
 
@@ -38,9 +42,12 @@ def protection(home: Path, workspace: Path, path: Path) -> str | None:
     When the workspace is the whole home (`workspace: "."`), so is anything importable or
     executable:
     - files ending in .py .pyc .pyo .pyd .pyw .pyz .pth .so .egg-link .sh .bash .zsh .ksh
-      .fish .csh, and files named sitecustomize.* or usercustomize.* (any suffix);
+      .fish .csh .js .mjs .cjs .rb .pl .php .lua .bat .cmd .ps1, and files named
+      sitecustomize.* or usercustomize.* (any suffix);
     - files named pyproject.toml, setup.py, setup.cfg, pyvenv.cfg, Makefile, makefile,
-      GNUmakefile, Justfile, justfile, tox.ini, noxfile.py, Dockerfile, Containerfile, Procfile;
+      GNUmakefile, Justfile, justfile, tox.ini, noxfile.py, Dockerfile, Containerfile, Procfile,
+      pytest.ini, requirements.txt, package.json, Gemfile, Rakefile, Vagrantfile,
+      CMakeLists.txt, CLAUDE.md, AGENTS.md;
     - files with an execute bit;
     - everything inside a folder holding __init__.py (a package) or named bin, sbin,
       __pycache__, site-packages or dist-packages (at any depth), and *.egg-info folders.
@@ -80,10 +87,7 @@ def confined_path(ctx: ToolContext, path: str, *, for_writing: bool = False) -> 
         raise ToolError("the path is empty or contains a NUL byte")
     if ".." in Path(path).parts:
         raise ToolError(f"path '{path}' contains '..'; paths must stay inside the workspace")
-    home, root = ctx.home.resolve(), ctx.workspace
-    root_problem = protection(home, root, root)
-    if root_problem:
-        raise ToolError(f"the configured workspace {root} {root_problem}; fix 'workspace' in config.yaml")
+    home, root = ctx.home.resolve(), workspace_root(ctx)
     candidate = Path(path) if os.path.isabs(path) else root / path
     resolved = candidate.resolve()
     if not resolved.is_relative_to(root):
@@ -95,6 +99,16 @@ def confined_path(ctx: ToolContext, path: str, *, for_writing: bool = False) -> 
         if problem:
             raise ToolError(f"path '{path}' {problem}; the model's tools may not read or write it")
     return resolved
+
+
+def workspace_root(ctx: ToolContext) -> Path:
+    """The context's workspace folder, or a ToolError when it lies outside the home or is a
+    folder the protection rule refuses (a misconfigured `workspace: scratchpad`, `.git`, ...)."""
+    home, root = ctx.home.resolve(), ctx.workspace
+    problem = protection(home, root, root)
+    if problem:
+        raise ToolError(f"the configured workspace {root} {problem}; fix 'workspace' in config.yaml")
+    return root
 
 
 def ensure_workspace(home: Path, settings: Settings) -> Path | None:

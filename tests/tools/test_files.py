@@ -4,6 +4,8 @@ workspace), with capped sizes and no execute bit on what they write."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -11,8 +13,9 @@ from agent.config import load_settings
 from agent.dispatcher import Kind
 from agent.outcomes import UsageError
 from agent.tools.files import MAX_LIST_ENTRIES, list_dir, read_file
-from agent.tools.workspace import ensure_workspace
-from tests.helpers import tree_digest
+from agent.tools.workspace import (CODE_FOLDERS, CODE_NAMES, CODE_SUFFIXES, CUSTOMIZE_STEMS, RUNTIME_NAMES,
+                                   ensure_workspace)
+from tests.helpers import REPO, tree_digest
 from tests.tools.helpers import call, ctx_for
 
 
@@ -141,7 +144,8 @@ def test_a_symlink_in_the_workspace_to_a_dot_file_in_it_is_refused(fhome, ws):
     ("bin/reset.sh", "code"), ("bin/tool", "folder of code (bin)"), ("Makefile", "code"),
     ("pyproject.toml", "code"), ("setup.py", "code"), ("setup.cfg", "code"), ("run.sh", "code"),
     ("newpkg/__init__.py", "code"), ("venv/lib/site-packages/x.txt", "folder of code"),
-    ("x.egg-info/PKG-INFO", "folder of code"), ("tool", "executable file (tool)"),
+    ("x.egg-info/PKG-INFO", "folder of code"), ("tool", "executable file (tool)"), ("CLAUDE.md", "code"),
+    ("requirements.txt", "code"), ("hook.js", "code"),
 ])
 def test_a_whole_home_workspace_still_protects_code(fhome, path, why):
     (fhome / "agent").mkdir()
@@ -270,3 +274,13 @@ def test_file_tool_bad_paths_are_explained(fhome, ws, tool, args, why):
     (ws / "scratchpad").symlink_to(fhome / "scratchpad")
     kind, note = call(ctx_for(fhome), tool, **args)
     assert kind is Kind.TOOL_ERROR and why in note
+
+
+def test_claude_md_lists_exactly_what_the_protection_rule_refuses():
+    reference = (REPO / "CLAUDE.md").read_text()
+    table = reference.split("### The workspace")[1].split("### The shell")[0]
+    listed = set(re.findall(r"[\w.*-]+", table.replace("`", " ")))
+    for name in sorted(RUNTIME_NAMES | CODE_SUFFIXES | CODE_NAMES | CODE_FOLDERS) + list(CUSTOMIZE_STEMS):
+        assert name in listed or f"{name}/" in table or f"{name}.*" in table, name
+    documented = set(table.split("files ending in `")[1].split("`")[0].split())
+    assert documented == set(CODE_SUFFIXES)

@@ -50,6 +50,13 @@ def test_shell_allowlist_refuses_commands_and_paths_outside_it(tmp_path, command
     assert kind is Kind.TOOL_ERROR and why in note
 
 
+@pytest.mark.parametrize("policy", ["allowlist", "any"])
+def test_shell_refuses_to_run_in_a_workspace_the_protection_rule_refuses(tmp_path, policy):
+    (tmp_path / "scratchpad").mkdir()
+    kind, note = call(ctx_for(tmp_path, workspace="scratchpad", shell_policy=policy), "shell", command="ls")
+    assert kind is Kind.TOOL_ERROR and "fix 'workspace' in config.yaml" in note
+
+
 def test_shell_allowlist_refuses_a_symlink_that_leads_out_of_the_workspace(tmp_path):
     home = tmp_path / "home"
     (home / "workspace").mkdir(parents=True)
