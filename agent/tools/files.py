@@ -9,7 +9,6 @@ bit. Plugins use `confined_path` for the same confinement.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..store.files import atomic_write

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable
 
 from .base import ToolContext, ToolError
 from .shell_policy import POLICIES, option_refusal
@@ -104,7 +105,7 @@ def _path_candidates(arg: str) -> list[str]:
     return found
 
 
-def argument_outside_workspace(ctx: ToolContext, args: list[str], paths_in) -> str | None:
+def argument_outside_workspace(ctx: ToolContext, args: list[str], paths_in: Callable[[str], list[str]]) -> str | None:
     """Why one of `args` names a path the model may not reach (absolute, `~`, `..`, a symlink
     out of the workspace, or what the file tools refuse: runtime files, dot-files...), or None."""
     for arg in args:
