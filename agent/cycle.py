@@ -39,6 +39,7 @@ from .store.lock import home_lock
 from .store.state_file import load_state, state_size_problem, write_state
 from .tags import Tag
 from .tools import Registry, ToolContext, build_registry
+from .tools.workspace import ensure_workspace
 from .transcript import Transcript
 
 
@@ -63,7 +64,7 @@ class _Run:
         self.budgets = budgets.Budgets(home, self.settings, self.model.name, now)  # no price for a cost budget: exit 2
         with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals):     # 1
             home.ensure_dirs()
-            remove_stale_temporaries(home, home.root / self.settings.workspace if self.settings.workspace else None)
+            remove_stale_temporaries(home, ensure_workspace(home.root, self.settings))
             cycle_id = new_cycle_id(home, now)                                                    # 2
             before = apply_inbox(home, load_state(home)).state  # 3: queued operator edits first
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name,
