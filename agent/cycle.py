@@ -109,7 +109,7 @@ class _Run:
                 archived: list[memory.Archived] = []
                 if reason is StopReason.DONE and self.settings.reflect:
                     after, archived, report.reflect = memory.reflect(self.model, before, after, report.usage, self.log,
-                                                                     self.limits.seconds_left())
+                                                                     self.limits.seconds_left(), self.secrets)
         except (Exception, KeyboardInterrupt, Interrupted) as exc:
             error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
             kind = type(exc).__name__

@@ -184,16 +184,19 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext) -> t
     if name == "done":
         summary = _clip(args["summary"], max(clip, 200))
         return apply_done(state, summary), Outcome(Kind.DONE, Tag.COMPLETED.line(summary), name, args)
-    shown_args = _clip(json.dumps(args, ensure_ascii=False), 200)
+    shown_args = _clip(ctx.secrets.redact_text(json.dumps(args, ensure_ascii=False)), 200)
+    # Redacted before clipping: a cut must never leave the first half of a key in the notes.
     try:
         result = tool.func(ctx, **args)
     except ToolError as exc:
-        return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {_clip(exc, clip)}"), name, args))
+        why = _clip(ctx.secrets.redact_text(str(exc)), clip)
+        return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))
     except Exception as exc:  # a tool's bug must not end the cycle
+        why = _clip(ctx.secrets.redact_text(str(exc)), clip)
         return _noted(state, Outcome(Kind.TOOL_ERROR,
-                                     Tag.TOOL_ERROR.line(f"{name}({shown_args}) raised {type(exc).__name__}: {_clip(exc, clip)}"),
+                                     Tag.TOOL_ERROR.line(f"{name}({shown_args}) raised {type(exc).__name__}: {why}"),
                                      name, args))
-    note = Tag.TOOL.line(f"{name}({shown_args}) -> {_clip(_one_line(result), clip)}")
+    note = Tag.TOOL.line(f"{name}({shown_args}) -> {_clip(ctx.secrets.redact_text(_one_line(result)), clip)}")
     return _noted(state, Outcome(Kind.TOOL, note, name, args))
 
 
@@ -204,6 +207,9 @@ def _one_line(result: Any) -> str:
 
 
 def _noted(state: dict, outcome: Outcome) -> tuple[dict, Outcome]:
+    # One line, whatever the model put in names and values (an argument NAME with a newline, a
+    # field name with an escape sequence): no forged note lines, nothing that drives a terminal.
+    outcome = dataclasses.replace(outcome, note=escape_controls(outcome.note))
     new = copy.deepcopy(state)
     add_note(new, outcome.note)
     return new, outcome

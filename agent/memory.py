@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from .providers.base import Request
+from .secrets import Secrets
 from .tags import Tag
 
 ARCHIVE_MARKER = Tag.ARCHIVED.value
@@ -126,9 +127,10 @@ def read_archive(path) -> list[dict]:
 
 
 def reflect(model: Any, before: dict, state: dict, usage: Any, log: Callable[[str], None],
-            timeout: float | None = None) -> tuple[dict, list[Archived], str]:
+            timeout: float | None = None, secrets: Secrets | None = None) -> tuple[dict, list[Archived], str]:
     """After done: one more model call that curates notes, within `timeout` seconds (the time budget
-    left; None: no budget). Returns (state, archived, status).
+    left; None: no budget). Returns (state, archived, status). The model is shown the state with
+    `secrets` redacted, like every prompt of the loop.
 
     Any failure keeps the unreflected state (status says why); an interrupt is not caught.
     """
@@ -137,7 +139,7 @@ def reflect(model: Any, before: dict, state: dict, usage: Any, log: Callable[[st
 
     tool = curate_tool()
     try:
-        completion = model.complete(Request(REFLECT_RULES, reflect_prompt(state), {"anyOf": [tool.action_schema()]},
+        completion = model.complete(Request(REFLECT_RULES, reflect_prompt(secrets.redact(state) if secrets else state), {"anyOf": [tool.action_schema()]},
                                             timeout=timeout))
         usage.add(completion.usage)
         log(f"reflect: reply {completion.text[:2000]!r}")

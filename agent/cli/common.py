@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from ..escape import escape_controls, escape_json
 from ..outcomes import AgentError, UsageError
 from ..store.home import Home
 
@@ -36,7 +37,7 @@ def reports_errors(func):
         try:
             return func(*args, **kwargs)
         except AgentError as exc:
-            click.echo(f"agent: error: {exc}", err=True)
+            click.echo(f"agent: error: {escape_controls(exc, keep_newlines=True)}", err=True)
             sys.exit(int(exc.exit_code))
 
     return wrapper
@@ -51,7 +52,13 @@ def existing_home(home_dir: Path) -> Home:
 
 
 def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    click.echo(escape_json(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
+
+
+def echo(line: object = "", **kwargs: Any) -> None:
+    """Print a line that may hold text the model wrote: control characters escaped (the
+    terminal, and cron mail, obey none of them). Style only after escaping."""
+    click.echo(escape_controls(line, keep_newlines=True), **kwargs)
 
 
 # ---------------------------------------------------------------------------------- formatting

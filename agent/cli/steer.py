@@ -16,7 +16,7 @@ from ..state import problems
 from ..outcomes import InvalidScratchpad, UsageError
 from ..store.lock import home_lock
 from ..store.state_file import load_state, write_state
-from .common import existing_home, home_option, json_option, print_json, reports_errors, wait_option
+from .common import echo, existing_home, home_option, json_option, print_json, reports_errors, wait_option
 
 
 def edit_state(home_dir: Path, lock_wait: float, change: Callable[[dict], str]) -> tuple[dict, str]:
@@ -59,7 +59,7 @@ def _report_edit(state: dict, message: str, as_json: bool) -> None:
         print_json({"message": message, "goals": state["goals"], "current_task": state["current_task"],
                     "pending_actions": state["pending_actions"]})
     else:
-        click.echo(message)
+        echo(message)
 
 
 # ----------------------------------------------------------------------------------------- task
@@ -80,9 +80,9 @@ def task_list(home_dir: Path, as_json: bool) -> None:
     if as_json:
         print_json({"current_task": state["current_task"], "pending_actions": state["pending_actions"]})
         return
-    click.echo(f"current: {state['current_task'] or '(none)'}")
+    echo(f"current: {state['current_task'] or '(none)'}")
     for i, item in enumerate(state["pending_actions"], 1):
-        click.echo(f"{i:>7}. {item}")
+        echo(f"{i:>7}. {item}")
     if not state["pending_actions"]:
         click.echo("         (nothing pending)")
 
@@ -171,7 +171,7 @@ def goal_list(home_dir: Path, as_json: bool) -> None:
         print_json({"goals": state["goals"]})
         return
     for i, item in enumerate(state["goals"], 1):
-        click.echo(f"{i:>3}. {item}")
+        echo(f"{i:>3}. {item}")
     if not state["goals"]:
         click.echo("(no goals)")
 
