@@ -176,6 +176,7 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext) -> t
     problem = tool.check_args(args)
     if problem:
         return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}: {problem}"), name, args))
+    args = ctx.secrets.redact(args)  # no tool ever receives a secret from the model (to send, write or echo)
     if name == "update_scratchpad":
         new, refusal = apply_update(state, args)
         if refusal:

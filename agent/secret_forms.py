@@ -48,6 +48,10 @@ def forms(secret: str) -> dict[str, str]:
     for piece in _CONTROL.split(secret):  # a value with a newline inside is also redacted line by line
         add(piece, "raw")
     add(quote(secret, safe=""), "URL-encoded")
+    for hex_format in ("%{:02X}", "%{:02x}"):  # every byte encoded, either case, once and twice
+        every_byte = "".join(hex_format.format(b) for b in data)
+        add(every_byte, "URL-encoded")
+        add(quote(every_byte, safe=""), "URL-encoded")
     add(quote_plus(secret, safe=""), "URL-encoded")
     for alphabet in ("standard", "urlsafe"):
         for core in base64_cores(data, alphabet):
