@@ -146,7 +146,8 @@ class _Run:
                     last_result=None if result == prompt.NOTHING_YET else result, timeout=limits.seconds_left()))
                 report.usage.add(completion.usage)
                 limits.count_tokens(completion.usage.total_tokens)
-                self.log(f"iteration {n}: reply {completion.text[:2000]!r} usage {completion.usage.as_dict()}")
+                reply = secrets.redact_text(completion.text)[:2000]  # redacted before the cut: no half key
+                self.log(f"iteration {n}: reply {reply!r} usage {completion.usage.as_dict()}")
                 state, outcome = dispatch(state, completion.text, self.registry, ctx)
                 report.count(outcome.kind.value)
                 self.log(f"iteration {n}: {outcome.note}")

@@ -138,11 +138,12 @@ def reflect(model: Any, before: dict, state: dict, usage: Any, log: Callable[[st
     from .state import InvariantViolation, invariant_problems
 
     tool = curate_tool()
+    redact = secrets.redact if secrets else (lambda value: value)
     try:
-        completion = model.complete(Request(REFLECT_RULES, reflect_prompt(secrets.redact(state) if secrets else state), {"anyOf": [tool.action_schema()]},
+        completion = model.complete(Request(REFLECT_RULES, reflect_prompt(redact(state)), {"anyOf": [tool.action_schema()]},
                                             timeout=timeout))
         usage.add(completion.usage)
-        log(f"reflect: reply {completion.text[:2000]!r}")
+        log(f"reflect: reply {redact(completion.text)[:2000]!r}")  # redacted before the cut: no half key
         action = parse_reply(completion.text)
         if action.get("tool") != tool.name:
             raise ReplyError(f"expected the {tool.name} tool, got {action.get('tool')!r}")

@@ -44,9 +44,12 @@ def b64(text: str, urlsafe: bool = False, pad: bool = True) -> str:
 
 
 def leaks(text: str | bytes, secrets: tuple[str, ...] = (KEY, TOKEN)) -> str | None:
-    """Which form of a secret `text` carries (raw, escaped, encoded, percent-decoded), if any."""
+    """Which form of a secret `text` carries (raw, escaped, encoded, percent-decoded, or its first
+    half: what a cut before redaction would leave), if any."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
+    if any(len(s) >= 16 and s[: len(s) // 2] in text for s in secrets):
+        return "first half"
     return Secrets(secrets).found_in(text)
 
 
@@ -122,6 +125,7 @@ SECRET_ATTACKS = {
         {"tool": f"leak_{KEY}", "args": {KEY: TOKEN}}, f"not json but {KEY} and {b64(TOKEN)}"],
     "done_summary_carrying_the_key": [{"tool": "done", "args": {"summary": f"done; key {KEY} token {TOKEN}"}}],
     "tool_arguments_named_after_the_key": [{"tool": "echo", "args": {"message": "hi", KEY: 1}}],
+    "a_reply_with_the_key_across_the_log_line_cut": ["x" * 1982 + KEY],
 }
 OPERATOR_FILES = {"encoded.txt": f"backup: {b64(KEY)}\n{KEY.encode().hex()}\n", "padded.txt": "x" * 290 + KEY}
 
