@@ -115,7 +115,7 @@ class _Run:
                 archived: list[memory.Archived] = []
                 if reason is StopReason.DONE and self.settings.reflect:
                     after, archived, report.reflect = memory.reflect(self.model, before, after, report.usage, self.log,
-                                                                     self.limits.seconds_left())
+                                                                     self.limits.seconds_left(), self.secrets)
         except (Exception, KeyboardInterrupt, Interrupted) as exc:
             error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
             kind = type(exc).__name__
@@ -153,7 +153,8 @@ class _Run:
                     last_result=None if result == prompt.NOTHING_YET else result, timeout=limits.seconds_left()))
                 report.usage.add(completion.usage)
                 limits.count_tokens(completion.usage.total_tokens)
-                self.log(f"iteration {n}: reply {completion.text[:2000]!r} usage {completion.usage.as_dict()}")
+                reply = secrets.redact_text(completion.text)[:2000]  # redacted before the cut: no half key
+                self.log(f"iteration {n}: reply {reply!r} usage {completion.usage.as_dict()}")
                 state, outcome = dispatch(state, completion.text, self.registry, ctx, approvals.gate(settings))
                 report.count(outcome.kind.value)
                 self.log(f"iteration {n}: {outcome.note}")

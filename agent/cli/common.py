@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ..config import Settings, load_settings
+from ..escape import escape_controls, escape_json
 from ..outcomes import AgentError, UsageError
 from ..state import parse_time
 from ..store.home import Home
@@ -38,7 +39,7 @@ def reports_errors(func):
         try:
             return func(*args, **kwargs)
         except AgentError as exc:
-            click.echo(f"agent: error: {exc}", err=True)
+            click.echo(f"agent: error: {escape_controls(exc, keep_newlines=True)}", err=True)
             sys.exit(int(exc.exit_code))
 
     return wrapper
@@ -80,7 +81,13 @@ def home_settings(root: Path) -> Settings:
 
 
 def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    click.echo(escape_json(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
+
+
+def echo(line: object = "", **kwargs: Any) -> None:
+    """Print a line that may hold text the model wrote: control characters escaped (the
+    terminal, and cron mail, obey none of them). Style only after escaping."""
+    click.echo(escape_controls(line, keep_newlines=True), **kwargs)
 
 
 # ---------------------------------------------------------------------------------- formatting
