@@ -185,7 +185,7 @@ def test_kill_at_every_write_step_of_reset(tmp_path: Path):
     script = write_script(tmp_path, WORK)
     assert run_cli("run", "--home", str(base), "--model", f"scripted:{script}", "-q").exit_code == 0
     old_bytes = (base / "scratchpad" / "active.yaml").read_bytes()
-    template = (Path(__file__).resolve().parent.parent / "agent" / "templates" / "default.yaml").read_text()
+    template = (Path(__file__).resolve().parents[2] / "agent" / "templates" / "default.yaml").read_text()
     k, kills = 0, 0
     while True:
         k += 1
@@ -466,7 +466,7 @@ def test_twenty_overlapping_runs_and_resets_serialise_and_lose_no_update(tmp_pat
         assert "[exit status" not in a["notes"], "two cycles overlapped (mkdir held failed)"
         assert a["completed_tasks"][-1] == {"task": "write report", "summary": "report written"}
         candidates = [core(s) for s in reset_states] + ([previous] if previous is not None else [core(read_state_file(
-            Path(__file__).resolve().parent.parent / "agent" / "templates" / "default.yaml", home))])
+            Path(__file__).resolve().parents[2] / "agent" / "templates" / "default.yaml", home))])
         assert core(b) in candidates, "a cycle read a state nobody saved: an update was lost"
         previous = core(a)
     final = core(active_state(home))

@@ -22,7 +22,7 @@ from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
 from agent.safe_yaml import load_yaml
 from tests.helpers import run_cli, tree_digest, write_script
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 LAUGHS = "lol0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"lol{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10))
