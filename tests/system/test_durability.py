@@ -386,24 +386,48 @@ def test_signal_before_the_loop_starts_is_a_failed_cycle_not_a_crash(tmp_path: P
 # --------------------------------------------------------------------- 3. overlapping runs
 
 
-def _hold_lock_with_a_long_cycle(tmp_path: Path, home: Path, seconds: float) -> subprocess.Popen:
-    script = write_script(tmp_path, [WORK[0], {"tool": "shell", "args": {"command": f"sleep {seconds}"}}, *WORK[1:]],
-                          "long.yaml")
-    holder = spawn("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
-    _wait_for(lambda: f"sleep {seconds}" in _log_text(home), what="the holder to reach its shell tool")
-    return holder
+class LockHolder:
+    """A real cycle that holds the home's lock until the test releases it: its shell tool runs
+    `cat` on a FIFO in the home, which blocks until `release()` writes to it. No fixed sleep, so
+    a busy machine cannot make the holder let go before the test is done with the others."""
+
+    def __init__(self, tmp_path: Path, home: Path):
+        self.fifo = home / "release.fifo"
+        os.mkfifo(self.fifo)
+        config = home / "config.yaml"
+        config.write_text(config.read_text().replace("[sleep,", "[cat, sleep,") + "shell_timeout: 600\n")
+        script = write_script(tmp_path, [WORK[0], {"tool": "shell", "args": {"command": "cat release.fifo"}},
+                                         *WORK[1:]], "long.yaml")
+        self.proc = spawn("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
+        _wait_for(lambda: "cat release.fifo" in _log_text(home), what="the holder to reach its shell tool")
+
+    def release(self) -> None:
+        """Let the holder's tool finish (waits, bounded, for `cat` to open the FIFO)."""
+        fd = _wait_for(lambda: _open_for_writing(self.fifo), timeout=60, what="the holder's cat to open the FIFO")
+        os.write(fd, b"released\n")
+        os.close(fd)
+
+
+def _open_for_writing(fifo: Path) -> int | None:
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # no reader yet
+            return None
+        raise
 
 
 def test_while_a_cycle_runs_every_other_run_and_reset_exits_busy_without_reading_or_writing(tmp_path: Path):
-    """One cycle holds the lock (sleeping in a tool); 19 more `run` and `reset` processes start
+    """One cycle holds the lock (blocked in a tool until the test releases it); 19 more `run` and `reset` processes start
     at once. Each exits 5 with the busy message. To prove they did not even *read*, active.yaml
-    is replaced by garbage while the holder sleeps: a process that read it would exit 6 instead.
+    is replaced by garbage while the holder waits: a process that read it would exit 6 instead.
     Not one file changes while they run; afterwards the holder saves its cycle normally."""
     home = make_home(tmp_path)
     script = write_script(tmp_path, WORK)
     assert run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q").exit_code == 0
     read = active_state(home)
-    holder = _hold_lock_with_a_long_cycle(tmp_path, home, 6)
+    holding = LockHolder(tmp_path, home)
+    holder = holding.proc
     (home / "scratchpad" / "active.yaml").write_bytes(b"\x00garbage: [\n")  # the holder already read it
     frozen = tree_digest(home)
 
@@ -417,6 +441,7 @@ def test_while_a_cycle_runs_every_other_run_and_reset_exits_busy_without_reading
         assert "another agent process holds the lock on" in err
         assert "invalid" not in err.lower()
 
+    holding.release()
     holder.communicate(timeout=60)
     assert holder.returncode == 0
     assert core(active_state(home))["completed_tasks"] == read["completed_tasks"] + [
@@ -481,13 +506,15 @@ def test_wait_queues_runs_and_resets_instead_of_exiting_busy(tmp_path: Path):
     with --wait waits too; without --wait it exits 5; with a too-short wait it exits 5 saying so."""
     home = make_home(tmp_path)
     script = write_script(tmp_path, WORK)
-    holder = _hold_lock_with_a_long_cycle(tmp_path, home, 1.5)
+    holding = LockHolder(tmp_path, home)
+    holder = holding.proc
     quick = run_proc("reset", "--home", str(home))
     assert quick.returncode == ExitCode.BUSY
     short = run_proc("reset", "--home", str(home), "--wait", "0.2")
     assert short.returncode == ExitCode.BUSY and "after waiting 0.2s" in short.stderr
     queued = [spawn("run", "--home", str(home), "--model", f"scripted:{script}", "--wait", "60", "-q")
               for _ in range(6)]
+    holding.release()
     for proc in queued:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
