@@ -54,6 +54,7 @@ class _Run:
         self.home, self.settings, self.model, self.report_event, self.registry = home, settings, model, report, registry
         self.secrets = Secrets.from_settings(settings)
         self.signals = interrupts.Deferred()
+        self.rules = prompt.read_rules(home.rules)  # a bad rules.md is a usage error (exit 2), before the lock
 
     def run(self, now: _dt.datetime) -> CycleReport:
         started = time.monotonic()
@@ -129,7 +130,7 @@ class _Run:
         settings, secrets = self.settings, self.secrets
         limits = self.limits = Limits(settings)  # reflect, after the loop, gets the time left too
         ctx = ToolContext(self.home.root, settings, secrets)
-        system = prompt.system_prompt(prompt.read_rules(self.home.rules), self.registry)
+        system = prompt.system_prompt(self.rules, self.registry)
         action_schema = self.registry.action_schema()
         self.model.start(self.log)
         try:

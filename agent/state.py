@@ -7,6 +7,7 @@ Pure functions only: no files here. Everything that needs to know what a valid s
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from typing import Any
 
 from .jsonschema import check, describe
@@ -54,6 +55,19 @@ def field_problem(name: str, value: Any) -> str | None:
     """Why `value` is not valid for schema field `name`, or None when it is."""
     problem = check(value, FIELD_SCHEMAS[name], name)
     return f"field {problem}" if problem else None
+
+
+# One field value that update_scratchpad may set, at most (as JSON, in UTF-8 bytes): megabytes
+# of goals are refused at once, with a note the model reads, instead of filling the scratchpad.
+MAX_FIELD_BYTES = 64 * 1024
+
+
+def field_size_problem(name: str, value: Any) -> str | None:
+    """Why `value` is too large to set field `name` to, or None when it fits."""
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    if size <= MAX_FIELD_BYTES:
+        return None
+    return f"field '{name}' would be {size:,} bytes, over the {MAX_FIELD_BYTES:,}-byte limit for one field"
 
 
 def normalize(data: dict) -> dict:
