@@ -17,8 +17,10 @@ from typing import Any, Iterator
 from .escape import escape_controls
 from .jsonschema import describe
 
-# Candidate objects decoded from prose at most; a real reply has one or two.
+# Candidate objects decoded from prose at most (a real reply has one or two), and the characters
+# decoded in all, per character of the reply: together they keep the search linear.
 MAX_DECODE_ATTEMPTS = 200
+DECODED_CHARS_PER_REPLY_CHAR = 4
 _FENCE = "```"
 _BRACES_AND_QUOTES = re.compile(r'[{}"\\]')
 
@@ -120,14 +122,17 @@ def brace_pairs(text: str) -> list[tuple[int, int]]:
 
 def objects_in(text: str) -> Iterator[Any]:
     """JSON objects in free text (prose around a JSON action), outer ones first; the inside of
-    an object that decoded is not searched again, nor is anything after MAX_DECODE_ATTEMPTS."""
+    an object that decoded is not searched again, and the search stops after MAX_DECODE_ATTEMPTS
+    or DECODED_CHARS_PER_REPLY_CHAR * len(text) characters decoded (nested spans that fail)."""
     decoded_until = -1
     attempts = 0
+    chars_left = DECODED_CHARS_PER_REPLY_CHAR * len(text)
     for start, end in brace_pairs(text):
         if start <= decoded_until:
             continue
         attempts += 1
-        if attempts > MAX_DECODE_ATTEMPTS:
+        chars_left -= end + 1 - start
+        if attempts > MAX_DECODE_ATTEMPTS or chars_left < 0:
             return
         try:
             value = decode_span(text[start: end + 1])

@@ -88,14 +88,41 @@ def problems(state: Any) -> list[str]:
     """Every reason `state` is not a valid scratchpad (empty list when it is)."""
     if not isinstance(state, dict):
         return [f"top level must be a mapping of fields, got {describe(state)}"]
-    bad_keys = [k for k in state if not isinstance(k, str)]
-    found = [f"key {k!r} is not a string" for k in bad_keys]
+    found = [_key_problem(path, key) for path, key in _non_string_keys(state)]
     for name in FIELDS:
         if name in state:
             problem = field_problem(name, state[name])
             if problem:
                 found.append(problem)
     return found
+
+
+def _non_string_keys(value: Any) -> list[tuple[str, Any]]:
+    """(where, key) for every mapping key below `value` that is not a string. Every command
+    prints the state as JSON too, and JSON keys are strings: such a key is refused at load."""
+    found, stack = [], [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    found.append((where, key))
+                else:
+                    stack.append((f"{where}.{key}" if where else key, child))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", child) for i, child in enumerate(item))
+    return found
+
+
+def _key_problem(where: str, key: Any) -> str:
+    shown = key.isoformat() if isinstance(key, (_dt.date, _dt.datetime)) else repr(key)
+    place = f" in '{where}'" if where else ""
+    return (f"key {shown}{place} is not a string but {_a(type(key).__name__)}; "
+            f"quote it in the YAML ('{shown}': ...)")
+
+
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
 
 
 def now_iso() -> str:

@@ -47,5 +47,8 @@ def run(home_dir: Path, model: str | None, max_iterations: int | None, lock_wait
     finally:
         reporter.close()  # a live display must not outlive a crash
     if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=None))
+        try:
+            click.echo(json.dumps(report.as_dict(), indent=None))
+        except (OSError, ValueError):  # stdout closed (`| head -c 0`): the cycle is saved; its code stands
+            pass
     sys.exit(report.exit_code)
