@@ -38,6 +38,7 @@ from .store.lock import home_lock
 from .store.state_file import load_state, state_size_problem, write_state
 from .tags import Tag
 from .tools import Registry, ToolContext, build_registry
+from .tools.children import reap_recorded
 
 
 def run_cycle(home: Home, settings: Settings, model: Model, reporter: Reporter | None = None,
@@ -62,6 +63,7 @@ class _Run:
         with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals):     # 1
             home.ensure_dirs()
             remove_stale_temporaries(home, home.root / self.settings.workspace if self.settings.workspace else None)
+            reap_recorded(home.root)  # commands a killed cycle left running
             cycle_id = new_cycle_id(home, now)                                                    # 2
             before = load_state(home)                                                             # 3
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name,
