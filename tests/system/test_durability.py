@@ -299,7 +299,7 @@ def _log_text(home: Path) -> str:
     return "".join(p.read_text() for p in (home / "logs").glob("cycle_*.log"))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_signal_during_a_cycle_fails_it_cleanly(tmp_path: Path, sig):
     home = make_home(tmp_path)
     script = write_script(tmp_path, [WORK[0], {"tool": "shell", "args": {"command": "sleep 37"}}, WORK[2]])
