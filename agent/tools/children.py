@@ -64,7 +64,7 @@ def _start_time(pid: int) -> str | None:
     return fields[19] if fields else None  # field 22, starttime
 
 
-def record(home: Path, pid: int) -> None:
+def record_group(home: Path, pid: int) -> None:
     """Note a just-started command that leads its own session and group (`pid` = pgid = sid)."""
     folder = home / RECORDS
     try:
@@ -74,7 +74,7 @@ def record(home: Path, pid: int) -> None:
         pass  # a read-only home: die_with_parent still covers the command itself
 
 
-def forget(home: Path, pid: int) -> None:
+def forget_group(home: Path, pid: int) -> None:
     """The command's group is gone (it ended or was killed): drop its record."""
     try:
         (home / RECORDS / f"{pid}.json").unlink(missing_ok=True)

@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import children
+from .children import die_with_parent, forget_group, record_group
 from .base import ToolContext, ToolError
 
 
@@ -43,18 +43,18 @@ def shell(ctx: ToolContext, command: str) -> str:
         proc = subprocess.Popen(
             argv, cwd=ctx.home, env=ctx.child_env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=children.die_with_parent(os.getpid()),
+            preexec_fn=die_with_parent(os.getpid()),
         )
     except FileNotFoundError:
         raise ToolError(f"command not found: {argv[0]}") from None
     except OSError as exc:
         raise ToolError(f"cannot run {argv[0]}: {exc.strerror}") from None
-    children.record(ctx.home, proc.pid)  # reaped by the next cycle if the agent is killed meanwhile
+    record_group(ctx.home, proc.pid)  # reaped by the next cycle if the agent is killed meanwhile
     try:
         output, cut, timed_out = run_capped(proc, settings.shell_max_output, settings.shell_timeout)
         left_behind = not timed_out and kill_group(proc)
     finally:
-        children.forget(ctx.home, proc.pid)
+        forget_group(ctx.home, proc.pid)
     text = output.decode("utf-8", errors="replace")
     if cut:
         text += f"\n[output cut at {settings.shell_max_output} bytes; {cut} more bytes dropped]"
