@@ -31,7 +31,7 @@ from agent.outcomes import ExitCode
 from agent.store.home import Home, read_index
 from agent.store.lock import is_locked
 from agent.store.state_file import read_state_file
-from tests.helpers import run_cli, tree_digest, write_script
+from tests.helpers import run_cli, tree_digest, wait_for, write_script
 
 # One cycle's work: set a task and a queue, set goals, finish. Deterministic given the state read.
 WORK = [
@@ -285,16 +285,6 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
 # ----------------------------------------------------------------------------- 2. signals
 
 
-def _wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _log_text(home: Path) -> str:
     return "".join(p.read_text() for p in (home / "logs").glob("cycle_*.log"))
 
@@ -306,7 +296,7 @@ def test_signal_during_a_cycle_fails_it_cleanly(tmp_path: Path, sig):
     (home / "scratchpad" / "active.yaml").write_text("goals: [stay]\nnotes: known before\ncompleted_tasks: [old]\n")
     read = active_state(home)
     proc = spawn("run", "--home", str(home), "--model", f"scripted:{script}")
-    _wait_for(lambda: "sleep 37" in _log_text(home), what="the shell tool to start")
+    wait_for(lambda: "sleep 37" in _log_text(home), what="the shell tool to start")
     time.sleep(0.2)
     started = time.monotonic()
     proc.send_signal(sig)
@@ -399,11 +389,11 @@ class LockHolder:
         script = write_script(tmp_path, [WORK[0], {"tool": "shell", "args": {"command": "cat release.fifo"}},
                                          *WORK[1:]], "long.yaml")
         self.proc = spawn("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
-        _wait_for(lambda: "cat release.fifo" in _log_text(home), what="the holder to reach its shell tool")
+        wait_for(lambda: "cat release.fifo" in _log_text(home), what="the holder to reach its shell tool")
 
     def release(self) -> None:
         """Let the holder's tool finish (waits, bounded, for `cat` to open the FIFO)."""
-        fd = _wait_for(lambda: _open_for_writing(self.fifo), timeout=60, what="the holder's cat to open the FIFO")
+        fd = wait_for(lambda: _open_for_writing(self.fifo), timeout=60, what="the holder's cat to open the FIFO")
         os.write(fd, b"released\n")
         os.close(fd)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +17,7 @@ import pytest
 
 from agent.outcomes import ExitCode
 from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
-from tests.helpers import run_cli, tree_digest, write_active, write_script
+from tests.helpers import run_cli, tree_digest, wait_for, write_active, write_script
 
 DONE = {"tool": "done", "args": {"summary": "went on"}}
 
@@ -42,17 +41,6 @@ def agent_command(*args: str) -> list[str]:
 
 def agent_env() -> dict:
     return {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL", "OPENAI_API_KEY")}
-
-
-def wait_for(predicate, what: str, timeout: float = 60.0):
-    """Poll `predicate` until it is truthy (bounded; generous for a busy CI machine)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def assert_home_usable(home: Path, tmp_path: Path) -> None:
@@ -170,7 +158,8 @@ def test_http_get_from_a_server_dripping_headers_ends_at_http_timeout(tmp_path: 
     result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "--json")
     elapsed = time.monotonic() - started
     assert result.exit_code == 0, result.output
-    assert f"[TOOL ERROR] http_get" in active(home)["notes"] and f"timed out after {http_timeout}s" in active(home)["notes"]
+    notes = active(home)["notes"]
+    assert "[TOOL ERROR] http_get" in notes and f"timed out after {http_timeout}s" in notes
     assert elapsed < http_timeout + 10, f"the call ran {elapsed:.1f}s with http_timeout {http_timeout}"
 
 
@@ -321,21 +310,13 @@ def test_status_and_history_report_a_non_string_key_without_crashing(tmp_path: P
         assert "is not a string but a date" in json.loads(result.output)["scratchpad_error"]
 
 
-def _make_fifo(path: Path) -> None:
-    os.mkfifo(path)
-
-
-def _make_dir(path: Path) -> None:
-    path.mkdir()
-
-
 def _make_huge(path: Path) -> None:
     with open(path, "wb") as handle:
         handle.truncate(2 * 1024 * 1024)
 
 
-@pytest.mark.parametrize("make, problem", [(_make_fifo, "is not a regular file but a named pipe (FIFO)"),
-                                           (_make_dir, "is a directory, not a file"),
+@pytest.mark.parametrize("make, problem", [(os.mkfifo, "is not a regular file but a named pipe (FIFO)"),
+                                           (Path.mkdir, "is a directory, not a file"),
                                            (_make_huge, "-byte limit for a")], ids=["fifo", "directory", "huge"])
 @pytest.mark.parametrize("name", ["config.yaml", "rules.md"])
 def test_a_config_or_rules_file_that_is_not_a_usable_file_is_exit_2_without_hanging(tmp_path: Path, name, make, problem):
