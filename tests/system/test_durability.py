@@ -390,6 +390,8 @@ class LockHolder:
                                          *WORK[1:]], "long.yaml")
         self.proc = spawn("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
         wait_for(lambda: "cat release.fifo" in _log_text(home), what="the holder to reach its shell tool")
+        # the command's process-group record is written once it started: only then is the home still
+        wait_for(lambda: list((home / "logs" / ".running").glob("*.json")), what="the holder's command to start")
 
     def release(self) -> None:
         """Let the holder's tool finish (waits, bounded, for `cat` to open the FIFO)."""
