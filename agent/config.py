@@ -109,6 +109,8 @@ class Settings:
                                            "needs a price for the model. Unset: no limit.", default=None)
     monthly_cost_budget: float | None = _doc("Most money all cycles may spend per UTC month; unset: no limit.",
                                              default=None)
+    max_reply_bytes: int = _doc("Largest model reply (bytes) that is parsed; a larger one is a parse error and "
+                                "nothing in it is applied.", default=65536)
 
     @property
     def secret_names(self) -> set[str]:
@@ -125,7 +127,10 @@ _TOOL_POSITIVE = {"file_max_read", "file_max_write", "http_timeout", "http_max_b
 _POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors", "max_output_tokens", "note_result_chars", "shell_max_output",
              "local_context", "token_budget", "time_budget", "request_timeout", "shell_timeout", "local_threads",
              "keep_cycles", "keep_days", "hook_timeout", "check_timeout", "stall_cycles", "daily_token_budget",
-             "monthly_token_budget", "daily_cost_budget", "monthly_cost_budget"}
+             "monthly_token_budget", "daily_cost_budget", "monthly_cost_budget", "max_reply_bytes"}
+# Seconds settings: past a day they are a typo, and 1e10 overflows the timers that use them.
+MOST_SECONDS = 86400.0
+_SECONDS = ("request_timeout", "time_budget", "shell_timeout", "http_timeout", "lock_wait")
 
 
 def field_docs() -> list[tuple[str, str, Any]]:
@@ -151,6 +156,10 @@ def check(settings: Settings) -> Settings:
             raise UsageError(f"setting '{f.name}' must be a finite number, got {value!r}")
         if (f.name in _POSITIVE or f.name in _TOOL_POSITIVE) and value is not None and value <= 0:
             raise UsageError(f"setting '{f.name}' must be greater than 0, got {value!r}")
+    for name in _SECONDS:
+        value = getattr(settings, name)
+        if value is not None and value > MOST_SECONDS:
+            raise UsageError(f"setting '{name}' must be at most {MOST_SECONDS:g} seconds (a day), got {value!r}")
     if settings.notes_budget is not None and settings.notes_budget < 200:
         raise UsageError(f"setting 'notes_budget' must be at least 200 characters, got {settings.notes_budget}")
     if settings.completed_window is not None and settings.completed_window < 0:
@@ -216,18 +225,21 @@ def check_tool_settings(settings: Settings) -> None:
             raise UsageError(f"setting 'tools_disabled': '{control}' cannot be disabled; every cycle needs it")
 
 
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
 def read_config_file(path: Path) -> dict:
     """The settings in a home's config.yaml ({} when there is none), keys checked."""
     import yaml
 
-    from .safe_yaml import load_yaml
+    from .safe_yaml import FileRefused, load_yaml, read_text_file
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        text = read_text_file(path, "config file", MAX_CONFIG_BYTES)
+    except FileRefused as exc:
+        raise UsageError(str(exc)) from exc
+    if text is None:
         return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path}: cannot be read: {exc}") from exc
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:

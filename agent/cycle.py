@@ -41,6 +41,7 @@ from .tags import Tag
 from .tools import Registry, ToolContext, build_registry
 from .tools.workspace import ensure_workspace
 from .transcript import Transcript
+from .tools.children import reap_recorded
 
 
 def run_cycle(home: Home, settings: Settings, model: Model, reporter: Reporter | None = None,
@@ -57,6 +58,7 @@ class _Run:
         self.home, self.settings, self.model, self.report_event, self.registry = home, settings, model, report, registry
         self.secrets = Secrets.from_settings(settings)
         self.signals = interrupts.Deferred()
+        self.rules = prompt.read_rules(home.rules)  # a bad rules.md is a usage error (exit 2), before the lock
 
     def run(self, now: _dt.datetime) -> CycleReport:
         started = time.monotonic()
@@ -65,6 +67,7 @@ class _Run:
         with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals):     # 1
             home.ensure_dirs()
             remove_stale_temporaries(home, ensure_workspace(home.root, self.settings))
+            reap_recorded(home.root)  # commands a killed cycle left running
             cycle_id = new_cycle_id(home, now)                                                    # 2
             before = apply_inbox(home, load_state(home)).state  # 3: queued operator edits first
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name,
@@ -136,7 +139,7 @@ class _Run:
         limits = self.limits = Limits(settings, lambda: self.budgets.problem(report.usage))  # reflect: time left
         ctx = ToolContext(self.home.root, settings, secrets)
         state = approvals.run_decided(self.home, report.cycle_id, state, self.registry, ctx, self.log)
-        system = prompt.system_prompt(prompt.read_rules(self.home.rules), self.registry)
+        system = prompt.system_prompt(self.rules, self.registry)
         action_schema = self.registry.action_schema()
         self.model.start(self.log)
         try:

@@ -18,14 +18,14 @@ import copy
 import dataclasses
 import enum
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import checks
-from .state import FIELDS, FIELD_SCHEMAS, RUNTIME_FIELDS, field_problem
-from .jsonschema import describe
+from .state import FIELDS, FIELD_SCHEMAS, RUNTIME_FIELDS, field_problem, field_size_problem
 from .escape import escape_controls
+from .jsonschema import describe
+from .replies import ReplyError, clip_line as _clip, parse_reply
 from .secrets import Secrets
 from .tags import Tag
 from .tools import Registry, ToolContext, ToolError
@@ -58,72 +58,6 @@ class Outcome:
         return dataclasses.replace(self, note=secrets.redact_text(self.note), args=secrets.redact(self.args))
 
 
-class ReplyError(ValueError):
-    """The reply holds no usable action; the message says why."""
-
-
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
-
-
-def parse_reply(text: Any) -> dict:
-    """The action object in a reply: bare JSON, a fenced ```json block, or JSON inside prose."""
-    if not isinstance(text, str):
-        raise ReplyError(f"reply is not text: {describe(text)}")
-    stripped = text.strip()
-    if not stripped:
-        raise ReplyError("reply is empty")
-    candidates: list[Any] = []
-    try:
-        candidates.append(json.loads(stripped))
-    except RecursionError:
-        raise ReplyError("reply JSON is nested too deeply") from None
-    except ValueError:
-        for block in _FENCE.findall(stripped):
-            try:
-                candidates.append(json.loads(block))
-            except (ValueError, RecursionError):
-                pass
-        if not candidates:
-            candidates = list(_objects_in(stripped))
-    for value in candidates:
-        if isinstance(value, dict) and "tool" in value and not _encodable(value):
-            raise ReplyError("reply holds text that is not valid Unicode (a lone surrogate escape such as \\ud800)")
-    for value in candidates:
-        if isinstance(value, dict) and "tool" in value:
-            return value
-    if not candidates:
-        raise ReplyError(f"no JSON object found in reply: {_clip(stripped, 120)!r}")
-    first = candidates[0]
-    if not isinstance(first, dict):
-        raise ReplyError(f"reply is a JSON {type(first).__name__}, not an object: {_clip(stripped, 120)!r}")
-    raise ReplyError(f'JSON object has no "tool" key: {_clip(stripped, 120)!r}')
-
-
-def _objects_in(text: str):
-    """Every JSON object that starts at a '{' in free text (prose around a JSON action)."""
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except (ValueError, RecursionError):
-            continue
-        yield value
-
-
-def _encodable(value: Any) -> bool:
-    """Whether a decoded reply can be written as UTF-8 (JSON allows lone surrogates; files do not)."""
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except (UnicodeEncodeError, RecursionError, ValueError):
-        return False
-    return True
-
-
-def _clip(text: object, limit: int) -> str:
-    text = escape_controls(" ".join(str(text).split()))
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def add_note(state: dict, line: str) -> None:
     state["notes"] = f"{state['notes']}\n{line}" if state["notes"] else line
 
@@ -132,14 +66,14 @@ def apply_update(state: dict, args: dict) -> tuple[dict, str | None]:
     """update_scratchpad: (new state, None), or (state unchanged, why it was refused).
 
     completed_tasks is extended (never shrunk), pending_actions replaced, other fields set.
-    The update is all or nothing: one bad field refuses the whole call.
+    The update is all or nothing: one bad or oversized field refuses the whole call.
     """
     for key, value in args.items():
         if key in RUNTIME_FIELDS:
             return state, f"field '{key}' is set by the runtime, not by the model"
         if key not in FIELD_SCHEMAS:
             return state, f"unknown field '{key}' (fields: {', '.join(k for k in FIELDS if k not in RUNTIME_FIELDS)})"
-        problem = field_problem(key, value)
+        problem = field_problem(key, value) or field_size_problem(key, value)
         if problem:
             return state, problem
     new = copy.deepcopy(state)
@@ -174,7 +108,7 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
     A valid call to a tool `gated` names is not run: it comes back as a PARKED outcome, not noted."""
     clip = ctx.settings.note_result_chars
     try:
-        action = parse_reply(reply)
+        action = parse_reply(reply, ctx.settings.max_reply_bytes)
     except ReplyError as exc:
         return _noted(state, Outcome(Kind.PARSE_ERROR, Tag.PARSE_ERROR.line(str(exc))))
     name, args = action["tool"], action.get("args", {})

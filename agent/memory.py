@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import copy
 import datetime as _dt
+import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from .dispatcher import ReplyError, parse_reply
 from .providers.base import Request
+from .replies import ReplyError, parse_reply
 from .safe_yaml import dump_yaml
 from .secrets import Secrets
 from .state import InvariantViolation, invariant_problems
@@ -39,21 +40,37 @@ class Archived:
     reason: str  # "notes_budget" | "completed_window" | "reflect"
 
 
+# Bounds that hold even when notes_budget or completed_window is null (unbounded): without them
+# the state would grow, cycle after cycle, past the size a scratchpad may be loaded at.
+HARD_NOTES_CHARS = 256 * 1024
+HARD_COMPLETED_BYTES = 1024 * 1024
+
+
 def bound_memory(state: dict, notes_budget: int | None, completed_window: int | None) -> tuple[dict, list[Archived]]:
-    """(state within the limits, what was moved out). Pure: the caller writes the archive."""
+    """(state within the limits, what was moved out). Pure: the caller writes the archive.
+
+    The settings are capped by HARD_NOTES_CHARS and HARD_COMPLETED_BYTES, null included."""
     new = copy.deepcopy(state)
     moved: list[Archived] = []
-    if completed_window is not None and len(new["completed_tasks"]) > completed_window:
-        cut = len(new["completed_tasks"]) - completed_window
-        moved += [Archived("completed_task", task, "completed_window") for task in new["completed_tasks"][:cut]]
-        new["completed_tasks"] = new["completed_tasks"][cut:]
-    if notes_budget is not None and len(new["notes"]) > notes_budget:
+    done = new["completed_tasks"]
+    cut = max(len(done) - completed_window, 0) if completed_window is not None else 0
+    size = 0
+    for index in range(len(done) - 1, cut - 1, -1):  # newest first, until the hard cap
+        size += len(json.dumps(done[index], ensure_ascii=False).encode("utf-8", "surrogatepass")) + 1
+        if size > HARD_COMPLETED_BYTES:
+            cut = index + 1
+            break
+    if cut:
+        moved += [Archived("completed_task", task, "completed_window") for task in done[:cut]]
+        new["completed_tasks"] = done[cut:]
+    budget = min(notes_budget or HARD_NOTES_CHARS, HARD_NOTES_CHARS)
+    if len(new["notes"]) > budget:
         lines = new["notes"].split("\n")
         kept: list[str] = []
         marker_room = 100  # the marker line is short; reserve room for it
         size = 0
         for line in reversed(lines):
-            if size + len(line) + 1 > notes_budget - marker_room:
+            if size + len(line) + 1 > budget - marker_room:
                 break
             kept.insert(0, line)
             size += len(line) + 1

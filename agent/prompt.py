@@ -22,7 +22,8 @@ from importlib import resources
 import re
 from pathlib import Path
 
-from .safe_yaml import dump_yaml
+from .outcomes import UsageError
+from .safe_yaml import FileRefused, dump_yaml, read_text_file
 from .tools import Registry
 
 TOOLS_MARKER = "{{tools}}"
@@ -34,12 +35,19 @@ def default_rules() -> str:
     return resources.files("agent").joinpath("templates/rules.md").read_text(encoding="utf-8")
 
 
+# rules.md is a system prompt: past this size it is a mistake (and would not fit a context).
+MAX_RULES_BYTES = 1024 * 1024
+
+
 def read_rules(path: Path) -> str:
-    """The home's rules.md, or the packaged default when the home has none."""
+    """The home's rules.md, or the packaged default when the home has none. A rules.md that is
+    not a readable regular UTF-8 file under MAX_RULES_BYTES (a FIFO, a directory, a device, a
+    huge file) is a configuration error (UsageError, exit 2) and never a hang."""
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return default_rules()
+        text = read_text_file(path, "rules file", MAX_RULES_BYTES)
+    except FileRefused as exc:
+        raise UsageError(str(exc)) from exc
+    return default_rules() if text is None else text
 
 
 def system_prompt(rules: str, registry: Registry) -> str:

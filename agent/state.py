@@ -7,6 +7,7 @@ Pure functions only: no files here. Everything that needs to know what a valid s
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from typing import Any
 
 from .jsonschema import check, describe
@@ -56,6 +57,19 @@ def field_problem(name: str, value: Any) -> str | None:
     return f"field {problem}" if problem else None
 
 
+# One field value that update_scratchpad may set, at most (as JSON, in UTF-8 bytes): megabytes
+# of goals are refused at once, with a note the model reads, instead of filling the scratchpad.
+MAX_FIELD_BYTES = 64 * 1024
+
+
+def field_size_problem(name: str, value: Any) -> str | None:
+    """Why `value` is too large to set field `name` to, or None when it fits."""
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    if size <= MAX_FIELD_BYTES:
+        return None
+    return f"field '{name}' would be {size:,} bytes, over the {MAX_FIELD_BYTES:,}-byte limit for one field"
+
+
 def normalize(data: dict) -> dict:
     """Fill missing schema fields with defaults; turn a YAML timestamp into its ISO string.
 
@@ -74,14 +88,41 @@ def problems(state: Any) -> list[str]:
     """Every reason `state` is not a valid scratchpad (empty list when it is)."""
     if not isinstance(state, dict):
         return [f"top level must be a mapping of fields, got {describe(state)}"]
-    bad_keys = [k for k in state if not isinstance(k, str)]
-    found = [f"key {k!r} is not a string" for k in bad_keys]
+    found = [_key_problem(path, key) for path, key in _non_string_keys(state)]
     for name in FIELDS:
         if name in state:
             problem = field_problem(name, state[name])
             if problem:
                 found.append(problem)
     return found
+
+
+def _non_string_keys(value: Any) -> list[tuple[str, Any]]:
+    """(where, key) for every mapping key below `value` that is not a string. Every command
+    prints the state as JSON too, and JSON keys are strings: such a key is refused at load."""
+    found, stack = [], [("", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    found.append((where, key))
+                else:
+                    stack.append((f"{where}.{key}" if where else key, child))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{i}]", child) for i, child in enumerate(item))
+    return found
+
+
+def _key_problem(where: str, key: Any) -> str:
+    shown = key.isoformat() if isinstance(key, (_dt.date, _dt.datetime)) else repr(key)
+    place = f" in '{where}'" if where else ""
+    return (f"key {shown}{place} is not a string but {_a(type(key).__name__)}; "
+            f"quote it in the YAML ('{shown}': ...)")
+
+
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
 
 
 def now_iso() -> str:

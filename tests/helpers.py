@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -67,3 +68,15 @@ def run_agent_process(*args: str, env: dict | None = None, timeout: float = 60, 
 
 def snapshots(home: Path, label: str) -> list[Path]:
     return sorted((home / "scratchpad").glob(f"*_{label}.yaml"))
+
+
+def wait_for(predicate, what: str = "condition", timeout: float = 60.0):
+    """Poll `predicate` until it is truthy and return its value; bounded and generous, for a busy
+    CI machine (never a fixed sleep standing in for synchronisation)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

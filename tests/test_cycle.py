@@ -6,7 +6,6 @@ import datetime as dt
 import json
 
 import pytest
-import yaml
 
 from agent.state import fresh_state
 from agent.config import load_settings

@@ -191,3 +191,22 @@ def test_a_reply_with_a_lone_surrogate_is_refused_so_the_state_stays_writable(ct
     after, outcome = dispatch(state_with(current_task="keep"), reply, registry, ctx)
     assert outcome.kind is Kind.PARSE_ERROR and after["current_task"] == "keep"
     dump_yaml(after).encode("utf-8")  # still writable
+
+
+def test_an_update_with_a_field_over_the_per_field_cap_is_refused_and_the_cycle_goes_on(ctx, registry):
+    from agent.state import MAX_FIELD_BYTES
+
+    huge = ["g" * 1000] * (MAX_FIELD_BYTES // 1000 + 1)
+    before = state_with(goals=["keep"])
+    after, outcome = dispatch(before, act("update_scratchpad", goals=huge, current_task="t"), registry,
+                              ToolContext(ctx.home, Settings(max_reply_bytes=10_000_000)))
+    assert outcome.kind is Kind.TOOL_ERROR and not outcome.done
+    assert f"field 'goals' would be {len(json.dumps(huge)):,} bytes, over the {MAX_FIELD_BYTES:,}-byte limit" in after["notes"]
+    assert after["goals"] == ["keep"] and after["current_task"] is None  # all or nothing
+
+
+def test_a_reply_over_max_reply_bytes_is_a_parse_error_naming_its_size(ctx, registry):
+    reply = act("update_scratchpad", goals=["g" * 70_000])
+    after, outcome = dispatch(state_with(goals=["keep"]), reply, registry, ctx)
+    assert outcome.kind is Kind.PARSE_ERROR and after["goals"] == ["keep"]
+    assert f"reply is {len(reply):,} bytes, over the 65,536-byte limit (max_reply_bytes)" in after["notes"]

@@ -189,3 +189,29 @@ def test_an_interrupt_during_the_reflect_step_fails_the_cycle(home, tmp_path):
     assert report.exit_code == 4 and "SIGTERM" in report.error
     saved = read_yaml(home / "scratchpad/active.yaml")
     assert saved["current_task"] == "t" and saved["notes"].startswith("known\n[CYCLE FAILED]")
+
+
+def test_null_notes_budget_still_archives_notes_past_the_hard_cap():
+    from agent.memory import HARD_NOTES_CHARS
+
+    lines = [f"{i:06d} " + "n" * 993 for i in range(HARD_NOTES_CHARS // 1000 + 50)]
+    bounded, moved = bound_memory(state_with(notes="\n".join(lines)), None, None)
+    assert len(bounded["notes"]) <= HARD_NOTES_CHARS
+    assert [m.value for m in moved] + bounded["notes"].split("\n")[1:] == lines
+
+
+def test_null_completed_window_still_archives_the_oldest_tasks_past_the_hard_cap():
+    from agent.memory import HARD_COMPLETED_BYTES
+
+    tasks = [{"task": f"t{i}", "summary": "s" * 10_000} for i in range(HARD_COMPLETED_BYTES // 10_000 + 20)]
+    bounded, moved = bound_memory(state_with(completed_tasks=tasks), None, None)
+    assert len(json.dumps(bounded["completed_tasks"])) <= HARD_COMPLETED_BYTES
+    assert [m.value for m in moved] + bounded["completed_tasks"] == tasks and moved
+
+
+def test_a_notes_budget_above_the_hard_cap_is_held_to_the_hard_cap():
+    from agent.memory import HARD_NOTES_CHARS
+
+    notes = "\n".join("x" * 999 for _ in range(HARD_NOTES_CHARS // 1000 + 10))
+    bounded, _ = bound_memory(state_with(notes=notes), 10 * HARD_NOTES_CHARS, 20)
+    assert len(bounded["notes"]) <= HARD_NOTES_CHARS

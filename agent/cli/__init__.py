@@ -12,6 +12,8 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 import click
 
@@ -76,5 +78,35 @@ def main() -> None:
 
 
 def entry() -> None:
-    """Console-script entry point (keeps `python -m agent` and `agent` identical)."""
-    main(prog_name="agent")
+    """Console-script entry point (keeps `python -m agent` and `agent` identical).
+
+    Output errors never change the outcome: a closed stdin, stdout or stderr is /dev/null, and
+    a pipe closed by the reader (`agent run | head -1`) is ignored when it is flushed at exit,
+    so the exit code is the command's (a cycle's work is saved before anything is printed)."""
+    _reopen_closed_standard_streams()
+    try:
+        main(prog_name="agent")
+    finally:
+        _flush_or_silence(sys.stdout)
+        _flush_or_silence(sys.stderr)
+
+
+def _reopen_closed_standard_streams() -> None:
+    """`agent run >&-` starts with fd 1 closed: the first file the cycle opened would get that
+    number, and printed text would land in it. Give each closed one /dev/null instead."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one
+            setattr(sys, name, open(fd, mode, closefd=False))
+
+
+def _flush_or_silence(stream) -> None:
+    try:
+        stream.flush()
+    except (OSError, ValueError):  # the reader went away: the rest of the output goes nowhere
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+        except (OSError, ValueError):
+            pass

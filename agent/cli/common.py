@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from ..config import Settings, load_settings
+from ..config import MOST_SECONDS, Settings, load_settings
 from ..escape import escape_controls, escape_json
 from ..outcomes import AgentError, UsageError
 from ..state import parse_time
@@ -26,7 +26,8 @@ home_option = click.option(
     help="The agent's home: scratchpad/, logs/, rules.md, config.yaml.",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-wait_option = click.option("--wait", "lock_wait", type=click.FloatRange(min=0), default=0.0,
+wait_seconds = click.FloatRange(min=0, max=MOST_SECONDS)  # the lock_wait setting's bound
+wait_option = click.option("--wait", "lock_wait", type=wait_seconds, default=0.0,
                            help="Seconds to wait for a running cycle to finish before giving up "
                                 "with exit code 5 (busy).")
 

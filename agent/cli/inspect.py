@@ -21,7 +21,7 @@ from ..memory import read_archive
 from ..providers.local import bundled_model_path, local_runtime_installed
 from ..outcomes import InvalidScratchpad, UsageError
 from ..store.home import Home
-from ..store.state_file import load_state, read_state_file
+from ..store.state_file import load_state
 from .common import (age, clip, echo, existing_home, home_option, home_settings, json_option, print_json,
                      reports_errors, seconds_since, size, task_text, terminal_width)
 from .diffing import summarize_change, summary_lines

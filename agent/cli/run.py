@@ -16,7 +16,7 @@ from ..config import load_settings
 from ..cycle import run_cycle
 from ..providers import resolve_model
 from ..providers.resolve import anchor_model_path
-from .common import existing_home, home_option, reports_errors
+from .common import existing_home, home_option, reports_errors, wait_seconds
 from .progress import make_reporter
 
 
@@ -25,7 +25,7 @@ from .progress import make_reporter
 @click.option("--model", help="PROVIDER[:NAME]: local, local:FILE.gguf, openai:NAME, scripted:FILE. "
                               "Default: AGENT_MODEL, config.yaml, else the embedded model.")
 @click.option("--max-iterations", type=click.IntRange(min=1), help="Most model calls this cycle (default 10).")
-@click.option("--wait", "lock_wait", type=click.FloatRange(min=0),
+@click.option("--wait", "lock_wait", type=wait_seconds,
               help="Seconds to wait for a running cycle to finish before giving up with exit code 5 "
                    "(busy). Default: 'lock_wait' in config.yaml, else 0.")
 @click.option("--reflect/--no-reflect", default=None,
@@ -47,5 +47,8 @@ def run(home_dir: Path, model: str | None, max_iterations: int | None, lock_wait
     finally:
         reporter.close()  # a live display must not outlive a crash
     if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=None))
+        try:
+            click.echo(json.dumps(report.as_dict(), indent=None))
+        except (OSError, ValueError):  # stdout closed (`| head -c 0`): the cycle is saved; its code stands
+            pass
     sys.exit(report.exit_code)

@@ -12,7 +12,7 @@ from ..config import field_docs, load_settings
 from ..outcomes import UsageError
 from ..prompt import default_rules
 from ..jsonschema import type_name
-from ..store.home import remove_stale_temporaries
+from ..store.home import Home, remove_stale_temporaries
 from ..store.files import atomic_write
 from ..store.lock import home_lock
 from ..store.state_file import read_state_file, write_state

@@ -34,7 +34,7 @@ def disk_error(path: Path, exc: OSError) -> DiskError:
     return DiskError(f"could not write {path}: {reason}{hint}")
 
 
-# Fault injection for tests/test_durability.py, inert unless AGENT_TEST_KILL_AT is set: with
+# Fault injection for tests/system/test_durability.py, inert unless AGENT_TEST_KILL_AT is set: with
 # AGENT_TEST_KILL_AT=N the process SIGKILLs itself at the N-th fault point it passes (the lock
 # and each write step below), so a test can prove that a kill at every step loses nothing.
 _KILL_AT = os.environ.get("AGENT_TEST_KILL_AT", "")

@@ -2,7 +2,7 @@
 
 It refuses non-public addresses (after DNS, and again on every redirect) and connects to the
 very address it checked, so a second DNS answer cannot redirect the connection (rebinding).
-Every request has an overall timeout and a body cap. Plugins call `fetch` for the same checks.
+Every call has one overall deadline (a watchdog shuts its sockets) and a body cap. Plugins call `fetch` for the same checks.
 
 httpx is imported inside the functions that use it: a cycle that never fetches never loads it.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 import time
 from typing import TYPE_CHECKING, Callable
 
@@ -131,51 +132,101 @@ def checked_target(url: httpx.URL, settings: Settings, resolver: Resolver) -> tu
 # ---------------------------------------------------------------------------------- the request
 
 
+class _Deadline:
+    """One http_get's deadline, held by a watchdog: when the time is up it shuts down the call's
+    sockets, which ends any read at once. (httpx's timeouts apply to each socket read, so a
+    server dripping one header byte a second would otherwise keep the call alive for ever.)"""
+
+    def __init__(self, seconds: float):
+        self.at = time.monotonic() + seconds
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def remaining(self) -> float:
+        return self.at - time.monotonic()
+
+    def trace(self, event: str, info: dict) -> None:
+        """httpcore's trace hook: note each new connection's socket."""
+        if event == "connection.connect_tcp.complete":
+            sock = info["return_value"].get_extra_info("socket")
+            with self._lock:
+                self._sockets.append(sock)
+                if self.expired:
+                    _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
+
+
+def _shut(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed
+        pass
+
+
 def fetch(url: str, settings: Settings, resolver: Resolver = resolve_host) -> str:
-    """GET `url` with every safety check of http_get; returns the status line and the body."""
+    """GET `url` with every safety check of http_get; returns the status line and the body.
+    The whole call, redirects, headers and body included, ends by `http_timeout`."""
     import httpx
 
-    deadline = time.monotonic() + settings.http_timeout
+    timed_out = f"timed out after {settings.http_timeout:g}s"
     try:
         current = httpx.URL(url)
     except Exception as exc:
         raise ToolError(f"not a valid URL: {exc}") from None
-    with httpx.Client(trust_env=False, follow_redirects=False, verify=TLS_VERIFY) as client:  # no proxies
-        for _hop in range(settings.http_max_redirects + 1):
-            address, host_header = checked_target(current, settings, resolver)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ToolError(f"timed out after {settings.http_timeout:g}s")
-            request = client.build_request(
-                "GET", current.copy_with(host=address),
-                headers={"Host": host_header, "Accept-Encoding": "identity", "User-Agent": "scratchpad-agent"},
-                timeout=remaining,
-                extensions={"sni_hostname": current.raw_host.decode("ascii")},  # TLS checks the name's certificate
-            )
-            try:
-                response = client.send(request, stream=True)
-            except httpx.TimeoutException:
-                raise ToolError(f"timed out after {settings.http_timeout:g}s") from None
-            except httpx.HTTPError as exc:
-                raise ToolError(f"request to {current} failed: {exc}") from None
-            try:
-                location = response.headers.get("location")
-                if response.status_code in (301, 302, 303, 307, 308) and location:
-                    try:
-                        current = current.join(location)
-                    except Exception as exc:
-                        raise ToolError(f"bad redirect Location {location!r}: {exc}") from None
-                    continue
-                return _read_body(response, current, settings, deadline)
-            finally:
-                response.close()
+    deadline = _Deadline(settings.http_timeout)
+    try:
+        with httpx.Client(trust_env=False, follow_redirects=False, verify=TLS_VERIFY) as client:  # no proxies
+            for _hop in range(settings.http_max_redirects + 1):
+                address, host_header = checked_target(current, settings, resolver)
+                remaining = deadline.remaining()
+                if remaining <= 0:
+                    raise ToolError(timed_out)
+                request = client.build_request(
+                    "GET", current.copy_with(host=address),
+                    headers={"Host": host_header, "Accept-Encoding": "identity", "User-Agent": "scratchpad-agent"},
+                    timeout=remaining,  # connect, pool and each read; the watchdog bounds them all
+                    extensions={"sni_hostname": current.raw_host.decode("ascii"),  # TLS checks the name's certificate
+                                "trace": deadline.trace},
+                )
+                try:
+                    response = client.send(request, stream=True)
+                except httpx.HTTPError as exc:
+                    if deadline.expired or isinstance(exc, httpx.TimeoutException):
+                        raise ToolError(timed_out) from None
+                    raise ToolError(f"request to {current} failed: {exc}") from None
+                try:
+                    location = response.headers.get("location")
+                    if response.status_code in (301, 302, 303, 307, 308) and location:
+                        try:
+                            current = current.join(location)
+                        except Exception as exc:
+                            raise ToolError(f"bad redirect Location {location!r}: {exc}") from None
+                        continue
+                    return _read_body(response, current, settings, deadline)
+                finally:
+                    response.close()
+    finally:
+        deadline.cancel()
     raise ToolError(f"more than {settings.http_max_redirects} redirects; stopped at {current}")
 
 
-def _read_body(response: httpx.Response, url: httpx.URL, settings: Settings, deadline: float) -> str:
+def _read_body(response: httpx.Response, url: httpx.URL, settings: Settings, deadline: _Deadline) -> str:
     import httpx
 
     cap = settings.http_max_bytes
+    timed_out = f"timed out after {settings.http_timeout:g}s while reading {url}"
     body, cut = bytearray(), False
     try:
         for chunk in response.iter_bytes():
@@ -184,12 +235,16 @@ def _read_body(response: httpx.Response, url: httpx.URL, settings: Settings, dea
                 del body[cap:]
                 cut = True
                 break  # stop reading: the rest never leaves the socket
-            if time.monotonic() > deadline:
-                raise ToolError(f"timed out after {settings.http_timeout:g}s while reading {url}")
+            if deadline.expired:
+                raise ToolError(timed_out)
     except httpx.TimeoutException:
-        raise ToolError(f"timed out after {settings.http_timeout:g}s while reading {url}") from None
+        raise ToolError(timed_out) from None
     except httpx.HTTPError as exc:
+        if deadline.expired:
+            raise ToolError(timed_out) from None
         raise ToolError(f"reading {url} failed: {exc}") from None
+    if deadline.expired and not cut:  # the watchdog's shutdown looked like the end of the body
+        raise ToolError(timed_out)
     try:
         text = bytes(body).decode(response.charset_encoding or "utf-8", errors="replace")
     except LookupError:  # a charset Python does not know

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from .children import die_with_parent, forget_group, record_group
 from .base import ToolContext, ToolError
 from .shell_policy import POLICIES, option_refusal
 from .workspace import confined_path, workspace_root
@@ -45,18 +46,24 @@ def shell(ctx: ToolContext, command: str) -> str:
         proc = subprocess.Popen(
             argv, cwd=ctx.workspace, env=ctx.child_env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=die_with_parent(os.getpid()),
         )
     except FileNotFoundError:
         raise ToolError(f"command not found: {argv[0]}") from None
     except OSError as exc:
         raise ToolError(f"cannot run {argv[0]}: {exc.strerror}") from None
-    output, cut, timed_out = run_capped(proc, settings.shell_max_output, settings.shell_timeout)
+    record_group(ctx.home, proc.pid)  # reaped by the next cycle if the agent is killed meanwhile
+    try:
+        output, cut, timed_out = run_capped(proc, settings.shell_max_output, settings.shell_timeout)
+        left_behind = not timed_out and kill_group(proc)
+    finally:
+        forget_group(ctx.home, proc.pid)
     text = output.decode("utf-8", errors="replace")
     if cut:
         text += f"\n[output cut at {settings.shell_max_output} bytes; {cut} more bytes dropped]"
     if timed_out:
         raise ToolError(f"timed out after {settings.shell_timeout:g}s and was killed; output so far: {text[:200]}")
-    if kill_group(proc):  # the command exited but left children behind in its group
+    if left_behind:  # the command exited but left children behind in its group
         text = f"{text.rstrip()}\n[background processes it left running were killed]"
     if proc.returncode != 0:
         return f"{text.rstrip()}\n[exit status {proc.returncode}]".lstrip()

@@ -101,7 +101,8 @@ def test_logs_follow_prints_a_running_cycles_lines_and_exits_when_it_ends(home):
     prints what is written so far, keeps following, and exits once the cycle has ended."""
     write_active(home, STATE)
     (home / "config.yaml").write_text(yaml.safe_dump({"shell_timeout": 120}))
-    gate = home / "gate.fifo"
+    gate = home / "workspace" / "gate.fifo"  # the shell runs in the workspace
+    gate.parent.mkdir()
     os.mkfifo(gate)
     script = write_script(home.parent, [{"tool": "shell", "args": {"command": "cat gate.fifo"}}, done("ok")])
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL")}

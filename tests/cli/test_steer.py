@@ -5,8 +5,6 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from agent.store.home import Home
-from agent.store.lock import home_lock
 from tests.cli.helpers import done, echo, json_out, run_cycle
 from tests.helpers import read_yaml, run_cli, tree_digest, write_active
 

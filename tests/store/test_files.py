@@ -261,3 +261,17 @@ def test_read_text_file_refuses_what_is_not_bounded_utf8_text(tmp_path, make, me
     with pytest.raises(FileRefused, match=message) as refused:
         read_text_file(tmp_path / "config.yaml", "config file", 100)
     assert refused.value.path == tmp_path / "config.yaml" and str(refused.value).startswith(f"{tmp_path}/config.yaml: ")
+
+
+def test_the_cycle_log_stops_at_its_size_limit_with_one_marker_line(tmp_path):
+    from agent.secrets import Secrets
+    from agent.store.cycle_log import CycleLog
+
+    path = tmp_path / "cycle.log"
+    with CycleLog(path, Secrets([]), max_bytes=100_000) as log:
+        for _ in range(1000):
+            log("r" * 1000)  # a model that floods the log with raw replies
+    text = path.read_text()
+    assert len(text.encode()) <= 100_000
+    assert text.splitlines()[-1].endswith("[log cut here: over its size limit; the transcript and index keep the rest]")
+    assert text.count("log cut here") == 1

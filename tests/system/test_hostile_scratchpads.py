@@ -22,7 +22,7 @@ from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
 from agent.safe_yaml import load_yaml
 from tests.helpers import run_cli, tree_digest, write_script
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 LAUGHS = "lol0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"lol{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10))
@@ -87,7 +87,7 @@ CASES = [
     ("completed-tasks-numbers", _write_text("completed_tasks: [1, 2]\n"), r"field 'completed_tasks\[0\]' must be"),
     ("notes-list", _write_text("notes: [a, b]\n"), r"field 'notes' must be a string, got list"),
     ("pending-mapping", _write_text("pending_actions: {a: b}\n"), r"field 'pending_actions' must be a list"),
-    ("non-string-key", _write_text("goals: []\n7: seven\n"), r"key 7 is not a string"),
+    ("non-string-key", _write_text("goals: []\n7: seven\n"), r"key 7 is not a string but an int"),
     ("duplicate-keys", _write_text("goals: [first]\nnotes: a\ngoals: [second]\n"), r"found duplicate key 'goals'"),
     ("duplicate-nested-keys", _write_text("completed_tasks:\n- task: a\n  task: b\n"), r"found duplicate key 'task'"),
     ("fifty-megabytes", _big_file, r"over the [\d,]+-byte limit for a scratchpad"),

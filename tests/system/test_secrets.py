@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from agent.config import Settings
 from tests.helpers import run_cli, write_script
 
 API_KEY = "sk-test-0123456789abcdefSECRET"
@@ -115,3 +116,28 @@ def test_fresh_home_is_created_private(tmp_path: Path):
         assert stat.S_IMODE((home / folder).stat().st_mode) == 0o700
         for path in (home / folder).iterdir():
             assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+def test_arguments_nested_600_deep_with_a_secret_configured_do_not_crash_the_cycle(tmp_path: Path):
+    home = _home(tmp_path)
+    deep = "[" * 600 + json.dumps(TOKEN) + "]" * 600
+    script = write_script(tmp_path, ['{"tool": "echo", "args": {"message": ' + deep + "}}",
+                                     {"tool": "done", "args": {"summary": "ok"}}])
+    proc = _run(home, script, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "[TOOL ERROR] echo" in (home / "scratchpad" / "active.yaml").read_text()
+    assert all(TOKEN.encode() not in data for data in _every_file(home).values())
+
+
+def test_redaction_works_at_any_nesting_depth():
+    from agent.secrets import Secrets
+
+    secrets = Secrets.from_settings(Settings(secret_env=["DEPLOY_TOKEN"]), {"DEPLOY_TOKEN": TOKEN})
+    value: list = [TOKEN]
+    for _ in range(100_000):
+        value = [value, {TOKEN: TOKEN}]
+    redacted = secrets.redact(value)
+    for _ in range(100_000):
+        assert redacted[1] == {"[REDACTED]": "[REDACTED]"}
+        redacted = redacted[0]
+    assert redacted == ["[REDACTED]"]

@@ -31,7 +31,7 @@ from agent.outcomes import ExitCode
 from agent.store.home import Home, read_index
 from agent.store.lock import is_locked
 from agent.store.state_file import read_state_file
-from tests.helpers import run_cli, tree_digest, write_script
+from tests.helpers import run_cli, tree_digest, wait_for, write_script
 
 # One cycle's work: set a task and a queue, set goals, finish. Deterministic given the state read.
 WORK = [
@@ -185,7 +185,7 @@ def test_kill_at_every_write_step_of_reset(tmp_path: Path):
     script = write_script(tmp_path, WORK)
     assert run_cli("run", "--home", str(base), "--model", f"scripted:{script}", "-q").exit_code == 0
     old_bytes = (base / "scratchpad" / "active.yaml").read_bytes()
-    template = (Path(__file__).resolve().parent.parent / "agent" / "templates" / "default.yaml").read_text()
+    template = (Path(__file__).resolve().parents[2] / "agent" / "templates" / "default.yaml").read_text()
     k, kills = 0, 0
     while True:
         k += 1
@@ -285,28 +285,18 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
 # ----------------------------------------------------------------------------- 2. signals
 
 
-def _wait_for(predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _log_text(home: Path) -> str:
     return "".join(p.read_text() for p in (home / "logs").glob("cycle_*.log"))
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_signal_during_a_cycle_fails_it_cleanly(tmp_path: Path, sig):
     home = make_home(tmp_path)
     script = write_script(tmp_path, [WORK[0], {"tool": "shell", "args": {"command": "sleep 37"}}, WORK[2]])
     (home / "scratchpad" / "active.yaml").write_text("goals: [stay]\nnotes: known before\ncompleted_tasks: [old]\n")
     read = active_state(home)
     proc = spawn("run", "--home", str(home), "--model", f"scripted:{script}")
-    _wait_for(lambda: "sleep 37" in _log_text(home), what="the shell tool to start")
+    wait_for(lambda: "sleep 37" in _log_text(home), what="the shell tool to start")
     time.sleep(0.2)
     started = time.monotonic()
     proc.send_signal(sig)
@@ -386,24 +376,50 @@ def test_signal_before_the_loop_starts_is_a_failed_cycle_not_a_crash(tmp_path: P
 # --------------------------------------------------------------------- 3. overlapping runs
 
 
-def _hold_lock_with_a_long_cycle(tmp_path: Path, home: Path, seconds: float) -> subprocess.Popen:
-    script = write_script(tmp_path, [WORK[0], {"tool": "shell", "args": {"command": f"sleep {seconds}"}}, *WORK[1:]],
-                          "long.yaml")
-    holder = spawn("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
-    _wait_for(lambda: f"sleep {seconds}" in _log_text(home), what="the holder to reach its shell tool")
-    return holder
+class LockHolder:
+    """A real cycle that holds the home's lock until the test releases it: its shell tool runs
+    `cat` on a FIFO in the home, which blocks until `release()` writes to it. No fixed sleep, so
+    a busy machine cannot make the holder let go before the test is done with the others."""
+
+    def __init__(self, tmp_path: Path, home: Path):
+        self.fifo = home / "workspace" / "release.fifo"  # the shell runs in the workspace
+        os.mkfifo(self.fifo)
+        config = home / "config.yaml"
+        config.write_text(config.read_text().replace("[sleep,", "[cat, sleep,") + "shell_timeout: 600\n")
+        script = write_script(tmp_path, [WORK[0], {"tool": "shell", "args": {"command": "cat release.fifo"}},
+                                         *WORK[1:]], "long.yaml")
+        self.proc = spawn("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
+        wait_for(lambda: "cat release.fifo" in _log_text(home), what="the holder to reach its shell tool")
+        # the command's process-group record is written once it started: only then is the home still
+        wait_for(lambda: list((home / "logs" / ".running").glob("*.json")), what="the holder's command to start")
+
+    def release(self) -> None:
+        """Let the holder's tool finish (waits, bounded, for `cat` to open the FIFO)."""
+        fd = wait_for(lambda: _open_for_writing(self.fifo), timeout=60, what="the holder's cat to open the FIFO")
+        os.write(fd, b"released\n")
+        os.close(fd)
+
+
+def _open_for_writing(fifo: Path) -> int | None:
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # no reader yet
+            return None
+        raise
 
 
 def test_while_a_cycle_runs_every_other_run_and_reset_exits_busy_without_reading_or_writing(tmp_path: Path):
-    """One cycle holds the lock (sleeping in a tool); 19 more `run` and `reset` processes start
+    """One cycle holds the lock (blocked in a tool until the test releases it); 19 more `run` and `reset` processes start
     at once. Each exits 5 with the busy message. To prove they did not even *read*, active.yaml
-    is replaced by garbage while the holder sleeps: a process that read it would exit 6 instead.
+    is replaced by garbage while the holder waits: a process that read it would exit 6 instead.
     Not one file changes while they run; afterwards the holder saves its cycle normally."""
     home = make_home(tmp_path)
     script = write_script(tmp_path, WORK)
     assert run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q").exit_code == 0
     read = active_state(home)
-    holder = _hold_lock_with_a_long_cycle(tmp_path, home, 6)
+    holding = LockHolder(tmp_path, home)
+    holder = holding.proc
     (home / "scratchpad" / "active.yaml").write_bytes(b"\x00garbage: [\n")  # the holder already read it
     frozen = tree_digest(home)
 
@@ -417,6 +433,7 @@ def test_while_a_cycle_runs_every_other_run_and_reset_exits_busy_without_reading
         assert "another agent process holds the lock on" in err
         assert "invalid" not in err.lower()
 
+    holding.release()
     holder.communicate(timeout=60)
     assert holder.returncode == 0
     assert core(active_state(home))["completed_tasks"] == read["completed_tasks"] + [
@@ -466,7 +483,7 @@ def test_twenty_overlapping_runs_and_resets_serialise_and_lose_no_update(tmp_pat
         assert "[exit status" not in a["notes"], "two cycles overlapped (mkdir held failed)"
         assert a["completed_tasks"][-1] == {"task": "write report", "summary": "report written"}
         candidates = [core(s) for s in reset_states] + ([previous] if previous is not None else [core(read_state_file(
-            Path(__file__).resolve().parent.parent / "agent" / "templates" / "default.yaml", home))])
+            Path(__file__).resolve().parents[2] / "agent" / "templates" / "default.yaml", home))])
         assert core(b) in candidates, "a cycle read a state nobody saved: an update was lost"
         previous = core(a)
     final = core(active_state(home))
@@ -481,13 +498,15 @@ def test_wait_queues_runs_and_resets_instead_of_exiting_busy(tmp_path: Path):
     with --wait waits too; without --wait it exits 5; with a too-short wait it exits 5 saying so."""
     home = make_home(tmp_path)
     script = write_script(tmp_path, WORK)
-    holder = _hold_lock_with_a_long_cycle(tmp_path, home, 1.5)
+    holding = LockHolder(tmp_path, home)
+    holder = holding.proc
     quick = run_proc("reset", "--home", str(home))
     assert quick.returncode == ExitCode.BUSY
     short = run_proc("reset", "--home", str(home), "--wait", "0.2")
     assert short.returncode == ExitCode.BUSY and "after waiting 0.2s" in short.stderr
     queued = [spawn("run", "--home", str(home), "--model", f"scripted:{script}", "--wait", "60", "-q")
               for _ in range(6)]
+    holding.release()
     for proc in queued:
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err

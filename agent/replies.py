@@ -1,0 +1,157 @@
+"""Finding the action in a model reply: bare JSON, a fenced ```json block, or JSON inside prose.
+
+A reply is untrusted and may be huge or built to be slow, so the search is linear in the
+reply's length: a size cap first, fences found with str.find (no backtracking regex), and in
+prose one pass pairs the braces (outside and inside JSON strings) so that each candidate
+object is decoded from its own span, a bounded number of times. (The old search ran
+`raw_decode` at every '{': on a reply of 400,000 '{' each failure counted the newlines before
+it, and the whole took minutes.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterator
+
+from .escape import escape_controls
+from .jsonschema import describe
+
+# Candidate objects decoded from prose at most (a real reply has one or two), and the characters
+# decoded in all, per character of the reply: together they keep the search linear.
+MAX_DECODE_ATTEMPTS = 200
+DECODED_CHARS_PER_REPLY_CHAR = 4
+_FENCE = "```"
+_BRACES_AND_QUOTES = re.compile(r'[{}"\\]')
+
+
+class ReplyError(ValueError):
+    """The reply holds no usable action; the message says why."""
+
+
+def reply_size_problem(text: str, max_bytes: int | None) -> str | None:
+    """Why a reply is too large to parse, or None (max_bytes None: no cap)."""
+    if max_bytes is None or len(text) <= max_bytes // 4:  # cheap: a character is at most 4 bytes
+        return None
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= max_bytes:
+        return None
+    return f"reply is {size:,} bytes, over the {max_bytes:,}-byte limit (max_reply_bytes); nothing was parsed"
+
+
+def parse_reply(text: Any, max_bytes: int | None = None) -> dict:
+    """The action object in a reply; ReplyError when there is none or the reply is over max_bytes."""
+    if not isinstance(text, str):
+        raise ReplyError(f"reply is not text: {describe(text)}")
+    too_large = reply_size_problem(text, max_bytes)
+    if too_large:
+        raise ReplyError(too_large)
+    stripped = text.strip()
+    if not stripped:
+        raise ReplyError("reply is empty")
+    candidates: list[Any] = []
+    try:
+        candidates.append(json.loads(stripped))
+    except RecursionError:
+        raise ReplyError("reply JSON is nested too deeply") from None
+    except ValueError:
+        for block in fenced_blocks(stripped):
+            try:
+                candidates.append(decode_span(block))
+            except (ValueError, RecursionError):
+                pass
+        if not candidates:
+            candidates = list(objects_in(stripped))
+    for value in candidates:
+        if isinstance(value, dict) and "tool" in value and not _encodable(value):
+            raise ReplyError("reply holds text that is not valid Unicode (a lone surrogate escape such as \\ud800)")
+    for value in candidates:
+        if isinstance(value, dict) and "tool" in value:
+            return value
+    if not candidates:
+        raise ReplyError(f"no JSON object found in reply: {clip_line(stripped, 120)!r}")
+    first = candidates[0]
+    if not isinstance(first, dict):
+        raise ReplyError(f"reply is a JSON {type(first).__name__}, not an object: {clip_line(stripped, 120)!r}")
+    raise ReplyError(f'JSON object has no "tool" key: {clip_line(stripped, 120)!r}')
+
+
+def decode_span(span: str) -> Any:
+    """One candidate decoded (its own function so tests can count the work done)."""
+    return json.loads(span)
+
+
+def fenced_blocks(text: str) -> Iterator[str]:
+    """The insides of ``` fences (an optional json/JSON word after the opening fence dropped)."""
+    pos = 0
+    while (start := text.find(_FENCE, pos)) >= 0:
+        end = text.find(_FENCE, start + len(_FENCE))
+        if end < 0:
+            return
+        block = text[start + len(_FENCE): end]
+        if block[:4] in ("json", "JSON"):
+            block = block[4:]
+        yield block
+        pos = end + len(_FENCE)
+
+
+def brace_pairs(text: str) -> list[tuple[int, int]]:
+    """(open, close) index of every matched brace pair, outermost first, in one pass. Outside
+    any brace quotes are prose; inside, JSON strings (with escapes) hide their braces."""
+    pairs: list[tuple[int, int]] = []
+    opened: list[int] = []
+    in_string = False
+    escaped_at = -1  # the character after a backslash inside a string
+    for match in _BRACES_AND_QUOTES.finditer(text):
+        char, at = match.group(), match.start()
+        if at == escaped_at:
+            continue
+        if in_string:
+            if char == "\\":
+                escaped_at = at + 1
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = bool(opened)
+        elif char == "{":
+            opened.append(at)
+        elif char == "}" and opened:
+            pairs.append((opened.pop(), at))
+    return sorted(pairs)
+
+
+def objects_in(text: str) -> Iterator[Any]:
+    """JSON objects in free text (prose around a JSON action), outer ones first; the inside of
+    an object that decoded is not searched again, and the search stops after MAX_DECODE_ATTEMPTS
+    or DECODED_CHARS_PER_REPLY_CHAR * len(text) characters decoded (nested spans that fail)."""
+    decoded_until = -1
+    attempts = 0
+    chars_left = DECODED_CHARS_PER_REPLY_CHAR * len(text)
+    for start, end in brace_pairs(text):
+        if start <= decoded_until:
+            continue
+        attempts += 1
+        chars_left -= end + 1 - start
+        if attempts > MAX_DECODE_ATTEMPTS or chars_left < 0:
+            return
+        try:
+            value = decode_span(text[start: end + 1])
+        except (ValueError, RecursionError):
+            continue
+        decoded_until = end
+        yield value
+
+
+def _encodable(value: Any) -> bool:
+    """Whether a decoded reply can be written as UTF-8 (JSON allows lone surrogates; files do not)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, RecursionError, ValueError):
+        return False
+    return True
+
+
+def clip_line(text: object, limit: int) -> str:
+    """`text` on one line, control characters escaped, cut to `limit` characters."""
+    text = escape_controls(" ".join(str(text).split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"

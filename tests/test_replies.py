@@ -1,0 +1,66 @@
+"""Finding the action in a reply: a size cap, and a search whose work grows linearly with the
+reply however it is built (counted, not timed: CI machines are slow and busy)."""
+
+from __future__ import annotations
+
+import pytest
+
+import agent.replies as replies
+from agent.replies import DECODED_CHARS_PER_REPLY_CHAR, MAX_DECODE_ATTEMPTS, ReplyError, parse_reply
+
+ACTION = '{"tool": "echo", "args": {"message": "a } and a { in a string, and \\" an escaped quote"}}'
+
+
+@pytest.fixture
+def decoded(monkeypatch) -> list[int]:
+    """The length of every span the search decodes."""
+    spans: list[int] = []
+    real = replies.decode_span
+
+    def counting(span: str):
+        spans.append(len(span))
+        return real(span)
+
+    monkeypatch.setattr(replies, "decode_span", counting)
+    return spans
+
+
+HOSTILE = {
+    "open braces": "{" * 400_000,
+    "fences": "```" * 133_000,
+    "fence then whitespace": "```json" + " \n" * 200_000,
+    "nested braces": "x" + "{" * 200_000 + "}" * 200_000,
+    "empty objects": "x {}" * 100_000,
+    "unclosed keys": 'x {"a": ' * 50_000,
+}
+
+
+@pytest.mark.parametrize("reply", HOSTILE.values(), ids=HOSTILE.keys())
+def test_a_400_kb_hostile_reply_fails_after_linear_work(reply, decoded):
+    with pytest.raises(ReplyError):
+        parse_reply(reply, max_bytes=None)
+    assert len(decoded) <= max(MAX_DECODE_ATTEMPTS, reply.count("```"))
+    assert sum(decoded) <= (DECODED_CHARS_PER_REPLY_CHAR + 1) * len(reply)
+
+
+def test_an_action_after_unbalanced_prose_braces_and_quotes_is_found(decoded):
+    reply = 'Thinking {about "it}. Then I said "hi {' + " x" * 1000 + "\nAction: " + ACTION + " and }"
+    assert parse_reply(reply)["args"]["message"].startswith("a } and a {")
+
+
+def test_braces_and_escaped_quotes_inside_strings_do_not_split_an_object_in_prose():
+    assert parse_reply("Here you go: " + ACTION + " (done)")["tool"] == "echo"
+
+
+def test_a_reply_over_max_reply_bytes_is_refused_naming_its_size_before_any_parsing(decoded):
+    reply = ACTION + " " * 70_000
+    with pytest.raises(ReplyError, match=r"reply is 70,\d{3} bytes, over the 65,536-byte limit \(max_reply_bytes\)"):
+        parse_reply(reply, max_bytes=65536)
+    assert decoded == []
+    assert parse_reply(reply, max_bytes=None)["tool"] == "echo"
+
+
+def test_the_cap_counts_utf8_bytes_not_characters():
+    reply = '{"tool": "echo", "args": {"message": "' + "é" * 40_000 + '"}}'  # 40,000 chars, 80,000 bytes
+    with pytest.raises(ReplyError, match="over the 65,536-byte limit"):
+        parse_reply(reply, max_bytes=65536)
