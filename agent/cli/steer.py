@@ -21,9 +21,9 @@ from ..state import problems
 from ..store.inbox import queue_edit, queued_edits
 from ..store.lock import home_lock
 from ..store.state_file import load_state, write_state
-from .common import echo, existing_home, home_option, json_option, print_json, reports_errors
+from .common import echo, existing_home, home_option, json_option, print_json, reports_errors, wait_seconds
 
-wait_option = click.option("--wait", "lock_wait", type=click.FloatRange(min=0), default=0.0,
+wait_option = click.option("--wait", "lock_wait", type=wait_seconds, default=0.0,
                            help="Seconds to wait for a running cycle to finish before queueing the edit "
                                 "for the next wake instead.")
 
