@@ -16,6 +16,7 @@ as read plus one failure note; the traceback goes to logs/cycle_<id>.log. Every 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as _dt
 import time
@@ -37,20 +38,20 @@ from .store.ids import new_cycle_id
 from .store.lock import home_lock
 from .store.state_file import load_state, state_size_problem, write_state
 from .tags import Tag
-from .tools import Registry, ToolContext, build_registry
+from .tools import Registry, ToolContext, open_registry
 
 
 def run_cycle(home: Home, settings: Settings, model: Model, reporter: Reporter | None = None,
               registry: Registry | None = None, clock: Callable[[], _dt.datetime] | None = None) -> CycleReport:
     """Run exactly one cycle in `home` and return what happened (the exit code is in the report)."""
-    return _Run(home, settings, model, SafeReporter(reporter), registry or build_registry(settings)).run(
+    return _Run(home, settings, model, SafeReporter(reporter), registry).run(
         (clock or (lambda: _dt.datetime.now(_dt.timezone.utc)))())
 
 
 class _Run:
     """The state of one run; made for one cycle and dropped after it."""
 
-    def __init__(self, home: Home, settings: Settings, model: Model, report: Reporter, registry: Registry):
+    def __init__(self, home: Home, settings: Settings, model: Model, report: Reporter, registry: Registry | None):
         self.home, self.settings, self.model, self.report_event, self.registry = home, settings, model, report, registry
         self.secrets = Secrets.from_settings(settings)
         self.signals = interrupts.Deferred()
@@ -58,7 +59,10 @@ class _Run:
     def run(self, now: _dt.datetime) -> CycleReport:
         started = time.monotonic()
         home, secrets = self.home, self.secrets
-        with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals):     # 1
+        # Tools open under the lock: MCP servers start now and stop with the cycle, however it ends.
+        given = self.registry  # a caller's registry (tests) is used as it is
+        tools = open_registry(self.settings, home.root, secrets) if given is None else contextlib.nullcontext(given)
+        with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals), tools as self.registry:  # 1
             home.ensure_dirs()
             remove_stale_temporaries(home, home.root / self.settings.workspace if self.settings.workspace else None)
             cycle_id = new_cycle_id(home, now)                                                    # 2
@@ -132,6 +136,8 @@ class _Run:
         system = prompt.system_prompt(prompt.read_rules(self.home.rules), self.registry)
         action_schema = self.registry.action_schema()
         self.model.start(self.log)
+        for problem in self.registry.problems:  # a plugin or MCP server left out: say why where people look
+            add_note(state, Tag.TOOL_ERROR.line(problem))
         try:
             while True:
                 limits.before_call()
