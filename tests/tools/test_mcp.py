@@ -150,6 +150,7 @@ def notes_of(home: Path) -> str:
 # ----------------------------------------------------------------------------- real servers
 
 
+@pytest.mark.slow
 def test_time_and_git_servers_from_the_index_work_in_a_real_cycle_and_stop_with_it(home, tmp_path, repo):
     configure(home, {"time": TIME_SERVER,
                      "git": {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository", str(repo)],
@@ -202,6 +203,7 @@ def test_agent_doctor_starts_each_server_and_lists_its_tools(home):
 # ---------------------------------------------------------------------------- hostile servers
 
 
+@pytest.mark.slow
 def test_a_server_that_does_not_exist_leaves_a_note_and_the_cycle_goes_on(home, tmp_path):
     configure(home, {"gone": {"command": "no-such-mcp-server-command"}, "time": TIME_SERVER})
     proc = run_scripted(home, tmp_path, [{"tool": "time__get_current_time", "args": {"timezone": "UTC"}}, DONE])
@@ -213,6 +215,7 @@ def test_a_server_that_does_not_exist_leaves_a_note_and_the_cycle_goes_on(home, 
     assert "agent: warning: MCP server 'gone' not started" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_is_given_up_after_the_start_timeout(home, tmp_path):
     silent = {"command": sys.executable, "args": ["-c", "import time; time.sleep(3600)"]}
     configure(home, {"silent": silent}, mcp_start_timeout=3)
@@ -224,6 +227,7 @@ def test_a_server_that_never_answers_is_given_up_after_the_start_timeout(home, t
     assert processes_in(home) == {}
 
 
+@pytest.mark.slow
 def test_a_server_that_exits_at_start_shows_its_stderr(home, tmp_path):
     broken = {"command": sys.executable, "args": ["-c", "import sys; sys.exit('broken server: missing token')"]}
     configure(home, {"broken": broken})
@@ -233,6 +237,7 @@ def test_a_server_that_exits_at_start_shows_its_stderr(home, tmp_path):
     assert "its stderr ends: broken server: missing token" in notes_of(home)
 
 
+@pytest.mark.slow
 def test_a_server_that_crashes_mid_cycle_turns_its_calls_into_tool_errors(home, tmp_path, misbehaving):
     configure(home, {"bad": misbehaving, "time": TIME_SERVER})
     proc = run_scripted(home, tmp_path, [
@@ -259,6 +264,7 @@ def test_a_server_that_crashes_mid_cycle_turns_its_calls_into_tool_errors(home, 
     assert '"timezone": "UTC"' in notes and "[COMPLETED] finished" in notes
 
 
+@pytest.mark.slow
 def test_a_call_that_hangs_past_mcp_timeout_is_a_tool_error_and_the_server_is_killed(home, tmp_path, misbehaving):
     configure(home, {"bad": misbehaving}, mcp_timeout=2)
     proc = run_scripted(home, tmp_path, [{"tool": "bad__hang", "args": {}}, {"tool": "echo", "args": {"message": "on"}},
@@ -270,6 +276,7 @@ def test_a_call_that_hangs_past_mcp_timeout_is_a_tool_error_and_the_server_is_ki
     assert processes_in(home) == {}  # the hung call did not keep it alive past the cycle
 
 
+@pytest.mark.slow
 def test_a_cycle_killed_by_sigterm_stops_its_servers(home, tmp_path, misbehaving):
     configure(home, {"bad": misbehaving}, mcp_timeout=3600)
     script = write_script(tmp_path, [{"tool": "bad__hang", "args": {}}, DONE])
@@ -284,6 +291,7 @@ def test_a_cycle_killed_by_sigterm_stops_its_servers(home, tmp_path, misbehaving
     assert processes_in(home) == {}
 
 
+@pytest.mark.slow
 def test_servers_die_with_an_agent_killed_by_sigkill(home, tmp_path, misbehaving):
     """Nothing of the agent runs after SIGKILL: the kernel stops the servers (a hung one too)."""
     configure(home, {"bad": misbehaving, "time": TIME_SERVER}, mcp_timeout=3600)
@@ -300,6 +308,7 @@ def test_servers_die_with_an_agent_killed_by_sigkill(home, tmp_path, misbehaving
     assert processes_in(home) == {}
 
 
+@pytest.mark.slow
 def test_secrets_in_the_agents_environment_do_not_reach_the_server(home, tmp_path, misbehaving):
     configure(home, {"bad": {**misbehaving, "env": {"GIVEN": "${AGENT_TEST_PLAIN}", "LITERAL": "as-written"}}})
     proc = run_scripted(home, tmp_path, [{"tool": "bad__env", "args": {"name": name}} for name in
@@ -315,6 +324,7 @@ def test_secrets_in_the_agents_environment_do_not_reach_the_server(home, tmp_pat
     assert '[TOOL] bad__env({"name": "LITERAL"}) -> as-written' in notes
 
 
+@pytest.mark.slow
 def test_a_result_holding_a_secret_is_redacted_everywhere(home, tmp_path, misbehaving):
     # The operator hands the server a key on purpose; whatever it sends back is still redacted.
     configure(home, {"bad": {**misbehaving, "env": {"UPSTREAM_KEY": "${OPENAI_API_KEY}",
@@ -335,6 +345,7 @@ def test_a_result_holding_a_secret_is_redacted_everywhere(home, tmp_path, misbeh
     assert SECRET not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_an_env_reference_to_an_unset_variable_leaves_the_server_out(home, tmp_path, misbehaving):
     configure(home, {"bad": {**misbehaving, "env": {"TOKEN": "${AGENT_TEST_NOT_SET}"}}})
     proc = run_scripted(home, tmp_path, [DONE])
