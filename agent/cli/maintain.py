@@ -20,12 +20,10 @@ from ..providers import ModelError, ScriptedModel, resolve_model
 from ..providers.local import LocalModel
 from ..providers.openai_compat import OpenAIModel
 from ..outcomes import AgentError, InvalidScratchpad, UsageError
-from ..secrets import Secrets
 from ..store.retention import delete_cycles, parse_duration, plan_prune
 from ..store.home import Home
 from ..store.lock import home_lock, is_locked
 from ..store.state_file import read_state_file
-from ..tools import ToolContext
 from .common import existing_home, home_option, json_option, print_json, reports_errors, size, wait_option
 
 # -------------------------------------------------------------------------------------- prune
@@ -172,7 +170,11 @@ def _mcp_checks(home: Home, settings, env) -> list[Check]:
     """Start each MCP server in config.yaml, list its tools, stop it."""
     if not settings.mcp_servers:
         return []
-    from ..tools.mcp import McpServers  # asyncio and the SDK only when servers are configured
+    # Imported here, not at the top: asyncio and the SDK only when servers are configured, and
+    # this check stays one self-contained block beside the model checks.
+    from ..secrets import Secrets
+    from ..tools import ToolContext
+    from ..tools.mcp import McpServers
 
     with McpServers(ToolContext(home.root, settings, Secrets.from_settings(settings, env))) as servers:
         pass

@@ -16,7 +16,6 @@ from ..store.home import Home, remove_stale_temporaries
 from ..store.files import atomic_write
 from ..store.lock import home_lock
 from ..store.state_file import read_state_file, write_state
-from ..secrets import Secrets
 from ..tools import CONTROL_TOOLS, open_registry
 from .common import existing_home, home_option, print_json, reports_errors, wait_option
 
@@ -145,7 +144,7 @@ def tools(home_dir: Path, as_json: bool) -> None:
     """
     home = existing_home(home_dir)
     settings = load_settings(home.root)
-    with open_registry(settings, home.root, Secrets.from_settings(settings)) as registry:
+    with open_registry(settings, home.root) as registry:
         pass  # MCP servers run only to list their tools
 
     def source(tool) -> str:
