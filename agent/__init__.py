@@ -1,3 +1,4 @@
-"""agent: run an LLM agent one cycle at a time, with durable memory in a YAML scratchpad."""
+"""agent: run an LLM agent one cycle at a time, with durable memory in a YAML scratchpad.
 
-__version__ = "0.1.0"
+The version is the installed distribution's (`agent --version`); it is written once, in pyproject.toml.
+"""

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Callable
 
 from .config import Settings
+from .hooks import run_cycle_end_hook
+from .metrics import write_metrics
 from .report import CycleReport
 from .secrets import Secrets
 from .store.home import Home, append_index
@@ -15,8 +17,12 @@ from .store.retention import apply_retention
 def after_cycle(home: Home, settings: Settings, report: CycleReport, secrets: Secrets,
                 log: Callable[[str], None]) -> None:
     """Append the index record, then prune old cycles (the record is written first: history never
-    loses a cycle that retention removed the files of)."""
-    append_index(home, secrets.redact(report.index_record()))
+    loses a cycle that retention removed the files of), then tell the operator's tools: the
+    metrics file, and the on_cycle_end command with the same record."""
+    record = secrets.redact(report.index_record())
+    append_index(home, record)
     pruned = apply_retention(home, settings, protect=[report.cycle_id])
     if pruned:
         log(f"retention: removed {len(pruned)} old snapshot/log file(s)")
+    write_metrics(home, settings, record, log)
+    run_cycle_end_hook(home.root, settings, record, secrets, log)

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import jsonschema
 from .jsonschema import schema_for
-from .outcomes import UsageError
+from .outcomes import StopReason, UsageError
 
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
 
@@ -81,6 +81,16 @@ class Settings:
                                    "(the index and archive keep everything); null: keep all.", default=500)
     keep_days: float | None = _doc("Automatic retention: keep the snapshots and logs of cycles younger than this "
                                    "many days; unset: keep all.", default=None)
+    transcript_max_bytes: int = _doc("Most bytes of one cycle's exact transcript (logs/cycle_<id>.transcript.jsonl: "
+                                     "every request and reply, redacted); 0: no transcript.", default=1024 * 1024)
+    on_cycle_end: list[str] | None = _doc("A command (argv list, no shell) run after every saved cycle, from the home, "
+                                          "with the cycle's index record as JSON on stdin; its failure is only logged.",
+                                          default=None)
+    notify_on: list[str] | None = _doc("Stop reasons that run on_cycle_end (e.g. [error, stalled]); unset: every cycle.",
+                                       default=None)
+    hook_timeout: float = _doc("Seconds on_cycle_end may run before its process group is killed.", default=30.0)
+    metrics_file: str | None = _doc("Prometheus text file rewritten after every saved cycle (relative: to the home), "
+                                    "for node_exporter's textfile collector; unset: none.", default=None)
     mcp_servers: dict[str, dict] = _doc("MCP servers whose tools each cycle offers, as <server>__<tool>: name -> "
                                         "{command, args, env, tools_enabled}. An env value \"${VAR}\" passes the "
                                         "agent's VAR.", default_factory=dict)
@@ -102,7 +112,7 @@ _TOOL_POSITIVE = {"file_max_read", "file_max_write", "http_timeout", "http_max_b
                   "mcp_timeout"}
 _POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors", "max_output_tokens", "note_result_chars", "shell_max_output",
              "local_context", "token_budget", "time_budget", "request_timeout", "shell_timeout", "local_threads",
-             "keep_cycles", "keep_days"}
+             "keep_cycles", "keep_days", "hook_timeout"}
 
 # One MCP server in config.yaml (mcp_servers: {name: this}).
 MCP_SERVER_SCHEMA = {
@@ -156,7 +166,23 @@ def check(settings: Settings) -> Settings:
     if isinstance(settings.temperature, (int, float)) and not 0 <= settings.temperature <= 2:
         raise UsageError(f"setting 'temperature' must be between 0 and 2, got {settings.temperature!r}")
     check_tool_settings(settings)
+    check_hook_settings(settings)
     return settings
+
+
+def check_hook_settings(settings: Settings) -> None:
+    """What runs or is written after a cycle: a usable argv, known stop reasons, sizes and names."""
+    if settings.on_cycle_end is not None and (not settings.on_cycle_end or not settings.on_cycle_end[0]):
+        raise UsageError("setting 'on_cycle_end' must be a non-empty list: the program, then its arguments")
+    reasons = [r.value for r in StopReason]
+    for reason in settings.notify_on or []:
+        if reason not in reasons:
+            raise UsageError(f"setting 'notify_on': {reason!r} is not a stop reason (one of {', '.join(reasons)})")
+    if settings.transcript_max_bytes < 0:
+        raise UsageError(f"setting 'transcript_max_bytes' must be 0 (no transcript) or more, "
+                         f"got {settings.transcript_max_bytes}")
+    if settings.metrics_file is not None and not settings.metrics_file.strip():
+        raise UsageError("setting 'metrics_file' must be a file name (e.g. /var/lib/node_exporter/agent.prom)")
 
 
 def check_tool_settings(settings: Settings) -> None:

@@ -39,6 +39,7 @@ from .store.lock import home_lock
 from .store.state_file import load_state, state_size_problem, write_state
 from .tags import Tag
 from .tools import Registry, ToolContext, open_registry
+from .transcript import Transcript
 
 
 def run_cycle(home: Home, settings: Settings, model: Model, reporter: Reporter | None = None,
@@ -69,7 +70,9 @@ class _Run:
             before = load_state(home)                                                             # 3
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name,
                                  task_before=secrets.redact(before["current_task"]))
-            with CycleLog(home.cycle_log(cycle_id), secrets) as self.log:
+            with CycleLog(home.cycle_log(cycle_id), secrets) as self.log, \
+                    Transcript(home.transcript(cycle_id), secrets, self.settings.transcript_max_bytes) as transcript:
+                self.model = transcript.recording(self.model)  # every request and reply, exactly
                 self.log(f"cycle {cycle_id} model={self.model.name} home={home.root}")
                 self._write(home.snapshot(cycle_id, "before"), before, report)                   # 4
                 self.report_event("start", cycle_id=cycle_id, model=self.model.name, task=report.task_before)

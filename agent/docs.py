@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
+from .config import field_docs
+
 
 def settings_table() -> str:
     """The README's configuration table: every setting, its default and what it does."""
-    from .config import field_docs
-
     rows = ["| setting | default | meaning |", "| --- | --- | --- |"]
     for name, doc, default in field_docs():
         shown = "unset" if default is None else json.dumps(default)

@@ -18,8 +18,13 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from .dispatcher import ReplyError, parse_reply
 from .providers.base import Request
+from .safe_yaml import dump_yaml
+from .state import InvariantViolation, invariant_problems
+from .store.files import append_jsonl, read_jsonl
 from .tags import Tag
+from .tools import Tool
 
 ARCHIVE_MARKER = Tag.ARCHIVED.value
 
@@ -89,8 +94,6 @@ Replaced or cleared lines are archived, not lost. Keep what the next task needs;
 
 def curate_tool():
     """The reflect step's only tool; its schema constrains the model's reply."""
-    from .tools import Tool
-
     return Tool(
         name="curate_notes",
         description='New notes: "APPEND: text", a replacement text, or "CLEAR".',
@@ -100,8 +103,6 @@ def curate_tool():
 
 
 def reflect_prompt(state: dict) -> str:
-    from .safe_yaml import dump_yaml
-
     return "\n".join(["## Scratchpad", "", "```yaml", dump_yaml(state).rstrip(), "```", "",
                       "Curate the notes now. Reply with one JSON action."]) + "\n"
 
@@ -113,15 +114,11 @@ def archive_records(items: Iterable[Archived], cycle_id: str) -> list[dict]:
 
 
 def append_archive(path, records: list[dict]) -> None:
-    from .store.files import append_jsonl
-
     append_jsonl(path, records)
 
 
 def read_archive(path) -> list[dict]:
     """Every whole record in the archive, oldest first."""
-    from .store.files import read_jsonl
-
     return read_jsonl(path, "kind")
 
 
@@ -132,13 +129,10 @@ def reflect(model: Any, before: dict, state: dict, usage: Any, log: Callable[[st
 
     Any failure keeps the unreflected state (status says why); an interrupt is not caught.
     """
-    from .dispatcher import ReplyError, parse_reply
-    from .state import InvariantViolation, invariant_problems
-
     tool = curate_tool()
     try:
         completion = model.complete(Request(REFLECT_RULES, reflect_prompt(state), {"anyOf": [tool.action_schema()]},
-                                            timeout=timeout))
+                                            timeout=timeout, purpose="reflect"))
         usage.add(completion.usage)
         log(f"reflect: reply {completion.text[:2000]!r}")
         action = parse_reply(completion.text)

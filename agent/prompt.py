@@ -18,6 +18,7 @@ shaped per step from the task: see agent/providers/guidance.py.
 from __future__ import annotations
 
 import json
+from importlib import resources
 import re
 from pathlib import Path
 
@@ -30,8 +31,6 @@ NOTHING_YET = "none yet"
 
 
 def default_rules() -> str:
-    from importlib import resources  # only when the home has no rules.md
-
     return resources.files("agent").joinpath("templates/rules.md").read_text(encoding="utf-8")
 
 

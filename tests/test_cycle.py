@@ -242,8 +242,11 @@ def test_the_loop_works_on_a_copy_so_the_before_snapshot_is_untouched(home, tmp_
 def test_snapshots_are_yaml_that_reloads_equal(home, tmp_path):
     write_active(home, dict(DEMO, notes="multi\nline: notes\n  with: colons"))
     run(home, write_script(tmp_path, WORKED_EXAMPLE))
-    for path in (*snapshots(home, "before"), *snapshots(home, "after")):
-        assert isinstance(yaml.safe_load(path.read_text()), dict)
+    (before,), (after,) = snapshots(home, "before"), snapshots(home, "after")
+    active = read_yaml(home / "scratchpad/active.yaml")
+    assert read_yaml(before)["notes"] == "multi\nline: notes\n  with: colons"  # exactly what was read
+    assert read_yaml(after) == dict(active, last_updated=read_yaml(after)["last_updated"])
+    assert read_yaml(after)["last_updated"] == read_yaml(before)["last_updated"]  # stamped only in active.yaml
 
 
 def test_a_secret_in_a_failure_message_is_redacted_everywhere(home, tmp_path, monkeypatch):

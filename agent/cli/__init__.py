@@ -29,6 +29,8 @@ COMMANDS = {
     "goal": "agent.cli.steer:goal",
     "prune": "agent.cli.maintain:prune",
     "doctor": "agent.cli.maintain:doctor",
+    "logs": "agent.cli.logs:logs",
+    "replay": "agent.cli.replay:replay",
 }
 
 

@@ -113,7 +113,8 @@ def reset(home_dir: Path, template: str, clean: bool, lock_wait: float, as_json:
         write_state(home.active, state)
         if clean:
             doomed = [*home.scratchpad.glob("*_before.yaml"), *home.scratchpad.glob("*_after.yaml"),
-                      *home.logs.glob("cycle_*.log"), home.index]
+                      *home.logs.glob("cycle_*.log"),
+                      *home.logs.glob("cycle_*.transcript.jsonl"), home.index]
             for path in sorted(doomed):
                 if path.exists():
                     path.unlink()

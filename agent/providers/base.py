@@ -29,6 +29,7 @@ class Request:
     task: str | None = None  # the current task; None when there is none
     last_result: str | None = None  # what the previous action of this cycle did; None before the first
     timeout: float | None = None  # seconds left in the cycle's time budget; None: no budget
+    purpose: str = "action"  # what the call is for, as the transcript records it: "action" or "reflect"
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Completion:
     text: str
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None  # as the endpoint reported it ("stop", "length", ...); None: not reported
+    sent: list[dict] | None = None  # the chat messages the provider really sent; None: system + user as they are
 
 
 class Model(Protocol):

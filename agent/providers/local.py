@@ -128,9 +128,10 @@ class LocalModel:
         before = self.llm.input_ids[: self.llm.n_tokens].copy()
         # the grammar, not the messages, is shaped for this step, so the prompt cache still hits
         schema = guided_schema(request) if self.guided else request.schema
+        messages = chat_messages(request.system, request.user)  # the rules' examples as chat turns
         try:
             response = self.llm.create_chat_completion(
-                messages=chat_messages(request.system, request.user),  # the rules' examples as chat turns
+                messages=messages,
                 temperature=self.settings.temperature,
                 max_tokens=min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS),
                 response_format={"type": "json_object", "schema": self._grammar_schema(schema)},
@@ -146,4 +147,4 @@ class LocalModel:
                           Usage(prompt_tokens=prompt_tokens, completion_tokens=usage.get("completion_tokens", 0),
                                 cached_tokens=min(prompt_tokens, common_prefix(before, self.llm.input_ids)),
                                 calls=1),
-                          choice.get("finish_reason"))
+                          choice.get("finish_reason"), sent=messages)

@@ -191,7 +191,7 @@ class OpenAIModel:
             except ValueError as exc:  # the client could not decode the body (not JSON, cut short)
                 raise ModelError(f"malformed response from the endpoint: the body is not valid JSON "
                                  f"({self._short(str(exc), 120)})") from exc
-            return self._completion(response)
+            return self._completion(response, messages)
 
     def _out_of_time(self, deadline: float, problem: str) -> ModelTimeout:
         """The error for a request the time left cut short, or that failed with too little time to retry."""
@@ -202,7 +202,7 @@ class OpenAIModel:
                             f"less than one request_timeout ({self.settings.request_timeout:g}s), "
                             f"so it was not retried")
 
-    def _completion(self, response: Any) -> Completion:
+    def _completion(self, response: Any, messages: list[dict]) -> Completion:
         try:
             choice = response.choices[0]
             message = choice.message
@@ -218,7 +218,8 @@ class OpenAIModel:
         if finish_reason == "length":
             self._log(f"the reply was cut at max_output_tokens ({self.settings.max_output_tokens}); "
                       f"raise max_output_tokens if replies are often cut")
-        return Completion(text, usage_of(response), finish_reason if isinstance(finish_reason, str) else None)
+        return Completion(text, usage_of(response), finish_reason if isinstance(finish_reason, str) else None,
+                          sent=messages)
 
     def _short(self, text: str, limit: int = 300) -> str:
         """Clipped to one line, with the API key redacted."""

@@ -58,13 +58,16 @@ def _temporary_path(target: Path) -> Path:
     return target.parent / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that a crash leaves either the old or the new file whole."""
+def atomic_write(path: Path, data: bytes, mode: int = SECRET_FILE_MODE) -> None:
+    """Replace `path` with `data` so that a crash leaves either the old or the new file whole.
+    A `mode` other than the private default is set whatever the umask (a file others must read)."""
     tmp = _temporary_path(path)
     created = False
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, SECRET_FILE_MODE)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
         created = True
+        if mode != SECRET_FILE_MODE:
+            os.fchmod(fd, mode)
         fault_point(f"{path.name}: temporary file created")
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -62,6 +62,10 @@ class Home:
     def cycle_log(self, cycle_id: str) -> Path:
         return self.logs / f"cycle_{cycle_id}.log"
 
+    def transcript(self, cycle_id: str) -> Path:
+        """Every request and reply of the cycle (agent/transcript.py); kept and pruned with its log."""
+        return self.logs / f"cycle_{cycle_id}.transcript.jsonl"
+
     def ensure_dirs(self) -> None:
         """Create scratchpad/ and logs/ private to the owner (they may hold tool output).
 

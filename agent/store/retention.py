@@ -1,7 +1,7 @@
 """Retention: which cycles' snapshot pairs and logs to delete, and deleting them.
 
-A cycle's files are `scratchpad/<id>_before.yaml`, `scratchpad/<id>_after.yaml` and
-`logs/cycle_<id>.log`. Nothing else is ever removed here: not active.yaml, not the cycle index
+A cycle's files are `scratchpad/<id>_before.yaml`, `scratchpad/<id>_after.yaml`,
+`logs/cycle_<id>.log` and `logs/cycle_<id>.transcript.jsonl`. Nothing else is ever removed here: not active.yaml, not the cycle index
 (so `agent history` still lists pruned cycles), not logs/archive.jsonl (so completed tasks stay
 reachable).
 
@@ -45,8 +45,9 @@ def parse_duration(text: str) -> float:
 
 
 def cycle_files(home: Home, cycle_id: str) -> list[Path]:
-    """The files one cycle left that exist now (its snapshot pair and its log)."""
-    paths = [home.snapshot(cycle_id, label) for label in SNAPSHOT_LABELS] + [home.cycle_log(cycle_id)]
+    """The files one cycle left that exist now (its snapshot pair, its log and its transcript)."""
+    paths = [home.snapshot(cycle_id, label) for label in SNAPSHOT_LABELS] + [home.cycle_log(cycle_id),
+                                                                            home.transcript(cycle_id)]
     return [p for p in paths if p.is_file()]
 
 

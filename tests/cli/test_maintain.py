@@ -31,7 +31,7 @@ def test_prune_dry_run_lists_and_removes_nothing(four_cycles):
     before = tree_digest(four_cycles)
     result = run_cli("prune", "--keep", "1", "--dry-run", "--home", str(four_cycles))
     assert result.exit_code == 0
-    assert result.stdout.count("would remove scratchpad/") == 6 and "would remove 3 cycle(s), 9 file(s)" in result.stdout
+    assert result.stdout.count("would remove scratchpad/") == 6 and "would remove 3 cycle(s), 12 file(s)" in result.stdout  # pairs, logs, transcripts
     assert tree_digest(four_cycles) == before
 
 
@@ -41,7 +41,7 @@ def test_prune_keep_removes_old_pairs_and_logs_but_never_active_index_or_archive
     digests = {p: tree_digest(four_cycles)[p] for p in keep}
     ids = cycle_ids(four_cycles)
     data = json_out(run_cli("prune", "--keep", "2", "--json", "--home", str(four_cycles)))
-    assert data["removed_cycles"] == ids[:2] and data["kept_cycles"] == 2 and len(data["deleted"]) == 6
+    assert data["removed_cycles"] == ids[:2] and data["kept_cycles"] == 2 and len(data["deleted"]) == 8  # 2 x (pair, log, transcript)
     assert cycle_ids(four_cycles) == ids[2:]
     assert sorted(p.name for p in (four_cycles / "logs").glob("cycle_*.log")) == [f"cycle_{i}.log" for i in ids[2:]]
     assert {p: tree_digest(four_cycles)[p] for p in keep} == digests

@@ -594,3 +594,25 @@ def test_prompt_size_bench_runs_and_finds_a_stable_prefix() -> None:
     assert len(rows) >= 4 and len({r["system_sha"] for r in rows}) == 1
     assert all(r["prompt_tokens"] > r["system_tokens"] > 0 for r in rows)
     assert all(r["cached_tokens"] >= r["system_tokens"] for r in rows[1:])  # the prefix cache hits
+
+
+# ------------------------------------------------------------------------------ transcript
+
+
+def test_the_transcript_holds_the_messages_the_server_received_and_its_replies_redacted(
+        home: Path, server: OpenAIServer) -> None:
+    make_home(home)
+    server.add(Reply.chat(echo(f"the key is {KEY}")), Reply.chat(DONE, usage=usage(50, 7)))
+
+    result, report = run(home, server)
+
+    assert result.exit_code == 0, result.stderr
+    path = home / "logs" / f"cycle_{report['cycle_id']}.transcript.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["call"] for r in records] == [1, 2]
+    for record, request in zip(records, server.chat_requests):
+        assert record["messages"] == request.messages  # exactly what went over the wire
+        assert record["purpose"] == "action" and record["finish_reason"] == "stop"
+    assert KEY not in path.read_text() and "[REDACTED]" in records[0]["reply"]
+    assert json.loads(records[1]["reply"]) == DONE
+    assert records[1]["usage"]["prompt_tokens"] == 50 and records[1]["usage"]["completion_tokens"] == 7

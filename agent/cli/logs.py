@@ -1,0 +1,124 @@
+"""`agent logs [CYCLE] [-f] [--transcript]`: a cycle's log (or its exact transcript), the latest
+by default; `-f` follows a running cycle until it ends.
+
+The end of a cycle is the release of the home's lock: the cycle writes its last log line before
+it lets go, so a follower that sees the lock free reads once more and has every line. Every
+line printed has its control characters escaped (log lines already are; a transcript holds what
+the model wrote, raw).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from ..escape import escape_controls
+from ..outcomes import UsageError
+from ..store.home import Home
+from ..transcript import read_transcript
+from .common import existing_home, home_option, reports_errors
+from .history import cycle_ids, cycle_running
+
+# How often a follower looks for new lines (checking the lock adds ~0.1 s while a cycle runs).
+FOLLOW_POLL_SECONDS = 0.1
+
+
+def chosen_cycle(home: Home, cycle_id: str | None) -> str:
+    """The cycle asked for (`latest` or none: the newest), or a usage error naming it."""
+    known = cycle_ids(home)
+    if cycle_id in (None, "latest"):
+        if not known:
+            raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
+        return known[-1]
+    if cycle_id not in known:
+        near = ", ".join(known[-3:]) or "none yet"
+        raise UsageError(f"no cycle '{cycle_id}' in {home.root} (latest: {near}; `agent history` lists them all)")
+    return cycle_id
+
+
+def _existing(path: Path, home: Home, what: str, cycle_id: str) -> Path:
+    if not path.is_file():
+        raise UsageError(f"cycle {cycle_id} has no {what} ({path.relative_to(home.root)} is missing: the cycle "
+                         "was pruned, ran before transcripts were kept, or had transcript_max_bytes: 0)")
+    return path
+
+
+def _echo_lines(text: str) -> None:
+    for line in text.splitlines():
+        click.echo(escape_controls(line))
+
+
+def follow_file(path: Path, home: Home) -> None:
+    """Print `path` and then whatever is appended to it, until no cycle holds the lock."""
+    with open(path, "rb") as handle:
+        pending = b""
+        while True:
+            running = cycle_running(home)  # asked before reading: lines written until the release are read below
+            data = handle.read()
+            if data:
+                pending += data
+                whole, _, pending = pending.rpartition(b"\n")
+                if whole:
+                    _echo_lines(whole.decode("utf-8", "replace"))
+            if not running:
+                break
+            time.sleep(FOLLOW_POLL_SECONDS)
+        if pending:
+            _echo_lines(pending.decode("utf-8", "replace"))
+
+
+@click.command()
+@home_option
+@click.argument("cycle_id", metavar="[CYCLE]", required=False)
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the running cycle ends.")
+@click.option("--transcript", is_flag=True,
+              help="Print the cycle's exact transcript instead: every request's messages and every reply.")
+@click.option("--json", "as_json", is_flag=True, help="With --transcript: the transcript's records as JSON lines.")
+@reports_errors
+def logs(home_dir: Path, cycle_id: str | None, follow: bool, transcript: bool, as_json: bool) -> None:
+    """Print a cycle's log (the latest cycle by default), or follow a running one with -f.
+
+    \b
+      agent logs                      the latest cycle's log
+      agent logs -f                   follow the running (or latest) cycle until it ends
+      agent logs ID --transcript      every message sent to the model and every reply, exactly
+    """
+    home = existing_home(home_dir)
+    if as_json and not transcript:
+        raise UsageError("--json goes with --transcript (a log is lines for people; `agent history --json` "
+                         "has each cycle's record)")
+    chosen = chosen_cycle(home, cycle_id)
+    if transcript:
+        path = _existing(home.transcript(chosen), home, "transcript", chosen)
+        if follow:
+            return follow_file(path, home)
+        for record in read_transcript(path):
+            if as_json:
+                click.echo(json.dumps(record, ensure_ascii=True))
+            else:
+                _echo_transcript_record(record)
+        return
+    path = _existing(home.cycle_log(chosen), home, "log", chosen)
+    if follow:
+        return follow_file(path, home)
+    _echo_lines(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def _echo_transcript_record(record: dict) -> None:
+    """One request and its reply, for a person: each message's role and its text, then the reply."""
+    if "cut" in record:
+        click.echo(f"--- {escape_controls(record['cut'])}")
+        return
+    click.echo(f"=== call {record.get('call')} ({record.get('purpose')}), {record.get('elapsed_s')}s")
+    for message in record.get("messages") or []:
+        if isinstance(message, dict):
+            click.echo(f"--- {escape_controls(message.get('role'))}")
+            click.echo(escape_controls(message.get("content"), keep_newlines=True))
+    if "error" in record:
+        click.echo(f"--- error\n{escape_controls(record['error'])}")
+    else:
+        click.echo(f"--- reply (finish_reason {record.get('finish_reason')}, usage {json.dumps(record.get('usage'))})")
+        click.echo(escape_controls(record.get("reply"), keep_newlines=True))

@@ -1,0 +1,163 @@
+"""`agent replay CYCLE --model M`: run a past cycle again, from the state it started with, on
+another model, and show both outcomes side by side. Production history becomes an evaluation set.
+
+The replay runs in a scratch copy of the home (a temporary folder): config.yaml, rules.md,
+templates/ and the workspace are copied, and its active.yaml is the cycle's `_before` snapshot.
+The replay's tools act on that copy. The home itself is only read: its scratchpad/ and logs/
+are never written, its lock is not taken, and neither its on_cycle_end command nor its metrics
+file hear of the replay. The workspace is copied as it is now; its state when the cycle ran is
+not recorded anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..config import Settings, load_settings
+from ..cycle import run_cycle
+from ..dispatcher import ReplyError, parse_reply
+from ..escape import escape_controls
+from ..outcomes import UsageError
+from ..providers import resolve_model
+from ..providers.resolve import anchor_model_path
+from ..store.home import Home, read_index
+from ..store.state_file import read_state_file
+from ..transcript import read_transcript
+from .common import clip, existing_home, home_option, print_json, reports_errors
+from .diffing import summarize_change, summary_lines
+from .logs import chosen_cycle
+
+# Never copied into the scratch home: the runtime's own files, and version control.
+NOT_COPIED = ("scratchpad", "logs", ".agent.lock", ".git")
+COLUMN = 46  # characters of the recorded column before the replay's
+
+
+def make_scratch_home(home: Home, settings: Settings, cycle_id: str, folder: Path) -> Home:
+    """A copy of `home` in `folder` that starts where `cycle_id` started."""
+    scratch = Home(folder)
+    if settings.workspace:  # only the workspace and the operator's files are needed
+        names = ["config.yaml", "rules.md", "templates", settings.workspace]
+    else:  # the tools reach the whole home: copy it, but for the runtime's files
+        names = [p.name for p in home.root.iterdir() if p.name not in NOT_COPIED]
+    for name in names:
+        source, target = home.root / name, folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir() and not source.is_symlink():
+            shutil.copytree(source, target, symlinks=True)  # a workspace folder named logs/ is the model's
+        elif source.exists() or source.is_symlink():
+            shutil.copy2(source, target, follow_symlinks=False)
+    scratch.ensure_dirs()
+    shutil.copyfile(home.snapshot(cycle_id, "before"), scratch.active)
+    return scratch
+
+
+def actions(transcript: Path, counted: Any) -> list[str]:
+    """The tools a cycle called, in order, from its transcript; without one, the index's counts."""
+    if not transcript.is_file():
+        return [f"{kind}x{n}" for kind, n in counted.items()] if isinstance(counted, dict) else []
+    names = []
+    for record in read_transcript(transcript):
+        if "reply" not in record:
+            names.append("(cut)" if "cut" in record else "(model error)")
+            continue
+        try:
+            name = str(parse_reply(record["reply"]).get("tool"))
+        except ReplyError:
+            name = "(unparseable)"
+        names.append(name if record.get("purpose") == "action" else f"{record.get('purpose')}:{name}")
+    return names
+
+
+def _change(home: Home, cycle_id: str) -> dict | None:
+    """What the cycle changed, before snapshot to after snapshot (None: no after snapshot)."""
+    after = home.snapshot(cycle_id, "after")
+    if not after.is_file():
+        return None
+    return summarize_change(read_state_file(home.snapshot(cycle_id, "before"), home.root),
+                            read_state_file(after, home.root))
+
+
+def side(record: dict, home: Home, cycle_id: str) -> dict:
+    """One outcome: how the cycle ended, what it did, and what it changed."""
+    return {"cycle_id": cycle_id, "model": record.get("model"), "stop_reason": record.get("stop_reason"),
+            "exit_code": record.get("exit_code"), "iterations": record.get("iterations"),
+            "usage": record.get("usage"), "error": record.get("error"),
+            "actions": actions(home.transcript(cycle_id), record.get("actions")),
+            "change": _change(home, cycle_id)}
+
+
+def _rows(outcome: dict) -> dict[str, str]:
+    usage = outcome["usage"] if isinstance(outcome["usage"], dict) else {}
+    rows = {"model": str(outcome["model"]), "stop reason": f"{outcome['stop_reason']} (exit {outcome['exit_code']})",
+            "iterations": str(outcome["iterations"]), "tokens": str(usage.get("total_tokens", "-")),
+            "actions": ", ".join(outcome["actions"]) or "(none)"}
+    if outcome["error"]:
+        rows["error"] = str(outcome["error"])
+    for line in summary_lines(outcome["change"]) if outcome["change"] else ["state: no after snapshot"]:
+        label, _, text = line.partition(": ")
+        if label != "last_updated":  # a snapshot never stamps it: always "unchanged"
+            rows[label] = text
+    return rows
+
+
+def side_by_side(recorded: dict, replayed: dict) -> list[str]:
+    left, right = _rows(recorded), _rows(replayed)
+    labels = list(left) + [label for label in right if label not in left]
+    width = max(len(label) for label in labels) + 2
+    lines = [f"{'':{width}}{'recorded ' + recorded['cycle_id']:{COLUMN}}  replay"]
+    for label in labels:
+        cell = escape_controls(clip(left.get(label, "-"), COLUMN))
+        lines.append(f"{label:{width}}{cell:{COLUMN}}  {escape_controls(right.get(label, '-'))}")
+    return lines
+
+
+@click.command()
+@home_option
+@click.argument("cycle_id", metavar="CYCLE")
+@click.option("--model", required=True, help="The model to replay the cycle on: PROVIDER[:NAME], as for agent run.")
+@click.option("--keep", is_flag=True, help="Keep the scratch home the replay ran in (its path is printed).")
+@click.option("--json", "as_json", is_flag=True, help="Print both outcomes as JSON.")
+@reports_errors
+def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool) -> None:
+    """Run CYCLE again from its before snapshot on another model, in a scratch copy of the home,
+    and show both outcomes side by side: stop reason, actions in order, and the state change.
+
+    The home is only read: its scratchpad/ and logs/ are never written; the replay's tools work
+    on the copy. `latest` names the newest cycle.
+    """
+    home = existing_home(home_dir)
+    chosen = chosen_cycle(home, cycle_id)
+    if not home.snapshot(chosen, "before").is_file():
+        raise UsageError(f"cycle {chosen} has no before snapshot to replay "
+                         f"(scratchpad/{chosen}_before.yaml is missing: the cycle was pruned)")
+    settings = load_settings(home.root, model=anchor_model_path(model, Path.cwd()))
+    chosen_model = resolve_model(settings, home.root)
+    # nothing outside the copy may hear of the replay
+    settings = dataclasses.replace(settings, on_cycle_end=None, metrics_file=None, lock_wait=0.0)
+    recorded_record = next((r for r in reversed(read_index(home)) if r["cycle_id"] == chosen),
+                           {"stop_reason": "incomplete", "model": None})
+    folder = Path(tempfile.mkdtemp(prefix="agent-replay-"))
+    try:
+        scratch = make_scratch_home(home, settings, chosen, folder)
+        click.echo(f"replaying cycle {chosen} on {chosen_model.name} in {folder}", err=True)
+        report = run_cycle(scratch, settings, chosen_model)
+        recorded = side(recorded_record, home, chosen)
+        replayed = side(report.index_record(), scratch, report.cycle_id)
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    if as_json:
+        print_json({"cycle_id": chosen, "recorded": recorded, "replay": replayed,
+                    "scratch_home": str(folder) if keep else None})
+        return
+    click.echo(f"replay of cycle {chosen} from scratchpad/{chosen}_before.yaml on {chosen_model.name}")
+    for line in side_by_side(recorded, replayed):
+        click.echo(line)
+    if keep:
+        click.echo(f"scratch home kept: {folder}")
