@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from .approvals import pending_count
+from .budgets import cycle_cost
 from .config import Settings
 from .hooks import run_cycle_end_hook
 from .metrics import write_metrics
@@ -19,7 +21,8 @@ def after_cycle(home: Home, settings: Settings, report: CycleReport, secrets: Se
     """Append the index record, then prune old cycles (the record is written first: history never
     loses a cycle that retention removed the files of), then tell the operator's tools: the
     metrics file, and the on_cycle_end command with the same record."""
-    record = secrets.redact(report.index_record())
+    report.cost = cycle_cost(settings.prices, report.model, report.usage)
+    record = secrets.redact(dict(report.index_record(), pending_approvals=pending_count(home)))
     append_index(home, record)
     pruned = apply_retention(home, settings, protect=[report.cycle_id])
     if pruned:

@@ -91,6 +91,24 @@ class Settings:
     hook_timeout: float = _doc("Seconds on_cycle_end may run before its process group is killed.", default=30.0)
     metrics_file: str | None = _doc("Prometheus text file rewritten after every saved cycle (relative: to the home), "
                                     "for node_exporter's textfile collector; unset: none.", default=None)
+    check_timeout: float = _doc("Seconds an acceptance check (task add --check) may run before its process group "
+                                "is killed and the done refused.", default=60.0)
+    approval_required: list[str] = _doc("Tools whose calls are parked for the operator (agent approve ID / deny ID) "
+                                        "instead of run; shell-style patterns, e.g. github__* for an MCP server.",
+                                        default_factory=list)
+    stall_cycles: int = _doc("This many cycles in a row ending without done on the same task stop with "
+                             "'stalled' (exit 9).", default=5)
+    daily_token_budget: int | None = _doc("Most tokens all cycles may use per UTC day; spent: exit 10, nothing sent. "
+                                          "Unset: no limit.", default=None)
+    monthly_token_budget: int | None = _doc("Most tokens all cycles may use per UTC month; unset: no limit.",
+                                            default=None)
+    prices: dict[str, dict[str, float]] = _doc("Price per million tokens by model as history names it, e.g. "
+                                               "openai:gpt-4o-mini: {input: 0.15, output: 0.6}.",
+                                               default_factory=dict)
+    daily_cost_budget: float | None = _doc("Most money (in the prices' currency) all cycles may spend per UTC day; "
+                                           "needs a price for the model. Unset: no limit.", default=None)
+    monthly_cost_budget: float | None = _doc("Most money all cycles may spend per UTC month; unset: no limit.",
+                                             default=None)
     mcp_servers: dict[str, dict] = _doc("MCP servers whose tools each cycle offers, as <server>__<tool>: name -> "
                                         "{command, args, env, tools_enabled}. An env value \"${VAR}\" passes the "
                                         "agent's VAR.", default_factory=dict)
@@ -112,7 +130,8 @@ _TOOL_POSITIVE = {"file_max_read", "file_max_write", "http_timeout", "http_max_b
                   "mcp_timeout"}
 _POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors", "max_output_tokens", "note_result_chars", "shell_max_output",
              "local_context", "token_budget", "time_budget", "request_timeout", "shell_timeout", "local_threads",
-             "keep_cycles", "keep_days", "hook_timeout"}
+             "keep_cycles", "keep_days", "hook_timeout", "check_timeout", "stall_cycles", "daily_token_budget",
+             "monthly_token_budget", "daily_cost_budget", "monthly_cost_budget"}
 
 # One MCP server in config.yaml (mcp_servers: {name: this}).
 MCP_SERVER_SCHEMA = {
@@ -167,6 +186,7 @@ def check(settings: Settings) -> Settings:
         raise UsageError(f"setting 'temperature' must be between 0 and 2, got {settings.temperature!r}")
     check_tool_settings(settings)
     check_hook_settings(settings)
+    check_prices(settings.prices)
     return settings
 
 
@@ -183,6 +203,20 @@ def check_hook_settings(settings: Settings) -> None:
                          f"got {settings.transcript_max_bytes}")
     if settings.metrics_file is not None and not settings.metrics_file.strip():
         raise UsageError("setting 'metrics_file' must be a file name (e.g. /var/lib/node_exporter/agent.prom)")
+
+
+PRICE_KEYS = ("input", "output")
+
+
+def check_prices(prices: dict[str, dict[str, float]]) -> None:
+    """Each model's price: exactly `input` and `output`, each a number of 0 or more (per million tokens)."""
+    for model, price in prices.items():
+        if set(price) != set(PRICE_KEYS):
+            raise UsageError(f"setting 'prices.{model}' must have exactly the keys input and output "
+                             f"(price per million tokens), got {', '.join(map(str, price)) or 'none'}")
+        for key in PRICE_KEYS:
+            if not math.isfinite(price[key]) or price[key] < 0:
+                raise UsageError(f"setting 'prices.{model}.{key}' must be a number of 0 or more, got {price[key]!r}")
 
 
 def check_tool_settings(settings: Settings) -> None:

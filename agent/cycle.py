@@ -2,7 +2,7 @@
 
     with home_lock(home):                         1. take the lock (Busy -> exit 5)
         cycle_id = new_cycle_id(home, now)        2. name the cycle
-        before = load_state(home)                 3. wake (InvalidScratchpad -> exit 6)
+        before = load_state(home) + the inbox     3. wake (InvalidScratchpad -> exit 6)
         write <id>_before.yaml                    4. exactly what was read
         after, reason = loop(copy of before)      5. iterate: prompt -> model -> dispatcher
         write <id>_after.yaml                     6. last_updated untouched
@@ -16,17 +16,17 @@ as read plus one failure note; the traceback goes to logs/cycle_<id>.log. Every 
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import datetime as _dt
 import time
 import traceback
 from typing import Callable
 
-from . import interrupts, memory, prompt, state as state_rules
+from . import approvals, budgets, interrupts, memory, prompt, stalls, state as state_rules
 from .aftercare import after_cycle
 from .config import Settings
 from .dispatcher import Kind, add_note, dispatch
+from .inbox import apply_inbox
 from .limits import Limits
 from .outcomes import Interrupted, LimitReached, StopReason
 from .providers import Model, Request
@@ -60,14 +60,13 @@ class _Run:
     def run(self, now: _dt.datetime) -> CycleReport:
         started = time.monotonic()
         home, secrets = self.home, self.secrets
-        # Tools open under the lock: MCP servers start now and stop with the cycle, however it ends.
-        given = self.registry  # a caller's registry (tests) is used as it is
-        tools = open_registry(self.settings, home.root, secrets) if given is None else contextlib.nullcontext(given)
+        self.budgets = budgets.Budgets(home, self.settings, self.model.name, now)  # no price for a cost budget: exit 2
+        tools = open_registry(self.settings, home.root, secrets, given=self.registry)  # MCP servers live as long as the lock
         with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals), tools as self.registry:  # 1
             home.ensure_dirs()
             remove_stale_temporaries(home, home.root / self.settings.workspace if self.settings.workspace else None)
             cycle_id = new_cycle_id(home, now)                                                    # 2
-            before = load_state(home)                                                             # 3
+            before = apply_inbox(home, load_state(home)).state  # 3: queued operator edits first
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name,
                                  task_before=secrets.redact(before["current_task"]))
             with CycleLog(home.cycle_log(cycle_id), secrets) as self.log, \
@@ -128,14 +127,15 @@ class _Run:
             add_note(failed, Tag.CYCLE_FAILED.line(f"cycle {report.cycle_id}: {kind}: {error} "
                                                    f"(traceback in logs/cycle_{report.cycle_id}.log)"))
             return failed, []
-        report.end(reason)
+        report.end(stalls.judge(self.home, self.settings, after, reason, self.secrets))
         return after, archived
 
     def _loop(self, state: dict, report: CycleReport) -> tuple[dict, StopReason]:
         """Prompt -> model -> dispatcher until done or a limit."""
         settings, secrets = self.settings, self.secrets
-        limits = self.limits = Limits(settings)  # reflect, after the loop, gets the time left too
+        limits = self.limits = Limits(settings, lambda: self.budgets.problem(report.usage))  # reflect: time left
         ctx = ToolContext(self.home.root, settings, secrets)
+        state = approvals.run_decided(self.home, report.cycle_id, state, self.registry, ctx, self.log)
         system = prompt.system_prompt(prompt.read_rules(self.home.rules), self.registry)
         action_schema = self.registry.action_schema()
         self.model.start(self.log)
@@ -156,11 +156,13 @@ class _Run:
                 report.usage.add(completion.usage)
                 limits.count_tokens(completion.usage.total_tokens)
                 self.log(f"iteration {n}: reply {completion.text[:2000]!r} usage {completion.usage.as_dict()}")
-                state, outcome = dispatch(state, completion.text, self.registry, ctx)
+                state, outcome = dispatch(state, completion.text, self.registry, ctx, approvals.gate(settings))
                 report.count(outcome.kind.value)
                 self.log(f"iteration {n}: {outcome.note}")
                 self.report_event("iteration", n=n, max=settings.max_iterations, usage=report.usage,
                                   outcome=outcome.redacted(secrets))
+                if outcome.kind is Kind.PARKED:  # raises LimitReached(AWAITING_APPROVAL)
+                    approvals.park(self.home, report.cycle_id, state, outcome, secrets)
                 if outcome.done:
                     return state, StopReason.DONE
                 limits.after_reply(outcome.tool, outcome.args, outcome.kind is Kind.PARSE_ERROR)

@@ -9,6 +9,7 @@ tagged line in `notes` says what happened:
     [PARSE ERROR] why                  not JSON, not an object, no "tool"
     [UNKNOWN TOOL] name                no such tool in this cycle
     [TOOL ERROR] name: why             bad arguments, a refusal, or the tool raised
+    [CHECK FAILED] why                 done refused: the task's acceptance check failed
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import enum
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
+from . import checks
 from .state import FIELDS, FIELD_SCHEMAS, RUNTIME_FIELDS, field_problem
 from .jsonschema import describe
 from .escape import escape_controls
@@ -36,6 +38,8 @@ class Kind(str, enum.Enum):
     PARSE_ERROR = "parse_error"
     UNKNOWN_TOOL = "unknown_tool"
     TOOL_ERROR = "tool_error"
+    CHECK_FAILED = "check_failed"
+    PARKED = "parked"  # a gated tool's call, not run: the cycle parks it for the operator (agent/approvals.py)
 
 
 @dataclass(frozen=True)
@@ -144,21 +148,30 @@ def apply_update(state: dict, args: dict) -> tuple[dict, str | None]:
             new["completed_tasks"].extend(copy.deepcopy(value))
         else:
             new[key] = copy.deepcopy(value)
+    dodged = checks.checked_tasks_removed(state, new)
+    if dodged:
+        return state, (f"task '{dodged[0]}' has an operator check: it leaves the queue only through done "
+                       f"(when the check passes) or `agent task drop`")
     return new, None
 
 
 def apply_done(state: dict, summary: str) -> dict:
-    """done: current task to completed_tasks (with the summary), next pending action becomes current."""
+    """done: current task to completed_tasks (with the summary, and "check": "passed" when it had
+    a check: only a passed check lets done get here), next pending action becomes current."""
     new = copy.deepcopy(state)
     if new["current_task"]:
-        new["completed_tasks"].append({"task": new["current_task"], "summary": summary})
+        checked = {"check": "passed"} if checks.check_for(state, new["current_task"]) else {}
+        new["completed_tasks"].append({"task": new["current_task"], "summary": summary, **checked})
     new["current_task"] = new["pending_actions"].pop(0) if new["pending_actions"] else None
+    checks.prune_checks(new)  # a check lives as long as its task is queued
     add_note(new, Tag.COMPLETED.line(summary))
     return new
 
 
-def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext) -> tuple[dict, Outcome]:
-    """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt)."""
+def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
+             gated: Callable[[str], bool] = lambda name: False) -> tuple[dict, Outcome]:
+    """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt).
+    A valid call to a tool `gated` names is not run: it comes back as a PARKED outcome, not noted."""
     clip = ctx.settings.note_result_chars
     try:
         action = parse_reply(reply)
@@ -182,9 +195,16 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext) -> t
             return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}"), name, args))
         return _noted(new, Outcome(Kind.UPDATE, Tag.UPDATE.line(', '.join(args) or 'nothing'), name, args))
     if name == "done":
+        refusal = checks.done_refusal(state, ctx)  # runs the task's acceptance check, if it has one
+        if refusal:
+            note = Tag.CHECK_FAILED.line(_clip(ctx.secrets.redact_text(refusal), clip + 200))
+            return _noted(state, Outcome(Kind.CHECK_FAILED, note, name, args))
         summary = _clip(args["summary"], max(clip, 200))
         return apply_done(state, summary), Outcome(Kind.DONE, Tag.COMPLETED.line(summary), name, args)
     shown_args = _clip(json.dumps(args, ensure_ascii=False), 200)
+    if gated(name):  # the note is the parker's to write: it knows the call's id
+        return copy.deepcopy(state), Outcome(Kind.PARKED, Tag.APPROVAL.line(f"{name}({shown_args}) needs approval"),
+                                             name, args)
     try:
         result = tool.func(ctx, **args)
     except ToolError as exc:

@@ -27,6 +27,7 @@ class CycleReport:
     archived: int = 0  # items moved from active.yaml to logs/archive.jsonl this cycle
     reflect: str | None = None  # None (off), "applied", or "kept unreflected: why"
     actions: dict[str, int] = field(default_factory=dict)  # outcome kind -> how many this cycle
+    cost: float | None = None  # usage at the model's `prices`; None: the model has no price
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
@@ -41,6 +42,7 @@ class CycleReport:
             "iterations": self.iterations, "task_before": self.task_before, "task_after": self.task_after,
             "usage": self.usage.as_dict(), "files": self.files, "error": self.error,
             "archived": self.archived, "reflect": self.reflect, "actions": self.actions,
+            "cost": self.cost,
         }
 
     def index_record(self) -> dict:

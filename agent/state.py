@@ -89,6 +89,17 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def parse_time(stamp: Any) -> _dt.datetime | None:
+    """An ISO time stamp as an aware datetime (UTC when it names no zone); None if it is not one."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        when = _dt.datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else when.replace(tzinfo=_dt.timezone.utc)  # ours are UTC
+
+
 class InvariantViolation(Exception):
     """The state a cycle produced breaks a rule the runtime guarantees; it is not saved."""
 

@@ -31,6 +31,11 @@ COMMANDS = {
     "doctor": "agent.cli.maintain:doctor",
     "logs": "agent.cli.logs:logs",
     "replay": "agent.cli.replay:replay",
+    "restore": "agent.cli.restore:restore",
+    "fork": "agent.cli.restore:fork",
+    "approvals": "agent.cli.approve:approvals",
+    "approve": "agent.cli.approve:approve",
+    "deny": "agent.cli.approve:deny",
 }
 
 

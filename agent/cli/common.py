@@ -14,7 +14,9 @@ from typing import Any
 
 import click
 
+from ..config import Settings, load_settings
 from ..outcomes import AgentError, UsageError
+from ..state import parse_time
 from ..store.home import Home
 
 home_option = click.option(
@@ -48,6 +50,15 @@ def existing_home(home_dir: Path) -> Home:
     if not home.root.is_dir():
         raise UsageError(f"home {home.root} does not exist (create one with: agent init {home_dir})")
     return home
+
+
+def home_settings(root: Path) -> Settings:
+    """The home's settings for a command that only reads; the defaults when its config is broken
+    (status and doctor report that themselves; a cycle refuses to run)."""
+    try:
+        return load_settings(root)
+    except UsageError:
+        return Settings()
 
 
 def print_json(data: Any) -> None:
@@ -94,15 +105,8 @@ def size(num: int) -> str:
 
 def seconds_since(stamp: Any) -> float | None:
     """Seconds from an ISO time stamp (UTC when it names no zone) to now; None if it is not one."""
-    if not isinstance(stamp, str):
-        return None
-    try:
-        when = _dt.datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    if when.tzinfo is None:  # a hand-edited stamp: ours are UTC
-        when = when.replace(tzinfo=_dt.timezone.utc)
-    return (_dt.datetime.now(_dt.timezone.utc) - when).total_seconds()
+    when = parse_time(stamp)
+    return None if when is None else (_dt.datetime.now(_dt.timezone.utc) - when).total_seconds()
 
 
 def terminal_width() -> int | None:

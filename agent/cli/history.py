@@ -26,7 +26,7 @@ RUNNING = "running"  # on disk, no record yet, and a cycle holds the lock now
 # The fields of an index record (agent.cycle writes them); an unrecorded cycle has them all, as None
 # where its snapshots cannot tell.
 RECORD_FIELDS = ("cycle_id", "started", "duration_s", "model", "stop_reason", "exit_code", "iterations",
-                 "task_before", "task_after", "usage", "error", "archived", "reflect")
+                 "task_before", "task_after", "usage", "error", "archived", "reflect", "cost")
 
 
 def cycle_ids(home: Home) -> list[str]:
@@ -82,7 +82,7 @@ def _snapshot_state(home: Home, cycle_id: str, label: str) -> dict | None:
 # ---------------------------------------------------------------------------------- the table
 
 
-HEADERS = ["CYCLE", "STARTED (UTC)", "TOOK", "ITER", "STOP", "TOKENS", "TASK"]
+HEADERS = ["CYCLE", "STARTED (UTC)", "TOOK", "ITER", "STOP", "TOKENS", "COST", "TASK"]
 MIN_TASK_SIDE = 12  # never clip one side of "before -> after" shorter than this
 
 
@@ -91,7 +91,7 @@ def table_lines(records: list[dict], width: int | None) -> list[str]:
     room left of `width` and is clipped to it; with no width (not a terminal) it is never clipped."""
     rows = [[str(r["cycle_id"]), _start(r.get("started")), _duration(r.get("duration_s")),
              "-" if r.get("iterations") is None else str(r["iterations"]), str(r.get("stop_reason") or "?"),
-             _tokens(r.get("usage"))] for r in records]
+             _tokens(r.get("usage")), money(r.get("cost"))] for r in records]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(HEADERS[:-1])]
     used = sum(widths) + 2 * len(widths)
     room = None if width is None else width - used
@@ -124,6 +124,11 @@ def _duration(seconds: Any) -> str:
 def _tokens(usage: Any) -> str:
     total = usage.get("total_tokens") if isinstance(usage, dict) else None
     return f"{total:,}" if isinstance(total, int) and total else "-"
+
+
+def money(cost: Any) -> str:
+    """A cost for people (4 decimals, in the prices' currency); '-' when there is none."""
+    return f"{cost:.4f}" if isinstance(cost, (int, float)) and not isinstance(cost, bool) else "-"
 
 
 def _start(started: Any) -> str:

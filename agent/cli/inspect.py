@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
+from ..budgets import daily_totals
 from ..state import FIELDS
 from ..config import load_settings
 from ..memory import read_archive
@@ -21,49 +21,14 @@ from ..providers.local import bundled_model_path, local_runtime_installed
 from ..outcomes import InvalidScratchpad, UsageError
 from ..store.home import Home
 from ..store.state_file import load_state, read_state_file
-from .common import (age, clip, existing_home, home_option, json_option, print_json, reports_errors, seconds_since,
-                     size, task_text, terminal_width)
+from .common import (age, clip, existing_home, home_option, home_settings, json_option, print_json, reports_errors,
+                     seconds_since, size, task_text, terminal_width)
 from .diffing import summarize_change, summary_lines
+from .snapshots import resolve_snapshot
 from .history import RUNNING, cycle_ids, cycle_running, history_records, table_lines
+from .spending import daily_lines, status_extras, with_costs
 
 # --------------------------------------------------------------------------------------- diff
-
-
-@dataclass
-class Side:
-    """One side of a diff: a state and the file it came from."""
-
-    label: str  # what the user sees: a path relative to the home
-    state: dict
-    text: str
-
-
-def _file_side(home: Home, path: Path) -> Side:
-    return Side(str(path.relative_to(home.root)), read_state_file(path, home.root), path.read_text(encoding="utf-8"))
-
-
-def _resolve(home: Home, spec: str, default_label: str, cycles: list[str]) -> Side:
-    """'active', 'latest', 'ID', 'ID:before' or 'ID:after' -> the state it names."""
-    if spec == "active":
-        if not home.active.exists():
-            raise UsageError(f"{home.active} does not exist yet (run a cycle, or agent init)")
-        return _file_side(home, home.active)
-    cycle_id, _, label = spec.partition(":")
-    label = label or default_label
-    if label not in ("before", "after"):
-        raise UsageError(f"'{spec}': after the colon put before or after")
-    if cycle_id == "latest":
-        if not cycles:
-            raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
-        cycle_id = cycles[-1]
-    if cycle_id not in cycles:
-        near = ", ".join(cycles[-3:]) or "none yet"
-        raise UsageError(f"no cycle '{cycle_id}' in {home.root} (latest: {near}; `agent history` lists them all)")
-    path = home.snapshot(cycle_id, label)
-    if not path.is_file():
-        raise UsageError(f"cycle {cycle_id} has no {label} snapshot ({path.relative_to(home.root)} is missing: "
-                         f"the cycle was pruned, or it was killed before saving)")
-    return _file_side(home, path)
 
 
 def _styled_diff_line(line: str) -> str:
@@ -109,7 +74,7 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
             a, b = "latest:after", "active"
         else:
             b = a.partition(":")[0]
-    left, right = _resolve(home, a, "before", cycles), _resolve(home, b, "after", cycles)
+    left, right = resolve_snapshot(home, a, "before", cycles), resolve_snapshot(home, b, "after", cycles)
     summary = summarize_change(left.state, right.state)
     unified = list(difflib.unified_diff(left.text.splitlines(), right.text.splitlines(),
                                         fromfile=left.label, tofile=right.label, lineterm=""))
@@ -133,8 +98,9 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
 @click.option("--limit", "-n", type=click.IntRange(min=0), default=20, show_default=True,
               help="Show the newest N cycles (0: all).")
 @click.option("--json", "as_json", is_flag=True, help="Print every field of each cycle's record as JSON.")
+@click.option("--daily", is_flag=True, help="One row per UTC day instead: cycles, tokens and cost.")
 @reports_errors
-def history(home_dir: Path, limit: int, as_json: bool) -> None:
+def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
     """One row per cycle, newest first: id, start, duration, iterations, stop reason, tokens, task.
 
     Reads logs/index.jsonl, which every finished cycle appends to. A cycle with files on disk
@@ -142,7 +108,9 @@ def history(home_dir: Path, limit: int, as_json: bool) -> None:
     `incomplete` (`running` while it holds the lock).
     """
     home = existing_home(home_dir)
-    records = list(reversed(history_records(home, running=cycle_running(home))))
+    records = list(reversed(with_costs(history_records(home, cycle_running(home)), home_settings(home.root).prices)))
+    if daily:
+        records = list(reversed(daily_totals(records, home_settings(home.root).prices)))
     if limit:
         records = records[:limit]
     if as_json:
@@ -150,7 +118,7 @@ def history(home_dir: Path, limit: int, as_json: bool) -> None:
     elif not records:
         click.echo(f"no cycles in {home.root} yet; run `agent run` first")
     else:
-        for line in table_lines(records, terminal_width()):
+        for line in (daily_lines if daily else table_lines)(records, terminal_width()):
             click.echo(line)
 
 
@@ -276,6 +244,8 @@ def status(home_dir: Path, as_json: bool) -> None:
         "current_task": current_task, "scratchpad_error": scratchpad_error,
         "snapshots": _disk_use(snapshots), "logs": _disk_use(logs), "model": model, "config_error": config_problem,
     }
+    extras, extra_lines = status_extras(records, current_task, home.root)
+    data.update(extras)
     if as_json:
         print_json(data)
         return
@@ -291,3 +261,5 @@ def status(home_dir: Path, as_json: bool) -> None:
     click.echo(f"snapshots: {len(snapshots)} file(s), {size(data['snapshots']['bytes'])}")
     click.echo(f"logs:      {len(logs)} file(s), {size(data['logs']['bytes'])}")
     click.echo(f"model:     {model or '(none)'}" + (f"  [config problem: {config_problem}]" if config_problem else ""))
+    for line in extra_lines:
+        click.echo(line)

@@ -17,7 +17,7 @@ from rich.text import Text
 # The style of each dispatcher outcome kind (agent.dispatcher.Kind values).
 KIND_STYLES = {
     "tool": "cyan", "update": "blue", "done": "bold green",
-    "parse_error": "yellow", "unknown_tool": "yellow", "tool_error": "red",
+    "parse_error": "yellow", "unknown_tool": "yellow", "tool_error": "red", "check_failed": "red",
 }
 STOP_STYLES = {"done": "bold green", "error": "bold red"}  # any other stop reason: a limit
 

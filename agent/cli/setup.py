@@ -55,6 +55,29 @@ def config_template() -> str:
 # ----------------------------------------------------------------------------------------- init
 
 
+def make_home(home: Home, first_state: dict, rules: str | None = None, config: str | None = None
+              ) -> tuple[list[str], list[str]]:
+    """Create the home's folders, then rules.md, config.yaml (the given texts, else the defaults)
+    and active.yaml (`first_state`) where they are missing. Returns (created, kept) paths."""
+    try:
+        home.root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create {home.root}: {exc.strerror}") from exc
+    home.ensure_dirs()
+    made, kept = [], []
+    for path, make in (
+        (home.rules, lambda p: atomic_write(p, (default_rules() if rules is None else rules).encode())),
+        (home.config, lambda p: atomic_write(p, (config_template() if config is None else config).encode())),
+        (home.active, lambda p: write_state(p, first_state)),
+    ):
+        if path.exists():
+            kept.append(str(path.relative_to(home.root)))
+        else:
+            make(path)
+            made.append(str(path.relative_to(home.root)))
+    return made, kept
+
+
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--template", default="default", show_default=True, help="Template for the first active.yaml.")
@@ -66,22 +89,7 @@ def init(directory: Path, template: str, as_json: bool) -> None:
     # Check the template before creating anything: a bad name or file leaves no half-made home.
     source = template_path(home.root, template)
     first_state = read_state_file(source, source.parent)
-    try:
-        home.root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create {home.root}: {exc.strerror}") from exc
-    home.ensure_dirs()
-    made, kept = [], []
-    for path, make in (
-        (home.rules, lambda p: atomic_write(p, default_rules().encode())),
-        (home.config, lambda p: atomic_write(p, config_template().encode())),
-        (home.active, lambda p: write_state(p, first_state)),
-    ):
-        if path.exists():
-            kept.append(str(path.relative_to(home.root)))
-        else:
-            make(path)
-            made.append(str(path.relative_to(home.root)))
+    made, kept = make_home(home, first_state)
     if as_json:
         print_json({"home": str(home.root), "created": made, "kept": kept})
         return

@@ -1,42 +1,67 @@
 """Steering between cycles: `agent task` and `agent goal` edit the queue and the goals.
 
-Every edit takes the home's lock, reads active.yaml, changes it, validates and writes it
-atomically, so it is safe while cron runs (a running cycle makes it exit 5, busy, unless --wait).
+An edit never blocks and is never lost. When the home's lock is free, the command takes it,
+applies any edits queued earlier (the inbox), then its own, validates and writes active.yaml
+atomically. When a cycle holds the lock (past --wait), the edit is appended to the inbox
+(scratchpad/inbox.jsonl) and the command exits 0 saying so: the next wake applies it, in order.
+What each edit does is defined once, in agent/queue_edits.py.
 """
 
 from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Callable
 
 import click
 
+from .. import checks, queue_edits
+from ..inbox import apply_inbox
+from ..outcomes import Busy, InvalidScratchpad, UsageError
 from ..state import problems
-from ..outcomes import InvalidScratchpad, UsageError
+from ..store.inbox import queue_edit, queued_edits
 from ..store.lock import home_lock
 from ..store.state_file import load_state, write_state
-from .common import existing_home, home_option, json_option, print_json, reports_errors, wait_option
+from .common import existing_home, home_option, json_option, print_json, reports_errors
+
+wait_option = click.option("--wait", "lock_wait", type=click.FloatRange(min=0), default=0.0,
+                           help="Seconds to wait for a running cycle to finish before queueing the edit "
+                                "for the next wake instead.")
 
 
-def edit_state(home_dir: Path, lock_wait: float, change: Callable[[dict], str]) -> tuple[dict, str]:
-    """Lock, read active.yaml (missing: a fresh state), apply `change`, validate, write atomically.
+def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> None:
+    """Apply `edit` now under the lock (after the inbox), or queue it when a cycle holds the lock.
 
-    `change` edits the state in place and returns a message; it raises UsageError to refuse,
-    in which case nothing is written. An unreadable active.yaml is InvalidScratchpad (exit 6).
+    A refused edit (UsageError) writes nothing; an unreadable active.yaml is InvalidScratchpad
+    (exit 6). Either way the inbox is kept as it was.
     """
     home = existing_home(home_dir)
-    with home_lock(home, wait=lock_wait):
-        home.ensure_dirs()
-        original = load_state(home)
-        state = copy.deepcopy(original)
-        message = change(state)
-        found = problems(state)
-        if found:  # a bug in a change function, never the user's input: refuse rather than save
-            raise InvalidScratchpad(f"refusing to write {home.active}: {'; '.join(found)}")
-        if state != original or not home.active.exists():
-            write_state(home.active, state)
-    return state, message
+    try:
+        with home_lock(home, wait=lock_wait):
+            home.ensure_dirs()
+            original = load_state(home)
+            earlier = apply_inbox(home, original)
+            state = copy.deepcopy(earlier.state)
+            message = queue_edits.apply_edit(state, edit)
+            found = problems(state)
+            if found:  # a bug in an edit, never the user's input: refuse rather than save
+                raise InvalidScratchpad(f"refusing to write {home.active}: {'; '.join(found)}")
+            if state != original or not home.active.exists():
+                write_state(home.active, state)
+    except Busy:
+        record = queue_edit(home, edit)
+        message = f"a cycle is running: queued for the next wake: {queue_edits.describe(edit)}"
+        if as_json:
+            print_json({"queued": True, "id": record["id"], "edit": edit, "message": message})
+        else:
+            click.echo(message)
+        return
+    if as_json:
+        print_json({"queued": False, "message": message, "inbox_applied": earlier.messages,
+                    "inbox_refused": earlier.refused, "goals": state["goals"], "current_task": state["current_task"],
+                    "pending_actions": state["pending_actions"], "checks": state.get(checks.CHECKS_KEY, {})})
+        return
+    for line in [*(f"applied queued edit: {m}" for m in earlier.messages), *earlier.refused, message]:
+        click.echo(line)
 
 
 def _nonblank(text: str, what: str) -> str:
@@ -46,28 +71,13 @@ def _nonblank(text: str, what: str) -> str:
     return text
 
 
-def _pick(items: list, number: int, what: str) -> int:
-    """The list index of item NUMBER (counted from 1), or a usage error naming the valid range."""
-    if not 1 <= number <= len(items):
-        raise UsageError(f"there is no {what} {number}: " + (f"they are numbered 1 to {len(items)}" if items
-                                                                else f"the {what} list is empty"))
-    return number - 1
-
-
-def _report_edit(state: dict, message: str, as_json: bool) -> None:
-    if as_json:
-        print_json({"message": message, "goals": state["goals"], "current_task": state["current_task"],
-                    "pending_actions": state["pending_actions"]})
-    else:
-        click.echo(message)
-
-
 # ----------------------------------------------------------------------------------------- task
 
 
 @click.group()
 def task() -> None:
-    """Edit the task queue (current_task and pending_actions) safely, even while cron runs."""
+    """Edit the task queue (current_task and pending_actions); never blocks: while a cycle runs,
+    edits are queued and applied at the next wake."""
 
 
 @task.command("list")
@@ -75,41 +85,43 @@ def task() -> None:
 @json_option
 @reports_errors
 def task_list(home_dir: Path, as_json: bool) -> None:
-    """The current task, then the pending ones numbered for `agent task drop N`."""
-    state = load_state(existing_home(home_dir))
+    """The current task, then the pending ones numbered for `agent task drop N`, each with its
+    check if it has one, then the edits queued while a cycle runs (applied at the next wake)."""
+    home = existing_home(home_dir)
+    state, queued = load_state(home), queued_edits(home)
+    task_checks = state.get(checks.CHECKS_KEY) or {}
     if as_json:
-        print_json({"current_task": state["current_task"], "pending_actions": state["pending_actions"]})
+        print_json({"current_task": state["current_task"], "pending_actions": state["pending_actions"],
+                    "checks": task_checks, "queued": queued})
         return
-    click.echo(f"current: {state['current_task'] or '(none)'}")
+
+    def checked(task: str) -> str:
+        return f"  [check: {task_checks[task]}]" if isinstance(task_checks, dict) and task in task_checks else ""
+
+    click.echo(f"current: {state['current_task'] or '(none)'}{checked(state['current_task'])}")
     for i, item in enumerate(state["pending_actions"], 1):
-        click.echo(f"{i:>7}. {item}")
+        click.echo(f"{i:>7}. {item}{checked(item)}")
     if not state["pending_actions"]:
         click.echo("         (nothing pending)")
+    for record in queued:
+        click.echo(f" queued: {queue_edits.describe(record)}  (applied at the next wake)")
 
 
 @task.command("add")
 @home_option
 @click.argument("text")
 @click.option("--first", is_flag=True, help="Put it at the front of the queue instead of the end.")
+@click.option("--check", "check", metavar="COMMAND",
+              help="An acceptance check: a shell command line run in the workspace when the model calls "
+                   "done; the done is accepted only if it exits 0 (within check_timeout).")
 @wait_option
 @json_option
 @reports_errors
-def task_add(home_dir: Path, text: str, first: bool, lock_wait: float, as_json: bool) -> None:
+def task_add(home_dir: Path, text: str, first: bool, check: str | None, lock_wait: float, as_json: bool) -> None:
     """Queue a task. With no current task it becomes the current task right away."""
-    text = _nonblank(text, "task")
-
-    def change(state: dict) -> str:
-        if state["current_task"] is None:
-            state["current_task"] = text
-            return f"current task is now: {text}"
-        if first:
-            state["pending_actions"].insert(0, text)
-            return f"queued first (1 of {len(state['pending_actions'])}): {text}"
-        state["pending_actions"].append(text)
-        n = len(state["pending_actions"])
-        return f"queued ({n} of {n}): {text}"
-
-    _report_edit(*edit_state(home_dir, lock_wait, change), as_json)
+    if check is not None and not check.strip():
+        raise UsageError("the check command is empty")
+    edit_state(home_dir, lock_wait, queue_edits.task_add(_nonblank(text, "task"), first, check), as_json)
 
 
 @task.command("drop")
@@ -121,18 +133,7 @@ def task_add(home_dir: Path, text: str, first: bool, lock_wait: float, as_json: 
 def task_drop(home_dir: Path, number: int, lock_wait: float, as_json: bool) -> None:
     """Remove pending task NUMBER (as `agent task list` shows it). 0 drops the current task;
     the first pending one then becomes current."""
-
-    def change(state: dict) -> str:
-        if number == 0:
-            if state["current_task"] is None:
-                raise UsageError("there is no current task to drop")
-            dropped = state["current_task"]
-            state["current_task"] = state["pending_actions"].pop(0) if state["pending_actions"] else None
-            return f"dropped current task: {dropped}; current is now: {state['current_task'] or '(none)'}"
-        dropped = state["pending_actions"].pop(_pick(state["pending_actions"], number, "pending task"))
-        return f"dropped pending task {number}: {dropped}"
-
-    _report_edit(*edit_state(home_dir, lock_wait, change), as_json)
+    edit_state(home_dir, lock_wait, queue_edits.task_drop(number), as_json)
 
 
 # ----------------------------------------------------------------------------------------- goal
@@ -140,7 +141,7 @@ def task_drop(home_dir: Path, number: int, lock_wait: float, as_json: bool) -> N
 
 @click.group()
 def goal() -> None:
-    """Edit the agent's goals safely, even while cron runs."""
+    """Edit the agent's goals; never blocks: while a cycle runs, edits are queued."""
 
 
 @goal.command("add")
@@ -151,13 +152,7 @@ def goal() -> None:
 @reports_errors
 def goal_add(home_dir: Path, text: str, lock_wait: float, as_json: bool) -> None:
     """Add a goal at the end of the list."""
-    text = _nonblank(text, "goal")
-
-    def change(state: dict) -> str:
-        state["goals"].append(text)
-        return f"goal {len(state['goals'])} added: {text}"
-
-    _report_edit(*edit_state(home_dir, lock_wait, change), as_json)
+    edit_state(home_dir, lock_wait, queue_edits.goal_add(_nonblank(text, "goal")), as_json)
 
 
 @goal.command("list")
@@ -184,9 +179,4 @@ def goal_list(home_dir: Path, as_json: bool) -> None:
 @reports_errors
 def goal_drop(home_dir: Path, number: int, lock_wait: float, as_json: bool) -> None:
     """Remove goal NUMBER (as `agent goal list` shows it)."""
-
-    def change(state: dict) -> str:
-        dropped = state["goals"].pop(_pick(state["goals"], number, "goal"))
-        return f"dropped goal {number}: {dropped}"
-
-    _report_edit(*edit_state(home_dir, lock_wait, change), as_json)
+    edit_state(home_dir, lock_wait, queue_edits.goal_drop(number), as_json)

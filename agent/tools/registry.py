@@ -57,12 +57,16 @@ def build_registry(settings: Settings, *, entry_points: Any = None, warn: Callab
 
 
 @contextlib.contextmanager
-def open_registry(settings: Settings, home: Path, secrets: Secrets | None = None,
+def open_registry(settings: Settings, home: Path, secrets: Secrets | None = None, *, given: Registry | None = None,
                   **options: Any) -> Iterator[Registry]:
     """build_registry, with the MCP servers config names running until the block ends, however it ends.
 
-    Without `mcp_servers` nothing is started and the MCP SDK is never imported.
+    Without `mcp_servers` nothing is started and the MCP SDK is never imported. A `given`
+    registry (a caller's own, as tests pass to run_cycle) is used as it is.
     """
+    if given is not None:
+        yield given
+        return
     if not settings.mcp_servers:
         yield build_registry(settings, **options)
         return

@@ -38,7 +38,7 @@ def test_history_lists_one_row_per_cycle_newest_first(home):
     assert rows[-1]["task_before"] == "one" and rows[-1]["task_after"] == "two"
     assert all(r["source"] == "index" for r in rows)
     table = run_cli("history", "--home", str(home)).stdout.splitlines()
-    assert table[0].split() == ["CYCLE", "STARTED", "(UTC)", "TOOK", "ITER", "STOP", "TOKENS", "TASK"]
+    assert table[0].split() == ["CYCLE", "STARTED", "(UTC)", "TOOK", "ITER", "STOP", "TOKENS", "COST", "TASK"]
     assert len(table) == 4 and "one -> two" in table[3] and "max_iterations" in table[2]
 
 

@@ -1,0 +1,184 @@
+"""Approvals: calls to gated tools wait for the operator instead of running.
+
+A call to a tool that `approval_required` names is parked in scratchpad/approvals.json with an
+id, an [APPROVAL] note says so, and the cycle stops with `awaiting_approval` (exit 8). The
+operator answers with `agent approve ID` or `agent deny ID --reason TEXT`, even while a cycle
+runs. The next cycle, before the model is asked anything, runs every approved call exactly as
+it was parked (same registry, same tool policy), notes its result, and notes each denial with
+its reason, so the model learns what was refused and why.
+
+The file is the runtime's (the model's tools cannot reach scratchpad/). Every change is a
+read-modify-write under a short lock of its own (scratchpad/.approvals.lock), written
+atomically, so approving never waits for a running cycle and never races it. A call is marked
+`ran` before it runs: a crash in between skips it rather than running it twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import fnmatch
+import json
+import os
+from typing import Any, Callable, Iterator
+
+from .config import Settings
+from .dispatcher import Outcome, add_note, dispatch
+from .outcomes import InvalidScratchpad, LimitReached, StopReason, UsageError
+from .secrets import Secrets
+from .store.files import SECRET_FILE_MODE, atomic_write, disk_error
+from .store.home import Home
+from .tags import Tag
+from .tools import Registry, ToolContext
+
+PENDING, APPROVED, DENIED, RAN = "pending", "approved", "denied", "ran"
+STATUSES = (PENDING, APPROVED, DENIED, RAN)
+NO_RESULT = "(no result recorded: the cycle ended before the call returned)"
+
+
+def approvals_file(home: Home):
+    return home.scratchpad / "approvals.json"
+
+
+def gate(settings: Settings) -> Callable[[str], bool]:
+    """Whether a tool's calls need approval: its name matches a pattern in `approval_required`."""
+    patterns = list(settings.approval_required)
+    return lambda name: any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@contextlib.contextmanager
+def _locked(home: Home) -> Iterator[None]:
+    """Hold the approvals file's own lock for one read-modify-write (milliseconds, never a cycle)."""
+    path = home.scratchpad / ".approvals.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, SECRET_FILE_MODE)
+    except OSError as exc:
+        raise disk_error(path, exc) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def read_approvals(home: Home) -> list[dict]:
+    """Every parked call, oldest first ([] when none was ever parked)."""
+    path = approvals_file(home)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InvalidScratchpad(f"{path}: cannot be read: {exc}") from exc
+    if not isinstance(data, list) or not all(_well_formed(r) for r in data):
+        raise InvalidScratchpad(f"{path}: not a list of approval records (id, cycle_id, tool, args, status)")
+    return data
+
+
+def pending_count(home: Home) -> int:
+    """How many parked calls wait for the operator (the index record and the metrics carry it).
+
+    Asked after a cycle is saved, where nothing may fail the cycle: an unreadable file counts 0
+    here (the next cycle, and `agent approvals`, report it)."""
+    try:
+        return sum(1 for record in read_approvals(home) if record["status"] == "pending")
+    except InvalidScratchpad:
+        return 0
+
+
+def _well_formed(record: Any) -> bool:
+    return (isinstance(record, dict) and isinstance(record.get("id"), str) and isinstance(record.get("tool"), str)
+            and isinstance(record.get("args"), dict) and record.get("status") in STATUSES)
+
+
+def _write(home: Home, records: list[dict]) -> None:
+    atomic_write(approvals_file(home), (json.dumps(records, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def _next_id(records: list[dict]) -> str:
+    return str(max((int(r["id"]) for r in records if r["id"].isdigit()), default=0) + 1)
+
+
+def shown_call(record: dict) -> str:
+    return f"{record['tool']}({json.dumps(record['args'], ensure_ascii=False)})"
+
+
+# ------------------------------------------------------------------------------- in the cycle
+
+
+def park(home: Home, cycle_id: str, state: dict, outcome: Outcome, secrets: Secrets) -> None:
+    """Record a gated call (the same call already pending keeps its id), note it, and end the
+    cycle: raises LimitReached(AWAITING_APPROVAL)."""
+    args = secrets.redact(outcome.args)
+    with _locked(home):
+        records = read_approvals(home)
+        record = next((r for r in records if r["status"] == PENDING and r["tool"] == outcome.tool
+                       and r["args"] == args), None)
+        if record is None:
+            record = {"id": _next_id(records), "cycle_id": cycle_id, "tool": outcome.tool, "args": args,
+                      "status": PENDING, "parked": _now(), "decided": None, "reason": None, "handled_in": None,
+                      "result": None}
+            _write(home, records + [record])
+    add_note(state, Tag.APPROVAL.line(f"call {record['id']} parked for the operator: {shown_call(record)}"))
+    raise LimitReached(StopReason.AWAITING_APPROVAL, f"call {record['id']} to {outcome.tool} awaits the operator "
+                                                     f"(agent approve {record['id']} / agent deny {record['id']})")
+
+
+def run_decided(home: Home, cycle_id: str, state: dict, registry: Registry, ctx: ToolContext,
+                log: Callable[[str], None]) -> dict:
+    """Run the approved calls and note the denials the model has not heard of yet; the new state."""
+    if not approvals_file(home).exists():  # nothing was ever parked (decide needs a parked call)
+        return state
+    with _locked(home):
+        records = read_approvals(home)
+        todo = [r for r in records if r["status"] == APPROVED or (r["status"] == DENIED and r["handled_in"] is None)]
+        for record in todo:  # marked before running: at most once, even if the process dies mid-call
+            record["handled_in"] = cycle_id
+            record["status"] = RAN if record["status"] == APPROVED else DENIED
+        if todo:
+            _write(home, records)
+    for record in todo:
+        if record["status"] == DENIED:
+            add_note(state, Tag.APPROVAL.line(f"call {record['id']} denied by the operator: {shown_call(record)}: "
+                                              f"{record['reason'] or 'no reason given'}"))
+            continue
+        add_note(state, Tag.APPROVAL.line(f"call {record['id']} approved by the operator; running it"))
+        state, outcome = dispatch(state, json.dumps({"tool": record["tool"], "args": record["args"]}), registry, ctx)
+        log(f"approved call {record['id']}: {outcome.note}")
+        _set(home, record["id"], result=ctx.secrets.redact_text(outcome.note))
+    return state
+
+
+def _set(home: Home, approval_id: str, **fields: Any) -> None:
+    with _locked(home):
+        records = read_approvals(home)
+        for record in records:
+            if record["id"] == approval_id:
+                record.update(fields)
+        _write(home, records)
+
+
+# ------------------------------------------------------------------------------- the operator
+
+
+def decide(home: Home, approval_id: str, approve: bool, reason: str | None = None) -> dict:
+    """Approve or deny a pending call; UsageError (exit 2) for an unknown id or a decided call."""
+    if not approvals_file(home).exists():
+        raise UsageError(f"no parked call '{approval_id}': no call was ever parked in {home.root}")
+    with _locked(home):
+        records = read_approvals(home)
+        record = next((r for r in records if r["id"] == approval_id), None)
+        if record is None:
+            known = ", ".join(r["id"] for r in records if r["status"] == PENDING) or "none"
+            raise UsageError(f"no parked call '{approval_id}' (pending: {known}; `agent approvals` lists them)")
+        if record["status"] != PENDING:
+            raise UsageError(f"call {approval_id} is already {record['status']}; only a pending call can be "
+                             f"{'approved' if approve else 'denied'}")
+        record.update(status=APPROVED if approve else DENIED, decided=_now(), reason=reason)
+        _write(home, records)
+    return record

@@ -1,0 +1,111 @@
+"""Going back and branching off: `agent restore` and `agent fork`.
+
+`agent restore CYCLE[:before|:after]` makes a snapshot the state again, under the lock. The state
+it replaces is never deleted: it is appended to logs/archive.jsonl (kind "replaced_state") before
+active.yaml is replaced, so a crash in between can only leave it archived twice. Edits queued in
+the inbox are applied to the state being replaced first (a restore means "exactly this state").
+A restore also repairs a home whose active.yaml cannot be read: its raw text is archived instead.
+
+`agent fork CYCLE[:before|:after] DIR` starts a new home from a snapshot: what `agent init DIR`
+makes, with the source home's rules.md and config.yaml, and that snapshot as its state.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..inbox import apply_inbox
+from ..memory import Archived, append_archive, archive_records
+from ..outcomes import InvalidScratchpad, UsageError
+from ..safe_yaml import FileRefused, read_text_file
+from ..state import now_iso
+from ..store.home import Home
+from ..store.lock import home_lock
+from ..store.state_file import MAX_SCRATCHPAD_BYTES, load_state, write_state
+from .common import existing_home, home_option, json_option, print_json, reports_errors, wait_option
+from .history import cycle_ids
+from .setup import make_home
+from .snapshots import Side, resolve_snapshot
+
+SPEC_HELP = "CYCLE is a cycle id (or `latest`), optionally ending in :before or :after (default :after)."
+
+
+def _snapshot(home: Home, spec: str) -> Side:
+    if spec.partition(":")[0] == "active":
+        raise UsageError("name a cycle's snapshot (ID, ID:before or ID:after), not active")
+    return resolve_snapshot(home, spec, "after", cycle_ids(home))
+
+
+def _replaced(home: Home) -> tuple[object, str]:
+    """(what active.yaml holds now, inbox applied; why it is being archived)."""
+    try:
+        return apply_inbox(home, load_state(home)).state, "restore"
+    except InvalidScratchpad as exc:  # restoring is how such a home is repaired: keep its raw text
+        try:
+            text = read_text_file(home.active, "scratchpad", MAX_SCRATCHPAD_BYTES)
+        except FileRefused as refused:
+            text = f"(not archived: {refused.problem})"
+        return text, f"restore; the replaced active.yaml could not be used: {exc}"
+
+
+@click.command()
+@home_option
+@click.argument("cycle")
+@wait_option
+@json_option
+@reports_errors
+def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None:
+    """Make a cycle's snapshot the current state (active.yaml); the replaced state is archived.
+
+    \b
+      agent restore 20260401_100137          that cycle's after snapshot
+      agent restore 20260401_100137:before   the state that cycle started from
+    """
+    home = existing_home(home_dir)
+    side = _snapshot(home, cycle)
+    with home_lock(home, wait=lock_wait):
+        home.ensure_dirs()
+        replaced, reason = _replaced(home)
+        source_cycle = Path(side.label).name.rsplit("_", 1)[0]
+        append_archive(home.archive, archive_records([Archived("replaced_state", replaced, f"{reason} {side.label}")],
+                                                     source_cycle))
+        restored = dict(side.state, last_updated=now_iso())
+        write_state(home.active, restored)
+    data = {"restored_from": side.label, "active": str(home.active), "replaced_state_archived_to":
+            str(home.archive.relative_to(home.root)), "current_task": restored["current_task"]}
+    if as_json:
+        print_json(data)
+        return
+    click.echo(f"active.yaml is now {side.label} (task: {restored['current_task'] or '(none)'}); "
+               f"the replaced state is in {data['replaced_state_archived_to']}")
+
+
+@click.command()
+@home_option
+@click.argument("cycle")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@json_option
+@reports_errors
+def fork(home_dir: Path, cycle: str, directory: Path, as_json: bool) -> None:
+    """Start a new home in DIRECTORY from a cycle's snapshot, with this home's rules.md and
+    config.yaml (the workspace's files are not copied). DIRECTORY must not hold a state yet."""
+    home = existing_home(home_dir)
+    side = _snapshot(home, cycle)
+    target = Home.at(directory)
+    if target.active.exists() or target.active.is_symlink():
+        raise UsageError(f"{target.root} is already a home with a state ({target.active}); fork into a new folder")
+
+    def source_text(path: Path) -> str | None:
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+
+    made, kept = make_home(target, dict(side.state, last_updated=now_iso()),
+                           rules=source_text(home.rules), config=source_text(home.config))
+    data = {"home": str(target.root), "forked_from": str(home.root / side.label), "created": made, "kept": kept}
+    if as_json:
+        print_json(data)
+        return
+    click.echo(f"forked {side.label} into {target.root}: created {', '.join(made)}"
+               + (f"; kept existing {', '.join(kept)}" if kept else ""))
+    click.echo(f"next: agent run --home {directory}")

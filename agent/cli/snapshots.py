@@ -1,0 +1,50 @@
+"""Naming a saved state on the command line: 'active', 'latest', 'ID', 'ID:before', 'ID:after'.
+
+`agent diff`, `agent restore` and `agent fork` all read their arguments through `resolve_snapshot`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..outcomes import UsageError
+from ..store.home import Home
+from ..store.state_file import read_state_file
+
+
+@dataclass
+class Side:
+    """One side of a diff: a state and the file it came from."""
+
+    label: str  # what the user sees: a path relative to the home
+    state: dict
+    text: str
+
+
+def _file_side(home: Home, path: Path) -> Side:
+    return Side(str(path.relative_to(home.root)), read_state_file(path, home.root), path.read_text(encoding="utf-8"))
+
+
+def resolve_snapshot(home: Home, spec: str, default_label: str, cycles: list[str]) -> Side:
+    """'active', 'latest', 'ID', 'ID:before' or 'ID:after' -> the state it names."""
+    if spec == "active":
+        if not home.active.exists():
+            raise UsageError(f"{home.active} does not exist yet (run a cycle, or agent init)")
+        return _file_side(home, home.active)
+    cycle_id, _, label = spec.partition(":")
+    label = label or default_label
+    if label not in ("before", "after"):
+        raise UsageError(f"'{spec}': after the colon put before or after")
+    if cycle_id == "latest":
+        if not cycles:
+            raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
+        cycle_id = cycles[-1]
+    if cycle_id not in cycles:
+        near = ", ".join(cycles[-3:]) or "none yet"
+        raise UsageError(f"no cycle '{cycle_id}' in {home.root} (latest: {near}; `agent history` lists them all)")
+    path = home.snapshot(cycle_id, label)
+    if not path.is_file():
+        raise UsageError(f"cycle {cycle_id} has no {label} snapshot ({path.relative_to(home.root)} is missing: "
+                         f"the cycle was pruned, or it was killed before saving)")
+    return _file_side(home, path)

@@ -1,0 +1,66 @@
+"""What `status` and `history` say about stalls and spending: tokens and cost per cycle and per
+day, against the daily and monthly budgets (agent/budgets.py, agent/stalls.py)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any
+
+from ..budgets import daily_totals, record_cost, utc_day
+from ..config import Settings
+from ..escape import escape_controls
+from ..stalls import stall_status
+from .common import home_settings
+from .history import money
+
+
+def with_costs(records: list[dict], prices: dict) -> list[dict]:
+    """Records with `cost` filled in where the index lacks it and the model now has a price."""
+    return [dict(r, cost=record_cost(r, prices)) if r.get("source", "index") == "index" else r for r in records]
+
+
+def spending(records: list[dict], settings: Settings, now: _dt.datetime | None = None) -> dict:
+    """Today's and this month's tokens and cost (UTC), with the budgets that apply."""
+    today = utc_day((now or _dt.datetime.now(_dt.timezone.utc)).isoformat())
+    days = daily_totals(records, settings.prices)
+    month = [d for d in days if d["day"][:7] == today[:7]]
+    day = next((d for d in days if d["day"] == today), {"tokens": 0, "cost": 0.0, "cycles": 0})
+    return {
+        "today": {"day": today, "cycles": day["cycles"], "tokens": day["tokens"], "cost": round(day["cost"], 8),
+                  "token_budget": settings.daily_token_budget, "cost_budget": settings.daily_cost_budget},
+        "month": {"month": today[:7], "cycles": sum(d["cycles"] for d in month),
+                  "tokens": sum(d["tokens"] for d in month), "cost": round(sum(d["cost"] for d in month), 8),
+                  "token_budget": settings.monthly_token_budget, "cost_budget": settings.monthly_cost_budget},
+    }
+
+
+def _period_line(period: dict) -> str:
+    tokens = f"{period['tokens']:,} tokens" + (f" of {period['token_budget']:,}" if period["token_budget"] else "")
+    cost = f", cost {money(period['cost'])}" + (f" of {money(period['cost_budget'])}" if period["cost_budget"] else "")
+    return f"{period['cycles']} cycle(s), {tokens}{cost}"
+
+
+def status_extras(records: list[dict], current_task: Any, root: Path) -> tuple[dict, list[str]]:
+    """(status --json's stall and spending, status's lines for them)."""
+    settings = home_settings(root)
+    stall = stall_status(records, current_task, settings.stall_cycles)
+    spent = spending(records, settings)
+    lines = [f"today:     {_period_line(spent['today'])}", f"month:     {_period_line(spent['month'])}"]
+    if stall:
+        lines.append(f"stall:     {'stalled: ' if stall['stalled'] else ''}{escape_controls(stall['text'])}"
+                     + ("" if stall["stalled"] else f" ({stall['cycles']} of {stall['stall_cycles']} cycles)"))
+    return {"stall": stall, "spending": spent}, lines
+
+
+DAILY_HEADERS = ["DAY (UTC)", "CYCLES", "TOKENS", "COST"]
+
+
+def daily_lines(days: list[dict], width: int | None = None) -> list[str]:
+    """`history --daily`: the rows of `daily_totals` (newest first, as given), aligned. `width` is unused:
+    these rows are short (the argument matches the per-cycle table's)."""
+    rows = [[d["day"], str(d["cycles"]), f"{d['tokens']:,}",
+             money(d["cost"]) + (f" (+{d['unpriced_cycles']} unpriced)" if d["unpriced_cycles"] else "")]
+            for d in days]
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(DAILY_HEADERS)]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [DAILY_HEADERS, *rows]]

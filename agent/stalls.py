@@ -1,0 +1,74 @@
+"""Stalls: the same task ending cycle after cycle without done.
+
+A cycle that ends without done, on a task that has now ended `stall_cycles` cycles in a row
+without done, stops with `stalled` (exit 9) instead of its limit's reason, so cron can alert.
+The streak is read from logs/index.jsonl (each record's task_after and stop_reason) plus the
+cycle now ending. Only cycles where the model worked on the task count:
+
+- `done`, or another task, ends the streak;
+- a failed cycle (exit 4: model unreachable, a bug), one awaiting approval (exit 8) and one
+  whose budget was spent (exit 10) neither count nor end it: the model was not the one stuck,
+  and exit 4/8/10 already tell the operator what to do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import Settings
+from .dispatcher import add_note
+from .outcomes import StopReason
+from .secrets import Secrets
+from .store.home import Home, read_index
+from .tags import Tag
+
+NOT_COUNTED = {StopReason.ERROR.value, StopReason.AWAITING_APPROVAL.value, StopReason.BUDGET_EXHAUSTED.value}
+TAIL_BYTES_PER_CYCLE = 8192  # an index record is well under this; skipped records are the exception
+
+
+def streak(records: list[dict], task: Any) -> int:
+    """How many of the newest records (oldest first in `records`) ended `task` without done, in a row."""
+    return _streak(records, task)[0]
+
+
+def _streak(records: list[dict], task: Any) -> tuple[int, bool]:
+    """(the streak, whether a record ended it: False when it may go on in older records)."""
+    count = 0
+    for record in reversed(records):
+        if record.get("source", "index") != "index" or record.get("stop_reason") in NOT_COUNTED:
+            continue
+        if record.get("stop_reason") == StopReason.DONE.value or record.get("task_after") != task:
+            return count, True
+        count += 1
+    return count, False
+
+
+def judge(home: Home, settings: Settings, state: dict, reason: StopReason, secrets: Secrets) -> StopReason:
+    """The cycle's stop reason: `reason`, or STALLED (with a note) when this cycle completes a stall."""
+    task = secrets.redact(state["current_task"])
+    if task is None or reason is StopReason.DONE or reason.value in NOT_COUNTED:
+        return reason
+    needed = settings.stall_cycles
+    try:
+        earlier, ended = _streak(read_index(home, tail_bytes=TAIL_BYTES_PER_CYCLE * needed), task)
+        if earlier < needed - 1 and not ended:  # the streak may go on before the tail read: read it all
+            earlier = streak(read_index(home), task)
+    except OSError:  # an unreadable index must not cost the cycle its result; the save will say more
+        return reason
+    if earlier + 1 < needed:
+        return reason
+    add_note(state, Tag.STOPPED.line(f"{StopReason.STALLED.value}: {stall_text(task, earlier + 1)}"))
+    return StopReason.STALLED
+
+
+def stall_text(task: Any, cycles: int) -> str:
+    return f"task {task!r} has ended {cycles} cycles in a row without done"
+
+
+def stall_status(records: list[dict], task: Any, stall_cycles: int) -> dict | None:
+    """What `status` says of the current task's streak; None when the last cycle ended it."""
+    cycles = streak(records, task) if task is not None else 0
+    if not cycles:
+        return None
+    return {"task": task, "cycles": cycles, "stall_cycles": stall_cycles, "stalled": cycles >= stall_cycles,
+            "text": stall_text(task, cycles)}

@@ -1,0 +1,121 @@
+"""`agent restore` and `agent fork`: a snapshot becomes the state again, or a new home; the
+replaced state is archived, never deleted; unknown or pruned cycles exit 2 naming them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.memory import read_archive
+from agent.store.home import Home
+from agent.store.lock import home_lock
+from tests.cli.helpers import cycle_ids, done, json_out, run_cycle
+from tests.helpers import read_yaml, run_cli, tree_digest, write_active
+
+
+def active(home: Path) -> dict:
+    return read_yaml(home / "scratchpad" / "active.yaml")
+
+
+def core(state: dict) -> dict:
+    return {k: v for k, v in state.items() if k != "last_updated"}
+
+
+def test_restore_sets_active_to_a_cycle_s_after_snapshot_and_archives_the_replaced_state(worked_home):
+    first = cycle_ids(worked_home)[0]
+    replaced = active(worked_home)
+    data = json_out(run_cli("restore", first, "--home", str(worked_home), "--json"))
+    assert data["restored_from"] == f"scratchpad/{first}_after.yaml" and data["current_task"] == "two"
+    snapshot = read_yaml(worked_home / "scratchpad" / f"{first}_after.yaml")
+    assert core(active(worked_home)) == core(snapshot)
+    assert active(worked_home)["last_updated"] != snapshot["last_updated"]  # stamped when saved
+    [record] = [r for r in read_archive(worked_home / "logs" / "archive.jsonl") if r["kind"] == "replaced_state"]
+    assert record["value"] == replaced and record["cycle_id"] == first
+    assert record["reason"] == f"restore scratchpad/{first}_after.yaml"
+
+
+def test_restore_before_names_the_state_a_cycle_started_from(worked_home):
+    second = cycle_ids(worked_home)[1]
+    result = run_cli("restore", f"{second}:before", "--home", str(worked_home))
+    assert result.exit_code == 0 and f"active.yaml is now scratchpad/{second}_before.yaml (task: two)" in result.stdout
+    assert active(worked_home)["completed_tasks"] == [{"task": "one", "summary": "did one"}]
+    assert run_cycle(worked_home, [done("did two again")]).exit_code == 0  # the home goes on from there
+
+
+def test_restore_repairs_an_unreadable_active_yaml_and_archives_its_text(worked_home):
+    write_active(worked_home, "current_task: [broken\n")
+    assert run_cli("restore", "latest", "--home", str(worked_home)).exit_code == 0
+    assert active(worked_home)["current_task"] == "three"
+    record = read_archive(worked_home / "logs" / "archive.jsonl")[-1]
+    assert record["value"] == "current_task: [broken\n" and "could not be used" in record["reason"]
+
+
+def test_restore_applies_queued_edits_to_the_state_it_replaces(worked_home):
+    with home_lock(Home.at(worked_home)):
+        run_cli("task", "add", "queued", "--home", str(worked_home))
+    run_cli("restore", "latest:before", "--home", str(worked_home))
+    assert "queued" not in active(worked_home)["pending_actions"]
+    assert "queued" in read_archive(worked_home / "logs" / "archive.jsonl")[-1]["value"]["pending_actions"]
+    assert not (worked_home / "scratchpad" / "inbox.jsonl").read_text()
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("20200101_000000", "no cycle '20200101_000000'"),
+    ("{first}:during", "after the colon put before or after"),
+    ("active", "name a cycle's snapshot"),
+    ("../../etc/passwd", "no cycle '../../etc/passwd'"),
+])
+def test_restore_of_an_unknown_cycle_exits_2_naming_it_and_changes_nothing(worked_home, spec, message):
+    frozen = tree_digest(worked_home)
+    result = run_cli("restore", spec.format(first=cycle_ids(worked_home)[0]), "--home", str(worked_home))
+    assert result.exit_code == 2 and message in result.stderr
+    assert tree_digest(worked_home) == frozen
+
+
+def test_restore_of_a_pruned_cycle_exits_2_naming_it(worked_home):
+    first = cycle_ids(worked_home)[0]
+    assert run_cli("prune", "--keep", "1", "--home", str(worked_home)).exit_code == 0
+    frozen = tree_digest(worked_home)
+    result = run_cli("restore", first, "--home", str(worked_home))
+    assert result.exit_code == 2 and f"cycle {first} has no after snapshot" in result.stderr and "pruned" in result.stderr
+    assert tree_digest(worked_home) == frozen
+
+
+def test_restore_while_a_cycle_runs_exits_busy_and_changes_nothing(worked_home):
+    frozen = tree_digest(worked_home)
+    with home_lock(Home.at(worked_home)):
+        result = run_cli("restore", "latest", "--home", str(worked_home))
+    assert result.exit_code == 5 and tree_digest(worked_home) == frozen
+
+
+def test_fork_starts_a_new_home_from_a_snapshot_with_this_home_s_rules_and_config(worked_home, tmp_path):
+    (worked_home / "rules.md").write_text("custom rules\n")
+    (worked_home / "config.yaml").write_text("max_iterations: 4\n")
+    first = cycle_ids(worked_home)[0]
+    target = tmp_path / "branch"
+    data = json_out(run_cli("fork", first, str(target), "--home", str(worked_home), "--json"))
+    assert data["home"] == str(target) and sorted(data["created"]) == [
+        "config.yaml", "rules.md", "scratchpad/active.yaml"]
+    assert core(active(target)) == core(read_yaml(worked_home / "scratchpad" / f"{first}_after.yaml"))
+    assert (target / "rules.md").read_text() == "custom rules\n"
+    assert (target / "config.yaml").read_text() == "max_iterations: 4\n"
+    assert run_cycle(target, [done("did two on the branch")]).exit_code == 0
+    assert active(worked_home)["current_task"] == "three"  # the source home is untouched
+
+
+def test_fork_into_a_home_that_already_has_a_state_exits_2(worked_home, tmp_path):
+    other = tmp_path / "other"
+    assert run_cli("init", str(other)).exit_code == 0
+    frozen = tree_digest(other)
+    result = run_cli("fork", "latest", str(other), "--home", str(worked_home))
+    assert result.exit_code == 2 and "already a home with a state" in result.stderr
+    assert tree_digest(other) == frozen
+    same = run_cli("fork", "latest", str(worked_home), "--home", str(worked_home))
+    assert same.exit_code == 2
+
+
+def test_fork_of_an_unknown_cycle_exits_2_and_creates_nothing(worked_home, tmp_path):
+    result = run_cli("fork", "19990101_000000:before", str(tmp_path / "never"), "--home", str(worked_home))
+    assert result.exit_code == 2 and "no cycle '19990101_000000'" in result.stderr
+    assert not (tmp_path / "never").exists()
