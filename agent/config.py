@@ -67,8 +67,9 @@ class Settings:
     http_max_redirects: int = _doc("Redirects http_get follows (each one checked like the first URL).", default=5)
     http_allow_networks: list[str] = _doc("Non-public networks http_get may reach, as CIDRs (e.g. 127.0.0.0/8). "
                                           "Cloud metadata addresses stay refused.", default_factory=list)
-    workspace: str | None = _doc("Folder inside the home that file tools are confined to; unset: the home.",
-                                 default=None)
+    workspace: str = _doc("Folder inside the home that the file tools and the shell are confined to (created if "
+                          "missing). '.': the whole home, minus the runtime's files, templates, dot-files and code "
+                          "(an opt-in; see CLAUDE.md).", default="workspace")
     secret_env: list[str] = _doc("More environment variables whose values are redacted and hidden from tools.",
                                  default_factory=list)
     lock_wait: float = _doc("Seconds to wait for another cycle's lock before exiting busy (5).", default=0.0)
@@ -223,11 +224,10 @@ def check_tool_settings(settings: Settings) -> None:
     """The tool settings plain types cannot check: paths, networks, names."""
     import ipaddress
 
-    if settings.workspace is not None:
-        parts = Path(settings.workspace).parts
-        if not parts or Path(settings.workspace).is_absolute() or ".." in parts:
-            raise UsageError(f"setting 'workspace' must be a relative folder inside the home without '..', "
-                             f"got {settings.workspace!r}")
+    workspace = Path(settings.workspace)
+    if not settings.workspace.strip() or workspace.is_absolute() or ".." in workspace.parts:
+        raise UsageError(f"setting 'workspace' must be a relative folder inside the home without '..' "
+                         f"('.': the whole home), got {settings.workspace!r}")
     for cidr in settings.http_allow_networks:
         try:
             ipaddress.ip_network(cidr, strict=False)

@@ -39,6 +39,7 @@ from .store.lock import home_lock
 from .store.state_file import load_state, state_size_problem, write_state
 from .tags import Tag
 from .tools import Registry, ToolContext, open_registry
+from .tools.workspace import ensure_workspace
 from .transcript import Transcript
 
 
@@ -64,7 +65,7 @@ class _Run:
         tools = open_registry(self.settings, home.root, secrets, given=self.registry)  # MCP servers live as long as the lock
         with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals), tools as self.registry:  # 1
             home.ensure_dirs()
-            remove_stale_temporaries(home, home.root / self.settings.workspace if self.settings.workspace else None)
+            remove_stale_temporaries(home, ensure_workspace(home.root, self.settings))
             cycle_id = new_cycle_id(home, now)                                                    # 2
             before = apply_inbox(home, load_state(home)).state  # 3: queued operator edits first
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name,
@@ -115,7 +116,7 @@ class _Run:
                 archived: list[memory.Archived] = []
                 if reason is StopReason.DONE and self.settings.reflect:
                     after, archived, report.reflect = memory.reflect(self.model, before, after, report.usage, self.log,
-                                                                     self.limits.seconds_left())
+                                                                     self.limits.seconds_left(), self.secrets)
         except (Exception, KeyboardInterrupt, Interrupted) as exc:
             error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
             kind = type(exc).__name__
@@ -155,7 +156,8 @@ class _Run:
                     last_result=None if result == prompt.NOTHING_YET else result, timeout=limits.seconds_left()))
                 report.usage.add(completion.usage)
                 limits.count_tokens(completion.usage.total_tokens)
-                self.log(f"iteration {n}: reply {completion.text[:2000]!r} usage {completion.usage.as_dict()}")
+                reply = secrets.redact_text(completion.text)[:2000]  # redacted before the cut: no half key
+                self.log(f"iteration {n}: reply {reply!r} usage {completion.usage.as_dict()}")
                 state, outcome = dispatch(state, completion.text, self.registry, ctx, approvals.gate(settings))
                 report.count(outcome.kind.value)
                 self.log(f"iteration {n}: {outcome.note}")

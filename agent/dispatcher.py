@@ -189,6 +189,7 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
     problem = tool.check_args(args)
     if problem:
         return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}: {problem}"), name, args))
+    args = ctx.secrets.redact(args)  # no tool ever receives a secret from the model (to send, write or echo)
     if name == "update_scratchpad":
         new, refusal = apply_update(state, args)
         if refusal:
@@ -201,19 +202,22 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
             return _noted(state, Outcome(Kind.CHECK_FAILED, note, name, args))
         summary = _clip(args["summary"], max(clip, 200))
         return apply_done(state, summary), Outcome(Kind.DONE, Tag.COMPLETED.line(summary), name, args)
-    shown_args = _clip(json.dumps(args, ensure_ascii=False), 200)
+    shown_args = _clip(ctx.secrets.redact_text(json.dumps(args, ensure_ascii=False)), 200)
+    # Redacted before clipping: a cut must never leave the first half of a key in the notes.
     if gated(name):  # the note is the parker's to write: it knows the call's id
         return copy.deepcopy(state), Outcome(Kind.PARKED, Tag.APPROVAL.line(f"{name}({shown_args}) needs approval"),
                                              name, args)
     try:
         result = tool.func(ctx, **args)
     except ToolError as exc:
-        return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {_clip(exc, clip)}"), name, args))
+        why = _clip(ctx.secrets.redact_text(str(exc)), clip)
+        return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))
     except Exception as exc:  # a tool's bug must not end the cycle
+        why = _clip(ctx.secrets.redact_text(str(exc)), clip)
         return _noted(state, Outcome(Kind.TOOL_ERROR,
-                                     Tag.TOOL_ERROR.line(f"{name}({shown_args}) raised {type(exc).__name__}: {_clip(exc, clip)}"),
+                                     Tag.TOOL_ERROR.line(f"{name}({shown_args}) raised {type(exc).__name__}: {why}"),
                                      name, args))
-    note = Tag.TOOL.line(f"{name}({shown_args}) -> {_clip(_one_line(result), clip)}")
+    note = Tag.TOOL.line(f"{name}({shown_args}) -> {_clip(ctx.secrets.redact_text(_one_line(result)), clip)}")
     return _noted(state, Outcome(Kind.TOOL, note, name, args))
 
 
@@ -224,6 +228,9 @@ def _one_line(result: Any) -> str:
 
 
 def _noted(state: dict, outcome: Outcome) -> tuple[dict, Outcome]:
+    # One line, whatever the model put in names and values (an argument NAME with a newline, a
+    # field name with an escape sequence): no forged note lines, nothing that drives a terminal.
+    outcome = dataclasses.replace(outcome, note=escape_controls(outcome.note))
     new = copy.deepcopy(state)
     add_note(new, outcome.note)
     return new, outcome

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable
 from .dispatcher import ReplyError, parse_reply
 from .providers.base import Request
 from .safe_yaml import dump_yaml
+from .secrets import Secrets
 from .state import InvariantViolation, invariant_problems
 from .store.files import append_jsonl, read_jsonl
 from .tags import Tag
@@ -123,18 +124,20 @@ def read_archive(path) -> list[dict]:
 
 
 def reflect(model: Any, before: dict, state: dict, usage: Any, log: Callable[[str], None],
-            timeout: float | None = None) -> tuple[dict, list[Archived], str]:
+            timeout: float | None = None, secrets: Secrets | None = None) -> tuple[dict, list[Archived], str]:
     """After done: one more model call that curates notes, within `timeout` seconds (the time budget
-    left; None: no budget). Returns (state, archived, status).
+    left; None: no budget). Returns (state, archived, status). The model is shown the state with
+    `secrets` redacted, like every prompt of the loop.
 
     Any failure keeps the unreflected state (status says why); an interrupt is not caught.
     """
     tool = curate_tool()
+    redact = secrets.redact if secrets else (lambda value: value)
     try:
-        completion = model.complete(Request(REFLECT_RULES, reflect_prompt(state), {"anyOf": [tool.action_schema()]},
+        completion = model.complete(Request(REFLECT_RULES, reflect_prompt(redact(state)), {"anyOf": [tool.action_schema()]},
                                             timeout=timeout, purpose="reflect"))
         usage.add(completion.usage)
-        log(f"reflect: reply {completion.text[:2000]!r}")
+        log(f"reflect: reply {redact(completion.text)[:2000]!r}")  # redacted before the cut: no half key
         action = parse_reply(completion.text)
         if action.get("tool") != tool.name:
             raise ReplyError(f"expected the {tool.name} tool, got {action.get('tool')!r}")

@@ -2,21 +2,131 @@
 
 Every writer (snapshots, logs, the index, printed output), every prompt builder and every tool
 asks one `Secrets` object. It is built once per command from the settings and the environment.
+
+What counts as a secret (CLAUDE.md, "What counts as a secret"):
+
+- the API key (`api_key_env`, and OPENAI_API_KEY), stripped of surrounding whitespace, unless it
+  is shorter than MIN_SECRET_LENGTH or a known placeholder (PLACEHOLDER_KEYS);
+- the value of every variable named in `secret_env`, whatever it is (MIN_NAMED_SECRET_LENGTH
+  characters or more): naming it is the operator saying so;
+- the credentials in `base_url` (`user:pass@`) and every `extra_headers` value (and each word of
+  it, for "Bearer TOKEN"), under the same rule as the API key.
+
+Each secret is redacted in every form `agent.secret_forms.forms` lists (escaped, URL-encoded,
+base64, hex, reversed), and a URL that carries any of them is refused (`found_in`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from typing import Any, Iterable, Mapping
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
+
+from .outcomes import UsageError
+from .secret_forms import forms
 
 REDACTED = "[REDACTED]"
 
-# A secret shorter than this is not redacted: replacing every "abc" in notes would do harm.
+# A value shorter than this is not a secret unless named in secret_env: replacing every "abc" in
+# notes would do harm, and no real key is that short.
 MIN_SECRET_LENGTH = 8
+# Even a variable named in secret_env must hold this much: redacting "ab" would wreck every file.
+MIN_NAMED_SECRET_LENGTH = 4
+
+# What people put in the key variable for servers that ignore it (compared without case).
+PLACEHOLDER_KEYS = frozenset({
+    "anything", "lm-studio", "lmstudio", "ollama", "none", "null", "empty", "dummy", "sk-dummy",
+    "sk-no-key-required", "no-key", "nokey", "no-key-required", "not-needed", "notneeded",
+    "placeholder", "sk-placeholder", "sk-xxx", "sk-xxxx", "changeme", "token-abc123", "local",
+    "llama.cpp", "llamacpp", "vllm", "sk-local", "sk-1234", "test", "key", "secret", "password",
+})
+
+# The key sent to a loopback endpoint when none is set (local servers ignore it); never redacted.
+NO_KEY_PLACEHOLDER = "sk-no-key-required"
 
 # Variable names that usually hold credentials; child processes never see them.
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE", re.IGNORECASE)
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def is_secret_value(value: str) -> bool:
+    """Whether an unnamed credential (API key, URL password, header value) counts as a secret."""
+    value = value.strip()
+    return len(value) >= MIN_SECRET_LENGTH and value.lower() not in PLACEHOLDER_KEYS
+
+
+def is_loopback_url(url: str | None) -> bool:
+    """Whether `url` names this machine (localhost or a loopback address)."""
+    try:
+        host = urlsplit(url or "").hostname or ""
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def url_credentials(url: str | None) -> list[str]:
+    """The `user:pass` of a URL and its password, as written and percent-decoded."""
+    try:
+        netloc = urlsplit(url or "").netloc
+    except ValueError:
+        return []
+    userinfo, at, _host = netloc.rpartition("@")
+    if not at:
+        return []
+    password = userinfo.partition(":")[2]
+    return [v for v in dict.fromkeys([userinfo, unquote(userinfo), password, unquote(password)]) if v]
+
+
+def without_credentials(url: str | None) -> str | None:
+    """`url` with any `user:pass@` removed: the form to show in messages."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(an unparseable URL)"
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def model_base_url(settings: Any, env: Mapping[str, str]) -> str | None:
+    return settings.base_url or env.get("OPENAI_BASE_URL") or None
+
+
+def api_key(settings: Any, env: Mapping[str, str]) -> str:
+    """The API key to send: the variable's value stripped of surrounding whitespace, or the
+    placeholder for a loopback endpoint when it is unset. A control character inside the key
+    (a newline from a badly joined file) is a usage error naming the variable, never a header."""
+    name = settings.api_key_env
+    key = env.get(name, "").strip()
+    bad = _CONTROL.search(key)
+    if bad:
+        raise UsageError(f"the environment variable {name} holds a control character ({bad.group()!r}) inside "
+                         f"the API key at position {bad.start()}; set it to the key alone")
+    if key:
+        return key
+    if is_loopback_url(model_base_url(settings, env)):
+        return NO_KEY_PLACEHOLDER
+    raise UsageError(f"the openai provider needs an API key: set the environment variable {name} "
+                     f"(a loopback base_url needs none)")
+
+
+def request_headers(settings: Any) -> dict[str, str]:
+    """`extra_headers` stripped, or a usage error naming a header whose value holds a control character."""
+    headers = {}
+    for name, value in settings.extra_headers.items():
+        value = str(value).strip()
+        if _CONTROL.search(value) or _CONTROL.search(str(name)):
+            raise UsageError(f"setting 'extra_headers': header {name.strip()!r} holds a control character")
+        headers[name] = value
+    return headers
 
 
 class Secrets:
@@ -24,22 +134,49 @@ class Secrets:
 
     def __init__(self, values: Iterable[str] = (), names: Iterable[str] = ()):
         self.names = frozenset(names)
-        self.values = tuple(sorted({v for v in values if v and len(v) >= MIN_SECRET_LENGTH}, key=len, reverse=True))
+        self.values = tuple(sorted({v for v in values if v and len(v) >= MIN_NAMED_SECRET_LENGTH},
+                                   key=len, reverse=True))
+        found: dict[str, str] = {}
+        for value in self.values:
+            found.update({value: "raw"} if len(value) < MIN_SECRET_LENGTH else forms(value))
+        self.forms = dict(sorted(found.items(), key=lambda item: len(item[0]), reverse=True))
 
     @classmethod
     def from_settings(cls, settings: Any, env: Mapping[str, str] | None = None) -> "Secrets":
+        """The secrets by the rule in this module's docstring."""
         env = os.environ if env is None else env
-        names = settings.secret_names
-        return cls((env.get(name, "") for name in names), names)
+        named = set(getattr(settings, "secret_env", ()))
+        values = []
+        for name in settings.secret_names:
+            value = env.get(name, "").strip()
+            if name in named or is_secret_value(value):
+                values.append(value)
+        credentials = url_credentials(model_base_url(settings, env))
+        for header in getattr(settings, "extra_headers", {}).values():
+            credentials += [str(header).strip(), *str(header).split()]
+        values += [v for v in credentials if is_secret_value(v)]
+        return cls(values, settings.secret_names)
 
     def __bool__(self) -> bool:
         return bool(self.values)
 
     def redact_text(self, text: str) -> str:
-        for secret in self.values:
-            if secret in text:
-                text = text.replace(secret, REDACTED)
+        """`text` with every form of every secret replaced by [REDACTED]."""
+        for form in self.forms:
+            if form in text:
+                text = text.replace(form, REDACTED)
         return text
+
+    def found_in(self, text: str) -> str | None:
+        """The kind of secret form `text` carries ("raw", "base64", "hex", ...), also after
+        percent-decoding it once or twice; None when it carries none."""
+        decoded = {text, unquote(text), unquote_plus(text), unquote(unquote(text)), unquote_plus(unquote(text))}
+        for candidate in decoded:
+            folded = candidate.lower()
+            for form, kind in self.forms.items():
+                if form in candidate or (kind == "hex" and form.lower() in folded):
+                    return kind
+        return None
 
     def redact(self, value: Any) -> Any:
         """`value` with every secret in its strings (keys too) replaced, at any nesting depth."""
@@ -71,8 +208,9 @@ class Secrets:
         """The environment for a child process: no secret variable, no variable holding a secret.
 
         Removed: the configured secret names, any name that looks like a credential (KEY, TOKEN,
-        SECRET, PASSWORD, ...), and any variable whose value is a known secret.
+        SECRET, PASSWORD, ...), and any variable whose value contains a known secret (so
+        OPENAI_BASE_URL with `user:pass@` goes too).
         """
         env = os.environ if env is None else env
         return {k: v for k, v in env.items()
-                if k not in self.names and not SECRET_NAME.search(k) and v not in self.values}
+                if k not in self.names and not SECRET_NAME.search(k) and not any(s in v for s in self.values)}

@@ -98,7 +98,7 @@ def _write_setup(home: Path) -> dict:
 
 
 def _write_check(home: Path, final: dict):
-    path = home / "fruit.txt"
+    path = home / "workspace" / "fruit.txt"
     if not path.is_file():
         return False, "fruit.txt was not written"
     content = path.read_text(errors="replace")
@@ -116,7 +116,8 @@ def _date_check(home: Path, final: dict):
 
 
 def _read_setup(home: Path) -> dict:
-    (home / "info.txt").write_text("Project Falcon\nThe secret code is 4417.\nOwner: Dana\n")
+    (home / "workspace").mkdir(exist_ok=True)
+    (home / "workspace" / "info.txt").write_text("Project Falcon\nThe secret code is 4417.\nOwner: Dana\n")
     return state("Read the file info.txt and note the secret code")
 
 
@@ -148,8 +149,8 @@ def _queue_check(home: Path, final: dict):
 
 
 def _ls_setup(home: Path) -> dict:
-    inbox = home / "inbox"
-    inbox.mkdir()
+    inbox = home / "workspace" / "inbox"
+    inbox.mkdir(parents=True)
     (inbox / "invoice-7731.pdf").write_text("not really a pdf\n")
     return state("List the files in the folder inbox and note the file name")
 

@@ -97,15 +97,17 @@ def test_check_output_in_the_note_is_redacted_clipped_and_escaped(home, monkeypa
 def test_the_model_cannot_create_or_change_a_check(checked_home):
     frozen = active(checked_home)["checks"]
     replies = [update(checks={"say hello": "true"}),
-               write("scratchpad/active.yaml", "checks: {}\n"),
-               write("../home/scratchpad/active.yaml", "checks: {}\n"),
+               write("../scratchpad/active.yaml", "checks: {}\n"),
+               write("../../home/scratchpad/active.yaml", "checks: {}\n"),
                done("x")]
     assert run_cycle(checked_home, replies, "--max-iterations", "4").exit_code == 3
     state = active(checked_home)
     assert state["checks"] == frozen and state["completed_tasks"] == []
     lines = state["notes"].splitlines()
     assert lines[0].startswith("[TOOL ERROR] update_scratchpad: unexpected argument 'checks'")
-    assert "belongs to the runtime" in lines[1] and lines[3].startswith("[CHECK FAILED]")
+    assert lines[1].startswith("[TOOL ERROR] write_file") and lines[2].startswith("[TOOL ERROR] write_file")
+    assert "outside the workspace" in lines[1] or "'..'" in lines[1]
+    assert lines[3].startswith("[CHECK FAILED]")
 
 
 def test_renaming_or_dropping_a_checked_task_to_dodge_its_check_is_refused(checked_home):

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ..config import Settings, load_settings
+from ..escape import escape_controls, escape_json
 from ..outcomes import AgentError, UsageError
 from ..state import parse_time
 from ..store.home import Home
@@ -38,15 +39,33 @@ def reports_errors(func):
         try:
             return func(*args, **kwargs)
         except AgentError as exc:
-            click.echo(f"agent: error: {exc}", err=True)
+            click.echo(f"agent: error: {escape_controls(exc, keep_newlines=True)}", err=True)
             sys.exit(int(exc.exit_code))
 
     return wrapper
 
 
-def existing_home(home_dir: Path) -> Home:
-    """The home at `home_dir`, or a usage error (exit 2) when the folder does not exist."""
+def checked_home(home_dir: Path) -> Home:
+    """The home at `home_dir`, or a usage error (exit 2) when it is the user's home folder or
+    `/`: the model's workspace and the runtime's files would sit among dot-files, keys and
+    code that the operator's shell and tools run."""
     home = Home.at(home_dir)
+    resolved = home.root.resolve()
+    try:
+        users_home = Path.home().resolve()
+    except (RuntimeError, KeyError, OSError):  # no $HOME and no passwd entry (a container's bare uid)
+        users_home = None
+    for unsafe, what in ((Path("/"), "the root folder /"), (users_home, "your home folder ($HOME)")):
+        if resolved == unsafe:
+            raise UsageError(f"refusing to use {what} as the agent's home ({home.root}): make a folder for it, "
+                             f"e.g. agent init ~/my-agent, and pass --home ~/my-agent (or set AGENT_HOME)")
+    return home
+
+
+def existing_home(home_dir: Path) -> Home:
+    """The home at `home_dir` (see `checked_home`), or a usage error (exit 2) when the folder
+    does not exist. Every command that uses a home comes through here."""
+    home = checked_home(home_dir)
     if not home.root.is_dir():
         raise UsageError(f"home {home.root} does not exist (create one with: agent init {home_dir})")
     return home
@@ -62,7 +81,13 @@ def home_settings(root: Path) -> Settings:
 
 
 def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    click.echo(escape_json(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
+
+
+def echo(line: object = "", **kwargs: Any) -> None:
+    """Print a line that may hold text the model wrote: control characters escaped (the
+    terminal, and cron mail, obey none of them). Style only after escaping."""
+    click.echo(escape_controls(line, keep_newlines=True), **kwargs)
 
 
 # ---------------------------------------------------------------------------------- formatting

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from ..budgets import daily_totals
+from ..escape import escape_controls, escape_tree
 from ..state import FIELDS
 from ..config import load_settings
 from ..memory import read_archive
@@ -21,8 +22,8 @@ from ..providers.local import bundled_model_path, local_runtime_installed
 from ..outcomes import InvalidScratchpad, UsageError
 from ..store.home import Home
 from ..store.state_file import load_state, read_state_file
-from .common import (age, clip, existing_home, home_option, home_settings, json_option, print_json, reports_errors,
-                     seconds_since, size, task_text, terminal_width)
+from .common import (age, clip, echo, existing_home, home_option, home_settings, json_option, print_json,
+                     reports_errors, seconds_since, size, task_text, terminal_width)
 from .diffing import summarize_change, summary_lines
 from .snapshots import resolve_snapshot
 from .history import RUNNING, cycle_ids, cycle_running, history_records, table_lines
@@ -82,12 +83,12 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
         print_json({"from": left.label, "to": right.label, "summary": summary, "diff": "\n".join(unified)})
         return
     for line in summary_lines(summary):
-        click.echo(line)
+        echo(line)
     click.echo()
     if not unified:
         click.echo(f"no differences between {left.label} and {right.label}")
     for line in unified:
-        click.echo(_styled_diff_line(line), color=color)
+        click.echo(_styled_diff_line(escape_controls(line)), color=color)
 
 
 # ------------------------------------------------------------------------------------ history
@@ -119,7 +120,7 @@ def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
         click.echo(f"no cycles in {home.root} yet; run `agent run` first")
     else:
         for line in (daily_lines if daily else table_lines)(records, terminal_width()):
-            click.echo(line)
+            echo(line)
 
 
 # --------------------------------------------------------------------------------- show/status
@@ -144,6 +145,8 @@ def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
             data["archived_notes"] = archived_notes
         print_json(data)
         return
+    state = escape_tree(state)  # text the model wrote, about to be printed
+    archived_tasks, archived_notes = escape_tree(archived_tasks), escape_tree(archived_notes)
     bold = lambda text: click.style(text, bold=True)  # noqa: E731
     out = [f"{bold('current task:')} {state['current_task'] or '(none)'}", ""]
     out.append(bold(f"goals ({len(state['goals'])}):"))
@@ -249,17 +252,17 @@ def status(home_dir: Path, as_json: bool) -> None:
     if as_json:
         print_json(data)
         return
-    click.echo(f"home:      {home.root}")
-    click.echo(f"running:   {'yes: a cycle holds the lock now' if running else 'no'}")
-    click.echo(f"last:      {'no cycles yet' if last is None else _last_cycle_line(last)}")
+    echo(f"home:      {home.root}")
+    echo(f"running:   {'yes: a cycle holds the lock now' if running else 'no'}")
+    echo(f"last:      {'no cycles yet' if last is None else _last_cycle_line(last)}")
     if last and last["error"]:
-        click.echo(f"           error: {clip(last['error'], 200)}")
-    click.echo(f"task now:  {current_task or '(none)'}" if scratchpad_error is None
-               else f"task now:  unknown: {clip(scratchpad_error, 200)}")
+        echo(f"           error: {clip(last['error'], 200)}")
+    echo(f"task now:  {current_task or '(none)'}" if scratchpad_error is None
+         else f"task now:  unknown: {clip(scratchpad_error, 200)}")
     unrecorded = sum(1 for r in records if r["source"] != "index")
-    click.echo(f"cycles:    {len(records)}" + (f" ({unrecorded} without a record)" if unrecorded else ""))
-    click.echo(f"snapshots: {len(snapshots)} file(s), {size(data['snapshots']['bytes'])}")
-    click.echo(f"logs:      {len(logs)} file(s), {size(data['logs']['bytes'])}")
-    click.echo(f"model:     {model or '(none)'}" + (f"  [config problem: {config_problem}]" if config_problem else ""))
+    echo(f"cycles:    {len(records)}" + (f" ({unrecorded} without a record)" if unrecorded else ""))
+    echo(f"snapshots: {len(snapshots)} file(s), {size(data['snapshots']['bytes'])}")
+    echo(f"logs:      {len(logs)} file(s), {size(data['logs']['bytes'])}")
+    echo(f"model:     {model or '(none)'}" + (f"  [config problem: {config_problem}]" if config_problem else ""))
     for line in extra_lines:
-        click.echo(line)
+        echo(line)

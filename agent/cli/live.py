@@ -14,6 +14,8 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
+from ..escape import escape_controls
+
 # The style of each dispatcher outcome kind (agent.dispatcher.Kind values).
 KIND_STYLES = {
     "tool": "cyan", "update": "blue", "done": "bold green",
@@ -40,6 +42,9 @@ class LiveReporter:
     # ------------------------------------------------------------------------------- events
 
     def _on_start(self, cycle_id: str, model: str, task: str | None, **_: Any) -> None:
+        # Only Text objects are printed (rich reads no [markup] in them), and every string the
+        # model could have written is escaped first: rich passes escape sequences through.
+        model, task = escape_controls(model), task and escape_controls(task)
         self.started = time.monotonic()
         self.console.print(Text.assemble(("cycle ", "bold"), (cycle_id, "bold magenta"), f"  model {model}"))
         self.console.print(Text.assemble("  task: ", (task or "(none)", "bold")), overflow="ellipsis", no_wrap=True)
@@ -50,8 +55,9 @@ class LiveReporter:
         self.iteration, self.max_iterations = n, max
         self.tokens = getattr(usage, "total_tokens", 0) or 0
         kind = getattr(getattr(outcome, "kind", None), "value", "tool")
-        self.last_tool = getattr(outcome, "tool", None)
-        line = Text.assemble(f"  {n:>2}/{max} ", (str(outcome.note), KIND_STYLES.get(kind, "")))
+        tool = getattr(outcome, "tool", None)
+        self.last_tool = None if tool is None else escape_controls(tool)
+        line = Text.assemble(f"  {n:>2}/{max} ", (escape_controls(outcome.note), KIND_STYLES.get(kind, "")))
         if self.tokens:
             line.append(f"  [{self.tokens:,} tokens]", style="dim")
         self.console.print(line, overflow="ellipsis", no_wrap=True)
@@ -66,9 +72,10 @@ class LiveReporter:
             (f"{report.stop_reason}", style),
             f" after {report.iterations} iteration(s) in {report.duration_s:.1f}s",
             f", {tokens:,} tokens" if tokens else "", f" (exit {report.exit_code}); task: ",
-            (report.task_before or "(none)", "bold"), " -> ", (report.task_after or "(none)", "bold")))
+            (escape_controls(report.task_before or "(none)"), "bold"), " -> ",
+            (escape_controls(report.task_after or "(none)"), "bold")))
         if report.error:
-            self.console.print(Text.assemble(("  error: ", "bold red"), str(report.error),
+            self.console.print(Text.assemble(("  error: ", "bold red"), escape_controls(report.error),
                                              f" (see logs/cycle_{report.cycle_id}.log)"))
 
     # ------------------------------------------------------------------------------ drawing

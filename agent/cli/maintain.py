@@ -24,7 +24,7 @@ from ..store.retention import delete_cycles, parse_duration, plan_prune
 from ..store.home import Home
 from ..store.lock import home_lock, is_locked
 from ..store.state_file import read_state_file
-from .common import existing_home, home_option, json_option, print_json, reports_errors, size, wait_option
+from .common import checked_home, existing_home, home_option, json_option, print_json, reports_errors, size, wait_option
 
 # -------------------------------------------------------------------------------------- prune
 
@@ -230,7 +230,7 @@ def doctor(home_dir: Path, as_json: bool) -> None:
 
     One line per check, with a fix for each failure; exits 1 when any check fails.
     """
-    checks = doctor_checks(Home.at(home_dir))
+    checks = doctor_checks(checked_home(home_dir))
     if as_json:
         print_json([c.as_dict() for c in checks])
     else:

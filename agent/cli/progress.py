@@ -13,6 +13,8 @@ from typing import Any, Callable, TextIO
 
 import click
 
+from ..escape import escape_controls
+
 Reporter = Callable[..., None]
 
 
@@ -26,7 +28,8 @@ class PlainReporter:
         if self.quiet:
             if event == "end" and data["report"].error:  # --quiet still reports a failed cycle
                 r = data["report"]
-                click.echo(f"agent: cycle {r.cycle_id} failed: {r.error} (see logs/cycle_{r.cycle_id}.log)", err=True)
+                click.echo(escape_controls(f"agent: cycle {r.cycle_id} failed: {r.error} "
+                                           f"(see logs/cycle_{r.cycle_id}.log)"), err=True)
             return
         if event == "start":
             task = data["task"] or "(none)"
@@ -46,7 +49,8 @@ class PlainReporter:
         """Nothing to stop: plain lines are written as they come."""
 
     def _line(self, text: str) -> None:
-        click.echo(" ".join(text.split("\n")), file=self.stream)
+        # tasks, notes and errors hold text the model wrote: one line, no control sequence
+        click.echo(escape_controls(" ".join(text.split("\n"))), file=self.stream)
 
 
 def make_reporter(as_json: bool, quiet: bool) -> Reporter:

@@ -41,9 +41,9 @@ COLUMN = 46  # characters of the recorded column before the replay's
 def make_scratch_home(home: Home, settings: Settings, cycle_id: str, folder: Path) -> Home:
     """A copy of `home` in `folder` that starts where `cycle_id` started."""
     scratch = Home(folder)
-    if settings.workspace:  # only the workspace and the operator's files are needed
+    if Path(settings.workspace).parts:  # a workspace folder: only it and the operator's files are needed
         names = ["config.yaml", "rules.md", "templates", settings.workspace]
-    else:  # the tools reach the whole home: copy it, but for the runtime's files
+    else:  # workspace ".": the tools reach the whole home: copy it, but for the runtime's files
         names = [p.name for p in home.root.iterdir() if p.name not in NOT_COPIED]
     for name in names:
         source, target = home.root / name, folder / name

@@ -12,12 +12,13 @@ from ..config import field_docs, load_settings
 from ..outcomes import UsageError
 from ..prompt import default_rules
 from ..jsonschema import type_name
-from ..store.home import Home, remove_stale_temporaries
+from ..store.home import remove_stale_temporaries
 from ..store.files import atomic_write
 from ..store.lock import home_lock
 from ..store.state_file import read_state_file, write_state
 from ..tools import CONTROL_TOOLS, open_registry
-from .common import existing_home, home_option, print_json, reports_errors, wait_option
+from ..tools.workspace import ensure_workspace
+from .common import checked_home, existing_home, home_option, print_json, reports_errors, wait_option
 
 
 def template_path(home_root: Path, name: str) -> Path:
@@ -58,7 +59,8 @@ def config_template() -> str:
 def make_home(home: Home, first_state: dict, rules: str | None = None, config: str | None = None
               ) -> tuple[list[str], list[str]]:
     """Create the home's folders, then rules.md, config.yaml (the given texts, else the defaults)
-    and active.yaml (`first_state`) where they are missing. Returns (created, kept) paths."""
+    and active.yaml (`first_state`) where they are missing, and the workspace. Returns (created, kept) paths."""
+    settings = load_settings(home.root)  # a broken config.yaml already there: exit 2, nothing made
     try:
         home.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -75,6 +77,7 @@ def make_home(home: Home, first_state: dict, rules: str | None = None, config: s
         else:
             make(path)
             made.append(str(path.relative_to(home.root)))
+    ensure_workspace(home.root, settings if config is None else load_settings(home.root))
     return made, kept
 
 
@@ -85,7 +88,7 @@ def make_home(home: Home, first_state: dict, rules: str | None = None, config: s
 @reports_errors
 def init(directory: Path, template: str, as_json: bool) -> None:
     """Create a new home in DIRECTORY (existing files are kept, never overwritten)."""
-    home = Home.at(directory)
+    home = checked_home(directory)
     # Check the template before creating anything: a bad name or file leaves no half-made home.
     source = template_path(home.root, template)
     first_state = read_state_file(source, source.parent)

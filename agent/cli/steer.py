@@ -21,7 +21,7 @@ from ..state import problems
 from ..store.inbox import queue_edit, queued_edits
 from ..store.lock import home_lock
 from ..store.state_file import load_state, write_state
-from .common import existing_home, home_option, json_option, print_json, reports_errors
+from .common import echo, existing_home, home_option, json_option, print_json, reports_errors
 
 wait_option = click.option("--wait", "lock_wait", type=click.FloatRange(min=0), default=0.0,
                            help="Seconds to wait for a running cycle to finish before queueing the edit "
@@ -53,7 +53,7 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
         if as_json:
             print_json({"queued": True, "id": record["id"], "edit": edit, "message": message})
         else:
-            click.echo(message)
+            echo(message)
         return
     if as_json:
         print_json({"queued": False, "message": message, "inbox_applied": earlier.messages,
@@ -61,7 +61,7 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
                     "pending_actions": state["pending_actions"], "checks": state.get(checks.CHECKS_KEY, {})})
         return
     for line in [*(f"applied queued edit: {m}" for m in earlier.messages), *earlier.refused, message]:
-        click.echo(line)
+        echo(line)
 
 
 def _nonblank(text: str, what: str) -> str:
@@ -98,13 +98,13 @@ def task_list(home_dir: Path, as_json: bool) -> None:
     def checked(task: str) -> str:
         return f"  [check: {task_checks[task]}]" if isinstance(task_checks, dict) and task in task_checks else ""
 
-    click.echo(f"current: {state['current_task'] or '(none)'}{checked(state['current_task'])}")
+    echo(f"current: {state['current_task'] or '(none)'}{checked(state['current_task'])}")
     for i, item in enumerate(state["pending_actions"], 1):
-        click.echo(f"{i:>7}. {item}{checked(item)}")
+        echo(f"{i:>7}. {item}{checked(item)}")
     if not state["pending_actions"]:
-        click.echo("         (nothing pending)")
+        echo("         (nothing pending)")
     for record in queued:
-        click.echo(f" queued: {queue_edits.describe(record)}  (applied at the next wake)")
+        echo(f" queued: {queue_edits.describe(record)}  (applied at the next wake)")
 
 
 @task.command("add")
@@ -166,9 +166,9 @@ def goal_list(home_dir: Path, as_json: bool) -> None:
         print_json({"goals": state["goals"]})
         return
     for i, item in enumerate(state["goals"], 1):
-        click.echo(f"{i:>3}. {item}")
+        echo(f"{i:>3}. {item}")
     if not state["goals"]:
-        click.echo("(no goals)")
+        echo("(no goals)")
 
 
 @goal.command("drop")

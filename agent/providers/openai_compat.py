@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from ..config import Settings
 from ..outcomes import UsageError
-from ..secrets import Secrets
+from ..secrets import Secrets, api_key, model_base_url, request_headers, without_credentials
 from .base import Completion, Log, ModelError, ModelTimeout, ModelUnavailable, Request, Usage
 
 # Order of response formats tried against an endpoint; each fallback is taken only when the
@@ -94,6 +94,11 @@ class OpenAIModel:
     `pending_actions: []` or `notes: ""` to mean "unchanged" would wipe them, and null would be
     ambiguous for current_task), and completed_tasks entries are free-form mappings that strict
     cannot express. Endpoints that constrain decoding (vLLM, llama.cpp) enforce the schema anyway.
+
+    No secret is ever part of an error it raises or logs: the key and headers are checked before
+    any header is built (a "Bearer sk-...\\n" header never exists to be quoted by httpx), every
+    message passes `_short`, which redacts every form of every secret, and the endpoint is shown
+    without its `user:pass@`.
     """
 
     def __init__(self, model_name: str, settings: Settings, env: Mapping[str, str]):
@@ -102,13 +107,11 @@ class OpenAIModel:
         self.name = f"openai:{model_name}"
         self.model_name = model_name
         self.settings = settings
-        key = env.get(settings.api_key_env)
-        if not key:
-            raise UsageError(f"the openai provider needs an API key: set the environment variable "
-                             f"{settings.api_key_env} (any non-empty value for local servers that ignore it)")
-        self._key = key
-        self._secrets = Secrets([key], [settings.api_key_env])  # were a server to echo the key back
-        self.base_url = settings.base_url or env.get("OPENAI_BASE_URL") or None
+        self._key = api_key(settings, env)             # stripped; control characters refused (exit 2)
+        self._headers = request_headers(settings)      # the same for extra_headers
+        self._secrets = Secrets.from_settings(settings, env)  # were a server or a library to echo them
+        self.base_url = model_base_url(settings, env)
+        self.shown_url = without_credentials(self.base_url) or "api.openai.com"
         self.format_index = 0
         self.client = None
         self._log: Log = lambda _msg: None
@@ -120,7 +123,7 @@ class OpenAIModel:
         self.format_index = 0
         self.client = openai.OpenAI(
             api_key=self._key, base_url=self.base_url, timeout=self.settings.request_timeout,
-            max_retries=self.settings.max_retries, default_headers=self.settings.extra_headers or None,
+            max_retries=self.settings.max_retries, default_headers=self._headers or None,
         )
 
     def _response_format(self, action_schema: dict) -> dict | None:
@@ -181,7 +184,7 @@ class OpenAIModel:
                 raise ModelUnavailable(f"model request timed out after {self.settings.request_timeout:g}s "
                                        f"({self.settings.max_retries} retries)") from exc
             except openai.APIConnectionError as exc:
-                problem = f"cannot reach the model endpoint {self.base_url or 'api.openai.com'}: " \
+                problem = f"cannot reach the model endpoint {self._short(self.shown_url)}: " \
                           f"{self._short(str(exc.__cause__ or exc))}"
                 if cut:
                     raise self._out_of_time(deadline, problem) from exc
@@ -222,5 +225,5 @@ class OpenAIModel:
                           sent=messages)
 
     def _short(self, text: str, limit: int = 300) -> str:
-        """Clipped to one line, with the API key redacted."""
+        """Clipped to one line, with every secret redacted."""
         return _short(self._secrets.redact_text(str(text)), limit)

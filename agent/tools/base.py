@@ -48,10 +48,9 @@ class ToolContext:
 
     @property
     def workspace(self) -> Path:
-        """Where file tools may reach: the home, or the configured folder inside it."""
+        """The folder the file tools and the shell are confined to: the `workspace` setting
+        inside the home (`.`: the home itself)."""
         home = self.home.resolve()
-        if not self.settings.workspace:
-            return home
         root = (home / self.settings.workspace).resolve()
         if not root.is_relative_to(home):
             raise ToolError(f"the workspace '{self.settings.workspace}' resolves to {root}, outside the home")

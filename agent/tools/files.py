@@ -1,43 +1,23 @@
 """The file tools: read_file, write_file, append_file, list_dir, confined to the workspace.
 
-Every path goes through `confined_path`: no `..`, no absolute path or symlink leading out of
-the workspace, and no write to the runtime's own files. Sizes are capped both ways, and every
-write replaces the file atomically. Plugins use `confined_path` for the same confinement.
+Every path goes through `confined_path` (agent/tools/workspace.py): no `..`, no absolute path
+or symlink leading out of the workspace, nothing `protection` refuses (runtime files, templates,
+dot-files, and code when the workspace is the whole home). Sizes are capped both ways, and
+every write replaces the file atomically with a new 0600 file, so it never carries an execute
+bit. Plugins use `confined_path` for the same confinement.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..store.files import atomic_write
 from .base import ToolContext, ToolError
+from .workspace import confined_path
 
 MAX_LIST_ENTRIES = 200
 
-# Paths the runtime owns: a tool writing here could forge or destroy the evidence of a cycle,
-# or rewrite the rules the model reads every cycle.
-_PROTECTED = ("scratchpad", "logs", "config.yaml", ".agent.lock", "rules.md")
-
-
-def confined_path(ctx: ToolContext, path: str, *, for_writing: bool = False) -> Path:
-    """Resolve `path` inside the workspace, or refuse it with a ToolError saying why."""
-    if not path or "\x00" in path:
-        raise ToolError("the path is empty or contains a NUL byte")
-    if ".." in Path(path).parts:
-        raise ToolError(f"path '{path}' contains '..'; paths must stay inside the workspace")
-    root = ctx.workspace
-    candidate = Path(path) if os.path.isabs(path) else root / path
-    resolved = candidate.resolve()
-    if not resolved.is_relative_to(root):
-        how = "resolves through a symlink to" if candidate.absolute() != resolved and candidate.is_relative_to(root) else "is"
-        raise ToolError(f"path '{path}' {how} {resolved}, outside the workspace {root}")
-    if for_writing:
-        home = ctx.home.resolve()
-        inside = resolved.relative_to(home).parts if resolved.is_relative_to(home) else ()
-        if inside and inside[0] in _PROTECTED:
-            raise ToolError(f"path '{path}' belongs to the runtime ({inside[0]}); tools may not write there")
-    return resolved
+__all__ = ["append_file", "confined_path", "list_dir", "read_file", "write_file"]  # confined_path: for plugins
 
 
 def read_file(ctx: ToolContext, path: str) -> str:

@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from ..config import Settings
+from ..secrets import Secrets
 from .base import ToolContext, ToolError
 
 if TYPE_CHECKING:
@@ -46,7 +47,18 @@ def http_get(ctx: ToolContext, url: str) -> str:
     Args:
         url: the full URL, e.g. "https://example.com/"
     """
+    refuse_secret_in_url(url, ctx.secrets)
     return fetch(url, ctx.settings, resolve_host)
+
+
+def refuse_secret_in_url(url: object, secrets: Secrets | None) -> None:
+    """A ToolError when `url` carries a secret in any form Secrets.found_in detects (raw,
+    percent-encoded, base64, hex, reversed; in the path, query, userinfo or fragment). Runs
+    before the first request and again on every redirect, so a server cannot bounce the agent
+    to a URL that carries the key. The message never repeats the URL."""
+    kind = secrets.found_in(str(url)) if secrets else None
+    if kind:
+        raise ToolError(f"refused: the URL carries a secret ({kind} form); http_get never sends one")
 
 
 # ---------------------------------------------------------------------------- which addresses
@@ -89,11 +101,13 @@ def resolve_host(host: str, port: int) -> list[str]:
 
 
 def checked_target(url: httpx.URL, settings: Settings, resolver: Resolver) -> tuple[str, str]:
-    """(IP to connect to, Host header) for a URL, or a ToolError saying why it is refused.
+    """(IP to connect to, Host header) for a URL, or a ToolError saying why it is refused
+    (a URL that carries a secret included: this runs for the first URL and every redirect).
 
     Every address the name resolves to must pass; the request then goes to that exact address,
     so a second, different DNS answer (rebinding) cannot redirect the connection.
     """
+    refuse_secret_in_url(url, Secrets.from_settings(settings))
     if url.scheme not in ("http", "https"):
         raise ToolError(f"only http and https URLs are allowed, not '{url.scheme or 'none'}:'")
     host = url.raw_host.decode("ascii")  # IDNA-encoded: what DNS and TLS see

@@ -2,8 +2,8 @@
 
 Two concerns, kept apart so each can be hardened on its own:
 - what may run: `refusal(ctx, argv)`, the policy (allowlist, any, off) and, under the
-  allowlist, no argument naming a path outside the home;
-- how it runs: `run_capped(...)`, from the home, with a scrubbed environment, an output cap and
+  allowlist, each command's argument policy (shell_policy.py) and no path outside the workspace;
+- how it runs: `run_capped(...)`, from the workspace, with a scrubbed environment, an output cap and
   a timeout, killing the command's whole process group so nothing it started outlives it.
 """
 
@@ -16,8 +16,11 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable
 
 from .base import ToolContext, ToolError
+from .shell_policy import POLICIES, option_refusal
+from .workspace import confined_path, workspace_root
 
 
 def shell(ctx: ToolContext, command: str) -> str:
@@ -40,7 +43,7 @@ def shell(ctx: ToolContext, command: str) -> str:
         raise ToolError(problem)
     try:
         proc = subprocess.Popen(
-            argv, cwd=ctx.home, env=ctx.child_env(), stdin=subprocess.DEVNULL,
+            argv, cwd=ctx.workspace, env=ctx.child_env(), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )
     except FileNotFoundError:
@@ -64,22 +67,35 @@ def shell(ctx: ToolContext, command: str) -> str:
 
 
 def refusal(ctx: ToolContext, argv: list[str]) -> str | None:
-    """Why the shell policy refuses this command, or None when it may run."""
+    """Why the shell policy refuses this command, or None when it may run.
+
+    Under the allowlist: the program must be on it (a bare name), its options must pass its
+    argument policy (agent/tools/shell_policy.py), and its operands must be paths inside the
+    workspace. A program an operator added without a policy gets the path check on every
+    argument. Under `any`, everything runs (an explicit opt-in); every policy needs a workspace.
+    """
+    return _argument_refusal(ctx, argv) or (
+        None if workspace_root(ctx).is_dir() else f"the workspace {ctx.workspace} is not a folder; commands run there")
+
+
+def _argument_refusal(ctx: ToolContext, argv: list[str]) -> str | None:
     settings = ctx.settings
     if settings.shell_policy != "allowlist":
         return None
-    if "/" in argv[0] or argv[0] not in settings.shell_allowlist:
-        return f"command '{argv[0]}' is not allowed (allowed: {', '.join(settings.shell_allowlist)})"
-    outside = argument_outside_home(ctx.home, argv[1:])
-    if outside:
-        return (f"argument '{outside}' names a path outside the home; under the allowlist "
-                f"policy commands may only name paths inside it")
-    return None
+    command = argv[0]
+    if "/" in command or command not in settings.shell_allowlist:
+        return f"command '{command}' is not allowed (allowed: {', '.join(settings.shell_allowlist)})"
+    policy = POLICIES.get(command)
+    if policy is None:
+        return argument_outside_workspace(ctx, argv[1:], _path_candidates)
+    problem, operands = option_refusal(command, policy, argv[1:])
+    return problem or argument_outside_workspace(ctx, operands, lambda arg: [arg])
 
 
 def _path_candidates(arg: str) -> list[str]:
-    """Every path an argument may carry: itself, or for an option the value after `=`, the value
-    stuck to a short option (`-f/etc/passwd`), and any tail starting at `/` or `~` (`-xf/etc`)."""
+    """Every path an argument of a command without a policy may carry: itself, or for an
+    option the value after `=`, the value stuck to a short option (`-f/etc/passwd`), and any
+    tail starting at `/` or `~` (`-xf/etc`)."""
     if not arg.startswith("-"):
         return [arg]
     found = [arg.split("=", 1)[1]] if "=" in arg else []
@@ -89,20 +105,21 @@ def _path_candidates(arg: str) -> list[str]:
     return found
 
 
-def argument_outside_home(home: Path, args: list[str]) -> str | None:
-    """The first argument that names a path outside the home (absolute, `..`, ~, a symlink out)."""
-    root = home.resolve()
+def argument_outside_workspace(ctx: ToolContext, args: list[str], paths_in: Callable[[str], list[str]]) -> str | None:
+    """Why one of `args` names a path the model may not reach (absolute, `~`, `..`, a symlink
+    out of the workspace, or what the file tools refuse: runtime files, dot-files...), or None."""
     for arg in args:
-        for value in _path_candidates(arg):
+        for value in paths_in(arg):
             if value.startswith(("/", "~")) or ".." in Path(value).parts:
-                return arg
-            if not value or value.startswith("-"):
+                return (f"argument '{arg}' names a path outside the workspace; under the allowlist "
+                        f"policy commands may only name paths inside it")
+            if value in ("", "-"):  # nothing, or standard input (empty)
                 continue
-            candidate = root / value
             try:
-                if (candidate.is_symlink() or candidate.exists()) and not candidate.resolve().is_relative_to(root):
-                    return arg
-            except OSError:  # a name too long to be a path is not a path
+                confined_path(ctx, value)
+            except ToolError as exc:
+                return f"argument '{arg}': {exc}"
+            except (OSError, ValueError):  # a name too long to be a path is not a path
                 continue
     return None
 

@@ -39,7 +39,7 @@ def test_replay_never_touches_the_home(home):
     result = replay(home, cycle_id, [write, echo("x"), done("other")])
     assert result.exit_code == 0, result.output
     assert tree_digest(home) == digest  # scratchpad/, logs/, the workspace: not a byte changed, no hook, no metrics
-    assert (home / "report.txt").read_text() == "recorded"
+    assert (home / "workspace/report.txt").read_text() == "recorded"
 
 
 def test_replay_shows_both_outcomes_side_by_side(home):
@@ -78,16 +78,16 @@ def test_replay_keep_leaves_the_scratch_home_whose_workspace_the_tools_used(home
     data = json_out(replay(home, cycle_id, [write, done("ok")], "--json", "--keep"))
     scratch = Path(data["scratch_home"])
     try:
-        assert (scratch / "report.txt").read_text() == "replayed"
-        assert (home / "report.txt").read_text() == "recorded"
+        assert (scratch / "workspace/report.txt").read_text() == "replayed"
+        assert (home / "workspace/report.txt").read_text() == "recorded"
     finally:
         shutil.rmtree(scratch)
 
 
 def test_the_scratch_copy_holds_the_whole_workspace_even_folders_named_like_runtime_ones(home):
     cycle_id = recorded_home(home)
-    (home / "data" / "logs").mkdir(parents=True)
-    (home / "data" / "logs" / "app.log").write_text("kept")
+    (home / "workspace" / "data" / "logs").mkdir(parents=True)
+    (home / "workspace" / "data" / "logs" / "app.log").write_text("kept")
     read = {"tool": "read_file", "args": {"path": "data/logs/app.log"}}
     data = json_out(replay(home, cycle_id, [read, done("read it")], "--json", "--keep"))
     scratch = Path(data["scratch_home"])

@@ -422,16 +422,25 @@ def test_an_error_with_too_little_budget_left_to_retry_stops_with_the_work_kept(
 
 
 @pytest.mark.parametrize("config, variable", [({}, "OPENAI_API_KEY"), ({"api_key_env": "MY_AGENT_KEY"}, "MY_AGENT_KEY")])
-def test_missing_key_exits_2_naming_the_variable_and_writes_nothing(
+def test_missing_key_for_a_remote_endpoint_exits_2_naming_the_variable_and_writes_nothing(
         home: Path, server: OpenAIServer, config: dict, variable: str) -> None:
     make_home(home, config)
     digest = tree_digest(home)
-    result, report = run(home, server, key=None, env={"OPENAI_API_KEY": KEY} if config else None)
+    remote = {"OPENAI_BASE_URL": "http://192.0.2.1/v1"}  # TEST-NET: never contacted
+    result, report = run(home, server, key=None, env=dict(remote, OPENAI_API_KEY=KEY) if config else remote)
     assert result.exit_code == 2
     assert variable in result.stderr
     assert report is None
     assert tree_digest(home) == digest
     assert server.requests == []
+
+
+def test_a_loopback_endpoint_needs_no_key_and_gets_a_placeholder(home: Path, server: OpenAIServer) -> None:
+    make_home(home)
+    server.add(Reply.chat(DONE))
+    result, _ = run(home, server, key=None)
+    assert result.exit_code == 0, result.stderr
+    assert server.chat_requests[0].headers["authorization"] == "Bearer sk-no-key-required"
 
 
 def test_the_key_is_read_from_the_variable_api_key_env_names(home: Path, server: OpenAIServer) -> None:

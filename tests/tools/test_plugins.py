@@ -66,7 +66,8 @@ def test_the_example_plugin_adds_its_tools_with_their_source(site, tmp_path):
     assert registry.names()[-5:] == ["shout", "count_words", "repeat", "update_scratchpad", "done"]
     assert {registry[n].source for n in ("shout", "count_words", "repeat")} == {"plugin:agent-plugin-example"}
     assert registry["repeat"].signature() == "repeat(text: string, times?: integer)"
-    (tmp_path / "words.txt").write_text("one two three")
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "words.txt").write_text("one two three")
     ctx = ctx_for(tmp_path)
     assert call(ctx, "shout", registry, text="hey")[1].endswith("-> HEY")
     assert call(ctx, "count_words", registry, path="words.txt")[1].endswith("-> 3 words in words.txt")

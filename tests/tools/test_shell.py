@@ -14,23 +14,34 @@ from agent.tools.shell import shell
 from tests.tools.helpers import call, ctx_for
 
 
-def test_shell_runs_argv_from_the_home_without_a_shell(tmp_path):
+@pytest.fixture(autouse=True)
+def _workspace(tmp_path):
+    (tmp_path / "workspace").mkdir(exist_ok=True)
+
+
+def test_shell_runs_argv_from_the_workspace_without_a_shell(tmp_path):
     ctx = ctx_for(tmp_path)
     assert call(ctx, "shell", command="echo $HOME; rm -rf x")[1].endswith("-> $HOME; rm -rf x")
-    assert call(ctx, "shell", command="pwd")[1].endswith(f"-> {tmp_path.resolve()}")
+    assert call(ctx, "shell", command="pwd")[1].endswith(f"-> {tmp_path.resolve() / 'workspace'}")
+    assert call(ctx_for(tmp_path, shell_policy="any"), "shell", command="pwd")[1].endswith("/workspace")
+
+
+def test_shell_refuses_to_run_when_the_workspace_is_not_a_folder(tmp_path):
+    kind, note = call(ctx_for(tmp_path, workspace="missing"), "shell", command="pwd")
+    assert kind is Kind.TOOL_ERROR and "is not a folder; commands run there" in note
 
 
 @pytest.mark.parametrize("command, why", [
     ("rm -rf scratchpad", "command 'rm' is not allowed"),
     ("/bin/ls", "command '/bin/ls' is not allowed"),
     ("sh -c ls", "command 'sh' is not allowed"),
-    ("cat /etc/passwd", "argument '/etc/passwd' names a path outside the home"),
-    ("cat ../secret", "argument '../secret' names a path outside the home"),
-    ("head --lines=1 ~/.bashrc", "argument '~/.bashrc' names a path outside the home"),
-    ("date -f/etc/passwd", "argument '-f/etc/passwd' names a path outside the home"),
-    ("tail --file=/etc/passwd", "argument '--file=/etc/passwd' names a path outside the home"),
-    ("wc -xf/etc/passwd", "argument '-xf/etc/passwd' names a path outside the home"),
-    ("cat -f../x", "argument '-f../x' names a path outside the home"),
+    ("cat /etc/passwd", "argument '/etc/passwd' names a path outside the workspace"),
+    ("cat ../secret", "argument '../secret' names a path outside the workspace"),
+    ("head --lines=1 ~/.bashrc", "argument '~/.bashrc' names a path outside the workspace"),
+    ("date -f/etc/passwd", "option '-f' (in '-f/etc/passwd') is not allowed for date"),
+    ("tail --file=/etc/passwd", "option '--file=/etc/passwd' is not allowed for tail"),
+    ("wc -xf/etc/passwd", "option '-x' (in '-xf/etc/passwd') is not allowed for wc"),
+    ("cat -f../x", "option '-f' (in '-f../x') is not allowed for cat"),
     ("", "the command is empty"),
     ("echo 'unclosed", "cannot split the command"),
 ])
@@ -39,19 +50,29 @@ def test_shell_allowlist_refuses_commands_and_paths_outside_it(tmp_path, command
     assert kind is Kind.TOOL_ERROR and why in note
 
 
-def test_shell_allowlist_refuses_a_symlink_that_leads_out_of_the_home(tmp_path):
+@pytest.mark.parametrize("policy", ["allowlist", "any"])
+def test_shell_refuses_to_run_in_a_workspace_the_protection_rule_refuses(tmp_path, policy):
+    (tmp_path / "scratchpad").mkdir()
+    kind, note = call(ctx_for(tmp_path, workspace="scratchpad", shell_policy=policy), "shell", command="ls")
+    assert kind is Kind.TOOL_ERROR and "fix 'workspace' in config.yaml" in note
+
+
+def test_shell_allowlist_refuses_a_symlink_that_leads_out_of_the_workspace(tmp_path):
     home = tmp_path / "home"
-    home.mkdir()
+    (home / "workspace").mkdir(parents=True)
     (tmp_path / "secret.txt").write_text("s3cr3t")
-    (home / "link.txt").symlink_to(tmp_path / "secret.txt")
+    (home / "workspace" / "link.txt").symlink_to(tmp_path / "secret.txt")
     kind, note = call(ctx_for(home), "shell", command="cat link.txt")
-    assert kind is Kind.TOOL_ERROR and "'link.txt' names a path outside the home" in note and "s3cr3t" not in note
+    assert kind is Kind.TOOL_ERROR and "argument 'link.txt': path 'link.txt' resolves through a symlink" in note
+    assert "s3cr3t" not in note
 
 
-def test_shell_allowlist_is_configurable(tmp_path):
-    ctx = ctx_for(tmp_path, shell_allowlist=["true"])
+def test_shell_allowlist_is_configurable_and_an_added_command_gets_the_path_check(tmp_path):
+    ctx = ctx_for(tmp_path, shell_allowlist=["true", "grep"])
     assert call(ctx, "shell", command="true")[0] is Kind.TOOL
-    assert "command 'date' is not allowed (allowed: true)" in call(ctx, "shell", command="date")[1]
+    assert "command 'date' is not allowed (allowed: true, grep)" in call(ctx, "shell", command="date")[1]
+    for command in ("grep -r x /etc", "grep --file=/etc/passwd x", "grep x .env"):
+        assert call(ctx, "shell", command=command)[0] is Kind.TOOL_ERROR, command
 
 
 def test_shell_policy_off_removes_the_tool_and_refuses_a_direct_call(tmp_path):

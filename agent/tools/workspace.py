@@ -1,0 +1,122 @@
+"""The workspace: the one folder the model's tools may read and write, and the paths it never may.
+
+`confined_path` is the gate every path from the model goes through (file tools, `list_dir`,
+the shell's operands, plugins); `protection` is the one rule saying which paths are refused
+even inside the workspace. `ensure_workspace` creates the folder (`agent init`, each cycle).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from pathlib import Path
+
+from ..config import Settings
+from .base import ToolContext, ToolError
+
+# The runtime's own files and the templates `agent reset` installs, at the top of the home.
+RUNTIME_NAMES = frozenset({"scratchpad", "logs", "config.yaml", "rules.md", ".agent.lock", "templates"})
+# Files Python imports or a shell, make or build tool runs, by suffix and by name.
+CODE_SUFFIXES = frozenset({".py", ".pyc", ".pyo", ".pyd", ".pyw", ".pyz", ".pth", ".so", ".egg-link",
+                           ".sh", ".bash", ".zsh", ".ksh", ".fish", ".csh",
+                           ".js", ".mjs", ".cjs", ".rb", ".pl", ".php", ".lua", ".bat", ".cmd", ".ps1"})
+CUSTOMIZE_STEMS = ("sitecustomize", "usercustomize")  # Python runs these at start-up, whatever the suffix
+CODE_NAMES = frozenset({"pyproject.toml", "setup.py", "setup.cfg", "pyvenv.cfg",
+                        "Makefile", "makefile", "GNUmakefile", "Justfile", "justfile", "tox.ini", "noxfile.py",
+                        "Dockerfile", "Containerfile", "Procfile", "pytest.ini", "requirements.txt",
+                        "package.json", "Gemfile", "Rakefile", "Vagrantfile", "CMakeLists.txt",
+                        # instructions that coding assistants follow as if the operator wrote them
+                        "CLAUDE.md", "AGENTS.md"})
+# Folders whose whole content runs or is imported.
+CODE_FOLDERS = frozenset({"bin", "sbin", "__pycache__", "site-packages", "dist-packages"})
+
+
+def protection(home: Path, workspace: Path, path: Path) -> str | None:
+    """Why the model may not read, write or list `path` (absolute, inside the home), or None.
+
+    Whatever the workspace, these are refused:
+    - the runtime's files at the top of the home: scratchpad/, logs/, config.yaml, rules.md,
+      .agent.lock, and templates/ (which `agent reset` installs);
+    - every dot-file and dot-folder at any depth (.git, .env, .bashrc, .ssh, .venv, ...).
+    When the workspace is the whole home (`workspace: "."`), so is anything importable or
+    executable:
+    - files ending in .py .pyc .pyo .pyd .pyw .pyz .pth .so .egg-link .sh .bash .zsh .ksh
+      .fish .csh .js .mjs .cjs .rb .pl .php .lua .bat .cmd .ps1, and files named
+      sitecustomize.* or usercustomize.* (any suffix);
+    - files named pyproject.toml, setup.py, setup.cfg, pyvenv.cfg, Makefile, makefile,
+      GNUmakefile, Justfile, justfile, tox.ini, noxfile.py, Dockerfile, Containerfile, Procfile,
+      pytest.ini, requirements.txt, package.json, Gemfile, Rakefile, Vagrantfile,
+      CMakeLists.txt, CLAUDE.md, AGENTS.md;
+    - files with an execute bit;
+    - everything inside a folder holding __init__.py (a package) or named bin, sbin,
+      __pycache__, site-packages or dist-packages (at any depth), and *.egg-info folders.
+    """
+    parts = path.relative_to(home).parts
+    if parts and parts[0] in RUNTIME_NAMES:
+        return f"belongs to the runtime ({parts[0]})"
+    hidden = next((part for part in parts if part.startswith(".")), None)
+    if hidden:
+        return f"is or is inside a dot-file ({hidden})"
+    if workspace != home or not parts:
+        return None
+    name = parts[-1]
+    if path.suffix in CODE_SUFFIXES or name in CODE_NAMES or name.split(".")[0] in CUSTOMIZE_STEMS:
+        return f"is code that something may import or run ({name})"
+    folder = next((part for part in parts if part in CODE_FOLDERS or part.endswith(".egg-info")), None)
+    if folder:
+        return f"is inside a folder of code ({folder})"
+    for depth in range(1, len(parts) + 1):
+        package = home.joinpath(*parts[:depth])
+        if (package / "__init__.py").exists():
+            return f"is inside a Python package ({'/'.join(parts[:depth])})"
+    with contextlib.suppress(OSError):
+        info = path.stat()
+        if stat.S_ISREG(info.st_mode) and info.st_mode & 0o111:
+            return f"is an executable file ({name})"
+    return None
+
+
+def confined_path(ctx: ToolContext, path: str, *, for_writing: bool = False) -> Path:
+    """Resolve `path` inside the workspace, or refuse it with a ToolError saying why: `..`,
+    absolute paths or symlinks leading out of it, and whatever `protection` refuses (checked on
+    the path as written and on where it resolves, so no symlink gets round it).
+
+    `for_writing` is kept for plugins that pass it: reads and writes follow the same rule."""
+    if not path or "\x00" in path:
+        raise ToolError("the path is empty or contains a NUL byte")
+    if ".." in Path(path).parts:
+        raise ToolError(f"path '{path}' contains '..'; paths must stay inside the workspace")
+    home, root = ctx.home.resolve(), workspace_root(ctx)
+    candidate = Path(path) if os.path.isabs(path) else root / path
+    resolved = candidate.resolve()
+    if not resolved.is_relative_to(root):
+        how = "resolves through a symlink to" if candidate.absolute() != resolved and candidate.is_relative_to(root) else "is"
+        raise ToolError(f"path '{path}' {how} {resolved}, outside the workspace {root}")
+    written = Path(os.path.normpath(candidate))
+    for where in dict.fromkeys((written, resolved)):
+        problem = where.is_relative_to(home) and protection(home, root, where)
+        if problem:
+            raise ToolError(f"path '{path}' {problem}; the model's tools may not read or write it")
+    return resolved
+
+
+def workspace_root(ctx: ToolContext) -> Path:
+    """The context's workspace folder, or a ToolError when it lies outside the home or is a
+    folder the protection rule refuses (a misconfigured `workspace: scratchpad`, `.git`, ...)."""
+    home, root = ctx.home.resolve(), ctx.workspace
+    problem = protection(home, root, root)
+    if problem:
+        raise ToolError(f"the configured workspace {root} {problem}; fix 'workspace' in config.yaml")
+    return root
+
+
+def ensure_workspace(home: Path, settings: Settings) -> Path | None:
+    """Create the workspace folder if it is missing; its path, or None when it cannot be one
+    (a file or a symlink out of the home stands there: the tools then say why to the model)."""
+    folder = home / settings.workspace
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True)
+    resolved, root = folder.resolve(), home.resolve()
+    usable = resolved.is_dir() and resolved.is_relative_to(root) and not protection(root, resolved, resolved)
+    return resolved if usable else None

@@ -1,0 +1,83 @@
+"""The home is never $HOME or /, and every home gets a workspace: made by `agent init` and by
+the first cycle of a home that predates it, without moving the files already there."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.helpers import done, run_cycle
+from tests.helpers import run_cli, tree_digest, write_active
+
+COMMANDS_WITH_A_HOME = [("run",), ("reset",), ("status",), ("show",), ("diff",), ("history",), ("tools",),
+                        ("task", "list"), ("goal", "list"), ("prune", "--keep", "1"), ("doctor",)]
+
+
+@pytest.mark.parametrize("command", COMMANDS_WITH_A_HOME)
+def test_every_command_refuses_the_users_home_folder_as_its_home(tmp_path, command):
+    fake_home = tmp_path / "user"
+    (fake_home / ".ssh").mkdir(parents=True)
+    before = tree_digest(fake_home)
+    result = run_cli(*command, "--home", str(fake_home), env={"HOME": str(fake_home)})
+    assert result.exit_code == 2
+    assert "refusing to use your home folder ($HOME) as the agent's home" in result.stderr
+    assert tree_digest(fake_home) == before and sorted(p.name for p in fake_home.iterdir()) == [".ssh"]
+
+
+def test_the_current_directory_as_default_home_is_refused_when_it_is_home(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("status", env={"HOME": str(tmp_path)})
+    assert result.exit_code == 2 and "your home folder ($HOME)" in result.stderr
+
+
+@pytest.mark.parametrize("command", [("status", "--home", "/"), ("run", "--home", "/"), ("init", "/")])
+def test_the_root_folder_is_refused_as_a_home(command):
+    result = run_cli(*command)
+    assert result.exit_code == 2 and "refusing to use the root folder /" in result.stderr
+
+
+def test_init_refuses_the_users_home_folder_and_creates_nothing(tmp_path):
+    result = run_cli("init", str(tmp_path), env={"HOME": str(tmp_path)})
+    assert result.exit_code == 2 and "agent init ~/my-agent" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_inside_the_users_home_is_fine(tmp_path):
+    assert run_cli("init", str(tmp_path / "my-agent"), env={"HOME": str(tmp_path)}).exit_code == 0
+
+
+def test_init_creates_the_workspace(tmp_path):
+    assert run_cli("init", str(tmp_path / "h")).exit_code == 0
+    assert (tmp_path / "h" / "workspace").is_dir()
+
+
+def test_init_with_a_broken_config_already_there_exits_2_and_creates_nothing(tmp_path):
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "config.yaml").write_text("workspace: /etc\n")
+    result = run_cli("init", str(tmp_path / "h"))
+    assert result.exit_code == 2 and "setting 'workspace'" in result.stderr
+    assert [p.name for p in (tmp_path / "h").iterdir()] == ["config.yaml"]
+
+
+def test_an_old_home_gets_a_workspace_and_its_files_at_the_root_stay_where_they_are(home):
+    """Migration: files a model wrote at the home root before workspaces existed are not moved;
+    the model now sees only workspace/ (move them there, or set workspace: ".")."""
+    (home / "hello.txt").write_text("hello")
+    write_active(home, {"current_task": "read hello.txt"})
+    result = run_cycle(home, [{"tool": "read_file", "args": {"path": "hello.txt"}},
+                              {"tool": "write_file", "args": {"path": "hello.txt", "content": "new"}}, done("ok")])
+    assert result.exit_code == 0
+    assert (home / "hello.txt").read_text() == "hello"
+    assert (home / "workspace" / "hello.txt").read_text() == "new"
+    (home / "config.yaml").write_text('workspace: "."\n')
+    result = run_cycle(home, [{"tool": "read_file", "args": {"path": "hello.txt"}}, done("ok")])
+    assert result.exit_code == 0
+    assert "[TOOL] read_file" in (home / "scratchpad" / "active.yaml").read_text()
+
+
+def test_the_demo_task_writes_hello_txt_into_the_workspace(tmp_path):
+    target = tmp_path / "demo"
+    assert run_cli("init", str(target), "--template", "demo").exit_code == 0
+    result = run_cycle(target, [{"tool": "write_file", "args": {"path": "hello.txt", "content": "hello"}},
+                                done("wrote it")])
+    assert result.exit_code == 0
+    assert (target / "workspace" / "hello.txt").read_text() == "hello" and not (target / "hello.txt").exists()
