@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +112,11 @@ class Settings:
                                              default=None)
     max_reply_bytes: int = _doc("Largest model reply (bytes) that is parsed; a larger one is a parse error and "
                                 "nothing in it is applied.", default=65536)
+    mcp_servers: dict[str, dict] = _doc("MCP servers whose tools each cycle offers, as <server>__<tool>: name -> "
+                                        "{command, args, env, tools_enabled}. An env value \"${VAR}\" passes the "
+                                        "agent's VAR.", default_factory=dict)
+    mcp_start_timeout: float = _doc("Seconds an MCP server may take to start and list its tools.", default=60.0)
+    mcp_timeout: float = _doc("Seconds one MCP tool call may take.", default=30.0)
 
     @property
     def secret_names(self) -> set[str]:
@@ -123,7 +129,8 @@ class Settings:
 
 
 _CHOICES = {"shell_policy": ("allowlist", "any", "off")}
-_TOOL_POSITIVE = {"file_max_read", "file_max_write", "http_timeout", "http_max_bytes"}
+_TOOL_POSITIVE = {"file_max_read", "file_max_write", "http_timeout", "http_max_bytes", "mcp_start_timeout",
+                  "mcp_timeout"}
 _POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors", "max_output_tokens", "note_result_chars", "shell_max_output",
              "local_context", "token_budget", "time_budget", "request_timeout", "shell_timeout", "local_threads",
              "keep_cycles", "keep_days", "hook_timeout", "check_timeout", "stall_cycles", "daily_token_budget",
@@ -131,6 +138,23 @@ _POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors
 # Seconds settings: past a day they are a typo, and 1e10 overflows the timers that use them.
 MOST_SECONDS = 86400.0
 _SECONDS = ("request_timeout", "time_budget", "shell_timeout", "http_timeout", "lock_wait")
+
+# One MCP server in config.yaml (mcp_servers: {name: this}).
+MCP_SERVER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string"},
+        "args": {"type": "array", "items": {"type": "string"}},
+        "env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "tools_enabled": {"type": ["array", "null"], "items": {"type": "string"}},
+    },
+    "required": ["command"],
+    "additionalProperties": False,
+}
+# Settings whose shape their annotation cannot say.
+_FIELD_SCHEMAS = {"mcp_servers": {"type": "object", "additionalProperties": MCP_SERVER_SCHEMA}}
+MCP_SERVER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def field_docs() -> list[tuple[str, str, Any]]:
@@ -147,7 +171,7 @@ def check(settings: Settings) -> Settings:
     hints = typing.get_type_hints(Settings)
     for f in dataclasses.fields(Settings):
         value = getattr(settings, f.name)
-        problem = jsonschema.check(value, schema_for(hints[f.name]), f.name)
+        problem = jsonschema.check(value, _FIELD_SCHEMAS.get(f.name) or schema_for(hints[f.name]), f.name)
         if problem:
             raise UsageError(f"setting {problem}")
         if f.name in _CHOICES and value not in _CHOICES[f.name]:
@@ -223,6 +247,24 @@ def check_tool_settings(settings: Settings) -> None:
     for control in ("update_scratchpad", "done"):
         if control in settings.tools_disabled:
             raise UsageError(f"setting 'tools_disabled': '{control}' cannot be disabled; every cycle needs it")
+    for name, server in settings.mcp_servers.items():
+        check_mcp_server(name, server)
+
+
+def check_mcp_server(name: str, server: dict) -> None:
+    """What MCP_SERVER_SCHEMA cannot say about one server: its name, an empty command, NUL bytes."""
+    key = f"mcp_servers.{name}"
+    if not MCP_SERVER_NAME.fullmatch(name):
+        raise UsageError(f"setting 'mcp_servers': server name {name!r} must be up to 32 letters, digits, '_' or '-', "
+                         f"starting with a letter (it prefixes its tools' names)")
+    if not server["command"].strip():
+        raise UsageError(f"setting '{key}.command' is empty; name the program that starts the server")
+    for variable in server.get("env", {}):
+        if not _ENV_NAME.fullmatch(variable):
+            raise UsageError(f"setting '{key}.env': {variable!r} is not an environment variable name")
+    texts = [server["command"], *server.get("args", []), *server.get("env", {}).values()]
+    if any("\0" in text for text in texts):
+        raise UsageError(f"setting '{key}' holds a NUL byte, which no command or environment can carry")
 
 
 MAX_CONFIG_BYTES = 1024 * 1024

@@ -38,23 +38,23 @@ from .store.ids import new_cycle_id
 from .store.lock import home_lock
 from .store.state_file import load_state, state_size_problem, write_state
 from .tags import Tag
-from .tools import Registry, ToolContext, build_registry
+from .tools import Registry, ToolContext, open_registry
+from .tools.children import reap_recorded
 from .tools.workspace import ensure_workspace
 from .transcript import Transcript
-from .tools.children import reap_recorded
 
 
 def run_cycle(home: Home, settings: Settings, model: Model, reporter: Reporter | None = None,
               registry: Registry | None = None, clock: Callable[[], _dt.datetime] | None = None) -> CycleReport:
     """Run exactly one cycle in `home` and return what happened (the exit code is in the report)."""
-    return _Run(home, settings, model, SafeReporter(reporter), registry or build_registry(settings)).run(
+    return _Run(home, settings, model, SafeReporter(reporter), registry).run(
         (clock or (lambda: _dt.datetime.now(_dt.timezone.utc)))())
 
 
 class _Run:
     """The state of one run; made for one cycle and dropped after it."""
 
-    def __init__(self, home: Home, settings: Settings, model: Model, report: Reporter, registry: Registry):
+    def __init__(self, home: Home, settings: Settings, model: Model, report: Reporter, registry: Registry | None):
         self.home, self.settings, self.model, self.report_event, self.registry = home, settings, model, report, registry
         self.secrets = Secrets.from_settings(settings)
         self.signals = interrupts.Deferred()
@@ -64,7 +64,8 @@ class _Run:
         started = time.monotonic()
         home, secrets = self.home, self.secrets
         self.budgets = budgets.Budgets(home, self.settings, self.model.name, now)  # no price for a cost budget: exit 2
-        with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals):     # 1
+        tools = open_registry(self.settings, home.root, secrets, given=self.registry)  # MCP servers live as long as the lock
+        with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals), tools as self.registry:  # 1
             home.ensure_dirs()
             remove_stale_temporaries(home, ensure_workspace(home.root, self.settings))
             reap_recorded(home.root)  # commands a killed cycle left running
@@ -120,15 +121,10 @@ class _Run:
                     after, archived, report.reflect = memory.reflect(self.model, before, after, report.usage, self.log,
                                                                      self.limits.seconds_left(), self.secrets)
         except (Exception, KeyboardInterrupt, Interrupted) as exc:
-            error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
-            kind = type(exc).__name__
-            self.log(f"cycle failed: {kind}: {error}")
-            self.log.block(traceback.format_exc())
-            report.error = self.secrets.redact_text(f"{kind}: {error}")
-            report.end(StopReason.ERROR)
             failed = copy.deepcopy(before)
-            add_note(failed, Tag.CYCLE_FAILED.line(f"cycle {report.cycle_id}: {kind}: {error} "
-                                                   f"(traceback in logs/cycle_{report.cycle_id}.log)"))
+            add_note(failed, report.fail(exc, self.secrets))
+            self.log(f"cycle failed: {report.error}")
+            self.log.block(traceback.format_exc())
             return failed, []
         report.end(stalls.judge(self.home, self.settings, after, reason, self.secrets))
         return after, archived
@@ -142,6 +138,8 @@ class _Run:
         system = prompt.system_prompt(self.rules, self.registry)
         action_schema = self.registry.action_schema()
         self.model.start(self.log)
+        for problem in self.registry.problems:  # a plugin or MCP server left out: say why where people look
+            add_note(state, Tag.TOOL_ERROR.line(problem))
         try:
             while True:
                 limits.before_call()

@@ -7,6 +7,8 @@ from typing import Callable
 
 from .providers.base import Usage
 from .outcomes import StopReason
+from .secrets import Secrets
+from .tags import Tag
 
 
 @dataclass
@@ -31,6 +33,15 @@ class CycleReport:
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
+
+    def fail(self, exc: BaseException, secrets: Secrets) -> str:
+        """End as a failed cycle; the failure note for the state as read."""
+        kind = type(exc).__name__
+        error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
+        self.error = secrets.redact_text(f"{kind}: {error}")
+        self.end(StopReason.ERROR)
+        return Tag.CYCLE_FAILED.line(f"cycle {self.cycle_id}: {kind}: {error} "
+                                     f"(traceback in logs/cycle_{self.cycle_id}.log)")
 
     def end(self, reason: StopReason) -> None:
         self.stop_reason, self.exit_code = reason.value, int(reason.exit_code)

@@ -80,3 +80,20 @@ def wait_for(predicate, what: str = "condition", timeout: float = 60.0):
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+# Archived items of every shape bounded memory writes: (kind, value).
+ARCHIVED_SAMPLE = [
+    ("note", "[TOOL] shell({\"command\": \"df -h\"}) -> /dev/sda1 disk: 12G free of 50G"),
+    ("note", "The backup job failed on Tuesday: disk full"),
+    ("completed_task", {"task": "Rotate the nginx logs", "summary": "rotated and compressed 4 files"}),
+    ("completed_task", "Check the weather"),
+    ("note", "Nothing to see here"),
+]
+
+
+def archive_items(home: Path, items: list[tuple[str, object]], cycle_id: str = "20260101_000000") -> None:
+    """Archive (kind, value) items the way bounded memory does, through memory's own writer."""
+    from agent import memory
+
+    (home / "logs").mkdir(exist_ok=True)
+    moved = [memory.Archived(kind, value, "notes_budget") for kind, value in items]
+    memory.append_archive(home / "logs" / "archive.jsonl", memory.archive_records(moved, cycle_id))

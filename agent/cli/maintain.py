@@ -166,6 +166,28 @@ def _model_checks(home: Home, settings, env) -> list[Check]:
     return checks
 
 
+def _mcp_checks(home: Home, settings, env) -> list[Check]:
+    """Start each MCP server in config.yaml, list its tools, stop it."""
+    if not settings.mcp_servers:
+        return []
+    # Imported here, not at the top: asyncio and the SDK only when servers are configured, and
+    # this check stays one self-contained block beside the model checks.
+    from ..secrets import Secrets
+    from ..tools import ToolContext
+    from ..tools.mcp import McpServers
+
+    with McpServers(ToolContext(home.root, settings, Secrets.from_settings(settings, env))) as servers:
+        pass
+    checks = []
+    for name in settings.mcp_servers:
+        if name in servers.failed:
+            checks.append(Check(f"mcp {name}", False, servers.failed[name], f"fix mcp_servers.{name} in {home.config}"))
+        else:
+            tools = [t.name for t in servers.tools if t.source == f"mcp:{name}"]
+            checks.append(Check(f"mcp {name}", True, f"started; {len(tools)} tool(s): {', '.join(tools) or 'none'}"))
+    return checks
+
+
 def doctor_checks(home: Home, env=None) -> list[Check]:
     """Every check `agent doctor` runs, in order; reads only (the lock is taken and dropped)."""
     env = os.environ if env is None else env
@@ -189,6 +211,7 @@ def doctor_checks(home: Home, env=None) -> list[Check]:
                             f"fix {home.active} by hand, or `agent reset --home {home.root}` to start over"))
     if settings is not None:
         checks += _model_checks(home, settings, env)
+        checks += _mcp_checks(home, settings, env)
     try:
         held = is_locked(home)
         checks.append(Check("lock", True, "held: a cycle is running now" if held else "free"))
@@ -203,7 +226,7 @@ def doctor_checks(home: Home, env=None) -> list[Check]:
 @json_option
 @reports_errors
 def doctor(home_dir: Path, as_json: bool) -> None:
-    """Check the home, config, key (never printed), model or endpoint, lock and permissions.
+    """Check the home, config, key (never printed), model or endpoint, MCP servers, lock and permissions.
 
     One line per check, with a fix for each failure; exits 1 when any check fails.
     """

@@ -16,7 +16,7 @@ from ..store.home import Home, remove_stale_temporaries
 from ..store.files import atomic_write
 from ..store.lock import home_lock
 from ..store.state_file import read_state_file, write_state
-from ..tools import CONTROL_TOOLS, build_registry
+from ..tools import CONTROL_TOOLS, open_registry
 from ..tools.workspace import ensure_workspace
 from .common import checked_home, existing_home, home_option, print_json, reports_errors, wait_option
 
@@ -148,12 +148,16 @@ def reset(home_dir: Path, template: str, clean: bool, lock_wait: float, as_json:
 def tools(home_dir: Path, as_json: bool) -> None:
     """List the tools a cycle in this home offers the model, with their arguments and source.
 
-    The source is "built-in", "control" (update_scratchpad and done, handled by the runtime) or
-    "plugin:<distribution>" for tools installed through the agent.tools entry-point group.
-    Tools turned off by config (tools_disabled, tools_enabled, shell_policy: off) are not
-    listed; a plugin that cannot be loaded is reported on stderr.
+    The source is "built-in", "control" (update_scratchpad and done, handled by the runtime),
+    "plugin:<distribution>" for tools installed through the agent.tools entry-point group, or
+    "mcp:<server>" for tools of an MCP server in config.yaml (started to list them). Tools turned
+    off by config (tools_disabled, tools_enabled, shell_policy: off) are not listed; a plugin or
+    MCP server that cannot be loaded is reported on stderr.
     """
-    registry = build_registry(load_settings(existing_home(home_dir).root))
+    home = existing_home(home_dir)
+    settings = load_settings(home.root)
+    with open_registry(settings, home.root) as registry:
+        pass  # MCP servers run only to list their tools
 
     def source(tool) -> str:
         return "control" if tool.name in CONTROL_TOOLS and tool.func is None else tool.source

@@ -4,12 +4,14 @@
   the dispatcher's control tools (update_scratchpad, done). Imports no tool implementation.
 - shell.py, files.py, http.py: the built-in tools, each with its own safety checks;
   builtin.py lists them in prompt order (with echo).
+- recall.py: the recall tool (search what bounded memory archived; the index is in agent/store/).
 - plugins.py: tools from installed packages (the `agent.tools` entry-point group).
-- registry.py: build_registry, the assembly above all of them, filtered by config.
+- mcp.py, mcp_convert.py: tools from MCP servers (config's `mcp_servers`), started per cycle.
+- registry.py: build_registry and open_registry, the assembly above all of them, filtered by config.
 """
 
 from .base import CONTROL_TOOLS, TOOL_NAME, Registry, Tool, ToolContext, ToolError, control_tools
-from .registry import build_registry
+from .registry import build_registry, open_registry
 
 __all__ = ["CONTROL_TOOLS", "TOOL_NAME", "Registry", "Tool", "ToolContext", "ToolError", "build_registry",
-           "control_tools"]
+           "control_tools", "open_registry"]

@@ -1,36 +1,49 @@
 """Assembly: the tools one cycle offers, as config decides.
 
-This sits above everything it assembles (the built-in tools, plugins and the control tools in
-base); nothing in agent.tools imports it except the package's __init__.
+This sits above everything it assembles (the built-in tools, recall, plugins, MCP servers and
+the control tools in base); nothing in agent.tools imports it except the package's __init__.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..config import Settings
-from .base import CONTROL_TOOLS, Registry, control_tools
+from ..secrets import Secrets
+from .base import CONTROL_TOOLS, Registry, ToolContext, control_tools
 from .builtin import TOOLS
 from .plugins import load_plugin_tools, warn_once
+from .recall import TOOL as RECALL
+
+if TYPE_CHECKING:
+    from .mcp import McpServers
 
 
-def build_registry(settings: Settings, *, entry_points: Any = None,
-                   warn: Callable[[str], None] | None = None) -> Registry:
-    """The tools one cycle offers: built-ins, then plugins, then the two control tools.
+def build_registry(settings: Settings, *, entry_points: Any = None, warn: Callable[[str], None] | None = None,
+                   mcp: "McpServers | None" = None) -> Registry:
+    """The tools one cycle offers: built-ins and recall, then plugins, then MCP tools, then the two
+    control tools.
 
     Config decides: `tools_enabled` (when set) keeps only the tools it names, `tools_disabled`
     removes tools, `shell_policy: off` removes shell, `plugins_disabled` skips plugins. The
     control tools (update_scratchpad, done) are always offered. Plugins are imported here and
-    only here, so commands that do not build a registry never import them; a broken plugin is
-    reported through `warn` (default: once per process on stderr) and skipped.
+    only here, so commands that do not build a registry never import them; a broken plugin (or
+    an MCP server that did not start) is reported through `warn` (default: once per process on
+    stderr) and skipped. `mcp` holds the started MCP servers (see open_registry).
     """
-    tools = list(TOOLS)
+    tools = [*TOOLS, RECALL]
     problems: list[str] = []
     if "*" not in settings.plugins_disabled:
         plugin_tools, problems = load_plugin_tools(
             reserved=[t.name for t in tools] + list(CONTROL_TOOLS), skip=settings.plugins_disabled,
             entry_points=entry_points)
         tools += plugin_tools
+    if mcp is not None:
+        mcp_tools, mcp_problems = mcp.tools_for_registry(reserved=[t.name for t in tools] + list(CONTROL_TOOLS))
+        tools += mcp_tools
+        problems += mcp_problems
     for problem in problems:
         (warn or warn_once)(problem)
     wanted = set(settings.tools_enabled) if settings.tools_enabled is not None else None
@@ -41,3 +54,23 @@ def build_registry(settings: Settings, *, entry_points: Any = None,
     offered_names = {t.name for t in offered}
     disabled = [t.name for t in tools if t.name not in offered_names]
     return Registry(offered + control_tools(), disabled, problems)
+
+
+@contextlib.contextmanager
+def open_registry(settings: Settings, home: Path, secrets: Secrets | None = None, *, given: Registry | None = None,
+                  **options: Any) -> Iterator[Registry]:
+    """build_registry, with the MCP servers config names running until the block ends, however it ends.
+
+    Without `mcp_servers` nothing is started and the MCP SDK is never imported. A `given`
+    registry (a caller's own, as tests pass to run_cycle) is used as it is.
+    """
+    if given is not None:
+        yield given
+        return
+    if not settings.mcp_servers:
+        yield build_registry(settings, **options)
+        return
+    from .mcp import McpServers  # coarse laziness: asyncio and the SDK only when servers are configured
+
+    with McpServers(ToolContext(home, settings, secrets)) as servers:
+        yield build_registry(settings, mcp=servers, **options)

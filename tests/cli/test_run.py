@@ -185,7 +185,7 @@ def test_a_scripted_cycle_imports_no_heavy_library(home, tmp_path):
     script = write_script(tmp_path, [echo("hi"), done("ok")])
     probe = (
         "import atexit, sys\n"
-        "heavy = {'openai', 'rich', 'llama_cpp', 'httpx', 'pydantic'}\n"
+        "heavy = {'openai', 'rich', 'llama_cpp', 'httpx', 'pydantic', 'mcp', 'mcp_types', 'anyio'}\n"
         "atexit.register(lambda: print('HEAVY', sorted({m.split('.')[0] for m in sys.modules} & heavy)))\n"
         f"sys.argv = ['agent', 'run', '--home', {str(home)!r}, '--model', 'scripted:{script}']\n"
         "from agent.cli import entry\n"

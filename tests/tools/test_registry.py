@@ -16,7 +16,7 @@ from agent.outcomes import UsageError
 from agent.tools import CONTROL_TOOLS, build_registry
 from tests.helpers import REPO, read_yaml, run_cli, write_script
 
-BUILT_IN = ["echo", "shell", "read_file", "write_file", "append_file", "list_dir", "http_get"]
+BUILT_IN = ["echo", "shell", "read_file", "write_file", "append_file", "list_dir", "http_get", "recall"]
 
 
 def test_a_cycle_offers_the_built_in_tools_then_the_control_tools_in_that_order():

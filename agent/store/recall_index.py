@@ -1,0 +1,168 @@
+"""The recall index: full-text search over what bounded memory archived to logs/archive.jsonl.
+
+SQLite FTS5 (the standard library's sqlite3) in logs/recall.sqlite3. The index remembers how
+many bytes of the archive it holds and a fingerprint of their start, so each search first
+indexes only the lines appended since (the archive is append-only), and rebuilds the whole
+index when it is missing, corrupt, from another version, or no longer matches the archive (the
+archive was replaced or cut). A rebuild is written to a temporary file and renamed into place,
+so a crash never leaves a half-built index. The index is derived data: deleting it loses nothing.
+
+The query comes from the model, so it is never FTS5 syntax: its words are each quoted as a
+string and OR-ed, so operators (AND, NOT, NEAR), column filters, `*` and quotes are just text.
+Used only under the home's lock (by the recall tool, during a cycle).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from .files import SECRET_FILE_MODE, _temporary_path
+from .home import Home
+
+INDEX_NAME = "recall.sqlite3"
+INDEX_VERSION = 1  # PRAGMA user_version: an index written by another version is rebuilt
+FINGERPRINT_BYTES = 4096
+MAX_QUERY_CHARS = 2000
+MAX_QUERY_WORDS = 16
+MAX_WORD_CHARS = 64
+
+_WORD = re.compile(r"[^\W_]+")  # letters and digits: what the unicode61 tokenizer keeps
+
+_SCHEMA = """
+CREATE TABLE progress (archive_bytes INTEGER NOT NULL, fingerprint TEXT NOT NULL);
+INSERT INTO progress VALUES (0, '');
+CREATE VIRTUAL TABLE entries USING fts5(
+    text, kind UNINDEXED, cycle_id UNINDEXED, tokenize = 'porter unicode61 remove_diacritics 2'
+);
+"""
+
+
+@dataclass(frozen=True)
+class Match:
+    """One archived item that matched: a note line or a completed task."""
+
+    cycle_id: str
+    kind: str  # "note" | "completed_task", as in the archive
+    text: str
+
+
+def index_path(home: Home) -> Path:
+    return home.logs / INDEX_NAME
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 MATCH expression for untrusted text: its first words, each quoted, OR-ed; None if none."""
+    words: list[str] = []
+    for word in _WORD.findall(text[:MAX_QUERY_CHARS]):
+        word = word[:MAX_WORD_CHARS].lower()
+        if word not in words:
+            words.append(word)
+        if len(words) == MAX_QUERY_WORDS:
+            break
+    # No word holds a double quote, so each "word" is a plain string to FTS5, never syntax.
+    return " OR ".join(f'"{word}"' for word in words) or None
+
+
+def entry_text(record: dict) -> str:
+    """The searchable text of one archive record: a note line, or a completed task and its summary."""
+    value = record.get("value")
+    if isinstance(value, dict):
+        task, summary = value.get("task"), value.get("summary")
+        rest = [f"{k}: {v}" for k, v in value.items() if k not in ("task", "summary")]
+        return " — ".join(str(part) for part in (task, summary, *rest) if part not in (None, ""))
+    return "" if value is None else str(value)
+
+
+def _fingerprint(archive: Path, size: int) -> str:
+    with open(archive, "rb") as handle:
+        return hashlib.sha256(handle.read(min(size, FINGERPRINT_BYTES))).hexdigest()
+
+
+def _catch_up(db: sqlite3.Connection, archive: Path) -> bool:
+    """Index the archive's lines appended since last time; False when the index is not this archive's."""
+    indexed, fingerprint = db.execute("SELECT archive_bytes, fingerprint FROM progress").fetchone()
+    try:
+        size = archive.stat().st_size
+    except FileNotFoundError:
+        size = 0
+    if size < indexed or (indexed and _fingerprint(archive, indexed) != fingerprint):
+        return False
+    if size == indexed:
+        return True
+    with open(archive, "rb") as handle:
+        handle.seek(indexed)
+        data = handle.read(size - indexed)
+    whole = data[: data.rfind(b"\n") + 1]  # a torn last line (a crash mid-append) waits for the next time
+    rows = []
+    for line in whole.splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            if isinstance(record, dict) and isinstance(record.get("kind"), str):
+                text = entry_text(record)
+                if text.strip():
+                    rows.append((text, record["kind"], str(record.get("cycle_id", "?"))))
+    indexed += len(whole)
+    with db:  # one transaction: the rows and the new offset together, or neither
+        db.executemany("INSERT INTO entries (text, kind, cycle_id) VALUES (?, ?, ?)", rows)
+        db.execute("UPDATE progress SET archive_bytes = ?, fingerprint = ?",
+                   (indexed, _fingerprint(archive, indexed) if indexed else ""))
+    return True
+
+
+def _rebuild(path: Path, archive: Path) -> None:
+    """A new index of the whole archive, written beside `path` and renamed over it."""
+    tmp = _temporary_path(path)  # named like atomic_write's, so a crash's leftover is cleaned the same way
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, SECRET_FILE_MODE))
+    try:
+        db = sqlite3.connect(tmp)
+        try:
+            db.execute("PRAGMA journal_mode = OFF")  # a fresh file: nothing to roll back to
+            db.executescript(_SCHEMA)
+            db.execute(f"PRAGMA user_version = {INDEX_VERSION}")
+            _catch_up(db, archive)
+        finally:
+            db.close()
+        with contextlib.suppress(FileNotFoundError):  # a stale journal would "roll back" the new file
+            os.unlink(f"{path}-journal")
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def open_index(home: Home) -> sqlite3.Connection:
+    """The recall index, caught up with the archive: incrementally, or rebuilt when it must be."""
+    path = index_path(home)
+    if path.exists():
+        db = None
+        try:
+            db = sqlite3.connect(path)
+            if db.execute("PRAGMA user_version").fetchone()[0] == INDEX_VERSION and _catch_up(db, home.archive):
+                return db
+        except sqlite3.DatabaseError:  # not a database, malformed, or missing its tables: rebuilt below
+            pass
+        if db is not None:
+            db.close()
+    _rebuild(path, home.archive)
+    return sqlite3.connect(path)
+
+
+def search(home: Home, query: str, limit: int) -> list[Match]:
+    """The best `limit` archived items for the words of `query`, best first (newest first on a tie)."""
+    expression = fts_query(query)
+    if expression is None:
+        return []
+    db = open_index(home)
+    try:
+        rows = db.execute("SELECT cycle_id, kind, text FROM entries WHERE entries MATCH ? "
+                          "ORDER BY rank, rowid DESC LIMIT ?", (expression, limit)).fetchall()
+    finally:
+        db.close()
+    return [Match(*row) for row in rows]

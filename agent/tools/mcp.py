@@ -1,0 +1,295 @@
+"""Tools from Model Context Protocol servers, under the same policy as the built-in tools.
+
+config.yaml's `mcp_servers` names each server (command, args, env, optional tools_enabled).
+`McpServers` starts them over stdio with the official `mcp` SDK for one cycle (or one `agent
+tools` / `agent doctor`) and stops them when that ends, however it ends: its owner uses it as a
+context manager, and an atexit hook stops any still running. The SDK is asyncio and the cycle is
+not, so the sessions live in one background thread running its own event loop; each MCP tool is
+a plain blocking function that hands its call to that loop and waits at most `mcp_timeout`.
+
+The same policy as for built-ins:
+- names: `<server>__<tool>`, squeezed into the tool-name pattern, so they cannot collide with
+  built-ins; tools_enabled / tools_disabled use those names;
+- arguments: the server's input schema, reduced to the JSON-schema subset our checks read (what
+  they cannot read is dropped: a looser check, never a crash); the server checks the rest;
+- environment: the agent's without its secrets (ctx.child_env), plus the server's `env`;
+- lifetime: on Linux the kernel kills a server whose agent died by SIGKILL too (mcp_convert);
+- results: text joined, capped, and redacted of secret values (the cycle's, and those handed to
+  the server in its `env`) before anyone sees them;
+- failure: a server that does not start is a problem (the cycle notes it); one that exits
+  mid-cycle turns calls to its tools into a ToolError; the cycle goes on with the other tools.
+
+Only this module imports `mcp` (and with it anyio, pydantic, httpx), and only when servers are
+configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import builtins
+import concurrent.futures
+import functools
+import json
+import tempfile
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from ..secrets import Secrets
+from .base import Tool, ToolContext, ToolError
+from .mcp_convert import (MAX_DESCRIPTION_CHARS, args_schema_of, launch_command, one_line, result_text, server_env,
+                          tool_name)
+
+MAX_TOOLS_PER_SERVER = 64
+MAX_SCHEMA_CHARS = 20_000  # a tool's argument schema goes into every prompt
+MAX_LIST_PAGES = 10
+STDERR_TAIL_CHARS = 160  # the end of a traceback; notes clip a tool error at note_result_chars
+# How long close() waits for the SDK to stop a server (close stdin, 2 s, SIGTERM, 2 s, SIGKILL).
+STOP_WAIT = 10.0
+# Beyond the timeouts the event loop enforces itself: only a wedged loop runs this out.
+CALL_SLACK = 5.0
+_CONNECTION_CLOSED = -32000  # the JSON-RPC code the SDK raises when the server's pipe closes
+_EXCEPTION_GROUP = getattr(builtins, "BaseExceptionGroup", ())
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The first real error inside the exception groups anyio's task groups wrap errors in."""
+    while isinstance(exc, _EXCEPTION_GROUP) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+@dataclass
+class _Server:
+    """One configured server and its connection, while it lasts."""
+
+    name: str
+    spec: dict
+    secrets: Secrets  # the cycle's, plus this server's env values that are secrets
+    errlog: IO[str] = field(default_factory=lambda: tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    session: Any = None
+    serving: concurrent.futures.Future | None = None
+    exited: str | None = None  # why the connection ended, once it has
+
+    def stderr_tail(self) -> str:
+        try:
+            self.errlog.flush()
+            self.errlog.seek(0)
+            tail = self.errlog.read()[-STDERR_TAIL_CHARS:]
+        except (OSError, ValueError):
+            return ""
+        return f"; its stderr ends: {one_line(tail, STDERR_TAIL_CHARS)}" if tail.strip() else ""
+
+
+_open_hubs: "weakref.WeakSet[McpServers]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_all_at_exit() -> None:
+    for hub in list(_open_hubs):
+        hub.close()
+
+
+class McpServers:
+    """The configured MCP servers, started for the duration of a `with` block.
+
+    After start: `tools` are the offered tools (server policy applied), `problems` say which
+    servers or tools were left out and why, `failed` maps a server that did not start to why.
+    """
+
+    def __init__(self, ctx: ToolContext):
+        self.ctx = ctx
+        self.timeout = ctx.settings.mcp_timeout
+        self.start_timeout = ctx.settings.mcp_start_timeout
+        self.tools: list[Tool] = []
+        self.problems: list[str] = []
+        self.failed: dict[str, str] = {}
+        self._servers = {name: _Server(name, spec, ctx.secrets) for name, spec in ctx.settings.mcp_servers.items()}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-servers", daemon=True)
+        self._closed = False
+
+    def __enter__(self) -> "McpServers":
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def tools_for_registry(self, reserved: list[str]) -> tuple[list[Tool], list[str]]:
+        """(tools whose names are free, problems): a name already taken (by a plugin) skips the MCP tool."""
+        taken = set(reserved)
+        clashes = [f"MCP tool '{tool.name}' skipped: a tool with that name already exists"
+                   for tool in self.tools if tool.name in taken]
+        return [tool for tool in self.tools if tool.name not in taken], self.problems + clashes
+
+    # ------------------------------------------------------------------------------ lifetime
+
+    def start(self) -> None:
+        """Start every server at once and wait (at most mcp_start_timeout) for each one's tool list."""
+        try:
+            from mcp import ClientSession, StdioServerParameters
+            from mcp.client.stdio import stdio_client
+        except ImportError as exc:
+            for server in self._servers.values():
+                self._fail(server, f"the mcp package is not installed ({exc}); "
+                                   f"install it with: pip install 'scratchpad-agent[mcp]'")
+            return
+        _open_hubs.add(self)
+        self._thread.start()
+        base_env = self.ctx.child_env()
+        waiting = {}
+        for server in self._servers.values():
+            try:
+                own_env, own_secrets = server_env(server.spec, self.ctx.settings)
+                server.secrets = Secrets((*self.ctx.secrets.values, *own_secrets), self.ctx.secrets.names)
+                env = {**base_env, **own_env}
+                argv = launch_command(server.spec["command"], server.spec.get("args", []), env, self.ctx.home)
+            except ToolError as exc:
+                self._fail(server, str(exc))
+                continue
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(self.ctx.home))
+            ready: concurrent.futures.Future = concurrent.futures.Future()
+            serve = self._serve(server, stdio_client(params, errlog=server.errlog), ClientSession, ready)
+            server.serving = asyncio.run_coroutine_threadsafe(serve, self._loop)
+            waiting[server.name] = ready
+        for name, ready in waiting.items():
+            server = self._servers[name]
+            try:
+                listing = ready.result(timeout=self.start_timeout + CALL_SLACK)
+            except concurrent.futures.TimeoutError:
+                self._fail(server, self._why(server, TimeoutError()))
+                continue
+            except Exception as exc:
+                self._fail(server, self._why(server, exc))
+                continue
+            self._add_tools(server, listing)
+
+    def close(self) -> None:
+        """Stop every server (the SDK closes stdin, then terminates the process group) and the loop."""
+        if self._closed:
+            return
+        self._closed = True
+        serving = [s.serving for s in self._servers.values() if s.serving is not None]
+        if self._thread.is_alive():
+            for server in self._servers.values():
+                self._loop.call_soon_threadsafe(server.stop.set)
+            _, stuck = concurrent.futures.wait(serving, timeout=STOP_WAIT)
+            for future in stuck:  # cancelling the task still runs the SDK's shielded process kill
+                future.cancel()
+            concurrent.futures.wait(stuck, timeout=STOP_WAIT)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(STOP_WAIT)
+        if not self._thread.is_alive():
+            self._loop.close()
+        for server in self._servers.values():
+            server.errlog.close()
+        _open_hubs.discard(self)
+
+    async def _serve(self, server: _Server, transport: Any, session_class: Any,
+                     ready: concurrent.futures.Future) -> None:
+        """One server's whole connection, in one task (anyio's scopes must open and close in one)."""
+        try:
+            async with transport as (read, write), session_class(read, write) as session:
+                listing = await asyncio.wait_for(self._list_tools(session), self.start_timeout)
+                server.session = session
+                ready.set_result(listing)
+                await server.stop.wait()
+        except BaseException as exc:
+            server.exited = f"exited: {self._why(server, exc)}"
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception) else RuntimeError(server.exited))
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            server.session = None
+
+    @staticmethod
+    async def _list_tools(session: Any) -> list[dict]:
+        from mcp.types import PaginatedRequestParams
+
+        await session.initialize()
+        listed, cursor = [], None
+        for _ in range(MAX_LIST_PAGES):
+            page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+            listed += [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in page.tools]
+            cursor = page.next_cursor
+            if not cursor or len(listed) >= MAX_TOOLS_PER_SERVER:
+                break
+        return listed
+
+    # ---------------------------------------------------------------------------------- tools
+
+    def _add_tools(self, server: _Server, listing: list[dict]) -> None:
+        wanted = server.spec.get("tools_enabled")
+        names = {tool.name for tool in self.tools}  # servers "my-s" and "my_s" share a prefix
+        for listed in listing[:MAX_TOOLS_PER_SERVER]:
+            remote = listed.get("name") if isinstance(listed, dict) else None
+            if not isinstance(remote, str) or not remote:
+                continue
+            name = tool_name(server.name, remote)
+            if wanted is not None and remote not in wanted and name not in wanted:
+                continue
+            schema = args_schema_of(listed.get("inputSchema"))
+            problem = ("another MCP tool has the same name" if name in names else
+                       "its argument schema is too large" if len(json.dumps(schema)) > MAX_SCHEMA_CHARS else None)
+            if problem:
+                self.problems.append(server.secrets.redact_text(
+                    f"MCP tool '{name}' of server '{server.name}' skipped: {problem}"))
+                continue
+            names.add(name)
+            about = server.secrets.redact_text(one_line(listed.get("description") or "", MAX_DESCRIPTION_CHARS))
+            call = functools.partial(self._call_tool, server.name, remote)
+            self.tools.append(Tool(name, about or f"Tool '{remote}' of MCP server {server.name}.", schema,
+                                   call, source=f"mcp:{server.name}"))
+
+    def _call_tool(self, server_name: str, remote: str, _ctx: ToolContext, /, **args: Any) -> str:
+        """Call one tool, waiting at most mcp_timeout; the result redacted, any failure a ToolError."""
+        server = self._servers[server_name]
+        if server.exited or server.session is None or self._closed:
+            raise ToolError(server.secrets.redact_text(
+                f"MCP server '{server_name}' is not running: {server.exited or 'stopped'}"))
+        call = asyncio.wait_for(server.session.call_tool(remote, args), self.timeout)
+        future = asyncio.run_coroutine_threadsafe(call, self._loop)
+        try:
+            result = future.result(timeout=self.timeout + CALL_SLACK)
+        except (concurrent.futures.TimeoutError, asyncio.TimeoutError):
+            future.cancel()
+            raise ToolError(f"MCP server '{server_name}' did not answer within {self.timeout:g}s (mcp_timeout)") from None
+        except Exception as exc:
+            cause = _root_cause(exc)
+            if getattr(cause, "code", None) == _CONNECTION_CLOSED:
+                server.exited = f"exited during the cycle{server.stderr_tail()}"
+                raise ToolError(server.secrets.redact_text(f"MCP server '{server_name}' {server.exited}")) from None
+            raise ToolError(server.secrets.redact_text(f"MCP call failed: {type(cause).__name__}: {cause}")) from None
+        except BaseException:  # an interrupt: the call is abandoned, the cycle's exit stops the server
+            future.cancel()
+            raise
+        data = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+        text = server.secrets.redact_text(result_text(data))
+        if data.get("isError"):
+            raise ToolError(text or "the MCP tool reported an error")
+        return text
+
+    # ------------------------------------------------------------------------------- problems
+
+    def _fail(self, server: _Server, why: str) -> None:
+        self.failed[server.name] = server.secrets.redact_text(why)
+        self.problems.append(f"MCP server '{server.name}' not started: {self.failed[server.name]} "
+                             f"(its tools are not offered)")
+
+    def _why(self, server: _Server, exc: BaseException) -> str:
+        """What went wrong with a server, for people: the error and the end of its stderr."""
+        cause = _root_cause(exc)
+        if isinstance(cause, (asyncio.TimeoutError, TimeoutError)):
+            return f"did not list its tools within {self.start_timeout:g}s (mcp_start_timeout){server.stderr_tail()}"
+        if isinstance(cause, asyncio.CancelledError):
+            return "stopped"
+        return f"{type(cause).__name__}: {cause}{server.stderr_tail()}"

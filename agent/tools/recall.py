@@ -1,0 +1,58 @@
+"""recall: the model searches what bounded memory moved out of the scratchpad.
+
+The search itself is agent/store/recall_index.py (an SQLite FTS5 index over logs/archive.jsonl);
+this module is the tool: its arguments, its refusals, and a bounded answer.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..store.home import Home
+from ..store.recall_index import Match, fts_query, search
+from .base import Tool, ToolContext, ToolError
+
+MAX_LIMIT = 10
+MATCH_CHARS = 300
+RESULT_CHARS = 2000
+
+
+def match_line(match: Match) -> str:
+    """One match on one line, clipped: `[cycle id] kind: text`."""
+    text = " ".join(match.text.split())
+    if len(text) > MATCH_CHARS:
+        text = text[: MATCH_CHARS - 1] + "…"
+    return f"[{match.cycle_id}] {match.kind.replace('_', ' ')}: {text}"
+
+
+def recall(ctx: ToolContext, query: str, limit: int = 3) -> str:
+    """Search the archive of older notes and completed tasks (moved out of the scratchpad).
+
+    Args:
+        query: what to look for, e.g. "disk space warning"
+        limit: how many matches to return, best first (1 to 10)
+    """
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ToolError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
+    if fts_query(query) is None:
+        raise ToolError("the query has no words to search for")
+    home = Home.at(ctx.home)
+    if not home.archive.exists():
+        return "nothing has been archived yet"
+    try:
+        matches = search(home, query, limit)
+    except (OSError, sqlite3.Error) as exc:
+        raise ToolError(f"cannot search the archive: {exc}") from None
+    if not matches:
+        return f"no archived note or task matches {query[:80]!r}"
+    lines = [f"{len(matches)} archived item(s), best match first:"]
+    for match in matches:
+        line = match_line(match)
+        if sum(len(kept) + 1 for kept in lines) + len(line) > RESULT_CHARS:
+            lines.append(f"[{len(matches) - len(lines) + 1} more not shown]")
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+TOOL = Tool.from_function(recall, example={"query": "disk space", "limit": 3})
