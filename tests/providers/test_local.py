@@ -97,11 +97,11 @@ def test_guidance_is_on_for_the_bundled_model_and_off_for_other_gguf_files(tmp_p
     other = tmp_path / "other.gguf"
     other.write_bytes(b"GGUF")
     assert LocalModel(other, Settings()).guided is False
-    assert LocalModel(other, Settings(local_guided=True)).guided is True
+    assert LocalModel(other, Settings(guided=True)).guided is True
     bundled = bundled_model_path()
     if bundled is not None:
         assert LocalModel(bundled, Settings()).guided is True
-        assert LocalModel(bundled, Settings(local_guided=False)).guided is False
+        assert LocalModel(bundled, Settings(guided=False)).guided is False
 
 
 def test_the_example_turns_and_system_message_are_the_same_for_every_step():
