@@ -42,6 +42,11 @@ def bundled_model_path() -> Path | None:
     return None
 
 
+def local_threads(settings: Settings) -> int:
+    """Threads for the embedded model: the setting, else one per core."""
+    return settings.local_threads or os.cpu_count() or 1
+
+
 def local_runtime_installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
@@ -103,7 +108,7 @@ class LocalModel:
             from llama_cpp import Llama
         except ImportError as exc:
             raise ModelUnavailable(f"llama-cpp-python failed to import: {exc}") from exc
-        threads = self.settings.local_threads or os.cpu_count() or 1
+        threads = local_threads(self.settings)
         try:
             llm = Llama(model_path=str(self.path), n_ctx=self.settings.local_context, n_threads=threads,
                         n_threads_batch=threads, n_batch=512, verbose=False)
