@@ -73,3 +73,12 @@ def test_a_real_cycle_through_llama_cpp_server_probes_the_format_once_and_parses
     assert refused_both == 1  # no refused request after the first cycle
     log = (home / "logs" / f"cycle_{second['cycle_id']}.log").read_text()
     assert "response_format json_object_schema, remembered" in log and "finish_reason" in log
+
+
+def test_doctor_passes_against_llama_cpp_server_without_a_key(home: Path, llama_server: LlamaServer) -> None:
+    assert run_agent_process("init", str(home)).returncode == 0
+    proc = run_agent_process("doctor", "--home", str(home), "--model", f"openai:{SERVER_ALIAS}", "--json",
+                             env={"OPENAI_BASE_URL": llama_server.base_url}, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checks = {c["check"]: c for c in json.loads(proc.stdout)}
+    assert checks["endpoint"]["ok"] and "json_object_schema" in checks["chat"]["detail"]
