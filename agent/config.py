@@ -73,11 +73,13 @@ class Settings:
     secret_env: list[str] = _doc("More environment variables whose values are redacted and hidden from tools.",
                                  default_factory=list)
     lock_wait: float = _doc("Seconds to wait for another cycle's lock before exiting busy (5).", default=0.0)
-    local_threads: int | None = _doc("Threads for the embedded model; unset: one per core.", default=None)
+    local_threads: int | None = _doc("Threads for the embedded model; unset: one per core. They sleep while they "
+                                     "wait (OMP_WAIT_POLICY=PASSIVE unless set), so a busy machine costs ~1.3x, "
+                                     "not 10-30x.", default=None)
     local_context: int = _doc("Context window (tokens) for the embedded model.", default=4096)
-    local_guided: bool | None = _doc("Narrow a local model's choices each step to the likeliest tools and to paths "
-                                     "named in the task. Unset: on for the bundled tiny model, off for local:FILE.",
-                                     default=None)
+    guided: bool | None = _doc("Narrow the model's choices each step, through the schema its replies must follow, "
+                               "to the likeliest tools and to paths named in the task (was local_guided). Unset: "
+                               "on for the bundled tiny model, off for others (local:FILE, openai:).", default=None)
     keep_cycles: int | None = _doc("Automatic retention: keep the snapshots and logs of only the newest N cycles "
                                    "(the index and archive keep everything); null: keep all.", default=500)
     keep_days: float | None = _doc("Automatic retention: keep the snapshots and logs of cycles younger than this "
@@ -117,6 +119,15 @@ class Settings:
                                         "agent's VAR.", default_factory=dict)
     mcp_start_timeout: float = _doc("Seconds an MCP server may take to start and list its tools.", default=60.0)
     mcp_timeout: float = _doc("Seconds one MCP tool call may take.", default=30.0)
+    response_format: str = _doc("openai: structured output: auto (probe json_schema, json_object_schema, json_object, "
+                                "text once; remember the first accepted in logs/endpoint.json), or one of those to "
+                                "force it.", default="auto")
+    chat_examples: bool | None = _doc("Send the rules' examples to an openai: model as chat turns, not system text. "
+                                      "Unset: on (a 135M model through llama_cpp.server: 1 -> 3 of 8 bench tasks; "
+                                      "prompt +46%, a stable prefix caches absorb).", default=None)
+    extra_body: dict[str, Any] = _doc("Extra JSON fields merged into every openai: request body: sampling options "
+                                      "a server takes, e.g. {repeat_penalty: 1.0} for llama.cpp servers.",
+                                      default_factory=dict)
 
     @property
     def secret_names(self) -> set[str]:
@@ -128,7 +139,10 @@ class Settings:
         return check(dataclasses.replace(self, **changes))
 
 
-_CHOICES = {"shell_policy": ("allowlist", "any", "off")}
+_CHOICES = {"shell_policy": ("allowlist", "any", "off"),
+            "response_format": ("auto", "json_schema", "json_object_schema", "json_object", "text")}
+# Old setting names still read from config.yaml: old -> new.
+RENAMED = {"local_guided": "guided"}
 _TOOL_POSITIVE = {"file_max_read", "file_max_write", "http_timeout", "http_max_bytes", "mcp_start_timeout",
                   "mcp_timeout"}
 _POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors", "max_output_tokens", "note_result_chars", "shell_max_output",
@@ -290,7 +304,7 @@ def read_config_file(path: Path) -> dict:
         return {}
     if not isinstance(data, dict):
         raise UsageError(f"{path}: must be a mapping of settings, got {jsonschema.describe(data)}")
-    known = {f.name for f in dataclasses.fields(Settings)}
+    known = {f.name for f in dataclasses.fields(Settings)} | set(RENAMED)
     for key in data:
         if key not in known:
             if key in ("api_key", "openai_api_key", "key"):
@@ -308,6 +322,9 @@ def load_settings(home_root: Path, env: typing.Mapping[str, str] | None = None, 
     """Defaults < config.yaml < environment < flags (a flag left as None does not override)."""
     env = os.environ if env is None else env
     values = read_config_file(home_root / "config.yaml")
+    for old, new in RENAMED.items():
+        if old in values:
+            values.setdefault(new, values.pop(old))
     for var, key in ENV_OVERRIDES.items():
         if env.get(var):
             values[key] = env[var]

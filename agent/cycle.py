@@ -156,7 +156,8 @@ class _Run:
                 limits.count_tokens(completion.usage.total_tokens)
                 reply = secrets.redact_text(completion.text)[:2000]  # redacted before the cut: no half key
                 self.log(f"iteration {n}: reply {reply!r} usage {completion.usage.as_dict()}")
-                state, outcome = dispatch(state, completion.text, self.registry, ctx, approvals.gate(settings))
+                state, outcome = dispatch(state, completion.text, self.registry, ctx, approvals.gate(settings),
+                                          completion.cut_at)
                 report.count(outcome.kind.value)
                 self.log(f"iteration {n}: {outcome.note}")
                 self.report_event("iteration", n=n, max=settings.max_iterations, usage=report.usage,

@@ -103,14 +103,18 @@ def apply_done(state: dict, summary: str) -> dict:
 
 
 def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
-             gated: Callable[[str], bool] = lambda name: False) -> tuple[dict, Outcome]:
+             gated: Callable[[str], bool] = lambda name: False, cut_at: int | None = None) -> tuple[dict, Outcome]:
     """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt).
-    A valid call to a tool `gated` names is not run: it comes back as a PARKED outcome, not noted."""
+    A valid call to a tool `gated` names is not run: it comes back as a PARKED outcome, not noted.
+    `cut_at`: the reply was cut at this many tokens (finish_reason "length"); one that then does
+    not parse is reported as cut, not as whatever its truncated JSON happens to lack."""
     clip = ctx.settings.note_result_chars
     try:
         action = parse_reply(reply, ctx.settings.max_reply_bytes)
     except ReplyError as exc:
-        return _noted(state, Outcome(Kind.PARSE_ERROR, Tag.PARSE_ERROR.line(str(exc))))
+        problem = str(exc) if cut_at is None else \
+            f"the reply was cut at max_output_tokens ({cut_at}) before its JSON closed; raise max_output_tokens"
+        return _noted(state, Outcome(Kind.PARSE_ERROR, Tag.PARSE_ERROR.line(problem)))
     name, args = action["tool"], action.get("args", {})
     if not isinstance(name, str):
         return _noted(state, Outcome(Kind.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {describe(name)}')))

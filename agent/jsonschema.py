@@ -103,6 +103,8 @@ _PY_TO_JSON = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 def schema_for(annotation: Any) -> dict:
     """JSON Schema for a type annotation: str, int, float, bool, list[X], dict[str, X], X | None."""
+    if annotation is Any:
+        return {}  # any JSON value
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         members = [a for a in typing.get_args(annotation) if a is not type(None)]

@@ -57,6 +57,8 @@ class CycleResult:
     iteration_seconds: list[float]
     duration_s: float
     error: str | None = None
+    parse_errors: int = 0
+    usage: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -171,6 +173,65 @@ def _plan_check(home: Path, final: dict):
     return ok, f"pending {final['pending_actions']!r}, current {final['current_task']!r}"
 
 
+def _completed_summaries(final: dict) -> list[str]:
+    return [str(t.get("summary", "")) if isinstance(t, dict) else str(t) for t in final["completed_tasks"]]
+
+
+def _append_setup(home: Path) -> dict:
+    (home / "workspace").mkdir(exist_ok=True)
+    (home / "workspace" / "log.txt").write_text("first line\n")
+    return state("Append the line 'second line' to the file log.txt")
+
+
+def _append_check(home: Path, final: dict):
+    path = home / "workspace" / "log.txt"
+    content = path.read_text(errors="replace") if path.is_file() else ""
+    lines = [line.strip() for line in content.splitlines() if line.strip()]
+    return lines == ["first line", "second line"], f"log.txt holds {content[:80]!r}"
+
+
+def _ini_setup(home: Path) -> dict:
+    (home / "workspace").mkdir(exist_ok=True)
+    (home / "workspace" / "settings.ini").write_text("[client]\ntimeout = 30\n\n[server]\nhost = db.example.org\nport = 5433\n")
+    return state("Read settings.ini and note the port of the server")
+
+
+def _ini_check(home: Path, final: dict):
+    # the value must be taken out of the file: stated in the summary of done, not only in a tool result
+    summaries = _completed_summaries(final)
+    ok = any("5433" in s for s in summaries) and bool(_tool_results(final, "read_file"))
+    return ok, f"summaries {summaries[:2]!r}"
+
+
+def _find_setup(home: Path) -> dict:
+    reports = home / "workspace" / "reports"
+    reports.mkdir(parents=True)
+    (reports / "README.md").write_text("reports go here\n")
+    (reports / "q3-sales.csv").write_text("region,total\nnorth,12\n")
+    (reports / "draft.txt").write_text("not done\n")
+    return state("Find the CSV file in the folder reports and note its name")
+
+
+def _find_check(home: Path, final: dict):
+    summaries = _completed_summaries(final)
+    ok = any("q3-sales.csv" in s for s in summaries)
+    return ok, f"summaries {summaries[:2]!r}"
+
+
+def _focus_setup(home: Path) -> dict:
+    return state("Write banana into fruit.txt", pending=["Echo the words purple elephant"])
+
+
+def _focus_check(home: Path, final: dict):
+    path = home / "workspace" / "fruit.txt"
+    content = path.read_text(errors="replace") if path.is_file() else "(no file)"
+    mixed = "purple" in content.lower() or "elephant" in content.lower()
+    advanced = len(final["completed_tasks"]) == 1 and "purple elephant" in str(final["current_task"])
+    ok = content.strip().lower() == "banana" and advanced
+    return ok, f"fruit.txt holds {content[:60]!r}{' (mixed in the next task)' if mixed else ''}, " \
+               f"current {final['current_task']!r}"
+
+
 TASKS = [
     Task("echo", "echo a given message", _echo_setup, _echo_check),
     Task("write_file", "write a word into a file", _write_setup, _write_check),
@@ -182,35 +243,53 @@ TASKS = [
     Task("plan", "add a pending action with update_scratchpad", _plan_setup, _plan_check),
 ]
 
+# Harder tasks (issue 14): a second step that needs the first one's result, or a distraction.
+HARD_TASKS = [
+    Task("append", "append a line to a file", _append_setup, _append_check),
+    Task("ini_value", "read an ini file and state one value in the summary", _ini_setup, _ini_check),
+    Task("find_file", "find a file by kind in a folder and name it in the summary", _find_setup, _find_check),
+    Task("focus", "do the current task only, not the next queued one", _focus_setup, _focus_check),
+]
+ALL_TASKS = TASKS + HARD_TASKS
+
 
 # ----------------------------------------------------------------------------------- running
 
 
-def run_cycle_in_process(home: Path, model: str | None) -> CycleResult:
-    """One cycle exactly as `agent run` does it (settings, model, Cycle), timing each iteration."""
+def run_cycle_in_process(home: Path, model: str | None, env: dict[str, str] | None = None) -> CycleResult:
+    """One cycle exactly as `agent run` does it (settings, model, Cycle), timing each iteration.
+
+    `env` is the environment the settings and the model see (an API key, OPENAI_BASE_URL);
+    the default is an empty one, so the caller's AGENT_MODEL and keys cannot leak in.
+    """
     from agent.config import load_settings
     from agent.cycle import run_cycle
     from agent.providers import resolve_model
     from agent.providers.resolve import anchor_model_path
     from agent.store.home import Home
 
+    env = env or {}
     marks: list[float] = []
+    parse_errors = 0
 
     def reporter(event: str, **data) -> None:
+        nonlocal parse_errors
         if event in ("start", "iteration"):
             marks.append(time.monotonic())
+        if event == "iteration" and data["outcome"].kind.value == "parse_error":
+            parse_errors += 1
 
     # a model path on the command line is relative to the current directory, not the temporary home
-    settings = load_settings(home, env={}, model=model and anchor_model_path(model, Path.cwd()))
-    report = run_cycle(Home.at(home), settings, resolve_model(settings, home, env={}), reporter)
+    settings = load_settings(home, env=env, model=model and anchor_model_path(model, Path.cwd()))
+    report = run_cycle(Home.at(home), settings, resolve_model(settings, home, env=env), reporter)
     per_iteration = [b - a for a, b in zip(marks, marks[1:])]
     return CycleResult(report.exit_code, report.stop_reason, report.iterations, per_iteration,
-                       report.duration_s, report.error)
+                       report.duration_s, report.error, parse_errors, report.usage.as_dict())
 
 
-def run_cycle_subprocess(home: Path, model: str | None) -> CycleResult:
+def run_cycle_subprocess(home: Path, model: str | None, env: dict[str, str] | None = None) -> CycleResult:
     """One cycle as a real `python -m agent run --json` process."""
-    env = {k: v for k, v in os.environ.items() if k not in ("AGENT_MODEL", "AGENT_HOME")}
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENT_MODEL", "AGENT_HOME")} | (env or {})
     argv = [sys.executable, "-m", "agent", "run", "--home", str(home), "--json"]
     if model:
         argv += ["--model", model]
@@ -222,7 +301,8 @@ def run_cycle_subprocess(home: Path, model: str | None) -> CycleResult:
     except (ValueError, IndexError):
         return CycleResult(proc.returncode, "error", 0, [], wall, proc.stderr.strip()[-300:])
     n = data["iterations"]
-    return CycleResult(proc.returncode, data["stop_reason"], n, [wall / n] * n if n else [], wall, data.get("error"))
+    return CycleResult(proc.returncode, data["stop_reason"], n, [wall / n] * n if n else [], wall, data.get("error"),
+                       usage=data.get("usage") or {})
 
 
 @dataclass
@@ -235,17 +315,26 @@ class TaskRun:
     iteration_seconds: list[float] = field(default_factory=list)
     detail: str = ""
     stops: list[str] = field(default_factory=list)
+    exit_ok: bool = False  # every cycle exited 0
+    parse_errors: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
-def run_task(task: Task, model: str | None, subprocess_mode: bool, keep: bool) -> TaskRun:
+def run_task(task: Task, model: str | None, subprocess_mode: bool, keep: bool,
+             config: dict | None = None, env: dict[str, str] | None = None) -> TaskRun:
+    """One task in a fresh home: `config` becomes its config.yaml, `env` what the model sees."""
     root = Path(tempfile.mkdtemp(prefix=f"bench-{task.name}-"))
     home = root / "home"
     home.mkdir()
     start = task.setup(home)
     (home / "scratchpad").mkdir()
     (home / "scratchpad" / "active.yaml").write_text(yaml.safe_dump(start, sort_keys=False))
+    if config:
+        (home / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     runner = run_cycle_subprocess if subprocess_mode else run_cycle_in_process
-    cycles = [runner(home, model) for _ in range(task.cycles)]
+    cycles = [runner(home, model, env) for _ in range(task.cycles)]
     final = yaml.safe_load((home / "scratchpad" / "active.yaml").read_text())
     effect, detail = task.check(home, final)
     ended_done = all(c.stop_reason == "done" for c in cycles)
@@ -257,7 +346,11 @@ def run_task(task: Task, model: str | None, subprocess_mode: bool, keep: bool) -
         detail += f" (home kept: {home})"
     return TaskRun(task.name, effect and ended_done, effect, ended_done, sum(c.iterations for c in cycles),
                    [s for c in cycles for s in c.iteration_seconds], detail,
-                   [c.stop_reason + (f" ({c.error})" if c.error else "") for c in cycles])
+                   [c.stop_reason + (f" ({c.error})" if c.error else "") for c in cycles],
+                   exit_ok=all(c.exit_code == 0 for c in cycles), parse_errors=sum(c.parse_errors for c in cycles),
+                   calls=sum(c.usage.get("calls", 0) for c in cycles),
+                   prompt_tokens=sum(c.usage.get("prompt_tokens", 0) for c in cycles),
+                   completion_tokens=sum(c.usage.get("completion_tokens", 0) for c in cycles))
 
 
 def load_average() -> str:
@@ -281,7 +374,7 @@ def table(runs: dict[str, list[TaskRun]], label: str) -> str:
              "| task | what it checks | success | iterations (median) | s/iteration (median) |",
              "| --- | --- | --- | --- | --- |"]
     all_seconds, successes, total = [], 0, 0
-    descriptions = {t.name: t.description for t in TASKS}
+    descriptions = {t.name: t.description for t in ALL_TASKS}
     for name, task_runs in runs.items():
         ok = sum(r.success for r in task_runs)
         successes += ok
@@ -298,10 +391,26 @@ def table(runs: dict[str, list[TaskRun]], label: str) -> str:
     return "\n".join(lines)
 
 
+def select_tasks(spec: str | None) -> list[Task]:
+    """The tasks a --tasks value names: None the basic suite, 'hard', 'all', or names separated by commas."""
+    if not spec:
+        return TASKS
+    if spec == "all":
+        return ALL_TASKS
+    if spec == "hard":
+        return HARD_TASKS
+    wanted = [n.strip() for n in spec.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in {t.name for t in ALL_TASKS}]
+    if unknown:
+        raise ValueError(f"unknown task(s): {', '.join(unknown)}")
+    return [t for t in ALL_TASKS if t.name in wanted]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=1, help="runs of each task (default 1)")
-    parser.add_argument("--tasks", help="comma-separated task names (default: all): " + ", ".join(t.name for t in TASKS))
+    parser.add_argument("--tasks", help="comma-separated task names, or 'hard' for the harder ones, or 'all' "
+                                        "(default: the basic suite): " + ", ".join(t.name for t in ALL_TASKS))
     parser.add_argument("--model", help="model spec (default: the embedded model)")
     parser.add_argument("--subprocess", action="store_true", help="run each cycle as a real `agent run` process")
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes for inspection")
@@ -312,13 +421,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verbose", "-v", action="store_true", help="print each run's details as it ends")
     args = parser.parse_args(argv)
 
-    chosen = TASKS
-    if args.tasks:
-        wanted = [n.strip() for n in args.tasks.split(",") if n.strip()]
-        unknown = [n for n in wanted if n not in {t.name for t in TASKS}]
-        if unknown:
-            parser.error(f"unknown task(s): {', '.join(unknown)}")
-        chosen = [t for t in TASKS if t.name in wanted]
+    try:
+        chosen = select_tasks(args.tasks)
+    except ValueError as exc:
+        parser.error(str(exc))
 
     label = model_label(args.model)
     from agent.providers.local_cache import LOCAL_CACHE_ENV

@@ -137,7 +137,9 @@ def main() -> int:
     positions = [(c, i) for c, cycle in enumerate(CYCLES, 1) for i in range(1, len(cycle) + 1)]
     rows = []
     for (cycle, iteration), request, reported in zip(positions, requests, served):
-        system, user = (m["content"] for m in request.messages)
+        # the stable prefix: the system message and, with chat_examples, the example turns
+        *prefix, user = (m["content"] for m in request.messages)
+        system = "\n".join(prefix)
         schema = json.dumps(request.body.get("response_format"), sort_keys=True)
         rows.append({
             "cycle": cycle, "iteration": iteration,

@@ -214,7 +214,8 @@ def _last_cycle(last: dict) -> dict:
     return {"cycle_id": last["cycle_id"], "stop_reason": last.get("stop_reason"), "exit_code": last.get("exit_code"),
             "started": last.get("started"), "age_s": round(since_start - took, 1) if ended else None,
             "started_age_s": None if since_start is None else round(since_start, 1),
-            "task_after": last.get("task_after"), "error": last.get("error"), "source": last.get("source")}
+            "task_after": last.get("task_after"), "error": last.get("error"), "source": last.get("source"),
+            "model": last.get("model")}  # the model that cycle used (the configured one may differ now)
 
 
 def _last_cycle_line(last: dict) -> str:
@@ -225,7 +226,8 @@ def _last_cycle_line(last: dict) -> str:
         code = "" if last["stop_reason"] == RUNNING else \
             " (no record: killed before it finished, or its record was lost)"
         when = f", started {age(last['started_age_s'])} ago" if last["started_age_s"] is not None else ""
-    return f"{last['cycle_id']} {last['stop_reason'] or '?'}{code}{when}"
+    on = f" on {last['model']}" if isinstance(last.get("model"), str) else ""
+    return f"{last['cycle_id']} {last['stop_reason'] or '?'}{code}{on}{when}"
 
 
 @click.command()

@@ -3,14 +3,10 @@ home, config, key, model or endpoint, lock and permissions."""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import sys
 import tempfile
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -19,11 +15,13 @@ from ..config import load_settings
 from ..providers import ModelError, ScriptedModel, resolve_model
 from ..providers.local import LocalModel
 from ..providers.openai_compat import OpenAIModel
+from ..providers.resolve import anchor_model_path
 from ..outcomes import AgentError, InvalidScratchpad, UsageError
 from ..store.retention import delete_cycles, parse_duration, plan_prune
 from ..store.home import Home
 from ..store.lock import home_lock, is_locked
 from ..store.state_file import read_state_file
+from .endpoint_checks import Check, key_check, openai_checks
 from .common import checked_home, existing_home, home_option, json_option, print_json, reports_errors, size, wait_option
 
 # -------------------------------------------------------------------------------------- prune
@@ -67,47 +65,6 @@ def prune(home_dir: Path, keep_cycles: int | None, older_than: str | None, dry_r
 # ------------------------------------------------------------------------------------- doctor
 
 
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    fix: str | None = None
-
-    def as_dict(self) -> dict:
-        return {"check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
-
-
-def probe_models_endpoint(base_url: str, key: str, model_name: str, timeout: float = 5.0) -> Check:
-    """GET {base_url}/models: is the endpoint there, does it take the key, does it list the model."""
-    url = base_url.rstrip("/") + "/models"
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}", "Accept": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - the configured endpoint
-            body = json.loads(response.read(4_000_000).decode("utf-8", errors="replace"))
-    except urllib.error.HTTPError as exc:
-        if exc.code in (401, 403):
-            return Check("endpoint", False, f"{url} refused the key (HTTP {exc.code})",
-                         "check the key in the variable named by api_key_env")
-        return Check("endpoint", False, f"{url} answered HTTP {exc.code}",
-                     "check base_url (OpenAI-compatible servers usually end in /v1)")
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return Check("endpoint", False, f"cannot reach {url}: {reason}",
-                     "start the server, or fix base_url / OPENAI_BASE_URL")
-    except ValueError:
-        return Check("endpoint", False, f"{url} did not answer JSON",
-                     "check base_url points at an OpenAI-compatible API (usually ending in /v1)")
-    models = body.get("data") if isinstance(body, dict) else None
-    ids = [m.get("id") for m in models if isinstance(m, dict)] if isinstance(models, list) else []
-    if model_name in ids:
-        return Check("endpoint", True, f"{base_url} is up and serves {model_name}")
-    listed = ", ".join(str(i) for i in ids[:8]) + (", …" if len(ids) > 8 else "")
-    return Check("endpoint", False, f"{base_url} is up but does not list model {model_name} "
-                                    f"({len(ids)} listed{': ' + listed if ids else ''})",
-                 "use one of the listed names in --model / AGENT_MODEL / config.yaml")
-
-
 def _permission_checks(home: Home) -> list[Check]:
     checks = []
     for folder in (home.scratchpad, home.logs):
@@ -132,24 +89,19 @@ def _permission_checks(home: Home) -> list[Check]:
 
 
 def _model_checks(home: Home, settings, env) -> list[Check]:
-    spec = settings.model or ""
     checks = []
-    if spec.partition(":")[0] == "openai":
-        if env.get(settings.api_key_env):
-            checks.append(Check("key", True, f"{settings.api_key_env} is set"))
-        else:
-            return [Check("key", False, f"{settings.api_key_env} is not set",
-                          f"export {settings.api_key_env}=... (any non-empty value for local servers that ignore it)")]
+    if (settings.model or "").partition(":")[0] == "openai":
+        checks.append(key_check(settings, env))
+        if not checks[-1].ok:
+            return checks
     try:
         model = resolve_model(settings, home.root, env)
     except UsageError as exc:
         return [*checks, Check("model", False, str(exc).splitlines()[0],
                                "set model in config.yaml, AGENT_MODEL or --model (see the message)")]
     if isinstance(model, OpenAIModel):
-        base_url = model.base_url or "https://api.openai.com/v1"
         checks.append(Check("model", True, model.name))
-        timeout = min(5.0, settings.request_timeout)
-        checks.append(probe_models_endpoint(base_url, env.get(settings.api_key_env, ""), model.model_name, timeout))
+        checks += openai_checks(home, settings, env, model)
     elif isinstance(model, LocalModel):
         try:
             model.settings = settings.replace(local_context=min(settings.local_context, 512))
@@ -188,8 +140,9 @@ def _mcp_checks(home: Home, settings, env) -> list[Check]:
     return checks
 
 
-def doctor_checks(home: Home, env=None) -> list[Check]:
-    """Every check `agent doctor` runs, in order; reads only (the lock is taken and dropped)."""
+def doctor_checks(home: Home, env=None, model: str | None = None) -> list[Check]:
+    """Every check `agent doctor` runs, in order; reads only (the lock is taken and dropped).
+    `model`: check this model instead of the configured one (as `agent run --model`)."""
     env = os.environ if env is None else env
     checks: list[Check] = []
     if not home.root.is_dir():
@@ -197,7 +150,7 @@ def doctor_checks(home: Home, env=None) -> list[Check]:
     checks.append(Check("home", True, str(home.root)))
     settings = None
     try:
-        settings = load_settings(home.root, env=env)
+        settings = load_settings(home.root, env=env, model=model and anchor_model_path(model, Path.cwd()))
         checks.append(Check("config", True, f"{home.config.name} valid" if home.config.exists()
                             else "no config.yaml: defaults"))
     except UsageError as exc:
@@ -223,19 +176,23 @@ def doctor_checks(home: Home, env=None) -> list[Check]:
 
 @click.command()
 @home_option
+@click.option("--model", help="Check this model instead of the configured one: PROVIDER[:NAME], as for agent run.")
 @json_option
 @reports_errors
-def doctor(home_dir: Path, as_json: bool) -> None:
-    """Check the home, config, key (never printed), model or endpoint, MCP servers, lock and permissions.
+def doctor(home_dir: Path, model: str | None, as_json: bool) -> None:
+    """Check the home, config, key (never printed), model or endpoint (a real one-token chat
+    completion for openai:), MCP servers, lock and permissions.
 
     One line per check, with a fix for each failure; exits 1 when any check fails.
     """
-    checks = doctor_checks(checked_home(home_dir))
+    checks = doctor_checks(checked_home(home_dir), model=model)
     if as_json:
         print_json([c.as_dict() for c in checks])
     else:
         for c in checks:
-            mark = click.style("ok  ", fg="green") if c.ok else click.style("FAIL", fg="red", bold=True)
-            click.echo(f"{mark} {c.name:11s} {c.detail}" + ("" if c.ok or not c.fix else f"  -> fix: {c.fix}"))
+            mark = click.style("FAIL", fg="red", bold=True) if not c.ok else \
+                click.style("warn", fg="yellow") if c.warning else click.style("ok  ", fg="green")
+            shown_fix = c.fix and (c.warning or not c.ok)
+            click.echo(f"{mark} {c.name:11s} {c.detail}" + (f"  -> fix: {c.fix}" if shown_fix else ""))
     if not all(c.ok for c in checks):
         sys.exit(1)

@@ -60,6 +60,12 @@ class Completion:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None  # as the endpoint reported it ("stop", "length", ...); None: not reported
     sent: list[dict] | None = None  # the chat messages the provider really sent; None: system + user as they are
+    limit: int | None = None  # the most tokens the reply could have (max_output_tokens as sent)
+
+    @property
+    def cut_at(self) -> int | None:
+        """The token limit the reply was cut at (finish_reason "length"); None: not cut."""
+        return self.limit if self.finish_reason == "length" else None
 
 
 class Model(Protocol):

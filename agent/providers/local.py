@@ -42,6 +42,11 @@ def bundled_model_path() -> Path | None:
     return None
 
 
+def local_threads(settings: Settings) -> int:
+    """Threads for the embedded model: the setting, else one per core."""
+    return settings.local_threads or os.cpu_count() or 1
+
+
 def local_runtime_installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
@@ -78,7 +83,7 @@ class LocalModel:
         bundled = path == bundled_model_path()
         self.name = "local" if bundled else f"local:{path}"
         # a 135M model needs its choices narrowed; a capable GGUF would only be hampered
-        self.guided = bundled if settings.local_guided is None else settings.local_guided
+        self.guided = bundled if settings.guided is None else settings.guided
         self.settings = settings
         self.llm = None
         self.cache: PrefixCache | None = None
@@ -93,17 +98,24 @@ class LocalModel:
         self.cache = None if folder is None else PrefixCache(self.llm, self.path, folder, log)
 
     def _load(self, log: Log) -> Any:
+        # llama.cpp's OpenMP threads spin while they wait for each other (libgomp's default). On a
+        # shared machine the OS often parks one, and the others spin through their time slices at
+        # every barrier: an echo cycle on 2 busy cores went from ~7 s to 60-120 s. PASSIVE makes a
+        # waiting thread sleep (busy/idle 1.2-1.3x). libgomp reads it once, when llama_cpp loads
+        # it, so it is set before the import; a value the user set is kept.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             from llama_cpp import Llama
         except ImportError as exc:
             raise ModelUnavailable(f"llama-cpp-python failed to import: {exc}") from exc
-        threads = self.settings.local_threads or os.cpu_count() or 1
+        threads = local_threads(self.settings)
         try:
             llm = Llama(model_path=str(self.path), n_ctx=self.settings.local_context, n_threads=threads,
                         n_threads_batch=threads, n_batch=512, verbose=False)
         except Exception as exc:
             raise ModelUnavailable(f"cannot load the model {self.path}: {exc}") from exc
-        log(f"loaded {self.path.name} with {threads} threads, context {self.settings.local_context}")
+        log(f"loaded {self.path.name} with {threads} threads (OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}), "
+            f"context {self.settings.local_context}")
         return llm
 
     def _grammar_schema(self, action_schema: dict) -> dict:
@@ -147,4 +159,5 @@ class LocalModel:
                           Usage(prompt_tokens=prompt_tokens, completion_tokens=usage.get("completion_tokens", 0),
                                 cached_tokens=min(prompt_tokens, common_prefix(before, self.llm.input_ids)),
                                 calls=1),
-                          choice.get("finish_reason"), sent=messages)
+                          choice.get("finish_reason"), sent=messages,
+                          limit=min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS))

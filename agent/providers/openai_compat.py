@@ -6,51 +6,24 @@ openai is imported only when a cycle starts the model (`start`) or calls it (`co
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any, Mapping
 
 from ..config import Settings
 from ..outcomes import UsageError
+from ..prompt import chat_messages
 from ..secrets import Secrets, api_key, model_base_url, request_headers, without_credentials
 from .base import Completion, Log, ModelError, ModelTimeout, ModelUnavailable, Request, Usage
+from .client_log import client_messages_to
+from .format_ladder import (ENDPOINT_MEMORY, OPENAI_ENDPOINT, RESPONSE_FORMATS, EndpointMemory,
+                            openai_response_schema, rejects_response_format, response_format_for)
+from .guidance import guided_schema
 
-# Order of response formats tried against an endpoint; each fallback is taken only when the
-# endpoint rejects the response_format itself, and is kept for the rest of the cycle.
-RESPONSE_FORMATS = ("json_schema", "json_object", "text")
+__all__ = ["OpenAIModel", "RESPONSE_FORMATS", "openai_response_schema", "rejects_response_format", "usage_of"]
 
-
-def openai_response_schema(action_schema: dict) -> dict:
-    """OpenAI wants an object at the root: {"tool": one of the names, "args": one of the arg schemas}."""
-    options = action_schema["anyOf"]
-    return {
-        "type": "object",
-        "properties": {
-            "tool": {"type": "string", "enum": [o["properties"]["tool"]["const"] for o in options]},
-            "args": {"anyOf": [o["properties"]["args"] for o in options]},
-        },
-        "required": ["tool", "args"],
-        "additionalProperties": False,
-    }
-
-
-def rejects_response_format(exc: Exception) -> bool:
-    """Whether an HTTP error is the endpoint refusing the response_format we sent (not any error).
-
-    llama-cpp-python's server answers json_schema with HTTP 500 "Input should be 'text' or
-    'json_object'" (a validation error on body.response_format.type); older vLLM and other
-    FastAPI servers answer 422 with that field in `loc`; others 400 naming response_format.
-    """
-    status = getattr(exc, "status_code", None)
-    if status not in (400, 415, 422, 500, 501):
-        return False
-    texts = [str(exc), str(getattr(exc, "body", "") or "")]
-    response = getattr(exc, "response", None)
-    try:
-        texts.append(response.text if response is not None else "")
-    except Exception:  # a body that cannot be decoded: the other texts still count
-        pass
-    text = " ".join(texts).lower()
-    return "response_format" in text or "json_schema" in text or "'text' or 'json_object'" in text
-
+# Examples as chat turns took the 135M model from 1 to 3 of 8 bench tasks through llama_cpp.server
+# (5 of 8 with repeat_penalty 1.0), and are the usual few-shot form for chat models.
+CHAT_EXAMPLES_DEFAULT = True
 
 def _count(value: Any) -> int:
     """A token count from a server's usage: a non-negative int, else 0 (servers send odd things)."""
@@ -81,13 +54,14 @@ class OpenAIModel:
     """Any OpenAI-compatible chat endpoint.
 
     Retries (429, 5xx, timeouts) and timeouts are the client's own (`max_retries`,
-    `request_timeout`); this class writes no retry loop. It asks for `response_format`
-    json_schema (the tool registry's schema) and steps down to json_object, then plain text,
-    only when the endpoint rejects response_format itself; the step is logged once and kept for
-    the rest of the cycle. A request never outlives `Request.timeout` (the cycle's time budget):
-    with less than one request_timeout left it gets what is left and no retries, and when it is
-    cut, or fails then, ModelTimeout says so. The API key is never part of a message this class
-    raises or logs.
+    `request_timeout`); this class writes no retry loop, but each retry and timeout the client
+    makes is written to the cycle log (client_log.py), and each call's time, format and
+    finish_reason too. The response format comes from the ladder (format_ladder.py): an endpoint
+    and model not yet known are probed once, each rung without client retries, and the first
+    accepted rung is remembered in the home; a remembered rung refused later is forgotten and the
+    ladder walked again. `response_format` in the settings forces a rung. A request never
+    outlives `Request.timeout` (the cycle's time budget): with less than one request_timeout left
+    it gets what is left and no retries, and when it is cut, or fails then, ModelTimeout says so.
 
     strict is False on purpose: OpenAI's strict mode needs every property required and no
     free-form objects, so update_scratchpad would have to send every field (a model that fills
@@ -98,10 +72,10 @@ class OpenAIModel:
     No secret is ever part of an error it raises or logs: the key and headers are checked before
     any header is built (a "Bearer sk-...\\n" header never exists to be quoted by httpx), every
     message passes `_short`, which redacts every form of every secret, and the endpoint is shown
-    without its `user:pass@`.
+    (and remembered) without its `user:pass@`.
     """
 
-    def __init__(self, model_name: str, settings: Settings, env: Mapping[str, str]):
+    def __init__(self, model_name: str, settings: Settings, env: Mapping[str, str], home_root: Path | None = None):
         if not model_name:
             raise UsageError("openai: needs a model name, e.g. --model openai:gpt-4o-mini")
         self.name = f"openai:{model_name}"
@@ -112,7 +86,12 @@ class OpenAIModel:
         self._secrets = Secrets.from_settings(settings, env)  # were a server or a library to echo them
         self.base_url = model_base_url(settings, env)
         self.shown_url = without_credentials(self.base_url) or "api.openai.com"
-        self.format_index = 0
+        self.guided = bool(settings.guided)  # off unless asked: a capable model would only be hampered
+        self.chat_examples = CHAT_EXAMPLES_DEFAULT if settings.chat_examples is None else settings.chat_examples
+        self.memory = EndpointMemory(None if home_root is None else home_root / "logs" / ENDPOINT_MEMORY,
+                                     without_credentials(self.base_url) or OPENAI_ENDPOINT, model_name)
+        self.format: str | None = None  # the rung in use; None: not known yet, the next request probes
+        self.probe_from = 0  # where the next probe starts on the ladder
         self.client = None
         self._log: Log = lambda _msg: None
 
@@ -120,81 +99,130 @@ class OpenAIModel:
         import openai
 
         self._log = log
-        self.format_index = 0
         self.client = openai.OpenAI(
             api_key=self._key, base_url=self.base_url, timeout=self.settings.request_timeout,
             max_retries=self.settings.max_retries, default_headers=self._headers or None,
         )
+        self.probe_from = 0
+        if self.settings.response_format != "auto":
+            self.format = self.settings.response_format
+            return
+        self.format = self.memory.recall()
+        if self.format:
+            log(f"response_format {self.format}, remembered in logs/{ENDPOINT_MEMORY} for this endpoint and model")
 
-    def _response_format(self, action_schema: dict) -> dict | None:
-        kind = RESPONSE_FORMATS[self.format_index]
-        if kind == "json_schema":
-            return {"type": "json_schema",
-                    "json_schema": {"name": "action", "schema": openai_response_schema(action_schema), "strict": False}}
-        if kind == "json_object":
-            return {"type": "json_object"}
-        return None
-
-    def _client_for(self, deadline: float | None) -> tuple[Any, bool]:
+    def _client_for(self, deadline: float | None, probing: bool) -> tuple[Any, bool]:
         """The client for the next request and whether the time left cut its timeout.
 
-        With less time left than one request_timeout, the request gets what is left and no
-        retries: retrying past the budget would only delay the stop the budget asks for.
+        A probe gets no retries: a refused format should cost one quick request. With less time
+        left than one request_timeout, the request gets what is left and no retries: retrying
+        past the budget would only delay the stop the budget asks for.
         """
+        client = self.client.with_options(max_retries=0) if probing else self.client
         if deadline is None:
-            return self.client, False
+            return client, False
         left = deadline - time.monotonic()
         if left <= 0:
             raise ModelTimeout("no time was left in the time budget for a model request")
         if left >= self.settings.request_timeout:
-            return self.client, False
+            return client, False
         return self.client.with_options(timeout=left, max_retries=0), True
 
-    def complete(self, request: Request) -> Completion:
-        import openai
+    def messages(self, request: Request) -> list[dict]:
+        """System and user; with chat_examples, the rules' examples as chat turns in between."""
+        if self.chat_examples:
+            return chat_messages(request.system, request.user)
+        return [{"role": "system", "content": request.system}, {"role": "user", "content": request.user}]
 
+    def complete(self, request: Request) -> Completion:
         deadline = None if request.timeout is None else time.monotonic() + request.timeout
-        messages = [{"role": "system", "content": request.system}, {"role": "user", "content": request.user}]
+        messages = self.messages(request)
+        # a small model behind the endpoint: the schema, never the messages, is narrowed per step
+        schema = guided_schema(request) if self.guided else request.schema
         while True:
+            probing = self.format is None
+            kind = RESPONSE_FORMATS[self.probe_from] if probing else self.format
             kwargs: dict[str, Any] = dict(model=self.model_name, messages=messages,
                                           temperature=self.settings.temperature,
                                           max_tokens=self.settings.max_output_tokens)
-            response_format = self._response_format(request.schema)
+            response_format = response_format_for(kind, schema)
             if response_format is not None:
                 kwargs["response_format"] = response_format
-            client, cut = self._client_for(deadline)
+            if self.settings.extra_body:
+                kwargs["extra_body"] = self.settings.extra_body
+            started = time.monotonic()
             try:
-                response = client.chat.completions.create(**kwargs)
-            except openai.APIStatusError as exc:
-                if response_format is not None and rejects_response_format(exc):
-                    old = RESPONSE_FORMATS[self.format_index]
-                    self.format_index += 1
-                    self._log(f"endpoint rejected response_format {old} (HTTP {exc.status_code}: "
-                              f"{self._short(exc.message, 160)}); "
-                              f"using {RESPONSE_FORMATS[self.format_index]} for the rest of this cycle")
-                    continue
-                problem = f"HTTP {exc.status_code}: {self._short(exc.message)}"
-                retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500  # as the client does
-                if cut and retried:
-                    raise self._out_of_time(deadline, problem) from exc
-                raise (ModelUnavailable if retried else ModelError)(f"model request failed: {problem}") from exc
-            except openai.APITimeoutError as exc:
-                if cut:
-                    raise self._out_of_time(deadline, "the request was still running when it was cut") from exc
-                raise ModelUnavailable(f"model request timed out after {self.settings.request_timeout:g}s "
-                                       f"({self.settings.max_retries} retries)") from exc
-            except openai.APIConnectionError as exc:
-                problem = f"cannot reach the model endpoint {self._short(self.shown_url)}: " \
-                          f"{self._short(str(exc.__cause__ or exc))}"
-                if cut:
-                    raise self._out_of_time(deadline, problem) from exc
-                raise ModelUnavailable(problem) from exc
-            except openai.OpenAIError as exc:
-                raise ModelError(f"model request failed: {self._short(str(exc))}") from exc
-            except ValueError as exc:  # the client could not decode the body (not JSON, cut short)
-                raise ModelError(f"malformed response from the endpoint: the body is not valid JSON "
-                                 f"({self._short(str(exc), 120)})") from exc
-            return self._completion(response, messages)
+                with client_messages_to(self._log, self._short):
+                    response = self._send(kwargs, deadline, probing)
+            except _FormatRefused as refused:
+                self._step_down(kind, refused.exc)
+                continue
+            if probing:
+                self.format = kind
+                self.memory.remember(kind, self._log)
+                self._log(f"endpoint accepts response_format {kind}; remembered in logs/{ENDPOINT_MEMORY} "
+                          f"for {self._short(self.memory.endpoint)} and model {self.model_name}")
+            return self._completion(response, messages, time.monotonic() - started)
+
+    def _step_down(self, kind: str, exc: Any) -> None:
+        """The endpoint refused `kind`: the next rung is probed; a remembered or forced rung is forgotten."""
+        position = RESPONSE_FORMATS.index(kind)
+        why = f"(HTTP {exc.status_code}: {self._short(exc.message, 160)})"
+        if position + 1 >= len(RESPONSE_FORMATS):  # text sends no response_format: cannot be refused
+            raise ModelError(f"model request failed: {why}")
+        if self.format is not None:
+            self._log(f"endpoint now refuses the remembered response_format {kind} {why}; forgetting it and probing again")
+            self.memory.forget(self._log)
+        else:
+            self._log(f"endpoint refused response_format {kind} {why}; trying {RESPONSE_FORMATS[position + 1]}")
+        self.format, self.probe_from = None, position + 1
+
+    def _send(self, kwargs: dict, deadline: float | None, probing: bool) -> Any:
+        """One request, with the client's retries; a format refusal raises _FormatRefused."""
+        import openai
+
+        client, cut = self._client_for(deadline, probing)
+        try:
+            try:
+                return client.chat.completions.create(**kwargs)
+            except (openai.APIStatusError, openai.APITimeoutError, openai.APIConnectionError) as exc:
+                if isinstance(exc, openai.APIStatusError) and "response_format" in kwargs \
+                        and rejects_response_format(exc):
+                    raise _FormatRefused(exc) from exc
+                if not probing or cut or self.settings.max_retries == 0:
+                    raise
+                # the probe failed for another reason (busy, timeout): it was the first try, so the
+                # same request goes again with the retries that are left (1 + max_retries in all)
+                self._log(f"probe request failed ({type(exc).__name__}: {self._short(str(exc), 120)}); "
+                          f"sending it again with {self.settings.max_retries - 1} retries left")
+                client, cut = self._client_for(deadline, False)
+                if not cut:
+                    client = client.with_options(max_retries=self.settings.max_retries - 1)
+                return client.chat.completions.create(**kwargs)
+        except _FormatRefused:
+            raise
+        except openai.APIStatusError as exc:
+            problem = f"HTTP {exc.status_code}: {self._short(exc.message)}"
+            retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500  # as the client does
+            if cut and retried:
+                raise self._out_of_time(deadline, problem) from exc
+            raise (ModelUnavailable if retried else ModelError)(f"model request failed: {problem}") from exc
+        except openai.APITimeoutError as exc:
+            if cut:
+                raise self._out_of_time(deadline, "the request was still running when it was cut") from exc
+            raise ModelUnavailable(f"model request timed out after {self.settings.request_timeout:g}s "
+                                   f"({self.settings.max_retries} retries)") from exc
+        except openai.APIConnectionError as exc:
+            problem = f"cannot reach the model endpoint {self._short(self.shown_url)}: " \
+                      f"{self._short(str(exc.__cause__ or exc))}"
+            if cut:
+                raise self._out_of_time(deadline, problem) from exc
+            raise ModelUnavailable(problem) from exc
+        except openai.OpenAIError as exc:
+            raise ModelError(f"model request failed: {self._short(str(exc))}") from exc
+        except ValueError as exc:  # the client could not decode the body (not JSON, cut short)
+            raise ModelError(f"malformed response from the endpoint: the body is not valid JSON "
+                             f"({self._short(str(exc), 120)})") from exc
 
     def _out_of_time(self, deadline: float, problem: str) -> ModelTimeout:
         """The error for a request the time left cut short, or that failed with too little time to retry."""
@@ -205,7 +233,7 @@ class OpenAIModel:
                             f"less than one request_timeout ({self.settings.request_timeout:g}s), "
                             f"so it was not retried")
 
-    def _completion(self, response: Any, messages: list[dict]) -> Completion:
+    def _completion(self, response: Any, messages: list[dict], seconds: float) -> Completion:
         try:
             choice = response.choices[0]
             message = choice.message
@@ -218,12 +246,22 @@ class OpenAIModel:
             refusal = getattr(message, "refusal", None)
             text = refusal if isinstance(refusal, str) else ""
         finish_reason = getattr(choice, "finish_reason", None)
+        finish_reason = finish_reason if isinstance(finish_reason, str) else None
+        self._log(f"model call: {seconds:.2f}s, response_format {self.format}, finish_reason {finish_reason}")
         if finish_reason == "length":
             self._log(f"the reply was cut at max_output_tokens ({self.settings.max_output_tokens}); "
                       f"raise max_output_tokens if replies are often cut")
-        return Completion(text, usage_of(response), finish_reason if isinstance(finish_reason, str) else None,
-                          sent=messages)
+        return Completion(text, usage_of(response), finish_reason, sent=messages,
+                          limit=self.settings.max_output_tokens)
 
     def _short(self, text: str, limit: int = 300) -> str:
         """Clipped to one line, with every secret redacted."""
         return _short(self._secrets.redact_text(str(text)), limit)
+
+
+class _FormatRefused(Exception):
+    """The endpoint refused the response_format itself (not any other error)."""
+
+    def __init__(self, exc: Any):
+        super().__init__(str(exc))
+        self.exc = exc

@@ -57,7 +57,7 @@ def resolve_model(settings: Settings, home_root: Path, env: Mapping[str, str] | 
             raise UsageError("scripted: needs a file, e.g. --model scripted:replies.yaml")
         return ScriptedModel(Path(rest))
     if provider == "openai":
-        return OpenAIModel(rest, settings, env)
+        return OpenAIModel(rest, settings, env, home_root)
     if provider == "local":
         if rest and not Path(rest).is_file():
             raise UsageError(f"local model file not found: {rest}")

@@ -134,6 +134,8 @@ def test_status_reports_last_cycle_disk_use_and_model(worked_home):
     out = run_cli("status", "--home", str(worked_home)).stdout
     assert "running:   no" in out and "snapshots: 4 file(s)" in out and "done (exit 0)" in out
     assert "task now:  three" in out
+    # the model the last cycle used, though another one is configured now
+    assert data["last_cycle"]["model"].startswith("scripted:") and " on scripted:" in out
 
 
 def test_status_task_now_is_read_from_active_yaml_not_the_last_record(worked_home):

@@ -148,11 +148,29 @@ def test_system_prompt_is_byte_identical_across_iterations_and_cycles(home: Path
     assert run(home, server)[0].exit_code == 0
     requests = server.chat_requests
     assert len(requests) == 5
-    systems = {r.messages[0]["content"] for r in requests}
-    assert len(systems) == 1
-    users = [r.messages[1]["content"] for r in requests]
-    assert len(set(users)) == 5  # the state and the iteration live in the user message
-    assert all([m["role"] for m in r.messages] == ["system", "user"] for r in requests)
+    prefixes = {json.dumps(r.messages[:-1]) for r in requests}
+    assert len(prefixes) == 1  # the system message and the example turns: the same bytes every time
+    users = [r.messages[-1]["content"] for r in requests]
+    assert len(set(users)) == 5  # the state and the iteration live in the last user message
+    roles = [m["role"] for m in requests[0].messages]
+    assert roles[0] == "system" and roles[-1] == "user" and roles[1:-1] == ["user", "assistant"] * (len(roles) // 2 - 1)
+
+
+def test_chat_examples_off_sends_system_and_user_only(home: Path, server: OpenAIServer) -> None:
+    make_home(home, {"chat_examples": False})
+    server.add(Reply.chat(DONE))
+    assert run(home, server)[0].exit_code == 0
+    (request,) = server.chat_requests
+    assert [m["role"] for m in request.messages] == ["system", "user"]
+    assert "## Examples" in request.messages[0]["content"]
+
+
+def test_extra_body_reaches_the_server(home: Path, server: OpenAIServer) -> None:
+    make_home(home, {"extra_body": {"repeat_penalty": 1.0, "top_k": 1}})
+    server.add(Reply.chat(DONE))
+    assert run(home, server)[0].exit_code == 0
+    body = server.chat_requests[0].body
+    assert body["repeat_penalty"] == 1.0 and body["top_k"] == 1
 
 
 # ---------------------------------------------------------------------------------- fallback
@@ -180,17 +198,45 @@ def test_llama_cpp_500_on_json_schema_falls_back_to_json_object_once(home: Path,
 
     assert result.exit_code == 0, result.stderr
     formats = [r.response_format for r in server.chat_requests]
-    # the client retries the 500 once (max_retries 1); then json_object, kept for the cycle
-    assert formats == ["json_schema", "json_schema", "json_object", "json_object", "json_object"]
-    assert server.chat_requests[2].body["response_format"] == {"type": "json_object"}
+    # the probe is not retried: one refused request, then json_object with the schema, kept
+    assert formats == ["json_schema", "json_object", "json_object", "json_object"]
+    sent = server.chat_requests[1].body["response_format"]
+    assert sent["type"] == "json_object" and sent["schema"]["anyOf"]
     log = cycle_log(home, report)
-    assert log.count("rejected response_format") == 1
-    assert "json_schema (HTTP 500: " in log and "Input should be" in log and "using json_object for the rest of this cycle" in log
+    assert log.count("refused response_format") == 1
+    assert "json_schema (HTTP 500: " in log and "Input should be" in log and "trying json_object_schema" in log
+    remembered = json.loads((home / "logs" / "endpoint.json").read_text())
+    assert remembered["response_format"] == "json_object_schema" and remembered["model"] == "test-model"
+    assert remembered["endpoint"] == server.base_url
 
-    # the next cycle starts again from json_schema (the endpoint may have been upgraded)
-    server.default = _scripted_by_format({}, [DONE])
+    # the next cycle starts from the remembered format: no refused request
+    server.default = _scripted_by_format({"json_schema": Reply(500, LLAMA_CPP_REJECTION)}, [DONE])
     assert run(home, server)[0].exit_code == 0
-    assert server.chat_requests[-1].response_format == "json_schema"
+    assert [r.response_format for r in server.chat_requests[4:]] == ["json_object"]
+
+
+def test_a_remembered_format_is_forgotten_when_the_endpoint_or_model_changes(home: Path, server: OpenAIServer) -> None:
+    make_home(home)
+    (home / "logs").mkdir()
+    (home / "logs" / "endpoint.json").write_text(json.dumps(
+        {"endpoint": "http://127.0.0.1:1/v1", "model": "test-model", "response_format": "text"}))
+    server.add(Reply.chat(DONE))
+    assert run(home, server)[0].exit_code == 0
+    assert server.chat_requests[0].response_format == "json_schema"  # probed again: another endpoint was remembered
+    assert json.loads((home / "logs" / "endpoint.json").read_text())["response_format"] == "json_schema"
+
+
+def test_a_remembered_format_that_is_refused_later_is_probed_again(home: Path, server: OpenAIServer) -> None:
+    make_home(home)
+    server.add(Reply.chat(DONE))
+    assert run(home, server)[0].exit_code == 0  # remembers json_schema
+    server.default = _scripted_by_format({"json_schema": Reply(500, LLAMA_CPP_REJECTION)}, [DONE])
+    result, report = run(home, server)
+    assert result.exit_code == 0, result.stderr
+    # a remembered format is sent with the client's retries (max_retries 1), so its refusal costs two requests, once
+    assert [r.response_format for r in server.chat_requests[1:]] == ["json_schema", "json_schema", "json_object"]
+    assert "now refuses the remembered response_format json_schema" in cycle_log(home, report)
+    assert json.loads((home / "logs" / "endpoint.json").read_text())["response_format"] == "json_object_schema"
 
 
 @pytest.mark.parametrize("status, body", [
@@ -208,11 +254,12 @@ def test_old_servers_fall_back_to_plain_text(home: Path, server: OpenAIServer, s
 
     assert result.exit_code == 0, result.stderr
     requests = server.chat_requests
-    assert [r.response_format for r in requests] == ["json_schema", "json_object", "text", "text"]
+    assert [r.response_format for r in requests] == ["json_schema", "json_object", "json_object", "text", "text"]
     assert "response_format" not in requests[-1].body
     log = cycle_log(home, report)
-    assert log.count("rejected response_format json_schema") == 1
-    assert log.count("rejected response_format json_object") == 1
+    assert log.count("refused response_format json_schema") == 1
+    assert log.count("refused response_format json_object_schema") == 1
+    assert log.count("refused response_format json_object ") == 1
     assert f"(HTTP {status}: " in log
 
 
@@ -353,7 +400,7 @@ def test_iteration_cap_and_the_last_prompt_says_it_is_the_last(home: Path, serve
     result, report = run(home, server, "--max-iterations", "2")
     assert result.exit_code == 3
     _stopped(home, report, "max_iterations")
-    first, last = (r.messages[1]["content"] for r in server.chat_requests)
+    first, last = (r.messages[-1]["content"] for r in server.chat_requests)
     assert "Iteration 1 of 2." in first and "LAST iteration" not in first
     assert "Iteration 2 of 2." in last and "LAST iteration" in last
 
@@ -514,7 +561,30 @@ def test_the_model_reports_usage_and_keeps_a_fallen_back_format_for_later_calls(
     assert (first.usage.prompt_tokens, first.usage.completion_tokens, first.usage.cached_tokens) == (50, 5, 32)
     assert (second.usage.prompt_tokens, second.usage.cached_tokens) == (7, 0)
     assert [r.response_format for r in server.chat_requests] == ["json_schema", "json_object", "json_object"]
-    assert len(lines) == 1 and RESPONSE_FORMATS[1] in lines[0]
+    refusals = [line for line in lines if "refused" in line]
+    assert len(refusals) == 1 and RESPONSE_FORMATS[1] in refusals[0]
+
+
+def test_a_reply_cut_at_max_output_tokens_gets_its_own_parse_error_note(home: Path, server: OpenAIServer) -> None:
+    make_home(home, {"max_output_tokens": 20})
+    server.add(Reply.chat('{"tool": "echo", "args": {"message": "a very long', finish_reason="length"),
+               Reply.chat(DONE))
+    result, report = run(home, server)
+    assert result.exit_code == 0, result.stderr
+    notes = read_yaml(home / "scratchpad" / "active.yaml")["notes"]
+    assert "[PARSE ERROR] the reply was cut at max_output_tokens (20) before its JSON closed" in notes
+    assert "finish_reason length" in cycle_log(home, report)
+
+
+def test_client_retries_show_in_the_cycle_log(home: Path, server: OpenAIServer) -> None:
+    make_home(home)
+    server.add(Reply.chat(DONE))  # the probe
+    assert run(home, server)[0].exit_code == 0
+    server.add(Reply.error(503, "busy", retry_after_ms=1), Reply.chat(DONE))
+    result, report = run(home, server)
+    assert result.exit_code == 0, result.stderr
+    log = cycle_log(home, report)
+    assert "openai client: Retrying request" in log and "HTTP status error: 503" in log
 
 
 def _started_model(server: OpenAIServer, lines: list[str] | None = None, **settings) -> OpenAIModel:

