@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from . import jsonschema
 from .jsonschema import schema_for
 from .outcomes import StopReason, UsageError
+from .setting_checks import MCP_SERVER_SCHEMA, check_mcp_server, check_prices
 
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
 
@@ -153,24 +153,8 @@ _POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors
 MOST_SECONDS = 86400.0
 _SECONDS = ("request_timeout", "time_budget", "shell_timeout", "http_timeout", "lock_wait")
 
-# One MCP server in config.yaml (mcp_servers: {name: this}).
-MCP_SERVER_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "command": {"type": "string"},
-        "args": {"type": "array", "items": {"type": "string"}},
-        "env": {"type": "object", "additionalProperties": {"type": "string"}},
-        "tools_enabled": {"type": ["array", "null"], "items": {"type": "string"}},
-    },
-    "required": ["command"],
-    "additionalProperties": False,
-}
 # Settings whose shape their annotation cannot say.
 _FIELD_SCHEMAS = {"mcp_servers": {"type": "object", "additionalProperties": MCP_SERVER_SCHEMA}}
-MCP_SERVER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def field_docs() -> list[tuple[str, str, Any]]:
     """(name, doc, default) for every setting, in declaration order (for docs and `agent init`)."""
     out = []
@@ -229,20 +213,6 @@ def check_hook_settings(settings: Settings) -> None:
         raise UsageError("setting 'metrics_file' must be a file name (e.g. /var/lib/node_exporter/agent.prom)")
 
 
-PRICE_KEYS = ("input", "output")
-
-
-def check_prices(prices: dict[str, dict[str, float]]) -> None:
-    """Each model's price: exactly `input` and `output`, each a number of 0 or more (per million tokens)."""
-    for model, price in prices.items():
-        if set(price) != set(PRICE_KEYS):
-            raise UsageError(f"setting 'prices.{model}' must have exactly the keys input and output "
-                             f"(price per million tokens), got {', '.join(map(str, price)) or 'none'}")
-        for key in PRICE_KEYS:
-            if not math.isfinite(price[key]) or price[key] < 0:
-                raise UsageError(f"setting 'prices.{model}.{key}' must be a number of 0 or more, got {price[key]!r}")
-
-
 def check_tool_settings(settings: Settings) -> None:
     """The tool settings plain types cannot check: paths, networks, names."""
     import ipaddress
@@ -263,22 +233,6 @@ def check_tool_settings(settings: Settings) -> None:
             raise UsageError(f"setting 'tools_disabled': '{control}' cannot be disabled; every cycle needs it")
     for name, server in settings.mcp_servers.items():
         check_mcp_server(name, server)
-
-
-def check_mcp_server(name: str, server: dict) -> None:
-    """What MCP_SERVER_SCHEMA cannot say about one server: its name, an empty command, NUL bytes."""
-    key = f"mcp_servers.{name}"
-    if not MCP_SERVER_NAME.fullmatch(name):
-        raise UsageError(f"setting 'mcp_servers': server name {name!r} must be up to 32 letters, digits, '_' or '-', "
-                         f"starting with a letter (it prefixes its tools' names)")
-    if not server["command"].strip():
-        raise UsageError(f"setting '{key}.command' is empty; name the program that starts the server")
-    for variable in server.get("env", {}):
-        if not _ENV_NAME.fullmatch(variable):
-            raise UsageError(f"setting '{key}.env': {variable!r} is not an environment variable name")
-    texts = [server["command"], *server.get("args", []), *server.get("env", {}).values()]
-    if any("\0" in text for text in texts):
-        raise UsageError(f"setting '{key}' holds a NUL byte, which no command or environment can carry")
 
 
 MAX_CONFIG_BYTES = 1024 * 1024
