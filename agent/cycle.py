@@ -145,7 +145,7 @@ class _Run:
                 limits.before_call()
                 n = report.iterations = report.iterations + 1
                 shown = secrets.redact(state)  # what the model sees, and what guidance may offer it
-                user = prompt.user_prompt(shown, n, settings.max_iterations, limits.warnings())
+                user = prompt.user_prompt(shown, n, settings.max_iterations, limits.warnings(), self.model.guided)
                 report.prompt_bytes.append(len(system.encode()) + len(user.encode()))
                 self.log(f"iteration {n}: prompt {report.prompt_bytes[-1]} bytes")
                 result = prompt.last_result(shown, n)
@@ -157,7 +157,7 @@ class _Run:
                 reply = secrets.redact_text(completion.text)[:2000]  # redacted before the cut: no half key
                 self.log(f"iteration {n}: reply {reply!r} usage {completion.usage.as_dict()}")
                 state, outcome = dispatch(state, completion.text, self.registry, ctx, approvals.gate(settings),
-                                          completion.cut_at)
+                                          completion.cut_at, self.model.guided)
                 report.count(outcome.kind.value)
                 self.log(f"iteration {n}: {outcome.note}")
                 self.report_event("iteration", n=n, max=settings.max_iterations, usage=report.usage,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import checks
-from .state import FIELDS, FIELD_SCHEMAS, RUNTIME_FIELDS, field_problem, field_size_problem
+from .state import FIELDS, FIELD_SCHEMAS, RUNTIME_FIELDS, field_problem, field_size_problem, pending_counted
 from .escape import escape_controls
 from .jsonschema import describe
 from .replies import ReplyError, clip_line as _clip, parse_reply
@@ -62,10 +62,12 @@ def add_note(state: dict, line: str) -> None:
     state["notes"] = f"{state['notes']}\n{line}" if state["notes"] else line
 
 
-def apply_update(state: dict, args: dict) -> tuple[dict, str | None]:
+def apply_update(state: dict, args: dict, pending_added: bool = False) -> tuple[dict, str | None]:
     """update_scratchpad: (new state, None), or (state unchanged, why it was refused).
 
     completed_tasks is extended (never shrunk), pending_actions replaced, other fields set.
+    With `pending_added` (the model was shown the pending actions as a count only), its
+    pending_actions are added after the queue it could not see, never put in its place.
     The update is all or nothing: one bad or oversized field refuses the whole call.
     """
     for key, value in args.items():
@@ -80,6 +82,11 @@ def apply_update(state: dict, args: dict) -> tuple[dict, str | None]:
     for key, value in args.items():
         if key == "completed_tasks":
             new["completed_tasks"].extend(copy.deepcopy(value))
+        elif key == "pending_actions" and pending_added:
+            queued = [state["current_task"], *state["pending_actions"]]
+            new["pending_actions"] = state["pending_actions"] + [a for a in dict.fromkeys(value) if a not in queued]
+            if field_size_problem(key, new[key]):
+                return state, field_size_problem(key, new[key])
         else:
             new[key] = copy.deepcopy(value)
     dodged = checks.checked_tasks_removed(state, new)
@@ -103,11 +110,13 @@ def apply_done(state: dict, summary: str) -> dict:
 
 
 def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
-             gated: Callable[[str], bool] = lambda name: False, cut_at: int | None = None) -> tuple[dict, Outcome]:
+             gated: Callable[[str], bool] = lambda name: False, cut_at: int | None = None,
+             guided: bool = False) -> tuple[dict, Outcome]:
     """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt).
     A valid call to a tool `gated` names is not run: it comes back as a PARKED outcome, not noted.
     `cut_at`: the reply was cut at this many tokens (finish_reason "length"); one that then does
-    not parse is reported as cut, not as whatever its truncated JSON happens to lack."""
+    not parse is reported as cut, not as whatever its truncated JSON happens to lack.
+    `guided`: the model was prompted as a guided one (see `state.pending_counted`)."""
     clip = ctx.settings.note_result_chars
     try:
         action = parse_reply(reply, ctx.settings.max_reply_bytes)
@@ -129,10 +138,12 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
         return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}: {problem}"), name, args))
     args = ctx.secrets.redact(args)  # no tool ever receives a secret from the model (to send, write or echo)
     if name == "update_scratchpad":
-        new, refusal = apply_update(state, args)
+        added = pending_counted(state, guided) and "pending_actions" in args
+        new, refusal = apply_update(state, args, added)
         if refusal:
             return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}"), name, args))
-        return _noted(new, Outcome(Kind.UPDATE, Tag.UPDATE.line(', '.join(args) or 'nothing'), name, args))
+        fields = ", ".join(f"{k} (added to the queue)" if added and k == "pending_actions" else k for k in args)
+        return _noted(new, Outcome(Kind.UPDATE, Tag.UPDATE.line(fields or "nothing"), name, args))
     if name == "done":
         refusal = checks.done_refusal(state, ctx)  # runs the task's acceptance check, if it has one
         if refusal:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from .outcomes import UsageError
 from .safe_yaml import FileRefused, dump_yaml, read_text_file
+from .state import pending_counted
 from .tools import Registry
 
 TOOLS_MARKER = "{{tools}}"
@@ -103,9 +104,17 @@ def _compact(state: dict) -> dict:
     return {k: v for k, v in state.items() if v not in (None, "", [], {}) and k != "last_updated"}
 
 
-def user_prompt(state: dict, iteration: int, max_iterations: int, warnings: list[str] | None = None) -> str:
-    """The changing part: the scratchpad as YAML, then where this iteration stands."""
+def user_prompt(state: dict, iteration: int, max_iterations: int, warnings: list[str] | None = None,
+                guided: bool = False) -> str:
+    """The changing part: the scratchpad as YAML, then where this iteration stands.
+
+    For a `guided` model the pending actions show as a count while there is a current task: the
+    135M model, asked to "Write banana into fruit.txt" with "Echo the words purple elephant"
+    queued, wrote "purple elephant banana"; shown "1 more after this task", it writes "banana".
+    """
     compact = _compact(state)
+    if pending_counted(state, guided):
+        compact["pending_actions"] = f"{len(state['pending_actions'])} more after this task"
     scratchpad = dump_yaml(compact).rstrip() if compact else "(empty)"
     result = last_result(state, iteration)
     lines = ["## Scratchpad", "", scratchpad, "", f"Iteration {iteration} of {max_iterations}.",

@@ -51,6 +51,14 @@ def fresh_state() -> dict:
     return {name: factory() for name, factory in FIELDS.items()}
 
 
+def pending_counted(state: dict, guided: bool) -> bool:
+    """Whether a guided model sees the pending actions as a count only (`agent/prompt.py`): while
+    it has a current task, a small model copies the next queued task's words into this one. The
+    dispatcher then reads that model's `pending_actions` update as additions, never as the whole
+    queue it was not shown."""
+    return bool(guided and state.get("current_task") and state.get("pending_actions"))
+
+
 def field_problem(name: str, value: Any) -> str | None:
     """Why `value` is not valid for schema field `name`, or None when it is."""
     problem = check(value, FIELD_SCHEMAS[name], name)

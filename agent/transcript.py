@@ -100,7 +100,7 @@ class RecordedModel:
 
     def __init__(self, model: Model, transcript: Transcript):
         self.model, self.transcript = model, transcript
-        self.name = model.name
+        self.name, self.guided = model.name, model.guided
 
     def start(self, log: Log) -> None:
         self.model.start(log)

@@ -8,10 +8,11 @@ import json
 import pytest
 
 from agent.state import fresh_state
-from agent.config import load_settings
+from agent.config import Settings, load_settings
 from agent.cycle import run_cycle
 from agent.providers.scripted import ScriptedModel
 from agent.outcomes import Busy
+from agent.prompt import user_prompt
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from agent.tags import Tag
@@ -101,10 +102,30 @@ def test_the_last_iteration_prompt_says_it_is_the_last(home, tmp_path):
     run(home, script, "--max-iterations", "2")
     log = next((home / "logs").glob("cycle_*.log")).read_text()
     assert log.count("prompt") >= 2
-    from agent.prompt import user_prompt
-
     assert "LAST iteration" in user_prompt(fresh_state(), 2, 2)
     assert "LAST iteration" not in user_prompt(fresh_state(), 1, 2)
+
+
+def test_a_guided_model_sees_the_pending_actions_as_a_count_while_it_has_a_task(home):
+    # the 135M model wrote "purple elephant banana" into fruit.txt when it saw the next task's words
+    write_active(home, dict(DEMO, current_task="Write banana into fruit.txt",
+                            pending_actions=["Echo the words purple elephant"]))
+    model = ScriptedModel.from_replies([{"tool": "update_scratchpad", "args": {"pending_actions": ["Water plants"]}},
+                                        {"tool": "done", "args": {"summary": "wrote banana"}}])
+    model.guided = True
+    asked = []
+    answer = model.complete
+    model.complete = lambda request: asked.append(request) or answer(request)
+    run_cycle(Home.at(home), Settings(), model)
+
+    first = asked[0].user
+    assert "pending_actions: 1 more after this task" in first and "purple elephant" not in first
+    assert "pending_actions: 2 more after this task" in asked[1].user
+    # its update was taken as an addition: the queue it was not shown is still there
+    state = read_yaml(home / "scratchpad" / "active.yaml")
+    assert state["current_task"] == "Echo the words purple elephant" and state["pending_actions"] == ["Water plants"]
+    # an unguided model sees the list
+    assert "purple elephant" in user_prompt(dict(DEMO, current_task="t", pending_actions=["purple elephant"]), 1, 9)
 
 
 def test_a_failed_cycle_saves_the_state_as_read_plus_a_note(home, tmp_path):

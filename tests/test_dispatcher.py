@@ -210,3 +210,31 @@ def test_a_reply_over_max_reply_bytes_is_a_parse_error_naming_its_size(ctx, regi
     after, outcome = dispatch(state_with(goals=["keep"]), reply, registry, ctx)
     assert outcome.kind is Kind.PARSE_ERROR and after["goals"] == ["keep"]
     assert f"reply is {len(reply):,} bytes, over the 65,536-byte limit (max_reply_bytes)" in after["notes"]
+
+
+def test_a_guided_model_shown_the_queue_as_a_count_adds_to_it_and_never_replaces_it(ctx, registry):
+    # a guided model sees "pending_actions: 2 more after this task", not the list: its update is
+    # read as additions (the ones already queued, or the current task itself, are not repeated)
+    before = state_with(current_task="Write banana into fruit.txt", pending_actions=["a", "b"])
+    update = act("update_scratchpad", pending_actions=["c", "a", "Write banana into fruit.txt", "c"])
+
+    after, outcome = dispatch(before, update, registry, ctx, guided=True)
+
+    assert outcome.kind is Kind.UPDATE and after["pending_actions"] == ["a", "b", "c"]
+    assert after["notes"] == "[UPDATE] pending_actions (added to the queue)"
+    # the same reply from a model that was shown the list replaces it, as update_scratchpad says
+    assert dispatch(before, update, registry, ctx)[0]["pending_actions"] == ["c", "a", "Write banana into fruit.txt", "c"]
+    # with no current task the guided model was shown the list too: its update is the new queue
+    idle = state_with(pending_actions=["a", "b"])
+    assert dispatch(idle, act("update_scratchpad", pending_actions=["b"]), registry, ctx, guided=True)[0][
+        "pending_actions"] == ["b"]
+
+
+def test_additions_that_would_take_the_queue_over_the_field_cap_are_refused_whole(ctx, registry):
+    before = state_with(current_task="t", pending_actions=["x" * 40_000], goals=["g"])
+    update = act("update_scratchpad", pending_actions=["y" * 40_000], goals=["h"])
+
+    after, outcome = dispatch(before, update, registry, ctx, guided=True)
+
+    assert outcome.kind is Kind.TOOL_ERROR and "field 'pending_actions' would be" in outcome.note
+    assert after["pending_actions"] == ["x" * 40_000] and after["goals"] == ["g"]

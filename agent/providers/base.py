@@ -70,6 +70,7 @@ class Completion:
 
 class Model(Protocol):
     name: str
+    guided: bool  # its output is narrowed per step (guidance.py); the prompt then counts the queue
 
     def start(self, log: Log) -> None:
         """Get ready for one cycle (load weights, open a client); `log` writes to the cycle log."""

@@ -93,14 +93,27 @@ def restrict_schema(action_schema: dict, names: list[str] | None) -> dict:
     return {**action_schema, "anyOf": kept} if kept else action_schema
 
 
+FOLDER_WORDS = frozenset({"folder", "directory", "dir"})
+
+
 def task_paths(task: str) -> list[str]:
-    """The words of a task that could be a path (quotes and end punctuation removed), and "."."""
-    found = []
-    for raw in task.split():
-        word = raw.strip("'\"`()[]{}<>,;:!?").rstrip(".")
-        if word and word not in found and word.lower() not in STOPWORDS:
-            found.append(word)
-    return found + (["."] if "." not in found else [])
+    """The words of a task that could be a path (quotes and end punctuation removed), and ".".
+
+    When the task names a file (a word with an extension or a slash) or a folder ("the folder
+    inbox"), only those are offered: "Write banana into fruit.txt" must not write a file called
+    banana. Otherwise every word is.
+    """
+    words = [raw.strip("'\"`()[]{}<>,;:!?").rstrip(".") for raw in task.split()]
+    found, named = [], []
+    for position, word in enumerate(words):
+        if not word or word in found or word.lower() in STOPWORDS:
+            continue
+        found.append(word)
+        after_folder = position > 0 and words[position - 1].lower() in FOLDER_WORDS
+        if re.search(r"\w\.\w+$", word) or "/" in word or after_folder:
+            named.append(word)
+    chosen = named or found
+    return chosen + (["."] if "." not in chosen else [])
 
 
 def paths_from_task(task: str | None, action_schema: dict) -> dict:

@@ -8,7 +8,8 @@ import pytest
 
 from agent.config import Settings
 from agent.providers import Request
-from agent.providers.guidance import focused_tools, guided_schema, paths_from_task, rank_tools, restrict_schema
+from agent.providers.guidance import (focused_tools, guided_schema, paths_from_task, rank_tools, restrict_schema,
+                                     task_paths)
 from agent.providers.local import bounded_schema, local_runtime_installed
 from agent.tools import build_registry
 
@@ -72,6 +73,17 @@ def test_path_arguments_are_limited_to_words_of_the_task():
         LlamaGrammar.from_json_schema(json.dumps(bounded_schema(shaped)), verbose=False)
 
 
+def test_a_task_that_names_a_file_or_folder_offers_only_those_as_paths():
+    # "Write banana into fruit.txt": the 135M model wrote a file called banana when every word was offered
+    assert task_paths("Write banana into fruit.txt") == ["fruit.txt", "."]
+    assert task_paths("Find the CSV file in the folder reports and note its name.") == ["reports", "."]
+    assert task_paths("Read notes/today and config.ini.") == ["notes/today", "config.ini", "."]
+    # a task that names no file or folder still offers its words
+    assert task_paths("Echo the words purple elephant") == ["Echo", "words", "purple", "elephant", "."]
+    # a sentence's final full stop is not an extension
+    assert task_paths("Tidy up.") == ["Tidy", "up", "."]
+
+
 def test_the_guided_schema_comes_from_the_structured_step_not_from_the_user_text():
     schema = _registry_schema()
     # the user text names another task: only the structured fields count
@@ -81,6 +93,6 @@ def test_the_guided_schema_comes_from_the_structured_step_not_from_the_user_text
     guided = guided_schema(request)
 
     assert _offered(guided)[0] == "list_dir" and "echo" not in _offered(guided) and "done" not in _offered(guided)
-    assert guided["anyOf"][0]["properties"]["args"]["properties"]["path"]["enum"] == ["List", "folder", "reports", "."]
+    assert guided["anyOf"][0]["properties"]["args"]["properties"]["path"]["enum"] == ["reports", "."]
     later = guided_schema(Request("S", "U", schema, task="List the folder reports", last_result="[TOOL] list_dir"))
     assert _offered(later)[-1] == "done"
