@@ -38,9 +38,9 @@ from tests.providers.llama_server import SERVER_ALIAS, LlamaServer  # noqa: E402
 
 def default_threads() -> int:
     from agent.config import Settings
-    from agent.providers.local import local_threads
+    from agent.providers.threads import thread_count
 
-    return local_threads(Settings())
+    return thread_count(Settings())[0]
 
 
 def run_one(label: str, model: str | None, task, config: dict, env: dict, keep: bool, verbose: bool,
@@ -100,7 +100,7 @@ def side_by_side(columns: dict[str, list[TaskRun]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=1, help="runs of each task on each path (default 1)")
-    parser.add_argument("--tasks", help="as bench/local_tasks.py --tasks: names, 'hard' or 'all' (default: basic suite)")
+    parser.add_argument("--tasks", help="as bench/local_tasks.py --tasks: names, 'hard', 'held-out' or 'all' (default: basic suite)")
     parser.add_argument("--paths", default="openai,local", help="which paths, in order (default: openai,local)")
     parser.add_argument("--threads", type=int, help="threads for the server and the embedded model "
                                                     "(default: the embedded model's default)")

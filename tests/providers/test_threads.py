@@ -1,0 +1,73 @@
+"""The embedded model's thread count and wait policy (agent/providers/threads.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from agent.config import Settings
+from agent.providers import threads
+from agent.providers.threads import SPIN_COUNT, cores, others_running, set_wait_policy, thread_count
+
+
+def _loadavg(tmp_path, running: int, total: int = 400):
+    path = tmp_path / "loadavg"
+    path.write_text(f"1.20 0.80 0.50 {running}/{total} 12345\n")
+    return path
+
+
+def test_others_running_counts_every_runnable_thread_but_the_reader(tmp_path):
+    assert others_running(samples=1, loadavg=_loadavg(tmp_path, 3)) == 2
+    assert others_running(samples=1, loadavg=_loadavg(tmp_path, 1)) == 0
+
+
+def test_a_kernel_that_does_not_say_gives_no_count(tmp_path):
+    assert others_running(samples=1, loadavg=tmp_path / "missing") is None
+    (tmp_path / "odd").write_text("not a load average\n")
+    assert others_running(samples=1, loadavg=tmp_path / "odd") is None
+
+
+def test_the_thread_count_is_the_cores_nobody_else_runs_on_and_at_least_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(threads, "cores", lambda: 4)
+    for running, expected in ((1, 4), (2, 3), (4, 1), (40, 1)):
+        count, why = thread_count(Settings(), _loadavg(tmp_path, running))
+        assert count == expected and why == f"4 cores, {min(running - 1, 4)} busy"
+    # where the kernel does not say, one per core
+    assert thread_count(Settings(), tmp_path / "missing") == (4, "4 cores")
+
+
+def test_the_setting_wins_over_the_machine():
+    assert thread_count(Settings(local_threads=3)) == (3, "local_threads")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs Linux's /proc/loadavg")
+def test_with_every_core_kept_busy_the_model_gets_one_thread():
+    # one endless loop per core: each is runnable from the moment it prints, so the count is exact
+    loops = [subprocess.Popen([sys.executable, "-c", "print('ready', flush=True)\nwhile 1: pass"],
+                              stdout=subprocess.PIPE, text=True) for _ in range(cores())]
+    try:
+        for loop in loops:
+            assert loop.stdout.readline() == "ready\n"
+        count, why = thread_count(Settings())
+        assert count == 1 and why.startswith(f"{cores()} cores, {cores()} busy")
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+
+
+def test_threads_spin_briefly_unless_the_user_chose_a_policy(monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    assert set_wait_policy() == f"GOMP_SPINCOUNT={SPIN_COUNT}" and os.environ["GOMP_SPINCOUNT"] == SPIN_COUNT
+
+    monkeypatch.delenv("GOMP_SPINCOUNT")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    assert set_wait_policy() == "OMP_WAIT_POLICY=PASSIVE" and "GOMP_SPINCOUNT" not in os.environ
+
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "500")
+    assert set_wait_policy() == "GOMP_SPINCOUNT=500"
