@@ -232,6 +232,54 @@ def _focus_check(home: Path, final: dict):
                f"current {final['current_task']!r}"
 
 
+# Held-out tasks: written after the runtime's help was tuned on the tasks above, and never tuned
+# on, so they show whether that help carries over to tasks it was not shaped for.
+def _summary_check(*wanted: str, unwanted: str | None = None):
+    def check(home: Path, final: dict):
+        summaries = _completed_summaries(final)
+        ok = any(all(w in s for w in wanted) and (unwanted is None or unwanted not in s) for s in summaries)
+        return ok, f"summaries {summaries[:2]!r}"
+    return check
+
+
+def _pick_setup(home: Path) -> dict:
+    (home / "workspace").mkdir(exist_ok=True)
+    (home / "workspace" / "app.ini").write_text("[client]\ntimeout = 45\n\n[server]\ntimeout = 90\nport = 8080\n")
+    return state("Read app.ini and note the timeout of the client")
+
+
+def _pdf_setup(home: Path) -> dict:
+    docs = home / "workspace" / "docs"
+    docs.mkdir(parents=True)
+    for name, text in (("notes.txt", "see plan\n"), ("plan.pdf", "%PDF-1.4\n"), ("todo.md", "- ship\n")):
+        (docs / name).write_text(text)
+    return state("Find the PDF file in the folder docs and note its name")
+
+
+def _uname_setup(home: Path) -> dict:
+    return state("Run the command uname -s and note the result")
+
+
+def _uname_check(home: Path, final: dict):
+    results = _tool_results(final, "shell")
+    return any("Linux" in r for r in results), f"shell results: {results[:3]}"
+
+
+def _owner_setup(home: Path) -> dict:
+    _read_setup(home)
+    return state("Read the file info.txt and note who the owner is")
+
+
+def _greet_setup(home: Path) -> dict:
+    return state("Write hello world into greeting.txt")
+
+
+def _greet_check(home: Path, final: dict):
+    path = home / "workspace" / "greeting.txt"
+    content = path.read_text(errors="replace") if path.is_file() else "(no file)"
+    return content.strip().lower() == "hello world", f"greeting.txt holds {content[:60]!r}"
+
+
 TASKS = [
     Task("echo", "echo a given message", _echo_setup, _echo_check),
     Task("write_file", "write a word into a file", _write_setup, _write_check),
@@ -250,7 +298,14 @@ HARD_TASKS = [
     Task("find_file", "find a file by kind in a folder and name it in the summary", _find_setup, _find_check),
     Task("focus", "do the current task only, not the next queued one", _focus_setup, _focus_check),
 ]
-ALL_TASKS = TASKS + HARD_TASKS
+HELD_OUT_TASKS = [
+    Task("ini_pick", "one of two same-named ini values, by its section", _pick_setup, _summary_check("45", unwanted="90")),
+    Task("find_pdf", "find a file by kind in another folder", _pdf_setup, _summary_check("plan.pdf")),
+    Task("uname", "run a named command and note it", _uname_setup, _uname_check),
+    Task("owner", "read a file and name the owner in the summary", _owner_setup, _summary_check("Dana")),
+    Task("greeting", "write two words into a file", _greet_setup, _greet_check),
+]
+ALL_TASKS = TASKS + HARD_TASKS + HELD_OUT_TASKS
 
 
 # ----------------------------------------------------------------------------------- running
@@ -392,13 +447,16 @@ def table(runs: dict[str, list[TaskRun]], label: str) -> str:
 
 
 def select_tasks(spec: str | None) -> list[Task]:
-    """The tasks a --tasks value names: None the basic suite, 'hard', 'all', or names separated by commas."""
+    """The tasks a --tasks value names: None the basic suite, 'hard', 'held-out', 'all', or names
+    separated by commas."""
     if not spec:
         return TASKS
     if spec == "all":
         return ALL_TASKS
     if spec == "hard":
         return HARD_TASKS
+    if spec == "held-out":
+        return HELD_OUT_TASKS
     wanted = [n.strip() for n in spec.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in {t.name for t in ALL_TASKS}]
     if unknown:

@@ -116,6 +116,19 @@ def task_paths(task: str) -> list[str]:
     return chosen + (["."] if "." not in chosen else [])
 
 
+def _narrowed(action_schema: dict, arg: str, narrowing: dict, tool: str | None = None) -> dict:
+    """The action schema with `narrowing` added to argument `arg` of every tool that has one (or of `tool`)."""
+    options = []
+    for option in action_schema["anyOf"]:
+        args = option["properties"]["args"]
+        if arg in args.get("properties", {}) and tool in (None, _tool_name(option)):
+            narrowed = {key: value for key, value in args["properties"][arg].items() if key != "maxLength"}
+            args = {**args, "properties": {**args["properties"], arg: {**narrowed, **narrowing}}}
+            option = {**option, "properties": {**option["properties"], "args": args}}
+        options.append(option)
+    return {**action_schema, "anyOf": options}
+
+
 def paths_from_task(task: str | None, action_schema: dict) -> dict:
     """The action schema with every `path` argument limited to a word of the task (or ".").
 
@@ -124,19 +137,72 @@ def paths_from_task(task: str | None, action_schema: dict) -> dict:
     """
     if not task:
         return action_schema
-    choices = task_paths(task)
-    options = []
-    for option in action_schema["anyOf"]:
-        args = option["properties"]["args"]
-        if "path" in args.get("properties", {}):
-            path = {**args["properties"]["path"], "enum": choices}
-            args = {**args, "properties": {**args["properties"], "path": path}}
-            option = {**option, "properties": {**option["properties"], "args": args}}
-        options.append(option)
-    return {**action_schema, "anyOf": options}
+    return _narrowed(action_schema, "path", {"enum": task_paths(task)})
+
+
+_COMMAND = re.compile(r"`([^`]+)`|\bcommand:?\s+(.+?)(?=\s+(?:and|then)\b|[,;]|\.(?:\s|$)|$)", re.IGNORECASE)
+
+
+def task_commands(task: str) -> list[str]:
+    """The command lines a task spells out: in backquotes, or after the word "command"
+    ("Run the command date -u and note the result": date -u)."""
+    found = [(quoted or named).strip() for quoted, named in _COMMAND.findall(task)]
+    return list(dict.fromkeys(c for c in found if c))
+
+
+def commands_from_task(task: str | None, action_schema: dict) -> dict:
+    """The action schema with every `command` argument limited to the command lines the task
+    spells out; unchanged when it spells out none. The 135M model, asked to run `date -u`, wrote
+    "date -u -u -n 10 -u -n 10 ..." until its reply was cut."""
+    commands = task_commands(task or "")
+    return _narrowed(action_schema, "command", {"enum": commands}) if commands else action_schema
+
+
+ASKING_WORDS = frozenset("note find report tell state say what which".split())
+_SIZE = re.compile(r"\s*\(\d[\d,]* bytes\)$")
+# What a summary may say after the value it starts with: no quote, backslash or control character
+# (the grammar builds the string from this class; JSON escapes are not part of it).
+_SUMMARY_TAIL = r"[ a-zA-Z0-9.,:=/'_%#@!?-]{0,60}"
+# A value is offered only when it is made of these, each written as itself in a grammar pattern
+# (a "." as "[.]": llama.cpp's pattern converter takes "\\." for an unknown escape).
+_VALUE = re.compile(r"[ a-zA-Z0-9._,:/@#%=-]+")
+
+
+def result_values(last_result: str | None, task: str = "") -> list[str]:
+    """The values a tool result lists ("a; b; key = value"): each item and each item's value. When
+    some items share a word with the task ("the port" and "port = 5433"), only those."""
+    if not last_result or not last_result.startswith("[TOOL] ") or ") -> " not in last_result:
+        return []
+    items = [_SIZE.sub("", item.strip()) for item in last_result.partition(") -> ")[2].split(";")]
+    items = [item for item in items if item and len(item) <= 80 and _VALUE.fullmatch(item)]
+    items = [item for item in items if words(item) & words(task)] or items
+    values = []
+    for item in items:
+        values.append(item)
+        for separator in ("=", ":"):
+            if separator in item and item.partition(separator)[2].strip():
+                values.append(item.partition(separator)[2].strip())
+    return list(dict.fromkeys(values))
+
+
+def _pattern_literal(text: str) -> str:
+    return text.replace(".", "[.]")
+
+
+def summary_from_result(task: str | None, last_result: str | None, action_schema: dict) -> dict:
+    """When the task asks for something (note, find, which ...) and the last step's tool returned
+    values, `done`'s summary must start with one of them. The 135M model read "port = 5433" and
+    summed up "The server is not available"; it can pick a value far better than it can copy one."""
+    values = result_values(last_result, task or "")
+    if not values or not words(task or "") & ASKING_WORDS:
+        return action_schema
+    pattern = "^(" + "|".join(_pattern_literal(v) for v in values) + ")" + _SUMMARY_TAIL + "$"
+    return _narrowed(action_schema, "summary", {"pattern": pattern}, tool="done")
 
 
 def guided_schema(request: Request) -> dict:
-    """The action schema narrowed for this step: the relevant tools only, paths from the task."""
+    """The action schema narrowed for this step: the relevant tools only, paths and command lines
+    from the task, and a summary that starts with a value the last step found."""
     schema = restrict_schema(request.schema, focused_tools(request.task, request.last_result, request.schema))
-    return paths_from_task(request.task, schema)
+    schema = commands_from_task(request.task, paths_from_task(request.task, schema))
+    return summary_from_result(request.task, request.last_result, schema)

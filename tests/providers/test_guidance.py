@@ -8,8 +8,8 @@ import pytest
 
 from agent.config import Settings
 from agent.providers import Request
-from agent.providers.guidance import (focused_tools, guided_schema, paths_from_task, rank_tools, restrict_schema,
-                                     task_paths)
+from agent.providers.guidance import (commands_from_task, focused_tools, guided_schema, paths_from_task, rank_tools,
+                                     restrict_schema, result_values, summary_from_result, task_commands, task_paths)
 from agent.providers.local import bounded_schema, local_runtime_installed
 from agent.tools import build_registry
 
@@ -96,3 +96,63 @@ def test_the_guided_schema_comes_from_the_structured_step_not_from_the_user_text
     assert guided["anyOf"][0]["properties"]["args"]["properties"]["path"]["enum"] == ["reports", "."]
     later = guided_schema(Request("S", "U", schema, task="List the folder reports", last_result="[TOOL] list_dir"))
     assert _offered(later)[-1] == "done"
+
+
+def _args_of(schema: dict, tool: str) -> dict:
+    return next(o for o in schema["anyOf"] if o["properties"]["tool"]["const"] == tool)["properties"]["args"]["properties"]
+
+
+def _compiles(schema: dict) -> None:
+    """The schema still becomes a llama.cpp grammar that llama.cpp accepts (when the runtime is installed)."""
+    if local_runtime_installed():
+        from llama_cpp import LlamaGrammar
+
+        LlamaGrammar.from_json_schema(json.dumps(bounded_schema(schema)), verbose=False)
+
+
+def test_a_command_line_the_task_spells_out_is_the_only_one_offered():
+    # the 135M model, asked to run `date -u`, wrote "date -u -u -n 10 -u -n 10 ..." until cut
+    assert task_commands("Run the command date -u and note the result") == ["date -u"]
+    assert task_commands("Run `ls -l reports` then note it; also the command: uname -a.") == ["ls -l reports", "uname -a"]
+    assert task_commands("Report the uptime") == []
+    schema = _registry_schema()
+    shaped = commands_from_task("Run the command date -u and note the result", schema)
+    assert _args_of(shaped, "shell")["command"]["enum"] == ["date -u"]
+    assert commands_from_task("Report the uptime", schema) is schema and commands_from_task(None, schema) is schema
+    _compiles(shaped)
+
+
+READ_INI = "[TOOL] read_file({\"path\": \"settings.ini\"}) -> [client]; timeout = 30; [server]; host = db.example.org; port = 5433"
+LISTED = "[TOOL] list_dir({\"path\": \"reports\"}) -> README.md (16 bytes); draft.txt (9 bytes); q3-sales.csv (22 bytes)"
+
+
+def test_the_values_of_a_result_are_its_items_and_the_ones_that_share_a_word_with_the_task_come_alone():
+    assert result_values(READ_INI, "Read settings.ini and note the port of the server") == ["port = 5433", "5433"]
+    assert result_values(LISTED, "Find the CSV file in the folder reports") == ["q3-sales.csv"]
+    # no item shares a word: every item is offered
+    assert result_values(LISTED, "Note something") == ["README.md", "draft.txt", "q3-sales.csv"]
+    # only a tool's result has values: not an error, not the first step
+    assert result_values("[TOOL ERROR] read_file: no such file", "note it") == []
+    assert result_values(None, "note it") == []
+
+
+def test_result_text_that_could_be_grammar_syntax_is_never_offered():
+    # a file's content reaches the grammar: quotes, backslashes, brackets, bars and stars are left out
+    hostile = ('[TOOL] read_file({"path": "x"}) -> a"b; c\\d; (e|f)*; g{1,9}; ok value; tab\there; '
+               + "x" * 81)
+    assert result_values(hostile, "") == ["ok value"]
+
+
+def test_when_the_task_asks_for_something_done_must_start_with_a_value_the_last_step_found():
+    schema = _registry_schema()
+    task = "Read settings.ini and note the port of the server"
+    shaped = summary_from_result(task, READ_INI, schema)
+
+    pattern = _args_of(shaped, "done")["summary"]["pattern"]
+    assert pattern.startswith("^(port = 5433|5433)[") and pattern.endswith("]{0,60}$")
+    # only done is touched, and only when the task asks for something and a tool returned values
+    assert _args_of(shaped, "write_file") == _args_of(schema, "write_file")
+    assert summary_from_result("Write banana into fruit.txt", READ_INI, schema) is schema
+    assert summary_from_result(task, "[TOOL ERROR] read_file: no such file", schema) is schema
+    _compiles(shaped)
+    _compiles(summary_from_result("Find the CSV file", LISTED, schema))  # dots are written as [.]

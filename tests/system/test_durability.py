@@ -527,8 +527,8 @@ def _buggy(change):
     a stand-in for any bug in a model/tool path that corrupts what the cycle would save."""
     real = agent.dispatcher.apply_update
 
-    def apply_update(state, args):
-        new, refusal = real(state, args)
+    def apply_update(state, args, *rest):
+        new, refusal = real(state, args, *rest)
         if refusal is None:
             new = change(new)
         return new, refusal
