@@ -123,13 +123,15 @@ def side_by_side(recorded: dict, replayed: dict) -> list[str]:
 @click.option("--model", required=True, help="The model to replay the cycle on: PROVIDER[:NAME], as for agent run.")
 @click.option("--keep", is_flag=True, help="Keep the scratch home the replay ran in (its path is printed).")
 @click.option("--json", "as_json", is_flag=True, help="Print both outcomes as JSON.")
+@click.option("--with-mcp", is_flag=True, help="Start the home's MCP servers too (their tools act outside the copy).")
 @reports_errors
-def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool) -> None:
+def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool, with_mcp: bool) -> None:
     """Run CYCLE again from its before snapshot on another model, in a scratch copy of the home,
     and show both outcomes side by side: stop reason, actions in order, and the state change.
 
     The home is only read: its scratchpad/ and logs/ are never written; the replay's tools work
-    on the copy. `latest` names the newest cycle.
+    on the copy. MCP servers are not started unless --with-mcp: what their tools do (a git
+    commit, a message sent) happens outside the copy. `latest` names the newest cycle.
     """
     home = existing_home(home_dir)
     chosen = chosen_cycle(home, cycle_id)
@@ -140,6 +142,10 @@ def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool)
     chosen_model = resolve_model(settings, home.root)
     # nothing outside the copy may hear of the replay
     settings = dataclasses.replace(settings, on_cycle_end=None, metrics_file=None, lock_wait=0.0)
+    if settings.mcp_servers and not with_mcp:
+        click.echo(f"MCP servers not started ({', '.join(sorted(settings.mcp_servers))}): their tools act outside "
+                   f"the scratch copy; --with-mcp starts them", err=True)
+        settings = dataclasses.replace(settings, mcp_servers={})
     recorded_record = next((r for r in reversed(read_index(home)) if r["cycle_id"] == chosen),
                            {"stop_reason": "incomplete", "model": None})
     folder = Path(tempfile.mkdtemp(prefix="agent-replay-"))

@@ -42,6 +42,22 @@ def test_replay_never_touches_the_home(home):
     assert (home / "workspace/report.txt").read_text() == "recorded"
 
 
+def test_replay_starts_no_mcp_server_unless_asked(home):
+    # an MCP server's tools act outside the scratch copy: this one leaves a mark the moment it starts
+    cycle_id = recorded_home(home)
+    mark = home.parent / "mcp-server-started"
+    server = {"command": sys.executable, "args": ["-c", f"open({str(mark)!r}, 'w')"]}
+    (home / "config.yaml").write_text(yaml.safe_dump({"mcp_servers": {"notes": server}}))
+
+    result = replay(home, cycle_id, [done("quick")])
+    assert result.exit_code == 0, result.output
+    assert not mark.exists() and "MCP servers not started (notes)" in result.stderr
+
+    result = replay(home, cycle_id, [done("quick")], "--with-mcp")
+    assert result.exit_code == 0, result.output
+    assert mark.exists() and "MCP servers not started" not in result.stderr
+
+
 def test_replay_shows_both_outcomes_side_by_side(home):
     cycle_id = recorded_home(home)
     result = replay(home, cycle_id, [echo("a"), echo("a"), echo("a")])
