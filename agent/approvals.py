@@ -166,6 +166,21 @@ def _set(home: Home, approval_id: str, **fields: Any) -> None:
 # ------------------------------------------------------------------------------- the operator
 
 
+def discard_open(home: Home, why: str) -> list[str]:
+    """Deny every call still pending or approved (not run yet), with `why`, as if already noted:
+    the memory they were parked for was replaced (`agent reset`). The ids so denied."""
+    if not approvals_file(home).exists():
+        return []
+    with _locked(home):
+        records = read_approvals(home)
+        open_calls = [r for r in records if r["status"] in (PENDING, APPROVED)]
+        for record in open_calls:
+            record.update(status=DENIED, decided=_now(), reason=why, handled_in="reset")
+        if open_calls:
+            _write(home, records)
+    return [r["id"] for r in open_calls]
+
+
 def decide(home: Home, approval_id: str, approve: bool, reason: str | None = None) -> dict:
     """Approve or deny a pending call; UsageError (exit 2) for an unknown id or a decided call."""
     if not approvals_file(home).exists():

@@ -195,3 +195,27 @@ def test_answering_in_a_home_where_nothing_was_parked_exits_2_and_writes_nothing
     result = run_cli("approve", "--home", str(home), "1")
     assert result.exit_code == 2 and "no parked call '1'" in result.stderr
     assert tree_digest(home) == digest and not (home / "scratchpad").exists()
+
+
+def test_reset_denies_parked_and_approved_calls_and_drops_queued_edits_meant_for_the_old_memory(gated_home):
+    assert run_cycle(gated_home, [WRITE]).exit_code == 8
+    assert run_cli("approve", "--home", str(gated_home), "1").exit_code == 0
+    with home_lock(Home.at(gated_home)):  # a cycle runs: the task edit is queued in the inbox
+        assert run_cli("task", "add", "--home", str(gated_home), "old plan").exit_code == 0
+    assert (gated_home / "scratchpad" / "inbox.jsonl").stat().st_size > 0
+
+    result = run_cli("reset", "--home", str(gated_home), "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["discarded_calls"] == ["1"] and [e["text"] for e in report["discarded_edits"]] == ["old plan"]
+
+    # the next cycle on the new memory runs nothing that was approved for the old one, and hears nothing of it
+    assert run_cycle(gated_home, [done("fresh start")]).exit_code == 0
+    assert not (gated_home / "workspace" / "report.txt").exists()
+    state = read_yaml(gated_home / "scratchpad" / "active.yaml")
+    assert "old plan" not in json.dumps(state) and "call 1" not in state["notes"]
+    [record] = approvals_json(gated_home)
+    assert record["status"] == "denied" and "agent reset" in record["reason"]
+    # and a reset with nothing open says nothing of it
+    plain = run_cli("reset", "--home", str(gated_home))
+    assert plain.exit_code == 0 and "discarded" not in plain.stdout and "denied" not in plain.stdout

@@ -8,11 +8,13 @@ from pathlib import Path
 import click
 import yaml
 
+from .. import approvals
 from ..config import field_docs, load_settings
 from ..outcomes import UsageError
 from ..prompt import default_rules
 from ..jsonschema import type_name
 from ..store.home import Home, remove_stale_temporaries
+from ..store.inbox import discard_queued
 from ..store.files import atomic_write
 from ..store.lock import home_lock
 from ..store.state_file import read_state_file, write_state
@@ -122,6 +124,9 @@ def reset(home_dir: Path, template: str, clean: bool, lock_wait: float, as_json:
         home.ensure_dirs()
         remove_stale_temporaries(home)
         write_state(home.active, state)
+        # queued edits and parked calls were meant for the memory just replaced: never apply them to this one
+        edits = discard_queued(home)
+        calls = approvals.discard_open(home, "discarded by agent reset: the memory it was parked for was replaced")
         if clean:
             doomed = [*home.scratchpad.glob("*_before.yaml"), *home.scratchpad.glob("*_after.yaml"),
                       *home.logs.glob("cycle_*.log"),
@@ -131,10 +136,13 @@ def reset(home_dir: Path, template: str, clean: bool, lock_wait: float, as_json:
                     path.unlink()
                     removed.append(str(path.relative_to(home.root)))
     if as_json:
-        print_json({"template": str(source), "active": str(home.active), "removed": removed})
+        print_json({"template": str(source), "active": str(home.active), "removed": removed,
+                    "discarded_edits": edits, "discarded_calls": calls})
     else:
         click.echo(f"reset {home.active} from template '{template}'"
-                   + (f"; removed {len(removed)} snapshot/log file(s)" if clean else ""))
+                   + (f"; removed {len(removed)} snapshot/log file(s)" if clean else "")
+                   + (f"; discarded {len(edits)} queued edit(s)" if edits else "")
+                   + (f"; denied {len(calls)} parked call(s) not yet run: {', '.join(calls)}" if calls else ""))
 
 
 # ---------------------------------------------------------------------------------------- tools

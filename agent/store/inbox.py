@@ -72,3 +72,13 @@ def empty_inbox(home: Home, fd: int) -> None:
         fault_point("inbox.jsonl: emptied")
     except OSError as exc:
         raise disk_error(inbox_path(home), exc) from exc
+
+
+def discard_queued(home: Home) -> list[dict]:
+    """Empty the inbox; the records it held (`agent reset`: they were meant for the replaced memory)."""
+    if not has_queued(home):
+        return []
+    with inbox_lock(home) as fd:
+        records = queued_edits(home)
+        empty_inbox(home, fd)
+    return records
