@@ -33,7 +33,7 @@ from .providers import Model, Request
 from .report import CycleReport, Reporter, SafeReporter
 from .secrets import Secrets
 from .store.cycle_log import CycleLog
-from .store.home import Home, remove_stale_temporaries
+from .store.home import Home, clean_after_crash
 from .store.ids import new_cycle_id
 from .store.lock import home_lock
 from .store.state_file import load_state, state_size_problem, write_state
@@ -67,7 +67,7 @@ class _Run:
         tools = open_registry(self.settings, home.root, secrets, given=self.registry)  # MCP servers live as long as the lock
         with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals), tools as self.registry:  # 1
             home.ensure_dirs()
-            remove_stale_temporaries(home, ensure_workspace(home.root, self.settings))
+            clean_after_crash(home, ensure_workspace(home.root, self.settings))
             reap_recorded(home.root)  # commands a killed cycle left running
             cycle_id = new_cycle_id(home, now)                                                    # 2
             before = apply_inbox(home, load_state(home)).state  # 3: queued operator edits first

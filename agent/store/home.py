@@ -92,6 +92,19 @@ def remove_stale_temporaries(home: Home, workspace: Path | None = None) -> list[
     return removed
 
 
+def last_cycle_unfinished(home: Home) -> bool:
+    """Whether the newest cycle has a before snapshot and no after one: it was killed."""
+    befores = [path.name for path in home.scratchpad.glob("*_before.yaml")]
+    return bool(befores) and not home.snapshot(max(befores)[: -len("_before.yaml")], "after").exists()
+
+
+def clean_after_crash(home: Home, workspace: Path) -> list[Path]:
+    """Before a cycle: remove_stale_temporaries, the workspace included only when the last cycle
+    was killed. Only a killed process leaves a temporary file (atomic_write removes its own on any
+    error), and walking a large workspace every cycle would cost more than everything else."""
+    return remove_stale_temporaries(home, workspace if last_cycle_unfinished(home) else None)
+
+
 def append_index(home: Home, record: dict) -> None:
     """Add one cycle's record to logs/index.jsonl."""
     append_jsonl(home.index, [record])

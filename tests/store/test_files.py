@@ -16,7 +16,7 @@ import pytest
 from agent.outcomes import DiskError
 from agent.safe_yaml import FileRefused, read_text_file
 from agent.store.files import append_jsonl, atomic_write, read_jsonl
-from agent.store.home import Home, remove_stale_temporaries
+from agent.store.home import Home, clean_after_crash, remove_stale_temporaries
 
 
 def records(*numbers: int) -> list[dict]:
@@ -275,3 +275,19 @@ def test_the_cycle_log_stops_at_its_size_limit_with_one_marker_line(tmp_path):
     assert len(text.encode()) <= 100_000
     assert text.splitlines()[-1].endswith("[log cut here: over its size limit; the transcript and index keep the rest]")
     assert text.count("log cut here") == 1
+
+
+def test_the_workspace_is_swept_before_a_cycle_only_when_the_last_cycle_was_killed(home):
+    h = Home.at(home)
+    h.ensure_dirs()
+    workspace = home / "workspace"
+    workspace.mkdir()
+    stale = workspace / ".notes.txt.31337.deadbeef.tmp"
+    stale.write_text("x")
+    assert clean_after_crash(h, workspace) == [] and stale.exists()  # no cycle yet
+    for cycle_id in ("20260101_000000_01", "20260101_000100_01"):
+        (h.scratchpad / f"{cycle_id}_before.yaml").write_text("{}\n")
+        (h.scratchpad / f"{cycle_id}_after.yaml").write_text("{}\n")
+    assert clean_after_crash(h, workspace) == [] and stale.exists()  # every cycle finished: not walked
+    (h.scratchpad / "20260101_000200_01_before.yaml").write_text("{}\n")  # killed: no after snapshot
+    assert clean_after_crash(h, workspace) == [stale] and not stale.exists()
