@@ -73,10 +73,11 @@ class Settings:
     secret_env: list[str] = _doc("More environment variables whose values are redacted and hidden from tools.",
                                  default_factory=list)
     lock_wait: float = _doc("Seconds to wait for another cycle's lock before exiting busy (5).", default=0.0)
-    local_threads: int | None = _doc("Threads for the embedded model; unset: one per core that no other process is "
-                                     "running on when the model loads (at least one). They spin briefly, then "
-                                     "sleep (GOMP_SPINCOUNT=10000 unless OMP_WAIT_POLICY or it is set), so a busy "
-                                     "machine costs ~2x, not 10-80x.", default=None)
+    local_threads: int | None = _doc("Threads for the embedded model; unset: one fewer than the cores no other "
+                                     "process is running on when the model loads, at least one (it never takes the "
+                                     "last free core). They spin briefly, then sleep (GOMP_SPINCOUNT=10000 unless "
+                                     "OMP_WAIT_POLICY or it is set), so a busy machine costs ~1.6x, not 10-80x.",
+                                     default=None)
     local_context: int = _doc("Context window (tokens) for the embedded model.", default=4096)
     guided: bool | None = _doc("Narrow the model's choices each step, through the schema its replies must follow, "
                                "to the likeliest tools and to paths named in the task (was local_guided). Unset: "

@@ -10,11 +10,12 @@ cores (bench/busy_threads.py, README "The embedded model on a busy machine"):
   every barrier: slower than one thread, idle or busy;
 - one thread has no barrier to wait at: it only loses the share of the core others take.
 
-So the default is as many threads as there are cores nobody else is running on when the model
-loads (a busy 2-core machine gets one thread, an idle one two), and threads spin only briefly
-(GOMP_SPINCOUNT) before they sleep, so a machine that gets busy mid-cycle costs a few seconds,
-never minutes. The `local_threads` setting, OMP_WAIT_POLICY and GOMP_SPINCOUNT set by the user
-are kept as they are.
+So the default is one thread fewer than the cores nobody else is running on when the model
+loads, and at least one: the runner is a background job on a machine people use for other
+things, so it never takes the last free core (a 2-core machine, idle or busy, gets one thread;
+an idle 8-core one, seven). Threads spin only briefly (GOMP_SPINCOUNT) before they sleep, so a
+machine that gets busy mid-cycle costs seconds, never minutes. The `local_threads` setting, and
+OMP_WAIT_POLICY and GOMP_SPINCOUNT set by the user, are kept as they are.
 """
 
 from __future__ import annotations
@@ -74,8 +75,8 @@ def thread_count(settings: Settings, loadavg: Path = LOADAVG) -> tuple[int, str]
         return settings.local_threads, "local_threads"
     total, busy = cores(), others_running(loadavg=loadavg)
     if busy is None:
-        return total, f"{total} cores"
-    return max(1, total - busy), f"{total} cores, {min(busy, total)} busy"
+        return max(1, total - 1), f"{total} cores"
+    return max(1, total - busy - 1), f"{total} cores, {min(busy, total)} busy"
 
 
 def set_wait_policy() -> str:

@@ -30,13 +30,15 @@ def test_a_kernel_that_does_not_say_gives_no_count(tmp_path):
     assert others_running(samples=1, loadavg=tmp_path / "odd") is None
 
 
-def test_the_thread_count_is_the_cores_nobody_else_runs_on_and_at_least_one(tmp_path, monkeypatch):
+def test_the_thread_count_leaves_one_of_the_cores_nobody_else_runs_on_free_and_is_at_least_one(tmp_path, monkeypatch):
     monkeypatch.setattr(threads, "cores", lambda: 4)
-    for running, expected in ((1, 4), (2, 3), (4, 1), (40, 1)):
+    for running, expected in ((1, 3), (2, 2), (3, 1), (4, 1), (40, 1)):
         count, why = thread_count(Settings(), _loadavg(tmp_path, running))
         assert count == expected and why == f"4 cores, {min(running - 1, 4)} busy"
-    # where the kernel does not say, one per core
-    assert thread_count(Settings(), tmp_path / "missing") == (4, "4 cores")
+    # where the kernel does not say, one per core but one
+    assert thread_count(Settings(), tmp_path / "missing") == (3, "4 cores")
+    monkeypatch.setattr(threads, "cores", lambda: 1)
+    assert thread_count(Settings(), _loadavg(tmp_path, 1)) == (1, "1 cores, 0 busy")
 
 
 def test_the_setting_wins_over_the_machine():
