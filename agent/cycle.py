@@ -131,7 +131,7 @@ class _Run:
 
     def _loop(self, state: dict, report: CycleReport) -> tuple[dict, StopReason]:
         """Prompt -> model -> dispatcher until done or a limit."""
-        settings, secrets = self.settings, self.secrets
+        settings, secrets, guided = self.settings, self.secrets, getattr(self.model, "guided", False)
         limits = self.limits = Limits(settings, lambda: self.budgets.problem(report.usage))  # reflect: time left
         ctx = ToolContext(self.home.root, settings, secrets)
         state = approvals.run_decided(self.home, report.cycle_id, state, self.registry, ctx, self.log)
@@ -145,7 +145,7 @@ class _Run:
                 limits.before_call()
                 n = report.iterations = report.iterations + 1
                 shown = secrets.redact(state)  # what the model sees, and what guidance may offer it
-                user = prompt.user_prompt(shown, n, settings.max_iterations, limits.warnings(), self.model.guided)
+                user = prompt.user_prompt(shown, n, settings.max_iterations, limits.warnings(), guided)
                 report.prompt_bytes.append(len(system.encode()) + len(user.encode()))
                 self.log(f"iteration {n}: prompt {report.prompt_bytes[-1]} bytes")
                 result = prompt.last_result(shown, n)
@@ -157,7 +157,7 @@ class _Run:
                 reply = secrets.redact_text(completion.text)[:2000]  # redacted before the cut: no half key
                 self.log(f"iteration {n}: reply {reply!r} usage {completion.usage.as_dict()}")
                 state, outcome = dispatch(state, completion.text, self.registry, ctx, approvals.gate(settings),
-                                          completion.cut_at, self.model.guided)
+                                          completion.cut_at, guided)
                 report.count(outcome.kind.value)
                 self.log(f"iteration {n}: {outcome.note}")
                 self.report_event("iteration", n=n, max=settings.max_iterations, usage=report.usage,

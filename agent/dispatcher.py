@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import checks
-from .state import FIELDS, FIELD_SCHEMAS, RUNTIME_FIELDS, field_problem, field_size_problem, pending_counted
+from .state import (COUNT_LINE, FIELDS, FIELD_SCHEMAS, RUNTIME_FIELDS, field_problem, field_size_problem,
+                    pending_counted)
 from .escape import escape_controls
 from .jsonschema import describe
 from .replies import ReplyError, clip_line as _clip, parse_reply
@@ -82,18 +83,24 @@ def apply_update(state: dict, args: dict, pending_added: bool = False) -> tuple[
     for key, value in args.items():
         if key == "completed_tasks":
             new["completed_tasks"].extend(copy.deepcopy(value))
-        elif key == "pending_actions" and pending_added:
-            queued = [state["current_task"], *state["pending_actions"]]
-            new["pending_actions"] = state["pending_actions"] + [a for a in dict.fromkeys(value) if a not in queued]
-            if field_size_problem(key, new[key]):
-                return state, field_size_problem(key, new[key])
-        else:
+        elif not (key == "pending_actions" and pending_added):
             new[key] = copy.deepcopy(value)
+    if pending_added and "pending_actions" in args:  # after current_task: a task moved from it is added
+        new["pending_actions"] += added_actions(new, args["pending_actions"])
+        if field_size_problem("pending_actions", new["pending_actions"]):
+            return state, field_size_problem("pending_actions", new["pending_actions"])
     dodged = checks.checked_tasks_removed(state, new)
     if dodged:
         return state, (f"task '{dodged[0]}' has an operator check: it leaves the queue only through done "
                        f"(when the check passes) or `agent task drop`")
     return new, None
+
+
+def added_actions(state: dict, proposed: list[str]) -> list[str]:
+    """What a model shown only the count of pending actions adds to `state`'s queue: what is not
+    queued or current already, and not the count line it was shown ("2 more after this task")."""
+    queued = {state["current_task"], *state["pending_actions"]}
+    return [a for a in dict.fromkeys(proposed) if a not in queued and not COUNT_LINE.fullmatch(a)]
 
 
 def apply_done(state: dict, summary: str) -> dict:
@@ -142,7 +149,9 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
         new, refusal = apply_update(state, args, added)
         if refusal:
             return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}"), name, args))
-        fields = ", ".join(f"{k} (added to the queue)" if added and k == "pending_actions" else k for k in args)
+        grew = len(new["pending_actions"]) - len(state["pending_actions"])
+        told = f"pending_actions ({grew} added to the queue)" if grew else "pending_actions (nothing new for the queue)"
+        fields = ", ".join(told if added and k == "pending_actions" else k for k in args)
         return _noted(new, Outcome(Kind.UPDATE, Tag.UPDATE.line(fields or "nothing"), name, args))
     if name == "done":
         refusal = checks.done_refusal(state, ctx)  # runs the task's acceptance check, if it has one

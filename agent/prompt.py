@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .outcomes import UsageError
 from .safe_yaml import FileRefused, dump_yaml, read_text_file
-from .state import pending_counted
+from .state import count_line, pending_counted
 from .tools import Registry
 
 TOOLS_MARKER = "{{tools}}"
@@ -114,7 +114,7 @@ def user_prompt(state: dict, iteration: int, max_iterations: int, warnings: list
     """
     compact = _compact(state)
     if pending_counted(state, guided):
-        compact["pending_actions"] = f"{len(state['pending_actions'])} more after this task"
+        compact["pending_actions"] = count_line(state)
     scratchpad = dump_yaml(compact).rstrip() if compact else "(empty)"
     result = last_result(state, iteration)
     lines = ["## Scratchpad", "", scratchpad, "", f"Iteration {iteration} of {max_iterations}.",

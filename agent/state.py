@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from typing import Any
 
 from .jsonschema import check, describe
@@ -49,6 +50,14 @@ RUNTIME_FIELDS = frozenset({"last_updated"})
 def fresh_state() -> dict:
     """A new default state. Each call returns new objects."""
     return {name: factory() for name, factory in FIELDS.items()}
+
+
+# How the prompt shows a guided model its pending actions while it has a task (`pending_counted`).
+COUNT_LINE = re.compile(r"(\d+) more after this task")
+
+
+def count_line(state: dict) -> str:
+    return f"{len(state['pending_actions'])} more after this task"
 
 
 def pending_counted(state: dict, guided: bool) -> bool:

@@ -100,7 +100,7 @@ class RecordedModel:
 
     def __init__(self, model: Model, transcript: Transcript):
         self.model, self.transcript = model, transcript
-        self.name, self.guided = model.name, model.guided
+        self.name, self.guided = model.name, getattr(model, "guided", False)
 
     def start(self, log: Log) -> None:
         self.model.start(log)

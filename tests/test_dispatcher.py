@@ -221,13 +221,31 @@ def test_a_guided_model_shown_the_queue_as_a_count_adds_to_it_and_never_replaces
     after, outcome = dispatch(before, update, registry, ctx, guided=True)
 
     assert outcome.kind is Kind.UPDATE and after["pending_actions"] == ["a", "b", "c"]
-    assert after["notes"] == "[UPDATE] pending_actions (added to the queue)"
+    assert after["notes"] == "[UPDATE] pending_actions (1 added to the queue)"
     # the same reply from a model that was shown the list replaces it, as update_scratchpad says
     assert dispatch(before, update, registry, ctx)[0]["pending_actions"] == ["c", "a", "Write banana into fruit.txt", "c"]
     # with no current task the guided model was shown the list too: its update is the new queue
     idle = state_with(pending_actions=["a", "b"])
     assert dispatch(idle, act("update_scratchpad", pending_actions=["b"]), registry, ctx, guided=True)[0][
         "pending_actions"] == ["b"]
+
+
+def test_a_guided_model_that_moves_its_task_back_to_the_queue_loses_nothing(ctx, registry):
+    # current A, pending [B]; the model makes X current and queues A: A must not vanish
+    before = state_with(current_task="A", pending_actions=["B"])
+    update = act("update_scratchpad", current_task="X", pending_actions=["A"])
+
+    after, outcome = dispatch(before, update, registry, ctx, guided=True)
+
+    assert outcome.kind is Kind.UPDATE and after["current_task"] == "X" and after["pending_actions"] == ["B", "A"]
+
+
+def test_a_guided_model_copying_the_count_line_it_was_shown_queues_nothing(ctx, registry):
+    before = state_with(current_task="A", pending_actions=["B", "C"])
+    after, outcome = dispatch(before, act("update_scratchpad", pending_actions=["2 more after this task", "B"]),
+                              registry, ctx, guided=True)
+    assert after["pending_actions"] == ["B", "C"]
+    assert outcome.note == "[UPDATE] pending_actions (nothing new for the queue)"
 
 
 def test_additions_that_would_take_the_queue_over_the_field_cap_are_refused_whole(ctx, registry):

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Collection
 
+from ..config import Settings
 from .base import Request
 
 STOPWORDS = frozenset(
@@ -96,6 +98,14 @@ def restrict_schema(action_schema: dict, names: list[str] | None) -> dict:
 FOLDER_WORDS = frozenset({"folder", "directory", "dir"})
 
 
+def grammar_safe(value: str) -> bool:
+    """Whether a value taken from a task or a result may become a literal in a grammar. llama.cpp's
+    converter leaves a backslash unescaped, and the C++ parser crashes the process on what results
+    (a segfault, so not even a failed cycle is saved): quotes, backslashes and control characters
+    are never offered."""
+    return bool(value) and not re.search(r'["\\\x00-\x1f\x7f]', value)
+
+
 def task_paths(task: str) -> list[str]:
     """The words of a task that could be a path (quotes and end punctuation removed), and ".".
 
@@ -106,13 +116,13 @@ def task_paths(task: str) -> list[str]:
     words = [raw.strip("'\"`()[]{}<>,;:!?").rstrip(".") for raw in task.split()]
     found, named = [], []
     for position, word in enumerate(words):
-        if not word or word in found or word.lower() in STOPWORDS:
+        if not grammar_safe(word) or word.lower() in STOPWORDS:
             continue
-        found.append(word)
         after_folder = position > 0 and words[position - 1].lower() in FOLDER_WORDS
-        if re.search(r"\w\.\w+$", word) or "/" in word or after_folder:
+        if re.search(r"\w\.[A-Za-z]\w*$", word) or "/" in word or after_folder:
             named.append(word)
-    chosen = named or found
+        found.append(word)
+    chosen = list(dict.fromkeys(named or found))
     return chosen + (["."] if "." not in chosen else [])
 
 
@@ -140,21 +150,24 @@ def paths_from_task(task: str | None, action_schema: dict) -> dict:
     return _narrowed(action_schema, "path", {"enum": task_paths(task)})
 
 
-_COMMAND = re.compile(r"`([^`]+)`|\bcommand:?\s+(.+?)(?=\s+(?:and|then)\b|[,;]|\.(?:\s|$)|$)", re.IGNORECASE)
+_QUOTED = re.compile(r"`([^`]+)`")
+_AFTER_COMMAND = re.compile(r"\bcommand:?\s+([^`]+?)(?=\s+(?:and|then)\b|[,;]|[.?!](?:\s|$)|$)", re.IGNORECASE)
 
 
-def task_commands(task: str) -> list[str]:
-    """The command lines a task spells out: in backquotes, or after the word "command"
-    ("Run the command date -u and note the result": date -u)."""
-    found = [(quoted or named).strip() for quoted, named in _COMMAND.findall(task)]
-    return list(dict.fromkeys(c for c in found if c))
+def task_commands(task: str, allowed: Collection[str]) -> list[str]:
+    """The command lines a task spells out, in backquotes, or else after the word "command"
+    ("Run the command date -u and note the result": date -u), that start with an `allowed`
+    command ("Use the command line to ..." spells out none)."""
+    found = _QUOTED.findall(task) or _AFTER_COMMAND.findall(task)
+    lines = [line.strip() for line in found]
+    return list(dict.fromkeys(line for line in lines if grammar_safe(line) and line.split()[0] in allowed))
 
 
-def commands_from_task(task: str | None, action_schema: dict) -> dict:
+def commands_from_task(task: str | None, action_schema: dict, allowed: Collection[str]) -> dict:
     """The action schema with every `command` argument limited to the command lines the task
     spells out; unchanged when it spells out none. The 135M model, asked to run `date -u`, wrote
     "date -u -u -n 10 -u -n 10 ..." until its reply was cut."""
-    commands = task_commands(task or "")
+    commands = task_commands(task or "", allowed)
     return _narrowed(action_schema, "command", {"enum": commands}) if commands else action_schema
 
 
@@ -200,9 +213,16 @@ def summary_from_result(task: str | None, last_result: str | None, action_schema
     return _narrowed(action_schema, "summary", {"pattern": pattern}, tool="done")
 
 
-def guided_schema(request: Request) -> dict:
+def commands_to_narrow(settings: Settings) -> tuple[str, ...]:
+    """The shell commands a task's spelled-out command line may start with to be offered alone:
+    the allowlist (under another shell policy nothing is narrowed: any word could be a command)."""
+    return tuple(settings.shell_allowlist) if settings.shell_policy == "allowlist" else ()
+
+
+def guided_schema(request: Request, commands: Collection[str] = ()) -> dict:
     """The action schema narrowed for this step: the relevant tools only, paths and command lines
-    from the task, and a summary that starts with a value the last step found."""
+    (of the `commands` the shell may run) from the task, and a summary that starts with a value
+    the last step found."""
     schema = restrict_schema(request.schema, focused_tools(request.task, request.last_result, request.schema))
-    schema = commands_from_task(request.task, paths_from_task(request.task, schema))
+    schema = commands_from_task(request.task, paths_from_task(request.task, schema), commands)
     return summary_from_result(request.task, request.last_result, schema)

@@ -14,7 +14,7 @@ from typing import Any
 from ..config import Settings
 from ..prompt import chat_messages
 from .base import Completion, Log, ModelError, ModelUnavailable, Request, Usage
-from .guidance import guided_schema
+from .guidance import commands_to_narrow, guided_schema
 from .local_cache import PrefixCache, common_prefix, local_cache_dir
 from .threads import set_wait_policy, thread_count
 
@@ -81,12 +81,13 @@ class LocalModel:
         self.guided = bundled if settings.guided is None else settings.guided
         self.settings = settings
         self.llm = None
+        self.log: Log = lambda line: None
         self.cache: PrefixCache | None = None
         self._bounded: dict[str, dict] = {}
         self._cache_checked = False
 
     def start(self, log: Log) -> None:
-        self._cache_checked = False
+        self._cache_checked, self.log = False, log
         if self.llm is None:
             self.llm = self._load(log)
         folder = local_cache_dir()
@@ -107,11 +108,32 @@ class LocalModel:
         log(f"loaded {self.path.name} with {threads} threads ({why}; {waiting}), context {self.settings.local_context}")
         return llm
 
-    def _grammar_schema(self, action_schema: dict) -> dict:
+    def _grammar_schema(self, action_schema: dict) -> dict | None:
+        """The bounded schema the reply must follow; None if llama.cpp would refuse its grammar."""
         key = json.dumps(action_schema, sort_keys=True)
         if key not in self._bounded:
-            self._bounded[key] = bounded_schema(action_schema)
+            bounded = bounded_schema(action_schema)
+            self._bounded[key] = bounded if self._grammar_accepted(bounded) else None
         return self._bounded[key]
+
+    def _grammar_accepted(self, schema: dict) -> bool:
+        """Parse the schema's grammar in llama.cpp first: a grammar it refuses crashes the process
+        during generation (a segfault: no failed cycle saved, every later cycle the same)."""
+        import llama_cpp
+        from llama_cpp import LlamaGrammar
+
+        try:
+            grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+            vocab, text, root = self.llm._model.vocab, grammar._grammar, grammar._root
+        except AttributeError:  # another llama-cpp-python: its own checks are all there is
+            return True
+        except Exception:
+            return False
+        sampler = llama_cpp.llama_sampler_init_grammar(vocab, text.encode("utf-8"), root.encode("utf-8"))
+        if not sampler:
+            return False
+        llama_cpp.llama_sampler_free(sampler)
+        return True
 
     def _prefix_to_save(self, system: str) -> Path | None:
         """On the first call of a cycle, load the prefix a previous cycle saved; else the file
@@ -128,14 +150,21 @@ class LocalModel:
         save_to = self._prefix_to_save(request.system)
         before = self.llm.input_ids[: self.llm.n_tokens].copy()
         # the grammar, not the messages, is shaped for this step, so the prompt cache still hits
-        schema = guided_schema(request) if self.guided else request.schema
+        schema = guided_schema(request, commands_to_narrow(self.settings)) if self.guided else request.schema
+        grammar = self._grammar_schema(schema)
+        if grammar is None and schema is not request.schema:
+            self.log("llama.cpp refuses this step's guided grammar: the step offers the whole action schema")
+            grammar = self._grammar_schema(request.schema)
+        if grammar is None:
+            raise ModelError("embedded model: llama.cpp refuses the grammar of this home's tools "
+                             "(a tool name or argument with a quote or backslash?); see `agent tools`")
         messages = chat_messages(request.system, request.user)  # the rules' examples as chat turns
         try:
             response = self.llm.create_chat_completion(
                 messages=messages,
                 temperature=self.settings.temperature,
                 max_tokens=min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS),
-                response_format={"type": "json_object", "schema": self._grammar_schema(schema)},
+                response_format={"type": "json_object", "schema": grammar},
             )
         except ValueError as exc:  # llama.cpp: prompt longer than the context
             raise ModelError(f"embedded model: {exc} (raise local_context in config.yaml)") from exc

@@ -17,7 +17,7 @@ from .base import Completion, Log, ModelError, ModelTimeout, ModelUnavailable, R
 from .client_log import client_messages_to
 from .format_ladder import (ENDPOINT_MEMORY, OPENAI_ENDPOINT, RESPONSE_FORMATS, EndpointMemory,
                             openai_response_schema, rejects_response_format, response_format_for)
-from .guidance import guided_schema
+from .guidance import commands_to_narrow, guided_schema
 
 __all__ = ["OpenAIModel", "RESPONSE_FORMATS", "openai_response_schema", "rejects_response_format", "usage_of"]
 
@@ -138,7 +138,7 @@ class OpenAIModel:
         deadline = None if request.timeout is None else time.monotonic() + request.timeout
         messages = self.messages(request)
         # a small model behind the endpoint: the schema, never the messages, is narrowed per step
-        schema = guided_schema(request) if self.guided else request.schema
+        schema = guided_schema(request, commands_to_narrow(self.settings)) if self.guided else request.schema
         while True:
             probing = self.format is None
             kind = RESPONSE_FORMATS[self.probe_from] if probing else self.format

@@ -1,7 +1,7 @@
 """How many threads the embedded model gets, and how they wait for each other.
 
 llama.cpp's CPU threads meet at an OpenMP barrier hundreds of times per token. Measured on 2
-cores (bench/busy_threads.py, README "The embedded model on a busy machine"):
+cores (bench/busy_threads.py, README "Threads on a shared machine"):
 
 - threads that spin while they wait (libgomp's default) are the fastest on an idle machine and
   collapse on a busy one: when the OS parks one thread, the others spin through their time
@@ -20,6 +20,7 @@ OMP_WAIT_POLICY and GOMP_SPINCOUNT set by the user, are kept as they are.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -33,12 +34,28 @@ SPIN_COUNT = "10000"
 LOADAVG = Path("/proc/loadavg")
 
 
-def cores() -> int:
-    """The cores this process may run on."""
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def _quota(cpu_max: Path) -> int | None:
+    """The cores a cgroup (v2) CPU quota allows, rounded up ("150000 100000": 2); None if unlimited."""
     try:
-        return len(os.sched_getaffinity(0))
+        quota, period = cpu_max.read_text().split()[:2]
+        return None if quota == "max" else max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        return None
+
+
+def cores(cpu_max: Path = CPU_MAX) -> tuple[int, bool]:
+    """(the cores this process may use, whether they are the whole machine's). A container's
+    CPU set or quota is part of a machine whose load average says nothing about it."""
+    try:
+        allowed = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        allowed = os.cpu_count() or 1
+    quota = _quota(cpu_max)
+    usable = min(allowed, quota or allowed)
+    return usable, usable == (os.cpu_count() or 1)
 
 
 def _own_running() -> int:
@@ -69,13 +86,14 @@ def others_running(samples: int = 5, loadavg: Path = LOADAVG) -> int | None:
     return min(seen)
 
 
-def thread_count(settings: Settings, loadavg: Path = LOADAVG) -> tuple[int, str]:
+def thread_count(settings: Settings, loadavg: Path = LOADAVG, cpu_max: Path = CPU_MAX) -> tuple[int, str]:
     """(threads, why) for the embedded model."""
     if settings.local_threads:
         return settings.local_threads, "local_threads"
-    total, busy = cores(), others_running(loadavg=loadavg)
+    total, whole_machine = cores(cpu_max)
+    busy = others_running(loadavg=loadavg) if whole_machine else None
     if busy is None:
-        return max(1, total - 1), f"{total} cores"
+        return max(1, total - 1), f"{total} cores" if whole_machine else f"{total} cores of a CPU set or quota"
     return max(1, total - busy - 1), f"{total} cores, {min(busy, total)} busy"
 
 

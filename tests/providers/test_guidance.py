@@ -112,14 +112,37 @@ def _compiles(schema: dict) -> None:
 
 def test_a_command_line_the_task_spells_out_is_the_only_one_offered():
     # the 135M model, asked to run `date -u`, wrote "date -u -u -n 10 -u -n 10 ..." until cut
-    assert task_commands("Run the command date -u and note the result") == ["date -u"]
-    assert task_commands("Run `ls -l reports` then note it; also the command: uname -a.") == ["ls -l reports", "uname -a"]
-    assert task_commands("Report the uptime") == []
+    allowed = Settings().shell_allowlist
+    assert task_commands("Run the command date -u and note the result", allowed) == ["date -u"]
+    assert task_commands("Run the command `date -u` and note the result", allowed) == ["date -u"]
+    assert task_commands("Run `ls -l reports` then `uname -a`; the command pwd is not needed", allowed) == [
+        "ls -l reports", "uname -a"]  # backquotes, when there are any, are what the task spells out
+    assert task_commands("Run the command: uname -a.", allowed) == ["uname -a"]
+    # nothing that is not an allowed command line is offered alone
+    for task in ("Report the uptime", "Use the command line to print the date", "Which command prints the date?",
+                 "Run the command `date -u and note it", "Run the command rm -rf . now"):
+        assert task_commands(task, allowed) == [], task
+    assert task_commands("Run the command rm -rf .", ()) == []  # shell_policy any: nothing narrowed
     schema = _registry_schema()
-    shaped = commands_from_task("Run the command date -u and note the result", schema)
+    shaped = commands_from_task("Run the command date -u and note the result", schema, allowed)
     assert _args_of(shaped, "shell")["command"]["enum"] == ["date -u"]
-    assert commands_from_task("Report the uptime", schema) is schema and commands_from_task(None, schema) is schema
+    assert commands_from_task("Report the uptime", schema, allowed) is schema
+    assert commands_from_task(None, schema, allowed) is schema
     _compiles(shaped)
+
+
+def test_task_words_with_a_quote_or_backslash_are_never_offered():
+    # llama.cpp's converter leaves the backslash of an escaped quote unescaped, and the C++ grammar
+    # parser then crashes the process: a task the model wrote could brick every later cycle
+    allowed = Settings().shell_allowlist
+    assert task_commands('Run `grep "port" app.ini` and note it', allowed) == []
+    assert task_commands("Run `cat a\\b.txt`", allowed) == []
+    assert task_paths('Read name="bob.txt" and c:\\x.txt') == ["Read", "."]
+
+
+def test_a_repeated_folder_word_is_still_taken_as_the_folder_and_a_number_is_not_a_file():
+    assert task_paths("inbox: list the folder inbox") == ["inbox", "."]
+    assert task_paths("Round 3.14 to one digit") == ["Round", "3.14", "digit", "."]  # "one" is a stopword
 
 
 READ_INI = "[TOOL] read_file({\"path\": \"settings.ini\"}) -> [client]; timeout = 30; [server]; host = db.example.org; port = 5433"
