@@ -219,3 +219,18 @@ def test_reset_denies_parked_and_approved_calls_and_drops_queued_edits_meant_for
     # and a reset with nothing open says nothing of it
     plain = run_cli("reset", "--home", str(gated_home))
     assert plain.exit_code == 0 and "discarded" not in plain.stdout and "denied" not in plain.stdout
+
+
+def test_reset_with_an_unreadable_approvals_file_exits_6_naming_it_and_changes_nothing(gated_home):
+    with home_lock(Home.at(gated_home)):
+        assert run_cli("task", "add", "--home", str(gated_home), "queued").exit_code == 0
+    (gated_home / "scratchpad" / "approvals.json").write_text("{not json")
+
+    def files():
+        return {name: digest for name, digest in tree_digest(gated_home).items() if not name.endswith(".lock")}
+    before = files()
+
+    result = run_cli("reset", "--home", str(gated_home))
+
+    assert result.exit_code == 6 and "approvals.json" in result.output
+    assert files() == before  # active.yaml, the inbox, the approvals file: all as they were (a lock file aside)

@@ -123,10 +123,11 @@ def reset(home_dir: Path, template: str, clean: bool, lock_wait: float, as_json:
     with home_lock(home, wait=lock_wait):
         home.ensure_dirs()
         remove_stale_temporaries(home)
-        write_state(home.active, state)
-        # queued edits and parked calls were meant for the memory just replaced: never apply them to this one
-        edits = discard_queued(home)
+        # queued edits and parked calls are meant for the memory being replaced: never apply them to
+        # the new one. Calls first: an unreadable approvals file stops the reset before anything changed.
         calls = approvals.discard_open(home, "discarded by agent reset: the memory it was parked for was replaced")
+        edits = discard_queued(home)
+        write_state(home.active, state)
         if clean:
             doomed = [*home.scratchpad.glob("*_before.yaml"), *home.scratchpad.glob("*_after.yaml"),
                       *home.logs.glob("cycle_*.log"),
