@@ -80,8 +80,10 @@ class Settings:
                                      default=None)
     local_context: int = _doc("Context window (tokens) for the embedded model.", default=4096)
     guided: bool | None = _doc("Narrow the model's choices each step, through the schema its replies must follow, "
-                               "to the likeliest tools and to paths named in the task (was local_guided). Unset: "
-                               "on for the bundled tiny model, off for others (local:FILE, openai:).", default=None)
+                               "to the likeliest tools, the paths and command lines the task names, and a done "
+                               "summary that starts with a value just found; show it the queue as a count while it "
+                               "has a task (was local_guided). Unset: on for the bundled tiny model, off for others "
+                               "(local:FILE, openai:).", default=None)
     keep_cycles: int | None = _doc("Automatic retention: keep the snapshots and logs of only the newest N cycles "
                                    "(the index and archive keep everything); null: keep all.", default=500)
     keep_days: float | None = _doc("Automatic retention: keep the snapshots and logs of cycles younger than this "
