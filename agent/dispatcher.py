@@ -87,8 +87,8 @@ def apply_update(state: dict, args: dict, pending_added: bool = False) -> tuple[
             new[key] = copy.deepcopy(value)
     if pending_added and "pending_actions" in args:  # after current_task: a task moved from it is added
         new["pending_actions"] += added_actions(new, args["pending_actions"])
-        if field_size_problem("pending_actions", new["pending_actions"]):
-            return state, field_size_problem("pending_actions", new["pending_actions"])
+        if too_large := field_size_problem("pending_actions", new["pending_actions"]):
+            return state, too_large
     dodged = checks.checked_tasks_removed(state, new)
     if dodged:
         return state, (f"task '{dodged[0]}' has an operator check: it leaves the queue only through done "

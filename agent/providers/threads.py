@@ -32,9 +32,7 @@ from ..config import Settings
 # enough that a parked partner costs little.
 SPIN_COUNT = "10000"
 LOADAVG = Path("/proc/loadavg")
-
-
-CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2; v1 quotas are not read
 
 
 def _quota(cpu_max: Path) -> int | None:
