@@ -234,3 +234,44 @@ def test_reset_with_an_unreadable_approvals_file_exits_6_naming_it_and_changes_n
 
     assert result.exit_code == 6 and "approvals.json" in result.output
     assert files() == before  # active.yaml, the inbox, the approvals file: all as they were (a lock file aside)
+
+
+# ------------------------------------------------------------- only a call the policy would run is parked
+
+
+@pytest.mark.parametrize("gated, call, refusal", [
+    ("shell", {"tool": "shell", "args": {"command": "run uname"}}, "command 'run' is not allowed"),
+    ("write_file", {"tool": "write_file", "args": {"path": "../outside.txt", "content": "x"}}, "contains '..'"),
+    ("read_file", {"tool": "read_file", "args": {"path": "/etc/passwd"}}, "outside the workspace"),
+    ("http_get", {"tool": "http_get", "args": {"url": "http://127.0.0.1:9/"}}, "only reaches public addresses"),
+    ("http_get", {"tool": "http_get", "args": {"url": "ftp://example.com/"}}, "only http and https"),
+])
+def test_a_gated_call_the_policy_refuses_is_refused_at_once_with_the_same_tool_error(tmp_path, gated, call, refusal):
+    (tmp_path / "workspace").mkdir()
+    ctx = ToolContext(tmp_path, Settings(approval_required=[gated]))
+    registry = build_registry(ctx.settings)
+    ungated_state, ungated = dispatch(fresh_state(), json.dumps(call), registry, ToolContext(tmp_path, Settings()))
+    state, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx, gate(ctx.settings))
+    assert outcome.kind is Kind.TOOL_ERROR and refusal in outcome.note
+    assert outcome.note == ungated.note and state["notes"] == ungated_state["notes"]
+
+
+def test_a_gated_call_the_policy_allows_is_still_parked_and_nothing_is_resolved_or_run(tmp_path):
+    (tmp_path / "workspace").mkdir()
+    ctx = ToolContext(tmp_path, Settings(approval_required=["shell", "http_get", "write_file"]))
+    registry = build_registry(ctx.settings)
+    for call in ({"tool": "shell", "args": {"command": "uname"}},
+                 {"tool": "http_get", "args": {"url": "https://no-such-host.invalid/"}},  # no DNS query before approval
+                 {"tool": "write_file", "args": {"path": "new.txt", "content": "x"}}):
+        _, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx, gate(ctx.settings))
+        assert outcome.kind is Kind.PARKED, outcome.note
+    assert list((tmp_path / "workspace").iterdir()) == []
+
+
+def test_a_refused_gated_call_ends_no_cycle_and_parks_nothing(home):
+    (home / "config.yaml").write_text("approval_required: [shell]\nworkspace: workspace\n")
+    write_active(home, {"current_task": "see the system"})
+    result = run_cycle(home, [{"tool": "shell", "args": {"command": "run uname"}}, done("refused, so gave up")])
+    assert result.exit_code == 0
+    assert approvals_json(home) == []
+    assert any(line.startswith("[TOOL ERROR] shell(") and "'run' is not allowed" in line for line in notes(home))
