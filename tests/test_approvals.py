@@ -275,3 +275,32 @@ def test_a_refused_gated_call_ends_no_cycle_and_parks_nothing(home):
     assert result.exit_code == 0
     assert approvals_json(home) == []
     assert any(line.startswith("[TOOL ERROR] shell(") and "'run' is not allowed" in line for line in notes(home))
+
+
+def test_under_quiet_a_parked_call_prints_one_line_for_cron_mail(gated_home):
+    result = run_cycle(gated_home, [WRITE], "--quiet")
+    assert result.exit_code == 8 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert "awaiting approval: call 1 to write_file awaits the operator (agent approve 1 / agent deny 1)" in line
+    assert "(exit 8;" in line
+
+
+def test_status_shows_the_calls_that_wait_with_their_count_and_age(gated_home):
+    assert "approvals" not in run_cli("status", "--home", str(gated_home)).stdout  # nothing waits: nothing said
+    assert run_cycle(gated_home, [WRITE]).exit_code == 8
+    assert run_cycle(gated_home, [{"tool": "write_file", "args": {"path": "b.txt", "content": "x"}}]).exit_code == 8
+    text = run_cli("status", "--home", str(gated_home))
+    assert text.exit_code == 0
+    [line] = [line for line in text.stdout.splitlines() if line.startswith("approvals:")]
+    assert line.startswith("approvals: 2 call(s) wait for you, the oldest parked ") and "(ids 1, 2;" in line
+    data = json.loads(run_cli("status", "--home", str(gated_home), "--json").stdout)["approvals"]
+    assert data["pending"] == 2 and data["ids"] == ["1", "2"] and 0 <= data["oldest_age_s"] < 600
+    assert data["oldest_parked"] == approvals_json(gated_home)[0]["parked"]
+
+
+def test_status_with_an_unreadable_approvals_file_says_so_and_exits_0(gated_home):
+    (gated_home / "scratchpad").mkdir(exist_ok=True)
+    (gated_home / "scratchpad" / "approvals.json").write_text("{not json")
+    result = run_cli("status", "--home", str(gated_home))
+    assert result.exit_code == 0 and "approvals: unknown: " in result.stdout and "approvals.json" in result.stdout
+    assert json.loads(run_cli("status", "--home", str(gated_home), "--json").stdout)["approvals_error"]
