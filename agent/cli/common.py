@@ -48,9 +48,13 @@ def reports_errors(func):
 
 def checked_home(home_dir: Path) -> Home:
     """The home at `home_dir`, or a usage error (exit 2) when it is the user's home folder or
-    `/`: the model's workspace and the runtime's files would sit among dot-files, keys and
-    code that the operator's shell and tools run."""
+    `/` and was never made a home: the model's workspace and the runtime's files would sit among
+    dot-files, keys and code that the operator's shell and tools run. A folder `agent init` made
+    a home (it has scratchpad/active.yaml) is accepted wherever it is: a service user's $HOME
+    (`useradd -d /srv/agent`) may be its agent home."""
     home = Home.at(home_dir)
+    if home.active.is_file():
+        return home
     resolved = home.root.resolve()
     try:
         users_home = Path.home().resolve()
@@ -58,8 +62,10 @@ def checked_home(home_dir: Path) -> Home:
         users_home = None
     for unsafe, what in ((Path("/"), "the root folder /"), (users_home, "your home folder ($HOME)")):
         if resolved == unsafe:
-            raise UsageError(f"refusing to use {what} as the agent's home ({home.root}): make a folder for it, "
-                             f"e.g. agent init ~/my-agent, and pass --home ~/my-agent (or set AGENT_HOME)")
+            raise UsageError(f"refusing to use {what} as the agent's home ({home.root}): it was never made one. "
+                             f"Make a folder for it, e.g. agent init ~/my-agent, and pass --home ~/my-agent (or "
+                             f"set AGENT_HOME); for a service user whose $HOME is the agent home, run agent init "
+                             f"{home.root} as another user (root) and chown it")
     return home
 
 
