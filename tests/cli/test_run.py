@@ -27,7 +27,8 @@ from tests.helpers import read_yaml, run_cli, tree_digest, write_active, write_s
 
 
 @pytest.mark.parametrize("config, fragment", [
-    ("max_iteration: 5\n", "unknown key 'max_iteration'"),
+    ("max_iteration: 5\n", "unknown key 'max_iteration': did you mean 'max_iterations'?"),
+    ("zzz_nothing_like_it: 5\n", "unknown key 'zzz_nothing_like_it' (known keys: "),
     ("max_iterations: lots\n", "setting 'max_iterations' must be an integer"),
     ("max_iterations: 0\n", "'max_iterations' must be greater than 0"),
     ("shell_policy: everything\n", "'shell_policy' must be one of allowlist, any, off"),
