@@ -10,13 +10,10 @@ from pathlib import Path
 
 import click
 
-from ..approvals import NO_RESULT, RAN, decide, pending_calls, read_approvals, shown_call
+from ..approvals import NO_RESULT, RAN, decide, read_approvals, shown_call
 from ..escape import escape_controls
-from ..outcomes import InvalidScratchpad
 from ..secrets import Secrets
-from ..store.home import Home
-from .common import (age, clip, existing_home, home_option, home_settings, json_option, print_json, reports_errors,
-                     seconds_since)
+from .common import clip, existing_home, home_option, home_settings, json_option, print_json, reports_errors
 
 
 def _secrets(home_dir: Path) -> Secrets:
@@ -81,20 +78,3 @@ def deny(home_dir: Path, approval_id: str, reason: str | None, as_json: bool) ->
     """Deny parked call ID: it never runs; the next cycle notes the denial and the reason."""
     _answer(home_dir, approval_id, False, reason, as_json)
 
-
-def approvals_status(home: Home) -> tuple[dict, list[str]]:
-    """What `agent status` tells of parked calls: ({"approvals": ...} for --json, its text lines).
-    The lines are empty when nothing waits; an unreadable approvals file is said, never raised."""
-    try:
-        waiting = pending_calls(home)
-    except InvalidScratchpad as exc:
-        return {"approvals": None, "approvals_error": str(exc)}, [f"approvals: unknown: {clip(exc, 200)}"]
-    ages = [age_s for age_s in (seconds_since(r.get("parked")) for r in waiting) if age_s is not None]
-    data = {"pending": len(waiting), "ids": [r["id"] for r in waiting],
-            "oldest_parked": min((r["parked"] for r in waiting if isinstance(r.get("parked"), str)), default=None),
-            "oldest_age_s": round(max(ages), 1) if ages else None}
-    if not waiting:
-        return {"approvals": data}, []
-    oldest = f", the oldest parked {age(data['oldest_age_s'])} ago" if ages else ""
-    return {"approvals": data}, [f"approvals: {len(waiting)} call(s) wait for you{oldest} "
-                                 f"(ids {', '.join(data['ids'])}; agent approvals lists them)"]

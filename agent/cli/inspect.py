@@ -24,11 +24,11 @@ from ..store.home import Home
 from ..store.state_file import load_state
 from .common import (age, clip, echo, existing_home, home_option, home_settings, json_option, print_json,
                      reports_errors, seconds_since, size, task_text, terminal_width)
-from .approve import approvals_status
 from .diffing import summarize_change, summary_lines
 from .snapshots import resolve_snapshot
 from .history import RUNNING, cycle_ids, cycle_running, history_records, table_lines
 from .spending import daily_lines, status_extras, with_costs
+from .waiting import approvals_status
 
 # --------------------------------------------------------------------------------------- diff
 
