@@ -77,4 +77,3 @@ def approve(home_dir: Path, approval_id: str, as_json: bool) -> None:
 def deny(home_dir: Path, approval_id: str, reason: str | None, as_json: bool) -> None:
     """Deny parked call ID: it never runs; the next cycle notes the denial and the reason."""
     _answer(home_dir, approval_id, False, reason, as_json)
-
