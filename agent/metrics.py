@@ -86,7 +86,8 @@ def metrics_text(home: str, record: dict, recent: list[dict]) -> str:
         ("pending_approvals", "Tool calls parked until the operator approves or denies them.",
          [({}, pending_approvals(record))]),
         ("oldest_pending_approval_timestamp_seconds", "Unix time the oldest pending parked call was parked "
-         "(its age: time() minus this); no series when none waits.", [({}, _unix_time(record.get("oldest_pending_approval")))]),
+         "(its age: time() minus this); no series when none waits.",
+         [({}, _unix_time(record.get("oldest_pending_approval")))]),
     ]
     lines = []
     for name, help_text, samples in families:

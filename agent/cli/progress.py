@@ -64,7 +64,8 @@ def quiet_line(r: Any) -> str | None:
         return (f"agent: cycle {r.cycle_id} stalled: task {r.task_after!r} has not advanced in stall_cycles cycles "
                 f"(exit 9; `agent history` shows them, `agent task drop 0` moves on)")
     if r.stop_reason == StopReason.BUDGET_EXHAUSTED.value:
-        return f"agent: budget exhausted, nothing sent to the model: {r.stop_detail} (exit 10; `agent status` shows spending)"
+        return (f"agent: budget exhausted, nothing sent to the model: {r.stop_detail} "
+                f"(exit 10; `agent status` shows spending)")
     return None
 
 

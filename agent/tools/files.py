@@ -100,8 +100,9 @@ def reading_precheck(ctx: ToolContext, path: str = ".") -> None:
 
 def writing_precheck(ctx: ToolContext, path: str, content: str) -> None:
     """What write_file and append_file refuse before writing (a path, content over the limit)."""
-    if len(content.encode("utf-8")) > ctx.settings.file_max_write:
-        raise ToolError(f"content is {len(content.encode('utf-8'))} bytes, over the {ctx.settings.file_max_write}-byte limit")
+    size = len(content.encode("utf-8"))
+    if size > ctx.settings.file_max_write:
+        raise ToolError(f"content is {size} bytes, over the {ctx.settings.file_max_write}-byte limit")
     _writable_target(ctx, path)
 
 

@@ -174,3 +174,13 @@ def test_show_piped_into_head_prints_one_line_and_exits_0(home_copy):
     proc = subprocess.run(["bash", "-c", shell], env=_env(), capture_output=True, text=True, timeout=120)
     assert proc.stderr == ""
     assert proc.stdout.splitlines()[-1] == "status=0" and len(proc.stdout.splitlines()) == 2
+
+
+@pytest.mark.parametrize("command", [["status"], ["history"], ["diff"]])
+def test_a_folder_where_the_index_should_be_is_one_line_and_exit_7(home_copy, command):
+    home, _, _ = home_copy
+    (home / "logs" / "index.jsonl").unlink()
+    (home / "logs" / "index.jsonl").mkdir()
+    proc = _agent(*command, "--home", str(home), capture_output=True, text=True)
+    assert proc.returncode == 7 and "Traceback" not in proc.stderr
+    assert proc.stderr.splitlines() == [proc.stderr.strip()] and "index.jsonl: Is a directory" in proc.stderr
