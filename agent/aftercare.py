@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .approvals import pending_count
+from .approvals import pending_fields
 from .budgets import cycle_cost
 from .config import Settings
 from .hooks import run_cycle_end_hook
@@ -22,7 +22,7 @@ def after_cycle(home: Home, settings: Settings, report: CycleReport, secrets: Se
     loses a cycle that retention removed the files of), then tell the operator's tools: the
     metrics file, and the on_cycle_end command with the same record."""
     report.cost = cycle_cost(settings.prices, report.model, report.usage)
-    record = secrets.redact(dict(report.index_record(), pending_approvals=pending_count(home)))
+    record = secrets.redact(dict(report.index_record(), **pending_fields(home)))
     append_index(home, record)
     pruned = apply_retention(home, settings, protect=[report.cycle_id])
     if pruned:

@@ -85,10 +85,25 @@ def pending_count(home: Home) -> int:
 
     Asked after a cycle is saved, where nothing may fail the cycle: an unreadable file counts 0
     here (the next cycle, and `agent approvals`, report it)."""
+    return pending_fields(home)["pending_approvals"]
+
+
+def pending_calls(home: Home) -> list[dict]:
+    """The parked calls still waiting for the operator, oldest first (InvalidScratchpad: unreadable)."""
+    if not approvals_file(home).exists():  # nothing was ever parked
+        return []
+    return [record for record in read_approvals(home) if record["status"] == PENDING]
+
+
+def pending_fields(home: Home) -> dict:
+    """What a cycle's index record says of the calls waiting for the operator: how many, and when
+    the oldest was parked (None: none waits). An unreadable file counts 0, as in pending_count."""
     try:
-        return sum(1 for record in read_approvals(home) if record["status"] == "pending")
+        waiting = pending_calls(home)
     except InvalidScratchpad:
-        return 0
+        waiting = []
+    parked = [r["parked"] for r in waiting if isinstance(r.get("parked"), str)]
+    return {"pending_approvals": len(waiting), "oldest_pending_approval": min(parked, default=None)}
 
 
 def _well_formed(record: Any) -> bool:

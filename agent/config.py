@@ -7,6 +7,7 @@ Unknown keys and wrongly typed values are a usage error (exit 2) naming the key.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
 import typing
@@ -268,6 +269,10 @@ def read_config_file(path: Path) -> dict:
             if key in ("api_key", "openai_api_key", "key"):
                 raise UsageError(f"{path}: key '{key}': never put the API key in the config file; "
                                  f"put it in an environment variable and name that with 'api_key_env'")
+            close = difflib.get_close_matches(str(key), sorted(known), n=3, cutoff=0.6)
+            if close:
+                raise UsageError(f"{path}: unknown key '{key}': did you mean {' or '.join(repr(k) for k in close)}? "
+                                 f"(`agent init` in a new folder writes a config.yaml listing every setting)")
             raise UsageError(f"{path}: unknown key '{key}' (known keys: {', '.join(sorted(known))})")
     return data
 

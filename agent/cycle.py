@@ -168,7 +168,7 @@ class _Run:
                     return state, StopReason.DONE
                 limits.after_reply(outcome.tool, outcome.args, outcome.kind is Kind.PARSE_ERROR)
         except LimitReached as stop:
-            self.log(f"stopped: {stop}")
+            self.log(f"stopped: {report.stopped_by(stop, secrets)}")
             add_note(state, Tag.STOPPED.line(f"{stop.reason.value}: {stop}"))
             return state, stop.reason
 

@@ -50,15 +50,19 @@ def pending_approvals(record: dict) -> int:
     return int(_number(record.get("pending_approvals")) or 0)
 
 
-def ended_at(record: dict) -> float | None:
-    """The unix time the cycle ended: its start plus its duration."""
+def _unix_time(stamp: Any) -> float | None:
+    """An ISO time stamp (UTC when it names no zone) as unix time; None when it is not one."""
     try:
-        started = _dt.datetime.fromisoformat(str(record.get("started")))
+        when = _dt.datetime.fromisoformat(str(stamp))
     except ValueError:
         return None
-    if started.tzinfo is None:
-        started = started.replace(tzinfo=_dt.timezone.utc)
-    return started.timestamp() + (_number(record.get("duration_s")) or 0)
+    return (when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)).timestamp()
+
+
+def ended_at(record: dict) -> float | None:
+    """The unix time the cycle ended: its start plus its duration."""
+    started = _unix_time(record.get("started"))
+    return None if started is None else started + (_number(record.get("duration_s")) or 0)
 
 
 def metrics_text(home: str, record: dict, recent: list[dict]) -> str:
@@ -81,6 +85,9 @@ def metrics_text(home: str, record: dict, recent: list[dict]) -> str:
          [({}, consecutive(recent, StopReason.STALLED.value))]),
         ("pending_approvals", "Tool calls parked until the operator approves or denies them.",
          [({}, pending_approvals(record))]),
+        ("oldest_pending_approval_timestamp_seconds", "Unix time the oldest pending parked call was parked "
+         "(its age: time() minus this); no series when none waits.",
+         [({}, _unix_time(record.get("oldest_pending_approval")))]),
     ]
     lines = []
     for name, help_text, samples in families:

@@ -16,7 +16,7 @@ class ExitCode(enum.IntEnum):
     FAILED = 4  # the cycle failed: state saved as read plus a failure note
     BUSY = 5  # another process holds the home's lock: nothing read or written
     INVALID_SCRATCHPAD = 6  # active.yaml could not be used: nothing written
-    DISK = 7  # the home could not be written (disk full, read-only): previous files intact
+    DISK = 7  # the home could not be written (disk full, read-only) or a file it needs read: previous files intact
     AWAITING_APPROVAL = 8  # a call to a gated tool is parked until the operator approves or denies it
     STALLED = 9  # the current task has ended `stall_cycles` cycles in a row without done
     BUDGET_EXHAUSTED = 10  # a daily or monthly budget is spent: nothing was sent to the model

@@ -6,6 +6,9 @@ prose one pass pairs the braces (outside and inside JSON strings) so that each c
 object is decoded from its own span, a bounded number of times. (The old search ran
 `raw_decode` at every '{': on a reply of 400,000 '{' each failure counted the newlines before
 it, and the whole took minutes.)
+
+Replies are read as the field writes them: a raw control character (a newline, a tab) inside a
+JSON string is accepted, as most JSON producers and parsers do (`json.loads(strict=False)`).
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def parse_reply(text: Any, max_bytes: int | None = None) -> dict:
         raise ReplyError("reply is empty")
     candidates: list[Any] = []
     try:
-        candidates.append(json.loads(stripped))
+        candidates.append(json.loads(stripped, strict=False))
     except RecursionError:
         raise ReplyError("reply JSON is nested too deeply") from None
     except ValueError:
@@ -69,16 +72,16 @@ def parse_reply(text: Any, max_bytes: int | None = None) -> dict:
         if isinstance(value, dict) and "tool" in value:
             return value
     if not candidates:
-        raise ReplyError(f"no JSON object found in reply: {clip_line(stripped, 120)!r}")
+        raise ReplyError(f"no JSON object found in reply: {shown_reply(stripped, 120)}")
     first = candidates[0]
     if not isinstance(first, dict):
-        raise ReplyError(f"reply is a JSON {type(first).__name__}, not an object: {clip_line(stripped, 120)!r}")
-    raise ReplyError(f'JSON object has no "tool" key: {clip_line(stripped, 120)!r}')
+        raise ReplyError(f"reply is a JSON {type(first).__name__}, not an object: {shown_reply(stripped, 120)}")
+    raise ReplyError(f'JSON object has no "tool" key: {shown_reply(stripped, 120)}')
 
 
 def decode_span(span: str) -> Any:
     """One candidate decoded (its own function so tests can count the work done)."""
-    return json.loads(span)
+    return json.loads(span, strict=False)
 
 
 def fenced_blocks(text: str) -> Iterator[str]:
@@ -149,6 +152,13 @@ def _encodable(value: Any) -> bool:
     except (UnicodeEncodeError, RecursionError, ValueError):
         return False
     return True
+
+
+def shown_reply(text: str, limit: int) -> str:
+    """A reply in a parse error note: quoted, cut to `limit` characters, every control character
+    escaped (a newline as \\n), so a reply that looks valid on one line is shown as it was."""
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return f"'{escape_controls(text)}'"
 
 
 def clip_line(text: object, limit: int) -> str:

@@ -30,6 +30,7 @@ class CycleReport:
     reflect: str | None = None  # None (off), "applied", or "kept unreflected: why"
     actions: dict[str, int] = field(default_factory=dict)  # outcome kind -> how many this cycle
     cost: float | None = None  # usage at the model's `prices`; None: the model has no price
+    stop_detail: str | None = None  # what the limit that stopped the loop said (redacted); not in the record
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
@@ -42,6 +43,11 @@ class CycleReport:
         self.end(StopReason.ERROR)
         return Tag.CYCLE_FAILED.line(f"cycle {self.cycle_id}: {kind}: {error} "
                                      f"(traceback in logs/cycle_{self.cycle_id}.log)")
+
+    def stopped_by(self, stop: Exception, secrets: Secrets) -> str:
+        """Keep what a limit said when it stopped the loop (--quiet prints it for exits 8 and 10)."""
+        self.stop_detail = secrets.redact_text(str(stop))
+        return self.stop_detail
 
     def end(self, reason: StopReason) -> None:
         self.stop_reason, self.exit_code = reason.value, int(reason.exit_code)

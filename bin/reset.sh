@@ -2,7 +2,9 @@
 # Reset the agent's memory from a template. Same as `agent reset`; all flags pass through:
 #   bin/reset.sh                      active.yaml from the default (empty) template
 #   bin/reset.sh --template demo      from templates/demo.yaml (home) or the packaged one
-#   bin/reset.sh --clean              also delete snapshots, cycle logs and the cycle index
+#   bin/reset.sh --clean --yes        also delete snapshots, cycle logs and the cycle index
+#                                     (--clean alone asks on a terminal)
+# The replaced state and dropped queued edits go to logs/archive.jsonl, never deleted.
 # The home is AGENT_HOME if set, else this repository. Refuses (exit 5) while a cycle runs.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -234,3 +234,73 @@ def test_reset_with_an_unreadable_approvals_file_exits_6_naming_it_and_changes_n
 
     assert result.exit_code == 6 and "approvals.json" in result.output
     assert files() == before  # active.yaml, the inbox, the approvals file: all as they were (a lock file aside)
+
+
+# ------------------------------------------------------------- only a call the policy would run is parked
+
+
+@pytest.mark.parametrize("gated, call, refusal", [
+    ("shell", {"tool": "shell", "args": {"command": "run uname"}}, "command 'run' is not allowed"),
+    ("write_file", {"tool": "write_file", "args": {"path": "../outside.txt", "content": "x"}}, "contains '..'"),
+    ("read_file", {"tool": "read_file", "args": {"path": "/etc/passwd"}}, "outside the workspace"),
+    ("http_get", {"tool": "http_get", "args": {"url": "http://127.0.0.1:9/"}}, "only reaches public addresses"),
+    ("http_get", {"tool": "http_get", "args": {"url": "ftp://example.com/"}}, "only http and https"),
+])
+def test_a_gated_call_the_policy_refuses_is_refused_at_once_with_the_same_tool_error(tmp_path, gated, call, refusal):
+    (tmp_path / "workspace").mkdir()
+    ctx = ToolContext(tmp_path, Settings(approval_required=[gated]))
+    registry = build_registry(ctx.settings)
+    ungated_state, ungated = dispatch(fresh_state(), json.dumps(call), registry, ToolContext(tmp_path, Settings()))
+    state, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx, gate(ctx.settings))
+    assert outcome.kind is Kind.TOOL_ERROR and refusal in outcome.note
+    assert outcome.note == ungated.note and state["notes"] == ungated_state["notes"]
+
+
+def test_a_gated_call_the_policy_allows_is_still_parked_and_nothing_is_resolved_or_run(tmp_path):
+    (tmp_path / "workspace").mkdir()
+    ctx = ToolContext(tmp_path, Settings(approval_required=["shell", "http_get", "write_file"]))
+    registry = build_registry(ctx.settings)
+    for call in ({"tool": "shell", "args": {"command": "uname"}},
+                 {"tool": "http_get", "args": {"url": "https://no-such-host.invalid/"}},  # no DNS query before approval
+                 {"tool": "write_file", "args": {"path": "new.txt", "content": "x"}}):
+        _, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx, gate(ctx.settings))
+        assert outcome.kind is Kind.PARKED, outcome.note
+    assert list((tmp_path / "workspace").iterdir()) == []
+
+
+def test_a_refused_gated_call_ends_no_cycle_and_parks_nothing(home):
+    (home / "config.yaml").write_text("approval_required: [shell]\nworkspace: workspace\n")
+    write_active(home, {"current_task": "see the system"})
+    result = run_cycle(home, [{"tool": "shell", "args": {"command": "run uname"}}, done("refused, so gave up")])
+    assert result.exit_code == 0
+    assert approvals_json(home) == []
+    assert any(line.startswith("[TOOL ERROR] shell(") and "'run' is not allowed" in line for line in notes(home))
+
+
+def test_under_quiet_a_parked_call_prints_one_line_for_cron_mail(gated_home):
+    result = run_cycle(gated_home, [WRITE], "--quiet")
+    assert result.exit_code == 8 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert "awaiting approval: call 1 to write_file awaits the operator (agent approve 1 / agent deny 1)" in line
+    assert "(exit 8;" in line
+
+
+def test_status_shows_the_calls_that_wait_with_their_count_and_age(gated_home):
+    assert "approvals" not in run_cli("status", "--home", str(gated_home)).stdout  # nothing waits: nothing said
+    assert run_cycle(gated_home, [WRITE]).exit_code == 8
+    assert run_cycle(gated_home, [{"tool": "write_file", "args": {"path": "b.txt", "content": "x"}}]).exit_code == 8
+    text = run_cli("status", "--home", str(gated_home))
+    assert text.exit_code == 0
+    [line] = [line for line in text.stdout.splitlines() if line.startswith("approvals:")]
+    assert line.startswith("approvals: 2 call(s) wait for you, the oldest parked ") and "(ids 1, 2;" in line
+    data = json.loads(run_cli("status", "--home", str(gated_home), "--json").stdout)["approvals"]
+    assert data["pending"] == 2 and data["ids"] == ["1", "2"] and 0 <= data["oldest_age_s"] < 600
+    assert data["oldest_parked"] == approvals_json(gated_home)[0]["parked"]
+
+
+def test_status_with_an_unreadable_approvals_file_says_so_and_exits_0(gated_home):
+    (gated_home / "scratchpad").mkdir(exist_ok=True)
+    (gated_home / "scratchpad" / "approvals.json").write_text("{not json")
+    result = run_cli("status", "--home", str(gated_home))
+    assert result.exit_code == 0 and "approvals: unknown: " in result.stdout and "approvals.json" in result.stdout
+    assert json.loads(run_cli("status", "--home", str(gated_home), "--json").stdout)["approvals_error"]

@@ -169,3 +169,29 @@ def test_history_and_status_show_tokens_and_cost_per_cycle_and_per_day(home, ser
     assert "today:     2 cycle(s), 2,200 tokens of 100,000, cost 0.0060" in status
     spent = json.loads(run_cli("status", "--home", str(home), "--json").stdout)["spending"]
     assert spent["today"]["tokens"] == 2200 and spent["month"]["cost"] == pytest.approx(0.006)
+
+
+def test_under_quiet_a_spent_budget_prints_one_line_for_cron_mail(home, server):
+    configure(home, daily_token_budget=500)
+    server.add(Reply.chat(done("hi"), usage=usage(1000, 100)))
+    assert run(home, server)[0].exit_code == 0
+    result = run_cli("run", "--home", str(home), "--model", MODEL, "--quiet",
+                     env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY})
+    assert result.exit_code == 10 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("agent: budget exhausted, nothing sent to the model: ") and "daily" in line
+    assert "(exit 10;" in line
+
+
+def test_a_model_with_no_price_is_shown_unpriced_never_as_a_zero_cost(home, server):
+    configure(home)
+    server.add(Reply.chat(done("hi"), usage=usage(1000, 100)))
+    assert run(home, server)[0].exit_code == 0
+    status = run_cli("status", "--home", str(home)).stdout
+    assert "today:     1 cycle(s), 1,100 tokens, cost unpriced" in status and "0.0000" not in status
+    table = run_cli("history", "--home", str(home)).stdout.splitlines()
+    assert "unpriced" in table[1] and "0.0000" not in table[1]
+    daily = run_cli("history", "--home", str(home), "--daily").stdout.splitlines()
+    assert daily[1].split()[1:] == ["1", "1,100", "unpriced"]
+    spent = json.loads(run_cli("status", "--home", str(home), "--json").stdout)["spending"]
+    assert spent["today"]["unpriced_cycles"] == 1

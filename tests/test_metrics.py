@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.metrics import metrics_text
 from tests.cli.helpers import done, echo, run_cycle
-from tests.helpers import write_active
+from tests.helpers import run_cli, write_active
 
 STATE = {"goals": [], "current_task": "one", "pending_actions": [], "completed_tasks": [], "notes": "",
          "last_updated": None}
@@ -105,3 +106,18 @@ def test_label_values_are_escaped_so_the_file_still_parses(home_path):
 def test_a_record_without_cost_has_no_cost_series():
     record = {"started": "2026-01-01T00:00:00+00:00", "stop_reason": "done", "exit_code": 0}
     assert "agent_last_cycle_cost" not in metrics_text("/h", record, [record])
+
+
+def test_a_parked_call_shows_as_a_pending_approval_with_the_time_it_was_parked(home):
+    configure(home, metrics_file="agent.prom")
+    (home / "config.yaml").write_text((home / "config.yaml").read_text() + "approval_required: [echo]\n")
+    assert run_cycle(home, [{"tool": "echo", "args": {"message": "may I?"}}]).exit_code == 8
+    got = samples((home / "agent.prom").read_text())
+    assert got[("agent_pending_approvals", ())] == 1
+    parked = got[("agent_oldest_pending_approval_timestamp_seconds", ())]
+    assert abs(parked - time.time()) < 600
+    assert run_cli("approve", "--home", str(home), "1").exit_code == 0
+    assert run_cycle(home, [done("ok")]).exit_code == 0
+    got = samples((home / "agent.prom").read_text())
+    assert got[("agent_pending_approvals", ())] == 0
+    assert ("agent_oldest_pending_approval_timestamp_seconds", ()) not in got  # none waits: no series

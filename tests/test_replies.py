@@ -64,3 +64,18 @@ def test_the_cap_counts_utf8_bytes_not_characters():
     reply = '{"tool": "echo", "args": {"message": "' + "é" * 40_000 + '"}}'  # 40,000 chars, 80,000 bytes
     with pytest.raises(ReplyError, match="over the 65,536-byte limit"):
         parse_reply(reply, max_bytes=65536)
+
+
+def test_raw_control_characters_inside_json_strings_are_accepted_as_the_field_writes_them():
+    reply = '{"tool": "write_file", "args": {"path": "hello.txt", "content": "Hello!\nSecond line\tend\n"}}'
+    assert parse_reply(reply)["args"]["content"] == "Hello!\nSecond line\tend\n"
+    assert parse_reply(f"Here it is:\n```json\n{reply}\n```")["args"]["content"] == "Hello!\nSecond line\tend\n"
+    assert parse_reply(f"I will write it: {reply} and stop.")["args"]["path"] == "hello.txt"
+
+
+def test_a_parse_error_shows_the_reply_with_its_control_characters_escaped():
+    with pytest.raises(ReplyError) as refused:
+        parse_reply('{"tool": "echo", "args": {"message": "one\ntwo"}\n\x1b[2J')
+    message = str(refused.value)
+    assert message.endswith('"message": "one\\ntwo"}\\n\\x1b[2J\'')
+    assert "\n" not in message and "\x1b" not in message

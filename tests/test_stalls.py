@@ -122,3 +122,12 @@ def test_a_streak_longer_than_the_tail_read_is_still_found(home):
     assert reason is StopReason.STALLED and "has ended 5 cycles in a row" in state["notes"]
     assert judge(Home.at(home), Settings(stall_cycles=6), state, StopReason.MAX_ITERATIONS,
                  Secrets()) is StopReason.MAX_ITERATIONS
+
+
+def test_under_quiet_a_stall_prints_one_line_for_cron_mail(stuck_home):
+    for _ in range(2):
+        assert run_cycle(stuck_home, [echo("thinking")], "--quiet").stderr == ""
+    result = run_cycle(stuck_home, [echo("thinking")], "--quiet")
+    assert result.exit_code == 9 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert "stalled: task 'fix the build' has not advanced in stall_cycles cycles (exit 9;" in line

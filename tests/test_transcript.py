@@ -110,6 +110,6 @@ def test_prune_and_reset_clean_remove_transcripts(home):
         cycle(home, [done("ok")])
     assert run_cli("prune", "--home", str(home), "--keep", "1").exit_code == 0
     assert len(list((home / "logs").glob("*.transcript.jsonl"))) == 1
-    assert run_cli("reset", "--home", str(home), "--clean").exit_code == 0
+    assert run_cli("reset", "--home", str(home), "--clean", "--yes").exit_code == 0
     assert not list((home / "logs").glob("*.transcript.jsonl"))
     assert yaml.safe_load((home / "scratchpad" / "active.yaml").read_text())["completed_tasks"] == []

@@ -16,7 +16,7 @@ import click
 
 from ..config import MOST_SECONDS, Settings, load_settings
 from ..escape import escape_controls, escape_json
-from ..outcomes import AgentError, UsageError
+from ..outcomes import AgentError, ExitCode, UsageError
 from ..state import parse_time
 from ..store.home import Home
 
@@ -33,7 +33,13 @@ wait_option = click.option("--wait", "lock_wait", type=wait_seconds, default=0.0
 
 
 def reports_errors(func):
-    """Turn AgentError into its message on stderr and its exit code."""
+    """Turn AgentError into its message on stderr and its exit code; every command goes through here.
+
+    Two more cases hold for every command by construction, not command by command:
+    - a reader that closed the pipe (`agent show | head -1`): the rest of the output goes nowhere,
+      nothing is printed about it, exit 0 (`agent run` keeps its cycle's code: it prints after saving);
+    - a file of the home that cannot be read or written (permissions, a folder where a file should
+      be, an I/O error): one line naming it, exit 7, never a traceback."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -42,15 +48,40 @@ def reports_errors(func):
         except AgentError as exc:
             click.echo(f"agent: error: {escape_controls(exc, keep_newlines=True)}", err=True)
             sys.exit(int(exc.exit_code))
+        except BrokenPipeError:
+            silence_stdout()
+            sys.exit(0)
+        except OSError as exc:
+            click.echo(f"agent: error: {escape_controls(unusable_file(exc))}", err=True)
+            sys.exit(int(ExitCode.DISK))
 
     return wrapper
 
 
+def unusable_file(exc: OSError) -> str:
+    """What an operator reads when a file the command needs cannot be read or written."""
+    where = exc.filename if exc.filename is not None else "a file of the home"
+    return (f"cannot use {where}: {exc.strerror or exc}; check that this user owns the home's files "
+            f"and may read them (`agent doctor` checks the folders)")
+
+
+def silence_stdout() -> None:
+    """The reader of stdout went away: send the rest (Python's buffer included) to /dev/null."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def checked_home(home_dir: Path) -> Home:
     """The home at `home_dir`, or a usage error (exit 2) when it is the user's home folder or
-    `/`: the model's workspace and the runtime's files would sit among dot-files, keys and
-    code that the operator's shell and tools run."""
+    `/` and was never made a home: the model's workspace and the runtime's files would sit among
+    dot-files, keys and code that the operator's shell and tools run. A folder `agent init` made
+    a home (it has scratchpad/active.yaml) is accepted wherever it is: a service user's $HOME
+    (`useradd -d /srv/agent`) may be its agent home."""
     home = Home.at(home_dir)
+    if home.active.is_file():
+        return home
     resolved = home.root.resolve()
     try:
         users_home = Path.home().resolve()
@@ -58,8 +89,10 @@ def checked_home(home_dir: Path) -> Home:
         users_home = None
     for unsafe, what in ((Path("/"), "the root folder /"), (users_home, "your home folder ($HOME)")):
         if resolved == unsafe:
-            raise UsageError(f"refusing to use {what} as the agent's home ({home.root}): make a folder for it, "
-                             f"e.g. agent init ~/my-agent, and pass --home ~/my-agent (or set AGENT_HOME)")
+            raise UsageError(f"refusing to use {what} as the agent's home ({home.root}): it was never made one. "
+                             f"Make a folder for it, e.g. agent init ~/my-agent, and pass --home ~/my-agent (or "
+                             f"set AGENT_HOME); for a service user whose $HOME is the agent home, run agent init "
+                             f"{home.root} as another user (root) and chown it")
     return home
 
 

@@ -86,12 +86,20 @@ HEADERS = ["CYCLE", "STARTED (UTC)", "TOOK", "ITER", "STOP", "TOKENS", "COST", "
 MIN_TASK_SIDE = 12  # never clip one side of "before -> after" shorter than this
 
 
+def _unpriced(record: dict) -> bool:
+    """A recorded cycle that used tokens but has no cost: its model has no price (nothing used costs nothing)."""
+    usage = record.get("usage")
+    used = isinstance(usage, dict) and bool(usage.get("total_tokens"))
+    return record.get("source", "index") == "index" and record.get("cost") is None and used
+
+
 def table_lines(records: list[dict], width: int | None) -> list[str]:
     """The history table: aligned columns, no control codes. The task column (last) takes the
     room left of `width` and is clipped to it; with no width (not a terminal) it is never clipped."""
     rows = [[str(r["cycle_id"]), _start(r.get("started")), _duration(r.get("duration_s")),
              "-" if r.get("iterations") is None else str(r["iterations"]), str(r.get("stop_reason") or "?"),
-             _tokens(r.get("usage")), money(r.get("cost"))] for r in records]
+             _tokens(r.get("usage")), cost_text(r.get("cost"), _unpriced(r))]
+            for r in records]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(HEADERS[:-1])]
     used = sum(widths) + 2 * len(widths)
     room = None if width is None else width - used
@@ -129,6 +137,14 @@ def _tokens(usage: Any) -> str:
 def money(cost: Any) -> str:
     """A cost for people (4 decimals, in the prices' currency); '-' when there is none."""
     return f"{cost:.4f}" if isinstance(cost, (int, float)) and not isinstance(cost, bool) else "-"
+
+
+def cost_text(cost: Any, unpriced: int | bool = False) -> str:
+    """A cost that may not be computable: "unpriced" when none of it could be (the model has no
+    price), the priced part and "(+N unpriced)" when only some of it could; never a false 0."""
+    if unpriced is True or (unpriced and not cost):
+        return "unpriced"
+    return money(cost) + (f" (+{unpriced} unpriced)" if unpriced else "")
 
 
 def _start(started: Any) -> str:

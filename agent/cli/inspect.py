@@ -28,6 +28,7 @@ from .diffing import summarize_change, summary_lines
 from .snapshots import resolve_snapshot
 from .history import RUNNING, cycle_ids, cycle_running, history_records, table_lines
 from .spending import daily_lines, status_extras, with_costs
+from .waiting import approvals_status
 
 # --------------------------------------------------------------------------------------- diff
 
@@ -250,7 +251,8 @@ def status(home_dir: Path, as_json: bool) -> None:
         "snapshots": _disk_use(snapshots), "logs": _disk_use(logs), "model": model, "config_error": config_problem,
     }
     extras, extra_lines = status_extras(records, current_task, home.root)
-    data.update(extras)
+    waiting, waiting_lines = approvals_status(home)
+    data.update(extras, **waiting)
     if as_json:
         print_json(data)
         return
@@ -266,5 +268,5 @@ def status(home_dir: Path, as_json: bool) -> None:
     echo(f"snapshots: {len(snapshots)} file(s), {size(data['snapshots']['bytes'])}")
     echo(f"logs:      {len(logs)} file(s), {size(data['logs']['bytes'])}")
     echo(f"model:     {model or '(none)'}" + (f"  [config problem: {config_problem}]" if config_problem else ""))
-    for line in extra_lines:
+    for line in waiting_lines + extra_lines:
         echo(line)

@@ -17,6 +17,8 @@ from ..providers.local import LocalModel
 from ..providers.openai_compat import OpenAIModel
 from ..providers.resolve import anchor_model_path
 from ..outcomes import AgentError, InvalidScratchpad, UsageError
+from ..prompt import MAX_RULES_BYTES
+from ..safe_yaml import FileRefused, read_text_file
 from ..store.retention import delete_cycles, parse_duration, plan_prune
 from ..store.home import Home
 from ..store.lock import home_lock, is_locked
@@ -140,6 +142,20 @@ def _mcp_checks(home: Home, settings, env) -> list[Check]:
     return checks
 
 
+def _rules_check(home: Home) -> Check:
+    """rules.md is the system prompt: unreadable fails every cycle; empty leaves the model only the tool list."""
+    try:
+        text = read_text_file(home.rules, "rules file", MAX_RULES_BYTES)
+    except FileRefused as exc:
+        return Check("rules", False, str(exc), f"make {home.rules} a readable UTF-8 file, or remove it for the default")
+    if text is None:
+        return Check("rules", True, "no rules.md: the packaged default")
+    if not text.strip():
+        return Check("rules", True, f"{home.rules.name} is empty: the model gets no rules, only the tool list",
+                     f"write the rules into {home.rules}, or remove it to use the packaged default", warning=True)
+    return Check("rules", True, f"{home.rules.name}: {len(text.splitlines())} lines")
+
+
 def doctor_checks(home: Home, env=None, model: str | None = None) -> list[Check]:
     """Every check `agent doctor` runs, in order; reads only (the lock is taken and dropped).
     `model`: check this model instead of the configured one (as `agent run --model`)."""
@@ -155,6 +171,7 @@ def doctor_checks(home: Home, env=None, model: str | None = None) -> list[Check]
                             else "no config.yaml: defaults"))
     except UsageError as exc:
         checks.append(Check("config", False, str(exc), f"edit {home.config} (`agent init` writes a commented one)"))
+    checks.append(_rules_check(home))
     try:
         state = read_state_file(home.active, home.root)
         checks.append(Check("scratchpad", True, "no active.yaml yet: the first cycle starts from the default"

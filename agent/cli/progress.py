@@ -14,6 +14,7 @@ from typing import Any, Callable, TextIO
 import click
 
 from ..escape import escape_controls
+from ..outcomes import StopReason
 
 Reporter = Callable[..., None]
 
@@ -26,10 +27,9 @@ class PlainReporter:
 
     def __call__(self, event: str, **data: Any) -> None:
         if self.quiet:
-            if event == "end" and data["report"].error:  # --quiet still reports a failed cycle
-                r = data["report"]
-                click.echo(escape_controls(f"agent: cycle {r.cycle_id} failed: {r.error} "
-                                           f"(see logs/cycle_{r.cycle_id}.log)"), err=True)
+            line = quiet_line(data["report"]) if event == "end" else None
+            if line:  # --quiet still reports what needs a person: cron mails it
+                click.echo(escape_controls(line), err=True)
             return
         if event == "start":
             task = data["task"] or "(none)"
@@ -51,6 +51,22 @@ class PlainReporter:
     def _line(self, text: str) -> None:
         # tasks, notes and errors hold text the model wrote: one line, no control sequence
         click.echo(escape_controls(" ".join(text.split("\n"))), file=self.stream)
+
+
+def quiet_line(r: Any) -> str | None:
+    """The one line `agent run --quiet` prints (on stderr, so cron mails it) for a cycle that needs
+    a person: failed (4), awaiting approval (8), stalled (9), budget exhausted (10). None otherwise."""
+    if r.error:
+        return f"agent: cycle {r.cycle_id} failed: {r.error} (see logs/cycle_{r.cycle_id}.log)"
+    if r.stop_reason == StopReason.AWAITING_APPROVAL.value:
+        return f"agent: cycle {r.cycle_id} awaiting approval: {r.stop_detail} (exit 8; `agent approvals` lists them)"
+    if r.stop_reason == StopReason.STALLED.value:
+        return (f"agent: cycle {r.cycle_id} stalled: task {r.task_after!r} has not advanced in stall_cycles cycles "
+                f"(exit 9; `agent history` shows them, `agent task drop 0` moves on)")
+    if r.stop_reason == StopReason.BUDGET_EXHAUSTED.value:
+        return (f"agent: budget exhausted, nothing sent to the model: {r.stop_detail} "
+                f"(exit 10; `agent status` shows spending)")
+    return None
 
 
 def make_reporter(as_json: bool, quiet: bool) -> Reporter:

@@ -19,13 +19,13 @@ import click
 from ..inbox import apply_inbox
 from ..memory import Archived, append_archive, archive_records
 from ..outcomes import InvalidScratchpad, UsageError
-from ..safe_yaml import FileRefused, read_text_file
 from ..state import now_iso
 from ..store.home import Home
 from ..store.lock import home_lock
-from ..store.state_file import MAX_SCRATCHPAD_BYTES, load_state, write_state
+from ..store.state_file import load_state, write_state
 from .common import existing_home, home_option, json_option, print_json, reports_errors, wait_option
 from .history import cycle_ids
+from .replacing import unusable_text
 from .setup import make_home
 from .snapshots import Side, resolve_snapshot
 
@@ -43,11 +43,7 @@ def _replaced(home: Home) -> tuple[object, str]:
     try:
         return apply_inbox(home, load_state(home)).state, "restore"
     except InvalidScratchpad as exc:  # restoring is how such a home is repaired: keep its raw text
-        try:
-            text = read_text_file(home.active, "scratchpad", MAX_SCRATCHPAD_BYTES)
-        except FileRefused as refused:
-            text = f"(not archived: {refused.problem})"
-        return text, f"restore; the replaced active.yaml could not be used: {exc}"
+        return unusable_text(home), f"restore; the replaced active.yaml could not be used: {exc}"
 
 
 @click.command()

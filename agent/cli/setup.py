@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -12,15 +13,16 @@ from .. import approvals
 from ..config import field_docs, load_settings
 from ..outcomes import UsageError
 from ..prompt import default_rules
+from ..queue_edits import describe as describe_edit
 from ..jsonschema import type_name
 from ..store.home import Home, remove_stale_temporaries
-from ..store.inbox import discard_queued
 from ..store.files import atomic_write
 from ..store.lock import home_lock
 from ..store.state_file import read_state_file, write_state
 from ..tools import CONTROL_TOOLS, open_registry
 from ..tools.workspace import ensure_workspace
-from .common import checked_home, existing_home, home_option, print_json, reports_errors, wait_option
+from .common import checked_home, echo, existing_home, home_option, print_json, reports_errors, wait_option
+from .replacing import archive_replaced
 
 
 def template_path(home_root: Path, name: str) -> Path:
@@ -110,15 +112,23 @@ def init(directory: Path, template: str, as_json: bool) -> None:
 @home_option
 @click.option("--template", default="default", show_default=True,
               help="Template to reset from: templates/NAME.yaml in the home, or a packaged one.")
-@click.option("--clean", is_flag=True, help="Also delete the home's snapshots, cycle logs and cycle index.")
+@click.option("--clean", is_flag=True, help="Also delete the home's snapshots, cycle logs and cycle index "
+                                            "(asks first on a terminal; needs --yes without one).")
+@click.option("--yes", "-y", "assume_yes", is_flag=True, help="Do not ask before --clean deletes.")
 @wait_option
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
 @reports_errors
-def reset(home_dir: Path, template: str, clean: bool, lock_wait: float, as_json: bool) -> None:
-    """Replace active.yaml with a template (refused with exit 5 while a cycle runs, unless --wait)."""
+def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wait: float, as_json: bool) -> None:
+    """Replace active.yaml with a template (refused with exit 5 while a cycle runs, unless --wait).
+
+    Nothing is lost: the replaced state and every queued edit dropped with it are appended to
+    logs/archive.jsonl (kinds replaced_state and dropped_edit) before active.yaml is replaced.
+    """
     home = existing_home(home_dir)
     source = template_path(home.root, template)
     state = read_state_file(source, source.parent)  # InvalidScratchpad (6) for a bad template
+    if clean and not assume_yes:
+        _confirm_clean(home)
     removed: list[str] = []
     with home_lock(home, wait=lock_wait):
         home.ensure_dirs()
@@ -126,7 +136,7 @@ def reset(home_dir: Path, template: str, clean: bool, lock_wait: float, as_json:
         # queued edits and parked calls are meant for the memory being replaced: never apply them to
         # the new one. Calls first: an unreadable approvals file stops the reset before anything changed.
         calls = approvals.discard_open(home, "discarded by agent reset: the memory it was parked for was replaced")
-        edits = discard_queued(home)
+        kept = archive_replaced(home, f"agent reset from template '{template}'", "reset")
         write_state(home.active, state)
         if clean:
             doomed = [*home.scratchpad.glob("*_before.yaml"), *home.scratchpad.glob("*_after.yaml"),
@@ -136,14 +146,32 @@ def reset(home_dir: Path, template: str, clean: bool, lock_wait: float, as_json:
                 if path.exists():
                     path.unlink()
                     removed.append(str(path.relative_to(home.root)))
+    archive = str(home.archive.relative_to(home.root))
+    edits = kept["edits"]
     if as_json:
         print_json({"template": str(source), "active": str(home.active), "removed": removed,
+                    "archived_to": archive, "replaced_state_archived": kept["state"] is not None,
                     "discarded_edits": edits, "discarded_calls": calls})
-    else:
-        click.echo(f"reset {home.active} from template '{template}'"
-                   + (f"; removed {len(removed)} snapshot/log file(s)" if clean else "")
-                   + (f"; discarded {len(edits)} queued edit(s)" if edits else "")
-                   + (f"; denied {len(calls)} parked call(s) not yet run: {', '.join(calls)}" if calls else ""))
+        return
+    echo(f"reset {home.active} from template '{template}'")
+    if kept["state"] is not None:
+        task = kept["state"].get("current_task") if isinstance(kept["state"], dict) else None
+        echo(f"archived the replaced state to {archive}" + (f" (task: {task})" if task else ""))
+    for edit in edits:
+        echo(f"archived the dropped queued edit to {archive}: {describe_edit(edit)}")
+    for call in calls:
+        echo(f"denied parked call {call}, not yet run (agent approvals lists it)")
+    if clean:
+        echo(f"removed {len(removed)} snapshot/log file(s)")
+
+
+def _confirm_clean(home: Home) -> None:
+    """--clean deletes every snapshot and the index for good: ask a person; refuse a script that did not say --yes."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("reset --clean deletes every snapshot, cycle log and the cycle index for good: "
+                         "add --yes to do it without a terminal to ask on")
+    if not click.confirm(f"delete every snapshot, cycle log and the cycle index in {home.root}?", default=False):
+        raise UsageError("reset --clean: not confirmed; nothing changed")
 
 
 # ---------------------------------------------------------------------------------------- tools

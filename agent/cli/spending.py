@@ -12,7 +12,7 @@ from ..config import Settings
 from ..escape import escape_controls
 from ..stalls import stall_status
 from .common import home_settings
-from .history import money
+from .history import cost_text, money
 
 
 def with_costs(records: list[dict], prices: dict) -> list[dict]:
@@ -25,19 +25,22 @@ def spending(records: list[dict], settings: Settings, now: _dt.datetime | None =
     today = utc_day((now or _dt.datetime.now(_dt.timezone.utc)).isoformat())
     days = daily_totals(records, settings.prices)
     month = [d for d in days if d["day"][:7] == today[:7]]
-    day = next((d for d in days if d["day"] == today), {"tokens": 0, "cost": 0.0, "cycles": 0})
+    day = next((d for d in days if d["day"] == today), {"tokens": 0, "cost": 0.0, "cycles": 0, "unpriced_cycles": 0})
     return {
         "today": {"day": today, "cycles": day["cycles"], "tokens": day["tokens"], "cost": round(day["cost"], 8),
+                  "unpriced_cycles": day["unpriced_cycles"],
                   "token_budget": settings.daily_token_budget, "cost_budget": settings.daily_cost_budget},
         "month": {"month": today[:7], "cycles": sum(d["cycles"] for d in month),
                   "tokens": sum(d["tokens"] for d in month), "cost": round(sum(d["cost"] for d in month), 8),
+                  "unpriced_cycles": sum(d["unpriced_cycles"] for d in month),
                   "token_budget": settings.monthly_token_budget, "cost_budget": settings.monthly_cost_budget},
     }
 
 
 def _period_line(period: dict) -> str:
     tokens = f"{period['tokens']:,} tokens" + (f" of {period['token_budget']:,}" if period["token_budget"] else "")
-    cost = f", cost {money(period['cost'])}" + (f" of {money(period['cost_budget'])}" if period["cost_budget"] else "")
+    cost = f", cost {cost_text(period['cost'], period['unpriced_cycles'])}" + (
+        f" of {money(period['cost_budget'])}" if period["cost_budget"] else "")
     return f"{period['cycles']} cycle(s), {tokens}{cost}"
 
 
@@ -60,7 +63,7 @@ def daily_lines(days: list[dict], width: int | None = None) -> list[str]:
     """`history --daily`: the rows of `daily_totals` (newest first, as given), aligned. `width` is unused:
     these rows are short (the argument matches the per-cycle table's)."""
     rows = [[d["day"], str(d["cycles"]), f"{d['tokens']:,}",
-             money(d["cost"]) + (f" (+{d['unpriced_cycles']} unpriced)" if d["unpriced_cycles"] else "")]
+             cost_text(d["cost"], d["unpriced_cycles"])]
             for d in days]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(DAILY_HEADERS)]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [DAILY_HEADERS, *rows]]

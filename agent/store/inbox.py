@@ -15,7 +15,7 @@ import datetime as _dt
 import fcntl
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .files import SECRET_FILE_MODE, append_jsonl, disk_error, fault_point, read_jsonl
 from .home import Home
@@ -74,11 +74,15 @@ def empty_inbox(home: Home, fd: int) -> None:
         raise disk_error(inbox_path(home), exc) from exc
 
 
-def discard_queued(home: Home) -> list[dict]:
-    """Empty the inbox; the records it held (`agent reset`: they were meant for the replaced memory)."""
+def discard_queued(home: Home, before_emptying: Callable[[list[dict]], None] = lambda records: None) -> list[dict]:
+    """Empty the inbox; the records it held (`agent reset`: they were meant for the replaced memory).
+    `before_emptying(records)` runs under the inbox's lock before the file is emptied (even when
+    it holds none), so whatever it keeps of them cannot miss one appended meanwhile."""
     if not has_queued(home):
+        before_emptying([])
         return []
     with inbox_lock(home) as fd:
         records = queued_edits(home)
+        before_emptying(records)
         empty_inbox(home, fd)
     return records

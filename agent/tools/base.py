@@ -9,6 +9,11 @@ A tool function may take a `ToolContext` as its first argument (named `ctx`, or 
 `ToolContext`); it is not part of the schema. Plain functions without one work too, which is
 what most plugin tools look like.
 
+A tool may also have a `precheck`: the part of its own validation that refuses a call without
+doing anything (a shell policy, a path outside the workspace), with the same signature and the
+same ToolError. A gated call is parked for the operator only if its precheck passes, so nobody
+is asked to approve a call that would be refused anyway.
+
 This module knows no tool implementation: the built-in tools and plugins import it, and
 `registry.build_registry` (above them all) assembles what one cycle offers.
 """
@@ -88,10 +93,11 @@ class Tool:
     func: Callable[..., Any] | None = None  # None for the dispatcher's control tools
     source: str = "built-in"
     example: dict = field(default_factory=dict)
+    precheck: Callable[..., Any] | None = None  # (ctx, **args): raises the ToolError the call would; runs nothing
 
     @classmethod
     def from_function(cls, func: Callable[..., Any], *, name: str | None = None, source: str = "built-in",
-                      example: dict | None = None) -> "Tool":
+                      example: dict | None = None, precheck: Callable[..., Any] | None = None) -> "Tool":
         """The tool a typed function with a docstring describes; TypeError says what is missing."""
         if not callable(func) or not hasattr(func, "__name__"):
             raise TypeError(f"a tool must be a function, got {describe(func)}")
@@ -131,7 +137,7 @@ class Tool:
                 required.append(param.name)
         args_schema = {"type": "object", "properties": properties, "required": required,
                        "additionalProperties": False}
-        return cls(name, summary, args_schema, func, source, example or {})
+        return cls(name, summary, args_schema, func, source, example or {}, precheck)
 
     def check_args(self, args: Any) -> str | None:
         """Why these arguments cannot be passed to the tool, or None when they can."""
@@ -145,6 +151,19 @@ class Tool:
             if key not in args:
                 return f"missing required argument '{key}'"
         return check(args, self.args_schema)
+
+    def refusal(self, ctx: ToolContext, args: dict) -> str | None:
+        """Why the tool would refuse these (schema-valid) arguments without running, or None:
+        its precheck's ToolError. A precheck that crashes refuses too (fail closed)."""
+        if self.precheck is None:
+            return None
+        try:
+            self.precheck(ctx, **args)
+        except ToolError as exc:
+            return str(exc)
+        except Exception as exc:  # a plugin's precheck bug: do not ask the operator about such a call
+            return f"its precheck raised {type(exc).__name__}: {exc}"
+        return None
 
     def signature(self) -> str:
         parts = []

@@ -4,9 +4,9 @@ in the module of its kind: shell, files, http)."""
 from __future__ import annotations
 
 from .base import Tool, ToolContext
-from .files import append_file, list_dir, read_file, write_file
-from .http import http_get
-from .shell import shell
+from .files import append_file, list_dir, read_file, reading_precheck, write_file, writing_precheck
+from .http import http_get, http_precheck
+from .shell import allowed_argv, shell
 
 
 def echo(ctx: ToolContext, message: str) -> str:
@@ -20,10 +20,11 @@ def echo(ctx: ToolContext, message: str) -> str:
 
 TOOLS = [
     Tool.from_function(echo, example={"message": "Hello!"}),
-    Tool.from_function(shell, example={"command": "date -u"}),
-    Tool.from_function(read_file, example={"path": "input.txt"}),
-    Tool.from_function(write_file, example={"path": "hello.txt", "content": "hello"}),
-    Tool.from_function(append_file, example={"path": "journal.txt", "content": "checked the disk\n"}),
-    Tool.from_function(list_dir, example={"path": "."}),
-    Tool.from_function(http_get, example={"url": "https://example.com/"}),
+    Tool.from_function(shell, example={"command": "date -u"}, precheck=allowed_argv),
+    Tool.from_function(read_file, example={"path": "input.txt"}, precheck=reading_precheck),
+    Tool.from_function(write_file, example={"path": "hello.txt", "content": "hello"}, precheck=writing_precheck),
+    Tool.from_function(append_file, example={"path": "journal.txt", "content": "checked the disk\n"},
+                       precheck=writing_precheck),
+    Tool.from_function(list_dir, example={"path": "."}, precheck=reading_precheck),
+    Tool.from_function(http_get, example={"url": "https://example.com/"}, precheck=http_precheck),
 ]

@@ -93,6 +93,19 @@ def append_file(ctx: ToolContext, path: str, content: str) -> str:
     return f"appended {len(data)} bytes to {path} (now {len(old) + len(data)} bytes)"
 
 
+def reading_precheck(ctx: ToolContext, path: str = ".") -> None:
+    """What read_file and list_dir refuse before reading (a path outside the workspace)."""
+    confined_path(ctx, path)
+
+
+def writing_precheck(ctx: ToolContext, path: str, content: str) -> None:
+    """What write_file and append_file refuse before writing (a path, content over the limit)."""
+    size = len(content.encode("utf-8"))
+    if size > ctx.settings.file_max_write:
+        raise ToolError(f"content is {size} bytes, over the {ctx.settings.file_max_write}-byte limit")
+    _writable_target(ctx, path)
+
+
 def list_dir(ctx: ToolContext, path: str = ".") -> str:
     """List a folder inside the workspace: folders end in /, symlinks in @, files show their size.
 

@@ -52,6 +52,30 @@ def http_get(ctx: ToolContext, url: str) -> str:
     return fetch(url, ctx.settings, resolve_host)
 
 
+class _NotResolved(Exception):
+    """The precheck's resolver: a host name is looked up only when the call runs."""
+
+
+def _not_resolved(host: str, port: int) -> list[str]:
+    raise _NotResolved(host)
+
+
+def http_precheck(ctx: ToolContext, url: str) -> None:
+    """What http_get refuses before any request: a secret in the URL, a bad URL or scheme, a
+    literal address that is not public. No DNS query (it would reach the network unapproved)."""
+    import httpx
+
+    refuse_secret_in_url(url, ctx.secrets)
+    try:
+        parsed = httpx.URL(url)
+    except Exception as exc:
+        raise ToolError(f"not a valid URL: {exc}") from None
+    try:
+        checked_target(parsed, ctx.settings, _not_resolved)
+    except _NotResolved:
+        pass
+
+
 def refuse_secret_in_url(url: object, secrets: Secrets | None) -> None:
     """A ToolError when `url` carries a secret in any form Secrets.found_in detects (raw,
     percent-encoded, base64, hex, reversed; in the path, query, userinfo or fragment). Runs

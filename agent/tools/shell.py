@@ -31,17 +31,7 @@ def shell(ctx: ToolContext, command: str) -> str:
         command: the command line, e.g. "date -u" or "ls -l"
     """
     settings = ctx.settings
-    if settings.shell_policy == "off":
-        raise ToolError("the shell tool is turned off in this home's config")
-    try:
-        argv = shlex.split(command)
-    except ValueError as exc:
-        raise ToolError(f"cannot split the command: {exc}") from None
-    if not argv:
-        raise ToolError("the command is empty")
-    problem = refusal(ctx, argv)
-    if problem:
-        raise ToolError(problem)
+    argv = allowed_argv(ctx, command)
     try:
         proc = subprocess.Popen(
             argv, cwd=ctx.workspace, env=ctx.child_env(), stdin=subprocess.DEVNULL,
@@ -71,6 +61,23 @@ def shell(ctx: ToolContext, command: str) -> str:
 
 
 # ------------------------------------------------------------------------------- what may run
+
+
+def allowed_argv(ctx: ToolContext, command: str) -> list[str]:
+    """The command split into argv, or the ToolError the policy refuses it with (runs nothing:
+    the shell tool's precheck, so a call that would be refused is never parked for approval)."""
+    if ctx.settings.shell_policy == "off":
+        raise ToolError("the shell tool is turned off in this home's config")
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise ToolError(f"cannot split the command: {exc}") from None
+    if not argv:
+        raise ToolError("the command is empty")
+    problem = refusal(ctx, argv)
+    if problem:
+        raise ToolError(problem)
+    return argv
 
 
 def refusal(ctx: ToolContext, argv: list[str]) -> str | None:

@@ -81,3 +81,19 @@ def test_the_demo_task_writes_hello_txt_into_the_workspace(tmp_path):
                                 done("wrote it")])
     assert result.exit_code == 0
     assert (target / "workspace" / "hello.txt").read_text() == "hello" and not (target / "hello.txt").exists()
+
+
+@pytest.mark.parametrize("command", COMMANDS_WITH_A_HOME)
+def test_a_home_made_with_init_is_accepted_as_a_service_users_home_folder(tmp_path, command):
+    service_home = tmp_path / "srv-agent"  # useradd -d /srv/agent: $HOME is the agent home
+    assert run_cli("init", str(service_home)).exit_code == 0  # made by the admin, whose $HOME differs
+    result = run_cli(*command, "--home", str(service_home), env={"HOME": str(service_home)})
+    assert "refusing" not in result.stderr and "home folder" not in result.stderr, result.output
+
+
+def test_a_service_user_in_its_home_folder_runs_with_the_default_home(tmp_path, monkeypatch):
+    assert run_cli("init", str(tmp_path)).exit_code == 0
+    monkeypatch.chdir(tmp_path)
+    result = run_cycle(tmp_path, [done("ok")])
+    assert result.exit_code == 0
+    assert run_cli("status", env={"HOME": str(tmp_path)}).exit_code == 0

@@ -163,8 +163,8 @@ def test_doctor_passes_a_healthy_scripted_home(healthy_home):
     result = doctor(healthy_home)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert [line.split()[1] for line in lines] == ["home", "config", "scratchpad", "model", "lock", "scratchpad/",
-                                                   "logs/"]
+    assert [line.split()[1] for line in lines] == ["home", "config", "rules", "scratchpad", "model", "lock",
+                                                   "scratchpad/", "logs/"]
     assert all(line.startswith("ok ") for line in lines)
 
 
@@ -228,6 +228,22 @@ def test_doctor_flags_bad_config_scratchpad_and_permissions(home):
     assert not checks["scratchpad"]["ok"] and "agent reset" in checks["scratchpad"]["fix"]
     assert not checks["logs/"]["ok"] and checks["logs/"]["fix"] == f"chmod 700 {home / 'logs'}"
     assert checks["scratchpad/"]["ok"] and checks["lock"]["ok"]
+
+
+@pytest.mark.parametrize("text", ["", "  \n\n"])
+def test_doctor_warns_on_an_empty_rules_md(healthy_home, text):
+    (healthy_home / "rules.md").write_text(text)
+    result = doctor(healthy_home)
+    assert result.exit_code == 0
+    [line] = [line for line in result.stdout.splitlines() if " rules " in f" {line} "]
+    assert line.startswith("warn rules") and "is empty" in line and "-> fix:" in line
+    assert checks_of(doctor(healthy_home, "--json"))["rules"]["warning"] is True
+
+
+def test_doctor_fails_on_an_unreadable_rules_md(healthy_home):
+    (healthy_home / "rules.md").write_bytes(b"\xff\xfe not utf-8")
+    result = doctor(healthy_home, "--json")
+    assert result.exit_code == 1 and not checks_of(result)["rules"]["ok"]
 
 
 def test_doctor_reports_a_held_lock_without_failing(healthy_home):

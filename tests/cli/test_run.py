@@ -21,13 +21,14 @@ from agent.providers.base import Usage
 from agent.store.home import Home
 from tests.cli.helpers import ANSI, DONE_REPLIES, done, echo, run_cycle
 from agent.cli.live import LiveReporter
-from tests.helpers import read_yaml, run_cli, tree_digest, write_active, write_script
+from tests.helpers import REPO, read_yaml, run_cli, tree_digest, write_active, write_script
 
 # --------------------------------------------------------------------------------- configuration
 
 
 @pytest.mark.parametrize("config, fragment", [
-    ("max_iteration: 5\n", "unknown key 'max_iteration'"),
+    ("max_iteration: 5\n", "unknown key 'max_iteration': did you mean 'max_iterations'?"),
+    ("zzz_nothing_like_it: 5\n", "unknown key 'zzz_nothing_like_it' (known keys: "),
     ("max_iterations: lots\n", "setting 'max_iterations' must be an integer"),
     ("max_iterations: 0\n", "'max_iterations' must be greater than 0"),
     ("shell_policy: everything\n", "'shell_policy' must be one of allowlist, any, off"),
@@ -194,3 +195,27 @@ def test_a_scripted_cycle_imports_no_heavy_library(home, tmp_path):
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "HEAVY []" in proc.stdout
+
+
+def test_the_cron_mail_table_in_operations_md_shows_the_lines_quiet_prints():
+    """docs/operations.md names, per exit code, the one line --quiet prints; it must be the real one."""
+    import re
+
+    from agent.cli.progress import quiet_line
+
+    rows = {}
+    for line in (REPO / "docs" / "operations.md").read_text().splitlines():
+        match = re.match(r"\| (\d+) \| `+(.+?)`+ \|$", line)
+        if match:
+            rows[int(match.group(1))] = match.group(2)
+    report = CycleReport("20261124_101500_01", "2026-11-24T10:15:00+00:00", "openai:m", task_after="fix the build")
+    stops = [(8, "awaiting_approval", "call 3 to shell awaits the operator (agent approve 3 / agent deny 3)"),
+             (9, "stalled", None),
+             (10, "budget_exhausted",
+              "the daily token budget is spent: 1,100 of 500 tokens used in UTC day 2026-11-24")]
+    for code, reason, detail in stops:
+        report.stop_reason, report.exit_code, report.stop_detail = reason, code, detail
+        documented = rows[code].replace("<id>", report.cycle_id).replace("<n>", "3").replace("<tool>", "shell")
+        documented = documented.replace("<task>", "fix the build")
+        printed = quiet_line(report)
+        assert printed.startswith(documented.removesuffix("...)")), (code, printed, documented)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -82,10 +83,10 @@ def test_reset_prefers_the_homes_own_template(home):
 def test_reset_clean_removes_snapshots_logs_and_index(home):
     assert run_cycle(home, DONE_REPLIES).exit_code == 0
     assert snapshots(home, "before")
-    result = run_cli("reset", "--home", str(home), "--clean")
+    result = run_cli("reset", "--home", str(home), "--clean", "--yes")
     assert result.exit_code == 0 and "removed 5" in result.stdout  # the pair, the log, the transcript, the index
     assert sorted(p.name for p in (home / "scratchpad").iterdir()) == ["active.yaml"]
-    assert list((home / "logs").iterdir()) == []
+    assert [p.name for p in (home / "logs").iterdir()] == ["archive.jsonl"]  # the replaced state, kept
 
 
 def test_reset_unknown_template_exits_2_and_changes_nothing(home):
@@ -110,7 +111,7 @@ def test_reset_refuses_while_a_cycle_holds_the_lock(home):
     write_active(home, {"notes": "keep me"})
     digest = tree_digest(home)
     with home_lock(Home.at(home)):
-        proc = run_agent_process("reset", "--home", str(home), "--clean")
+        proc = run_agent_process("reset", "--home", str(home), "--clean", "--yes")
     assert proc.returncode == 5 and "holds the lock" in proc.stderr
     assert tree_digest(home) == digest
 
@@ -128,3 +129,108 @@ def test_bin_reset_sh_passes_the_busy_exit_code_through(home):
     with home_lock(Home.at(home)):
         proc = subprocess.run([str(REPO / "bin/reset.sh")], capture_output=True, text=True, env=env)
     assert proc.returncode == 5
+
+
+# ------------------------------------------------------------------ reset loses nothing the operator typed
+
+TYPED = {"goal": "Keep the hand-typed goal", "task": "Second hand-typed task", "check": "test -f typed-check.txt",
+         "queued task": "Queued while a cycle ran", "queued goal": "A goal queued mid-cycle"}
+
+
+def _typed_home(home):
+    assert run_cli("init", str(home)).exit_code == 0
+    for args in (["goal", "add", TYPED["goal"]], ["task", "add", "First task"], ["task", "add", TYPED["task"]],
+                 ["task", "add", "Checked task", "--check", TYPED["check"]]):
+        assert run_cli(*args[:2], "--home", str(home), *args[2:]).exit_code == 0
+    with home_lock(Home.at(home)):  # a cycle runs: these wait in the inbox
+        assert run_cli("task", "add", "--home", str(home), TYPED["queued task"]).exit_code == 0
+        assert run_cli("goal", "add", "--home", str(home), TYPED["queued goal"]).exit_code == 0
+    return home
+
+
+def test_reset_archives_the_replaced_state_and_every_dropped_edit_so_nothing_typed_is_lost(home):
+    _typed_home(home)
+    before = {path: path.read_bytes() for path in home.rglob("*") if path.is_file()}
+    assert all(any(text.encode() in data for data in before.values()) for text in TYPED.values())
+
+    result = run_cli("reset", "--home", str(home))
+
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "archived the replaced state to logs/archive.jsonl (task: First task)" in lines
+    assert f"archived the dropped queued edit to logs/archive.jsonl: task add '{TYPED['queued task']}'" in lines
+    assert f"archived the dropped queued edit to logs/archive.jsonl: goal add '{TYPED['queued goal']}'" in lines
+    after = (home / "logs/archive.jsonl").read_text() + (home / "scratchpad/active.yaml").read_text()
+    for what, text in TYPED.items():
+        assert text in after, f"the {what} the operator typed was lost"
+    records = [json.loads(line) for line in (home / "logs/archive.jsonl").read_text().splitlines()]
+    assert [r["kind"] for r in records] == ["replaced_state", "dropped_edit", "dropped_edit"]
+    assert records[0]["value"]["pending_actions"] == [TYPED["task"], "Checked task"]
+    assert read_yaml(home / "scratchpad/active.yaml") == fresh_state()
+    assert (home / "scratchpad/inbox.jsonl").read_text() == ""
+
+
+def test_reset_archives_an_unreadable_state_as_its_text(home):
+    write_active(home, "current_task: [unclosed\nnotes: the operator's words\n")
+    result = run_cli("reset", "--home", str(home), "--json")
+    assert result.exit_code == 0, result.output
+    [record] = [json.loads(line) for line in (home / "logs/archive.jsonl").read_text().splitlines()]
+    assert record["kind"] == "replaced_state" and "the operator's words" in record["value"]
+    assert "could not be used" in record["reason"]
+
+
+def test_bin_reset_sh_archives_what_it_replaces(home):
+    write_active(home, {"current_task": "typed by hand"})
+    env = dict(os.environ, AGENT_HOME=str(home))
+    proc = subprocess.run([str(REPO / "bin/reset.sh")], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "archived the replaced state to logs/archive.jsonl (task: typed by hand)" in proc.stdout
+    assert "typed by hand" in (home / "logs/archive.jsonl").read_text()
+
+
+def test_reset_clean_without_a_terminal_needs_yes_and_changes_nothing(home):
+    assert run_cycle(home, DONE_REPLIES).exit_code == 0
+    digest = tree_digest(home)
+    result = run_cli("reset", "--home", str(home), "--clean")
+    assert result.exit_code == 2 and "add --yes" in result.stderr
+    assert tree_digest(home) == digest
+
+
+def _reset_on_a_terminal(home, answer: bytes) -> tuple[int, str]:
+    """`agent reset --clean` with its stdin and stdout on a pseudo-terminal, answering `answer`."""
+    import pty
+    import sys
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a real process whose terminal is the pty
+        os.execve(sys.executable, [sys.executable, "-m", "agent", "reset", "--home", str(home), "--clean"],
+                  dict(os.environ, PYTHONPATH=str(REPO)))
+    seen = b""
+    while b"[y/N]" not in seen:
+        seen += os.read(fd, 1024)
+    os.write(fd, answer + b"\n")
+    while True:
+        try:
+            chunk = os.read(fd, 1024)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), seen.decode(errors="replace")
+
+
+def test_reset_clean_on_a_terminal_asks_and_a_no_changes_nothing(home):
+    assert run_cycle(home, DONE_REPLIES).exit_code == 0
+    digest = tree_digest(home)
+    code, output = _reset_on_a_terminal(home, b"n")
+    assert code == 2 and "not confirmed" in output and "delete every snapshot" in output
+    assert tree_digest(home) == digest
+
+
+def test_reset_clean_on_a_terminal_deletes_after_a_yes(home):
+    assert run_cycle(home, DONE_REPLIES).exit_code == 0
+    code, output = _reset_on_a_terminal(home, b"y")
+    assert code == 0 and "removed 5 snapshot/log file(s)" in output
+    assert not snapshots(home, "before")

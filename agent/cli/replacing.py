@@ -1,0 +1,50 @@
+"""What a command that replaces the state keeps of it: `restore` and `reset` never delete what
+they replace. The state (or, when it cannot be used, its raw text) and any queued edits dropped
+with it go to logs/archive.jsonl, appended before active.yaml is replaced, so a crash in between
+can only leave them archived twice."""
+
+from __future__ import annotations
+
+from ..memory import Archived, append_archive, archive_records
+from ..outcomes import InvalidScratchpad
+from ..safe_yaml import FileRefused, read_text_file
+from ..store.home import Home
+from ..store.inbox import discard_queued
+from ..store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
+
+REPLACED_STATE, DROPPED_EDIT = "replaced_state", "dropped_edit"  # archive kinds
+
+
+def unusable_text(home: Home) -> str:
+    """active.yaml's raw text, for a state that cannot be loaded (or why even that cannot be read)."""
+    try:
+        return read_text_file(home.active, "scratchpad", MAX_SCRATCHPAD_BYTES)
+    except FileRefused as refused:
+        return f"(not archived: {refused.problem})"
+
+
+def current_state(home: Home) -> tuple[object | None, str | None]:
+    """(active.yaml's state, or its text when it cannot be used; None when there is none) and the
+    problem that made it unusable (None when it loaded)."""
+    try:
+        return read_state_file(home.active, home.root), None
+    except InvalidScratchpad as exc:
+        return unusable_text(home), str(exc)
+
+
+def archive_replaced(home: Home, why: str, cycle_id: str) -> dict:
+    """Archive the state active.yaml holds and drop the inbox, archiving each edit it held, all
+    before the caller replaces active.yaml. What was kept: {"state": ..., "edits": [...]}."""
+    state, problem = current_state(home)
+    reason = why if problem is None else f"{why}; the replaced active.yaml could not be used: {problem}"
+    replaced = [] if state is None else [Archived(REPLACED_STATE, state, reason)]
+    kept: dict = {"state": state, "edits": []}
+
+    def archive(edits: list[dict]) -> None:  # under the inbox's lock, before it is emptied
+        items = replaced + [Archived(DROPPED_EDIT, edit, f"{why}: queued for the replaced memory") for edit in edits]
+        if items:
+            append_archive(home.archive, archive_records(items, cycle_id))
+        kept["edits"] = edits
+
+    discard_queued(home, before_emptying=archive)
+    return kept
