@@ -16,7 +16,8 @@ from typing import Any
 from . import jsonschema
 from .jsonschema import schema_for
 from .outcomes import StopReason, UsageError
-from .setting_checks import MCP_SERVER_SCHEMA, MOST_SECONDS, check_constraints, check_mcp_server, check_prices
+from .setting_checks import MCP_SERVER_SCHEMA, check_constraints, check_mcp_server, check_prices
+from .setting_checks import MOST_SECONDS as MOST_SECONDS  # the --wait flags' bound too
 
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
 
