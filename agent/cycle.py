@@ -25,7 +25,7 @@ from typing import Callable
 from . import approvals, budgets, interrupts, memory, prompt, stalls, state as state_rules
 from .aftercare import after_cycle
 from .config import Settings
-from .dispatcher import Kind, add_note, dispatch
+from .dispatcher import add_note, dispatch
 from .inbox import apply_inbox
 from .limits import Limits
 from .outcomes import Interrupted, LimitReached, StopReason
@@ -158,15 +158,15 @@ class _Run:
                 self.log(f"iteration {n}: reply {reply!r} usage {completion.usage.as_dict()}")
                 state, outcome = dispatch(state, completion.text, self.registry, ctx, approvals.gate(settings),
                                           completion.cut_at, guided)
-                report.count(outcome.kind.value)
+                report.count(outcome.kind.action)
                 self.log(f"iteration {n}: {outcome.note}")
                 self.report_event("iteration", n=n, max=settings.max_iterations, usage=report.usage,
                                   outcome=outcome.redacted(secrets))
-                if outcome.kind is Kind.PARKED:  # raises LimitReached(AWAITING_APPROVAL)
+                if outcome.kind is Tag.APPROVAL:  # raises LimitReached(AWAITING_APPROVAL)
                     approvals.park(self.home, report.cycle_id, state, outcome, secrets)
                 if outcome.done:
                     return state, StopReason.DONE
-                limits.after_reply(outcome.tool, outcome.args, outcome.kind is Kind.PARSE_ERROR)
+                limits.after_reply(outcome.tool, outcome.args, outcome.kind is Tag.PARSE_ERROR)
         except LimitReached as stop:
             self.log(f"stopped: {stop}")
             add_note(state, Tag.STOPPED.line(f"{stop.reason.value}: {stop}"))

@@ -15,7 +15,8 @@ from rich.console import Console
 from agent.config import Settings, load_settings
 from agent import cycle
 from agent.report import CycleReport
-from agent.dispatcher import Kind, Outcome
+from agent.dispatcher import Outcome
+from agent.tags import Tag
 from agent.providers.scripted import ScriptedModel
 from agent.providers.base import Usage
 from agent.store.home import Home
@@ -127,7 +128,7 @@ def test_live_reporter_draws_iterations_tools_and_tokens():
     buffer = io.StringIO()
     reporter = LiveReporter(Console(file=buffer, force_terminal=True, width=120))
     reporter("start", cycle_id="20260101_000000", model="openai:m", task="count [sheep]")
-    reporter("iteration", n=1, max=5, outcome=Outcome(Kind.TOOL, "[TOOL] echo({'message': 'hi'}) -> hi", "echo"),
+    reporter("iteration", n=1, max=5, outcome=Outcome(Tag.TOOL, "[TOOL] echo({'message': 'hi'}) -> hi", "echo"),
              usage=Usage(prompt_tokens=1200, completion_tokens=34))
     reporter("something_new", detail="ignored")
     report = CycleReport("20260101_000000", "2026-01-01T00:00:00+00:00", "openai:m", stop_reason="done",

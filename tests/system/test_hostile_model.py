@@ -23,7 +23,8 @@ import pytest
 import yaml
 
 from agent.cli.live import LiveReporter
-from agent.dispatcher import Kind, Outcome
+from agent.dispatcher import Outcome
+from agent.tags import Tag
 from agent.outcomes import StopReason
 from agent.providers import Usage
 from agent.secrets import Secrets
@@ -393,7 +394,7 @@ def test_the_live_display_escapes_model_text(payload_name: str) -> None:
     out = io.StringIO()
     live = LiveReporter(Console(file=out, force_terminal=True, width=300, color_system="standard"))
     live("start", cycle_id="20260101_000000", model=f"scripted:{payload}", task=f"[bold]task[/] {payload}")
-    live("iteration", n=1, max=3, usage=Usage(), outcome=Outcome(Kind.TOOL, f"[TOOL] echo -> {payload}", f"t{payload}"))
+    live("iteration", n=1, max=3, usage=Usage(), outcome=Outcome(Tag.TOOL, f"[TOOL] echo -> {payload}", f"t{payload}"))
     report = CycleReport("20260101_000000", "2026-01-01T00:00:00+00:00", "scripted")
     report.task_before, report.task_after, report.error = payload, f"[red]{payload}", f"boom {payload}"
     report.end(StopReason.ERROR)
