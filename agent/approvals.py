@@ -37,7 +37,7 @@ NO_RESULT = "(no result recorded: the cycle ended before the call returned)"
 
 
 def approvals_file(home: Home):
-    return home.scratchpad / "approvals.json"
+    return home.approvals
 
 
 def gate(settings: Settings) -> Callable[[str], bool]:
@@ -53,7 +53,7 @@ def _now() -> str:
 @contextlib.contextmanager
 def _locked(home: Home) -> Iterator[None]:
     """Hold the approvals file's own lock for one read-modify-write (milliseconds, never a cycle)."""
-    with file_lock(home.scratchpad / ".approvals.lock"):
+    with file_lock(home.approvals_lock):
         yield
 
 

@@ -18,6 +18,7 @@ from .jsonschema import schema_for
 from .outcomes import StopReason, UsageError
 from .setting_checks import MCP_SERVER_SCHEMA, check_constraints, check_mcp_server, check_prices
 from .setting_checks import MOST_SECONDS as MOST_SECONDS  # the --wait flags' bound too
+from .store.home import Home
 
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
 
@@ -270,7 +271,7 @@ ENV_OVERRIDES = {"AGENT_MODEL": "model", "OPENAI_BASE_URL": "base_url"}
 def load_settings(home_root: Path, env: typing.Mapping[str, str] | None = None, **flags: Any) -> Settings:
     """Defaults < config.yaml < environment < flags (a flag left as None does not override)."""
     env = os.environ if env is None else env
-    values = read_config_file(home_root / "config.yaml")
+    values = read_config_file(Home(home_root).config)
     for old, new in RENAMED.items():
         if old in values:
             values.setdefault(new, values.pop(old))

@@ -22,7 +22,7 @@ from .lock import file_lock
 
 
 def inbox_path(home: Home) -> Path:
-    return home.scratchpad / "inbox.jsonl"
+    return home.inbox
 
 
 def has_queued(home: Home) -> bool:
