@@ -159,6 +159,12 @@ class Settings:
                                       default_factory=dict)
 
     @property
+    def budgeted(self) -> bool:
+        """Whether a daily or monthly budget is set: only then does a cycle read what earlier ones spent."""
+        return any(v is not None for v in (self.daily_token_budget, self.monthly_token_budget,
+                                           self.daily_cost_budget, self.monthly_cost_budget))
+
+    @property
     def secret_names(self) -> set[str]:
         """Environment variables whose values are secrets: redacted everywhere, hidden from tools."""
         return {self.api_key_env, "OPENAI_API_KEY", *self.secret_env}
