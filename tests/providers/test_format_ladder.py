@@ -14,7 +14,8 @@ from agent.providers.format_ladder import EndpointMemory, response_format_for
 from agent.tools import build_registry
 from tests.providers.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply
 from tests.helpers import configure
-from tests.providers.test_openai_compat import FAST, STATE, DONE, _scripted_by_format, cycle_log, run, server  # noqa: F401
+from tests.providers.test_openai_compat import (DONE, FAST, STATE, _scripted_by_format, cycle_log, run,  # noqa: F401
+                                                server)
 
 
 def _memory(home: Path) -> dict:

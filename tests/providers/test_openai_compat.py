@@ -491,7 +491,7 @@ def test_the_key_is_read_from_the_variable_api_key_env_names(home: Path, server:
 
 
 def test_extra_headers_from_config_reach_the_server(home: Path, server: OpenAIServer) -> None:
-    configure(home, STATE, **(FAST | {"extra_headers": {"X-Tenant": "acme", "HTTP-Referer": "https://example.org/agent"}}))
+    configure(home, STATE, **FAST, extra_headers={"X-Tenant": "acme", "HTTP-Referer": "https://example.org/agent"})
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
     headers = server.chat_requests[0].headers

@@ -305,7 +305,8 @@ def test_servers_die_with_an_agent_killed_by_sigkill(home, tmp_path, misbehaving
 
 @pytest.mark.slow
 def test_secrets_in_the_agents_environment_do_not_reach_the_server(home, tmp_path, misbehaving):
-    configure(home, mcp_servers={"bad": {**misbehaving, "env": {"GIVEN": "${AGENT_TEST_PLAIN}", "LITERAL": "as-written"}}})
+    configure(home, mcp_servers={"bad": {**misbehaving,
+                                         "env": {"GIVEN": "${AGENT_TEST_PLAIN}", "LITERAL": "as-written"}}})
     proc = run_scripted(home, tmp_path, [{"tool": "bad__env", "args": {"name": name}} for name in
                                       ("OPENAI_API_KEY", "MY_SERVICE_TOKEN", "AGENT_TEST_PLAIN", "GIVEN", "LITERAL")]
                      + [DONE], env={"OPENAI_API_KEY": SECRET, "MY_SERVICE_TOKEN": "tok-abcdefgh-123",
