@@ -5,11 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .approvals import pending_fields
-from .budgets import cycle_cost
 from .config import Settings
-from .hooks import run_cycle_end_hook
-from .metrics import write_metrics
 from .report import CycleReport
 from .secrets import Secrets
 from .store.home import Home, append_index
@@ -21,11 +17,27 @@ def after_cycle(home: Home, settings: Settings, report: CycleReport, secrets: Se
     """Append the index record, then prune old cycles (the record is written first: history never
     loses a cycle that retention removed the files of), then tell the operator's tools: the
     metrics file, and the on_cycle_end command with the same record."""
-    report.cost = cycle_cost(settings.prices, report.model, report.usage)
-    record = secrets.redact(dict(report.index_record(), **pending_fields(home)))
+    # Each feature's module is imported only when it is in use (no prices, nothing parked, no
+    # metrics file, no hook: none of them is), so a plain cycle's start-up does not pay for it.
+    if settings.prices:
+        from .budgets import cycle_cost
+
+        report.cost = cycle_cost(settings.prices, report.model, report.usage)
+    pending = {"pending_approvals": 0, "oldest_pending_approval": None}
+    if home.approvals.exists():
+        from .approvals import pending_fields
+
+        pending = pending_fields(home)
+    record = secrets.redact(dict(report.index_record(), **pending))
     append_index(home, record)
     pruned = apply_retention(home, settings, protect=[report.cycle_id])
     if pruned:
         log(f"retention: removed {len(pruned)} old snapshot/log file(s)")
-    write_metrics(home, settings, record, log)
-    run_cycle_end_hook(home.root, settings, record, secrets, log)
+    if settings.metrics_file is not None:
+        from .metrics import write_metrics
+
+        write_metrics(home, settings, record, log)
+    if settings.on_cycle_end:
+        from .hooks import run_cycle_end_hook
+
+        run_cycle_end_hook(home.root, settings, record, secrets, log)

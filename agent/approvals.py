@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import fcntl
 import fnmatch
 import json
-import os
 from typing import Any, Callable, Iterator
 
 from .config import Settings
 from .dispatcher import Outcome, add_note, dispatch
 from .outcomes import InvalidScratchpad, LimitReached, StopReason, UsageError
 from .secrets import Secrets
-from .store.files import SECRET_FILE_MODE, atomic_write, disk_error
+from .store.files import atomic_write
 from .store.home import Home
+from .store.lock import file_lock
 from .tags import Tag
 from .tools import Registry, ToolContext
 
@@ -38,7 +37,7 @@ NO_RESULT = "(no result recorded: the cycle ended before the call returned)"
 
 
 def approvals_file(home: Home):
-    return home.scratchpad / "approvals.json"
+    return home.approvals
 
 
 def gate(settings: Settings) -> Callable[[str], bool]:
@@ -54,16 +53,8 @@ def _now() -> str:
 @contextlib.contextmanager
 def _locked(home: Home) -> Iterator[None]:
     """Hold the approvals file's own lock for one read-modify-write (milliseconds, never a cycle)."""
-    path = home.scratchpad / ".approvals.lock"
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, SECRET_FILE_MODE)
-    except OSError as exc:
-        raise disk_error(path, exc) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with file_lock(home.approvals_lock):
         yield
-    finally:
-        os.close(fd)
 
 
 def read_approvals(home: Home) -> list[dict]:

@@ -114,9 +114,7 @@ class Budgets:
 
     @property
     def enabled(self) -> bool:
-        s = self.settings
-        return any(v is not None for v in (s.daily_token_budget, s.monthly_token_budget, s.daily_cost_budget,
-                                           s.monthly_cost_budget))
+        return self.settings.budgeted
 
     def problem(self, usage: Usage) -> str | None:
         """Which budget is spent, with this cycle's `usage` so far counted in; None: none is."""

@@ -18,7 +18,6 @@ killed whole at `check_timeout`. Exit 0 passes; anything else refuses the done.
 
 from __future__ import annotations
 
-import subprocess
 from collections import Counter
 from dataclasses import dataclass
 
@@ -87,6 +86,8 @@ class CheckResult:
 
 def run_check(ctx: ToolContext, command: str) -> CheckResult:
     """Run one check in the workspace (created if missing), bounded by ctx.settings.check_timeout."""
+    import subprocess  # here, not at the top: only a task with a check runs one
+
     timeout = ctx.settings.check_timeout
     try:
         workspace = ctx.workspace

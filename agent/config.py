@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 import os
 import typing
 from dataclasses import dataclass, field
@@ -18,13 +17,23 @@ from typing import Any
 from . import jsonschema
 from .jsonschema import schema_for
 from .outcomes import StopReason, UsageError
-from .setting_checks import MCP_SERVER_SCHEMA, check_mcp_server, check_prices
+from .setting_checks import MCP_SERVER_SCHEMA, check_constraints, check_mcp_server, check_prices
+from .setting_checks import MOST_SECONDS as MOST_SECONDS  # the --wait flags' bound too
+from .store.home import Home
 
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
 
 
-def _doc(text: str, **kw: Any) -> Any:
-    return field(metadata={"doc": text}, **kw)
+def _doc(text: str, *, choices: tuple[str, ...] | None = None, minimum: float | None = None,
+         above: float | None = None, maximum: float | None = None, unit: str | None = None, **kw: Any) -> Any:
+    """A setting: its one-line doc and its own constraints, which check() reads (setting_checks.check_constraints).
+
+    choices: the allowed values; minimum: the least value; above: a bound the value must exceed (above=0: positive);
+    maximum: the most; unit: named in messages, and unit="seconds" caps the value at a day. kw: default or
+    default_factory, as for dataclasses.field.
+    """
+    rules = {"choices": choices, "minimum": minimum, "above": above, "maximum": maximum, "unit": unit}
+    return field(metadata={"doc": text, **{k: v for k, v in rules.items() if v is not None}}, **kw)
 
 
 @dataclass
@@ -34,38 +43,48 @@ class Settings:
     base_url: str | None = _doc("OpenAI-compatible endpoint; OPENAI_BASE_URL overrides it; unset: OpenAI's.",
                                 default=None)
     api_key_env: str = _doc("Name of the environment variable that holds the API key.", default="OPENAI_API_KEY")
-    temperature: float = _doc("Sampling temperature.", default=0.0)
-    max_output_tokens: int = _doc("Most tokens the model may write per reply.", default=512)
-    request_timeout: float = _doc("Seconds before one model request times out.", default=60.0)
-    max_retries: int = _doc("Retries of a failed request (429, 5xx, timeouts), by the openai client.", default=2)
+    temperature: float = _doc("Sampling temperature.", minimum=0, maximum=2, default=0.0)
+    max_output_tokens: int = _doc("Most tokens the model may write per reply.", above=0, default=512)
+    request_timeout: float = _doc("Seconds before one model request times out.", above=0, unit="seconds", default=60.0)
+    max_retries: int = _doc("Retries of a failed request (429, 5xx, timeouts), by the openai client.",
+                            minimum=0, default=2)
     extra_headers: dict[str, str] = _doc("Extra HTTP headers sent with every model request.", default_factory=dict)
-    max_iterations: int = _doc("Most model calls in one cycle.", default=10)
-    max_parse_errors: int = _doc("Unparseable replies in a row that end the cycle.", default=3)
-    token_budget: int | None = _doc("Most tokens (prompt + completion) one cycle may use; unset: no limit.", default=None)
+    max_iterations: int = _doc("Most model calls in one cycle.", above=0, default=10)
+    max_parse_errors: int = _doc("Unparseable replies in a row that end the cycle.", above=0, default=3)
+    token_budget: int | None = _doc("Most tokens (prompt + completion) one cycle may use; unset: no limit.",
+                                    above=0, default=None)
     time_budget: float | None = _doc("Most seconds one cycle may run; a model request is cut at the budget's end "
-                                     "and not retried in its last request_timeout. Unset: no limit.", default=None)
-    repeat_limit: int = _doc("The same action (tool and arguments) this many times in a row ends the cycle.", default=3)
+                                     "and not retried in its last request_timeout. Unset: no limit.",
+                                     above=0, unit="seconds", default=None)
+    repeat_limit: int = _doc("The same action (tool and arguments) this many times in a row ends the cycle.",
+                             above=0, default=3)
     notes_budget: int | None = _doc("Most characters of notes kept in active.yaml (at least 200); older lines move to "
-                                    "logs/archive.jsonl. Unset: unbounded.", default=4000)
+                                    "logs/archive.jsonl. Unset: unbounded.",
+                                    minimum=200, unit="characters", default=4000)
     completed_window: int | None = _doc("Most completed_tasks kept in active.yaml; older ones move to "
-                                        "logs/archive.jsonl. Unset: unbounded.", default=20)
+                                        "logs/archive.jsonl. Unset: unbounded.", minimum=0, default=20)
     reflect: bool = _doc("After done, one more model call curates notes (APPEND / REPLACE / CLEAR).", default=False)
-    note_result_chars: int = _doc("A tool result is clipped to this many characters in notes.", default=300)
-    shell_policy: str = _doc("shell tool: allowlist (default), any (opt-in) or off.", default="allowlist")
+    note_result_chars: int = _doc("A tool result is clipped to this many characters in notes.", above=0, default=300)
+    shell_policy: str = _doc("shell tool: allowlist (default), any (opt-in) or off.",
+                             choices=("allowlist", "any", "off"), default="allowlist")
     shell_allowlist: list[str] = _doc("Commands the shell tool may run under the allowlist policy.",
                                       default_factory=lambda: list(DEFAULT_SHELL_ALLOWLIST))
-    shell_timeout: float = _doc("Seconds before a shell command's process group is killed.", default=30.0)
-    shell_max_output: int = _doc("Bytes of shell output kept; the rest is cut with a marker.", default=8192)
+    shell_timeout: float = _doc("Seconds before a shell command's process group is killed.",
+                                above=0, unit="seconds", default=30.0)
+    shell_max_output: int = _doc("Bytes of shell output kept; the rest is cut with a marker.", above=0, default=8192)
     tools_disabled: list[str] = _doc("Tools not offered to the model nor run.", default_factory=list)
     tools_enabled: list[str] | None = _doc("When set, only these tools (plus update_scratchpad and done) are offered.",
                                            default=None)
     plugins_disabled: list[str] = _doc("Tool plugins not loaded (distribution or entry-point names; '*': all).",
                                        default_factory=list)
-    file_max_read: int = _doc("Bytes read_file returns at most; the rest is cut with a marker.", default=65536)
-    file_max_write: int = _doc("Largest file (bytes) write_file and append_file may leave.", default=262144)
-    http_timeout: float = _doc("Seconds an http_get may take in all (connect, redirects, body).", default=10.0)
-    http_max_bytes: int = _doc("Bytes of a response body http_get reads; it stops reading there.", default=65536)
-    http_max_redirects: int = _doc("Redirects http_get follows (each one checked like the first URL).", default=5)
+    file_max_read: int = _doc("Bytes read_file returns at most; the rest is cut with a marker.", above=0, default=65536)
+    file_max_write: int = _doc("Largest file (bytes) write_file and append_file may leave.", above=0, default=262144)
+    http_timeout: float = _doc("Seconds an http_get may take in all (connect, redirects, body).",
+                               above=0, unit="seconds", default=10.0)
+    http_max_bytes: int = _doc("Bytes of a response body http_get reads; it stops reading there.",
+                               above=0, default=65536)
+    http_max_redirects: int = _doc("Redirects http_get follows (each one checked like the first URL).",
+                                   minimum=0, default=5)
     http_allow_networks: list[str] = _doc("Non-public networks http_get may reach, as CIDRs (e.g. 127.0.0.0/8). "
                                           "Cloud metadata addresses stay refused.", default_factory=list)
     workspace: str = _doc("Folder inside the home that the file tools and the shell are confined to (created if "
@@ -73,66 +92,78 @@ class Settings:
                           "(an opt-in; see CLAUDE.md).", default="workspace")
     secret_env: list[str] = _doc("More environment variables whose values are redacted and hidden from tools.",
                                  default_factory=list)
-    lock_wait: float = _doc("Seconds to wait for another cycle's lock before exiting busy (5).", default=0.0)
+    lock_wait: float = _doc("Seconds to wait for another cycle's lock before exiting busy (5).",
+                            minimum=0, unit="seconds", default=0.0)
     local_threads: int | None = _doc("Threads for the embedded model; unset: one fewer than the cores no other "
                                      "process is running on when the model loads, at least one (it never takes the "
                                      "last free core). They spin briefly, then sleep (GOMP_SPINCOUNT=10000 unless "
                                      "OMP_WAIT_POLICY or it is set), so a busy machine costs ~1.6x, not 10-80x.",
-                                     default=None)
-    local_context: int = _doc("Context window (tokens) for the embedded model.", default=4096)
+                                     above=0, default=None)
+    local_context: int = _doc("Context window (tokens) for the embedded model.", above=0, default=4096)
     guided: bool | None = _doc("Narrow the model's choices each step, through the schema its replies must follow, "
                                "to the likeliest tools, the paths and command lines the task names, and a done "
                                "summary that starts with a value just found; show it the queue as a count while it "
                                "has a task (was local_guided). Unset: on for the bundled tiny model, off for others "
                                "(local:FILE, openai:).", default=None)
     keep_cycles: int | None = _doc("Automatic retention: keep the snapshots and logs of only the newest N cycles "
-                                   "(the index and archive keep everything); null: keep all.", default=500)
+                                   "(the index and archive keep everything); null: keep all.", above=0, default=500)
     keep_days: float | None = _doc("Automatic retention: keep the snapshots and logs of cycles younger than this "
-                                   "many days; unset: keep all.", default=None)
+                                   "many days; unset: keep all.", above=0, maximum=36500, unit="days", default=None)
     transcript_max_bytes: int = _doc("Most bytes of one cycle's exact transcript (logs/cycle_<id>.transcript.jsonl: "
-                                     "every request and reply, redacted); 0: no transcript.", default=1024 * 1024)
+                                     "every request and reply, redacted); 0: no transcript.",
+                                     minimum=0, default=1024 * 1024)
     on_cycle_end: list[str] | None = _doc("A command (argv list, no shell) run after every saved cycle, from the home, "
                                           "with the cycle's index record as JSON on stdin; its failure is only logged.",
                                           default=None)
     notify_on: list[str] | None = _doc("Stop reasons that run on_cycle_end (e.g. [error, stalled]); unset: every cycle.",
                                        default=None)
-    hook_timeout: float = _doc("Seconds on_cycle_end may run before its process group is killed.", default=30.0)
+    hook_timeout: float = _doc("Seconds on_cycle_end may run before its process group is killed.",
+                               above=0, unit="seconds", default=30.0)
     metrics_file: str | None = _doc("Prometheus text file rewritten after every saved cycle (relative: to the home), "
                                     "for node_exporter's textfile collector; unset: none.", default=None)
     check_timeout: float = _doc("Seconds an acceptance check (task add --check) may run before its process group "
-                                "is killed and the done refused.", default=60.0)
+                                "is killed and the done refused.", above=0, unit="seconds", default=60.0)
     approval_required: list[str] = _doc("Tools whose calls are parked for the operator (agent approve ID / deny ID) "
                                         "instead of run; shell-style patterns, e.g. github__* for an MCP server.",
                                         default_factory=list)
     stall_cycles: int = _doc("This many cycles in a row ending without done on the same task stop with "
-                             "'stalled' (exit 9).", default=5)
+                             "'stalled' (exit 9).", above=0, default=5)
     daily_token_budget: int | None = _doc("Most tokens all cycles may use per UTC day; spent: exit 10, nothing sent. "
-                                          "Unset: no limit.", default=None)
+                                          "Unset: no limit.", above=0, default=None)
     monthly_token_budget: int | None = _doc("Most tokens all cycles may use per UTC month; unset: no limit.",
-                                            default=None)
+                                            above=0, default=None)
     prices: dict[str, dict[str, float]] = _doc("Price per million tokens by model as history names it, e.g. "
                                                "openai:gpt-4o-mini: {input: 0.15, output: 0.6}.",
                                                default_factory=dict)
     daily_cost_budget: float | None = _doc("Most money (in the prices' currency) all cycles may spend per UTC day; "
-                                           "needs a price for the model. Unset: no limit.", default=None)
+                                           "needs a price for the model. Unset: no limit.", above=0, default=None)
     monthly_cost_budget: float | None = _doc("Most money all cycles may spend per UTC month; unset: no limit.",
-                                             default=None)
+                                             above=0, default=None)
     max_reply_bytes: int = _doc("Largest model reply (bytes) that is parsed; a larger one is a parse error and "
-                                "nothing in it is applied.", default=65536)
+                                "nothing in it is applied.", above=0, default=65536)
     mcp_servers: dict[str, dict] = _doc("MCP servers whose tools each cycle offers, as <server>__<tool>: name -> "
                                         "{command, args, env, tools_enabled}. An env value \"${VAR}\" passes the "
                                         "agent's VAR.", default_factory=dict)
-    mcp_start_timeout: float = _doc("Seconds an MCP server may take to start and list its tools.", default=60.0)
-    mcp_timeout: float = _doc("Seconds one MCP tool call may take.", default=30.0)
+    mcp_start_timeout: float = _doc("Seconds an MCP server may take to start and list its tools.",
+                                    above=0, unit="seconds", default=60.0)
+    mcp_timeout: float = _doc("Seconds one MCP tool call may take.", above=0, unit="seconds", default=30.0)
     response_format: str = _doc("openai: structured output: auto (probe json_schema, json_object_schema, json_object, "
                                 "text once; remember the first accepted in logs/endpoint.json), or one of those to "
-                                "force it.", default="auto")
+                                "force it.",
+                                choices=("auto", "json_schema", "json_object_schema", "json_object", "text"),
+                                default="auto")
     chat_examples: bool | None = _doc("Send the rules' examples to an openai: model as chat turns, not system text. "
                                       "Unset: on (a 135M model through llama_cpp.server: 1 -> 3 of 8 bench tasks; "
                                       "prompt +46%, a stable prefix caches absorb).", default=None)
     extra_body: dict[str, Any] = _doc("Extra JSON fields merged into every openai: request body: sampling options "
                                       "a server takes, e.g. {repeat_penalty: 1.0} for llama.cpp servers.",
                                       default_factory=dict)
+
+    @property
+    def budgeted(self) -> bool:
+        """Whether a daily or monthly budget is set: only then does a cycle read what earlier ones spent."""
+        return any(v is not None for v in (self.daily_token_budget, self.monthly_token_budget,
+                                           self.daily_cost_budget, self.monthly_cost_budget))
 
     @property
     def secret_names(self) -> set[str]:
@@ -144,22 +175,13 @@ class Settings:
         return check(dataclasses.replace(self, **changes))
 
 
-_CHOICES = {"shell_policy": ("allowlist", "any", "off"),
-            "response_format": ("auto", "json_schema", "json_object_schema", "json_object", "text")}
 # Old setting names still read from config.yaml: old -> new.
 RENAMED = {"local_guided": "guided"}
-_TOOL_POSITIVE = {"file_max_read", "file_max_write", "http_timeout", "http_max_bytes", "mcp_start_timeout",
-                  "mcp_timeout"}
-_POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors", "max_output_tokens", "note_result_chars", "shell_max_output",
-             "local_context", "token_budget", "time_budget", "request_timeout", "shell_timeout", "local_threads",
-             "keep_cycles", "keep_days", "hook_timeout", "check_timeout", "stall_cycles", "daily_token_budget",
-             "monthly_token_budget", "daily_cost_budget", "monthly_cost_budget", "max_reply_bytes"}
-# Seconds settings: past a day they are a typo, and 1e10 overflows the timers that use them.
-MOST_SECONDS = 86400.0
-_SECONDS = ("request_timeout", "time_budget", "shell_timeout", "http_timeout", "lock_wait")
 
 # Settings whose shape their annotation cannot say.
 _FIELD_SCHEMAS = {"mcp_servers": {"type": "object", "additionalProperties": MCP_SERVER_SCHEMA}}
+
+
 def field_docs() -> list[tuple[str, str, Any]]:
     """(name, doc, default) for every setting, in declaration order (for docs and `agent init`)."""
     out = []
@@ -177,26 +199,7 @@ def check(settings: Settings) -> Settings:
         problem = jsonschema.check(value, _FIELD_SCHEMAS.get(f.name) or schema_for(hints[f.name]), f.name)
         if problem:
             raise UsageError(f"setting {problem}")
-        if f.name in _CHOICES and value not in _CHOICES[f.name]:
-            raise UsageError(f"setting '{f.name}' must be one of {', '.join(_CHOICES[f.name])}, got {value!r}")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise UsageError(f"setting '{f.name}' must be a finite number, got {value!r}")
-        if (f.name in _POSITIVE or f.name in _TOOL_POSITIVE) and value is not None and value <= 0:
-            raise UsageError(f"setting '{f.name}' must be greater than 0, got {value!r}")
-    for name in _SECONDS:
-        value = getattr(settings, name)
-        if value is not None and value > MOST_SECONDS:
-            raise UsageError(f"setting '{name}' must be at most {MOST_SECONDS:g} seconds (a day), got {value!r}")
-    if settings.notes_budget is not None and settings.notes_budget < 200:
-        raise UsageError(f"setting 'notes_budget' must be at least 200 characters, got {settings.notes_budget}")
-    if settings.completed_window is not None and settings.completed_window < 0:
-        raise UsageError(f"setting 'completed_window' must be 0 or more, got {settings.completed_window}")
-    if settings.lock_wait < 0:
-        raise UsageError(f"setting 'lock_wait' must be 0 or more, got {settings.lock_wait!r}")
-    if settings.keep_days is not None and settings.keep_days > 36500:
-        raise UsageError(f"setting 'keep_days' must be at most 36500 (100 years; null keeps all), got {settings.keep_days!r}")
-    if isinstance(settings.temperature, (int, float)) and not 0 <= settings.temperature <= 2:
-        raise UsageError(f"setting 'temperature' must be between 0 and 2, got {settings.temperature!r}")
+        check_constraints(f.name, value, f.metadata)
     check_tool_settings(settings)
     check_hook_settings(settings)
     check_prices(settings.prices)
@@ -211,9 +214,6 @@ def check_hook_settings(settings: Settings) -> None:
     for reason in settings.notify_on or []:
         if reason not in reasons:
             raise UsageError(f"setting 'notify_on': {reason!r} is not a stop reason (one of {', '.join(reasons)})")
-    if settings.transcript_max_bytes < 0:
-        raise UsageError(f"setting 'transcript_max_bytes' must be 0 (no transcript) or more, "
-                         f"got {settings.transcript_max_bytes}")
     if settings.metrics_file is not None and not settings.metrics_file.strip():
         raise UsageError("setting 'metrics_file' must be a file name (e.g. /var/lib/node_exporter/agent.prom)")
 
@@ -231,8 +231,6 @@ def check_tool_settings(settings: Settings) -> None:
             ipaddress.ip_network(cidr, strict=False)
         except ValueError:
             raise UsageError(f"setting 'http_allow_networks': {cidr!r} is not a network like 127.0.0.0/8") from None
-    if settings.http_max_redirects < 0:
-        raise UsageError(f"setting 'http_max_redirects' must be 0 or more, got {settings.http_max_redirects!r}")
     for control in ("update_scratchpad", "done"):
         if control in settings.tools_disabled:
             raise UsageError(f"setting 'tools_disabled': '{control}' cannot be disabled; every cycle needs it")
@@ -284,7 +282,7 @@ ENV_OVERRIDES = {"AGENT_MODEL": "model", "OPENAI_BASE_URL": "base_url"}
 def load_settings(home_root: Path, env: typing.Mapping[str, str] | None = None, **flags: Any) -> Settings:
     """Defaults < config.yaml < environment < flags (a flag left as None does not override)."""
     env = os.environ if env is None else env
-    values = read_config_file(home_root / "config.yaml")
+    values = read_config_file(Home(home_root).config)
     for old, new in RENAMED.items():
         if old in values:
             values.setdefault(new, values.pop(old))

@@ -22,10 +22,10 @@ import time
 import traceback
 from typing import Callable
 
-from . import approvals, budgets, interrupts, memory, prompt, stalls, state as state_rules
+from . import interrupts, memory, prompt, stalls, state as state_rules
 from .aftercare import after_cycle
 from .config import Settings
-from .dispatcher import Kind, add_note, dispatch
+from .dispatcher import add_note, dispatch
 from .inbox import apply_inbox
 from .limits import Limits
 from .outcomes import Interrupted, LimitReached, StopReason
@@ -58,12 +58,15 @@ class _Run:
         self.home, self.settings, self.model, self.report_event, self.registry = home, settings, model, report, registry
         self.secrets = Secrets.from_settings(settings)
         self.signals = interrupts.Deferred()
+        self.budgets = None  # a Budgets when one is set
         self.rules = prompt.read_rules(home.rules)  # a bad rules.md is a usage error (exit 2), before the lock
 
     def run(self, now: _dt.datetime) -> CycleReport:
         started = time.monotonic()
         home, secrets = self.home, self.secrets
-        self.budgets = budgets.Budgets(home, self.settings, self.model.name, now)  # no price for a cost budget: exit 2
+        if self.settings.budgeted:  # agent/budgets.py is imported only then
+            from .budgets import Budgets
+            self.budgets = Budgets(home, self.settings, self.model.name, now)  # no price for a cost budget: exit 2
         tools = open_registry(self.settings, home.root, secrets, given=self.registry)  # MCP servers live as long as the lock
         with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals), tools as self.registry:  # 1
             home.ensure_dirs()
@@ -132,9 +135,14 @@ class _Run:
     def _loop(self, state: dict, report: CycleReport) -> tuple[dict, StopReason]:
         """Prompt -> model -> dispatcher until done or a limit."""
         settings, secrets, guided = self.settings, self.secrets, getattr(self.model, "guided", False)
-        limits = self.limits = Limits(settings, lambda: self.budgets.problem(report.usage))  # reflect: time left
+        budgets = self.budgets
+        limits = self.limits = Limits(settings, budgets and (lambda: budgets.problem(report.usage)))  # reflect: time left
         ctx = ToolContext(self.home.root, settings, secrets)
-        state = approvals.run_decided(self.home, report.cycle_id, state, self.registry, ctx, self.log)
+        gated = None
+        if settings.approval_required or self.home.approvals.exists():  # else agent/approvals.py is never imported
+            from . import approvals
+            state = approvals.run_decided(self.home, report.cycle_id, state, self.registry, ctx, self.log)
+            gated = approvals.gate(settings)
         system = prompt.system_prompt(self.rules, self.registry)
         action_schema = self.registry.action_schema()
         self.model.start(self.log)
@@ -156,17 +164,17 @@ class _Run:
                 limits.count_tokens(completion.usage.total_tokens)
                 reply = secrets.redact_text(completion.text)[:2000]  # redacted before the cut: no half key
                 self.log(f"iteration {n}: reply {reply!r} usage {completion.usage.as_dict()}")
-                state, outcome = dispatch(state, completion.text, self.registry, ctx, approvals.gate(settings),
+                state, outcome = dispatch(state, completion.text, self.registry, ctx, gated or (lambda name: False),
                                           completion.cut_at, guided)
-                report.count(outcome.kind.value)
+                report.count(outcome.kind.action)
                 self.log(f"iteration {n}: {outcome.note}")
                 self.report_event("iteration", n=n, max=settings.max_iterations, usage=report.usage,
                                   outcome=outcome.redacted(secrets))
-                if outcome.kind is Kind.PARKED:  # raises LimitReached(AWAITING_APPROVAL)
+                if outcome.kind is Tag.APPROVAL:  # only a gated tool's call; raises LimitReached(AWAITING_APPROVAL)
                     approvals.park(self.home, report.cycle_id, state, outcome, secrets)
                 if outcome.done:
                     return state, StopReason.DONE
-                limits.after_reply(outcome.tool, outcome.args, outcome.kind is Kind.PARSE_ERROR)
+                limits.after_reply(outcome.tool, outcome.args, outcome.kind is Tag.PARSE_ERROR)
         except LimitReached as stop:
             self.log(f"stopped: {report.stopped_by(stop, secrets)}")
             add_note(state, Tag.STOPPED.line(f"{stop.reason.value}: {stop}"))

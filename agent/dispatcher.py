@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import enum
 import json
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -32,27 +31,16 @@ from .tags import Tag
 from .tools import Registry, ToolContext, ToolError
 
 
-class Kind(str, enum.Enum):
-    TOOL = "tool"
-    UPDATE = "update"
-    DONE = "done"
-    PARSE_ERROR = "parse_error"
-    UNKNOWN_TOOL = "unknown_tool"
-    TOOL_ERROR = "tool_error"
-    CHECK_FAILED = "check_failed"
-    PARKED = "parked"  # a gated tool's call, not run: the cycle parks it for the operator (agent/approvals.py)
-
-
 @dataclass(frozen=True)
 class Outcome:
-    kind: Kind
+    kind: Tag  # the note's tag: what happened (Tag.action names it in the counts)
     note: str
     tool: str | None = None
     args: Any = None
 
     @property
     def done(self) -> bool:
-        return self.kind is Kind.DONE
+        return self.kind is Tag.COMPLETED
 
     def redacted(self, secrets: Secrets) -> "Outcome":
         """This outcome as it may be shown (progress lines, cron mail)."""
@@ -120,7 +108,7 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
              gated: Callable[[str], bool] = lambda name: False, cut_at: int | None = None,
              guided: bool = False) -> tuple[dict, Outcome]:
     """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt).
-    A valid call to a tool `gated` names is not run: it comes back as a PARKED outcome, not noted.
+    A valid call to a tool `gated` names is not run: it comes back as an APPROVAL outcome, not noted.
     `cut_at`: the reply was cut at this many tokens (finish_reason "length"); one that then does
     not parse is reported as cut, not as whatever its truncated JSON happens to lack.
     `guided`: the model was prompted as a guided one (see `state.pending_counted`)."""
@@ -130,56 +118,56 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
     except ReplyError as exc:
         problem = str(exc) if cut_at is None else \
             f"the reply was cut at max_output_tokens ({cut_at}) before its JSON closed; raise max_output_tokens"
-        return _noted(state, Outcome(Kind.PARSE_ERROR, Tag.PARSE_ERROR.line(problem)))
+        return _noted(state, Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(problem)))
     name, args = action["tool"], action.get("args", {})
     if not isinstance(name, str):
-        return _noted(state, Outcome(Kind.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {describe(name)}')))
+        return _noted(state, Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {describe(name)}')))
     if name not in registry:
         listed = ", ".join(registry.names())
-        return _noted(state, Outcome(Kind.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(f"{_clip(name, 60)} (tools: {listed})"), name, args))
+        return _noted(state, Outcome(Tag.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(f"{_clip(name, 60)} (tools: {listed})"), name, args))
     tool = registry[name]
     if args is None:
         args = {}
     problem = tool.check_args(args)
     if problem:
-        return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}: {problem}"), name, args))
+        return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}: {problem}"), name, args))
     args = ctx.secrets.redact(args)  # no tool ever receives a secret from the model (to send, write or echo)
     if name == "update_scratchpad":
         added = pending_counted(state, guided) and "pending_actions" in args
         new, refusal = apply_update(state, args, added)
         if refusal:
-            return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}"), name, args))
+            return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}"), name, args))
         grew = len(new["pending_actions"]) - len(state["pending_actions"])
         told = f"pending_actions ({grew} added to the queue)" if grew else "pending_actions (nothing new for the queue)"
         fields = ", ".join(told if added and k == "pending_actions" else k for k in args)
-        return _noted(new, Outcome(Kind.UPDATE, Tag.UPDATE.line(fields or "nothing"), name, args))
+        return _noted(new, Outcome(Tag.UPDATE, Tag.UPDATE.line(fields or "nothing"), name, args))
     if name == "done":
         refusal = checks.done_refusal(state, ctx)  # runs the task's acceptance check, if it has one
         if refusal:
             note = Tag.CHECK_FAILED.line(_clip(ctx.secrets.redact_text(refusal), clip + 200))
-            return _noted(state, Outcome(Kind.CHECK_FAILED, note, name, args))
+            return _noted(state, Outcome(Tag.CHECK_FAILED, note, name, args))
         summary = _clip(args["summary"], max(clip, 200))
-        return apply_done(state, summary), Outcome(Kind.DONE, Tag.COMPLETED.line(summary), name, args)
+        return apply_done(state, summary), Outcome(Tag.COMPLETED, Tag.COMPLETED.line(summary), name, args)
     shown_args = _clip(ctx.secrets.redact_text(json.dumps(args, ensure_ascii=False)), 200)
     # Redacted before clipping: a cut must never leave the first half of a key in the notes.
     if gated(name) and (refused := tool.refusal(ctx, args)):  # refused anyway: never ask the operator
         why = _clip(ctx.secrets.redact_text(refused), clip)
         return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))
     if gated(name):  # the note is the parker's to write: it knows the call's id
-        return copy.deepcopy(state), Outcome(Kind.PARKED, Tag.APPROVAL.line(f"{name}({shown_args}) needs approval"),
+        return copy.deepcopy(state), Outcome(Tag.APPROVAL, Tag.APPROVAL.line(f"{name}({shown_args}) needs approval"),
                                              name, args)
     try:
         result = tool.func(ctx, **args)
     except ToolError as exc:
         why = _clip(ctx.secrets.redact_text(str(exc)), clip)
-        return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))
+        return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))
     except Exception as exc:  # a tool's bug must not end the cycle
         why = _clip(ctx.secrets.redact_text(str(exc)), clip)
-        return _noted(state, Outcome(Kind.TOOL_ERROR,
+        return _noted(state, Outcome(Tag.TOOL_ERROR,
                                      Tag.TOOL_ERROR.line(f"{name}({shown_args}) raised {type(exc).__name__}: {why}"),
                                      name, args))
     note = Tag.TOOL.line(f"{name}({shown_args}) -> {_clip(ctx.secrets.redact_text(_one_line(result)), clip)}")
-    return _noted(state, Outcome(Kind.TOOL, note, name, args))
+    return _noted(state, Outcome(Tag.TOOL, note, name, args))
 
 
 def _one_line(result: Any) -> str:

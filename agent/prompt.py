@@ -18,7 +18,6 @@ shaped per step from the task: see agent/providers/guidance.py.
 from __future__ import annotations
 
 import json
-from importlib import resources
 import re
 from pathlib import Path
 
@@ -33,6 +32,8 @@ NOTHING_YET = "none yet"
 
 
 def default_rules() -> str:
+    from importlib import resources  # only for a home without its own rules.md
+
     return resources.files("agent").joinpath("templates/rules.md").read_text(encoding="utf-8")
 
 

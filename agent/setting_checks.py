@@ -1,12 +1,14 @@
-"""Checks of settings whose values have more structure than a type says: prices and MCP servers.
+"""Checks of settings: the one checker of a field's own constraints, and the shapes of prices and MCP servers.
 
-A leaf under config.py: it knows the shapes, config.py knows the settings.
+A leaf under config.py: it knows the checks, config.py knows the settings (each field carries its constraints).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from .outcomes import UsageError
 
@@ -24,6 +26,51 @@ MCP_SERVER_SCHEMA = {
 }
 MCP_SERVER_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+# Seconds settings: past a day they are a typo, and 1e10 overflows the timers that use them.
+MOST_SECONDS = 86400.0
+# Any whole number past this is a typo, and larger ones overflow the C sizes (read lengths, contexts) they become.
+MOST_INTEGER = 2**53
+
+
+def check_constraints(name: str, value: object, rules: Mapping[str, Any]) -> None:
+    """Raise UsageError when `value` breaks the constraints its field carries (the keywords of config._doc).
+
+    choices: the allowed values; minimum: the least allowed value; above: a bound the value must exceed;
+    maximum: the most allowed; unit: named in messages, and "seconds" caps the value at MOST_SECONDS (a day).
+    None (an unset optional setting) passes; whatever the constraints, a float must be finite and an integer at most
+    MOST_INTEGER.
+    """
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(f"setting '{name}' must be a finite number, got {value!r}")
+    choices = rules.get("choices")
+    if choices is not None and value not in choices:
+        raise UsageError(f"setting '{name}' must be one of {', '.join(choices)}, got {value!r}")
+    if not isinstance(value, (int, float)):
+        return
+    unit, minimum, above, maximum = rules.get("unit"), rules.get("minimum"), rules.get("above"), rules.get("maximum")
+    units = f" {unit}" if unit else ""
+    if minimum is not None and maximum is not None and not minimum <= value <= maximum:
+        raise UsageError(f"setting '{name}' must be between {_shown(minimum)} and {_shown(maximum)}{units}, "
+                         f"got {value!r}")
+    if above is not None and value <= above:
+        raise UsageError(f"setting '{name}' must be greater than {_shown(above)}, got {value!r}")
+    if minimum is not None and value < minimum:
+        least = "0 or more" if minimum == 0 else f"at least {_shown(minimum)}{units}"
+        raise UsageError(f"setting '{name}' must be {least}, got {value!r}")
+    if maximum is None and unit == "seconds":
+        maximum, units = MOST_SECONDS, " seconds (a day)"
+    elif maximum is None and isinstance(value, int):
+        maximum = MOST_INTEGER
+    if maximum is not None and value > maximum:
+        raise UsageError(f"setting '{name}' must be at most {_shown(maximum)}{units}, got {value!r}")
+
+
+def _shown(number: float) -> str:
+    return f"{number:g}" if isinstance(number, float) else str(number)
 
 
 PRICE_KEYS = ("input", "output")

@@ -10,14 +10,24 @@ import enum
 
 
 class Tag(str, enum.Enum):
-    TOOL = "[TOOL]"
-    UPDATE = "[UPDATE]"
-    COMPLETED = "[COMPLETED]"
-    PARSE_ERROR = "[PARSE ERROR]"
-    UNKNOWN_TOOL = "[UNKNOWN TOOL]"
-    TOOL_ERROR = "[TOOL ERROR]"
-    CHECK_FAILED = "[CHECK FAILED]"
-    APPROVAL = "[APPROVAL]"
+    """A note's tag; the tags the dispatcher's outcomes carry also name that kind of action (`action`)."""
+
+    action: str | None  # the outcome's name in a cycle's `actions` counts and the progress display; None: no outcome
+
+    def __new__(cls, text: str, action: str | None = None) -> "Tag":
+        member = str.__new__(cls, text)
+        member._value_ = text
+        member.action = action
+        return member
+
+    TOOL = "[TOOL]", "tool"  # a registered tool ran
+    UPDATE = "[UPDATE]", "update"  # update_scratchpad was applied
+    COMPLETED = "[COMPLETED]", "done"  # done: the task queue advanced, the cycle ends
+    PARSE_ERROR = "[PARSE ERROR]", "parse_error"
+    UNKNOWN_TOOL = "[UNKNOWN TOOL]", "unknown_tool"
+    TOOL_ERROR = "[TOOL ERROR]", "tool_error"
+    CHECK_FAILED = "[CHECK FAILED]", "check_failed"  # done refused by the task's acceptance check
+    APPROVAL = "[APPROVAL]", "parked"  # a gated tool's call, not run: parked for the operator (approvals.py)
     STOPPED = "[STOPPED]"
     CYCLE_FAILED = "[CYCLE FAILED]"
     ARCHIVED = "[ARCHIVED]"

@@ -1,8 +1,18 @@
-"""Cold start: whole-process time of a 5-iteration scripted cycle against `python -c "import yaml, click"`.
+"""Cold start: whole-process times of a cycle against the least any such process could cost.
 
-Both commands run alternately in one session (so machine noise hits both alike); the medians
-and their ratio are printed. The ratio is the number to read: a cron cycle should cost little
-more than starting Python with the two libraries the CLI cannot do without.
+Four commands run in turn, round after round, in one session (so machine noise hits all alike):
+
+    floor      python -c "import yaml, click"          the two libraries the CLI cannot do without
+    scripted   agent run, scripted model, 5 iterations  what cron pays for a cycle, minus the model
+    bare       one chat request with the openai client  the least an openai: cycle could cost
+    openai     agent run, openai: model, 1 iteration    against the same loopback server
+
+The medians and two ratios are printed: scripted / floor (target: at most 2.0x) and openai / bare
+(target: at most 1.1x). The server is tests/providers/openai_server.py on 127.0.0.1, answering
+every request at once with the same `done` reply, so both openai commands measure start-up and
+the request's round trip, not a model. Byte-code is written and used (PYTHONDONTWRITEBYTECODE is
+dropped, and a first untimed round compiles it), as in any installed copy. The load average is
+printed before and after: on a shared machine read the ratios, not the milliseconds.
 
     python bench/cold_start.py --runs 21
 """
@@ -19,6 +29,21 @@ import tempfile
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from tests.providers.openai_server import OpenAIServer, Reply  # noqa: E402
+
+KEY = "sk-bench-0123456789abcdef"
+DONE = json.dumps({"tool": "done", "args": {"summary": "done"}})
+BARE_CLIENT = """\
+import sys
+from openai import OpenAI
+client = OpenAI(base_url=sys.argv[1], api_key=sys.argv[2], max_retries=0)
+client.chat.completions.create(model="test-model", messages=[{"role": "user", "content": "hi"}])
+"""
+
 
 def timed(argv: list[str], env: dict) -> float:
     began = time.perf_counter()
@@ -26,30 +51,49 @@ def timed(argv: list[str], env: dict) -> float:
     return time.perf_counter() - began
 
 
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=21)
     args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items() if k not in ("AGENT_MODEL", "AGENT_HOME")}
-    with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp) / "home"
-        home.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("AGENT_MODEL", "AGENT_HOME", "OPENAI_BASE_URL", "OPENAI_API_KEY", "PYTHONDONTWRITEBYTECODE")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    with tempfile.TemporaryDirectory() as tmp, OpenAIServer(default=Reply.chat(DONE)) as server:
+        scripted_home, openai_home = Path(tmp) / "scripted", Path(tmp) / "openai"
+        for home in (scripted_home, openai_home):
+            subprocess.run([sys.executable, "-m", "agent", "init", str(home)], check=True, env=env,
+                           stdout=subprocess.DEVNULL)
         script = Path(tmp) / "script.yaml"
-        replies = [json.dumps({"tool": "echo", "args": {"message": f"step {i}"}}) for i in range(4)]
-        replies.append(json.dumps({"tool": "done", "args": {"summary": "five iterations"}}))
+        replies = [json.dumps({"tool": "echo", "args": {"message": f"step {i}"}}) for i in range(4)] + [DONE]
         script.write_text("\n".join(f"- {json.dumps(r)}" for r in replies) + "\n")
-        cycle = [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}", "-q"]
-        baseline = [sys.executable, "-c", "import yaml, click"]
-        timed(cycle, env), timed(baseline, env)  # warm the OS file cache
-        cycles, bases = [], []
+        agent = [sys.executable, "-m", "agent", "run", "-q", "--max-iterations", "5"]
+        commands = {
+            "floor": ([sys.executable, "-c", "import yaml, click"], env),
+            "scripted": ([*agent, "--home", str(scripted_home), "--model", f"scripted:{script}"], env),
+            "bare": ([sys.executable, "-c", BARE_CLIENT, server.base_url, KEY], env),
+            "openai": ([*agent, "--home", str(openai_home), "--model", "openai:test-model"],
+                       dict(env, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=KEY)),
+        }
+        for argv, command_env in commands.values():  # compile byte-code, warm the file cache, and let
+            timed(argv, command_env)                   # the openai home remember the response format
+        started_load = load()
+        times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(args.runs):
-            cycles.append(timed(cycle, env))
-            bases.append(timed(baseline, env))
-    c, b = statistics.median(cycles), statistics.median(bases)
-    print(f"runs: {args.runs} each, alternating")
-    print(f"python -c 'import yaml, click':        median {b * 1000:.1f} ms")
-    print(f"agent run (scripted, 5 iterations):    median {c * 1000:.1f} ms")
-    print(f"ratio: {c / b:.2f}x")
+            for name, (argv, command_env) in commands.items():
+                times[name].append(timed(argv, command_env))
+    median = {name: statistics.median(values) * 1000 for name, values in times.items()}
+    print(f"runs: {args.runs} rounds of the four commands in turn; load average {started_load} before, "
+          f"{load()} after, on {os.cpu_count()} cores")
+    print(f"python -c 'import yaml, click':           median {median['floor']:7.1f} ms")
+    print(f"agent run, scripted, 5 iterations:        median {median['scripted']:7.1f} ms   "
+          f"{median['scripted'] / median['floor']:.2f}x the floor (target <= 2.0x)")
+    print(f"one request with the openai client:       median {median['bare']:7.1f} ms")
+    print(f"agent run, openai: (loopback), 1 iteration: median {median['openai']:7.1f} ms   "
+          f"{median['openai'] / median['bare']:.2f}x the bare request (target <= 1.1x)")
 
 
 if __name__ == "__main__":

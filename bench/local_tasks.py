@@ -331,7 +331,7 @@ def run_cycle_in_process(home: Path, model: str | None, env: dict[str, str] | No
         nonlocal parse_errors
         if event in ("start", "iteration"):
             marks.append(time.monotonic())
-        if event == "iteration" and data["outcome"].kind.value == "parse_error":
+        if event == "iteration" and data["outcome"].kind.action == "parse_error":
             parse_errors += 1
 
     # a model path on the command line is relative to the current directory, not the temporary home

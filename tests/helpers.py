@@ -36,6 +36,24 @@ def write_active(home: Path, state: dict | str) -> Path:
     return path
 
 
+def configure(home: Path, state: dict | str | None = None, **settings) -> Path:
+    """Write the home's config.yaml from `settings` and, when given, its active.yaml; returns the home."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.yaml").write_text(yaml.safe_dump(settings))
+    if state is not None:
+        write_active(home, state)
+    return home
+
+
+def make_home(folder: Path, config: dict | str = "", name: str = "home") -> Path:
+    """A home made by `agent init` in folder/name, its config.yaml then replaced by `config` (settings or YAML text)."""
+    home = folder / name
+    result = run_cli("init", str(home))
+    assert result.exit_code == 0, result.output
+    (home / "config.yaml").write_text(config if isinstance(config, str) else yaml.safe_dump(config))
+    return home
+
+
 def read_yaml(path: Path):
     return yaml.safe_load(path.read_text())
 

@@ -10,7 +10,8 @@ import pytest
 
 from agent.approvals import gate
 from agent.config import Settings
-from agent.dispatcher import Kind, dispatch
+from agent.dispatcher import dispatch
+from agent.tags import Tag
 from agent.state import fresh_state
 from agent.tools import ToolContext, build_registry
 from agent.store.home import Home
@@ -176,7 +177,7 @@ def test_dispatch_returns_a_gated_call_as_parked_and_leaves_the_state_alone(tmp_
     state = fresh_state()
     new, outcome = dispatch(state, json.dumps(echo("hi")), build_registry(settings), ToolContext(tmp_path, settings),
                             gate(settings))
-    assert outcome.kind is Kind.PARKED and outcome.args == {"message": "hi"}
+    assert outcome.kind is Tag.APPROVAL and outcome.args == {"message": "hi"}
     assert new == state
 
 

@@ -8,31 +8,26 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from agent.budgets import Budgets, cycle_cost, daily_totals
 from agent.config import Settings
 from agent.providers.base import Usage
 from agent.store.home import Home
 from tests.cli.helpers import done, echo, run_cycle
-from tests.helpers import run_cli, tree_digest, write_active
+from tests.helpers import configure, run_cli, tree_digest
 from tests.providers.openai_server import OpenAIServer, Reply, usage
 
 KEY = "sk-test-0123456789abcdef0123"
 MODEL = "openai:test-model"
 PRICE = {MODEL: {"input": 2.0, "output": 10.0}}  # per million tokens
+TASK = {"current_task": "say hello", "pending_actions": ["rest"]}
+QUICK = {"max_retries": 0, "request_timeout": 5}
 
 
 @pytest.fixture
 def server():
     with OpenAIServer() as srv:
         yield srv
-
-
-def configure(home: Path, **settings) -> Path:
-    (home / "config.yaml").write_text(yaml.safe_dump({"max_retries": 0, "request_timeout": 5, **settings}))
-    write_active(home, {"current_task": "say hello", "pending_actions": ["rest"]})
-    return home
 
 
 def run(home: Path, server: OpenAIServer):
@@ -48,7 +43,7 @@ def index(home: Path) -> list[dict]:
 
 
 def test_a_spent_daily_token_budget_exits_10_and_sends_nothing(home, server):
-    configure(home, daily_token_budget=1000)
+    configure(home, TASK, **QUICK, daily_token_budget=1000)
     server.add(Reply.chat(echo("hi"), usage=usage(900, 200)))  # 1,100 tokens: the budget is spent mid-cycle
     result, report = run(home, server)
     assert result.exit_code == 10, result.output
@@ -60,7 +55,7 @@ def test_a_spent_daily_token_budget_exits_10_and_sends_nothing(home, server):
 
 
 def test_the_index_records_each_cycles_cost_at_the_models_price(home, server):
-    configure(home, prices=PRICE)
+    configure(home, TASK, **QUICK, prices=PRICE)
     server.add(Reply.chat(done("hi"), usage=usage(1000, 100)))
     result, report = run(home, server)
     assert result.exit_code == 0
@@ -75,7 +70,7 @@ def test_a_model_without_a_price_records_a_null_cost(home):
 
 
 def test_a_spent_daily_cost_budget_exits_10_and_sends_nothing(home, server):
-    configure(home, prices=PRICE, daily_cost_budget=0.002)
+    configure(home, TASK, **QUICK, prices=PRICE, daily_cost_budget=0.002)
     server.add(Reply.chat(done("hi"), usage=usage(1000, 100)))  # 0.003
     assert run(home, server)[0].exit_code == 0
     result, report = run(home, server)
@@ -84,7 +79,7 @@ def test_a_spent_daily_cost_budget_exits_10_and_sends_nothing(home, server):
 
 
 def test_a_cost_budget_for_a_model_with_no_price_exits_2_and_sends_nothing(home, server):
-    configure(home, prices={"openai:other": {"input": 1, "output": 1}}, monthly_cost_budget=5)
+    configure(home, TASK, **QUICK, prices={"openai:other": {"input": 1, "output": 1}}, monthly_cost_budget=5)
     digest = tree_digest(home)
     result, _ = run(home, server)
     assert result.exit_code == 2
@@ -101,7 +96,7 @@ def test_a_cost_budget_for_a_model_with_no_price_exits_2_and_sends_nothing(home,
     ([1, 2], "'prices' must be a mapping"),
 ])
 def test_prices_with_a_bad_shape_exit_2_naming_the_key(home, server, prices, fragment):
-    configure(home, prices=prices)
+    configure(home, TASK, **QUICK, prices=prices)
     digest = tree_digest(home)
     result, _ = run(home, server)
     assert result.exit_code == 2 and fragment in result.stderr
@@ -111,7 +106,7 @@ def test_prices_with_a_bad_shape_exit_2_naming_the_key(home, server, prices, fra
 @pytest.mark.parametrize("key", ["daily_token_budget", "monthly_token_budget", "daily_cost_budget",
                                  "monthly_cost_budget"])
 def test_a_budget_of_zero_or_less_exits_2_naming_it(home, server, key):
-    configure(home, **{key: 0})
+    configure(home, TASK, **QUICK, **{key: 0})
     result, _ = run(home, server)
     assert result.exit_code == 2 and f"'{key}' must be greater than 0" in result.stderr
 
@@ -154,7 +149,7 @@ def test_cost_of_usage_and_of_unpriced_models():
 
 
 def test_history_and_status_show_tokens_and_cost_per_cycle_and_per_day(home, server):
-    configure(home, prices=PRICE, daily_token_budget=100000)
+    configure(home, TASK, **QUICK, prices=PRICE, daily_token_budget=100000)
     server.add(Reply.chat(done("hi"), usage=usage(1000, 100)), Reply.chat(done("again"), usage=usage(1000, 100)))
     assert run(home, server)[0].exit_code == 0 and run(home, server)[0].exit_code == 0
     table = run_cli("history", "--home", str(home)).stdout.splitlines()

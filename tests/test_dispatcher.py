@@ -8,7 +8,8 @@ import pytest
 
 from agent.state import fresh_state, problems
 from agent.config import Settings
-from agent.dispatcher import Kind, dispatch, parse_reply, ReplyError
+from agent.dispatcher import dispatch, parse_reply, ReplyError
+from agent.tags import Tag
 from agent.tools import ToolContext, build_registry
 
 
@@ -36,7 +37,7 @@ def act(tool, **args):
 def test_tool_call_appends_a_tool_note_and_leaves_the_queue(ctx, registry):
     before = state_with(current_task="greet", pending_actions=["next"])
     after, outcome = dispatch(before, act("echo", message="Hello!"), registry, ctx)
-    assert outcome.kind is Kind.TOOL and not outcome.done
+    assert outcome.kind is Tag.TOOL and not outcome.done
     assert after["notes"] == '[TOOL] echo({"message": "Hello!"}) -> Hello!'
     assert after["current_task"] == "greet" and after["pending_actions"] == ["next"]
 
@@ -60,7 +61,7 @@ def test_update_extends_completed_tasks_and_replaces_pending(ctx, registry):
     before = state_with(completed_tasks=["old"], pending_actions=["a", "b"])
     after, outcome = dispatch(before, act("update_scratchpad", completed_tasks=["new"], pending_actions=["c"],
                                           current_task="now", goals=["g"]), registry, ctx)
-    assert outcome.kind is Kind.UPDATE
+    assert outcome.kind is Tag.UPDATE
     assert after["completed_tasks"] == ["old", "new"]
     assert after["pending_actions"] == ["c"]
     assert after["current_task"] == "now" and after["goals"] == ["g"]
@@ -83,7 +84,7 @@ def test_update_cannot_shrink_completed_tasks(ctx, registry):
 def test_update_refuses_bad_fields_whole_and_says_which(ctx, registry, args, message):
     before = state_with(current_task="keep", pending_actions=["keep"])
     after, outcome = dispatch(before, act("update_scratchpad", **{"current_task": "changed", **args}), registry, ctx)
-    assert outcome.kind is Kind.TOOL_ERROR
+    assert outcome.kind is Tag.TOOL_ERROR
     assert message in outcome.note and outcome.note.startswith("[TOOL ERROR]")
     assert after["current_task"] == "keep"  # all or nothing
     assert problems(after) == []
@@ -114,13 +115,13 @@ def test_done_with_nothing_to_do_records_only_the_note(ctx, registry):
 ])
 def test_unparseable_replies_become_parse_error_notes(ctx, registry, reply, fragment):
     after, outcome = dispatch(state_with(), reply, registry, ctx)
-    assert outcome.kind is Kind.PARSE_ERROR
+    assert outcome.kind is Tag.PARSE_ERROR
     assert after["notes"].startswith("[PARSE ERROR]") and fragment in after["notes"]
 
 
 def test_unknown_tool_is_noted_with_the_tools_that_exist(ctx, registry):
     after, outcome = dispatch(state_with(), act("launch_rockets"), registry, ctx)
-    assert outcome.kind is Kind.UNKNOWN_TOOL
+    assert outcome.kind is Tag.UNKNOWN_TOOL
     assert after["notes"].startswith("[UNKNOWN TOOL] launch_rockets") and "echo" in after["notes"]
 
 
@@ -131,23 +132,23 @@ def test_unknown_tool_is_noted_with_the_tools_that_exist(ctx, registry):
 ])
 def test_bad_tool_arguments_are_tool_errors_and_the_tool_does_not_run(ctx, registry, args, fragment):
     after, outcome = dispatch(state_with(), json.dumps({"tool": "echo", "args": args}), registry, ctx)
-    assert outcome.kind is Kind.TOOL_ERROR and fragment in after["notes"]
+    assert outcome.kind is Tag.TOOL_ERROR and fragment in after["notes"]
     assert "[TOOL]" not in after["notes"]
 
 
 def test_a_tool_that_raises_becomes_a_tool_error_note(ctx, registry):
     after, outcome = dispatch(state_with(), act("read_file", path="missing.txt"), registry, ctx)
-    assert outcome.kind is Kind.TOOL_ERROR and "no such file" in after["notes"]
+    assert outcome.kind is Tag.TOOL_ERROR and "no such file" in after["notes"]
 
 
 def test_disallowed_shell_command_is_refused(ctx, registry):
     after, outcome = dispatch(state_with(), act("shell", command="rm -rf /"), registry, ctx)
-    assert outcome.kind is Kind.TOOL_ERROR and "'rm' is not allowed" in after["notes"]
+    assert outcome.kind is Tag.TOOL_ERROR and "'rm' is not allowed" in after["notes"]
 
 
 def test_shell_runs_argv_without_a_shell(ctx, registry):
     after, outcome = dispatch(state_with(), act("shell", command="echo $HOME; ls"), registry, ctx)
-    assert outcome.kind is Kind.TOOL
+    assert outcome.kind is Tag.TOOL
     assert "$HOME; ls" in after["notes"]  # echo printed its argv literally: no shell expanded it
 
 
@@ -173,15 +174,15 @@ def test_parse_reply_rejects_non_text():
 
 def test_args_may_be_omitted_for_tools_without_required_arguments(ctx, registry):
     after, outcome = dispatch(state_with(), '{"tool": "update_scratchpad"}', registry, ctx)
-    assert outcome.kind is Kind.UPDATE
+    assert outcome.kind is Tag.UPDATE
 
 
 def test_a_reply_nested_too_deeply_is_a_parse_error_not_a_crash(ctx, registry):
     reply = '{"tool": "echo", "args": ' + "[" * 5000 + "]" * 5000 + "}"
     after, outcome = dispatch(state_with(), reply, registry, ctx)
-    assert outcome.kind is Kind.PARSE_ERROR
+    assert outcome.kind is Tag.PARSE_ERROR
     after, outcome = dispatch(state_with(), "prose " + reply, registry, ctx)
-    assert outcome.kind is Kind.PARSE_ERROR
+    assert outcome.kind is Tag.PARSE_ERROR
 
 
 def test_a_reply_with_a_lone_surrogate_is_refused_so_the_state_stays_writable(ctx, registry):
@@ -189,7 +190,7 @@ def test_a_reply_with_a_lone_surrogate_is_refused_so_the_state_stays_writable(ct
 
     reply = '{"tool": "update_scratchpad", "args": {"current_task": "x \\ud800 y"}}'
     after, outcome = dispatch(state_with(current_task="keep"), reply, registry, ctx)
-    assert outcome.kind is Kind.PARSE_ERROR and after["current_task"] == "keep"
+    assert outcome.kind is Tag.PARSE_ERROR and after["current_task"] == "keep"
     dump_yaml(after).encode("utf-8")  # still writable
 
 
@@ -200,7 +201,7 @@ def test_an_update_with_a_field_over_the_per_field_cap_is_refused_and_the_cycle_
     before = state_with(goals=["keep"])
     after, outcome = dispatch(before, act("update_scratchpad", goals=huge, current_task="t"), registry,
                               ToolContext(ctx.home, Settings(max_reply_bytes=10_000_000)))
-    assert outcome.kind is Kind.TOOL_ERROR and not outcome.done
+    assert outcome.kind is Tag.TOOL_ERROR and not outcome.done
     assert f"field 'goals' would be {len(json.dumps(huge)):,} bytes, over the {MAX_FIELD_BYTES:,}-byte limit" in after["notes"]
     assert after["goals"] == ["keep"] and after["current_task"] is None  # all or nothing
 
@@ -208,7 +209,7 @@ def test_an_update_with_a_field_over_the_per_field_cap_is_refused_and_the_cycle_
 def test_a_reply_over_max_reply_bytes_is_a_parse_error_naming_its_size(ctx, registry):
     reply = act("update_scratchpad", goals=["g" * 70_000])
     after, outcome = dispatch(state_with(goals=["keep"]), reply, registry, ctx)
-    assert outcome.kind is Kind.PARSE_ERROR and after["goals"] == ["keep"]
+    assert outcome.kind is Tag.PARSE_ERROR and after["goals"] == ["keep"]
     assert f"reply is {len(reply):,} bytes, over the 65,536-byte limit (max_reply_bytes)" in after["notes"]
 
 
@@ -220,7 +221,7 @@ def test_a_guided_model_shown_the_queue_as_a_count_adds_to_it_and_never_replaces
 
     after, outcome = dispatch(before, update, registry, ctx, guided=True)
 
-    assert outcome.kind is Kind.UPDATE and after["pending_actions"] == ["a", "b", "c"]
+    assert outcome.kind is Tag.UPDATE and after["pending_actions"] == ["a", "b", "c"]
     assert after["notes"] == "[UPDATE] pending_actions (1 added to the queue)"
     # the same reply from a model that was shown the list replaces it, as update_scratchpad says
     assert dispatch(before, update, registry, ctx)[0]["pending_actions"] == ["c", "a", "Write banana into fruit.txt", "c"]
@@ -237,7 +238,7 @@ def test_a_guided_model_that_moves_its_task_back_to_the_queue_loses_nothing(ctx,
 
     after, outcome = dispatch(before, update, registry, ctx, guided=True)
 
-    assert outcome.kind is Kind.UPDATE and after["current_task"] == "X" and after["pending_actions"] == ["B", "A"]
+    assert outcome.kind is Tag.UPDATE and after["current_task"] == "X" and after["pending_actions"] == ["B", "A"]
 
 
 def test_a_guided_model_copying_the_count_line_it_was_shown_queues_nothing(ctx, registry):
@@ -254,5 +255,5 @@ def test_additions_that_would_take_the_queue_over_the_field_cap_are_refused_whol
 
     after, outcome = dispatch(before, update, registry, ctx, guided=True)
 
-    assert outcome.kind is Kind.TOOL_ERROR and "field 'pending_actions' would be" in outcome.note
+    assert outcome.kind is Tag.TOOL_ERROR and "field 'pending_actions' would be" in outcome.note
     assert after["pending_actions"] == ["x" * 40_000] and after["goals"] == ["g"]

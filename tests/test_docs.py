@@ -1,8 +1,11 @@
-"""The docs agree with the code: exit codes, the default rules, the settings table."""
+"""The docs agree with the code (exit codes, the default rules, the settings table, every path and command they
+name) and say each thing once."""
 
 from __future__ import annotations
 
+import importlib
 import re
+from pathlib import Path
 
 from agent.docs import with_settings_table
 from agent.outcomes import ExitCode
@@ -23,3 +26,138 @@ def test_root_rules_md_is_the_packaged_default():
 def test_readme_settings_table_lists_every_setting_with_its_default():
     readme = (REPO / "README.md").read_text()
     assert readme == with_settings_table(readme), "run: python -m agent.docs --write"
+
+
+# ------------------------------------------------------------------ each fact in one place
+
+DOCS = [REPO / "README.md", REPO / "CLAUDE.md", REPO / "SCRATCHPAD.md", *sorted((REPO / "docs").glob("*.md"))]
+_ITEM = re.compile(r"(?:[-*+]|\d+\.)\s")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`*\[(])")
+_BOLD_LEAD = re.compile(r"(?:[-*+]|\d+\.)?\s*\*\*([^*]+)\*\*")
+_FILE_SUFFIXES = ("service", "timer", "prom", "lock", "log", "yaml", "json", "jsonl", "md", "txt")
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.replace("*", "").replace("`", "").lower().split())
+
+
+def _units(path: Path) -> tuple[list[tuple[int, str]], list[list[tuple[int, str]]]]:
+    """(paragraphs and list items as (line, text), tables as lists of (line, row)), code blocks left out."""
+    units: list[list] = []
+    tables: list[list[tuple[int, str]]] = []
+    fenced, current, table = False, None, None
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        text = line.strip()
+        if text.startswith("```"):
+            fenced, current, table = not fenced, None, None
+            continue
+        if fenced:
+            continue
+        if text.startswith("|"):
+            current = None
+            if table is None:
+                table = []
+                tables.append(table)
+            table.append((number, text))
+            continue
+        table = None
+        if not text or text.startswith(("#", "<!--")):
+            current = None
+        elif current is None or _ITEM.match(text):
+            current = [number, text]
+            units.append(current)
+        else:
+            current[1] += " " + text
+    return [(n, t) for n, t in units], tables
+
+
+def _repeats() -> list[str]:
+    """Every sentence, paragraph lead, table row or table key said twice, with where."""
+    seen: dict[str, list[str]] = {}
+    for path in DOCS:
+        units, tables = _units(path)
+        for number, text in units:
+            where = f"{path.name}:{number}"
+            for sentence in _SENTENCE_END.split(text):
+                if len(_normal(sentence)) >= 50:
+                    seen.setdefault(f"sentence {_normal(sentence)!r}", []).append(where)
+            lead = _BOLD_LEAD.match(text)
+            if lead:
+                seen.setdefault(f"lead {path.name} {_normal(lead[1])!r}", []).append(where)
+        for table in tables:
+            for number, row in table:
+                where = f"{path.name}:{number}"
+                if re.fullmatch(r"[|\s:-]+", row):
+                    continue
+                if len(_normal(row)) >= 30:
+                    seen.setdefault(f"row {_normal(row)!r}", []).append(where)
+                key = re.sub(r"\[[^\]]*\]", "", _normal(row.strip("|").split("|")[0])).strip()
+                if re.search(r"[a-z]", key):  # a row's key (a command, a setting) once per table
+                    seen.setdefault(f"key {path.name}:{table[0][0]} {' '.join(key.split())!r}", []).append(where)
+    return [f"{what} at {', '.join(places)}" for what, places in seen.items() if len(places) > 1]
+
+
+def test_no_sentence_paragraph_or_table_row_is_said_twice_in_the_docs():
+    repeats = _repeats()
+    assert not repeats, "said twice (keep one, link to it):\n" + "\n".join(repeats)
+
+
+def test_the_repeat_finder_finds_planted_repeats(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text("- **Safe by default.** One thing.\n- **Safe by default.** Another.\n\n"
+                    "A sentence long enough to count as a fact of its own, said here. And more.\n\n"
+                    "| `agent run [-q]` | one cycle |\n| `agent run` | one cycle, again |\n\n"
+                    "```\nA sentence long enough to count as a fact of its own, said here.\n```\n"
+                    "Then. A sentence long enough to count as a fact of its own, said here.\n")
+    monkeypatch.setattr(f"{__name__}.DOCS", [page])
+    found = "\n".join(_repeats())
+    assert "lead page.md 'safe by default.'" in found
+    assert "sentence 'a sentence long enough" in found
+    assert "page.md:4, page.md:12" in found  # not the copy in the code block (line 10)
+    assert "'agent run'" in found
+
+
+def _code_references(text: str) -> set[str]:
+    paths = set(re.findall(r"(?<![\w/.~-])agent/[\w/]*(?:\.py)?", text))
+    names = {name for name in re.findall(r"(?<![\w/.-])agent(?:\.[A-Za-z_]\w*)+", text)
+             if name.rsplit(".", 1)[-1] not in _FILE_SUFFIXES}
+    return paths | names
+
+
+def _exists(reference: str) -> bool:
+    if "/" in reference:
+        return (REPO / reference).exists()
+    parts = reference.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = ".".join(parts[:cut])
+        where = REPO / Path(*parts[:cut])
+        if where.with_suffix(".py").is_file() or (where / "__init__.py").is_file():
+            target = importlib.import_module(module)
+            for attribute in parts[cut:]:
+                if not hasattr(target, attribute):
+                    return False
+                target = getattr(target, attribute)
+            return True
+    return False
+
+
+def test_every_code_path_and_name_in_the_docs_exists():
+    missing = [f"{path.name}: {reference}" for path in DOCS for reference in sorted(_code_references(path.read_text()))
+               if not _exists(reference)]
+    assert not missing, "the docs name code that does not exist:\n" + "\n".join(missing)
+
+
+def test_every_agent_command_in_the_docs_exists():
+    from agent.cli import COMMANDS
+
+    named = {(path.name, name) for path in DOCS for name in re.findall(r"`agent ([a-z][a-z-]*)", path.read_text())}
+    missing = sorted(f"{page}: agent {name}" for page, name in named if name not in COMMANDS)
+    assert not missing, "the docs name commands that do not exist:\n" + "\n".join(missing)
+
+
+def test_the_reference_checks_catch_what_does_not_exist():
+    text = ("see `agent/schema.py`, `agent.builtin_tools.fetch` and agent.tools.http.fetch "
+            "in /etc/agent/env, agent.service")
+    assert _code_references(text) == {"agent/schema.py", "agent.builtin_tools.fetch", "agent.tools.http.fetch"}
+    assert [ref for ref in sorted(_code_references(text)) if not _exists(ref)] == ["agent.builtin_tools.fetch",
+                                                                                 "agent/schema.py"]

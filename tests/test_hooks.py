@@ -9,10 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.cli.helpers import done, echo, run_cycle
-from tests.helpers import write_active
+from tests.helpers import configure
 
 STATE = {"goals": [], "current_task": "one", "pending_actions": ["two"], "completed_tasks": [], "notes": "",
          "last_updated": None}
@@ -21,17 +20,12 @@ RECORDER = ("import json, os, sys; json.dump({'stdin': sys.stdin.read(), 'cwd': 
             "'env': dict(os.environ)}, open('hook_out.json', 'w'))")
 
 
-def configure(home: Path, **settings) -> None:
-    (home / "config.yaml").write_text(yaml.safe_dump(settings))
-    write_active(home, STATE)
-
-
 def cycle_log(home: Path) -> str:
     return "\n".join(p.read_text() for p in sorted((home / "logs").glob("cycle_*.log")))
 
 
 def test_the_hook_gets_the_index_record_on_stdin_and_runs_in_the_home(home):
-    configure(home, on_cycle_end=[sys.executable, "-c", RECORDER])
+    configure(home, STATE, on_cycle_end=[sys.executable, "-c", RECORDER])
     result = run_cycle(home, [echo("hi"), done("did one")], "--json")
     assert result.exit_code == 0, result.output
     seen = json.loads((home / "hook_out.json").read_text())
@@ -48,7 +42,7 @@ def test_the_hook_environment_holds_no_secret(home, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-never-reach-the-hook")
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-should-never-reach-the-hook")
     monkeypatch.setenv("PLAIN_SETTING", "visible")
-    configure(home, on_cycle_end=[sys.executable, "-c", RECORDER])
+    configure(home, STATE, on_cycle_end=[sys.executable, "-c", RECORDER])
     assert run_cycle(home, [done("ok")]).exit_code == 0
     env = json.loads((home / "hook_out.json").read_text())["env"]
     assert "OPENAI_API_KEY" not in env and "MY_SERVICE_TOKEN" not in env and env["PLAIN_SETTING"] == "visible"
@@ -60,7 +54,7 @@ def test_the_hook_environment_holds_no_secret(home, monkeypatch):
     (["error"], [], True),  # the script has no reply: the cycle fails
 ])
 def test_notify_on_chooses_the_stop_reasons_that_run_the_hook(home, notify_on, replies, runs):
-    configure(home, on_cycle_end=[sys.executable, "-c", RECORDER], notify_on=notify_on)
+    configure(home, STATE, on_cycle_end=[sys.executable, "-c", RECORDER], notify_on=notify_on)
     run_cycle(home, replies)
     assert (home / "hook_out.json").exists() is runs
 
@@ -71,7 +65,7 @@ def test_notify_on_chooses_the_stop_reasons_that_run_the_hook(home, notify_on, r
     ([sys.executable, "-c", "import time; time.sleep(60)"], "timed out after 0.5s"),
 ])
 def test_a_failing_hook_is_logged_and_never_changes_the_exit_code(home, argv, problem):
-    configure(home, on_cycle_end=argv, hook_timeout=0.5)
+    configure(home, STATE, on_cycle_end=argv, hook_timeout=0.5)
     started = time.monotonic()
     result = run_cycle(home, [done("ok")], "--json")
     assert result.exit_code == 0, result.output
@@ -89,7 +83,7 @@ def test_a_hook_that_times_out_has_its_whole_process_group_killed(home):
     child = f"import time; time.sleep(3); open({str(marker)!r}, 'w')"
     parent = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); "
               "time.sleep(60)")
-    configure(home, on_cycle_end=[sys.executable, "-c", parent], hook_timeout=0.5)
+    configure(home, STATE, on_cycle_end=[sys.executable, "-c", parent], hook_timeout=0.5)
     assert run_cycle(home, [done("ok")]).exit_code == 0
     assert "timed out" in cycle_log(home)
     time.sleep(4)  # not synchronisation: proving a killed child never acts
@@ -103,7 +97,7 @@ def test_a_hook_that_times_out_has_its_whole_process_group_killed(home):
     ({"hook_timeout": 0}, "hook_timeout"),
 ])
 def test_bad_hook_settings_are_usage_errors_and_nothing_runs(home, config, needle):
-    configure(home, **config)
+    configure(home, STATE, **config)
     result = run_cycle(home, [done("ok")])
     assert result.exit_code == 2 and needle in result.stderr
     assert not (home / "logs").exists()

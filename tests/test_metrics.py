@@ -8,20 +8,14 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.metrics import metrics_text
 from tests.cli.helpers import done, echo, run_cycle
-from tests.helpers import run_cli, write_active
+from tests.helpers import configure, run_cli, write_active
 
 STATE = {"goals": [], "current_task": "one", "pending_actions": [], "completed_tasks": [], "notes": "",
          "last_updated": None}
-
-
-def configure(home: Path, **settings) -> None:
-    (home / "config.yaml").write_text(yaml.safe_dump(settings))
-    write_active(home, STATE)
 
 
 def samples(text: str) -> dict[tuple, float]:
@@ -37,7 +31,7 @@ def samples(text: str) -> dict[tuple, float]:
 
 
 def test_the_metrics_file_describes_the_last_cycle_and_parses(home):
-    configure(home, metrics_file="agent.prom")
+    configure(home, STATE, metrics_file="agent.prom")
     result = run_cycle(home, [echo("hi"), done("ok")], "--json")
     assert result.exit_code == 0
     report = json.loads(result.stdout)
@@ -59,7 +53,7 @@ def test_the_metrics_file_describes_the_last_cycle_and_parses(home):
 
 
 def test_consecutive_failures_count_the_newest_failed_cycles_and_reset_on_success(home):
-    configure(home, metrics_file="agent.prom")
+    configure(home, STATE, metrics_file="agent.prom")
     run_cycle(home, [])  # no reply: fails
     run_cycle(home, [])
     assert samples((home / "agent.prom").read_text())[("agent_consecutive_failures", ())] == 2
@@ -71,13 +65,13 @@ def test_consecutive_failures_count_the_newest_failed_cycles_and_reset_on_succes
 def test_an_absolute_metrics_path_is_used_as_it_is(home, tmp_path):
     collector = tmp_path / "textfile"
     collector.mkdir()
-    configure(home, metrics_file=str(collector / "agent.prom"))
+    configure(home, STATE, metrics_file=str(collector / "agent.prom"))
     assert run_cycle(home, [done("ok")]).exit_code == 0
     assert samples((collector / "agent.prom").read_text())[("agent_last_cycle_exit_code", ())] == 0
 
 
 def test_a_metrics_file_that_cannot_be_written_is_logged_and_the_cycle_keeps_its_exit_code(home):
-    configure(home, metrics_file="no/such/folder/agent.prom")
+    configure(home, STATE, metrics_file="no/such/folder/agent.prom")
     result = run_cycle(home, [done("ok")])
     assert result.exit_code == 0
     log = next((home / "logs").glob("cycle_*.log")).read_text()

@@ -7,7 +7,6 @@ import datetime as _dt
 import functools
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -172,6 +171,8 @@ def terminal_width() -> int | None:
     """The width to fit a table in: the terminal's (or COLUMNS); None when stdout is not a
     terminal and COLUMNS is not set, so pipes and files get every character."""
     if sys.stdout.isatty():
+        import shutil  # not at the top: `agent run` never draws a table
+
         return shutil.get_terminal_size().columns
     columns = os.environ.get("COLUMNS", "")
     return int(columns) if columns.isdigit() and int(columns) > 0 else None

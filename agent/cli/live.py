@@ -16,7 +16,7 @@ from rich.text import Text
 
 from ..escape import escape_controls
 
-# The style of each dispatcher outcome kind (agent.dispatcher.Kind values).
+# The style of each dispatcher outcome kind (agent.tags.Tag's `action` names).
 KIND_STYLES = {
     "tool": "cyan", "update": "blue", "done": "bold green",
     "parse_error": "yellow", "unknown_tool": "yellow", "tool_error": "red", "check_failed": "red",
@@ -54,7 +54,7 @@ class LiveReporter:
     def _on_iteration(self, n: int, max: int, outcome: Any, usage: Any, **_: Any) -> None:  # noqa: A002
         self.iteration, self.max_iterations = n, max
         self.tokens = getattr(usage, "total_tokens", 0) or 0
-        kind = getattr(getattr(outcome, "kind", None), "value", "tool")
+        kind = getattr(getattr(outcome, "kind", None), "action", "tool")
         tool = getattr(outcome, "tool", None)
         self.last_tool = None if tool is None else escape_controls(tool)
         line = Text.assemble(f"  {n:>2}/{max} ", (escape_controls(outcome.note), KIND_STYLES.get(kind, "")))

@@ -34,7 +34,7 @@ from .diffing import summarize_change, summary_lines
 from .logs import chosen_cycle
 
 # Never copied into the scratch home: the runtime's own files, and version control.
-NOT_COPIED = ("scratchpad", "logs", ".agent.lock", ".git")
+NOT_COPIED = (*(path.name for path in Home(Path()).runtime_files), ".git")
 COLUMN = 46  # characters of the recorded column before the replay's
 
 
@@ -42,7 +42,7 @@ def make_scratch_home(home: Home, settings: Settings, cycle_id: str, folder: Pat
     """A copy of `home` in `folder` that starts where `cycle_id` started."""
     scratch = Home(folder)
     if Path(settings.workspace).parts:  # a workspace folder: only it and the operator's files are needed
-        names = ["config.yaml", "rules.md", "templates", settings.workspace]
+        names = [*(path.name for path in home.operator_files), settings.workspace]
     else:  # workspace ".": the tools reach the whole home: copy it, but for the runtime's files
         names = [p.name for p in home.root.iterdir() if p.name not in NOT_COPIED]
     for name in names:

@@ -29,7 +29,7 @@ def template_path(home_root: Path, name: str) -> Path:
     """A template by name: the home's templates/NAME.yaml, else the packaged one."""
     if not name or "/" in name or name.startswith("."):
         raise UsageError(f"template name '{name}' is not a plain name")
-    own = home_root / "templates" / f"{name}.yaml"
+    own = Home(home_root).templates / f"{name}.yaml"
     if own.is_file():
         return own
     packaged = Path(str(resources.files("agent").joinpath(f"templates/{name}.yaml")))

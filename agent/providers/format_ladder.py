@@ -23,7 +23,6 @@ from .local import bounded_schema
 # "json_object_schema" is {"type": "json_object", "schema": ...}: llama-cpp-python's server
 # refuses json_schema but takes this, and builds a grammar from the schema.
 RESPONSE_FORMATS = ("json_schema", "json_object_schema", "json_object", "text")
-ENDPOINT_MEMORY = "endpoint.json"  # in the home's logs/
 OPENAI_ENDPOINT = "https://api.openai.com/v1"  # the endpoint a record names when base_url is unset
 
 

@@ -15,9 +15,12 @@ from ..prompt import chat_messages
 from ..secrets import Secrets, api_key, model_base_url, request_headers, without_credentials
 from .base import Completion, Log, ModelError, ModelTimeout, ModelUnavailable, Request, Usage
 from .client_log import client_messages_to
-from .format_ladder import (ENDPOINT_MEMORY, OPENAI_ENDPOINT, RESPONSE_FORMATS, EndpointMemory,
+from ..store.home import Home
+from .format_ladder import (OPENAI_ENDPOINT, RESPONSE_FORMATS, EndpointMemory,
                             openai_response_schema, rejects_response_format, response_format_for)
 from .guidance import commands_to_narrow, guided_schema
+
+MEMORY_SHOWN = Home(Path()).endpoint_memory  # logs/endpoint.json, as messages name it
 
 __all__ = ["OpenAIModel", "RESPONSE_FORMATS", "openai_response_schema", "rejects_response_format", "usage_of"]
 
@@ -88,7 +91,7 @@ class OpenAIModel:
         self.shown_url = without_credentials(self.base_url) or "api.openai.com"
         self.guided = bool(settings.guided)  # off unless asked: a capable model would only be hampered
         self.chat_examples = CHAT_EXAMPLES_DEFAULT if settings.chat_examples is None else settings.chat_examples
-        self.memory = EndpointMemory(None if home_root is None else home_root / "logs" / ENDPOINT_MEMORY,
+        self.memory = EndpointMemory(None if home_root is None else Home(home_root).endpoint_memory,
                                      without_credentials(self.base_url) or OPENAI_ENDPOINT, model_name)
         self.format: str | None = None  # the rung in use; None: not known yet, the next request probes
         self.probe_from = 0  # where the next probe starts on the ladder
@@ -109,7 +112,7 @@ class OpenAIModel:
             return
         self.format = self.memory.recall()
         if self.format:
-            log(f"response_format {self.format}, remembered in logs/{ENDPOINT_MEMORY} for this endpoint and model")
+            log(f"response_format {self.format}, remembered in {MEMORY_SHOWN} for this endpoint and model")
 
     def _client_for(self, deadline: float | None, probing: bool) -> tuple[Any, bool]:
         """The client for the next request and whether the time left cut its timeout.
@@ -160,7 +163,7 @@ class OpenAIModel:
             if probing:
                 self.format = kind
                 self.memory.remember(kind, self._log)
-                self._log(f"endpoint accepts response_format {kind}; remembered in logs/{ENDPOINT_MEMORY} "
+                self._log(f"endpoint accepts response_format {kind}; remembered in {MEMORY_SHOWN} "
                           f"for {self._short(self.memory.endpoint)} and model {self.model_name}")
             return self._completion(response, messages, time.monotonic() - started)
 

@@ -14,8 +14,6 @@ from typing import Mapping
 from ..config import Settings
 from ..outcomes import UsageError
 from .base import Model
-from .local import LOCAL_EXTRA_HINT, LocalModel, bundled_model_path, local_runtime_installed
-from .openai_compat import OpenAIModel
 from .scripted import ScriptedModel
 
 PROVIDERS = ("local", "openai", "scripted")
@@ -41,7 +39,11 @@ def resolve_model(settings: Settings, home_root: Path, env: Mapping[str, str] | 
     directory the command happens to run in (cron and systemd start it in / or $HOME).
     """
     env = os.environ if env is None else env
+    # Each provider is imported only when it is the one named: a scripted cycle never loads the
+    # embedded model's code, nor the openai provider's (and its logging).
     if not settings.model:
+        from .local import LOCAL_EXTRA_HINT, LocalModel, bundled_model_path, local_runtime_installed
+
         if local_runtime_installed() and bundled_model_path():
             return LocalModel(bundled_model_path(), settings)
         raise UsageError(
@@ -57,8 +59,12 @@ def resolve_model(settings: Settings, home_root: Path, env: Mapping[str, str] | 
             raise UsageError("scripted: needs a file, e.g. --model scripted:replies.yaml")
         return ScriptedModel(Path(rest))
     if provider == "openai":
+        from .openai_compat import OpenAIModel
+
         return OpenAIModel(rest, settings, env, home_root)
     if provider == "local":
+        from .local import LOCAL_EXTRA_HINT, LocalModel, bundled_model_path, local_runtime_installed
+
         if rest and not Path(rest).is_file():
             raise UsageError(f"local model file not found: {rest}")
         if not local_runtime_installed():

@@ -56,6 +56,40 @@ class Home:
     def archive(self) -> Path:
         return self.logs / "archive.jsonl"
 
+    @property
+    def inbox(self) -> Path:
+        """Operator edits queued while a cycle holds the lock (store/inbox.py)."""
+        return self.scratchpad / "inbox.jsonl"
+
+    @property
+    def approvals(self) -> Path:
+        """Calls to gated tools parked for the operator (approvals.py), and that file's own lock."""
+        return self.scratchpad / "approvals.json"
+
+    @property
+    def approvals_lock(self) -> Path:
+        return self.scratchpad / ".approvals.lock"
+
+    @property
+    def recall_index(self) -> Path:
+        """SQLite FTS5 over the archive (store/recall_index.py): derived, rebuilt when missing."""
+        return self.logs / "recall.sqlite3"
+
+    @property
+    def endpoint_memory(self) -> Path:
+        """The response format each openai: endpoint and model accepted (providers/format_ladder.py)."""
+        return self.logs / "endpoint.json"
+
+    @property
+    def operator_files(self) -> tuple[Path, ...]:
+        """What the operator writes at the top of the home (a replay copies them; the tools never reach them)."""
+        return (self.config, self.rules, self.templates)
+
+    @property
+    def runtime_files(self) -> tuple[Path, ...]:
+        """What the runtime writes at the top of the home (the tools never reach them)."""
+        return (self.scratchpad, self.logs, self.lock_file)
+
     def snapshot(self, cycle_id: str, label: str) -> Path:
         return self.scratchpad / f"{cycle_id}_{label}.yaml"
 

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import fcntl
 import os
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .files import SECRET_FILE_MODE, append_jsonl, disk_error, fault_point, read_jsonl
+from .files import append_jsonl, disk_error, fault_point, read_jsonl
 from .home import Home
+from .lock import file_lock
 
 
 def inbox_path(home: Home) -> Path:
-    return home.scratchpad / "inbox.jsonl"
+    return home.inbox
 
 
 def has_queued(home: Home) -> bool:
@@ -36,16 +36,8 @@ def has_queued(home: Home) -> bool:
 @contextlib.contextmanager
 def inbox_lock(home: Home) -> Iterator[int]:
     """Hold the inbox's lock; yields a descriptor of the inbox file (created if missing)."""
-    path = inbox_path(home)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, SECRET_FILE_MODE)
-    except OSError as exc:
-        raise disk_error(path, exc) from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # holders keep it for milliseconds: just wait
+    with file_lock(inbox_path(home)) as fd:  # holders keep it for milliseconds: just wait
         yield fd
-    finally:
-        os.close(fd)
 
 
 def queue_edit(home: Home, edit: dict) -> dict:

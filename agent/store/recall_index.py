@@ -26,7 +26,6 @@ from pathlib import Path
 from .files import SECRET_FILE_MODE, _temporary_path
 from .home import Home
 
-INDEX_NAME = "recall.sqlite3"
 INDEX_VERSION = 1  # PRAGMA user_version: an index written by another version is rebuilt
 FINGERPRINT_BYTES = 4096
 MAX_QUERY_CHARS = 2000
@@ -54,7 +53,7 @@ class Match:
 
 
 def index_path(home: Home) -> Path:
-    return home.logs / INDEX_NAME
+    return home.recall_index
 
 
 def fts_query(text: str) -> str | None:

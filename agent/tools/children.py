@@ -13,7 +13,7 @@ Two layers, because neither is enough alone:
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import json
 import os
 import signal
@@ -24,26 +24,28 @@ PR_SET_PDEATHSIG = 1
 RECORDS = Path("logs") / ".running"
 
 
+@functools.lru_cache(maxsize=None)
 def _load_prctl():
+    """libc's prctl, looked up once, when the first command starts (ctypes stays off a cycle that runs none)."""
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes
+
     try:
         return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
 
 
-_prctl = _load_prctl()  # resolved in the parent: the child only calls it
-
-
 def die_with_parent(parent_pid: int):
     """A preexec_fn that has the kernel SIGKILL the child when `parent_pid` dies (a no-op where
     prctl is unavailable; the group record still covers it)."""
+    prctl = _load_prctl()  # resolved here, in the parent: the child only calls it
 
     def preexec() -> None:
-        if _prctl is None:
+        if prctl is None:
             return
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent_pid:  # the parent died before prctl took effect
             os.kill(os.getpid(), signal.SIGKILL)
 

@@ -10,7 +10,6 @@ httpx is imported inside the functions that use it: a cycle that never fetches n
 from __future__ import annotations
 
 import ipaddress
-import socket
 import threading
 import time
 from typing import TYPE_CHECKING, Callable
@@ -20,6 +19,8 @@ from ..secrets import Secrets
 from .base import ToolContext, ToolError
 
 if TYPE_CHECKING:
+    import socket
+
     import httpx
 
 # Refused even when http_allow_networks covers them: instance metadata hands out credentials.
@@ -118,6 +119,8 @@ def address_problem(address: str, allowed_networks: list[str]) -> str | None:
 
 def resolve_host(host: str, port: int) -> list[str]:
     """Every IP address a host name resolves to (the system resolver)."""
+    import socket  # here, not at the top: a cycle that fetches nothing never imports it
+
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
@@ -193,6 +196,8 @@ class _Deadline:
 
 
 def _shut(sock: socket.socket) -> None:
+    import socket
+
     try:
         sock.shutdown(socket.SHUT_RDWR)
     except OSError:  # already closed

@@ -6,11 +6,13 @@ this module is the tool: its arguments, its refusals, and a bounded answer.
 
 from __future__ import annotations
 
-import sqlite3
+from typing import TYPE_CHECKING
 
 from ..store.home import Home
-from ..store.recall_index import Match, fts_query, search
 from .base import Tool, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from ..store.recall_index import Match
 
 MAX_LIMIT = 10
 MATCH_CHARS = 300
@@ -32,6 +34,10 @@ def recall(ctx: ToolContext, query: str, limit: int = 3) -> str:
         query: what to look for, e.g. "disk space warning"
         limit: how many matches to return, best first (1 to 10)
     """
+    import sqlite3  # here, not at the top: a cycle that never recalls never loads SQLite
+
+    from ..store.recall_index import fts_query, search
+
     if not 1 <= limit <= MAX_LIMIT:
         raise ToolError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
     if fts_query(query) is None:

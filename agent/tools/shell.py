@@ -10,18 +10,19 @@ Two concerns, kept apart so each can be hardened on its own:
 from __future__ import annotations
 
 import os
-import selectors
 import shlex
 import signal
-import subprocess
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .children import die_with_parent, forget_group, record_group
 from .base import ToolContext, ToolError
 from .shell_policy import POLICIES, option_refusal
 from .workspace import confined_path, workspace_root
+
+if TYPE_CHECKING:
+    import subprocess
 
 
 def shell(ctx: ToolContext, command: str) -> str:
@@ -32,6 +33,8 @@ def shell(ctx: ToolContext, command: str) -> str:
     """
     settings = ctx.settings
     argv = allowed_argv(ctx, command)
+    import subprocess  # here, not at the top: a cycle that runs no command never imports it
+
     try:
         proc = subprocess.Popen(
             argv, cwd=ctx.workspace, env=ctx.child_env(), stdin=subprocess.DEVNULL,
@@ -156,6 +159,9 @@ def run_capped(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[bytes,
 
 
 def _read_until(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[bytes, int, bool]:
+    import selectors
+    import subprocess
+
     kept, dropped = bytearray(), 0
     deadline = time.monotonic() + timeout
     fd = proc.stdout.fileno()

@@ -13,10 +13,11 @@ import stat
 from pathlib import Path
 
 from ..config import Settings
+from ..store.home import Home
 from .base import ToolContext, ToolError
 
 # The runtime's own files and the templates `agent reset` installs, at the top of the home.
-RUNTIME_NAMES = frozenset({"scratchpad", "logs", "config.yaml", "rules.md", ".agent.lock", "templates"})
+RUNTIME_NAMES = frozenset(path.name for path in (*Home(Path()).runtime_files, *Home(Path()).operator_files))
 # Files Python imports or a shell, make or build tool runs, by suffix and by name.
 CODE_SUFFIXES = frozenset({".py", ".pyc", ".pyo", ".pyd", ".pyw", ".pyz", ".pth", ".so", ".egg-link",
                            ".sh", ".bash", ".zsh", ".ksh", ".fish", ".csh",

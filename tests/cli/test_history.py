@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import cycle_ids, done, echo, json_out, run_cycle
-from tests.helpers import run_cli, write_active, write_script
+from tests.helpers import run_cli, wait_for, write_active, write_script
 
 LONG_TASK = "Summarise the machine's disk use every morning and write it to report.txt"
 
@@ -164,13 +163,6 @@ def test_status_sees_a_running_cycle_and_a_broken_config(worked_home):
 
 
 # ------------------------------------------------------------------------------ a killed cycle
-
-
-def wait_for(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
 
 
 @pytest.fixture

@@ -7,23 +7,15 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 import yaml
 
 from tests.cli.helpers import ANSI, cycle_ids, done, echo, run_cycle
-from tests.helpers import run_cli, write_active, write_script
+from tests.helpers import run_cli, wait_for, write_active, write_script
 
 STATE = {"goals": [], "current_task": "one", "pending_actions": [], "completed_tasks": [], "notes": "",
          "last_updated": None}
-
-
-def wait_for(condition, timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def test_logs_prints_the_latest_cycle_log_by_default(home):

@@ -4,6 +4,7 @@ terminal, and a lean start-up."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import pty
 import subprocess
@@ -15,7 +16,8 @@ from rich.console import Console
 from agent.config import Settings, load_settings
 from agent import cycle
 from agent.report import CycleReport
-from agent.dispatcher import Kind, Outcome
+from agent.dispatcher import Outcome
+from agent.tags import Tag
 from agent.providers.scripted import ScriptedModel
 from agent.providers.base import Usage
 from agent.store.home import Home
@@ -128,7 +130,7 @@ def test_live_reporter_draws_iterations_tools_and_tokens():
     buffer = io.StringIO()
     reporter = LiveReporter(Console(file=buffer, force_terminal=True, width=120))
     reporter("start", cycle_id="20260101_000000", model="openai:m", task="count [sheep]")
-    reporter("iteration", n=1, max=5, outcome=Outcome(Kind.TOOL, "[TOOL] echo({'message': 'hi'}) -> hi", "echo"),
+    reporter("iteration", n=1, max=5, outcome=Outcome(Tag.TOOL, "[TOOL] echo({'message': 'hi'}) -> hi", "echo"),
              usage=Usage(prompt_tokens=1200, completion_tokens=34))
     reporter("something_new", detail="ignored")
     report = CycleReport("20260101_000000", "2026-01-01T00:00:00+00:00", "openai:m", stop_reason="done",
@@ -182,19 +184,54 @@ def test_run_on_a_terminal_shows_live_progress(home, tmp_path):
 # ------------------------------------------------------------------------------------- start-up
 
 
-def test_a_scripted_cycle_imports_no_heavy_library(home, tmp_path):
+# What a plain scripted cycle (no budget, nothing parked, no recall call, no command run, no hook,
+# no metrics file, a rules.md of its own) must not import: heavy libraries, the standard library's
+# slow or unneeded corners, and the features it does not use.
+NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
+    "openai", "rich", "llama_cpp", "httpx", "pydantic", "mcp", "mcp_types", "anyio",
+    "sqlite3", "ctypes", "logging", "socket", "subprocess", "selectors", "shutil", "tempfile", "asyncio",
+    "agent.providers.local", "agent.providers.guidance", "agent.providers.openai_compat",
+    "agent.providers.client_log", "agent.store.recall_index", "agent.approvals", "agent.budgets",
+    "agent.hooks", "agent.metrics", "agent.tools.mcp",
+}
+
+
+def test_a_scripted_cycle_imports_only_what_it_uses(home, tmp_path):
     script = write_script(tmp_path, [echo("hi"), done("ok")])
+    assert run_cli("init", str(home)).exit_code == 0  # rules.md of its own, as every real home has
     probe = (
-        "import atexit, sys\n"
-        "heavy = {'openai', 'rich', 'llama_cpp', 'httpx', 'pydantic', 'mcp', 'mcp_types', 'anyio'}\n"
-        "atexit.register(lambda: print('HEAVY', sorted({m.split('.')[0] for m in sys.modules} & heavy)))\n"
+        "import atexit, json, sys\n"
+        "atexit.register(lambda: print('LOADED', json.dumps(sorted(sys.modules))))\n"
         f"sys.argv = ['agent', 'run', '--home', {str(home)!r}, '--model', 'scripted:{script}']\n"
         "from agent.cli import entry\n"
         "entry()\n"
     )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "HEAVY []" in proc.stdout
+    loaded = set(json.loads(proc.stdout.split("LOADED ", 1)[1]))
+    assert "agent.cycle" in loaded  # the probe saw a real cycle
+    assert not {name for name in loaded if name.split(".")[0] in NOT_IMPORTED_BY_A_PLAIN_CYCLE
+                or name in NOT_IMPORTED_BY_A_PLAIN_CYCLE}
+
+
+def test_a_cycle_that_uses_a_feature_imports_it(home, tmp_path):
+    """The other side of the list above: laziness must not lose a feature (each is exercised for real elsewhere)."""
+    script = write_script(tmp_path, [echo("hi"), done("ok")])
+    assert run_cli("init", str(home)).exit_code == 0
+    (home / "config.yaml").write_text("daily_token_budget: 100000\napproval_required: [shell]\n"
+                                      "metrics_file: agent.prom\non_cycle_end: [/bin/true]\n")
+    probe = (
+        "import atexit, json, sys\n"
+        "atexit.register(lambda: print('LOADED', json.dumps(sorted(sys.modules))))\n"
+        f"sys.argv = ['agent', 'run', '--home', {str(home)!r}, '--model', 'scripted:{script}']\n"
+        "from agent.cli import entry\n"
+        "entry()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(json.loads(proc.stdout.split("LOADED ", 1)[1]))
+    assert {"agent.budgets", "agent.approvals", "agent.metrics", "agent.hooks", "subprocess"} <= loaded
+    assert (home / "agent.prom").exists()
 
 
 def test_the_cron_mail_table_in_operations_md_shows_the_lines_quiet_prints():

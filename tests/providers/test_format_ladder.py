@@ -13,7 +13,9 @@ from agent.config import Settings, load_settings
 from agent.providers.format_ladder import EndpointMemory, response_format_for
 from agent.tools import build_registry
 from tests.providers.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply
-from tests.providers.test_openai_compat import DONE, _scripted_by_format, cycle_log, make_home, run, server  # noqa: F401
+from tests.helpers import configure
+from tests.providers.test_openai_compat import (DONE, FAST, STATE, _scripted_by_format, cycle_log, run,  # noqa: F401
+                                                server)
 
 
 def _memory(home: Path) -> dict:
@@ -21,7 +23,7 @@ def _memory(home: Path) -> dict:
 
 
 def test_a_forced_response_format_is_sent_at_once_and_nothing_is_remembered(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"response_format": "json_object"})
+    configure(home, STATE, **(FAST | {"response_format": "json_object"}))
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
     assert server.chat_requests[0].body["response_format"] == {"type": "json_object"}
@@ -31,7 +33,7 @@ def test_a_forced_response_format_is_sent_at_once_and_nothing_is_remembered(home
 @pytest.mark.parametrize("content", ["{not json", "[]", '{"endpoint": 1}', ""], ids=["broken", "list", "foreign", "empty"])
 def test_an_unreadable_endpoint_memory_means_probing_again_and_is_rewritten(
         home: Path, server: OpenAIServer, content: str) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     (home / "logs").mkdir(exist_ok=True)
     (home / "logs" / "endpoint.json").write_text(content)
     server.add(Reply.chat(DONE))
@@ -41,7 +43,7 @@ def test_an_unreadable_endpoint_memory_means_probing_again_and_is_rewritten(
 
 
 def test_another_model_name_on_the_same_endpoint_is_probed_again(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     (home / "logs").mkdir(exist_ok=True)
     (home / "logs" / "endpoint.json").write_text(json.dumps(
         {"endpoint": server.base_url, "model": "another-model", "response_format": "text"}))
@@ -51,7 +53,7 @@ def test_another_model_name_on_the_same_endpoint_is_probed_again(home: Path, ser
 
 
 def test_a_probe_that_fails_for_another_reason_is_retried_with_the_retries_left(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"max_retries": 2})
+    configure(home, STATE, **(FAST | {"max_retries": 2}))
     server.add(Reply.error(503, "busy", retry_after_ms=1), Reply.error(503, "busy", retry_after_ms=1), Reply.chat(DONE))
     result, report = run(home, server)
     assert result.exit_code == 0, result.stderr
@@ -61,7 +63,7 @@ def test_a_probe_that_fails_for_another_reason_is_retried_with_the_retries_left(
 
 
 def test_the_llama_cpp_server_costs_one_refused_request_per_home_not_per_cycle(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     server.default = _scripted_by_format({"json_schema": Reply(500, LLAMA_CPP_REJECTION)}, [DONE, DONE, DONE])
     for _ in range(3):
         assert run(home, server)[0].exit_code == 0
@@ -69,7 +71,7 @@ def test_the_llama_cpp_server_costs_one_refused_request_per_home_not_per_cycle(h
 
 
 def test_the_remembered_endpoint_never_holds_the_credentials_of_its_url(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     server.add(Reply.chat(DONE))
     url = server.base_url.replace("http://", "http://user:s3cret-passw0rd-value@")
     assert run(home, server, env={"OPENAI_BASE_URL": url})[0].exit_code == 0
@@ -78,7 +80,7 @@ def test_the_remembered_endpoint_never_holds_the_credentials_of_its_url(home: Pa
 
 
 def test_guided_narrows_the_schema_sent_to_an_openai_model(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"guided": True, "response_format": "json_object_schema"})
+    configure(home, STATE, **(FAST | {"guided": True, "response_format": "json_object_schema"}))
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
     offered = [o["properties"]["tool"]["const"] for o in server.chat_requests[0].body["response_format"]["schema"]["anyOf"]]
@@ -101,7 +103,7 @@ def test_local_guided_in_config_yaml_still_sets_guided(tmp_path: Path) -> None:
                                          ({"extra_body": ["a"]}, "extra_body"),
                                          ({"chat_examples": "yes"}, "chat_examples")])
 def test_bad_ladder_settings_exit_2_naming_the_key(home: Path, server: OpenAIServer, config: dict, key: str) -> None:
-    make_home(home, config)
+    configure(home, STATE, **(FAST | config))
     result, _ = run(home, server)
     assert result.exit_code == 2 and key in result.stderr
     assert server.requests == []

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-import agent.providers.resolve
+import agent.providers.local
 from agent.config import Settings
 from agent.prompt import chat_messages, default_rules, system_prompt, user_prompt
 from agent.providers import ModelError, ModelUnavailable, Request
@@ -70,9 +70,9 @@ def test_a_real_cycle_on_the_embedded_model(home, tmp_path):
 @pytest.mark.parametrize("absent", ["runtime", "model file"])
 def test_no_model_configured_and_no_embedded_model_exits_2_naming_both_remedies(home, monkeypatch, absent):
     if absent == "runtime":
-        monkeypatch.setattr(agent.providers.resolve, "local_runtime_installed", lambda: False)
+        monkeypatch.setattr(agent.providers.local, "local_runtime_installed", lambda: False)
     else:
-        monkeypatch.setattr(agent.providers.resolve, "bundled_model_path", lambda: None)
+        monkeypatch.setattr(agent.providers.local, "bundled_model_path", lambda: None)
     before = tree_digest(home)
 
     result = run_cli("run", "--home", str(home))

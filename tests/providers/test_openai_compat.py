@@ -15,7 +15,6 @@ from pathlib import Path
 
 import openai
 import pytest
-import yaml
 
 from agent import prompt
 from agent.config import Settings
@@ -25,7 +24,7 @@ from agent.providers import Request as ModelRequest
 from agent.providers.openai_compat import RESPONSE_FORMATS, OpenAIModel, openai_response_schema
 from agent.tags import Tag
 from agent.tools import build_registry
-from tests.helpers import REPO, read_yaml, run_cli, snapshots, tree_digest, write_active
+from tests.helpers import REPO, configure, read_yaml, run_cli, snapshots, tree_digest
 from tests.providers.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply, Request, usage
 
 KEY = "sk-test-7f3a9c1e5b2d4f6a8c0e1234"
@@ -51,13 +50,6 @@ DONE = {"tool": "done", "args": {"summary": "said hello"}}
 def server():
     with OpenAIServer() as srv:
         yield srv
-
-
-def make_home(home: Path, config: dict | None = None, state: dict | None = STATE) -> Path:
-    (home / "config.yaml").write_text(yaml.safe_dump({**FAST, **(config or {})}))
-    if state is not None:
-        write_active(home, state)
-    return home
 
 
 def run(home: Path, server: OpenAIServer, *flags: str, env: dict | None = None, key: str | None = KEY):
@@ -95,7 +87,7 @@ def assert_saved_as_read_plus_note(home: Path, report: dict, *needles: str) -> s
 
 
 def test_request_shape_rules_system_state_user_and_json_schema(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"temperature": 0.25, "max_output_tokens": 77})
+    configure(home, STATE, **(FAST | {"temperature": 0.25, "max_output_tokens": 77}))
     (home / "rules.md").write_text("# House rules\n\nBe brief.\n\n## Tools\n\n{{tools}}\n")
     server.add(Reply.chat(DONE))
 
@@ -129,7 +121,7 @@ def test_request_shape_rules_system_state_user_and_json_schema(home: Path, serve
 
 
 def test_tools_disabled_in_config_are_not_in_the_schema(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"tools_disabled": ["write_file"], "shell_policy": "off"})
+    configure(home, STATE, **(FAST | {"tools_disabled": ["write_file"], "shell_policy": "off"}))
     server.add(Reply.chat(DONE))
     result, _ = run(home, server)
     assert result.exit_code == 0, result.stderr
@@ -141,7 +133,7 @@ def test_tools_disabled_in_config_are_not_in_the_schema(home: Path, server: Open
 
 
 def test_system_prompt_is_byte_identical_across_iterations_and_cycles(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     server.add(Reply.chat(echo("one")), Reply.chat(echo("two")), Reply.chat(DONE),
                Reply.chat(echo("three")), Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
@@ -157,7 +149,7 @@ def test_system_prompt_is_byte_identical_across_iterations_and_cycles(home: Path
 
 
 def test_chat_examples_off_sends_system_and_user_only(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"chat_examples": False})
+    configure(home, STATE, **(FAST | {"chat_examples": False}))
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
     (request,) = server.chat_requests
@@ -166,7 +158,7 @@ def test_chat_examples_off_sends_system_and_user_only(home: Path, server: OpenAI
 
 
 def test_extra_body_reaches_the_server(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"extra_body": {"repeat_penalty": 1.0, "top_k": 1}})
+    configure(home, STATE, **(FAST | {"extra_body": {"repeat_penalty": 1.0, "top_k": 1}}))
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
     body = server.chat_requests[0].body
@@ -189,7 +181,7 @@ def _scripted_by_format(rejects: dict[str, Reply], replies: list[dict]):
 
 
 def test_llama_cpp_500_on_json_schema_falls_back_to_json_object_once(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     server.default = _scripted_by_format(
         {"json_schema": Reply(500, LLAMA_CPP_REJECTION, {"retry-after-ms": "1"})},
         [echo("a"), echo("b"), DONE])
@@ -216,7 +208,7 @@ def test_llama_cpp_500_on_json_schema_falls_back_to_json_object_once(home: Path,
 
 
 def test_a_remembered_format_is_forgotten_when_the_endpoint_or_model_changes(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     (home / "logs").mkdir()
     (home / "logs" / "endpoint.json").write_text(json.dumps(
         {"endpoint": "http://127.0.0.1:1/v1", "model": "test-model", "response_format": "text"}))
@@ -227,7 +219,7 @@ def test_a_remembered_format_is_forgotten_when_the_endpoint_or_model_changes(hom
 
 
 def test_a_remembered_format_that_is_refused_later_is_probed_again(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0  # remembers json_schema
     server.default = _scripted_by_format({"json_schema": Reply(500, LLAMA_CPP_REJECTION)}, [DONE])
@@ -246,7 +238,7 @@ def test_a_remembered_format_that_is_refused_later_is_probed_again(home: Path, s
                        "type": "type_error.enum"}]}),
 ], ids=["400", "422"])
 def test_old_servers_fall_back_to_plain_text(home: Path, server: OpenAIServer, status: int, body: dict) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     rejection = Reply(status, body)
     server.default = _scripted_by_format({"json_schema": rejection, "json_object": rejection}, [echo("a"), DONE])
 
@@ -269,7 +261,7 @@ def test_old_servers_fall_back_to_plain_text(home: Path, server: OpenAIServer, s
     Reply.error(500, "CUDA out of memory", retry_after_ms=1),
 ], ids=["400-context", "404-model", "500-other"])
 def test_other_errors_do_not_fall_back(home: Path, server: OpenAIServer, reply: Reply) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     server.default = reply
     result, report = run(home, server)
     assert result.exit_code == 4
@@ -282,7 +274,7 @@ def test_other_errors_do_not_fall_back(home: Path, server: OpenAIServer, reply: 
 
 
 def test_a_429_is_retried_by_the_client_and_the_cycle_goes_on(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     server.add(Reply.error(429, "Rate limit reached", retry_after_ms=1), Reply.chat(DONE))
     result, report = run(home, server)
     assert result.exit_code == 0, result.stderr
@@ -293,7 +285,7 @@ def test_a_429_is_retried_by_the_client_and_the_cycle_goes_on(home: Path, server
 
 
 def test_500_forever_exits_4_with_the_state_as_read(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"max_retries": 2})
+    configure(home, STATE, **(FAST | {"max_retries": 2}))
     server.default = Reply.error(500, "upstream exploded", retry_after_ms=1)
 
     result, report = run(home, server)
@@ -309,7 +301,7 @@ def test_500_forever_exits_4_with_the_state_as_read(home: Path, server: OpenAISe
 
 
 def test_a_request_timing_out_after_its_retries_fails_the_cycle_with_exit_4(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"request_timeout": 0.3, "max_retries": 1})
+    configure(home, STATE, **(FAST | {"request_timeout": 0.3, "max_retries": 1}))
     server.default = Reply.chat(DONE, delay=10)
     started = time.monotonic()
 
@@ -330,7 +322,7 @@ def test_a_request_timing_out_after_its_retries_fails_the_cycle_with_exit_4(home
     Reply(200, ""),
 ], ids=["text", "truncated", "no-choices", "empty-choices", "list", "empty"])
 def test_malformed_body_exits_4_and_keeps_the_state(home: Path, server: OpenAIServer, reply: Reply) -> None:
-    make_home(home, {"max_retries": 0})
+    configure(home, STATE, **(FAST | {"max_retries": 0}))
     server.default = reply
     result, report = run(home, server)
     assert result.exit_code == 4, result.stderr
@@ -338,7 +330,7 @@ def test_malformed_body_exits_4_and_keeps_the_state(home: Path, server: OpenAISe
 
 
 def test_unreachable_endpoint_exits_4(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"max_retries": 0})
+    configure(home, STATE, **(FAST | {"max_retries": 0}))
     url = server.base_url
     server.stop()
     result = run_cli("run", "--home", str(home), "--model", "openai:test-model", "--json",
@@ -352,7 +344,7 @@ def test_unreachable_endpoint_exits_4(home: Path, server: OpenAIServer) -> None:
 
 
 def test_usage_is_summed_over_the_cycle(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     server.add(Reply.chat(echo("a"), usage(100, 10, 0)),
                Reply.chat(echo("b"), usage(120, 12, 96)),
                Reply.chat(DONE, usage(140, 14)))
@@ -373,7 +365,7 @@ def test_usage_is_summed_over_the_cycle(home: Path, server: OpenAIServer) -> Non
 
 
 def test_a_server_without_usage_counts_calls_only(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     body = Reply.chat(DONE).body
     server.add(Reply(200, {k: v for k, v in body.items() if k != "usage"} | {"usage": None}))
     result, report = run(home, server)
@@ -395,7 +387,7 @@ def _stopped(home: Path, report: dict, reason: str) -> None:
 
 
 def test_iteration_cap_and_the_last_prompt_says_it_is_the_last(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     server.add(Reply.chat(echo("a")), Reply.chat(echo("b")))
     result, report = run(home, server, "--max-iterations", "2")
     assert result.exit_code == 3
@@ -407,7 +399,7 @@ def test_iteration_cap_and_the_last_prompt_says_it_is_the_last(home: Path, serve
 
 @pytest.mark.parametrize("config, calls", [({}, 3), ({"max_parse_errors": 2}, 2)], ids=["default-3", "config-2"])
 def test_unparseable_replies_in_a_row(home: Path, server: OpenAIServer, config: dict, calls: int) -> None:
-    make_home(home, config)
+    configure(home, STATE, **(FAST | config))
     # one bad reply, a good one (resets the count), then bad replies until the limit
     server.add(Reply.chat("no json here"), Reply.chat(echo("ok")))
     server.default = Reply.chat("Sure! I will now think about it.")
@@ -419,7 +411,7 @@ def test_unparseable_replies_in_a_row(home: Path, server: OpenAIServer, config: 
 
 
 def test_the_token_budget_ends_the_cycle_once_it_is_used_up(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"token_budget": 250})
+    configure(home, STATE, **(FAST | {"token_budget": 250}))
     server.add(Reply.chat(echo("a"), usage(100, 10)), Reply.chat(echo("b"), usage(100, 10)),
                Reply.chat(echo("c"), usage(100, 10)))
     result, report = run(home, server)
@@ -430,7 +422,7 @@ def test_the_token_budget_ends_the_cycle_once_it_is_used_up(home: Path, server: 
 
 
 def test_the_time_budget_ends_the_cycle_between_calls(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"time_budget": 0.5})
+    configure(home, STATE, **(FAST | {"time_budget": 0.5}))
     server.add(*(Reply.chat(echo(str(i)), delay=0.2) for i in range(10)))
     result, report = run(home, server)
     assert result.exit_code == 3
@@ -440,7 +432,7 @@ def test_the_time_budget_ends_the_cycle_between_calls(home: Path, server: OpenAI
 
 def test_time_budget_bounds_a_hanging_request(home: Path, server: OpenAIServer) -> None:
     """A request that hangs is cut at the end of the budget: exit 3 with the work kept, not 4."""
-    make_home(home, {"time_budget": 1.0, "request_timeout": 30, "max_retries": 2})
+    configure(home, STATE, **(FAST | {"time_budget": 1.0, "request_timeout": 30, "max_retries": 2}))
     server.add(Reply.chat(echo("quick")))
     server.default = Reply.chat(DONE, delay=20)
     started = time.monotonic()
@@ -455,7 +447,7 @@ def test_time_budget_bounds_a_hanging_request(home: Path, server: OpenAIServer) 
 
 def test_an_error_with_too_little_budget_left_to_retry_stops_with_the_work_kept(
         home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"time_budget": 20, "request_timeout": 30, "max_retries": 2})
+    configure(home, STATE, **(FAST | {"time_budget": 20, "request_timeout": 30, "max_retries": 2}))
     server.add(Reply.chat(echo("quick")), Reply.error(503, "overloaded", retry_after_ms=1))
     result, report = run(home, server)
     assert result.exit_code == 3, result.stderr
@@ -471,7 +463,7 @@ def test_an_error_with_too_little_budget_left_to_retry_stops_with_the_work_kept(
 @pytest.mark.parametrize("config, variable", [({}, "OPENAI_API_KEY"), ({"api_key_env": "MY_AGENT_KEY"}, "MY_AGENT_KEY")])
 def test_missing_key_for_a_remote_endpoint_exits_2_naming_the_variable_and_writes_nothing(
         home: Path, server: OpenAIServer, config: dict, variable: str) -> None:
-    make_home(home, config)
+    configure(home, STATE, **(FAST | config))
     digest = tree_digest(home)
     remote = {"OPENAI_BASE_URL": "http://192.0.2.1/v1"}  # TEST-NET: never contacted
     result, report = run(home, server, key=None, env=dict(remote, OPENAI_API_KEY=KEY) if config else remote)
@@ -483,7 +475,7 @@ def test_missing_key_for_a_remote_endpoint_exits_2_naming_the_variable_and_write
 
 
 def test_a_loopback_endpoint_needs_no_key_and_gets_a_placeholder(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     server.add(Reply.chat(DONE))
     result, _ = run(home, server, key=None)
     assert result.exit_code == 0, result.stderr
@@ -491,7 +483,7 @@ def test_a_loopback_endpoint_needs_no_key_and_gets_a_placeholder(home: Path, ser
 
 
 def test_the_key_is_read_from_the_variable_api_key_env_names(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"api_key_env": "MY_AGENT_KEY"})
+    configure(home, STATE, **(FAST | {"api_key_env": "MY_AGENT_KEY"}))
     server.add(Reply.chat(DONE))
     result, _ = run(home, server, key=None, env={"MY_AGENT_KEY": "sk-other-key-0123456789"})
     assert result.exit_code == 0, result.stderr
@@ -499,7 +491,7 @@ def test_the_key_is_read_from_the_variable_api_key_env_names(home: Path, server:
 
 
 def test_extra_headers_from_config_reach_the_server(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"extra_headers": {"X-Tenant": "acme", "HTTP-Referer": "https://example.org/agent"}})
+    configure(home, STATE, **FAST, extra_headers={"X-Tenant": "acme", "HTTP-Referer": "https://example.org/agent"})
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
     headers = server.chat_requests[0].headers
@@ -507,7 +499,7 @@ def test_extra_headers_from_config_reach_the_server(home: Path, server: OpenAISe
 
 
 def test_base_url_from_config_is_where_requests_go(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"base_url": server.base_url})
+    configure(home, STATE, **(FAST | {"base_url": server.base_url}))
     server.add(Reply.chat(DONE))
     result = run_cli("run", "--home", str(home), "--model", "openai:test-model", env={"OPENAI_API_KEY": KEY})
     assert result.exit_code == 0, result.stderr
@@ -515,7 +507,7 @@ def test_base_url_from_config_is_where_requests_go(home: Path, server: OpenAISer
 
 
 def test_the_key_never_reaches_logs_snapshots_or_active(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
 
     def echo_the_key(request: Request) -> Reply:
         return Reply.chat(echo(f"my key is {request.headers['authorization']}"))
@@ -537,7 +529,7 @@ def test_the_key_never_reaches_logs_snapshots_or_active(home: Path, server: Open
 
 
 def test_a_key_in_config_yaml_is_refused(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"api_key": KEY})
+    configure(home, STATE, **(FAST | {"api_key": KEY}))
     digest = tree_digest(home)
     result, _ = run(home, server)
     assert result.exit_code == 2 and "api_key" in result.stderr and KEY not in result.stderr
@@ -566,7 +558,7 @@ def test_the_model_reports_usage_and_keeps_a_fallen_back_format_for_later_calls(
 
 
 def test_a_reply_cut_at_max_output_tokens_gets_its_own_parse_error_note(home: Path, server: OpenAIServer) -> None:
-    make_home(home, {"max_output_tokens": 20})
+    configure(home, STATE, **(FAST | {"max_output_tokens": 20}))
     server.add(Reply.chat('{"tool": "echo", "args": {"message": "a very long', finish_reason="length"),
                Reply.chat(DONE))
     result, report = run(home, server)
@@ -577,7 +569,7 @@ def test_a_reply_cut_at_max_output_tokens_gets_its_own_parse_error_note(home: Pa
 
 
 def test_client_retries_show_in_the_cycle_log(home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     server.add(Reply.chat(DONE))  # the probe
     assert run(home, server)[0].exit_code == 0
     server.add(Reply.error(503, "busy", retry_after_ms=1), Reply.chat(DONE))
@@ -657,7 +649,7 @@ def test_the_test_server_lists_its_models_to_the_real_client(server: OpenAIServe
     ({"max_output_token": 100}, "max_output_token"),
 ], ids=["headers-list", "retries-str", "timeout-0", "budget-negative", "temperature-str", "typo"])
 def test_bad_provider_settings_exit_2_naming_the_key(home: Path, server: OpenAIServer, config: dict, key: str) -> None:
-    make_home(home, config)
+    configure(home, STATE, **(FAST | config))
     digest = tree_digest(home)
     result, _ = run(home, server)
     assert result.exit_code == 2
@@ -680,7 +672,7 @@ def test_prompt_size_bench_runs_and_finds_a_stable_prefix() -> None:
 
 def test_the_transcript_holds_the_messages_the_server_received_and_its_replies_redacted(
         home: Path, server: OpenAIServer) -> None:
-    make_home(home)
+    configure(home, STATE, **FAST)
     server.add(Reply.chat(echo(f"the key is {KEY}")), Reply.chat(DONE, usage=usage(50, 7)))
 
     result, report = run(home, server)

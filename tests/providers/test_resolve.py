@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import agent.providers.resolve
+import agent.providers.local
 from agent.config import Settings
 from agent.outcomes import UsageError
 from agent.providers import ScriptedModel, resolve_model
@@ -37,7 +37,7 @@ def test_a_relative_scripted_path_is_found_in_the_home_not_the_current_directory
 
 
 def test_a_relative_local_path_is_found_in_the_home_not_the_current_directory(home, elsewhere, monkeypatch):
-    monkeypatch.setattr(agent.providers.resolve, "local_runtime_installed", lambda: True)
+    monkeypatch.setattr(agent.providers.local, "local_runtime_installed", lambda: True)
     (home / "models").mkdir()
     (home / "models" / "tiny.gguf").write_bytes(b"GGUF")
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 
 import pytest
 
-from agent.outcomes import Busy
+from agent.outcomes import Busy, DiskError
 from agent.store.home import Home
-from agent.store.lock import BUSY_GRACE_SECONDS, home_lock, is_locked
+from agent.store.lock import BUSY_GRACE_SECONDS, file_lock, home_lock, is_locked
 
 
 def test_is_locked_is_true_only_while_the_lock_is_held(home):
@@ -42,3 +43,43 @@ def test_the_lock_is_released_when_its_holder_raises(home):
     with pytest.raises(RuntimeError), home_lock(h):
         raise RuntimeError("a failed cycle")
     assert not is_locked(h)
+
+
+def test_an_error_inside_the_held_lock_is_not_mistaken_for_busy(home):
+    h = Home.at(home)
+    with pytest.raises(BlockingIOError), home_lock(h):
+        raise BlockingIOError("from the body, not from the lock")
+    assert not is_locked(h)
+
+
+def test_file_lock_creates_an_owner_only_file_and_refuses_a_second_holder_past_its_deadline(tmp_path):
+    path = tmp_path / "x.lock"
+    with file_lock(path):
+        assert path.stat().st_mode & 0o777 == 0o600
+        with pytest.raises(BlockingIOError), file_lock(path, deadline=time.monotonic() + 0.05):
+            pass
+    with file_lock(path, deadline=time.monotonic()):  # free again once released
+        pass
+
+
+def test_file_lock_without_a_deadline_waits_for_the_holder(tmp_path):
+    path = tmp_path / "x.lock"
+    holding, taken = threading.Event(), threading.Event()
+
+    def second_taker():
+        holding.wait(60)
+        with file_lock(path):
+            taken.set()
+
+    worker = threading.Thread(target=second_taker)
+    with file_lock(path):
+        worker.start()
+        holding.set()
+        assert not taken.wait(0.2)  # still held: the second taker waits (a bounded check, not synchronisation)
+    assert taken.wait(60)
+    worker.join(60)
+
+
+def test_file_lock_names_the_file_it_cannot_open(tmp_path):
+    with pytest.raises(DiskError, match="missing"), file_lock(tmp_path / "missing" / "x.lock"):
+        pass

@@ -31,7 +31,9 @@ from agent.outcomes import ExitCode
 from agent.store.home import Home, read_index
 from agent.store.lock import is_locked
 from agent.store.state_file import read_state_file
-from tests.helpers import run_cli, tree_digest, wait_for, write_script
+from tests.helpers import make_home, run_cli, tree_digest, wait_for, write_script
+
+ALLOW = "shell_allowlist: [sleep, mkdir, rmdir]\n"  # the commands these tests' scripts run (LockHolder adds cat)
 
 # One cycle's work: set a task and a queue, set goals, finish. Deterministic given the state read.
 WORK = [
@@ -42,14 +44,6 @@ WORK = [
 
 
 # ---------------------------------------------------------------------------------- helpers
-
-
-def make_home(folder: Path, name: str = "home", allow: tuple[str, ...] = ("sleep", "mkdir", "rmdir")) -> Path:
-    home = folder / name
-    result = run_cli("init", str(home))
-    assert result.exit_code == 0, result.output
-    (home / "config.yaml").write_text(f"shell_allowlist: [{', '.join(allow)}]\n")
-    return home
 
 
 def agent_env(extra: dict | None = None) -> dict:
@@ -127,12 +121,13 @@ class Expected:
 # ------------------------------------------------------------------------ 1. crash safety
 
 
+@pytest.mark.slow  # many real processes
 def test_kill_at_every_write_step_loses_nothing(tmp_path: Path):
     """AGENT_TEST_KILL_AT=k SIGKILLs `agent run` at its k-th write step (lock taken, each temporary
     file created / written / synced / renamed / folder synced, each index append). For every k:
     active.yaml is whole-old or whole-new, every snapshot parses, and the next run proceeds
     (no stale lock) and clears the leftover temporary files."""
-    base = make_home(tmp_path)
+    base = make_home(tmp_path, ALLOW)
     script = write_script(tmp_path, WORK)
     assert run_cli("run", "--home", str(base), "--model", f"scripted:{script}", "-q").exit_code == 0
     old_bytes = (base / "scratchpad" / "active.yaml").read_bytes()
@@ -181,7 +176,7 @@ def test_kill_at_every_write_step_loses_nothing(tmp_path: Path):
 
 
 def test_kill_at_every_write_step_of_reset(tmp_path: Path):
-    base = make_home(tmp_path)
+    base = make_home(tmp_path, ALLOW)
     script = write_script(tmp_path, WORK)
     assert run_cli("run", "--home", str(base), "--model", f"scripted:{script}", "-q").exit_code == 0
     old_bytes = (base / "scratchpad" / "active.yaml").read_bytes()
@@ -207,6 +202,7 @@ def test_kill_at_every_write_step_of_reset(tmp_path: Path):
     assert kills >= 5
 
 
+@pytest.mark.slow  # many real processes
 def test_random_sigkills_during_real_cycles(tmp_path: Path):
     """100 `agent run` processes SIGKILLed at random moments (two homes in parallel, each a chain
     of cycles). After every kill: active.yaml is exactly the state before that cycle or the state
@@ -218,7 +214,7 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
     print(f"DURABILITY_SEED={seed}")
 
     # How long does a whole run take here and now? Kills are spread over that span.
-    calib = make_home(tmp_path, "calibrate")
+    calib = make_home(tmp_path, ALLOW, "calibrate")
     spans = []
     for _ in range(3):
         started = time.monotonic()
@@ -233,7 +229,7 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
 
     def chain(n: int) -> None:
         rng = random.Random(seed + n)
-        home = make_home(tmp_path, f"chain-{n}")
+        home = make_home(tmp_path, ALLOW, f"chain-{n}")
         for i in range(kills_per_home):
             old_bytes = (home / "scratchpad" / "active.yaml").read_bytes()
             old = active_state(home)
@@ -291,7 +287,7 @@ def _log_text(home: Path) -> str:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_signal_during_a_cycle_fails_it_cleanly(tmp_path: Path, sig):
-    home = make_home(tmp_path)
+    home = make_home(tmp_path, ALLOW)
     script = write_script(tmp_path, [WORK[0], {"tool": "shell", "args": {"command": "sleep 37"}}, WORK[2]])
     (home / "scratchpad" / "active.yaml").write_text("goals: [stay]\nnotes: known before\ncompleted_tasks: [old]\n")
     read = active_state(home)
@@ -356,7 +352,7 @@ def test_signal_before_the_loop_starts_is_a_failed_cycle_not_a_crash(tmp_path: P
     snapshot) is held until the snapshot is whole, then fails the cycle: exit 4, state as read
     plus a note. (Without the handler installed at lock time, SIGTERM would kill the process
     outright and SIGINT would end it with a KeyboardInterrupt traceback.)"""
-    home = make_home(tmp_path)
+    home = make_home(tmp_path, ALLOW)
     (home / "scratchpad" / "active.yaml").write_text("goals: [stay]\nnotes: known before\n")
     read = active_state(home)
     script = write_script(tmp_path, WORK)
@@ -409,12 +405,13 @@ def _open_for_writing(fifo: Path) -> int | None:
         raise
 
 
+@pytest.mark.slow  # many real processes
 def test_while_a_cycle_runs_every_other_run_and_reset_exits_busy_without_reading_or_writing(tmp_path: Path):
     """One cycle holds the lock (blocked in a tool until the test releases it); 19 more `run` and `reset` processes start
     at once. Each exits 5 with the busy message. To prove they did not even *read*, active.yaml
     is replaced by garbage while the holder waits: a process that read it would exit 6 instead.
     Not one file changes while they run; afterwards the holder saves its cycle normally."""
-    home = make_home(tmp_path)
+    home = make_home(tmp_path, ALLOW)
     script = write_script(tmp_path, WORK)
     assert run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q").exit_code == 0
     read = active_state(home)
@@ -441,13 +438,14 @@ def test_while_a_cycle_runs_every_other_run_and_reset_exits_busy_without_reading
     assert len(list((home / "scratchpad").glob("*_before.yaml"))) == 2
 
 
+@pytest.mark.slow  # many real processes
 def test_twenty_overlapping_runs_and_resets_serialise_and_lose_no_update(tmp_path: Path):
     """20 processes (14 run, 6 reset, each reset from its own template) start at once on one home.
     Every process exits 0 (it held the lock) or 5 (busy). Mutual exclusion is checked in-band: each
     cycle's first tool makes a directory and its last removes it, so an overlapping cycle would
     record a failed mkdir. No update is lost: ordered by cycle id, each cycle read exactly what the
     previous cycle saved or what a successful reset wrote."""
-    home = make_home(tmp_path)
+    home = make_home(tmp_path, ALLOW)
     (home / "templates").mkdir()
     for r in range(6):
         (home / "templates" / f"r{r}.yaml").write_text(f"goals: [reset-{r}]\nnotes: ''\n")
@@ -496,7 +494,7 @@ def test_wait_queues_runs_and_resets_instead_of_exiting_busy(tmp_path: Path):
     """With --wait, callers queue: 6 runs started at once while a cycle holds the lock all
     finish, one at a time, and every one's completed task is kept (no lost update). A reset
     with --wait waits too; without --wait it exits 5; with a too-short wait it exits 5 saying so."""
-    home = make_home(tmp_path)
+    home = make_home(tmp_path, ALLOW)
     script = write_script(tmp_path, WORK)
     holding = LockHolder(tmp_path, home)
     holder = holding.proc
@@ -548,7 +546,7 @@ def _buggy(change):
     (lambda s: dict(s, last_updated="2099-01-01T00:00:00+00:00"), "runtime-owned field 'last_updated'"),
 ], ids=["shrunk", "reordered", "rewritten", "goals-type", "task-type", "done-item-type", "pending-type", "last-updated"])
 def test_broken_invariant_drops_the_cycle_changes(tmp_path: Path, monkeypatch, change, why):
-    home = make_home(tmp_path)
+    home = make_home(tmp_path, ALLOW)
     (home / "scratchpad" / "active.yaml").write_text(
         "goals: [g]\ncurrent_task: t\ncompleted_tasks: [first, {task: second, summary: s}]\n"
         "notes: before\nlast_updated: '2024-01-01T00:00:00+00:00'\n")
@@ -589,7 +587,7 @@ def _fail_writes(monkeypatch, err: int, matches) -> list[str]:
 
 
 def _lived_in(tmp_path: Path) -> tuple[Path, Path, bytes]:
-    home = make_home(tmp_path)
+    home = make_home(tmp_path, ALLOW)
     script = write_script(tmp_path, WORK)
     assert run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q").exit_code == 0
     return home, script, (home / "scratchpad" / "active.yaml").read_bytes()
@@ -671,7 +669,7 @@ def tiny_fs(tmp_path: Path):
 
 
 def test_real_full_disk(tiny_fs: Path, tmp_path: Path):
-    home = make_home(tiny_fs)
+    home = make_home(tiny_fs, ALLOW)
     script = write_script(tmp_path, WORK)
     assert run_proc("run", "--home", str(home), "--model", f"scripted:{script}", "-q").returncode == 0
     old = (home / "scratchpad" / "active.yaml").read_bytes()
@@ -692,7 +690,7 @@ def test_real_full_disk(tiny_fs: Path, tmp_path: Path):
 
 
 def test_real_read_only_file_system(tiny_fs: Path, tmp_path: Path):
-    home = make_home(tiny_fs)
+    home = make_home(tiny_fs, ALLOW)
     script = write_script(tmp_path, WORK)
     assert run_proc("run", "--home", str(home), "--model", f"scripted:{script}", "-q").returncode == 0
     frozen = tree_digest(home)

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agent.state import FIELD_SCHEMAS, normalize, problems
 from agent.config import Settings
-from agent.dispatcher import Kind, dispatch
+from agent.dispatcher import dispatch
+from agent.tags import Tag
 from agent.outcomes import InvalidScratchpad
 from agent.safe_yaml import dump_yaml, load_yaml
 from agent.store.state_file import read_state_file
@@ -112,11 +113,11 @@ def test_dispatch_never_raises_and_state_stays_valid(env, state, reply):
     frozen = copy.deepcopy(state)
     new, outcome = dispatch(state, reply, registry, ctx)
     assert state == frozen  # the input is never mutated
-    assert isinstance(outcome.kind, Kind) and outcome.note
+    assert isinstance(outcome.kind, Tag) and outcome.note
     assert_valid_and_reloadable(new)
     assert new["completed_tasks"][: len(state["completed_tasks"])] == state["completed_tasks"]
     assert new["last_updated"] == state["last_updated"]  # runtime-owned: never set by the model
-    if not (outcome.kind is Kind.UPDATE and "notes" in outcome.args):  # the model may set notes outright
+    if not (outcome.kind is Tag.UPDATE and "notes" in outcome.args):  # the model may set notes outright
         assert new["notes"].startswith(state["notes"])  # otherwise notes only grow
 
 
@@ -129,7 +130,7 @@ def test_update_scratchpad_with_arbitrary_args(env, state, args):
     assert_valid_and_reloadable(new)
     assert new["completed_tasks"][: len(state["completed_tasks"])] == state["completed_tasks"]
     assert new["last_updated"] == state["last_updated"]
-    if outcome.kind is Kind.UPDATE and isinstance(args, dict):
+    if outcome.kind is Tag.UPDATE and isinstance(args, dict):
         for key, value in args.items():
             if key == "completed_tasks":
                 assert new[key] == state[key] + value  # extended, never replaced

@@ -20,14 +20,14 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-import yaml
 
 from agent.cli.live import LiveReporter
-from agent.dispatcher import Kind, Outcome
+from agent.dispatcher import Outcome
+from agent.tags import Tag
 from agent.outcomes import StopReason
 from agent.providers import Usage
 from agent.secrets import Secrets
-from tests.helpers import read_yaml, run_agent_process, run_cli, tree_digest, write_active, write_script
+from tests.helpers import make_home, read_yaml, run_agent_process, run_cli, tree_digest, write_active, write_script
 from tests.providers.openai_server import OpenAIServer, Reply
 
 KEY = "sk-live-4f9a2c7e1b3d5f608a9c"
@@ -53,12 +53,10 @@ def leaks(text: str | bytes, secrets: tuple[str, ...] = (KEY, TOKEN)) -> str | N
     return Secrets(secrets).found_in(text)
 
 
-def make_home(tmp_path: Path, config: dict | None = None, files: dict[str, str] | None = None) -> tuple[Path, set]:
+def plant_home(tmp_path: Path, config: dict | None = None, files: dict[str, str] | None = None) -> tuple[Path, set]:
     """A home made by `agent init`, with the attacker's favourite files planted in the home and in
     workspace/ (where the file tools look once they are confined there). Returns (home, planted)."""
-    home = tmp_path / "home"
-    assert run_cli("init", str(home)).exit_code == 0
-    (home / "config.yaml").write_text(yaml.safe_dump({**BASE_CONFIG, **(config or {})}))
+    home = make_home(tmp_path, {**BASE_CONFIG, **(config or {})})
     planted = {home / "config.yaml"}  # the operator's own file
     for folder in (home, home / "workspace"):
         folder.mkdir(exist_ok=True)
@@ -132,7 +130,7 @@ OPERATOR_FILES = {"encoded.txt": f"backup: {b64(KEY)}\n{KEY.encode().hex()}\n", 
 
 @pytest.mark.parametrize("replies", list(SECRET_ATTACKS.values()), ids=list(SECRET_ATTACKS))
 def test_secrets_never_reach_the_model_a_file_or_the_output(tmp_path: Path, server: OpenAIServer, replies) -> None:
-    home, planted = make_home(tmp_path, files=OPERATOR_FILES)
+    home, planted = plant_home(tmp_path, files=OPERATOR_FILES)
     server.add(*(Reply.chat(r) if isinstance(r, dict) else Reply.chat(r) for r in replies), Reply.chat(DONE))
     result = run_hostile(home, server)
     assert result.returncode in (0, 3), result.stderr
@@ -143,7 +141,7 @@ def test_secrets_never_reach_the_model_a_file_or_the_output(tmp_path: Path, serv
 
 
 def test_the_reflect_prompt_is_redacted_like_every_other(tmp_path: Path, server: OpenAIServer) -> None:
-    home, planted = make_home(tmp_path)
+    home, planted = plant_home(tmp_path)
     write_active(home, {"current_task": "tidy", "notes": f"operator pasted {KEY} here by mistake"})
     server.add(Reply.chat(DONE), Reply.chat({"tool": "curate_notes", "args": {"notes": "APPEND: curated"}}))
     result = run_hostile(home, server, "--reflect")
@@ -214,7 +212,7 @@ EXFILTRATION_URLS = {
 
 @pytest.mark.parametrize("template", list(EXFILTRATION_URLS.values()), ids=list(EXFILTRATION_URLS))
 def test_a_collector_never_receives_a_key(tmp_path: Path, server: OpenAIServer, collector: Collector, template) -> None:
-    home, planted = make_home(tmp_path, {"http_allow_networks": ["127.0.0.0/8"]})
+    home, planted = plant_home(tmp_path, {"http_allow_networks": ["127.0.0.0/8"]})
     url = template.format(c=collector.url, h=collector.url.removeprefix("http://"))
     server.add(Reply.chat({"tool": "http_get", "args": {"url": url}}), Reply.chat(DONE))
     result = run_hostile(home, server)
@@ -247,7 +245,7 @@ def test_http_get_refuses_a_url_carrying_a_secret_before_connecting(tmp_path: Pa
 
 def test_base_url_userinfo_is_a_secret(tmp_path: Path, server: OpenAIServer) -> None:
     password = "hunter2-basic-auth-pw"
-    home, planted = make_home(tmp_path)
+    home, planted = plant_home(tmp_path)
     base = server.base_url.replace("http://", f"http://agent:{password}@")
     server.add(Reply.chat(_echo(f"pw {password}")), Reply.chat({"tool": "shell", "args": {"command": "env"}}),
                Reply.chat(DONE))
@@ -261,7 +259,7 @@ def test_base_url_userinfo_is_a_secret(tmp_path: Path, server: OpenAIServer) -> 
 
 def test_extra_headers_values_are_secrets(tmp_path: Path, server: OpenAIServer) -> None:
     header = "hdr-0b7e5c3a9f1d"
-    home, planted = make_home(tmp_path, {"extra_headers": {"X-Gateway-Token": f"Bearer {header}"}})
+    home, planted = plant_home(tmp_path, {"extra_headers": {"X-Gateway-Token": f"Bearer {header}"}})
     server.add(Reply.chat(_echo(f"header {header} and Bearer {header}")), Reply.chat(DONE))
     result = run_hostile(home, server)
     assert result.returncode == 0, result.stderr
@@ -273,7 +271,7 @@ def test_extra_headers_values_are_secrets(tmp_path: Path, server: OpenAIServer) 
 
 @pytest.mark.parametrize("suffix", ["\n", "\r\n", "  \t"], ids=["newline", "crlf", "blanks"])
 def test_a_key_with_surrounding_whitespace_is_sent_stripped(tmp_path: Path, server: OpenAIServer, suffix) -> None:
-    home, planted = make_home(tmp_path)
+    home, planted = plant_home(tmp_path)
     server.add(Reply.chat(_echo("hi")), Reply.chat(DONE))
     result = run_hostile(home, server, env={"OPENAI_API_KEY": f" {KEY}{suffix}"})
     assert result.returncode == 0, result.stderr
@@ -282,7 +280,7 @@ def test_a_key_with_surrounding_whitespace_is_sent_stripped(tmp_path: Path, serv
 
 
 def test_a_key_with_a_newline_inside_exits_2_naming_the_variable(tmp_path: Path, server: OpenAIServer) -> None:
-    home, planted = make_home(tmp_path, {"api_key_env": "MY_KEY"})
+    home, planted = plant_home(tmp_path, {"api_key_env": "MY_KEY"})
     digest = tree_digest(home)
     result = run_hostile(home, server, env={"MY_KEY": KEY[:10] + "\n" + KEY[10:]})
     assert result.returncode == 2
@@ -294,7 +292,7 @@ def test_a_key_with_a_newline_inside_exits_2_naming_the_variable(tmp_path: Path,
 
 def test_an_unreachable_endpoint_with_a_crlf_key_names_no_key(tmp_path: Path, server: OpenAIServer) -> None:
     """The httpx "Illegal header value b'Bearer sk-...\\r\\n'" case: the header is never built."""
-    home, planted = make_home(tmp_path)
+    home, planted = plant_home(tmp_path)
     result = run_hostile(home, server, "--json", env={"OPENAI_API_KEY": KEY + "\r\n",
                                                      "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
     assert result.returncode == 4
@@ -304,7 +302,7 @@ def test_an_unreachable_endpoint_with_a_crlf_key_names_no_key(tmp_path: Path, se
 
 
 def test_an_endpoint_echoing_the_key_in_its_error_is_redacted(tmp_path: Path, server: OpenAIServer) -> None:
-    home, planted = make_home(tmp_path)
+    home, planted = plant_home(tmp_path)
     server.add(Reply.error(401, f"Incorrect API key provided: {KEY}. Header was 'Bearer {KEY}\\n'"))
     result = run_hostile(home, server, "--json")
     assert result.returncode == 4
@@ -313,7 +311,7 @@ def test_an_endpoint_echoing_the_key_in_its_error_is_redacted(tmp_path: Path, se
 
 
 def test_a_placeholder_key_for_a_loopback_server_is_not_redacted(tmp_path: Path, server: OpenAIServer) -> None:
-    home, _ = make_home(tmp_path)
+    home, _ = plant_home(tmp_path)
     server.add(Reply.chat(_echo("Echo: anything is running")), Reply.chat(DONE))
     result = run_hostile(home, server, env={"OPENAI_API_KEY": "anything"})
     assert result.returncode == 0, result.stderr
@@ -393,7 +391,7 @@ def test_the_live_display_escapes_model_text(payload_name: str) -> None:
     out = io.StringIO()
     live = LiveReporter(Console(file=out, force_terminal=True, width=300, color_system="standard"))
     live("start", cycle_id="20260101_000000", model=f"scripted:{payload}", task=f"[bold]task[/] {payload}")
-    live("iteration", n=1, max=3, usage=Usage(), outcome=Outcome(Kind.TOOL, f"[TOOL] echo -> {payload}", f"t{payload}"))
+    live("iteration", n=1, max=3, usage=Usage(), outcome=Outcome(Tag.TOOL, f"[TOOL] echo -> {payload}", f"t{payload}"))
     report = CycleReport("20260101_000000", "2026-01-01T00:00:00+00:00", "scripted")
     report.task_before, report.task_after, report.error = payload, f"[red]{payload}", f"boom {payload}"
     report.end(StopReason.ERROR)

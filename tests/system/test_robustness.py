@@ -17,16 +17,9 @@ import pytest
 
 from agent.outcomes import ExitCode
 from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
-from tests.helpers import run_cli, tree_digest, wait_for, write_active, write_script
+from tests.helpers import make_home, run_cli, tree_digest, wait_for, write_active, write_script
 
 DONE = {"tool": "done", "args": {"summary": "went on"}}
-
-
-def make_home(tmp_path: Path, config: str = "") -> Path:
-    home = tmp_path / "home"
-    assert run_cli("init", str(home)).exit_code == 0
-    (home / "config.yaml").write_text(config)
-    return home
 
 
 def active(home: Path) -> dict:

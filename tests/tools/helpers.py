@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from agent.config import Settings
-from agent.dispatcher import Kind, dispatch
+from agent.dispatcher import dispatch
+from agent.tags import Tag
 from agent.state import fresh_state
 from agent.tools import Registry, ToolContext, build_registry
 
@@ -15,7 +16,7 @@ def ctx_for(home: Path, **settings) -> ToolContext:
     return ToolContext(home, Settings(**settings))
 
 
-def call(ctx: ToolContext, tool: str, registry: Registry | None = None, **args) -> tuple[Kind, str]:
+def call(ctx: ToolContext, tool: str, registry: Registry | None = None, **args) -> tuple[Tag, str]:
     """Dispatch one call to `tool` and return (outcome kind, note)."""
     registry = registry or build_registry(ctx.settings, entry_points=[])
     _, outcome = dispatch(fresh_state(), json.dumps({"tool": tool, "args": args}), registry, ctx)

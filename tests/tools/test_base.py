@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from agent.dispatcher import Kind, dispatch
+from agent.dispatcher import dispatch
+from agent.tags import Tag
 from agent.state import fresh_state
 from agent.tools import CONTROL_TOOLS, Registry, Tool, control_tools
 from tests.tools.helpers import call, ctx_for
@@ -62,7 +63,7 @@ def test_bad_arguments_are_a_tool_error_naming_the_problem_and_the_tool_does_not
     registry = Registry([Tool.from_function(stamp)])
     reply = json.dumps({"tool": "stamp", "args": args})
     after, outcome = dispatch(fresh_state(), reply, registry, ctx_for(tmp_path))
-    assert outcome.kind is Kind.TOOL_ERROR
+    assert outcome.kind is Tag.TOOL_ERROR
     assert outcome.note.startswith("[TOOL ERROR] stamp: ") and problem in outcome.note
     assert after["notes"] == outcome.note
     assert calls == []
@@ -75,7 +76,7 @@ def test_plain_functions_without_a_context_are_tools_too(tmp_path):
 
     tool = Tool.from_function(twice)
     assert list(tool.args_schema["properties"]) == ["text"]
-    assert call(ctx_for(tmp_path), "twice", Registry([tool]), text="ab") == (Kind.TOOL, '[TOOL] twice({"text": "ab"}) -> abab')
+    assert call(ctx_for(tmp_path), "twice", Registry([tool]), text="ab") == (Tag.TOOL, '[TOOL] twice({"text": "ab"}) -> abab')
 
 
 @pytest.mark.parametrize("source, message", [

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from agent.config import load_settings
-from agent.dispatcher import Kind
+from agent.tags import Tag
 from agent.outcomes import UsageError
 from agent.tools.files import MAX_LIST_ENTRIES, list_dir, read_file
 from agent.tools.workspace import (CODE_FOLDERS, CODE_NAMES, CODE_SUFFIXES, CUSTOMIZE_STEMS, RUNTIME_NAMES,
@@ -48,7 +48,7 @@ def ws(fhome):
 def test_file_tools_refuse_dot_dot_and_touch_nothing(fhome, tool, args):
     before = (fhome.parent / "secret.txt").read_text()
     kind, note = call(ctx_for(fhome), tool, **args)
-    assert kind is Kind.TOOL_ERROR and "contains '..'" in note
+    assert kind is Tag.TOOL_ERROR and "contains '..'" in note
     assert (fhome.parent / "secret.txt").read_text() == before and not (fhome.parent / "evil.txt").exists()
 
 
@@ -57,7 +57,7 @@ def test_file_tools_refuse_dot_dot_and_touch_nothing(fhome, tool, args):
 def test_file_tools_refuse_absolute_paths_outside_the_workspace(fhome, tool, extra):
     target = str(fhome.parent / ("outdir" if tool == "list_dir" else "secret.txt"))
     kind, note = call(ctx_for(fhome), tool, path=target, **extra)
-    assert kind is Kind.TOOL_ERROR and "outside the workspace" in note
+    assert kind is Tag.TOOL_ERROR and "outside the workspace" in note
     assert (fhome.parent / "secret.txt").read_text() == "s3cr3t"
 
 
@@ -74,7 +74,7 @@ def test_file_tools_refuse_symlinks_that_resolve_outside(fhome, ws, tool, path, 
     (ws / "link.txt").symlink_to(fhome.parent / "secret.txt")
     (ws / "linkdir").symlink_to(fhome.parent / "outdir")
     kind, note = call(ctx_for(fhome), tool, path=path, **extra)
-    assert kind is Kind.TOOL_ERROR and "resolves through a symlink to" in note and "s3cr3t" not in note
+    assert kind is Tag.TOOL_ERROR and "resolves through a symlink to" in note and "s3cr3t" not in note
     assert (fhome.parent / "secret.txt").read_text() == "s3cr3t" and list((fhome.parent / "outdir").iterdir()) == []
 
 
@@ -93,12 +93,12 @@ def test_by_default_nothing_outside_the_workspace_is_reachable_even_by_absolute_
     (fhome / "agent" / "__init__.py").write_text("")
     before = tree_digest(fhome)
     kind, note = call(ctx_for(fhome), tool, path=str(fhome / path), **extra)
-    assert kind is Kind.TOOL_ERROR and "outside the workspace" in note
+    assert kind is Tag.TOOL_ERROR and "outside the workspace" in note
     assert tree_digest(fhome) == before
 
 
 def test_a_relative_runtime_name_in_the_workspace_is_just_a_file_there(fhome, ws):
-    assert call(ctx_for(fhome), "write_file", path="config.yaml", content="x")[0] is Kind.TOOL
+    assert call(ctx_for(fhome), "write_file", path="config.yaml", content="x")[0] is Tag.TOOL
     assert (ws / "config.yaml").read_text() == "x" and not (fhome / "config.yaml").exists()
 
 
@@ -109,14 +109,14 @@ def test_runtime_files_and_templates_are_refused_even_in_a_whole_home_workspace(
     for tool, extra in (("write_file", {"content": "forged"}), ("append_file", {"content": "forged"}),
                         ("read_file", {})):
         kind, note = call(ctx_for(fhome, workspace="."), tool, path=path, **extra)
-        assert kind is Kind.TOOL_ERROR and "belongs to the runtime" in note
+        assert kind is Tag.TOOL_ERROR and "belongs to the runtime" in note
     assert tree_digest(fhome) == before
 
 
 def test_runtime_files_cannot_be_written_through_a_symlink_either(fhome):
     (fhome / "innocent.yaml").symlink_to(fhome / "scratchpad" / "active.yaml")
     kind, note = call(ctx_for(fhome, workspace="."), "write_file", path="innocent.yaml", content="forged")
-    assert kind is Kind.TOOL_ERROR and "belongs to the runtime" in note
+    assert kind is Tag.TOOL_ERROR and "belongs to the runtime" in note
     assert (fhome / "scratchpad" / "active.yaml").read_text() == "notes: ''\n"
 
 
@@ -127,7 +127,7 @@ def test_dot_files_are_refused_at_any_depth_in_any_workspace(fhome, path, worksp
     before = tree_digest(fhome)
     for tool, extra in (("write_file", {"content": "x"}), ("append_file", {"content": "x"}), ("read_file", {})):
         kind, note = call(ctx_for(fhome, workspace=workspace), tool, path=path, **extra)
-        assert kind is Kind.TOOL_ERROR and "dot-file" in note, note
+        assert kind is Tag.TOOL_ERROR and "dot-file" in note, note
     assert tree_digest(fhome) == before
 
 
@@ -135,7 +135,7 @@ def test_a_symlink_in_the_workspace_to_a_dot_file_in_it_is_refused(fhome, ws):
     (ws / ".env").write_text("KEY=sk-123")
     (ws / "plain.txt").symlink_to(ws / ".env")
     kind, note = call(ctx_for(fhome), "read_file", path="plain.txt")
-    assert kind is Kind.TOOL_ERROR and "dot-file (.env)" in note and "sk-123" not in note
+    assert kind is Tag.TOOL_ERROR and "dot-file (.env)" in note and "sk-123" not in note
 
 
 @pytest.mark.parametrize("path, why", [
@@ -156,13 +156,13 @@ def test_a_whole_home_workspace_still_protects_code(fhome, path, why):
     for tool, extra in (("write_file", {"content": "import os"}), ("append_file", {"content": "import os"}),
                         ("read_file", {})):
         kind, note = call(ctx_for(fhome, workspace="."), tool, path=path, **extra)
-        assert kind is Kind.TOOL_ERROR and why in note, note
+        assert kind is Tag.TOOL_ERROR and why in note, note
     assert tree_digest(fhome) == before
 
 
 def test_a_whole_home_workspace_allows_plain_files_and_lists_the_home(fhome):
     ctx = ctx_for(fhome, workspace=".")
-    assert call(ctx, "write_file", path="notes/today.txt", content="hi")[0] is Kind.TOOL
+    assert call(ctx, "write_file", path="notes/today.txt", content="hi")[0] is Tag.TOOL
     assert (fhome / "notes" / "today.txt").read_text() == "hi"
     assert "workspace/" in list_dir(ctx, ".")
 
@@ -172,18 +172,18 @@ def test_the_default_workspace_may_hold_code_files_but_never_with_an_exec_bit(fh
     (ws / "run.sh").chmod(0o755)
     ctx = ctx_for(fhome)
     for tool in ("write_file", "append_file"):
-        assert call(ctx, tool, path="run.sh", content="echo hi\n")[0] is Kind.TOOL
-        assert call(ctx, tool, path="made.py", content="print(1)\n")[0] is Kind.TOOL
+        assert call(ctx, tool, path="run.sh", content="echo hi\n")[0] is Tag.TOOL
+        assert call(ctx, tool, path="made.py", content="print(1)\n")[0] is Tag.TOOL
     for made in ("run.sh", "made.py"):
         assert (ws / made).stat().st_mode & 0o111 == 0
 
 
 def test_a_configured_workspace_confines_file_tools_to_that_folder(fhome, ws):
     ctx = ctx_for(fhome, workspace="work")
-    assert call(ctx, "write_file", path="a/b.txt", content="hi")[0] is Kind.TOOL
+    assert call(ctx, "write_file", path="a/b.txt", content="hi")[0] is Tag.TOOL
     assert (fhome / "work" / "a" / "b.txt").read_text() == "hi"
     kind, note = call(ctx, "read_file", path=str(ws / "inside.txt"))
-    assert kind is Kind.TOOL_ERROR and "outside the workspace" in note
+    assert kind is Tag.TOOL_ERROR and "outside the workspace" in note
 
 
 @pytest.mark.parametrize("workspace", ["../elsewhere", "/tmp", "", " "])
@@ -204,7 +204,7 @@ def test_a_workspace_naming_a_runtime_folder_or_dot_folder_is_refused(fhome, wor
     (fhome / workspace).mkdir(parents=True, exist_ok=True)
     before = tree_digest(fhome)
     kind, note = call(ctx_for(fhome, workspace=workspace), "write_file", path="x.txt", content="x")
-    assert kind is Kind.TOOL_ERROR and "fix 'workspace' in config.yaml" in note
+    assert kind is Tag.TOOL_ERROR and "fix 'workspace' in config.yaml" in note
     assert tree_digest(fhome) == before
     assert ensure_workspace(fhome, ctx_for(fhome, workspace=workspace).settings) is None
 
@@ -219,7 +219,7 @@ def test_ensure_workspace_creates_the_folder_and_keeps_an_existing_one(fhome, ws
 def test_a_workspace_symlinked_out_of_the_home_is_refused(fhome):
     (fhome / "work").symlink_to(fhome.parent / "outdir")
     kind, note = call(ctx_for(fhome, workspace="work"), "write_file", path="x.txt", content="x")
-    assert kind is Kind.TOOL_ERROR and "outside the home" in note
+    assert kind is Tag.TOOL_ERROR and "outside the home" in note
     assert list((fhome.parent / "outdir").iterdir()) == []
     assert ensure_workspace(fhome, ctx_for(fhome, workspace="work").settings) is None
 
@@ -233,9 +233,9 @@ def test_read_file_is_capped_with_a_marker(fhome, ws):
 def test_oversized_writes_and_appends_are_refused_and_change_nothing(fhome, ws):
     ctx = ctx_for(fhome, file_max_write=10)
     kind, note = call(ctx, "write_file", path="inside.txt", content="x" * 11)
-    assert kind is Kind.TOOL_ERROR and "11 bytes, over the 10-byte limit" in note
+    assert kind is Tag.TOOL_ERROR and "11 bytes, over the 10-byte limit" in note
     kind, note = call(ctx, "append_file", path="inside.txt", content="12345")
-    assert kind is Kind.TOOL_ERROR and "would be 11 bytes, over the 10-byte limit" in note
+    assert kind is Tag.TOOL_ERROR and "would be 11 bytes, over the 10-byte limit" in note
     assert (ws / "inside.txt").read_text() == "inside"
 
 
@@ -247,9 +247,9 @@ def test_write_file_replaces_the_whole_file_and_leaves_no_temp_file(fhome, ws):
 
 def test_append_file_creates_the_file_then_appends_to_it(fhome, ws):
     ctx = ctx_for(fhome)
-    assert call(ctx, "append_file", path="log/j.txt", content="one\n")[0] is Kind.TOOL
+    assert call(ctx, "append_file", path="log/j.txt", content="one\n")[0] is Tag.TOOL
     kind, note = call(ctx, "append_file", path="log/j.txt", content="two\n")
-    assert kind is Kind.TOOL and "now 8 bytes" in note
+    assert kind is Tag.TOOL and "now 8 bytes" in note
     assert (ws / "log" / "j.txt").read_text() == "one\ntwo\n"
 
 
@@ -273,7 +273,7 @@ def test_list_dir_shows_folders_symlinks_and_sizes_and_caps_entries(fhome, ws):
 def test_file_tool_bad_paths_are_explained(fhome, ws, tool, args, why):
     (ws / "scratchpad").symlink_to(fhome / "scratchpad")
     kind, note = call(ctx_for(fhome), tool, **args)
-    assert kind is Kind.TOOL_ERROR and why in note
+    assert kind is Tag.TOOL_ERROR and why in note
 
 
 def test_claude_md_lists_exactly_what_the_protection_rule_refuses():

@@ -20,7 +20,7 @@ import yaml
 
 import agent.tools.http as http_tool
 from agent.config import Settings, load_settings
-from agent.dispatcher import Kind
+from agent.tags import Tag
 from agent.outcomes import UsageError
 from agent.tools import ToolError
 from agent.tools.http import address_problem, fetch
@@ -106,18 +106,18 @@ def connects(monkeypatch):
 
 def test_http_get_fetches_from_an_allowed_loopback_server(server, tmp_path):
     kind, note = call(ctx_for(tmp_path, **LOOPBACK), "http_get", url=f"{server.base}/hello")
-    assert kind is Kind.TOOL and "HTTP 200 OK (text/plain; charset=utf-8)" in note and note.endswith("héllo")
+    assert kind is Tag.TOOL and "HTTP 200 OK (text/plain; charset=utf-8)" in note and note.endswith("héllo")
 
 
 def test_http_get_refuses_loopback_by_default_without_sending_anything(server, tmp_path, connects):
     kind, note = call(ctx_for(tmp_path), "http_get", url=f"{server.base}/hello")
-    assert kind is Kind.TOOL_ERROR and "127.0.0.1 is a loopback address" in note
+    assert kind is Tag.TOOL_ERROR and "127.0.0.1 is a loopback address" in note
     assert server.seen == [] and connects == []
 
 
 def test_http_get_checks_names_after_dns_resolution(server, tmp_path, connects):
     kind, note = call(ctx_for(tmp_path), "http_get", url=f"http://localhost:{server.server_port}/hello")
-    assert kind is Kind.TOOL_ERROR and "localhost resolves to" in note and "loopback" in note
+    assert kind is Tag.TOOL_ERROR and "localhost resolves to" in note and "loopback" in note
     assert server.seen == [] and connects == []
 
 
@@ -144,7 +144,7 @@ def test_http_get_refuses_a_name_if_any_of_its_addresses_is_not_public(answer, c
 ])
 def test_http_get_checks_every_redirect_before_connecting(server, tmp_path, connects, path, why):
     kind, note = call(ctx_for(tmp_path, **LOOPBACK), "http_get", url=f"{server.base}{path}")
-    assert kind is Kind.TOOL_ERROR and why in note
+    assert kind is Tag.TOOL_ERROR and why in note
     assert server.seen == [(path, f"127.0.0.1:{server.server_port}")]
     assert set(connects) == {"127.0.0.1"}
 

@@ -15,13 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from agent.config import Settings
 from agent.tools import TOOL_NAME, Tool, ToolContext, ToolError, build_registry, mcp_convert, open_registry
 from agent.tools.mcp import McpServers
 from agent.tools.mcp_convert import args_schema_of, launch_command, readable_schema, result_text, tool_name
-from tests.helpers import read_yaml, run_agent_process, run_cli, tree_digest, write_active, write_script
+from tests.helpers import configure, read_yaml, run_agent_process, run_cli, tree_digest, write_active, write_script
 
 TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
 SECRET = "sk-test-secret-value-1234567890"
@@ -103,10 +102,6 @@ def repo(tmp_path) -> Path:
     return path
 
 
-def configure(home: Path, servers: dict, **settings) -> None:
-    (home / "config.yaml").write_text(yaml.safe_dump({"mcp_servers": servers, **settings}))
-
-
 def processes_in(folder: Path) -> dict[int, str]:
     """pid -> command line of each live process whose working directory is inside `folder`."""
     found = {}
@@ -152,7 +147,7 @@ def notes_of(home: Path) -> str:
 
 @pytest.mark.slow
 def test_time_and_git_servers_from_the_index_work_in_a_real_cycle_and_stop_with_it(home, tmp_path, repo):
-    configure(home, {"time": TIME_SERVER,
+    configure(home, mcp_servers={"time": TIME_SERVER,
                      "git": {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository", str(repo)],
                              "tools_enabled": ["git_status", "git_log"]}})
     proc = run_scripted(home, tmp_path, [
@@ -172,7 +167,7 @@ def test_time_and_git_servers_from_the_index_work_in_a_real_cycle_and_stop_with_
 
 
 def test_agent_tools_lists_mcp_tools_with_their_server_under_the_same_policy(home):
-    configure(home, {"time": {**TIME_SERVER, "tools_enabled": ["get_current_time", "time__convert_time"]}},
+    configure(home, mcp_servers={"time": {**TIME_SERVER, "tools_enabled": ["get_current_time", "time__convert_time"]}},
               tools_disabled=["time__convert_time"])
     result = run_cli("tools", "--home", str(home))
     assert result.exit_code == 0, result.stderr
@@ -187,7 +182,7 @@ def test_agent_tools_lists_mcp_tools_with_their_server_under_the_same_policy(hom
 
 def test_agent_doctor_starts_each_server_and_lists_its_tools(home):
     run_cli("init", str(home))
-    configure(home, {"time": TIME_SERVER, "gone": {"command": "no-such-mcp-server-command"}},
+    configure(home, mcp_servers={"time": TIME_SERVER, "gone": {"command": "no-such-mcp-server-command"}},
               model="scripted:script.yaml")
     write_script(home, [DONE])
     result = run_cli("doctor", "--home", str(home))
@@ -205,7 +200,7 @@ def test_agent_doctor_starts_each_server_and_lists_its_tools(home):
 
 @pytest.mark.slow
 def test_a_server_that_does_not_exist_leaves_a_note_and_the_cycle_goes_on(home, tmp_path):
-    configure(home, {"gone": {"command": "no-such-mcp-server-command"}, "time": TIME_SERVER})
+    configure(home, mcp_servers={"gone": {"command": "no-such-mcp-server-command"}, "time": TIME_SERVER})
     proc = run_scripted(home, tmp_path, [{"tool": "time__get_current_time", "args": {"timezone": "UTC"}}, DONE])
     assert proc.returncode == 0, proc.stderr
     notes = notes_of(home)
@@ -218,7 +213,7 @@ def test_a_server_that_does_not_exist_leaves_a_note_and_the_cycle_goes_on(home, 
 @pytest.mark.slow
 def test_a_server_that_never_answers_is_given_up_after_the_start_timeout(home, tmp_path):
     silent = {"command": sys.executable, "args": ["-c", "import time; time.sleep(3600)"]}
-    configure(home, {"silent": silent}, mcp_start_timeout=3)
+    configure(home, mcp_servers={"silent": silent}, mcp_start_timeout=3)
     proc = run_scripted(home, tmp_path, [{"tool": "echo", "args": {"message": "going on"}}, DONE])
     assert proc.returncode == 0, proc.stderr
     notes = notes_of(home)
@@ -230,7 +225,7 @@ def test_a_server_that_never_answers_is_given_up_after_the_start_timeout(home, t
 @pytest.mark.slow
 def test_a_server_that_exits_at_start_shows_its_stderr(home, tmp_path):
     broken = {"command": sys.executable, "args": ["-c", "import sys; sys.exit('broken server: missing token')"]}
-    configure(home, {"broken": broken})
+    configure(home, mcp_servers={"broken": broken})
     proc = run_scripted(home, tmp_path, [DONE])
     assert proc.returncode == 0, proc.stderr
     assert "MCP server 'broken' not started" in notes_of(home)
@@ -239,7 +234,7 @@ def test_a_server_that_exits_at_start_shows_its_stderr(home, tmp_path):
 
 @pytest.mark.slow
 def test_a_server_that_crashes_mid_cycle_turns_its_calls_into_tool_errors(home, tmp_path, misbehaving):
-    configure(home, {"bad": misbehaving, "time": TIME_SERVER})
+    configure(home, mcp_servers={"bad": misbehaving, "time": TIME_SERVER})
     proc = run_scripted(home, tmp_path, [
         {"tool": "bad__echo", "args": {"text": "still here"}},
         {"tool": "bad__named", "args": {"ctx": "c", "remote": "r", "server_name": "s"}},
@@ -266,7 +261,7 @@ def test_a_server_that_crashes_mid_cycle_turns_its_calls_into_tool_errors(home, 
 
 @pytest.mark.slow
 def test_a_call_that_hangs_past_mcp_timeout_is_a_tool_error_and_the_server_is_killed(home, tmp_path, misbehaving):
-    configure(home, {"bad": misbehaving}, mcp_timeout=2)
+    configure(home, mcp_servers={"bad": misbehaving}, mcp_timeout=2)
     proc = run_scripted(home, tmp_path, [{"tool": "bad__hang", "args": {}}, {"tool": "echo", "args": {"message": "on"}},
                                       DONE])
     assert proc.returncode == 0, proc.stderr
@@ -278,7 +273,7 @@ def test_a_call_that_hangs_past_mcp_timeout_is_a_tool_error_and_the_server_is_ki
 
 @pytest.mark.slow
 def test_a_cycle_killed_by_sigterm_stops_its_servers(home, tmp_path, misbehaving):
-    configure(home, {"bad": misbehaving}, mcp_timeout=3600)
+    configure(home, mcp_servers={"bad": misbehaving}, mcp_timeout=3600)
     script = write_script(tmp_path, [{"tool": "bad__hang", "args": {}}, DONE])
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL")}
     agent = subprocess.Popen([sys.executable, "-m", "agent", "run", "--home", str(home), "--model",
@@ -294,7 +289,7 @@ def test_a_cycle_killed_by_sigterm_stops_its_servers(home, tmp_path, misbehaving
 @pytest.mark.slow
 def test_servers_die_with_an_agent_killed_by_sigkill(home, tmp_path, misbehaving):
     """Nothing of the agent runs after SIGKILL: the kernel stops the servers (a hung one too)."""
-    configure(home, {"bad": misbehaving, "time": TIME_SERVER}, mcp_timeout=3600)
+    configure(home, mcp_servers={"bad": misbehaving, "time": TIME_SERVER}, mcp_timeout=3600)
     script = write_script(tmp_path, [{"tool": "bad__hang", "args": {}}, DONE])
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL")}
     agent = subprocess.Popen([sys.executable, "-m", "agent", "run", "--home", str(home), "--model",
@@ -310,7 +305,8 @@ def test_servers_die_with_an_agent_killed_by_sigkill(home, tmp_path, misbehaving
 
 @pytest.mark.slow
 def test_secrets_in_the_agents_environment_do_not_reach_the_server(home, tmp_path, misbehaving):
-    configure(home, {"bad": {**misbehaving, "env": {"GIVEN": "${AGENT_TEST_PLAIN}", "LITERAL": "as-written"}}})
+    configure(home, mcp_servers={"bad": {**misbehaving,
+                                         "env": {"GIVEN": "${AGENT_TEST_PLAIN}", "LITERAL": "as-written"}}})
     proc = run_scripted(home, tmp_path, [{"tool": "bad__env", "args": {"name": name}} for name in
                                       ("OPENAI_API_KEY", "MY_SERVICE_TOKEN", "AGENT_TEST_PLAIN", "GIVEN", "LITERAL")]
                      + [DONE], env={"OPENAI_API_KEY": SECRET, "MY_SERVICE_TOKEN": "tok-abcdefgh-123",
@@ -327,7 +323,7 @@ def test_secrets_in_the_agents_environment_do_not_reach_the_server(home, tmp_pat
 @pytest.mark.slow
 def test_a_result_holding_a_secret_is_redacted_everywhere(home, tmp_path, misbehaving):
     # The operator hands the server a key on purpose; whatever it sends back is still redacted.
-    configure(home, {"bad": {**misbehaving, "env": {"UPSTREAM_KEY": "${OPENAI_API_KEY}",
+    configure(home, mcp_servers={"bad": {**misbehaving, "env": {"UPSTREAM_KEY": "${OPENAI_API_KEY}",
                                                     "SERVICE_TOKEN": "literal-token-987654"}}})
     proc = run_scripted(home, tmp_path, [{"tool": "bad__env", "args": {"name": "UPSTREAM_KEY"}},
                                       {"tool": "bad__env", "args": {"name": "SERVICE_TOKEN"}},
@@ -347,7 +343,7 @@ def test_a_result_holding_a_secret_is_redacted_everywhere(home, tmp_path, misbeh
 
 @pytest.mark.slow
 def test_an_env_reference_to_an_unset_variable_leaves_the_server_out(home, tmp_path, misbehaving):
-    configure(home, {"bad": {**misbehaving, "env": {"TOKEN": "${AGENT_TEST_NOT_SET}"}}})
+    configure(home, mcp_servers={"bad": {**misbehaving, "env": {"TOKEN": "${AGENT_TEST_NOT_SET}"}}})
     proc = run_scripted(home, tmp_path, [DONE])
     assert proc.returncode == 0, proc.stderr
     assert "MCP server 'bad' not started: env TOKEN: the variable AGENT_TEST_NOT_SET is not set" in notes_of(home)
@@ -372,7 +368,7 @@ def test_an_env_reference_to_an_unset_variable_leaves_the_server_out(home, tmp_p
     ({"time": {"command": "x\0y"}}, "setting 'mcp_servers.time' holds a NUL byte"),
 ])
 def test_bad_mcp_server_config_exits_2_naming_the_key_and_writes_nothing(home, tmp_path, servers, fragment):
-    configure(home, servers)
+    configure(home, mcp_servers=servers)
     write_active(home, {"notes": "keep"})
     digest = tree_digest(home)
     result = run_cli("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, [DONE])}")

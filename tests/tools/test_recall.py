@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.dispatcher import Kind
+from agent.tags import Tag
 from agent.store.home import Home
 from agent.store.recall_index import index_path
 from agent.tools import ToolError
@@ -76,9 +76,9 @@ def test_a_limit_out_of_range_is_refused(home, limit):
 def test_recall_is_offered_and_its_refusals_are_tool_error_notes(home):
     archive_items(home, ARCHIVED_SAMPLE)
     kind, note = call(ctx_for(home), "recall", query="backup", limit=1)
-    assert kind is Kind.TOOL and "The backup job failed" in note
+    assert kind is Tag.TOOL and "The backup job failed" in note
     kind, note = call(ctx_for(home), "recall", query="!!!")
-    assert kind is Kind.TOOL_ERROR and note.endswith("the query has no words to search for")
+    assert kind is Tag.TOOL_ERROR and note.endswith("the query has no words to search for")
 
 
 def test_a_model_finds_what_an_earlier_cycle_archived(home, tmp_path):

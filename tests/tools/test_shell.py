@@ -8,7 +8,7 @@ import time
 import pytest
 
 from agent.config import Settings
-from agent.dispatcher import Kind
+from agent.tags import Tag
 from agent.tools import ToolContext, ToolError, build_registry
 from agent.tools.shell import shell
 from tests.tools.helpers import call, ctx_for
@@ -28,7 +28,7 @@ def test_shell_runs_argv_from_the_workspace_without_a_shell(tmp_path):
 
 def test_shell_refuses_to_run_when_the_workspace_is_not_a_folder(tmp_path):
     kind, note = call(ctx_for(tmp_path, workspace="missing"), "shell", command="pwd")
-    assert kind is Kind.TOOL_ERROR and "is not a folder; commands run there" in note
+    assert kind is Tag.TOOL_ERROR and "is not a folder; commands run there" in note
 
 
 @pytest.mark.parametrize("command, why", [
@@ -47,14 +47,14 @@ def test_shell_refuses_to_run_when_the_workspace_is_not_a_folder(tmp_path):
 ])
 def test_shell_allowlist_refuses_commands_and_paths_outside_it(tmp_path, command, why):
     kind, note = call(ctx_for(tmp_path), "shell", command=command)
-    assert kind is Kind.TOOL_ERROR and why in note
+    assert kind is Tag.TOOL_ERROR and why in note
 
 
 @pytest.mark.parametrize("policy", ["allowlist", "any"])
 def test_shell_refuses_to_run_in_a_workspace_the_protection_rule_refuses(tmp_path, policy):
     (tmp_path / "scratchpad").mkdir()
     kind, note = call(ctx_for(tmp_path, workspace="scratchpad", shell_policy=policy), "shell", command="ls")
-    assert kind is Kind.TOOL_ERROR and "fix 'workspace' in config.yaml" in note
+    assert kind is Tag.TOOL_ERROR and "fix 'workspace' in config.yaml" in note
 
 
 def test_shell_allowlist_refuses_a_symlink_that_leads_out_of_the_workspace(tmp_path):
@@ -63,16 +63,16 @@ def test_shell_allowlist_refuses_a_symlink_that_leads_out_of_the_workspace(tmp_p
     (tmp_path / "secret.txt").write_text("s3cr3t")
     (home / "workspace" / "link.txt").symlink_to(tmp_path / "secret.txt")
     kind, note = call(ctx_for(home), "shell", command="cat link.txt")
-    assert kind is Kind.TOOL_ERROR and "argument 'link.txt': path 'link.txt' resolves through a symlink" in note
+    assert kind is Tag.TOOL_ERROR and "argument 'link.txt': path 'link.txt' resolves through a symlink" in note
     assert "s3cr3t" not in note
 
 
 def test_shell_allowlist_is_configurable_and_an_added_command_gets_the_path_check(tmp_path):
     ctx = ctx_for(tmp_path, shell_allowlist=["true", "grep"])
-    assert call(ctx, "shell", command="true")[0] is Kind.TOOL
+    assert call(ctx, "shell", command="true")[0] is Tag.TOOL
     assert "command 'date' is not allowed (allowed: true, grep)" in call(ctx, "shell", command="date")[1]
     for command in ("grep -r x /etc", "grep --file=/etc/passwd x", "grep x .env"):
-        assert call(ctx, "shell", command=command)[0] is Kind.TOOL_ERROR, command
+        assert call(ctx, "shell", command=command)[0] is Tag.TOOL_ERROR, command
 
 
 def test_shell_policy_off_removes_the_tool_and_refuses_a_direct_call(tmp_path):
@@ -85,7 +85,7 @@ def test_shell_policy_off_removes_the_tool_and_refuses_a_direct_call(tmp_path):
 
 def test_shell_policy_any_runs_any_program_and_reports_its_exit_status(tmp_path):
     kind, note = call(ctx_for(tmp_path, shell_policy="any"), "shell", command="sh -c 'echo one; exit 3'")
-    assert kind is Kind.TOOL and note.endswith("-> one; [exit status 3]")
+    assert kind is Tag.TOOL and note.endswith("-> one; [exit status 3]")
 
 
 def test_a_command_that_is_not_installed_is_a_tool_error_naming_it(tmp_path):

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from agent.config import DEFAULT_SHELL_ALLOWLIST
-from agent.dispatcher import Kind
+from agent.tags import Tag
 from agent.tools.shell_policy import POLICIES, option_refusal
 from tests.helpers import tree_digest
 from tests.tools.helpers import call, ctx_for
@@ -66,7 +66,7 @@ def test_dangerous_options_and_paths_are_refused_before_anything_runs(shome, com
     before = tree_digest(shome.parent)
     started = time.monotonic()
     kind, note = call(ctx_for(shome), "shell", command=command)
-    assert kind is Kind.TOOL_ERROR, note
+    assert kind is Tag.TOOL_ERROR, note
     assert "s3cr3t" not in note and "sk-live" not in note and "root:" not in note
     assert time.monotonic() - started < 5  # refused, not run until a timeout
     assert tree_digest(shome.parent) == before
@@ -90,7 +90,7 @@ SAFE = [
 @pytest.mark.parametrize("command, expected", SAFE)
 def test_read_only_uses_of_every_default_command_still_run(shome, command, expected):
     kind, note = call(ctx_for(shome), "shell", command=command)
-    assert kind is Kind.TOOL and expected in note, note
+    assert kind is Tag.TOOL and expected in note, note
 
 
 def test_long_options_match_exactly_so_no_abbreviation_gets_through():
@@ -111,9 +111,9 @@ def test_a_value_taking_short_option_takes_the_rest_of_its_cluster_or_the_next_a
 def test_everything_after_a_double_dash_is_an_operand_checked_as_a_path(shome):
     assert option_refusal("cat", POLICIES["cat"], ["--", "-n", "x"]) == (None, ["-n", "x"])
     kind, note = call(ctx_for(shome), "shell", command="cat -- -n")
-    assert kind is Kind.TOOL and "No such file" in note  # ran, reading a file named -n in the workspace
+    assert kind is Tag.TOOL and "No such file" in note  # ran, reading a file named -n in the workspace
 
 
 def test_the_any_policy_is_an_explicit_opt_in_that_skips_every_argument_check(shome):
     kind, note = call(ctx_for(shome, shell_policy="any"), "shell", command="wc -c --files0-from=list.txt")
-    assert kind is Kind.TOOL and "/etc/passwd" in note  # the risk the operator opted into
+    assert kind is Tag.TOOL and "/etc/passwd" in note  # the risk the operator opted into
