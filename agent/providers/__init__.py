@@ -19,5 +19,5 @@ from .base import (Completion, Model, ModelCrashed, ModelError, ModelTimeout, Mo
 from .resolve import resolve_model
 from .scripted import ScriptedModel
 
-__all__ = ["Completion", "Model", "ModelCrashed", "ModelError", "ModelTimeout", "ModelUnavailable", "Request", "ScriptEnded",
-           "ScriptedModel", "Usage", "resolve_model"]
+__all__ = ["Completion", "Model", "ModelCrashed", "ModelError", "ModelTimeout", "ModelUnavailable", "Request",
+           "ScriptEnded", "ScriptedModel", "Usage", "resolve_model"]

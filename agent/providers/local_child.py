@@ -38,7 +38,7 @@ def _answer(runtime_box: list, op: str, args: tuple, log: Log) -> Any:
 
 
 def main(argv: list[str]) -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the cycle's to handle; it ends this child by closing the pipe
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the cycle's: it ends this child by closing the pipe
     receive, send = Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False)
 
     def log(line: str) -> None:

@@ -41,7 +41,8 @@ def rebuild_command() -> str:
         version = "==" + importlib.metadata.version("llama-cpp-python")
     except importlib.metadata.PackageNotFoundError:
         version = ""
-    return f"CMAKE_ARGS=\"{PORTABLE_CMAKE_ARGS}\" pip install --no-cache-dir --force-reinstall --no-deps 'llama-cpp-python{version}'"
+    return (f"CMAKE_ARGS=\"{PORTABLE_CMAKE_ARGS}\" pip install --no-cache-dir --force-reinstall --no-deps "
+            f"'llama-cpp-python{version}'")
 
 
 CRASH_FIX = "a llama-cpp-python built for another CPU? `agent doctor` names the fix"
