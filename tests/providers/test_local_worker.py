@@ -132,7 +132,11 @@ def test_a_sigsegv_to_the_real_models_child_mid_cycle_fails_the_cycle_and_the_ne
     settings = load_settings(home)
     model = LocalModel(bundled_model_path(), settings)
     try:
+        first = run_cycle(Home.at(home), settings, model)  # fills the prompt cache
+        assert first.stop_reason != "error", first.error
+        write_active(home, STATE)
         killing = _KillsItsChildFirst(model)
+
         crashed = run_cycle(Home.at(home), settings, killing)
 
         assert crashed.exit_code == 4 and f"(pid {killing.killed}) died of SIGSEGV" in crashed.error
@@ -147,5 +151,6 @@ def test_a_sigsegv_to_the_real_models_child_mid_cycle_fails_the_cycle_and_the_ne
         assert model.worker.pid != killing.killed
         assert worked.exit_code in (0, 3) and worked.stop_reason != "error", worked.error
         assert _index(home)[-1]["cycle_id"] == worked.cycle_id
+        assert "prompt cache: loaded" in (home / "logs" / f"cycle_{worked.cycle_id}.log").read_text()
     finally:
         model.close()
