@@ -6,7 +6,8 @@ failed cycle; this measures what that costs against the old in-process path (Loc
 as the cycle's model directly), in two ways, runs interleaved so load weighs on both alike:
 
 - "whole process": one `run_cycle` per new Python process, as cron runs `agent run` (the
-  model file loaded each time, the prompt cache warm: one unmeasured warm-up fills it);
+  model file loaded each time, the prompt cache warm: one unmeasured warm-up fills it); wall
+  time, and the CPU time of the process and its children (less sensitive to a busy machine);
 - "model loaded": cycles in one process after its first, the model already loaded (the cost of
   the pipe alone).
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -66,14 +68,20 @@ def one_process(path: str, home: Path) -> int:
     return 0
 
 
-def whole_process(path: str, home: Path, cache: Path) -> tuple[float, int]:
+def _cpu_of_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # every reaped descendant: the model's child too
+    return usage.ru_utime + usage.ru_stime
+
+
+def whole_process(path: str, home: Path, cache: Path) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds of the process and its children, exit code) of one cycle's process."""
     env = dict(os.environ, AGENT_LOCAL_CACHE=str(cache))
-    started = time.perf_counter()
+    cpu, started = _cpu_of_children(), time.perf_counter()
     proc = subprocess.run([sys.executable, __file__, "--one", path, str(home)], capture_output=True, text=True,
                           env=env, timeout=300)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, _cpu_of_children() - cpu
     lines = proc.stdout.strip().splitlines()
-    return seconds, json.loads(lines[-1])["exit"] if proc.returncode == 0 and lines else -1
+    return seconds, cpu, json.loads(lines[-1])["exit"] if proc.returncode == 0 and lines else -1
 
 
 def load() -> str:
@@ -102,12 +110,14 @@ def main(argv: list[str] | None = None) -> int:
         homes[path].mkdir()
         whole_process(path, homes[path], cache)  # warm-up: fills the prompt cache
     start_load = load()
-    times: dict[tuple[str, str], list[float]] = {(way, p): [] for way in ("whole process", "model loaded") for p in PATHS}
+    ways = ("whole process", "whole process, CPU", "model loaded")
+    times: dict[tuple[str, str], list[float]] = {(way, p): [] for way in ways for p in PATHS}
     failed = []
     for run in range(args.runs):
         for path in PATHS:
-            seconds, code = whole_process(path, homes[path], cache)
+            seconds, cpu, code = whole_process(path, homes[path], cache)
             times[("whole process", path)].append(seconds)
+            times[("whole process, CPU", path)].append(cpu)
             failed += [f"whole process {path}: exit {code}"] if code not in (0, 3) else []
     settings = load_settings(homes["child"])
     models = {path: _model(path, settings) for path in PATHS}
@@ -122,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{os.cpu_count()} cores; load average {start_load} at start, {load()} at the end; {args.runs} runs each")
     print("| way | in-process (median, min-max) | child (median, min-max) | child / in-process |")
     print("| --- | --- | --- | --- |")
-    for way in ("whole process", "model loaded"):
+    for way in ways:
         inside, child = times[(way, "in-process")], times[(way, "child")]
         ratio = statistics.median(child) / statistics.median(inside)
         print(f"| {way} | {summary(inside)} | {summary(child)} | {ratio:.2f} |")
