@@ -17,6 +17,7 @@ from typing import Any
 
 from ..config import Settings
 from ..prompt import chat_messages
+from ..secrets import Secrets
 from .base import Completion, Log, ModelError, ModelUnavailable, Request, Usage
 from .guidance import commands_to_narrow, guided_schema
 from .local_cache import PrefixCache, common_prefix, local_cache_dir
@@ -213,8 +214,8 @@ class LocalModel:
         self.worker: Worker | None = None
 
     def start(self, log: Log) -> None:
-        if self.worker is None or not self.worker.alive():
-            self.worker = Worker(log)
+        if self.worker is None or not self.worker.alive():  # native code never holds a secret: none in its environment
+            self.worker = Worker(log, Secrets.from_settings(self.settings).child_env())
         self.worker.log = log
         self.worker.call("start", str(self.path), self.settings)
 

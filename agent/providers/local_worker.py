@@ -25,7 +25,7 @@ import sys
 import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from .base import Log, ModelCrashed, ModelError, ModelTimeout, ModelUnavailable
 
@@ -64,13 +64,14 @@ def death(code: int) -> str:
 class Worker:
     """The parent's side: one child process running a LocalRuntime."""
 
-    def __init__(self, log: Log):
+    def __init__(self, log: Log, env: Mapping[str, str]):
+        """Start the child with environment `env` (the caller leaves the secrets out)."""
         self.log = log
         self.stderr = tempfile.TemporaryFile()  # llama.cpp's own messages; its tail is logged on a death
         to_child, from_parent = os.pipe()
         to_parent, from_child = os.pipe()
         package_root = str(Path(__file__).resolve().parents[2])  # the child imports this same `agent`
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p))
+        env = dict(env, PYTHONPATH=os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p))
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "agent.providers.local_child", str(to_child),
                                           str(from_child)], pass_fds=(to_child, from_child), env=env,

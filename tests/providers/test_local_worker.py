@@ -154,3 +154,19 @@ def test_a_sigsegv_to_the_real_models_child_mid_cycle_fails_the_cycle_and_the_ne
         assert "prompt cache: loaded" in (home / "logs" / f"cycle_{worked.cycle_id}.log").read_text()
     finally:
         model.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_the_models_child_process_gets_no_secret_in_its_environment(tmp_path, monkeypatch):
+    for name, value in _crashing_env(tmp_path, CRASHING_RUNTIME="off").items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-never-in-the-model-process-1234")
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-never-in-the-model-process")
+    model = LocalModel(tmp_path / "any.gguf", load_settings(tmp_path))
+    try:
+        model.start(lambda line: None)
+        environ = Path(f"/proc/{model.worker.pid}/environ").read_bytes()
+        assert b"never-in-the-model-process" not in environ and b"CRASHING_RUNTIME=off" in environ
+        assert model.probe(3)[0] == 3  # and it works
+    finally:
+        model.close()
