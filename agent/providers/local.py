@@ -84,8 +84,8 @@ class LocalRuntime:
     after an unchanging system message, the KV cache keeps what a cycle already evaluated, and
     the first call's state is saved for the next cycle (local_cache.py). With guidance on (the
     default for the bundled 135M model), the grammar is narrowed to this step (guidance.py).
-    `Request.timeout` is not applied: a llama.cpp generation cannot be cut midway, and one is
-    bounded by LOCAL_MAX_TOKENS.
+    A generation is bounded by LOCAL_MAX_TOKENS; `Request.timeout` is applied by LocalModel,
+    which stops the child (a llama.cpp generation cannot be cut midway in its own process).
     """
 
     def __init__(self, path: Path, settings: Settings):
@@ -220,7 +220,7 @@ class LocalModel:
         self.worker.call("start", str(self.path), self.settings)
 
     def complete(self, request: Request) -> Completion:
-        reply = self.worker.call("complete", request)
+        reply = self.worker.call("complete", request, timeout=request.timeout)
         return Completion(reply["text"], Usage(**reply["usage"]), reply["finish_reason"], sent=reply["sent"],
                           limit=reply["limit"])
 

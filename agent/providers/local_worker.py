@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Mapping
@@ -88,11 +89,18 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def call(self, op: str, *args: Any) -> Any:
-        """Run `op` in the child; its reply, or its ModelError raised here; ModelCrashed if it died."""
+    def call(self, op: str, *args: Any, timeout: float | None = None) -> Any:
+        """Run `op` in the child; its reply, or its ModelError raised here; ModelCrashed if it died.
+        With `timeout`, a child that has not answered by then is killed: ModelTimeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             self.send.send_bytes(pickle.dumps((op, args)))
             while True:
+                if deadline is not None and not self.receive.poll(max(0.0, deadline - time.monotonic())):
+                    self.proc.kill()
+                    self.close()
+                    raise ModelTimeout(f"the embedded model gave no reply in the {timeout:.1f}s left; "
+                                       f"its process was stopped")
                 message = json.loads(self.receive.recv_bytes())
                 if "log" not in message:
                     break

@@ -170,3 +170,15 @@ def test_the_models_child_process_gets_no_secret_in_its_environment(tmp_path, mo
         assert model.probe(3)[0] == 3  # and it works
     finally:
         model.close()
+
+
+def test_a_reply_that_outlasts_the_time_budget_is_cut_by_stopping_the_child(home, tmp_path):
+    _home(home)
+    (home / "config.yaml").write_text(yaml.safe_dump({"time_budget": 2}))
+
+    result = run_agent_process("run", "--home", str(home), env=_crashing_env(tmp_path, CRASHING_RUNTIME="hang"))
+
+    assert result.returncode == 3, result.stderr
+    record = _index(home)[-1]
+    assert record["stop_reason"] == "time_budget" and record["duration_s"] < 60
+    assert "gave no reply in the" in read_yaml(home / "scratchpad" / "active.yaml")["notes"]

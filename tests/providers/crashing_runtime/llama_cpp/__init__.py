@@ -2,16 +2,20 @@
 as a llama-cpp-python built for another CPU does. Tests put this folder first on PYTHONPATH so
 the embedded model's child process imports it (the parent never imports llama_cpp).
 
-CRASHING_RUNTIME=off makes it decode without crashing: every chat reply is CRASHING_RUNTIME_REPLY.
+CRASHING_RUNTIME=off makes it decode without crashing: every chat reply is CRASHING_RUNTIME_REPLY;
+CRASHING_RUNTIME=hang makes every decode wait forever.
 """
 
 import ctypes
 import os
+import threading
 
 __version__ = "0-crashing-test-runtime"
 
 
 def _decode() -> None:
+    if os.environ.get("CRASHING_RUNTIME") == "hang":
+        threading.Event().wait()
     if os.environ.get("CRASHING_RUNTIME") != "off":
         ctypes.string_at(0)
 
