@@ -30,10 +30,10 @@ from .inbox import apply_inbox
 from .limits import Limits
 from .outcomes import Interrupted, LimitReached, StopReason
 from .providers import Model, Request
-from .report import CycleReport, Reporter, SafeReporter
+from .report import CycleReport, Reporter, SafeReporter, killed_notes
 from .secrets import Secrets
 from .store.cycle_log import CycleLog
-from .store.home import Home, clean_after_crash
+from .store.home import Home, after_crash
 from .store.ids import new_cycle_id
 from .store.lock import home_lock
 from .store.state_file import load_state, state_size_problem, write_state
@@ -70,7 +70,7 @@ class _Run:
         tools = open_registry(self.settings, home.root, secrets, given=self.registry)  # MCP servers live as long as the lock
         with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals), tools as self.registry:  # 1
             home.ensure_dirs()
-            clean_after_crash(home, ensure_workspace(home.root, self.settings))
+            self.killed = after_crash(home, ensure_workspace(home.root, self.settings))  # a cycle before, killed
             reap_recorded(home.root)  # commands a killed cycle left running
             cycle_id = new_cycle_id(home, now)                                                    # 2
             before = apply_inbox(home, load_state(home)).state  # 3: queued operator edits first
@@ -146,8 +146,8 @@ class _Run:
         system = prompt.system_prompt(self.rules, self.registry)
         action_schema = self.registry.action_schema()
         self.model.start(self.log)
-        for problem in self.registry.problems:  # a plugin or MCP server left out: say why where people look
-            add_note(state, Tag.TOOL_ERROR.line(problem))
+        for note in [Tag.TOOL_ERROR.line(p) for p in self.registry.problems] + killed_notes(self.killed):
+            add_note(state, note)  # a plugin or MCP server left out, a killed cycle: said where people look
         try:
             while True:
                 limits.before_call()

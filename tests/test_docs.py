@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import importlib
 import re
+import subprocess
 from pathlib import Path
 
 from agent.docs import with_settings_table
 from agent.outcomes import ExitCode
 from agent.prompt import default_rules
+from agent.providers.local_worker import PORTABLE_CMAKE_ARGS
 from tests.helpers import REPO
 
 
@@ -161,3 +163,26 @@ def test_the_reference_checks_catch_what_does_not_exist():
     assert _code_references(text) == {"agent/schema.py", "agent.builtin_tools.fetch", "agent.tools.http.fetch"}
     assert [ref for ref in sorted(_code_references(text)) if not _exists(ref)] == ["agent.builtin_tools.fetch",
                                                                                  "agent/schema.py"]
+
+
+def _readme_setup_block() -> list[str]:
+    readme = (REPO / "README.md").read_text()
+    after_marker = readme[readme.index("\n<!-- set-up"):]
+    return re.search(r"\n```sh\n(.*?)\n```\n", after_marker, re.DOTALL).group(1).splitlines()
+
+
+def test_ci_runs_the_readme_set_up_block_as_it_is_and_installs_nothing_else():
+    printed = subprocess.run(["bash", str(REPO / ".ci" / "readme-setup")], capture_output=True, text=True, check=True)
+    assert printed.stdout.splitlines() == _readme_setup_block()
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "bash .ci/readme-setup" in ci and 'eval "$line"' in ci
+    assert "pip install" not in ci and "CMAKE_ARGS" not in ci  # the README's commands alone
+
+
+def test_the_readme_set_up_builds_the_pinned_runtime_portable_without_pips_cache():
+    block = "\n".join(_readme_setup_block())
+    assert "apt-get install -y" in block and "bubblewrap" in block and "git" in block  # the sandbox; the MCP tests
+    assert f"CMAKE_ARGS=\"{PORTABLE_CMAKE_ARGS}\" pip install --no-cache-dir -e '.[local]'" in block
+    assert "python -m pytest" in block
+    local = re.search(r"^local = \[(.*)\]$", (REPO / "pyproject.toml").read_text(), re.MULTILINE).group(1)
+    assert re.search(r'"llama-cpp-python\[server\]==\d+\.\d+\.\d+"', local), local  # a tested version, no other

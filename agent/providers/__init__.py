@@ -4,7 +4,9 @@
     resolve.py        resolve_model: settings.model -> a checked Model (UsageError otherwise)
     scripted.py       replies from a file (scripted:FILE) or from memory (tests)
     openai_compat.py  any OpenAI-compatible chat endpoint (openai:NAME)
-    local.py          a GGUF file run in-process by llama-cpp-python (local, local:FILE)
+    local.py          a GGUF file run by llama-cpp-python (local, local:FILE), in a child process
+    local_worker.py   the child process the embedded model runs in, and how its death becomes ModelCrashed
+    local_child.py    what runs in that child
     local_cache.py    the embedded model's prompt-prefix cache between cycles
     guidance.py       per-step narrowing of the grammar for a small local model
 
@@ -12,10 +14,10 @@ Heavy libraries (openai, llama_cpp) are imported only by the model that uses the
 cycle starts it.
 """
 
-from .base import (Completion, Model, ModelError, ModelTimeout, ModelUnavailable, Request, ScriptEnded,
-                   Usage)
+from .base import (Completion, Model, ModelCrashed, ModelError, ModelTimeout, ModelUnavailable, Request,
+                   ScriptEnded, Usage)
 from .resolve import resolve_model
 from .scripted import ScriptedModel
 
-__all__ = ["Completion", "Model", "ModelError", "ModelTimeout", "ModelUnavailable", "Request", "ScriptEnded",
-           "ScriptedModel", "Usage", "resolve_model"]
+__all__ = ["Completion", "Model", "ModelCrashed", "ModelError", "ModelTimeout", "ModelUnavailable", "Request",
+           "ScriptEnded", "ScriptedModel", "Usage", "resolve_model"]

@@ -91,5 +91,9 @@ class ModelTimeout(ModelError):
     little of that time left to be retried."""
 
 
+class ModelCrashed(ModelError):
+    """The model's own process died (a signal such as SIGSEGV or SIGKILL, or an exit) mid-call."""
+
+
 class ScriptEnded(ModelError):
     """A scripted model was asked for more replies than its script holds."""

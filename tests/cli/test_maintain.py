@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.providers.local import bundled_model_path
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import cycle_ids, done, json_out, run_cycle
@@ -205,15 +205,13 @@ def test_doctor_reports_a_missing_key_and_an_unreachable_endpoint(home):
     assert "cannot reach" in down.stdout and "start the server" in down.stdout
 
 
-def test_doctor_loads_the_embedded_model(home):
-    pytest.importorskip("llama_cpp")
-    if bundled_model_path() is None:
-        pytest.skip("the bundled model is not installed")
+@pytest.mark.embedded_model
+def test_doctor_decodes_with_the_embedded_model_and_reports_tokens_per_second(home):
     run_cli("init", str(home))
     (home / "config.yaml").write_text("model: local\n")
     result = doctor(home, "--json")
     assert result.exit_code == 0, result.output
-    assert "loads" in checks_of(result)["model"]["detail"]
+    assert re.search(r"decodes, [0-9.]+ tokens/s \([1-9]\d* tokens\)", checks_of(result)["model"]["detail"])
 
 
 def test_doctor_flags_bad_config_scratchpad_and_permissions(home):

