@@ -132,6 +132,12 @@ class Settings:
     extra_body: dict[str, Any] = _doc("Extra JSON fields merged into every openai: request body: sampling options "
                                       "a server takes, e.g. {repeat_penalty: 1.0} for llama.cpp servers.",
                                       default_factory=dict)
+    tool_calling: str = _doc("openai: how the model calls tools: auto (probe native tool calls once, else the "
+                             "JSON-in-text path; remembered in logs/endpoint.json), native (tools / tool_calls "
+                             "only), or text (one JSON action in the reply's text).", default="auto")
+    tool_results: str = _doc("openai: with native calls, where the model sees its previous calls and their "
+                             "results: state (the scratchpad's notes, as on the text path) or messages (also as "
+                             "assistant tool_calls + tool messages, one step back).", default="state")
 
     @property
     def secret_names(self) -> set[str]:
@@ -144,7 +150,8 @@ class Settings:
 
 
 _CHOICES = {"shell_policy": ("allowlist", "any", "off"),
-            "response_format": ("auto", "json_schema", "json_object_schema", "json_object", "text")}
+            "response_format": ("auto", "json_schema", "json_object_schema", "json_object", "text"),
+            "tool_calling": ("auto", "native", "text"), "tool_results": ("state", "messages")}
 # Old setting names still read from config.yaml: old -> new.
 RENAMED = {"local_guided": "guided"}
 _TOOL_POSITIVE = {"file_max_read", "file_max_write", "http_timeout", "http_max_bytes", "mcp_start_timeout",

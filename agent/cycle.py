@@ -154,19 +154,20 @@ class _Run:
                     last_result=None if result == prompt.NOTHING_YET else result, timeout=limits.seconds_left()))
                 report.usage.add(completion.usage)
                 limits.count_tokens(completion.usage.total_tokens)
-                reply = secrets.redact_text(completion.text)[:2000]  # redacted before the cut: no half key
+                reply = secrets.redact_text(completion.shown)[:2000]  # redacted before the cut: no half key
                 self.log(f"iteration {n}: reply {reply!r} usage {completion.usage.as_dict()}")
-                state, outcome = dispatch(state, completion.text, self.registry, ctx, approvals.gate(settings),
-                                          completion.cut_at, guided)
-                report.count(outcome.kind.value)
-                self.log(f"iteration {n}: {outcome.note}")
-                self.report_event("iteration", n=n, max=settings.max_iterations, usage=report.usage,
-                                  outcome=outcome.redacted(secrets))
-                if outcome.kind is Kind.PARKED:  # raises LimitReached(AWAITING_APPROVAL)
-                    approvals.park(self.home, report.cycle_id, state, outcome, secrets)
-                if outcome.done:
-                    return state, StopReason.DONE
-                limits.after_reply(outcome.tool, outcome.args, outcome.kind is Kind.PARSE_ERROR)
+                for action in completion.replies():  # the text, or each native call in turn: one action each
+                    state, outcome = dispatch(state, action, self.registry, ctx, approvals.gate(settings),
+                                              completion.cut_at, guided)
+                    report.count(outcome.kind.value)
+                    self.log(f"iteration {n}: {outcome.note}")
+                    self.report_event("iteration", n=n, max=settings.max_iterations, usage=report.usage,
+                                      outcome=outcome.redacted(secrets))
+                    if outcome.kind is Kind.PARKED:  # raises LimitReached(AWAITING_APPROVAL): later calls never run
+                        approvals.park(self.home, report.cycle_id, state, outcome, secrets)
+                    if outcome.done:
+                        return state, StopReason.DONE
+                    limits.after_reply(outcome.tool, outcome.args, outcome.kind is Kind.PARSE_ERROR)
         except LimitReached as stop:
             self.log(f"stopped: {stop}")
             add_note(state, Tag.STOPPED.line(f"{stop.reason.value}: {stop}"))
