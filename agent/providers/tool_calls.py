@@ -10,6 +10,7 @@ is built once per cycle and sent byte-identical in every request of it (prompt c
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from .base import ToolCall
@@ -19,11 +20,16 @@ from .base import ToolCall
 # fails an assertion there: HTTP 500). Without it, that server ignores the tools altogether.
 TOOL_CHOICE = "auto"
 
+# An assistant message that only calls has content "" (llama-cpp-python refuses null there).
 # Where a rules example's call is answered in native mode: OpenAI refuses an assistant message with
 # tool_calls that no tool message follows, and an example's result is not part of the example.
 EXAMPLE_RESULT = "(an example: its result is shown as Last result in the next message)"
 
 EARLIER_RESULT = "(its result is in the scratchpad's notes)"
+
+# "tools" or "tool_choice" as a word (a field name, "does not support tools"), not inside another
+# name: a refused *message* (llama-cpp-python's ChatCompletionRequestToolMessage) is not a refused tool list.
+_NAMES_TOOLS = re.compile(r"\btools?\b|\btool_choice\b|\bfunction[ _-]?call")
 
 _STRICT_KEYS = {"type", "properties", "required", "additionalProperties", "items", "anyOf", "enum", "const",
                 "description"}
@@ -91,7 +97,7 @@ def native_messages(messages: list[dict]) -> list[dict]:
             out.append(message)
             continue
         call = ToolCall(f"example_{len(out)}", action["tool"], json.dumps(action["args"], ensure_ascii=False))
-        out += [{"role": "assistant", "content": None, "tool_calls": [call.as_sent()]},
+        out += [{"role": "assistant", "content": "", "tool_calls": [call.as_sent()]},
                 {"role": "tool", "tool_call_id": call.id, "content": EXAMPLE_RESULT}]
     return out
 
@@ -106,7 +112,7 @@ def with_previous(messages: list[dict], previous: tuple[str, list[ToolCall]] | N
         return messages
     user, calls = previous
     shown = [{"role": "user", "content": user},
-             {"role": "assistant", "content": None, "tool_calls": [c.as_sent() for c in calls]}]
+             {"role": "assistant", "content": "", "tool_calls": [c.as_sent() for c in calls]}]
     for n, call in enumerate(calls):
         result = last_result if n == len(calls) - 1 and last_result else EARLIER_RESULT
         shown.append({"role": "tool", "tool_call_id": call.id, "content": result})
@@ -138,8 +144,7 @@ def rejects_tools(exc: Exception) -> bool:
         texts.append(response.text if response is not None else "")
     except Exception:  # a body that cannot be decoded: the other texts still count
         pass
-    text = " ".join(texts).lower()
-    return "tool" in text or "function" in text
+    return bool(_NAMES_TOOLS.search(" ".join(texts).lower()))
 
 
 def names_strict(exc: Exception) -> bool:

@@ -232,7 +232,7 @@ def test_system_message_and_tools_are_byte_identical_across_a_cycle_and_examples
     assert len(set(prefix)) == 1  # with tool_results: state only the last message changes
     examples = requests[0].messages[1:-1]
     calls = [m for m in examples if m["role"] == "assistant"]
-    assert calls and all(m["tool_calls"] and m["content"] is None for m in calls)
+    assert calls and all(m["tool_calls"] and m["content"] == "" for m in calls)
     answers = [m for m in examples if m["role"] == "tool"]
     assert [a["tool_call_id"] for a in answers] == [m["tool_calls"][0]["id"] for m in calls]
     assert all(a["content"] == EXAMPLE_RESULT for a in answers)
