@@ -23,7 +23,7 @@ TOOL_CHOICE = "auto"
 # An assistant message that only calls has content "" (llama-cpp-python refuses null there).
 # Where a rules example's call is answered in native mode: OpenAI refuses an assistant message with
 # tool_calls that no tool message follows, and an example's result is not part of the example.
-EXAMPLE_RESULT = "(an example: its result is shown as Last result in the next message)"
+EXAMPLE_RESULT = "(an example: no result)"
 
 EARLIER_RESULT = "(its result is in the scratchpad's notes)"
 
