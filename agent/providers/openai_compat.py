@@ -280,7 +280,9 @@ class OpenAIModel:
         except (AttributeError, IndexError, KeyError, TypeError) as exc:
             raise ModelError(f"malformed response from the endpoint: no choices[0].message "
                              f"({self._short(repr(response), 200)})") from exc
-        calls = calls_of(message)
+        calls, left_out = calls_of(message)
+        if left_out:
+            self._log(f"the reply made {len(calls) + left_out} tool calls; only the first {len(calls)} are run")
         if not isinstance(text, str) or not text:
             # a refusal (OpenAI) is still text the dispatcher can report as a parse error
             refusal = getattr(message, "refusal", None)

@@ -20,6 +20,9 @@ from .base import ToolCall
 # fails an assertion there: HTTP 500). Without it, that server ignores the tools altogether.
 TOOL_CHOICE = "auto"
 
+# The most calls of one reply that are run: a reply is untrusted, and each call may run a tool.
+MAX_CALLS_PER_REPLY = 16
+
 # An assistant message that only calls has content "" (llama-cpp-python refuses null there).
 # Where a rules example's call is answered in native mode: OpenAI refuses an assistant message with
 # tool_calls that no tool message follows, and an example's result is not part of the example.
@@ -69,21 +72,22 @@ def function_tools(action_schema: dict, strict: bool = True) -> list[dict]:
     return tools
 
 
-def calls_of(message: Any) -> list[ToolCall]:
-    """The function calls in a reply's message, in order (a server's odd shapes kept as they are for
-    the dispatcher to report: a missing name stays None, arguments stay as sent)."""
+def calls_of(message: Any) -> tuple[list[ToolCall], int]:
+    """The function calls in a reply's message, in order, at most MAX_CALLS_PER_REPLY, and how many
+    more were left out (a server's odd shapes kept as they are for the dispatcher to report: a
+    missing name stays None, arguments stay as sent)."""
     raw = getattr(message, "tool_calls", None)
     if not isinstance(raw, list):
-        return []
+        return [], 0
     calls = []
-    for n, item in enumerate(raw):
+    for n, item in enumerate(raw[:MAX_CALLS_PER_REPLY]):
         function = getattr(item, "function", None)
         if function is None:
             continue
         call_id = getattr(item, "id", None)
         calls.append(ToolCall(call_id if isinstance(call_id, str) and call_id else f"call_{n}",
                               getattr(function, "name", None), getattr(function, "arguments", None)))
-    return calls
+    return calls, max(0, len(raw) - MAX_CALLS_PER_REPLY)
 
 
 def native_messages(messages: list[dict]) -> list[dict]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.config import Settings
-from agent.providers.tool_calls import EXAMPLE_RESULT, function_tools, strict_allowed
+from agent.providers.tool_calls import EXAMPLE_RESULT, MAX_CALLS_PER_REPLY, function_tools, strict_allowed
 from agent.tools import build_registry
 from tests.helpers import read_yaml, run_cli, write_script
 from tests.providers.openai_server import OpenAIServer, Reply
@@ -188,6 +188,34 @@ def test_oversized_arguments_are_refused_unparsed(home: Path, server: OpenAIServ
     assert run(home, server)[0].exit_code == 0
     assert not (home / "ws" / "big.txt").exists()
     assert any("over the 1,000-byte limit" in line for line in notes(home))
+
+
+def test_a_reply_with_too_many_calls_runs_only_the_first_ones(home: Path, server: OpenAIServer) -> None:
+    make_home(home, {**NATIVE, "workspace": "ws", "repeat_limit": 100})
+    server.add(Reply.calls(*[write(f"f{n}.txt", "x") for n in range(MAX_CALLS_PER_REPLY + 50)]), Reply.calls(done()))
+    result, report = run(home, server)
+    assert result.exit_code == 0
+    assert len(list((home / "ws").iterdir())) == MAX_CALLS_PER_REPLY
+    assert f"the reply made {MAX_CALLS_PER_REPLY + 50} tool calls; only the first {MAX_CALLS_PER_REPLY}" \
+        in cycle_log(home, report)
+
+
+def test_odd_call_shapes_from_a_server_are_notes_never_a_crash(home: Path, server: OpenAIServer) -> None:
+    make_home(home, {**NATIVE, "workspace": "ws"})
+    odd = Reply.calls(done())
+    odd.body["choices"][0]["message"]["tool_calls"] = [
+        {"id": "a", "type": "function", "function": {"name": 42, "arguments": "{}"}},  # a number for a name
+        {"id": "b", "type": "function"},  # no function at all: skipped
+        {"id": None, "type": "function", "function": {"name": "echo", "arguments": None}},
+        {"id": "d", "type": "function", "function": {"name": "write_file",  # an object, not a string: taken
+                                                      "arguments": {"path": "o.txt", "content": "obj"}}}]
+    server.add(odd, Reply.calls(done()))
+    result, _ = run(home, server)
+    assert result.exit_code == 0, result.stderr
+    lines = notes(home)
+    assert any('"tool" must be a string, got' in line for line in lines)
+    assert any("tool call echo: arguments must be a JSON object" in line for line in lines), lines
+    assert (home / "ws" / "o.txt").read_text() == "obj"
 
 
 def test_a_refusal_is_a_parse_error_with_its_reason(home: Path, server: OpenAIServer) -> None:
