@@ -89,7 +89,9 @@ def call_action(call: ToolCall, max_bytes: int | None = None) -> dict:
         if too_large:
             raise ReplyError(f"tool call {name}: arguments: {too_large}")
         try:
-            args = json.loads(args) if args.strip() else {}  # some servers send "" for a call without arguments
+            # strict=False: a raw newline inside a string is taken, as llama.cpp's grammar for a schema lets
+            # a model write one (the 135M model's done summaries were refused for it); "" means no arguments
+            args = json.loads(args, strict=False) if args.strip() else {}
         except RecursionError:
             raise ReplyError(f"tool call {name}: arguments are nested too deeply") from None
         except ValueError as exc:
