@@ -154,6 +154,15 @@ def test_done_among_calls_ends_the_cycle_and_the_calls_after_it_do_not_run(home:
     assert result.exit_code == 0 and not (home / "ws" / "late.txt").exists()
 
 
+def test_the_reflect_step_takes_a_native_call(home: Path, server: OpenAIServer) -> None:
+    make_home(home, {**NATIVE, "reflect": True})
+    server.add(Reply.calls(done()), Reply.calls(("curate_notes", {"notes": "CLEAR"})))
+    result, report = run(home, server)
+    assert result.exit_code == 0 and report["reflect"] is not None and "kept unreflected" not in str(report["reflect"])
+    assert server.chat_requests[-1].tools == ["curate_notes"]
+    assert read_yaml(home / "scratchpad" / "active.yaml")["notes"] == ""
+
+
 # --------------------------------------------------------------------- what a reply may hold
 
 
