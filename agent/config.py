@@ -158,6 +158,14 @@ class Settings:
     extra_body: dict[str, Any] = _doc("Extra JSON fields merged into every openai: request body: sampling options "
                                       "a server takes, e.g. {repeat_penalty: 1.0} for llama.cpp servers.",
                                       default_factory=dict)
+    tool_calling: str = _doc("openai: how the model calls tools: auto (probe native tool calls once, else the "
+                             "JSON-in-text path; remembered in logs/endpoint.json), native (tools / tool_calls "
+                             "only), or text (one JSON action in the reply's text).",
+                             choices=("auto", "native", "text"), default="auto")
+    tool_results: str = _doc("openai: with native calls, where the model sees its previous calls and their "
+                             "results: state (the scratchpad's notes, as on the text path) or messages (also as "
+                             "assistant tool_calls + tool messages, one step back).",
+                             choices=("state", "messages"), default="state")
 
     @property
     def budgeted(self) -> bool:

@@ -162,19 +162,20 @@ class _Run:
                     last_result=None if result == prompt.NOTHING_YET else result, timeout=limits.seconds_left()))
                 report.usage.add(completion.usage)
                 limits.count_tokens(completion.usage.total_tokens)
-                reply = secrets.redact_text(completion.text)[:2000]  # redacted before the cut: no half key
+                reply = secrets.redact_text(completion.shown)[:2000]  # redacted before the cut: no half key
                 self.log(f"iteration {n}: reply {reply!r} usage {completion.usage.as_dict()}")
-                state, outcome = dispatch(state, completion.text, self.registry, ctx, gated or (lambda name: False),
-                                          completion.cut_at, guided)
-                report.count(outcome.kind.action)
-                self.log(f"iteration {n}: {outcome.note}")
-                self.report_event("iteration", n=n, max=settings.max_iterations, usage=report.usage,
-                                  outcome=outcome.redacted(secrets))
-                if outcome.kind is Tag.APPROVAL:  # only a gated tool's call; raises LimitReached(AWAITING_APPROVAL)
-                    approvals.park(self.home, report.cycle_id, state, outcome, secrets)
-                if outcome.done:
-                    return state, StopReason.DONE
-                limits.after_reply(outcome.tool, outcome.args, outcome.kind is Tag.PARSE_ERROR)
+                for action in completion.replies():  # the text, or each native call in turn: one action each
+                    state, outcome = dispatch(state, action, self.registry, ctx, gated or (lambda name: False),
+                                              completion.cut_at, guided)
+                    report.count(outcome.kind.action)
+                    self.log(f"iteration {n}: {outcome.note}")
+                    self.report_event("iteration", n=n, max=settings.max_iterations, usage=report.usage,
+                                      outcome=outcome.redacted(secrets))
+                    if outcome.kind is Tag.APPROVAL:  # raises LimitReached(AWAITING_APPROVAL): later calls never run
+                        approvals.park(self.home, report.cycle_id, state, outcome, secrets)
+                    if outcome.done:
+                        return state, StopReason.DONE
+                    limits.after_reply(outcome.tool, outcome.args, outcome.kind is Tag.PARSE_ERROR)
         except LimitReached as stop:
             self.log(f"stopped: {report.stopped_by(stop, secrets)}")
             add_note(state, Tag.STOPPED.line(f"{stop.reason.value}: {stop}"))

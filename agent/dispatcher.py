@@ -152,7 +152,7 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
     # Redacted before clipping: a cut must never leave the first half of a key in the notes.
     if gated(name) and (refused := tool.refusal(ctx, args)):  # refused anyway: never ask the operator
         why = _clip(ctx.secrets.redact_text(refused), clip)
-        return _noted(state, Outcome(Kind.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))
+        return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))
     if gated(name):  # the note is the parker's to write: it knows the call's id
         return copy.deepcopy(state), Outcome(Tag.APPROVAL, Tag.APPROVAL.line(f"{name}({shown_args}) needs approval"),
                                              name, args)

@@ -154,8 +154,8 @@ def reflect(model: Any, before: dict, state: dict, usage: Any, log: Callable[[st
         completion = model.complete(Request(REFLECT_RULES, reflect_prompt(redact(state)), {"anyOf": [tool.action_schema()]},
                                             timeout=timeout, purpose="reflect"))
         usage.add(completion.usage)
-        log(f"reflect: reply {redact(completion.text)[:2000]!r}")  # redacted before the cut: no half key
-        action = parse_reply(completion.text)
+        log(f"reflect: reply {redact(completion.shown)[:2000]!r}")  # redacted before the cut: no half key
+        action = parse_reply(completion.replies()[0])  # the text, or the first native call
         if action.get("tool") != tool.name:
             raise ReplyError(f"expected the {tool.name} tool, got {action.get('tool')!r}")
         problem = tool.check_args(action.get("args"))

@@ -19,6 +19,7 @@ from typing import Any, Iterator
 
 from .escape import escape_controls
 from .jsonschema import describe
+from .providers.base import ToolCall
 
 # Candidate objects decoded from prose at most (a real reply has one or two), and the characters
 # decoded in all, per character of the reply: together they keep the search linear.
@@ -43,7 +44,10 @@ def reply_size_problem(text: str, max_bytes: int | None) -> str | None:
 
 
 def parse_reply(text: Any, max_bytes: int | None = None) -> dict:
-    """The action object in a reply; ReplyError when there is none or the reply is over max_bytes."""
+    """The action object in a reply; ReplyError when there is none or the reply is over max_bytes.
+    A native tool call is one action too: its name and its decoded arguments."""
+    if isinstance(text, ToolCall):
+        return call_action(text, max_bytes)
     if not isinstance(text, str):
         raise ReplyError(f"reply is not text: {describe(text)}")
     too_large = reply_size_problem(text, max_bytes)
@@ -77,6 +81,31 @@ def parse_reply(text: Any, max_bytes: int | None = None) -> dict:
     if not isinstance(first, dict):
         raise ReplyError(f"reply is a JSON {type(first).__name__}, not an object: {shown_reply(stripped, 120)}")
     raise ReplyError(f'JSON object has no "tool" key: {shown_reply(stripped, 120)}')
+
+
+def call_action(call: ToolCall, max_bytes: int | None = None) -> dict:
+    """A native call as the action a text reply would hold: {"tool": its name, "args": its arguments
+    decoded}. The arguments are as untrusted as any reply: capped, decoded once, an object or refused."""
+    name, args = clip_line(call.name, 60), call.arguments
+    if isinstance(args, str):
+        too_large = reply_size_problem(args, max_bytes)
+        if too_large:
+            raise ReplyError(f"tool call {name}: arguments: {too_large}")
+        try:
+            # strict=False: a raw newline inside a string is taken, as llama.cpp's grammar for a schema lets
+            # a model write one (the 135M model's done summaries were refused for it); "" means no arguments
+            args = json.loads(args, strict=False) if args.strip() else {}
+        except RecursionError:
+            raise ReplyError(f"tool call {name}: arguments are nested too deeply") from None
+        except ValueError as exc:
+            raise ReplyError(f"tool call {name}: arguments are not valid JSON ({exc}): "
+                             f"{clip_line(call.arguments, 120)!r}") from None
+    if not isinstance(args, dict):
+        raise ReplyError(f"tool call {name}: arguments must be a JSON object, got {describe(args)}")
+    action = {"tool": call.name, "args": args}
+    if not _encodable(action):
+        raise ReplyError("tool call holds text that is not valid Unicode (a lone surrogate escape such as \\ud800)")
+    return action
 
 
 def decode_span(span: str) -> Any:

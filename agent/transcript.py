@@ -8,7 +8,9 @@ requests are left out. A transcript that cannot be written (disk full) never fai
 state writes that follow report the disk.
 
 A line: {"call", "purpose", "messages", "reply", "finish_reason", "usage", "elapsed_s"} or, when
-the request failed, "error" in place of the reply. Retention deletes it with its cycle's log.
+the request failed, "error" in place of the reply. A native request adds "tools" (the function
+definitions sent) and, when the reply made calls, "tool_calls" (each with its arguments string
+exactly as received). Retention deletes it with its cycle's log.
 """
 
 from __future__ import annotations
@@ -54,9 +56,13 @@ class Transcript:
         self.calls += 1
         record: dict[str, Any] = {"call": self.calls, "purpose": request.purpose,
                                   "messages": sent_messages(request, completion)}
+        if completion is not None and completion.tools is not None:
+            record["tools"] = completion.tools  # the function definitions, exactly as sent
         if completion is not None:
             record.update(reply=completion.text, finish_reason=completion.finish_reason,
                           usage=completion.usage.as_dict())
+            if completion.calls:
+                record["tool_calls"] = [call.as_sent() for call in completion.calls]  # arguments as received
         else:
             record["error"] = error
         record["elapsed_s"] = round(elapsed, 3)

@@ -10,6 +10,12 @@ bench/local_tasks.py (same setup, same checks) through `openai:<alias>` against 
     python bench/endpoints.py --repeats 2 --tasks all
     python bench/endpoints.py --paths openai --config '{"chat_examples": false}'
     python bench/endpoints.py --paths openai --config '{"extra_body": {"repeat_penalty": 1.0}}'
+    python bench/endpoints.py --paths native,text,native-messages   # tool calls against JSON in text
+
+`native`, `native-messages` and `text` are the openai: path with `tool_calling` set to native
+(results in the state; `native-messages` with `tool_results: messages`) or text, against the one
+server, started with `--chat_format chatml-function-calling` (so `tools` come back as `tool_calls`)
+whenever a native path runs, unless --chat-format says otherwise; `openai` keeps `tool_calling: auto`.
 
 Both paths use the same thread count (--threads, default: the embedded model's own default),
 and each task starts from a fresh home, so the openai path probes the response format in every
@@ -35,6 +41,14 @@ if str(REPO) not in sys.path:
 
 from bench.local_tasks import TaskRun, load_average, run_task, select_tasks  # noqa: E402
 from tests.providers.llama_server import SERVER_ALIAS, LlamaServer  # noqa: E402
+
+# The openai: path with tool_calling fixed, against the same server: label, settings added to --config.
+SERVER_PATHS = {
+    "native": ("native tool calls", {"tool_calling": "native"}),
+    "native-messages": ("native, results as messages", {"tool_calling": "native", "tool_results": "messages"}),
+    "text": ("JSON in text", {"tool_calling": "text"}),
+}
+
 
 def default_threads() -> int:
     from agent.config import Settings
@@ -105,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, help="threads for the server and the embedded model "
                                                     "(default: the embedded model's default)")
     parser.add_argument("--context", type=int, default=4096, help="context size for the server (default 4096)")
+    parser.add_argument("--chat-format", help="the server's --chat_format (default: chatml-function-calling when a "
+                                              "native path runs, else the model's own template)")
     parser.add_argument("--config", default="{}", help="JSON settings written to each openai: home's config.yaml")
     parser.add_argument("--local-config", default="{}", help="JSON settings for each local home's config.yaml")
     parser.add_argument("--with-key", action="store_true",
@@ -141,32 +157,39 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     # Each task runs on every path before the next task starts, so a change in the machine's
     # load (other work on a shared box) falls on both paths alike.
-    labels = {"openai": f"openai:{SERVER_ALIAS} via llama_cpp.server", "local": "embedded (local)"}
+    labels = {"openai": f"openai:{SERVER_ALIAS} via llama_cpp.server", "local": "embedded (local)", **{
+        name: label for name, (label, _) in SERVER_PATHS.items()}}
     unknown = [p for p in paths if p not in labels]
     if unknown:
-        parser.error(f"unknown path(s) {', '.join(unknown)} (openai, local)")
+        parser.error(f"unknown path(s) {', '.join(unknown)} ({', '.join(labels)})")
     columns: dict[str, list[TaskRun]] = {labels[p]: [] for p in paths}
     notes = []
-    server = LlamaServer(model_path, threads, args.context, scratch / "server.log")
+    chat_format = args.chat_format or ("chatml-function-calling" if any("native" in p for p in paths) else None)
+    server = LlamaServer(model_path, threads, args.context, scratch / "server.log", chat_format=chat_format)
+    served = [p for p in paths if p != "local"]
     try:
         env = {}
-        if "openai" in paths:
+        if served:
             ready = server.start()
             env = {"OPENAI_BASE_URL": server.base_url}  # no key: a loopback endpoint needs none
             if args.with_key:
                 env["OPENAI_API_KEY"] = "sk-bench-dummy"
-            notes.append(f"llama_cpp.server ready in {ready:.1f}s on {server.base_url}")
+            notes.append(f"llama_cpp.server ready in {ready:.1f}s on {server.base_url}, chat_format {chat_format or 'its own'}")
         for repeat in range(args.repeats):
             for task in tasks:
                 for path in paths:
-                    if path == "openai":
+                    if path in SERVER_PATHS:
+                        config = {**openai_config, **SERVER_PATHS[path][1]}
+                        result = run_one(path, f"openai:{SERVER_ALIAS}", task, config, env, args.keep,
+                                         args.verbose, repeat, args.repeats)
+                    elif path == "openai":
                         result = run_one("openai", f"openai:{SERVER_ALIAS}", task, openai_config, env, args.keep,
                                          args.verbose, repeat, args.repeats)
                     else:
                         result = run_one("local", "local", task, local_config, {}, args.keep, args.verbose,
                                          repeat, args.repeats)
                     columns[labels[path]].append(result)
-        if "openai" in paths:
+        if served:
             notes.append(f"chat requests by HTTP status: {dict(sorted(server.statuses().items()))}")
     finally:
         server.stop()

@@ -130,7 +130,7 @@ def main() -> int:
         env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "bench-key-not-secret"}
         reports = []
         for _ in CYCLES:
-            settings = load_settings(root, env=env, model="openai:bench-model", max_retries=0)
+            settings = load_settings(root, env=env, model="openai:bench-model", max_retries=0, tool_calling="text")
             reports.append(run_cycle(Home.at(root), settings, resolve_model(settings, root, env)))
         requests = server.chat_requests
 

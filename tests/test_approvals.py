@@ -253,7 +253,7 @@ def test_a_gated_call_the_policy_refuses_is_refused_at_once_with_the_same_tool_e
     registry = build_registry(ctx.settings)
     ungated_state, ungated = dispatch(fresh_state(), json.dumps(call), registry, ToolContext(tmp_path, Settings()))
     state, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx, gate(ctx.settings))
-    assert outcome.kind is Kind.TOOL_ERROR and refusal in outcome.note
+    assert outcome.kind is Tag.TOOL_ERROR and refusal in outcome.note
     assert outcome.note == ungated.note and state["notes"] == ungated_state["notes"]
 
 
@@ -265,7 +265,7 @@ def test_a_gated_call_the_policy_allows_is_still_parked_and_nothing_is_resolved_
                  {"tool": "http_get", "args": {"url": "https://no-such-host.invalid/"}},  # no DNS query before approval
                  {"tool": "write_file", "args": {"path": "new.txt", "content": "x"}}):
         _, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx, gate(ctx.settings))
-        assert outcome.kind is Kind.PARKED, outcome.note
+        assert outcome.kind is Tag.APPROVAL, outcome.note
     assert list((tmp_path / "workspace").iterdir()) == []
 
 

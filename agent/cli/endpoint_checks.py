@@ -135,7 +135,10 @@ def chat_check(home: Home, settings: Settings, env, model_name: str) -> Check:
                      "check the model name and that the server has it loaded")
     refused = [line for line in lines if "refused" in line]
     return Check("chat", True, f"a one-token chat completion answered in {time.monotonic() - started:.1f}s with "
-                               f"response_format {model.format}" + (f" ({len(refused)} format(s) refused first)"
+                               f"response_format {model.sent_as}"
+                 + (" (tools taken; whether the model calls them shows in the first cycle)"
+                    if model.sent_as == "tool_calls" else "")
+                 + (f" ({len(refused)} format(s) refused first)"
                                                                     if refused else ""))
 
 

@@ -113,12 +113,27 @@ def _echo_transcript_record(record: dict) -> None:
         click.echo(f"--- {escape_controls(record['cut'])}")
         return
     click.echo(f"=== call {record.get('call')} ({record.get('purpose')}), {record.get('elapsed_s')}s")
+    if isinstance(record.get("tools"), list):
+        names = [str((t.get("function") or {}).get("name")) for t in record["tools"] if isinstance(t, dict)]
+        click.echo(f"--- tools ({len(names)} functions, exact definitions with --json): {escape_controls(', '.join(names))}")
     for message in record.get("messages") or []:
         if isinstance(message, dict):
             click.echo(f"--- {escape_controls(message.get('role'))}")
-            click.echo(escape_controls(message.get("content"), keep_newlines=True))
+            if message.get("content") is not None or "tool_calls" not in message:
+                click.echo(escape_controls(message.get("content"), keep_newlines=True))
+            _echo_calls(message.get("tool_calls"))
     if "error" in record:
         click.echo(f"--- error\n{escape_controls(record['error'])}")
     else:
         click.echo(f"--- reply (finish_reason {record.get('finish_reason')}, usage {json.dumps(record.get('usage'))})")
-        click.echo(escape_controls(record.get("reply"), keep_newlines=True))
+        if record.get("reply") or not record.get("tool_calls"):
+            click.echo(escape_controls(record.get("reply"), keep_newlines=True))
+        _echo_calls(record.get("tool_calls"))
+
+
+def _echo_calls(calls: object) -> None:
+    """Native tool calls, one line each: id, name and the arguments exactly as sent or received."""
+    for call in calls if isinstance(calls, list) else []:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            click.echo(escape_controls(f"tool call {call.get('id')}: {function.get('name')} {function.get('arguments')}"))

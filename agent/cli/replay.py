@@ -66,11 +66,14 @@ def actions(transcript: Path, counted: Any) -> list[str]:
         if "reply" not in record:
             names.append("(cut)" if "cut" in record else "(model error)")
             continue
+        calls = record.get("tool_calls")
+        called = [str((c.get("function") or {}).get("name")) for c in calls if isinstance(c, dict)] \
+            if isinstance(calls, list) and calls else []  # a native reply: each call is an action
         try:
-            name = str(parse_reply(record["reply"]).get("tool"))
+            called = called or [str(parse_reply(record["reply"]).get("tool"))]
         except ReplyError:
-            name = "(unparseable)"
-        names.append(name if record.get("purpose") == "action" else f"{record.get('purpose')}:{name}")
+            called = ["(unparseable)"]
+        names += [name if record.get("purpose") == "action" else f"{record.get('purpose')}:{name}" for name in called]
     return names
 
 

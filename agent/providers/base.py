@@ -7,8 +7,9 @@ ModelTimeout ends the cycle as a time-budget stop, any other ModelError fails th
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 
 Log = Callable[[str], None]
@@ -54,6 +55,20 @@ class Usage:
                 "cached_tokens": self.cached_tokens, "total_tokens": self.total_tokens, "calls": self.calls}
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    """One native tool call as the endpoint sent it: `arguments` is kept exactly as received (OpenAI
+    sends a JSON string; it is decoded, like a text reply, only when the call is dispatched)."""
+
+    id: str
+    name: Any
+    arguments: Any
+
+    def as_sent(self) -> dict:
+        """The call in the chat API's shape, as a transcript shows it and an assistant message repeats it."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
 @dataclass
 class Completion:
     text: str
@@ -61,11 +76,23 @@ class Completion:
     finish_reason: str | None = None  # as the endpoint reported it ("stop", "length", ...); None: not reported
     sent: list[dict] | None = None  # the chat messages the provider really sent; None: system + user as they are
     limit: int | None = None  # the most tokens the reply could have (max_output_tokens as sent)
+    calls: list[ToolCall] = field(default_factory=list)  # native tool calls, in the order the reply gave them
+    tools: list[dict] | None = None  # the function definitions sent with the request; None: none were sent
 
     @property
     def cut_at(self) -> int | None:
         """The token limit the reply was cut at (finish_reason "length"); None: not cut."""
         return self.limit if self.finish_reason == "length" else None
+
+    def replies(self) -> list[str | ToolCall]:
+        """What the dispatcher gets, one at a time: each native call in order, else the reply's text
+        (a model that writes its JSON action as text instead of a call is still heard)."""
+        return list(self.calls) if self.calls else [self.text]
+
+    @property
+    def shown(self) -> str:
+        """The reply for the cycle log: its text, or its native calls as JSON."""
+        return json.dumps([c.as_sent() for c in self.calls], ensure_ascii=False) if self.calls else self.text
 
 
 class Model(Protocol):

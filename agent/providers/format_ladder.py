@@ -1,6 +1,8 @@
 """The response formats an OpenAI-compatible endpoint may take, and what the home remembers of them.
 
-The ladder (RESPONSE_FORMATS) runs from the most constrained to none. An endpoint and model not
+The ladder runs from native tool calls (TOOL_CALLS: `tools` sent, `tool_calls` read back) through
+the text path's RESPONSE_FORMATS, from the most constrained to none; `tool_calling: text` starts
+below the top rung, `native` uses only it. An endpoint and model not
 yet known are probed once: each rung is sent without the client's retries until one is accepted
 (llama-cpp-python's server refuses json_schema with an HTTP 500 that the client would otherwise
 retry, three requests and ~1.4 s in every cycle). The first accepted rung is remembered in the
@@ -23,6 +25,8 @@ from .local import bounded_schema
 # "json_object_schema" is {"type": "json_object", "schema": ...}: llama-cpp-python's server
 # refuses json_schema but takes this, and builds a grammar from the schema.
 RESPONSE_FORMATS = ("json_schema", "json_object_schema", "json_object", "text")
+TOOL_CALLS = "tool_calls"  # the top rung: the native path
+LADDER = (TOOL_CALLS, *RESPONSE_FORMATS)
 OPENAI_ENDPOINT = "https://api.openai.com/v1"  # the endpoint a record names when base_url is unset
 
 
@@ -79,28 +83,39 @@ def rejects_response_format(exc: Exception) -> bool:
 class EndpointMemory:
     """logs/endpoint.json: the response format an endpoint and model accepted, kept across cycles.
 
-    One record, {"endpoint", "model", "response_format", "probed"}. A record for another endpoint
-    or model, unreadable or foreign content: nothing remembered. Writes are atomic; a failed
+    One record, {"endpoint", "model", "response_format", "tool_calling", "strict", "probed"}:
+    `response_format` is the rung ("tool_calls" for the native path), `tool_calling` says which
+    path that is (native or text), `strict` whether the endpoint took strict function schemas. A
+    record for another endpoint or model, unreadable or foreign content, or (`native_probed`) a
+    record written before native calls were probed: nothing remembered. Writes are atomic; a failed
     write is only logged (the next cycle probes again). Retention prunes cycle files only.
     """
 
     def __init__(self, path: Path | None, endpoint: str, model: str):
         self.path, self.endpoint, self.model = path, endpoint, model
 
-    def recall(self) -> str | None:
-        if self.path is None:
+    def recall(self, native_probed: bool = False) -> str | None:
+        data = self.record()
+        if native_probed and "tool_calling" not in data:
             return None
+        kind = data.get("response_format")
+        return kind if kind in LADDER else None
+
+    def record(self) -> dict:
+        """The record for this endpoint and model ({} when there is none)."""
+        if self.path is None:
+            return {}
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return None
+            return {}
         if not isinstance(data, dict) or data.get("endpoint") != self.endpoint or data.get("model") != self.model:
-            return None
-        kind = data.get("response_format")
-        return kind if kind in RESPONSE_FORMATS else None
+            return {}
+        return data
 
-    def remember(self, kind: str, log: Log) -> None:
+    def remember(self, kind: str, log: Log, strict: bool = True) -> None:
         record = {"endpoint": self.endpoint, "model": self.model, "response_format": kind,
+                  "tool_calling": "native" if kind == TOOL_CALLS else "text", "strict": strict,
                   "probed": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
         self._write(lambda path: atomic_write(path, (json.dumps(record) + "\n").encode()), log)
 

@@ -16,9 +16,11 @@ from ..secrets import Secrets, api_key, model_base_url, request_headers, without
 from .base import Completion, Log, ModelError, ModelTimeout, ModelUnavailable, Request, Usage
 from .client_log import client_messages_to
 from ..store.home import Home
-from .format_ladder import (OPENAI_ENDPOINT, RESPONSE_FORMATS, EndpointMemory,
+from .format_ladder import (LADDER, OPENAI_ENDPOINT, RESPONSE_FORMATS, TOOL_CALLS, EndpointMemory,
                             openai_response_schema, rejects_response_format, response_format_for)
 from .guidance import commands_to_narrow, guided_schema
+from .tool_calls import (TOOL_CHOICE, calls_of, function_tools, names_strict, native_messages, rejects_tools,
+                         with_previous)
 
 MEMORY_SHOWN = Home(Path()).endpoint_memory  # logs/endpoint.json, as messages name it
 
@@ -62,7 +64,10 @@ class OpenAIModel:
     finish_reason too. The response format comes from the ladder (format_ladder.py): an endpoint
     and model not yet known are probed once, each rung without client retries, and the first
     accepted rung is remembered in the home; a remembered rung refused later is forgotten and the
-    ladder walked again. `response_format` in the settings forces a rung. A request never
+    ladder walked again. `response_format` in the settings forces a text rung; `tool_calling`
+    decides the top rung, native tool calls (tool_calls.py): `auto` probes it first, `native` uses
+    only it, `text` never. A native probe whose reply has no call is read as text (its JSON action
+    still runs) and the next request probes the text path. A request never
     outlives `Request.timeout` (the cycle's time budget): with less than one request_timeout left
     it gets what is left and no retries, and when it is cut, or fails then, ModelTimeout says so.
 
@@ -94,7 +99,14 @@ class OpenAIModel:
         self.memory = EndpointMemory(None if home_root is None else Home(home_root).endpoint_memory,
                                      without_credentials(self.base_url) or OPENAI_ENDPOINT, model_name)
         self.format: str | None = None  # the rung in use; None: not known yet, the next request probes
+        self.sent_as: str | None = None  # the rung of the last request sent
         self.probe_from = 0  # where the next probe starts on the ladder
+        mode, forced = settings.tool_calling, settings.response_format
+        self.ladder = {"native": (TOOL_CALLS,), "text": RESPONSE_FORMATS}.get(mode, LADDER)
+        # the rung a refused tool_calls steps down to: the forced text rung, if one is
+        self.after_native = LADDER.index(forced) if mode == "auto" and forced != "auto" else 1
+        self.strict = True  # strict function schemas, until the endpoint refuses them
+        self.previous: tuple[str, list] | None = None  # the last native step (tool_results: messages)
         self.client = None
         self._log: Log = lambda _msg: None
 
@@ -106,12 +118,16 @@ class OpenAIModel:
             api_key=self._key, base_url=self.base_url, timeout=self.settings.request_timeout,
             max_retries=self.settings.max_retries, default_headers=self._headers or None,
         )
-        self.probe_from = 0
-        if self.settings.response_format != "auto":
-            self.format = self.settings.response_format
+        self.probe_from, self.strict, self.previous = 0, True, None
+        mode, forced = self.settings.tool_calling, self.settings.response_format
+        if mode == "native" or (mode == "text" and forced != "auto"):
+            self.format = TOOL_CALLS if mode == "native" else forced
             return
-        self.format = self.memory.recall()
+        recalled = self.memory.recall(native_probed=mode == "auto")
+        usable = recalled in self.ladder and (forced == "auto" or recalled in (forced, TOOL_CALLS))
+        self.format = recalled if usable else None
         if self.format:
+            self.strict = self.memory.record().get("strict") is not False
             log(f"response_format {self.format}, remembered in {MEMORY_SHOWN} for this endpoint and model")
 
     def _client_for(self, deadline: float | None, probing: bool) -> tuple[Any, bool]:
@@ -144,11 +160,18 @@ class OpenAIModel:
         schema = guided_schema(request, commands_to_narrow(self.settings)) if self.guided else request.schema
         while True:
             probing = self.format is None
-            kind = RESPONSE_FORMATS[self.probe_from] if probing else self.format
+            kind = self.sent_as = self.ladder[self.probe_from] if probing else self.format
             kwargs: dict[str, Any] = dict(model=self.model_name, messages=messages,
                                           temperature=self.settings.temperature,
                                           max_tokens=self.settings.max_output_tokens)
-            response_format = response_format_for(kind, schema)
+            tools = None
+            if kind == TOOL_CALLS:  # the tool list is the same in every request: byte-stable for caches
+                tools = function_tools(request.schema, self.strict)
+                shown = native_messages(messages)
+                if self.settings.tool_results == "messages":
+                    shown = with_previous(shown, self.previous, request.last_result)
+                kwargs.update(messages=shown, tools=tools, tool_choice=TOOL_CHOICE)
+            response_format = response_format_for(kind, schema) if tools is None else None
             if response_format is not None:
                 kwargs["response_format"] = response_format
             if self.settings.extra_body:
@@ -160,25 +183,40 @@ class OpenAIModel:
             except _FormatRefused as refused:
                 self._step_down(kind, refused.exc)
                 continue
-            if probing:
+            completion = self._completion(response, kwargs["messages"], time.monotonic() - started, tools)
+            if tools is not None:
+                self.previous = (request.user, completion.calls) if completion.calls else None
+            if probing and tools is not None and not completion.calls:
+                self.probe_from = self.after_native  # the reply is still read, as text
+                self._log("endpoint took tools but the reply holds no tool call: it is read as text, and the next "
+                          f"request probes {self.ladder[self.probe_from] if self.probe_from < len(self.ladder) else 'again'}")
+                if self.probe_from >= len(self.ladder):  # tool_calling: native; stay on the only rung
+                    self.format = kind
+            elif probing:
                 self.format = kind
-                self.memory.remember(kind, self._log)
+                self.memory.remember(kind, self._log, self.strict)
                 self._log(f"endpoint accepts response_format {kind}; remembered in {MEMORY_SHOWN} "
                           f"for {self._short(self.memory.endpoint)} and model {self.model_name}")
-            return self._completion(response, messages, time.monotonic() - started)
+            return completion
 
     def _step_down(self, kind: str, exc: Any) -> None:
         """The endpoint refused `kind`: the next rung is probed; a remembered or forced rung is forgotten."""
-        position = RESPONSE_FORMATS.index(kind)
+        position = self.ladder.index(kind)
         why = f"(HTTP {exc.status_code}: {self._short(exc.message, 160)})"
-        if position + 1 >= len(RESPONSE_FORMATS):  # text sends no response_format: cannot be refused
-            raise ModelError(f"model request failed: {why}")
+        if kind == TOOL_CALLS and self.strict and names_strict(exc):  # the same rung again, without strict
+            self._log(f"endpoint refused strict function schemas {why}; sending them without strict")
+            self.strict, self.format, self.probe_from = False, None, position
+            return
+        after = self.after_native if kind == TOOL_CALLS else position + 1
+        if after >= len(self.ladder):  # text sends no response_format; tool_calling: native has no other rung
+            hint = "; the endpoint takes no tools: set tool_calling to auto or text" if kind == TOOL_CALLS else ""
+            raise ModelError(f"model request failed: {why}{hint}")
         if self.format is not None:
             self._log(f"endpoint now refuses the remembered response_format {kind} {why}; forgetting it and probing again")
             self.memory.forget(self._log)
         else:
-            self._log(f"endpoint refused response_format {kind} {why}; trying {RESPONSE_FORMATS[position + 1]}")
-        self.format, self.probe_from = None, position + 1
+            self._log(f"endpoint refused response_format {kind} {why}; trying {self.ladder[after]}")
+        self.format, self.probe_from = None, after
 
     def _send(self, kwargs: dict, deadline: float | None, probing: bool) -> Any:
         """One request, with the client's retries; a format refusal raises _FormatRefused."""
@@ -189,8 +227,9 @@ class OpenAIModel:
             try:
                 return client.chat.completions.create(**kwargs)
             except (openai.APIStatusError, openai.APITimeoutError, openai.APIConnectionError) as exc:
-                if isinstance(exc, openai.APIStatusError) and "response_format" in kwargs \
-                        and rejects_response_format(exc):
+                if isinstance(exc, openai.APIStatusError) and (
+                        ("response_format" in kwargs and rejects_response_format(exc))
+                        or ("tools" in kwargs and rejects_tools(exc))):
                     raise _FormatRefused(exc) from exc
                 if not probing or cut or self.settings.max_retries == 0:
                     raise
@@ -236,7 +275,7 @@ class OpenAIModel:
                             f"less than one request_timeout ({self.settings.request_timeout:g}s), "
                             f"so it was not retried")
 
-    def _completion(self, response: Any, messages: list[dict], seconds: float) -> Completion:
+    def _completion(self, response: Any, messages: list[dict], seconds: float, tools: list | None) -> Completion:
         try:
             choice = response.choices[0]
             message = choice.message
@@ -244,18 +283,22 @@ class OpenAIModel:
         except (AttributeError, IndexError, KeyError, TypeError) as exc:
             raise ModelError(f"malformed response from the endpoint: no choices[0].message "
                              f"({self._short(repr(response), 200)})") from exc
+        calls, left_out = calls_of(message)
+        if left_out:
+            self._log(f"the reply made {len(calls) + left_out} tool calls; only the first {len(calls)} are run")
         if not isinstance(text, str) or not text:
             # a refusal (OpenAI) is still text the dispatcher can report as a parse error
             refusal = getattr(message, "refusal", None)
-            text = refusal if isinstance(refusal, str) else ""
+            text = refusal if isinstance(refusal, str) and not calls else ""
         finish_reason = getattr(choice, "finish_reason", None)
         finish_reason = finish_reason if isinstance(finish_reason, str) else None
-        self._log(f"model call: {seconds:.2f}s, response_format {self.format}, finish_reason {finish_reason}")
+        self._log(f"model call: {seconds:.2f}s, response_format {TOOL_CALLS if tools else self.format}, "
+                  f"finish_reason {finish_reason}" + (f", {len(calls)} tool call(s)" if calls else ""))
         if finish_reason == "length":
             self._log(f"the reply was cut at max_output_tokens ({self.settings.max_output_tokens}); "
                       f"raise max_output_tokens if replies are often cut")
         return Completion(text, usage_of(response), finish_reason, sent=messages,
-                          limit=self.settings.max_output_tokens)
+                          limit=self.settings.max_output_tokens, calls=calls, tools=tools)
 
     def _short(self, text: str, limit: int = 300) -> str:
         """Clipped to one line, with every secret redacted."""

@@ -38,14 +38,14 @@ def test_doctor_model_checks_the_named_model_with_a_real_one_token_completion(ho
     assert checks["model"]["detail"] == "openai:smollm2" and "needs none" in checks["key"]["detail"]
     (chat,) = server.chat_requests
     assert chat.body["max_tokens"] == 1 and chat.body["model"] == "smollm2"
-    assert chat.body["response_format"]["type"] == "json_schema"
-    assert "response_format json_schema" in checks["chat"]["detail"]
+    assert chat.body["tool_choice"] == "auto" and "response_format" not in chat.body  # tool_calling: auto
+    assert "response_format tool_calls" in checks["chat"]["detail"]
     assert not (home / "logs" / "endpoint.json").exists()
 
 
 def test_doctor_probes_like_a_cycle_and_uses_a_remembered_format(home: Path, server: OpenAIServer) -> None:
     run_cli("init", str(home))
-    (home / "config.yaml").write_text(f"model: openai:smollm2\nbase_url: {server.base_url}\n")
+    (home / "config.yaml").write_text(f"model: openai:smollm2\nbase_url: {server.base_url}\ntool_calling: text\n")
     server.add(Reply(500, LLAMA_CPP_REJECTION), ONE_TOKEN)
     result, checks = doctor_json(home)
     assert result.exit_code == 0, result.output

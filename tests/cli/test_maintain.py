@@ -175,7 +175,7 @@ def test_doctor_checks_an_openai_endpoint_and_never_prints_the_key(home, models_
     result = doctor(home, env={"OPENAI_API_KEY": key})
     assert result.exit_code == 0, result.output
     assert "OPENAI_API_KEY is set" in result.stdout and "serves tiny-model" in result.stdout
-    assert "ok   chat" in result.stdout and "response_format json_schema" in result.stdout
+    assert "ok   chat" in result.stdout and "response_format tool_calls" in result.stdout
     assert key not in result.output
     assert not (home / "logs" / "endpoint.json").exists()  # the doctor writes nothing
     (home / "config.yaml").write_text(f"model: openai:missing-model\nbase_url: {models_server}\n")

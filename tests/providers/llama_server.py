@@ -43,12 +43,15 @@ def _die_with_parent() -> None:
 class LlamaServer:
     """`python -m llama_cpp.server` in its own process group; stop() kills the group."""
 
-    def __init__(self, model_path: Path, threads: int, context: int, log_path: Path, alias: str = SERVER_ALIAS):
+    def __init__(self, model_path: Path, threads: int, context: int, log_path: Path, alias: str = SERVER_ALIAS,
+                 chat_format: str | None = None):
         self.port = free_port()
         self.log_path = log_path
         self.argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
                      "--port", str(self.port), "--n_threads", str(threads), "--n_threads_batch", str(threads),
                      "--n_ctx", str(context), "--model_alias", alias]
+        if chat_format:  # e.g. chatml-function-calling: `tools` answered with `tool_calls`
+            self.argv += ["--chat_format", chat_format]
         self.proc: subprocess.Popen | None = None
 
     @property

@@ -61,6 +61,26 @@ class Reply:
         return cls(200, body, delay=delay)
 
     @classmethod
+    def calls(cls, *calls: tuple[str, Any], content: str | None = None, finish_reason: str = "tool_calls",
+              usage: dict | None = None) -> "Reply":
+        """A chat.completion whose message makes native tool calls, in OpenAI's documented shape:
+        `calls` are (name, arguments) pairs; a dict's arguments are sent as a JSON string, as OpenAI
+        does, and a string as it is (to send broken JSON)."""
+        tool_calls = [{"id": f"call_{n}", "type": "function",
+                       "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+                      for n, (name, args) in enumerate(calls)]
+        reply = cls.chat(content, usage=usage, finish_reason=finish_reason)
+        reply.body["choices"][0]["message"]["tool_calls"] = tool_calls
+        return reply
+
+    @classmethod
+    def refusal(cls, text: str) -> "Reply":
+        """OpenAI's refusal shape: no content, no calls, the reason in `refusal`."""
+        reply = cls.chat(None)
+        reply.body["choices"][0]["message"]["refusal"] = text
+        return reply
+
+    @classmethod
     def error(cls, status: int, message: str = "error", body: Any = None, retry_after_ms: int | None = 1,
               delay: float = 0.0) -> "Reply":
         """An error in OpenAI's shape ({"error": {"message": ...}}), or `body` as given."""
@@ -88,6 +108,11 @@ class Request:
     @property
     def messages(self) -> list[dict]:
         return self.body["messages"]
+
+    @property
+    def tools(self) -> list[str]:
+        """The names of the functions the request offered ([] when it sent no tools)."""
+        return [t["function"]["name"] for t in (self.body or {}).get("tools") or []]
 
     @property
     def response_format(self) -> str:
@@ -165,9 +190,14 @@ class OpenAIServer:
         return reply
 
     def _usage_for(self, request: Request, reply: Reply) -> dict:
-        prompt = sum(self.count_tokens(str(m.get("content") or "")) for m in request.body.get("messages", []))
-        content = reply.body["choices"][0]["message"].get("content") or ""
-        return usage(prompt, self.count_tokens(content))
+        def text(message: dict) -> str:  # content, and native calls as their JSON
+            calls = message.get("tool_calls")
+            return str(message.get("content") or "") + (json.dumps(calls) if calls else "")
+
+        tools = request.body.get("tools")
+        prompt = sum(self.count_tokens(text(m)) for m in request.body.get("messages", []))
+        prompt += self.count_tokens(json.dumps(tools)) if tools else 0
+        return usage(prompt, self.count_tokens(text(reply.body["choices"][0]["message"])))
 
 
 def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:

@@ -36,7 +36,7 @@ STATE = {
     "notes": "first note",
     "last_updated": "2024-01-01T00:00:00+00:00",
 }
-FAST = {"max_retries": 1, "request_timeout": 5}
+FAST = {"max_retries": 1, "request_timeout": 5, "tool_calling": "text"}  # the text path; native: test_tool_calls.py
 
 
 def echo(message: str) -> dict:
@@ -541,7 +541,7 @@ def test_a_key_in_config_yaml_is_refused(home: Path, server: OpenAIServer) -> No
 
 def test_the_model_reports_usage_and_keeps_a_fallen_back_format_for_later_calls(server: OpenAIServer) -> None:
     """OpenAIModel on its own: usage with cached tokens, and the format kept after a fallback."""
-    settings = Settings(base_url=server.base_url, max_retries=0)
+    settings = Settings(base_url=server.base_url, max_retries=0, tool_calling="text")
     model = OpenAIModel("test-model", settings, {"OPENAI_API_KEY": KEY})
     lines: list[str] = []
     model.start(lines.append)
@@ -580,6 +580,7 @@ def test_client_retries_show_in_the_cycle_log(home: Path, server: OpenAIServer) 
 
 
 def _started_model(server: OpenAIServer, lines: list[str] | None = None, **settings) -> OpenAIModel:
+    settings.setdefault("tool_calling", "text")
     model = OpenAIModel("test-model", Settings(base_url=server.base_url, **settings), {"OPENAI_API_KEY": KEY})
     model.start((lines if lines is not None else []).append)
     return model
