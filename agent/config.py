@@ -50,7 +50,9 @@ class Settings:
                                         "logs/archive.jsonl. Unset: unbounded.", default=20)
     reflect: bool = _doc("After done, one more model call curates notes (APPEND / REPLACE / CLEAR).", default=False)
     note_result_chars: int = _doc("A tool result is clipped to this many characters in notes.", default=300)
-    shell_policy: str = _doc("shell tool: allowlist (default), any (opt-in) or off.", default="allowlist")
+    shell_policy: str = _doc("shell tool: auto (the sandbox where it works here, else the allowlist), sandbox (any "
+                             "command, kept in the workspace by bubblewrap), allowlist (read-only commands), any (the "
+                             "operator's whole account: a warning in every cycle log) or off.", default="auto")
     shell_allowlist: list[str] = _doc("Commands the shell tool may run under the allowlist policy.",
                                       default_factory=lambda: list(DEFAULT_SHELL_ALLOWLIST))
     shell_timeout: float = _doc("Seconds before a shell command's process group is killed.", default=30.0)
@@ -132,6 +134,19 @@ class Settings:
     extra_body: dict[str, Any] = _doc("Extra JSON fields merged into every openai: request body: sampling options "
                                       "a server takes, e.g. {repeat_penalty: 1.0} for llama.cpp servers.",
                                       default_factory=dict)
+    sandbox_network: bool = _doc("Let sandboxed commands and checks reach the network (and the machine's own "
+                                 "services on 127.0.0.1). Off: no network at all.", default=False)
+    sandbox_max_memory: int = _doc("Bytes of memory one sandboxed command may use in all (a memory cgroup where one "
+                                   "can be made, else per process as RLIMIT_AS); also the size of its private /tmp.",
+                                   default=1024 ** 3)
+    sandbox_max_processes: int = _doc("Processes one sandboxed command may run at once (a fork bomb stops there).",
+                                      default=128)
+    sandbox_max_file_bytes: int = _doc("Largest file a sandboxed command may write (RLIMIT_FSIZE).",
+                                       default=256 * 1024 ** 2)
+    workspace_max_bytes: int = _doc("Disk space the workspace may take; checked during and after every command and "
+                                    "on every file tool's write. Past it, writes are refused.", default=1024 ** 3)
+    workspace_max_files: int = _doc("Files and folders the workspace may hold, checked like workspace_max_bytes.",
+                                    default=20000)
 
     @property
     def secret_names(self) -> set[str]:
@@ -143,12 +158,13 @@ class Settings:
         return check(dataclasses.replace(self, **changes))
 
 
-_CHOICES = {"shell_policy": ("allowlist", "any", "off"),
+_CHOICES = {"shell_policy": ("auto", "sandbox", "allowlist", "any", "off"),
             "response_format": ("auto", "json_schema", "json_object_schema", "json_object", "text")}
 # Old setting names still read from config.yaml: old -> new.
 RENAMED = {"local_guided": "guided"}
 _TOOL_POSITIVE = {"file_max_read", "file_max_write", "http_timeout", "http_max_bytes", "mcp_start_timeout",
-                  "mcp_timeout"}
+                  "mcp_timeout", "sandbox_max_memory", "sandbox_max_processes", "sandbox_max_file_bytes",
+                  "workspace_max_bytes", "workspace_max_files"}
 _POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors", "max_output_tokens", "note_result_chars", "shell_max_output",
              "local_context", "token_budget", "time_budget", "request_timeout", "shell_timeout", "local_threads",
              "keep_cycles", "keep_days", "hook_timeout", "check_timeout", "stall_cycles", "daily_token_budget",
