@@ -48,7 +48,8 @@ def shell(ctx: ToolContext, command: str) -> str:
         raise ToolError("the shell tool is turned off in this home's config")
     if "\x00" in command:
         raise ToolError("the command contains a NUL byte")
-    if policy_in_force(ctx.home, settings).policy == "sandbox":
+    policy = policy_in_force(ctx.home, settings).policy  # auto resolved: sandbox or allowlist
+    if policy == "sandbox":
         return _sandboxed(ctx, command)
     try:
         argv = shlex.split(command)
@@ -56,7 +57,7 @@ def shell(ctx: ToolContext, command: str) -> str:
         raise ToolError(f"cannot split the command: {exc}") from None
     if not argv:
         raise ToolError("the command is empty")
-    problem = refusal(ctx, argv)
+    problem = refusal(ctx, argv, policy)
     if problem:
         raise ToolError(problem)
     try:
@@ -118,7 +119,7 @@ def _result(ctx: ToolContext, proc: subprocess.Popen, watch: Callable[[], str | 
 # ------------------------------------------------------------------------------- what may run
 
 
-def refusal(ctx: ToolContext, argv: list[str]) -> str | None:
+def refusal(ctx: ToolContext, argv: list[str], policy: str = "allowlist") -> str | None:
     """Why the shell policy refuses this command, or None when it may run.
 
     Under the allowlist: the program must be on it (a bare name), its options must pass its
@@ -126,14 +127,12 @@ def refusal(ctx: ToolContext, argv: list[str]) -> str | None:
     workspace. A program an operator added without a policy gets the path check on every
     argument. Under `any`, everything runs (an explicit opt-in); every policy needs a workspace.
     """
-    return _argument_refusal(ctx, argv) or (
+    return (_argument_refusal(ctx, argv) if policy == "allowlist" else None) or (
         None if workspace_root(ctx).is_dir() else f"the workspace {ctx.workspace} is not a folder; commands run there")
 
 
 def _argument_refusal(ctx: ToolContext, argv: list[str]) -> str | None:
     settings = ctx.settings
-    if settings.shell_policy != "allowlist":
-        return None
     command = argv[0]
     if "/" in command or command not in settings.shell_allowlist:
         return f"command '{command}' is not allowed (allowed: {', '.join(settings.shell_allowlist)})"
