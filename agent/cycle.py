@@ -38,9 +38,8 @@ from .store.ids import new_cycle_id
 from .store.lock import home_lock
 from .store.state_file import load_state, state_size_problem, write_state
 from .tags import Tag
-from .tools import Registry, ToolContext, open_registry
+from .tools import Registry, ToolContext, open_registry, policy_line
 from .tools.children import reap_recorded
-from .tools.sandbox import policy_line
 from .tools.workspace import ensure_workspace
 from .transcript import Transcript
 

@@ -124,10 +124,14 @@ class Sandbox:
         cgroup, limits, parent = self.cgroup, self.limits, os.getpid()
         on_death = die_with_parent(parent)
 
-        def preexec() -> None:
-            on_death()
-            cgroup.join()
-            set_rlimits(limits, cgroup.bounds_memory)
+        def preexec() -> None:  # in the child: a failure is told on its output, never run unbounded
+            try:
+                on_death()
+                cgroup.join()
+                set_rlimits(limits, cgroup.bounds_memory)
+            except BaseException as exc:  # noqa: BLE001
+                os.write(1, f"the sandbox's limits could not be set: {exc!r}\n".encode())
+                os._exit(126)
 
         passwd, group = _data_pipe(PASSWD), _data_pipe(GROUP)
         options = bwrap_args(self.workspace, self.settings, writable=self.writable, env=self.env,

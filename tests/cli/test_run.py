@@ -30,7 +30,7 @@ from tests.helpers import read_yaml, run_cli, tree_digest, write_active, write_s
     ("max_iteration: 5\n", "unknown key 'max_iteration'"),
     ("max_iterations: lots\n", "setting 'max_iterations' must be an integer"),
     ("max_iterations: 0\n", "'max_iterations' must be greater than 0"),
-    ("shell_policy: everything\n", "'shell_policy' must be one of allowlist, any, off"),
+    ("shell_policy: everything\n", "'shell_policy' must be one of auto, sandbox, allowlist, any, off"),
     ("api_key: sk-123\n", "never put the API key in the config file"),
     ("- a list\n", "must be a mapping of settings"),
     ("model: [unclosed\n", "invalid YAML"),
