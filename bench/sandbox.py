@@ -59,10 +59,10 @@ def main() -> None:
             box = ToolContext(home, Settings(shell_policy="sandbox", workspace_max_files=max(limit, files * 2)))
             shell(box, "true")  # the probe, once, remembered in logs/sandbox.json
             print(f"-- workspace of {files} files")
-            show("allowlist: echo hi", timed(lambda: shell(allow, "echo hi"), args.runs))
-            show("sandbox:   echo hi", timed(lambda: shell(box, "echo hi"), args.runs))
-            show("sandbox:   echo hi | wc -c > n.txt", timed(lambda: shell(box, "echo hi | wc -c > n.txt"), args.runs))
-            show("quota walk alone", timed(lambda: workspace_usage(workspace, files * 2), args.runs))
+            show("allowlist: echo hi", timed(lambda c=allow: shell(c, "echo hi"), args.runs))
+            show("sandbox:   echo hi", timed(lambda c=box: shell(c, "echo hi"), args.runs))
+            show("sandbox:   echo hi | wc -c > n.txt", timed(lambda c=box: shell(c, "echo hi | wc -c > n.txt"), args.runs))
+            show("quota walk alone", timed(lambda w=workspace, n=files: workspace_usage(w, n * 2), args.runs))
     print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -109,7 +109,7 @@ class Sandbox:
         self.limits = resource_limits(settings)
         self.cgroup = CommandCgroup()
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -79,7 +79,7 @@ class CommandCgroup:
     bounds_memory: bool = False
 
     @classmethod
-    def create(cls, limits: ResourceLimits) -> "CommandCgroup":
+    def create(cls, limits: ResourceLimits) -> CommandCgroup:
         made = cls()
         name = f"{CGROUP_PREFIX}{os.getpid()}.{next(_counter)}"
         for controller, parent in _own_cgroup_folders().items():

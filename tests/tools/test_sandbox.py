@@ -24,7 +24,8 @@ def _home(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_auto_is_the_default_and_picks_the_sandbox_where_it_works_remembering_the_probe(tmp_path, sandbox_required):
+@pytest.mark.usefixtures("sandbox_required")
+def test_auto_is_the_default_and_picks_the_sandbox_where_it_works_remembering_the_probe(tmp_path):
     home = _home(tmp_path)
     assert Settings().shell_policy == "auto"
     found = policy_in_force(home, Settings())
@@ -59,7 +60,8 @@ def test_explicit_policies_need_no_probe_and_any_carries_a_warning(tmp_path):
     assert not (home / "logs" / MEMORY_FILE).exists()
 
 
-def test_the_sandboxed_shell_runs_a_command_line_in_the_workspace(tmp_path, sandbox_required):
+@pytest.mark.usefixtures("sandbox_required")
+def test_the_sandboxed_shell_runs_a_command_line_in_the_workspace(tmp_path):
     home = _home(tmp_path)
     kind, note = call(ctx_for(home, shell_policy="sandbox"), "shell", command="echo a b | wc -w > n.txt; cat n.txt; pwd")
     assert kind is Kind.TOOL and note.endswith("-> 2; /workspace")
