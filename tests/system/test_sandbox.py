@@ -383,3 +383,16 @@ def test_the_sandbox_dies_with_the_agent(tmp_path):
         if not left():
             break
     assert left() == []
+
+
+def test_a_fifo_the_sandboxed_model_made_does_not_break_a_replay(tmp_path):
+    """Only the sandbox can make a FIFO in the workspace; `agent replay` copies the workspace and
+    skips it (copying a FIFO fails, reading one blocks) instead of failing with a traceback."""
+    home = make_home(tmp_path)
+    run_cli("task", "add", "t", "--home", str(home))
+    assert run(home, [shell("mkfifo pipe && echo made > made.txt"), done("x")]).exit_code == 0
+    assert (home / "workspace" / "pipe").is_fifo()
+    script = write_script(tmp_path, [done("again")], name="replay.yaml")
+    result = run_cli("replay", "latest", "--home", str(home), "--model", f"scripted:{script}", "--json")
+    assert result.exit_code == 0, result.output
+    assert (home / "workspace" / "pipe").is_fifo()  # the home is only read
