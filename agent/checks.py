@@ -12,8 +12,12 @@ operator's `agent task drop`: an update_scratchpad that would rename or remove i
 (`checked_tasks_removed`). So renaming the task cannot dodge its check.
 
 A check runs as `/bin/sh -c COMMAND` (the operator wrote it: it is not under the model's shell
-policy) in the workspace, with secrets removed from its environment, in its own process group,
-killed whole at `check_timeout`. Exit 0 passes; anything else refuses the done.
+policy) in the workspace, in its own process group, killed whole at `check_timeout`. Exit 0
+passes; anything else refuses the done. Wherever the sandbox works (and the policy is not
+`any`), it runs in the same sandbox as the model's commands with the workspace read-only, so
+a check that runs the model's code cannot reach a secret or change what it checks; elsewhere
+it runs with secrets removed from its environment. Either way Python does not import from the
+workspace (PYTHONSAFEPATH=1): a `json.py` the model planted is not the `json` a check imports.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from .tools import ToolContext, ToolError
+from .tools.sandbox import CHECK_ENV, Sandbox, SandboxUnavailable, sandbox_for_checks
 from .tools.shell import run_capped
 
 # The top-level key of active.yaml that holds the operator's checks: {task text: command line}.
@@ -85,19 +90,25 @@ class CheckResult:
 
 
 def run_check(ctx: ToolContext, command: str) -> CheckResult:
-    """Run one check in the workspace (created if missing), bounded by ctx.settings.check_timeout."""
+    """Run one check in the workspace (created if missing; in the sandbox, read-only), bounded by
+    ctx.settings.check_timeout."""
     import subprocess  # here, not at the top: only a task with a check runs one
 
     timeout = ctx.settings.check_timeout
     try:
         workspace = ctx.workspace
         workspace.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=workspace, env=ctx.child_env(),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    except (OSError, ToolError) as exc:
+        if sandbox_for_checks(ctx.home, ctx.settings):
+            with Sandbox(workspace, ctx.settings, writable=False, env=CHECK_ENV) as box:
+                proc = box.start(command)
+                output, _, timed_out = run_capped(proc, CHECK_OUTPUT_BYTES, timeout)
+        else:
+            proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=workspace, env={**ctx.child_env(), **CHECK_ENV},
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            output, _, timed_out = run_capped(proc, CHECK_OUTPUT_BYTES, timeout)
+    except (OSError, ToolError, SandboxUnavailable) as exc:
         return CheckResult(False, "", f"could not start: {exc}")
-    output, _, timed_out = run_capped(proc, CHECK_OUTPUT_BYTES, timeout)
     text = output.decode("utf-8", errors="replace")
     if timed_out:
         return CheckResult(False, text, f"timed out after {timeout:g}s and was killed")

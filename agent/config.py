@@ -65,8 +65,10 @@ class Settings:
                                         "logs/archive.jsonl. Unset: unbounded.", minimum=0, default=20)
     reflect: bool = _doc("After done, one more model call curates notes (APPEND / REPLACE / CLEAR).", default=False)
     note_result_chars: int = _doc("A tool result is clipped to this many characters in notes.", above=0, default=300)
-    shell_policy: str = _doc("shell tool: allowlist (default), any (opt-in) or off.",
-                             choices=("allowlist", "any", "off"), default="allowlist")
+    shell_policy: str = _doc("shell tool: auto (the sandbox where it works here, else the allowlist), sandbox (any "
+                             "command, kept in the workspace by bubblewrap), allowlist (read-only commands), any (the "
+                             "operator's whole account: a warning in every cycle log) or off.",
+                             choices=("auto", "sandbox", "allowlist", "any", "off"), default="auto")
     shell_allowlist: list[str] = _doc("Commands the shell tool may run under the allowlist policy.",
                                       default_factory=lambda: list(DEFAULT_SHELL_ALLOWLIST))
     shell_timeout: float = _doc("Seconds before a shell command's process group is killed.",
@@ -172,6 +174,19 @@ class Settings:
         """Whether a daily or monthly budget is set: only then does a cycle read what earlier ones spent."""
         return any(v is not None for v in (self.daily_token_budget, self.monthly_token_budget,
                                            self.daily_cost_budget, self.monthly_cost_budget))
+    sandbox_network: bool = _doc("Let sandboxed commands and checks reach the network (and the machine's own "
+                                 "services on 127.0.0.1). Off: no network at all.", default=False)
+    sandbox_max_memory: int = _doc("Bytes of memory one sandboxed command may use in all (a memory cgroup where one "
+                                   "can be made, else per process as RLIMIT_AS); also the size of its private /tmp.",
+                                   above=0, unit="bytes", default=1024 ** 3)
+    sandbox_max_processes: int = _doc("Processes one sandboxed command may run at once (a fork bomb stops there).",
+                                      above=0, default=128)
+    sandbox_max_file_bytes: int = _doc("Largest file a sandboxed command may write (RLIMIT_FSIZE).",
+                                       above=0, unit="bytes", default=256 * 1024 ** 2)
+    workspace_max_bytes: int = _doc("Disk space the workspace may take; checked during and after every command and "
+                                    "on every file tool's write. Past it, writes are refused.", above=0, unit="bytes", default=1024 ** 3)
+    workspace_max_files: int = _doc("Files and folders the workspace may hold, checked like workspace_max_bytes.",
+                                    above=0, default=20000)
 
     @property
     def secret_names(self) -> set[str]:

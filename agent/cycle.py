@@ -38,7 +38,7 @@ from .store.ids import new_cycle_id
 from .store.lock import home_lock
 from .store.state_file import load_state, state_size_problem, write_state
 from .tags import Tag
-from .tools import Registry, ToolContext, open_registry
+from .tools import Registry, ToolContext, open_registry, policy_line
 from .tools.children import reap_recorded
 from .tools.workspace import ensure_workspace
 from .transcript import Transcript
@@ -80,6 +80,7 @@ class _Run:
                     Transcript(home.transcript(cycle_id), secrets, self.settings.transcript_max_bytes) as transcript:
                 self.model = transcript.recording(self.model)  # every request and reply, exactly
                 self.log(f"cycle {cycle_id} model={self.model.name} home={home.root}")
+                self.log(policy_line(home.root, self.settings))  # probed once, remembered in logs/
                 self._write(home.snapshot(cycle_id, "before"), before, report)                   # 4
                 self.report_event("start", cycle_id=cycle_id, model=self.model.name, task=report.task_before)
                 after, archived = self._attempt(before, report)                                   # 5

@@ -249,9 +249,10 @@ def test_reset_with_an_unreadable_approvals_file_exits_6_naming_it_and_changes_n
 ])
 def test_a_gated_call_the_policy_refuses_is_refused_at_once_with_the_same_tool_error(tmp_path, gated, call, refusal):
     (tmp_path / "workspace").mkdir()
-    ctx = ToolContext(tmp_path, Settings(approval_required=[gated]))
+    ctx = ToolContext(tmp_path, Settings(approval_required=[gated], shell_policy="allowlist"))  # refuses `run`
     registry = build_registry(ctx.settings)
-    ungated_state, ungated = dispatch(fresh_state(), json.dumps(call), registry, ToolContext(tmp_path, Settings()))
+    ungated_ctx = ToolContext(tmp_path, Settings(shell_policy="allowlist"))
+    ungated_state, ungated = dispatch(fresh_state(), json.dumps(call), registry, ungated_ctx)
     state, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx, gate(ctx.settings))
     assert outcome.kind is Tag.TOOL_ERROR and refusal in outcome.note
     assert outcome.note == ungated.note and state["notes"] == ungated_state["notes"]
@@ -270,7 +271,7 @@ def test_a_gated_call_the_policy_allows_is_still_parked_and_nothing_is_resolved_
 
 
 def test_a_refused_gated_call_ends_no_cycle_and_parks_nothing(home):
-    (home / "config.yaml").write_text("approval_required: [shell]\nworkspace: workspace\n")
+    (home / "config.yaml").write_text("approval_required: [shell]\nworkspace: workspace\nshell_policy: allowlist\n")
     write_active(home, {"current_task": "see the system"})
     result = run_cycle(home, [{"tool": "shell", "args": {"command": "run uname"}}, done("refused, so gave up")])
     assert result.exit_code == 0

@@ -78,7 +78,9 @@ def test_a_check_that_hangs_is_killed_at_check_timeout_and_refuses_done(home):
 def test_a_check_runs_with_sh_in_the_workspace_outside_the_shell_policy_without_secrets(home, monkeypatch):
     (home / "config.yaml").write_text("workspace: ws\nshell_policy: 'off'\n")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-value-123")
-    check = 'test "$(basename "$PWD")" = ws && test -z "$OPENAI_API_KEY" && echo "$((1+1))" | grep -q 2'
+    # in the workspace: /workspace inside the sandbox, the folder itself where no sandbox can start
+    check = ('test "$PWD" = /workspace -o "$(basename "$PWD")" = ws && test -z "$OPENAI_API_KEY" '
+             '&& echo "$((1+1))" | grep -q 2')
     run_cli("task", "add", "t", "--check", check, "--home", str(home))
     assert run_cycle(home, [done("ok")]).exit_code == 0
     assert (home / "ws").is_dir()  # created for the check

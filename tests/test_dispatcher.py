@@ -16,7 +16,7 @@ from agent.tools import ToolContext, build_registry
 @pytest.fixture
 def ctx(tmp_path):
     (tmp_path / "workspace").mkdir()  # as every cycle makes it
-    return ToolContext(tmp_path, Settings())
+    return ToolContext(tmp_path, Settings(shell_policy="allowlist"))  # the sandbox: tests/system/test_sandbox.py
 
 
 @pytest.fixture

@@ -198,6 +198,16 @@ def _configured_model(home_root: Path) -> tuple[str | None, str | None]:
     return None, "no model configured and the embedded model is not installed"
 
 
+def _shell_policy(home_root: Path) -> dict | None:
+    """The shell policy in force and why (None when the config cannot be read)."""
+    from ..tools.sandbox import policy_summary
+
+    try:
+        return policy_summary(home_root, load_settings(home_root))
+    except UsageError:
+        return None
+
+
 def _current_task(home: Home) -> tuple[str | None, str | None]:
     """(the current task in active.yaml, why active.yaml cannot be read)."""
     try:
@@ -249,6 +259,7 @@ def status(home_dir: Path, as_json: bool) -> None:
         "home": str(home.root), "running": running, "cycles": len(records), "last_cycle": last,
         "current_task": current_task, "scratchpad_error": scratchpad_error,
         "snapshots": _disk_use(snapshots), "logs": _disk_use(logs), "model": model, "config_error": config_problem,
+        "shell_policy": _shell_policy(home.root),
     }
     extras, extra_lines = status_extras(records, current_task, home.root)
     waiting, waiting_lines = approvals_status(home)
@@ -268,5 +279,8 @@ def status(home_dir: Path, as_json: bool) -> None:
     echo(f"snapshots: {len(snapshots)} file(s), {size(data['snapshots']['bytes'])}")
     echo(f"logs:      {len(logs)} file(s), {size(data['logs']['bytes'])}")
     echo(f"model:     {model or '(none)'}" + (f"  [config problem: {config_problem}]" if config_problem else ""))
+    shell = data["shell_policy"]
+    if shell:
+        echo(f"shell:     {'WARNING: ' if shell['warning'] else ''}{shell['policy']} ({shell['why']})")
     for line in waiting_lines + extra_lines:
         echo(line)

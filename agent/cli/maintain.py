@@ -168,6 +168,21 @@ def _rules_check(home: Home) -> Check:
     return Check("rules", True, f"{home.rules.name}: {len(text.splitlines())} lines")
 
 
+def _shell_check(home: Home, settings) -> Check:
+    """Which shell policy a cycle would use, and why; `any` and a sandbox that cannot start are named."""
+    from ..tools.sandbox import policy_in_force
+
+    found = policy_in_force(home.root, settings, remember=False)
+    detail = f"{found.policy}: {found.why}"
+    if found.policy == "sandbox" and found.warning:
+        return Check("shell", False, detail, "install bubblewrap (docs/operations.md), or set shell_policy: auto")
+    if found.warning:
+        fix = ("set shell_policy: auto to keep commands in the workspace" if found.policy == "any"
+               else "install bubblewrap to give the model a sandboxed shell (docs/operations.md)")
+        return Check("shell", True, detail, fix, warning=True)
+    return Check("shell", True, detail)
+
+
 def doctor_checks(home: Home, env=None, model: str | None = None) -> list[Check]:
     """Every check `agent doctor` runs, in order; reads only (the lock is taken and dropped).
     `model`: check this model instead of the configured one (as `agent run --model`)."""
@@ -194,6 +209,7 @@ def doctor_checks(home: Home, env=None, model: str | None = None) -> list[Check]
     if settings is not None:
         checks += _model_checks(home, settings, env)
         checks += _mcp_checks(home, settings, env)
+        checks.append(_shell_check(home, settings))
     try:
         held = is_locked(home)
         checks.append(Check("lock", True, "held: a cycle is running now" if held else "free"))

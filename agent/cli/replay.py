@@ -12,7 +12,9 @@ not recorded anywhere.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,20 @@ NOT_COPIED = (*(path.name for path in Home(Path()).runtime_files), ".git")
 COLUMN = 46  # characters of the recorded column before the replay's
 
 
+def _special_files(folder: str, names: list[str]) -> list[str]:
+    """What copytree skips: FIFOs, sockets and devices (a sandboxed command may make a FIFO, and
+    copying one would fail or block); folders, files and symlinks are copied."""
+    skipped = []
+    for name in names:
+        try:
+            mode = os.lstat(os.path.join(folder, name)).st_mode
+        except OSError:
+            continue
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+            skipped.append(name)
+    return skipped
+
+
 def make_scratch_home(home: Home, settings: Settings, cycle_id: str, folder: Path) -> Home:
     """A copy of `home` in `folder` that starts where `cycle_id` started."""
     scratch = Home(folder)
@@ -49,7 +65,8 @@ def make_scratch_home(home: Home, settings: Settings, cycle_id: str, folder: Pat
         source, target = home.root / name, folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir() and not source.is_symlink():
-            shutil.copytree(source, target, symlinks=True)  # a workspace folder named logs/ is the model's
+            # a workspace folder named logs/ is the model's; FIFOs and sockets are skipped
+            shutil.copytree(source, target, symlinks=True, ignore=_special_files)
         elif source.exists() or source.is_symlink():
             shutil.copy2(source, target, follow_symlinks=False)
     scratch.ensure_dirs()

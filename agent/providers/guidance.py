@@ -215,8 +215,9 @@ def summary_from_result(task: str | None, last_result: str | None, action_schema
 
 def commands_to_narrow(settings: Settings) -> tuple[str, ...]:
     """The shell commands a task's spelled-out command line may start with to be offered alone:
-    the allowlist (under another shell policy nothing is narrowed: any word could be a command)."""
-    return tuple(settings.shell_allowlist) if settings.shell_policy == "allowlist" else ()
+    the allowlist, which the sandbox (auto's other choice) runs too (under `any` nothing is
+    narrowed: any word could be a command)."""
+    return tuple(settings.shell_allowlist) if settings.shell_policy in ("auto", "sandbox", "allowlist") else ()
 
 
 def guided_schema(request: Request, commands: Collection[str] = ()) -> dict:

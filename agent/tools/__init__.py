@@ -7,11 +7,14 @@
 - recall.py: the recall tool (search what bounded memory archived; the index is in agent/store/).
 - plugins.py: tools from installed packages (the `agent.tools` entry-point group).
 - mcp.py, mcp_convert.py: tools from MCP servers (config's `mcp_servers`), started per cycle.
+- sandbox.py (+ sandbox_limits.py, quota.py): where the shell's commands and acceptance checks run,
+  and which shell policy is in force (`policy_line`).
 - registry.py: build_registry and open_registry, the assembly above all of them, filtered by config.
 """
 
 from .base import CONTROL_TOOLS, TOOL_NAME, Registry, Tool, ToolContext, ToolError, control_tools
 from .registry import build_registry, open_registry
+from .sandbox import policy_line
 
 __all__ = ["CONTROL_TOOLS", "TOOL_NAME", "Registry", "Tool", "ToolContext", "ToolError", "build_registry",
-           "control_tools", "open_registry"]
+           "control_tools", "open_registry", "policy_line"]

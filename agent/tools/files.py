@@ -4,7 +4,7 @@ Every path goes through `confined_path` (agent/tools/workspace.py): no `..`, no 
 or symlink leading out of the workspace, nothing `protection` refuses (runtime files, templates,
 dot-files, and code when the workspace is the whole home). Sizes are capped both ways, and
 every write replaces the file atomically with a new 0600 file, so it never carries an execute
-bit. Plugins use `confined_path` for the same confinement.
+bit. A write that would leave the workspace over its quota (quota.py) is refused. Plugins use `confined_path` for the same confinement.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..store.files import atomic_write
 from .base import ToolContext, ToolError
+from .quota import refuse_if_over
 from .workspace import confined_path
 
 MAX_LIST_ENTRIES = 200
@@ -49,6 +50,11 @@ def _writable_target(ctx: ToolContext, path: str) -> Path:
 def _write_whole(ctx: ToolContext, target: Path, data: bytes) -> None:
     if len(data) > ctx.settings.file_max_write:
         raise ToolError(f"the file would be {len(data)} bytes, over the {ctx.settings.file_max_write}-byte limit")
+    try:
+        replaced, new_files = target.stat().st_blocks * 512, 0
+    except OSError:
+        replaced, new_files = 0, 1
+    refuse_if_over(ctx, max(0, len(data) - replaced), new_files)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, data)

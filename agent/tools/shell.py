@@ -1,10 +1,15 @@
-"""The shell tool: one command as argv (never a shell), under the home's shell policy.
+"""The shell tool: one command line, under the home's shell policy (CLAUDE.md, "Threat model").
 
-Two concerns, kept apart so each can be hardened on its own:
-- what may run: `refusal(ctx, argv)`, the policy (allowlist, any, off) and, under the
-  allowlist, each command's argument policy (shell_policy.py) and no path outside the workspace;
-- how it runs: `run_capped(...)`, from the workspace, with a scrubbed environment, an output cap and
-  a timeout, killing the command's whole process group so nothing it started outlives it.
+- sandbox (what `auto` picks where it works): any command line, run by `/bin/sh -c` in a
+  bubblewrap sandbox that keeps it in the workspace (sandbox.py), within the workspace quota
+  (quota.py: checked while it runs and after; past it, the workspace is read-only to commands);
+- allowlist (the fallback): argv, never a shell, each command with its argument policy
+  (shell_policy.py) and no operand outside the workspace: `refusal(ctx, argv)`;
+- any: argv, any program, with the operator's account (an explicit opt-in that every cycle log
+  warns about); off: no shell tool.
+
+How a command runs is shared: `run_capped(...)` reads its output up to a cap and kills its
+whole process group at the timeout, so nothing it started outlives it.
 """
 
 from __future__ import annotations
@@ -18,21 +23,30 @@ from typing import TYPE_CHECKING, Callable
 
 from .children import die_with_parent, forget_group, record_group
 from .base import ToolContext, ToolError
+from .quota import quota_problem
+from .sandbox import Sandbox, SandboxUnavailable, policy_in_force
 from .shell_policy import POLICIES, option_refusal
 from .workspace import confined_path, workspace_root
 
 if TYPE_CHECKING:
     import subprocess
 
+QUOTA_WATCH_SECONDS = 0.5  # how often the quota is checked while a sandboxed command runs
+
+
+class QuotaExceeded(ToolError):
+    """A running command took the workspace over its quota and was killed."""
+
 
 def shell(ctx: ToolContext, command: str) -> str:
-    """Run one command (split like a shell would, but no pipes, redirects or variables) and return its output.
+    """Run a command line in the workspace and return its output (a refusal says what this home's shell allows).
 
     Args:
         command: the command line, e.g. "date -u" or "ls -l"
     """
-    settings = ctx.settings
     argv = allowed_argv(ctx, command)
+    if argv is None:  # the sandbox: any command line, kept in the workspace by the kernel
+        return _sandboxed(ctx, command)
     import subprocess  # here, not at the top: a cycle that runs no command never imports it
 
     try:
@@ -45,9 +59,37 @@ def shell(ctx: ToolContext, command: str) -> str:
         raise ToolError(f"command not found: {argv[0]}") from None
     except OSError as exc:
         raise ToolError(f"cannot run {argv[0]}: {exc.strerror}") from None
+    return _result(ctx, proc)
+
+
+def _sandboxed(ctx: ToolContext, command: str) -> str:
+    if not command.strip():
+        raise ToolError("the command is empty")
+    root = workspace_root(ctx)
+    if not root.is_dir():
+        raise ToolError(f"the workspace {root} is not a folder; commands run there")
+    over = quota_problem(ctx)
+    with Sandbox(root, ctx.settings, writable=not over) as box:
+        try:
+            proc = box.start(command)
+        except SandboxUnavailable as exc:
+            raise ToolError(f"the sandbox cannot start: {exc}") from None
+        text = _result(ctx, proc, watch=None if over else lambda: quota_problem(ctx))
+    if over:
+        return f"{text}\n[{over}: the workspace is read-only to commands until the operator removes files]".lstrip()
+    now_over = quota_problem(ctx)
+    if now_over:
+        raise ToolError(f"{now_over}; writes are refused from now on (the workspace is read-only to commands) "
+                        f"until the operator removes files or raises the setting; the command's output: {text[:200]}")
+    return text
+
+
+def _result(ctx: ToolContext, proc: subprocess.Popen, watch: Callable[[], str | None] | None = None) -> str:
+    """Read a started command to its end (bounded) and say how it went."""
+    settings = ctx.settings
     record_group(ctx.home, proc.pid)  # reaped by the next cycle if the agent is killed meanwhile
     try:
-        output, cut, timed_out = run_capped(proc, settings.shell_max_output, settings.shell_timeout)
+        output, cut, timed_out = run_capped(proc, settings.shell_max_output, settings.shell_timeout, watch)
         left_behind = not timed_out and kill_group(proc)
     finally:
         forget_group(ctx.home, proc.pid)
@@ -66,24 +108,33 @@ def shell(ctx: ToolContext, command: str) -> str:
 # ------------------------------------------------------------------------------- what may run
 
 
-def allowed_argv(ctx: ToolContext, command: str) -> list[str]:
-    """The command split into argv, or the ToolError the policy refuses it with (runs nothing:
-    the shell tool's precheck, so a call that would be refused is never parked for approval)."""
-    if ctx.settings.shell_policy == "off":
+def allowed_argv(ctx: ToolContext, command: str) -> list[str] | None:
+    """The command split into argv (allowlist, any), None under the sandbox (which takes any command
+    line), or the ToolError the policy refuses it with. Runs nothing: it is the shell tool's precheck,
+    so a call that would be refused is never parked for approval."""
+    settings = ctx.settings
+    if settings.shell_policy == "off":
         raise ToolError("the shell tool is turned off in this home's config")
+    if "\x00" in command:
+        raise ToolError("the command contains a NUL byte")
+    policy = policy_in_force(ctx.home, settings).policy  # auto resolved: sandbox or allowlist
+    if policy == "sandbox":
+        if not command.strip():
+            raise ToolError("the command is empty")
+        return None
     try:
         argv = shlex.split(command)
     except ValueError as exc:
         raise ToolError(f"cannot split the command: {exc}") from None
     if not argv:
         raise ToolError("the command is empty")
-    problem = refusal(ctx, argv)
+    problem = refusal(ctx, argv, policy)
     if problem:
         raise ToolError(problem)
     return argv
 
 
-def refusal(ctx: ToolContext, argv: list[str]) -> str | None:
+def refusal(ctx: ToolContext, argv: list[str], policy: str = "allowlist") -> str | None:
     """Why the shell policy refuses this command, or None when it may run.
 
     Under the allowlist: the program must be on it (a bare name), its options must pass its
@@ -91,19 +142,20 @@ def refusal(ctx: ToolContext, argv: list[str]) -> str | None:
     workspace. A program an operator added without a policy gets the path check on every
     argument. Under `any`, everything runs (an explicit opt-in); every policy needs a workspace.
     """
-    return _argument_refusal(ctx, argv) or (
+    return (_argument_refusal(ctx, argv) if policy == "allowlist" else None) or (
         None if workspace_root(ctx).is_dir() else f"the workspace {ctx.workspace} is not a folder; commands run there")
 
 
 def _argument_refusal(ctx: ToolContext, argv: list[str]) -> str | None:
     settings = ctx.settings
-    if settings.shell_policy != "allowlist":
-        return None
     command = argv[0]
     if "/" in command or command not in settings.shell_allowlist:
         return f"command '{command}' is not allowed (allowed: {', '.join(settings.shell_allowlist)})"
     policy = POLICIES.get(command)
     if policy is None:
+        unclassified = next((arg for arg in argv[1:] if arg.startswith("+")), None)
+        if unclassified is not None:
+            return f"argument '{unclassified}' is not one the allowlist can classify (a leading '+' may be an option)"
         return argument_outside_workspace(ctx, argv[1:], _path_candidates)
     problem, operands = option_refusal(command, policy, argv[1:])
     return problem or argument_outside_workspace(ctx, operands, lambda arg: [arg])
@@ -144,26 +196,30 @@ def argument_outside_workspace(ctx: ToolContext, args: list[str], paths_in: Call
 # ------------------------------------------------------------------------------- how it runs
 
 
-def run_capped(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[bytes, int, bool]:
+def run_capped(proc: subprocess.Popen, cap: int, timeout: float,
+               watch: Callable[[], str | None] | None = None) -> tuple[bytes, int, bool]:
     """(output kept, bytes dropped, timed out): read a child's output keeping at most `cap`
-    bytes, and kill its process group on timeout.
+    bytes, and kill its process group on timeout. `watch`, asked every QUOTA_WATCH_SECONDS,
+    names a problem that kills the group at once (QuotaExceeded).
 
     If the cycle is interrupted meanwhile (SIGTERM, Ctrl-C), the group is killed before the
     interruption goes on: a command must never outlive the cycle that started it.
     """
     try:
-        return _read_until(proc, cap, timeout)
+        return _read_until(proc, cap, timeout, watch)
     except BaseException:
         kill_group(proc)
         raise
 
 
-def _read_until(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[bytes, int, bool]:
+def _read_until(proc: subprocess.Popen, cap: int, timeout: float,
+                watch: Callable[[], str | None] | None) -> tuple[bytes, int, bool]:
     import selectors
     import subprocess
 
     kept, dropped = bytearray(), 0
     deadline = time.monotonic() + timeout
+    next_watch = time.monotonic() + QUOTA_WATCH_SECONDS
     fd = proc.stdout.fileno()
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
@@ -172,7 +228,15 @@ def _read_until(proc: subprocess.Popen, cap: int, timeout: float) -> tuple[bytes
             if remaining <= 0:
                 kill_group(proc)
                 return bytes(kept), dropped, True
-            if not selector.select(remaining):
+            if watch is not None and time.monotonic() >= next_watch:
+                next_watch = time.monotonic() + QUOTA_WATCH_SECONDS
+                problem = watch()
+                if problem:
+                    raise QuotaExceeded(f"{problem}; the command was killed, and writes are refused from now on "
+                                        f"(the workspace is read-only to commands) until the operator removes files "
+                                        f"or raises the setting")
+            wait = min(remaining, QUOTA_WATCH_SECONDS) if watch is not None else remaining
+            if not selector.select(wait):
                 continue
             chunk = os.read(fd, 65536)
             if not chunk:

@@ -11,11 +11,14 @@ outside the workspace are kept out, whatever spelling is tried:
   value takes the rest of the cluster or the next argument, as getopt does (`-n5`, `-n 5`);
 - options after operands count as options (GNU permutes them), and `--` ends the options:
   whatever follows is an operand;
-- operands are paths inside the workspace (checked like the file tools' paths), a `+FORMAT`
+- operands are paths inside the workspace (checked like the file tools' paths; one starting
+  with `+`, which GNU tools read as an option, as tail's obsolete `+f` follow is refused), a `+FORMAT`
   (date: any other operand would set the clock), or not allowed at all; echo's arguments are
   all text it prints.
 
-A command an operator adds to `shell_allowlist` has no policy here: only its path check applies.
+A command an operator adds to `shell_allowlist` has no policy here: only its path check applies,
+and an argument starting with `+` is refused. The list no longer grows case by case: new power
+goes to the sandbox (sandbox.py), where the kernel, not a list, keeps commands in the workspace.
 """
 
 from __future__ import annotations
@@ -131,6 +134,11 @@ def option_refusal(command: str, policy: ArgumentPolicy, args: list[str]) -> tup
             if value is None or not re.fullmatch(policy.valued[letter], value):
                 return f"option '-{letter}' needs a value matching {policy.valued[letter]!r}", operands
             break
+    if policy.operands == "paths":
+        unclassified = next((op for op in operands if op.startswith("+")), None)
+        if unclassified is not None:
+            return (f"operand '{unclassified}' is not a path the allowlist can classify (GNU tools read a leading "
+                    f"'+' as an option: tail +f follows forever)"), []
     if policy.operands == "none" and operands:
         return f"{command} takes no operands here, got '{operands[0]}'", []
     if policy.operands == "format":

@@ -163,7 +163,7 @@ def test_doctor_passes_a_healthy_scripted_home(healthy_home):
     result = doctor(healthy_home)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert [line.split()[1] for line in lines] == ["home", "config", "rules", "scratchpad", "model", "lock",
+    assert [line.split()[1] for line in lines] == ["home", "config", "rules", "scratchpad", "model", "shell", "lock",
                                                    "scratchpad/", "logs/"]
     assert all(line.startswith("ok ") for line in lines)
 

@@ -33,7 +33,7 @@ from tests.helpers import REPO, read_yaml, run_cli, tree_digest, write_active, w
     ("zzz_nothing_like_it: 5\n", "unknown key 'zzz_nothing_like_it' (known keys: "),
     ("max_iterations: lots\n", "setting 'max_iterations' must be an integer"),
     ("max_iterations: 0\n", "'max_iterations' must be greater than 0"),
-    ("shell_policy: everything\n", "'shell_policy' must be one of allowlist, any, off"),
+    ("shell_policy: everything\n", "'shell_policy' must be one of auto, sandbox, allowlist, any, off"),
     ("api_key: sk-123\n", "never put the API key in the config file"),
     ("- a list\n", "must be a mapping of settings"),
     ("model: [unclosed\n", "invalid YAML"),
@@ -199,6 +199,10 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
 def test_a_scripted_cycle_imports_only_what_it_uses(home, tmp_path):
     script = write_script(tmp_path, [echo("hi"), done("ok")])
     assert run_cli("init", str(home)).exit_code == 0  # rules.md of its own, as every real home has
+    # A home's first cycle probes the shell sandbox once (remembered in logs/sandbox.json): the
+    # cycles cron runs after it are the ones measured.
+    assert run_cli("run", "--home", str(home), "--model", f"scripted:{script}").exit_code == 0
+    assert (home / "logs" / "sandbox.json").exists()
     probe = (
         "import atexit, json, sys\n"
         "atexit.register(lambda: print('LOADED', json.dumps(sorted(sys.modules))))\n"

@@ -13,6 +13,9 @@ from agent.tools import Registry, ToolContext, build_registry
 
 
 def ctx_for(home: Path, **settings) -> ToolContext:
+    """A context for `home`; the shell policy is the allowlist unless a test names another (the
+    sandbox's tests are in test_sandbox.py and tests/system/test_sandbox.py)."""
+    settings.setdefault("shell_policy", "allowlist")
     return ToolContext(home, Settings(**settings))
 
 

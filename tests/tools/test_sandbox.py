@@ -1,0 +1,123 @@
+"""The shell policy in force (auto: the sandbox where a remembered probe says it works), the
+workspace quota, and the allowlist's refusals that stay as the fallback. The hostile-model suite
+against the sandbox itself is tests/system/test_sandbox.py."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from agent.config import Settings
+from agent.tags import Tag
+from agent.tools.quota import workspace_usage
+from agent.tools.sandbox import MEMORY_FILE, policy_in_force
+from tests.sandbox_support import sandbox_required  # noqa: F401 - a fixture
+from tests.tools.helpers import call, ctx_for
+
+
+def _home(tmp_path: Path) -> Path:
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "workspace").mkdir()
+    return tmp_path
+
+
+@pytest.mark.usefixtures("sandbox_required")
+def test_auto_is_the_default_and_picks_the_sandbox_where_it_works_remembering_the_probe(tmp_path):
+    home = _home(tmp_path)
+    assert Settings().shell_policy == "auto"
+    found = policy_in_force(home, Settings())
+    assert found.policy == "sandbox" and found.why.startswith("auto: bubblewrap works here") and not found.warning
+    memory = json.loads((home / "logs" / MEMORY_FILE).read_text())
+    assert memory["works"] is True and memory["identity"]["bwrap"]
+    # what is remembered is what counts: a record saying it failed (same bwrap, user, kernel) is believed
+    memory.update(works=False, why="remembered failure")
+    (home / "logs" / MEMORY_FILE).write_text(json.dumps(memory))
+    assert policy_in_force(home, Settings()) == policy_in_force(home, Settings(shell_policy="auto"))
+    assert policy_in_force(home, Settings()).policy == "allowlist"
+    assert "remembered failure" in policy_in_force(home, Settings()).why
+
+
+def test_without_bwrap_auto_falls_back_to_the_allowlist_and_says_why(tmp_path, monkeypatch):
+    home = _home(tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing-here"))
+    found = policy_in_force(home, Settings())
+    assert (found.policy, found.warning) == ("allowlist", True)
+    assert "bubblewrap (bwrap) is not installed" in found.why
+    kind, note = call(ctx_for(home, shell_policy="auto"), "shell", command="cat /etc/passwd")
+    assert kind is Tag.TOOL_ERROR and "names a path outside the workspace" in note
+    kind, note = call(ctx_for(home, shell_policy="sandbox"), "shell", command="echo hi")
+    assert kind is Tag.TOOL_ERROR and "the sandbox cannot start: bubblewrap (bwrap) is not installed" in note
+
+
+def test_explicit_policies_need_no_probe_and_any_carries_a_warning(tmp_path):
+    home = _home(tmp_path)
+    assert policy_in_force(home, Settings(shell_policy="allowlist")).why == "set in config"
+    found = policy_in_force(home, Settings(shell_policy="any"))
+    assert found.warning and "the operator's account" in found.why
+    assert not (home / "logs" / MEMORY_FILE).exists()
+
+
+@pytest.mark.usefixtures("sandbox_required")
+def test_the_sandboxed_shell_runs_a_command_line_in_the_workspace(tmp_path):
+    home = _home(tmp_path)
+    kind, note = call(ctx_for(home, shell_policy="sandbox"), "shell", command="echo a b | wc -w > n.txt; cat n.txt; pwd")
+    assert kind is Tag.TOOL and note.endswith("-> 2; /workspace")
+    assert (home / "workspace" / "n.txt").read_text() == "2\n"
+
+
+def test_the_quota_walk_stops_one_entry_past_the_file_limit(tmp_path):
+    for i in range(50):
+        (tmp_path / f"f{i}").write_text("x")
+    assert workspace_usage(tmp_path, 10).files == 11 and not workspace_usage(tmp_path, 10).complete
+    usage = workspace_usage(tmp_path, 1000)
+    assert usage.complete and usage.files == 50 and usage.bytes >= 50
+
+
+def test_the_quota_walk_is_iterative_whatever_the_depth(tmp_path):
+    """A folder nested deeper than Python's recursion limit is walked without a RecursionError."""
+    depth = 1200
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        for _ in range(depth):  # relative mkdir/open: no path ever gets long
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    try:
+        usage = workspace_usage(tmp_path, 100_000)
+    finally:
+        os.system(f"rm -rf {tmp_path}/d")  # shutil.rmtree would be recursive too
+    assert usage.complete and usage.files == depth
+
+
+def test_file_tools_refuse_a_write_past_the_workspace_quota_and_the_cycle_goes_on(tmp_path):
+    home = _home(tmp_path)
+    ctx = ctx_for(home, workspace_max_bytes=20_000, workspace_max_files=3)
+    assert call(ctx, "write_file", path="a.txt", content="x" * 8000)[0] is Tag.TOOL
+    kind, note = call(ctx, "write_file", path="b.txt", content="y" * 16000)
+    assert kind is Tag.TOOL_ERROR and "over workspace_max_bytes (20000)" in note and "writes are refused" in note
+    assert not (home / "workspace" / "b.txt").exists()
+    assert call(ctx, "write_file", path="b.txt", content="small")[0] is Tag.TOOL
+    assert call(ctx, "write_file", path="c.txt", content="small")[0] is Tag.TOOL
+    kind, note = call(ctx, "write_file", path="d.txt", content="small")
+    assert kind is Tag.TOOL_ERROR and "over workspace_max_files (3)" in note
+    assert call(ctx, "write_file", path="c.txt", content="replaced")[0] is Tag.TOOL  # no new file
+
+
+@pytest.mark.parametrize("command", ["tail +f notes.txt", "tail -n 1 +f", "head +5 notes.txt", "cat +x"])
+def test_the_allowlist_refuses_an_operand_it_cannot_classify(tmp_path, command):
+    home = _home(tmp_path)
+    (home / "workspace" / "notes.txt").write_text("one\n")
+    kind, note = call(ctx_for(home, shell_policy="allowlist"), "shell", command=command)
+    assert kind is Tag.TOOL_ERROR and "is not a path the allowlist can classify" in note
+
+
+def test_a_command_the_operator_added_refuses_a_plus_argument(tmp_path):
+    home = _home(tmp_path)
+    kind, note = call(ctx_for(home, shell_policy="allowlist", shell_allowlist=["sort"]), "shell", command="sort +1 x")
+    assert kind is Tag.TOOL_ERROR and "argument '+1' is not one the allowlist can classify" in note
