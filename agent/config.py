@@ -17,7 +17,8 @@ from typing import Any
 from . import jsonschema
 from .jsonschema import schema_for
 from .outcomes import StopReason, UsageError
-from .setting_checks import MCP_SERVER_SCHEMA, check_mcp_server, check_prices
+from .setting_checks import (FALLBACK_MODELS_SCHEMA, MCP_SERVER_SCHEMA, MODEL_BUDGETS_SCHEMA, check_mcp_server,
+                             check_model_settings, check_prices)
 
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
 
@@ -132,6 +133,21 @@ class Settings:
     extra_body: dict[str, Any] = _doc("Extra JSON fields merged into every openai: request body: sampling options "
                                       "a server takes, e.g. {repeat_penalty: 1.0} for llama.cpp servers.",
                                       default_factory=dict)
+    idle: str = _doc("A cycle with no current task, an empty queue and nothing in the inbox: skip (call no model, "
+                     "record an idle outcome, exit 0), plan (a model with goals plans from them) or run (call the "
+                     "model anyway). AGENT_IDLE overrides it.", default="skip")
+    wake_when: list[str] | None = _doc("A command (argv list, no shell) run from the home before the model is "
+                                       "called, like on_cycle_end (scrubbed environment, hook_timeout): exit 0 runs "
+                                       "the cycle with its stdout as a [WAKE] note, any other exit is an idle "
+                                       "outcome. `agent run --force` skips it. Unset: the state decides.",
+                                       default=None)
+    fallback_models: list[str | dict[str, str]] = _doc(
+        "Models a cycle continues on, in order, when the one in use is unreachable, fails after its retries, or "
+        "has spent its model_budgets: names (openai:gpt-4o-mini, local) that share the primary's endpoint, or "
+        "{model, base_url, api_key_env} mappings.", default_factory=list)
+    model_budgets: dict[str, dict[str, float]] = _doc(
+        "Budgets per model as history names it: {daily_tokens, monthly_tokens, daily_cost, monthly_cost}; "
+        "spent: the cycle continues on the next of fallback_models (none left: exit 10).", default_factory=dict)
 
     @property
     def secret_names(self) -> set[str]:
@@ -143,7 +159,7 @@ class Settings:
         return check(dataclasses.replace(self, **changes))
 
 
-_CHOICES = {"shell_policy": ("allowlist", "any", "off"),
+_CHOICES = {"shell_policy": ("allowlist", "any", "off"), "idle": ("skip", "plan", "run"),
             "response_format": ("auto", "json_schema", "json_object_schema", "json_object", "text")}
 # Old setting names still read from config.yaml: old -> new.
 RENAMED = {"local_guided": "guided"}
@@ -158,7 +174,8 @@ MOST_SECONDS = 86400.0
 _SECONDS = ("request_timeout", "time_budget", "shell_timeout", "http_timeout", "lock_wait")
 
 # Settings whose shape their annotation cannot say.
-_FIELD_SCHEMAS = {"mcp_servers": {"type": "object", "additionalProperties": MCP_SERVER_SCHEMA}}
+_FIELD_SCHEMAS = {"mcp_servers": {"type": "object", "additionalProperties": MCP_SERVER_SCHEMA},
+                  "fallback_models": FALLBACK_MODELS_SCHEMA, "model_budgets": MODEL_BUDGETS_SCHEMA}
 def field_docs() -> list[tuple[str, str, Any]]:
     """(name, doc, default) for every setting, in declaration order (for docs and `agent init`)."""
     out = []
@@ -199,6 +216,7 @@ def check(settings: Settings) -> Settings:
     check_tool_settings(settings)
     check_hook_settings(settings)
     check_prices(settings.prices)
+    check_model_settings(settings.fallback_models, settings.model_budgets)
     return settings
 
 
@@ -206,6 +224,8 @@ def check_hook_settings(settings: Settings) -> None:
     """What runs or is written after a cycle: a usable argv, known stop reasons, sizes and names."""
     if settings.on_cycle_end is not None and (not settings.on_cycle_end or not settings.on_cycle_end[0]):
         raise UsageError("setting 'on_cycle_end' must be a non-empty list: the program, then its arguments")
+    if settings.wake_when is not None and (not settings.wake_when or not settings.wake_when[0]):
+        raise UsageError("setting 'wake_when' must be a non-empty list: the program, then its arguments")
     reasons = [r.value for r in StopReason]
     for reason in settings.notify_on or []:
         if reason not in reasons:
@@ -273,7 +293,7 @@ def read_config_file(path: Path) -> dict:
 
 
 # Environment variables that override the config file (flags override these).
-ENV_OVERRIDES = {"AGENT_MODEL": "model", "OPENAI_BASE_URL": "base_url"}
+ENV_OVERRIDES = {"AGENT_MODEL": "model", "OPENAI_BASE_URL": "base_url", "AGENT_IDLE": "idle"}
 
 
 def load_settings(home_root: Path, env: typing.Mapping[str, str] | None = None, **flags: Any) -> Settings:

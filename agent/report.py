@@ -30,6 +30,8 @@ class CycleReport:
     reflect: str | None = None  # None (off), "applied", or "kept unreflected: why"
     actions: dict[str, int] = field(default_factory=dict)  # outcome kind -> how many this cycle
     cost: float | None = None  # usage at the model's `prices`; None: the model has no price
+    idle: str | None = None  # why no model was called (stop reason idle; agent/idle.py)
+    calls: list[dict] = field(default_factory=list)  # calls with side effects: {call, tool, status} (journal.py)
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
@@ -53,7 +55,7 @@ class CycleReport:
             "iterations": self.iterations, "task_before": self.task_before, "task_after": self.task_after,
             "usage": self.usage.as_dict(), "files": self.files, "error": self.error,
             "archived": self.archived, "reflect": self.reflect, "actions": self.actions,
-            "cost": self.cost,
+            "cost": self.cost, "idle": self.idle, "calls": self.calls,
         }
 
     def index_record(self) -> dict:
