@@ -19,11 +19,12 @@ def echo(ctx: ToolContext, message: str) -> str:
 
 
 TOOLS = [
-    Tool.from_function(echo, example={"message": "Hello!"}),
+    Tool.from_function(echo, example={"message": "Hello!"}, side_effects=False),
     Tool.from_function(shell, example={"command": "date -u"}),
-    Tool.from_function(read_file, example={"path": "input.txt"}),
+    Tool.from_function(read_file, example={"path": "input.txt"}, side_effects=False),
     Tool.from_function(write_file, example={"path": "hello.txt", "content": "hello"}),
     Tool.from_function(append_file, example={"path": "journal.txt", "content": "checked the disk\n"}),
-    Tool.from_function(list_dir, example={"path": "."}),
-    Tool.from_function(http_get, example={"url": "https://example.com/"}),
+    Tool.from_function(list_dir, example={"path": "."}, side_effects=False),
+    # GET is a safe method (RFC 9110): fetching a page again changes nothing
+    Tool.from_function(http_get, example={"url": "https://example.com/"}, side_effects=False),
 ]

@@ -50,7 +50,8 @@ def tools_from(obj: Any, source: str) -> list[Tool]:
         if isinstance(item, Tool):
             if item.func is None:
                 raise TypeError(f"Tool '{item.name}' has no function to run")
-            tools.append(Tool(item.name, item.description, item.args_schema, item.func, source, item.example))
+            tools.append(Tool(item.name, item.description, item.args_schema, item.func, source, item.example,
+                              item.side_effects))
         elif callable(item) and not isinstance(item, type):
             tools.append(Tool.from_function(item, source=source))
         else:
