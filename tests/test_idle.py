@@ -154,3 +154,17 @@ def test_wake_when_must_name_a_program(home):
     configure(home, wake_when=[])
     result = run_cli("run", "--home", str(home), "--model", "openai:test-model")
     assert result.exit_code == 2 and "'wake_when' must be a non-empty list" in result.output
+
+
+def test_agent_logs_shows_the_newest_cycle_that_has_a_log(home):
+    write_active(home, TASK)
+    with OpenAIServer(default=DONE) as server:
+        ran = json.loads(run_against(server, home).stdout)["cycle_id"]
+        assert json.loads(run_against(server, home).stdout)["stop_reason"] == "idle"  # the task is done
+    result = run_cli("logs", "--home", str(home))
+    assert result.exit_code == 0 and f"cycle {ran} model=" in result.stdout
+    idle_id = index(home)[-1]["cycle_id"]
+    result = run_cli("logs", idle_id, "--home", str(home))
+    assert result.exit_code == 2 and "was idle" in result.output
+    plain = run_cli("run", "--home", str(home), "--model", "openai:test-model", env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert plain.exit_code == 0 and "nothing to do" in plain.output

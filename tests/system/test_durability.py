@@ -99,7 +99,8 @@ def assert_every_file_whole(home: Path) -> None:
 
 class Expected:
     """What one uninterrupted cycle of `script` makes of a given active.yaml, computed by running
-    that cycle in-process in a scratch home (cached by the state's content)."""
+    that cycle in-process in a scratch home (cached by the state's content). With `home`, its
+    journal of calls goes along: a cycle after a kill mid-call notes that call (agent/journal.py)."""
 
     def __init__(self, folder: Path, script: Path, config: str):
         self.folder, self.script, self.config = folder, script, config
@@ -107,8 +108,10 @@ class Expected:
         self.lock = threading.Lock()
         self.count = 0
 
-    def after(self, state: dict) -> dict:
-        key = hashlib.sha256(json.dumps(core(state), sort_keys=True).encode()).hexdigest()
+    def after(self, state: dict, home: Path | None = None) -> dict:
+        journal = home / "logs" / "calls.jsonl" if home is not None else None
+        calls = journal.read_bytes() if journal is not None and journal.exists() else b""
+        key = hashlib.sha256(json.dumps(core(state), sort_keys=True).encode() + calls).hexdigest()
         with self.lock:
             if key not in self.cache:
                 self.count += 1
@@ -117,6 +120,9 @@ class Expected:
                 (scratch / "config.yaml").write_text(self.config)
                 (scratch / "scratchpad").mkdir()
                 (scratch / "scratchpad" / "active.yaml").write_text(yaml.safe_dump(state, sort_keys=False))
+                if calls:
+                    (scratch / "logs").mkdir()
+                    (scratch / "logs" / "calls.jsonl").write_bytes(calls)
                 result = run_cli("run", "--home", str(scratch), "--model", f"scripted:{self.script}", "-q")
                 assert result.exit_code == 0, result.output
                 self.cache[key] = core(active_state(scratch))
@@ -166,7 +172,7 @@ def test_kill_at_every_write_step_loses_nothing(tmp_path: Path):
 
         nxt = run_proc("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
         assert nxt.returncode == 0, f"after a kill at {step}: {nxt.stderr}"
-        assert core(active_state(home)) == expected.after(now), step
+        assert core(active_state(home)) == expected.after(now, home), step
         assert leftovers(home) == [], step
         assert not is_locked(Home.at(home))
         shutil.rmtree(home)
@@ -237,7 +243,7 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
         for i in range(kills_per_home):
             old_bytes = (home / "scratchpad" / "active.yaml").read_bytes()
             old = active_state(home)
-            new_core = expected.after(old)
+            new_core = expected.after(old, home)
             befores = set((home / "scratchpad").glob("*_before.yaml"))
             logs = set((home / "logs").glob("cycle_*.log"))
             proc = spawn("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
@@ -269,7 +275,7 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
             if i % 5 == 4:
                 nxt = run_proc("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
                 assert nxt.returncode == 0, nxt.stderr
-                assert core(active_state(home)) == expected.after(now)
+                assert core(active_state(home)) == expected.after(now, home)
                 assert leftovers(home) == []
                 assert not is_locked(Home.at(home))
 
