@@ -9,8 +9,10 @@ run alternately in one session (so machine noise hits all alike):
   forced-http  `--force` against an OpenAI-compatible stub on 127.0.0.1 (the openai client is
                imported and one request made): what a cron cycle on an endpoint cost before
 
-Printed: the median wall time of each, the median bytes each cycle added to its home, and the
-load average before and after (the 2-core machine is shared; the ratios are the numbers to read).
+Printed: the median wall time of each process, the median time inside the cycle (the index
+record's `duration_s`: lock taken to record written, without Python's start-up), the median bytes
+each cycle added to its home, and the load average before and after (the 2-core machine is
+shared; the ratios are the numbers to read).
 
     python bench/idle_cycle.py --runs 15
 """
@@ -48,7 +50,7 @@ def make_home(root: Path, name: str) -> Path:
     return home
 
 
-def timed_cycle(argv: list[str], home: Path, env: dict) -> tuple[float, int]:
+def timed_cycle(argv: list[str], home: Path, env: dict) -> tuple[float, float, int]:
     (home / "scratchpad/active.yaml").write_text(EMPTY)  # every cycle starts from nothing to do
     size = home_bytes(home)
     began = time.perf_counter()
@@ -56,14 +58,16 @@ def timed_cycle(argv: list[str], home: Path, env: dict) -> tuple[float, int]:
     took = time.perf_counter() - began
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr}")
-    return took, home_bytes(home) - size
+    inner = json.loads((home / "logs/index.jsonl").read_text().splitlines()[-1])["duration_s"]
+    return took, inner, home_bytes(home) - size
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items() if k not in ("AGENT_MODEL", "AGENT_HOME", "AGENT_IDLE", "OPENAI_API_KEY")}
+    dropped = ("AGENT_MODEL", "AGENT_HOME", "AGENT_IDLE", "OPENAI_API_KEY")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["PYTHONPATH"] = str(REPO)
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp, OpenAIServer(default=Reply.chat(DONE)) as server:
@@ -80,20 +84,24 @@ def main() -> None:
         for name, argv in variants.items():  # warm the OS file cache
             timed_cycle(argv, Path(argv[6]), http_env if name == "forced-http" else env)
         times: dict[str, list[float]] = {name: [] for name in variants}
+        inner: dict[str, list[float]] = {name: [] for name in variants}
         sizes: dict[str, list[int]] = {name: [] for name in variants}
         for _ in range(args.runs):
             for name, argv in variants.items():
-                took, grew = timed_cycle(argv, Path(argv[6]), http_env if name == "forced-http" else env)
+                took, within, grew = timed_cycle(argv, Path(argv[6]), http_env if name == "forced-http" else env)
                 times[name].append(took)
+                inner[name].append(within)
                 sizes[name].append(grew)
     load_after = os.getloadavg()
     print(f"runs: {args.runs} of each, alternating; load average before {load_before[0]:.2f}, "
           f"after {load_after[0]:.2f} ({os.cpu_count()} cores)")
-    idle_time, idle_size = statistics.median(times["idle"]), statistics.median(sizes["idle"])
+    print("| cycle | process (median) | inside the cycle (median) | bytes written per cycle (median) |")
+    print("| --- | --- | --- | --- |")
+    base = {k: statistics.median(v["idle"]) for k, v in (("t", times), ("i", inner), ("s", sizes))}
     for name in variants:
-        t, s = statistics.median(times[name]), statistics.median(sizes[name])
-        print(f"{name:12s} median {t * 1000:7.1f} ms ({t / idle_time:4.2f}x idle)   "
-              f"median {s:7.0f} bytes written per cycle ({s / max(idle_size, 1):5.1f}x idle)")
+        t, i, s = statistics.median(times[name]), statistics.median(inner[name]), statistics.median(sizes[name])
+        print(f"| {name} | {t * 1000:.0f} ms ({t / base['t']:.2f}x) | {i * 1000:.1f} ms ({i / max(base['i'], 1e-4):.1f}x) "
+              f"| {s:,.0f} ({s / max(base['s'], 1):.1f}x) |")
 
 
 if __name__ == "__main__":

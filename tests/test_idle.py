@@ -103,7 +103,8 @@ def test_wake_when_exiting_1_is_idle_even_with_a_task(home):
     assert result.exit_code == 0, result.output
     assert server.requests == []
     (record,) = index(home)
-    assert record["stop_reason"] == "idle" and record["idle"].endswith("exit 1") and record["task_before"] == TASK["current_task"]
+    assert record["stop_reason"] == "idle" and record["idle"].endswith("exit 1")
+    assert record["task_before"] == TASK["current_task"]
     assert {k: v for k, v in tree_digest(home).items() if not k.startswith("logs/")} == digest
 
 
@@ -166,5 +167,6 @@ def test_agent_logs_shows_the_newest_cycle_that_has_a_log(home):
     idle_id = index(home)[-1]["cycle_id"]
     result = run_cli("logs", idle_id, "--home", str(home))
     assert result.exit_code == 2 and "was idle" in result.output
-    plain = run_cli("run", "--home", str(home), "--model", "openai:test-model", env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    plain = run_cli("run", "--home", str(home), "--model", "openai:test-model",
+                    env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
     assert plain.exit_code == 0 and "nothing to do" in plain.output

@@ -97,7 +97,8 @@ def test_a_model_over_its_own_budget_hands_on_and_the_last_one_stops_with_exit_1
         assert [r["model"] for r in index(home)] == ["openai:primary-model", "openai:second-model"]
         write_active(home, TASK)
         configure(home, primary.base_url, fallback_models=[second(backup)],
-                  model_budgets={"openai:primary-model": {"daily_tokens": 1}, "openai:second-model": {"daily_tokens": 1}})
+                  model_budgets={"openai:primary-model": {"daily_tokens": 1},
+                                 "openai:second-model": {"daily_tokens": 1}})
         result = run(home)
         assert result.exit_code == 10, result.output
         assert len(primary.chat_requests) == 1 and len(backup.chat_requests) == 1  # nothing sent
