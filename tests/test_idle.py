@@ -170,3 +170,15 @@ def test_agent_logs_shows_the_newest_cycle_that_has_a_log(home):
     plain = run_cli("run", "--home", str(home), "--model", "openai:test-model",
                     env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
     assert plain.exit_code == 0 and "nothing to do" in plain.output
+
+
+def test_idle_cycles_do_not_count_towards_a_stall(home):
+    write_active(home, TASK)
+    configure(home, wake_when=["false"], stall_cycles=2)
+    with OpenAIServer(default=Reply.chat({"tool": "echo", "args": {"message": "still looking"}})) as server:
+        for _ in range(3):
+            assert json.loads(run_against(server, home).stdout)["stop_reason"] == "idle"
+        configure(home, stall_cycles=2, max_iterations=1)
+        first = json.loads(run_against(server, home).stdout)
+        assert first["stop_reason"] == "max_iterations"  # not stalled: the idle cycles did not count
+        assert json.loads(run_against(server, home).stdout)["stop_reason"] == "stalled"

@@ -106,6 +106,7 @@ def test_a_call_cut_by_sigkill_is_not_repeated_and_the_next_prompt_says_so(home,
     assert {"call": intent["call"], "tool": "notify__send", "status": "interrupted"} in record["calls"]
     history = run_cli("history", "--home", str(home), "--json")
     assert "interrupted" in history.stdout
+    assert "done, 1 interrupted" in run_cli("history", "--home", str(home)).stdout
     approvals = json.loads((home / "scratchpad/approvals.json").read_text()) if gated else []
     if gated:  # parked again for the operator, who decides whether to send it once more
         pending = [a for a in approvals if a["status"] == "pending"]
