@@ -13,7 +13,7 @@ from .store.retention import apply_retention
 
 
 def after_cycle(home: Home, settings: Settings, report: CycleReport, secrets: Secrets,
-                log: Callable[[str], None]) -> None:
+                log: Callable[[str], None], prune: bool = True) -> None:
     """Append the index record, then prune old cycles (the record is written first: history never
     loses a cycle that retention removed the files of), then tell the operator's tools: the
     metrics file, and the on_cycle_end command with the same record."""
@@ -30,7 +30,7 @@ def after_cycle(home: Home, settings: Settings, report: CycleReport, secrets: Se
         pending = pending_fields(home)
     record = secrets.redact(dict(report.index_record(), **pending))
     append_index(home, record)
-    pruned = apply_retention(home, settings, protect=[report.cycle_id])
+    pruned = apply_retention(home, settings, protect=[report.cycle_id]) if prune else []  # idle: nothing added
     if pruned:
         log(f"retention: removed {len(pruned)} old snapshot/log file(s)")
     if settings.metrics_file is not None:

@@ -120,19 +120,28 @@ def shown_call(record: dict) -> str:
 def park(home: Home, cycle_id: str, state: dict, outcome: Outcome, secrets: Secrets) -> None:
     """Record a gated call (the same call already pending keeps its id), note it, and end the
     cycle: raises LimitReached(AWAITING_APPROVAL)."""
-    args = secrets.redact(outcome.args)
-    with _locked(home):
-        records = read_approvals(home)
-        record = next((r for r in records if r["status"] == PENDING and r["tool"] == outcome.tool
-                       and r["args"] == args), None)
-        if record is None:
-            record = {"id": _next_id(records), "cycle_id": cycle_id, "tool": outcome.tool, "args": args,
-                      "status": PENDING, "parked": _now(), "decided": None, "reason": None, "handled_in": None,
-                      "result": None}
-            _write(home, records + [record])
+    record = _parked(home, cycle_id, outcome.tool, secrets.redact(outcome.args))
     add_note(state, Tag.APPROVAL.line(f"call {record['id']} parked for the operator: {shown_call(record)}"))
     raise LimitReached(StopReason.AWAITING_APPROVAL, f"call {record['id']} to {outcome.tool} awaits the operator "
                                                      f"(agent approve {record['id']} / agent deny {record['id']})")
+
+
+def park_call(home: Home, cycle_id: str, tool: str, args: dict) -> str:
+    """Park a call (redacted already) without ending the cycle: an interrupted call the operator
+    decides on (agent/journal.py). Its approval id."""
+    return _parked(home, cycle_id, tool, args)["id"]
+
+
+def _parked(home: Home, cycle_id: str, tool: str, args: dict) -> dict:
+    """The pending record for this call: the same call already pending keeps its id."""
+    with _locked(home):
+        records = read_approvals(home)
+        record = next((r for r in records if r["status"] == PENDING and r["tool"] == tool and r["args"] == args), None)
+        if record is None:
+            record = {"id": _next_id(records), "cycle_id": cycle_id, "tool": tool, "args": args, "status": PENDING,
+                      "parked": _now(), "decided": None, "reason": None, "handled_in": None, "result": None}
+            _write(home, records + [record])
+    return record
 
 
 def run_decided(home: Home, cycle_id: str, state: dict, registry: Registry, ctx: ToolContext,

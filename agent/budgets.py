@@ -13,11 +13,12 @@ is a usage error (exit 2) before anything is read, written or sent.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from typing import Any, Callable
 
 from .config import Settings
 from .outcomes import UsageError
 from .providers.base import Usage
+from .setting_checks import MODEL_BUDGET_KEYS
 from .state import parse_time
 from .store.home import Home, read_index
 
@@ -133,3 +134,29 @@ class Budgets:
                 when = f"UTC day {self.day}" if period == "day" else f"UTC month {self.day[:7]}"
                 return f"the {name} {unit.rstrip('s')} budget is spent: {shown} used in {when}"
         return None
+
+
+def model_budget_check(home: Home, settings: Settings, now: _dt.datetime) -> Callable[[str], str | None]:
+    """For FallbackModel (`model_budgets`): the message when a model has spent a budget of its own,
+    counted from earlier cycles' index records that name it (this month's, read once, when first
+    asked); None while it has not."""
+    day, month = utc_day(now.isoformat()), now.astimezone(_dt.timezone.utc).strftime("%Y-%m")
+    read: list[list[dict]] = []
+
+    def spent(model: str) -> str | None:
+        limits = settings.model_budgets.get(model)
+        if not limits:
+            return None
+        if not read:
+            read.append(month_records(home, now))
+        mine = [r for r in read[0] if r.get("model") == model and (utc_day(r.get("started")) or "")[:7] == month]
+        today = [r for r in mine if utc_day(r.get("started")) == day]
+        used = {"daily_tokens": sum(map(record_tokens, today)), "monthly_tokens": sum(map(record_tokens, mine)),
+                "daily_cost": sum(record_cost(r, settings.prices) or 0.0 for r in today),
+                "monthly_cost": sum(record_cost(r, settings.prices) or 0.0 for r in mine)}
+        for key in MODEL_BUDGET_KEYS:
+            if key in limits and used[key] >= limits[key]:
+                return f"has spent its {key.replace('_', ' ')} budget ({used[key]:g} of {limits[key]:g}; model_budgets)"
+        return None
+
+    return spent

@@ -17,7 +17,8 @@ from typing import Any
 from . import jsonschema
 from .jsonschema import schema_for
 from .outcomes import StopReason, UsageError
-from .setting_checks import MCP_SERVER_SCHEMA, check_constraints, check_mcp_server, check_prices
+from .setting_checks import (FALLBACK_MODELS_SCHEMA, MCP_SERVER_SCHEMA, MODEL_BUDGETS_SCHEMA, check_constraints,
+                             check_mcp_server, check_model_settings, check_prices)
 from .setting_checks import MOST_SECONDS as MOST_SECONDS  # the --wait flags' bound too
 from .store.home import Home
 
@@ -169,11 +170,6 @@ class Settings:
                              "assistant tool_calls + tool messages, one step back).",
                              choices=("state", "messages"), default="state")
 
-    @property
-    def budgeted(self) -> bool:
-        """Whether a daily or monthly budget is set: only then does a cycle read what earlier ones spent."""
-        return any(v is not None for v in (self.daily_token_budget, self.monthly_token_budget,
-                                           self.daily_cost_budget, self.monthly_cost_budget))
     sandbox_network: bool = _doc("Let sandboxed commands and checks reach the network (and the machine's own "
                                  "services on 127.0.0.1). Off: no network at all.", default=False)
     sandbox_max_memory: int = _doc("Bytes of memory one sandboxed command may use in all (a memory cgroup where one "
@@ -187,6 +183,28 @@ class Settings:
                                     "on every file tool's write. Past it, writes are refused.", above=0, unit="bytes", default=1024 ** 3)
     workspace_max_files: int = _doc("Files and folders the workspace may hold, checked like workspace_max_bytes.",
                                     above=0, default=20000)
+    idle: str = _doc("A cycle with no current task, an empty queue and nothing in the inbox: skip (call no model, "
+                     "record an idle outcome, exit 0), plan (a model with goals plans from them) or run (call the "
+                     "model anyway). AGENT_IDLE overrides it.",
+                     choices=("skip", "plan", "run"), default="skip")
+    wake_when: list[str] | None = _doc("A command (argv list, no shell) run from the home before the model is "
+                                       "called, like on_cycle_end (scrubbed environment, hook_timeout): exit 0 runs "
+                                       "the cycle with its stdout as a [WAKE] note, any other exit is an idle "
+                                       "outcome. `agent run --force` skips it. Unset: the state decides.",
+                                       default=None)
+    fallback_models: list[str | dict[str, str]] = _doc(
+        "Models a cycle continues on, in order, when the one in use is unreachable, fails after its retries, or "
+        "has spent its model_budgets: names (openai:gpt-4o-mini, local) that share the primary's endpoint, or "
+        "{model, base_url, api_key_env} mappings.", default_factory=list)
+    model_budgets: dict[str, dict[str, float]] = _doc(
+        "Budgets per model as history names it: {daily_tokens, monthly_tokens, daily_cost, monthly_cost}; "
+        "spent: the cycle continues on the next of fallback_models (none left: exit 10).", default_factory=dict)
+
+    @property
+    def budgeted(self) -> bool:
+        """Whether a daily or monthly budget is set: only then does a cycle read what earlier ones spent."""
+        return any(v is not None for v in (self.daily_token_budget, self.monthly_token_budget,
+                                           self.daily_cost_budget, self.monthly_cost_budget))
 
     @property
     def secret_names(self) -> set[str]:
@@ -202,7 +220,8 @@ class Settings:
 RENAMED = {"local_guided": "guided"}
 
 # Settings whose shape their annotation cannot say.
-_FIELD_SCHEMAS = {"mcp_servers": {"type": "object", "additionalProperties": MCP_SERVER_SCHEMA}}
+_FIELD_SCHEMAS = {"mcp_servers": {"type": "object", "additionalProperties": MCP_SERVER_SCHEMA},
+                  "fallback_models": FALLBACK_MODELS_SCHEMA, "model_budgets": MODEL_BUDGETS_SCHEMA}
 
 
 def field_docs() -> list[tuple[str, str, Any]]:
@@ -226,6 +245,7 @@ def check(settings: Settings) -> Settings:
     check_tool_settings(settings)
     check_hook_settings(settings)
     check_prices(settings.prices)
+    check_model_settings(settings.fallback_models, settings.model_budgets)
     return settings
 
 
@@ -233,6 +253,8 @@ def check_hook_settings(settings: Settings) -> None:
     """What runs or is written after a cycle: a usable argv, known stop reasons, sizes and names."""
     if settings.on_cycle_end is not None and (not settings.on_cycle_end or not settings.on_cycle_end[0]):
         raise UsageError("setting 'on_cycle_end' must be a non-empty list: the program, then its arguments")
+    if settings.wake_when is not None and (not settings.wake_when or not settings.wake_when[0]):
+        raise UsageError("setting 'wake_when' must be a non-empty list: the program, then its arguments")
     reasons = [r.value for r in StopReason]
     for reason in settings.notify_on or []:
         if reason not in reasons:
@@ -299,7 +321,7 @@ def read_config_file(path: Path) -> dict:
 
 
 # Environment variables that override the config file (flags override these).
-ENV_OVERRIDES = {"AGENT_MODEL": "model", "OPENAI_BASE_URL": "base_url"}
+ENV_OVERRIDES = {"AGENT_MODEL": "model", "OPENAI_BASE_URL": "base_url", "AGENT_IDLE": "idle"}
 
 
 def load_settings(home_root: Path, env: typing.Mapping[str, str] | None = None, **flags: Any) -> Settings:

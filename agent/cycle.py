@@ -22,11 +22,10 @@ import time
 import traceback
 from typing import Callable
 
-from . import interrupts, memory, prompt, stalls, state as state_rules
+from . import idle, interrupts, journal, memory, prompt, stalls, state as state_rules
 from .aftercare import after_cycle
 from .config import Settings
 from .dispatcher import add_note, dispatch
-from .inbox import apply_inbox
 from .limits import Limits
 from .outcomes import Interrupted, LimitReached, StopReason
 from .providers import Model, Request
@@ -45,10 +44,11 @@ from .transcript import Transcript
 
 
 def run_cycle(home: Home, settings: Settings, model: Model, reporter: Reporter | None = None,
-              registry: Registry | None = None, clock: Callable[[], _dt.datetime] | None = None) -> CycleReport:
+              registry: Registry | None = None, clock: Callable[[], _dt.datetime] | None = None,
+              force: bool = False) -> CycleReport:
     """Run exactly one cycle in `home` and return what happened (the exit code is in the report)."""
     return _Run(home, settings, model, SafeReporter(reporter), registry).run(
-        (clock or (lambda: _dt.datetime.now(_dt.timezone.utc)))())
+        (clock or (lambda: _dt.datetime.now(_dt.timezone.utc)))(), force)
 
 
 class _Run:
@@ -61,22 +61,23 @@ class _Run:
         self.budgets = None  # a Budgets when one is set
         self.rules = prompt.read_rules(home.rules)  # a bad rules.md is a usage error (exit 2), before the lock
 
-    def run(self, now: _dt.datetime) -> CycleReport:
+    def run(self, now: _dt.datetime, force: bool = False) -> CycleReport:  # force: idle.wake
         started = time.monotonic()
         home, secrets = self.home, self.secrets
         if self.settings.budgeted:  # agent/budgets.py is imported only then
             from .budgets import Budgets
             self.budgets = Budgets(home, self.settings, self.model.name, now)  # no price for a cost budget: exit 2
-        tools = open_registry(self.settings, home.root, secrets, given=self.registry)  # MCP servers live as long as the lock
-        with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals), tools as self.registry:  # 1
+        tools = open_registry(self.settings, home.root, secrets, given=self.registry)  # MCP servers: not for idle
+        with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals):  # 1
             home.ensure_dirs()
             self.killed = after_crash(home, ensure_workspace(home.root, self.settings))  # a cycle before, killed
             reap_recorded(home.root)  # commands a killed cycle left running
             cycle_id = new_cycle_id(home, now)                                                    # 2
-            before = apply_inbox(home, load_state(home)).state  # 3: queued operator edits first
-            report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name,
-                                 task_before=secrets.redact(before["current_task"]))
-            with CycleLog(home.cycle_log(cycle_id), secrets) as self.log, \
+            report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name)
+            before, why_idle = idle.wake(home, self.settings, load_state(home), report, force, secrets)  # 3
+            if why_idle:  # nothing to do: no model, no snapshot pair, no log, no transcript; one index record
+                return idle.record(home, self.settings, report, why_idle, started, secrets, self.report_event)
+            with tools as self.registry, CycleLog(home.cycle_log(cycle_id), secrets) as self.log, \
                     Transcript(home.transcript(cycle_id), secrets, self.settings.transcript_max_bytes) as transcript:
                 self.model = transcript.recording(self.model)  # every request and reply, exactly
                 self.log(f"cycle {cycle_id} model={self.model.name} home={home.root}")
@@ -89,7 +90,7 @@ class _Run:
                 self._archive(archived + moved, report)
                 self._write(home.snapshot(cycle_id, "after"), after, report)                     # 6
                 self._write(home.active, dict(after, last_updated=state_rules.now_iso()), report)  # 7
-                report.task_after = secrets.redact(after["current_task"])
+                report.task_after, report.model = secrets.redact(after["current_task"]), self.model.name  # it answered
                 report.duration_s = time.monotonic() - started
                 if self.signals.noted is not noted_before_saving:
                     self.log(f"{self.signals.noted} while saving: ignored, the cycle's result was saved")
@@ -138,7 +139,7 @@ class _Run:
         settings, secrets, guided = self.settings, self.secrets, getattr(self.model, "guided", False)
         budgets = self.budgets
         limits = self.limits = Limits(settings, budgets and (lambda: budgets.problem(report.usage)))  # reflect: time left
-        ctx = ToolContext(self.home.root, settings, secrets)
+        ctx = ToolContext(self.home.root, settings, secrets, journal.Journal(self.home, report, secrets, self.log))
         gated = None
         if settings.approval_required or self.home.approvals.exists():  # else agent/approvals.py is never imported
             from . import approvals

@@ -157,7 +157,7 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
         return copy.deepcopy(state), Outcome(Tag.APPROVAL, Tag.APPROVAL.line(f"{name}({shown_args}) needs approval"),
                                              name, args)
     try:
-        result = tool.func(ctx, **args)
+        result = ctx.run(tool, args)  # journaled when it has side effects (agent/journal.py)
     except ToolError as exc:
         why = _clip(ctx.secrets.redact_text(str(exc)), clip)
         return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))

@@ -63,15 +63,24 @@ def hook_env(root: Path, record: dict, secrets: Secrets) -> dict[str, str]:
 
 
 def _run(argv: list[str], root: Path, timeout: float, stdin_data: bytes, env: dict[str, str]) -> tuple[str | None, str]:
-    """(the problem or None, the command's stdout and stderr). Files, not pipes, carry the
-    data both ways: a command that ignores its stdin, or leaves a child holding its stdout, can
-    neither block the write nor the wait."""
+    """(the problem or None, the end of the command's stdout and stderr)."""
+    return run_command(argv, root, timeout, stdin_data, env)
+
+
+def run_command(argv: list[str], root: Path, timeout: float, stdin_data: bytes, env: dict[str, str], *,
+                stdout_only: bool = False, keep: int = 4 * OUTPUT_QUOTED, head: bool = False,
+                timeout_name: str = "hook_timeout") -> tuple[str | None, str]:
+    """(the problem or None, `keep` bytes of the command's output: its end, or with `head` its start;
+    with `stdout_only` its stderr is dropped). Files, not pipes, carry the data both ways: a
+    command that ignores its stdin, or leaves a child holding its stdout, can neither block the
+    write nor the wait. Used by on_cycle_end and wake_when (agent/idle.py)."""
     with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as output:
         stdin.write(stdin_data)
         stdin.seek(0)
         try:
             process = subprocess.Popen(argv, cwd=root, env=env, stdin=stdin, stdout=output,
-                                       stderr=subprocess.STDOUT, start_new_session=True)
+                                       stderr=subprocess.DEVNULL if stdout_only else subprocess.STDOUT,
+                                       start_new_session=True)
         except FileNotFoundError:
             return f"program not found: {argv[0]}", ""
         except PermissionError:
@@ -83,6 +92,6 @@ def _run(argv: list[str], root: Path, timeout: float, stdin_data: bytes, env: di
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-            problem = f"timed out after {timeout:g}s (hook_timeout); its process group was killed"
-        output.seek(max(0, output.seek(0, os.SEEK_END) - 4 * OUTPUT_QUOTED))  # the end says most
-        return problem, output.read().decode("utf-8", "replace")
+            problem = f"timed out after {timeout:g}s ({timeout_name}); its process group was killed"
+        output.seek(0 if head else max(0, output.seek(0, os.SEEK_END) - keep))  # a failure's end says most
+        return problem, output.read(keep).decode("utf-8", "replace")

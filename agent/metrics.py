@@ -73,6 +73,8 @@ def metrics_text(home: str, record: dict, recent: list[dict]) -> str:
         ("last_cycle_exit_code", "Exit code of the last cycle.", [({}, record.get("exit_code"))]),
         ("last_cycle_stop_reason", "1 for the stop reason the last cycle ended with, 0 for the others.",
          [({"reason": r.value}, int(record.get("stop_reason") == r.value)) for r in StopReason]),
+        ("last_cycle_model", "1, labelled with the model of the last cycle (with fallback_models: the one that "
+         "answered).", [({"model": str(record.get("model"))}, 1)]),
         ("last_cycle_iterations", "Model calls the last cycle made in its loop.", [({}, record.get("iterations"))]),
         ("last_cycle_tokens", "Tokens the last cycle used, by kind.",
          [({"kind": kind}, usage.get(f"{kind}_tokens")) for kind in ("prompt", "completion", "cached")]),

@@ -10,7 +10,7 @@ import enum
 
 
 class ExitCode(enum.IntEnum):
-    DONE = 0  # the cycle ended with `done`
+    DONE = 0  # the cycle ended with `done`, or was idle (no model called)
     USAGE = 2  # bad flag, bad config, unknown provider, missing key: nothing ran
     STOPPED = 3  # the cycle stopped without `done` (a limit)
     FAILED = 4  # the cycle failed: state saved as read plus a failure note
@@ -33,6 +33,7 @@ class StopReason(str, enum.Enum):
     STALLED = "stalled"
     BUDGET_EXHAUSTED = "budget_exhausted"
     ERROR = "error"
+    IDLE = "idle"  # nothing to do, or wake_when said no: no model was called (agent/idle.py)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -41,6 +42,7 @@ class StopReason(str, enum.Enum):
 
 _EXIT_CODES = {
     StopReason.DONE: ExitCode.DONE,
+    StopReason.IDLE: ExitCode.DONE,
     StopReason.ERROR: ExitCode.FAILED,
     StopReason.AWAITING_APPROVAL: ExitCode.AWAITING_APPROVAL,
     StopReason.STALLED: ExitCode.STALLED,

@@ -38,6 +38,8 @@ class CycleReport:
     actions: dict[str, int] = field(default_factory=dict)  # outcome kind -> how many this cycle
     cost: float | None = None  # usage at the model's `prices`; None: the model has no price
     stop_detail: str | None = None  # what the limit that stopped the loop said (redacted); not in the record
+    idle: str | None = None  # why no model was called (stop reason idle; agent/idle.py)
+    calls: list[dict] = field(default_factory=list)  # calls with side effects: {call, tool, status} (journal.py)
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
@@ -66,7 +68,7 @@ class CycleReport:
             "iterations": self.iterations, "task_before": self.task_before, "task_after": self.task_after,
             "usage": self.usage.as_dict(), "files": self.files, "error": self.error,
             "archived": self.archived, "reflect": self.reflect, "actions": self.actions,
-            "cost": self.cost,
+            "cost": self.cost, "idle": self.idle, "calls": self.calls,
         }
 
     def index_record(self) -> dict:

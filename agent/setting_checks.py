@@ -1,4 +1,5 @@
-"""Checks of settings: the one checker of a field's own constraints, and the shapes of prices and MCP servers.
+"""Checks of settings: the one checker of a field's own constraints, and the shapes of prices, MCP servers,
+the fallback models and their budgets.
 
 A leaf under config.py: it knows the checks, config.py knows the settings (each field carries its constraints).
 """
@@ -101,3 +102,27 @@ def check_mcp_server(name: str, server: dict) -> None:
     texts = [server["command"], *server.get("args", []), *server.get("env", {}).values()]
     if any("\0" in text for text in texts):
         raise UsageError(f"setting '{key}' holds a NUL byte, which no command or environment can carry")
+
+
+# fallback_models: a model name, or a mapping with its own endpoint and key variable.
+FALLBACK_MODELS_SCHEMA = {"type": "array", "items": {"anyOf": [
+    {"type": "string"},
+    {"type": "object", "required": ["model"], "additionalProperties": False,
+     "properties": {k: {"type": "string"} for k in ("model", "base_url", "api_key_env")}}]}}
+MODEL_BUDGET_KEYS = ("daily_tokens", "monthly_tokens", "daily_cost", "monthly_cost")
+MODEL_BUDGETS_SCHEMA = {"type": "object", "additionalProperties": {
+    "type": "object", "additionalProperties": False, "properties": {k: {"type": "number"} for k in MODEL_BUDGET_KEYS}}}
+
+
+def check_model_settings(fallback_models: list, model_budgets: dict) -> None:
+    """Each fallback entry names a model; each model budget is a number above 0."""
+    for n, entry in enumerate(fallback_models, 1):
+        values = [entry] if isinstance(entry, str) else list(entry.values())
+        if not all(v.strip() for v in values):
+            raise UsageError(f"setting 'fallback_models': entry {n} has an empty value; name a model, "
+                             f"e.g. openai:gpt-4o-mini")
+    for model, limits in model_budgets.items():
+        for key, value in limits.items():
+            if not (math.isfinite(value) and value > 0):
+                raise UsageError(f"setting 'model_budgets': {model}.{key} must be a number greater than 0, "
+                                 f"got {value!r}")

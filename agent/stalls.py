@@ -22,7 +22,8 @@ from .secrets import Secrets
 from .store.home import Home, read_index
 from .tags import Tag
 
-NOT_COUNTED = {StopReason.ERROR.value, StopReason.AWAITING_APPROVAL.value, StopReason.BUDGET_EXHAUSTED.value}
+NOT_COUNTED = {StopReason.ERROR.value, StopReason.AWAITING_APPROVAL.value, StopReason.BUDGET_EXHAUSTED.value,
+               StopReason.IDLE.value}  # idle: the model was not asked, so it did not fail to advance
 TAIL_BYTES_PER_CYCLE = 8192  # an index record is well under this; skipped records are the exception
 
 

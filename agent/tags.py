@@ -32,6 +32,8 @@ class Tag(str, enum.Enum):
     CYCLE_FAILED = "[CYCLE FAILED]"
     ARCHIVED = "[ARCHIVED]"
     INBOX = "[INBOX]"
+    WAKE = "[WAKE]"  # what the wake_when command printed: why this cycle runs (agent/idle.py)
+    INTERRUPTED = "[INTERRUPTED]"  # a call with side effects a killed cycle left unfinished (agent/journal.py)
 
     def line(self, text: str) -> str:
         return f"{self.value} {text}" if text else self.value

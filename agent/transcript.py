@@ -106,7 +106,14 @@ class RecordedModel:
 
     def __init__(self, model: Model, transcript: Transcript):
         self.model, self.transcript = model, transcript
-        self.name, self.guided = model.name, getattr(model, "guided", False)
+
+    @property
+    def name(self) -> str:  # the model in use: with fallback_models, the one that answered
+        return self.model.name
+
+    @property
+    def guided(self) -> bool:
+        return getattr(self.model, "guided", False)
 
     def start(self, log: Log) -> None:
         self.model.start(log)

@@ -131,7 +131,7 @@ def main() -> int:
         reports = []
         for _ in CYCLES:
             settings = load_settings(root, env=env, model="openai:bench-model", max_retries=0, tool_calling="text")
-            reports.append(run_cycle(Home.at(root), settings, resolve_model(settings, root, env)))
+            reports.append(run_cycle(Home.at(root), settings, resolve_model(settings, root, env), force=True))
         requests = server.chat_requests
 
     positions = [(c, i) for c, cycle in enumerate(CYCLES, 1) for i in range(1, len(cycle) + 1)]

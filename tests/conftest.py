@@ -22,6 +22,10 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never see the developer's model settings or keys."""
     for var in ("AGENT_HOME", "AGENT_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
+    # Most tests are about what a cycle does once it runs, often from an empty state: they run every
+    # cycle (idle: run, inherited by the agent processes they start). tests/test_idle.py, about when
+    # a cycle calls no model, unsets it.
+    monkeypatch.setenv("AGENT_IDLE", "run")
 
 
 def embedded_model_missing(modules: tuple[str, ...] = ()) -> list[str]:

@@ -1,4 +1,5 @@
-"""The package's shape: layers that only point down, and modules small enough to read.
+"""The package's shape: layers that only point down (how long a module or a function is, is ruff's
+formatter and its complexity limit's business, in pyproject.toml, not a line cap's).
 
 Every import in agent/ counts: module level, inside functions, and the "agent.x.y:attr" strings
 of lazy command maps and importlib calls. A cycle between modules fails the test, naming it.
@@ -13,7 +14,6 @@ from pathlib import Path
 from tests.helpers import REPO
 
 PACKAGE = REPO / "agent"
-MOST_LINES = 320  # "about 300"
 _LAZY_TARGET = re.compile(r"agent(\.\w+)+:\w+")
 
 
@@ -76,13 +76,3 @@ def test_no_import_in_agent_closes_a_loop():
 def test_the_loop_detector_finds_a_planted_loop():
     assert _cycle_from("a", {"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle_from("a", {"a": {"b"}, "b": set()}) is None
-
-
-def test_no_module_is_much_over_300_lines():
-    long = {name: n for name, path in _modules().items() if (n := len(path.read_text().splitlines())) > MOST_LINES}
-    assert not long, f"modules over {MOST_LINES} lines: {long}"
-
-
-def test_the_cycle_module_reads_in_about_150_lines():
-    # 185: the lazy imports that keep approvals and budgets off a plain cycle's start-up (test below) cost lines
-    assert len((PACKAGE / "cycle.py").read_text().splitlines()) <= 185

@@ -23,7 +23,7 @@ def test_the_values_files_and_schedulers_read_are_stable():
     assert [int(c) for c in ExitCode] == [0, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     assert {r.value for r in StopReason} == {"done", "max_iterations", "parse_errors", "token_budget", "time_budget",
                                              "repeated_action", "awaiting_approval", "stalled", "budget_exhausted",
-                                             "error"}
+                                             "error", "idle"}
 
 
 def test_a_limit_carries_its_reason_and_message():

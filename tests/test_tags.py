@@ -19,6 +19,7 @@ STABLE = {
     Tag.TOOL_ERROR: ("[TOOL ERROR]", "tool_error"), Tag.CHECK_FAILED: ("[CHECK FAILED]", "check_failed"),
     Tag.APPROVAL: ("[APPROVAL]", "parked"), Tag.STOPPED: ("[STOPPED]", None),
     Tag.CYCLE_FAILED: ("[CYCLE FAILED]", None), Tag.ARCHIVED: ("[ARCHIVED]", None), Tag.INBOX: ("[INBOX]", None),
+    Tag.WAKE: ("[WAKE]", None), Tag.INTERRUPTED: ("[INTERRUPTED]", None),
 }
 
 

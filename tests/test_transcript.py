@@ -26,7 +26,7 @@ def transcript(home: Path, cycle_id: str) -> list[dict]:
 
 
 def cycle(home: Path, replies: list, **settings) -> tuple:
-    report = run_cycle(Home(home), Settings(**settings), ScriptedModel.from_replies(replies))
+    report = run_cycle(Home(home), Settings(**{"idle": "run", **settings}), ScriptedModel.from_replies(replies))
     return report, transcript(home, report.cycle_id)
 
 

@@ -100,7 +100,7 @@ def table_lines(records: list[dict], width: int | None) -> list[str]:
     """The history table: aligned columns, no control codes. The task column (last) takes the
     room left of `width` and is clipped to it; with no width (not a terminal) it is never clipped."""
     rows = [[str(r["cycle_id"]), _start(r.get("started")), _duration(r.get("duration_s")),
-             "-" if r.get("iterations") is None else str(r["iterations"]), str(r.get("stop_reason") or "?"),
+             "-" if r.get("iterations") is None else str(r["iterations"]), stop_cell(r),
              _tokens(r.get("usage")), cost_text(r.get("cost"), _unpriced(r))]
             for r in records]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(HEADERS[:-1])]
@@ -115,6 +115,16 @@ def table_lines(records: list[dict], width: int | None) -> list[str]:
             task = task_change(record.get("task_before"), SAVED_NOTHING if unsaved else record.get("task_after"), room)
         lines.append("  ".join([*(cell.ljust(w) for cell, w in zip(cells, widths)), task]).rstrip())
     return lines
+
+
+def stop_cell(record: dict) -> str:
+    """The stop reason, with the calls with side effects the cycle made or found interrupted
+    (agent/journal.py): `done, 2 calls, 1 interrupted`."""
+    calls = record.get("calls") if isinstance(record.get("calls"), list) else []
+    made = sum(1 for c in calls if isinstance(c, dict) and c.get("status") != "interrupted")
+    cut = len(calls) - made
+    return ", ".join([str(record.get("stop_reason") or "?"), *([f"{made} call(s)"] if made else []),
+                      *([f"{cut} interrupted"] if cut else [])])
 
 
 def task_change(before: Any, after: Any, room: int | None) -> str:

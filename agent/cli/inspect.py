@@ -25,7 +25,7 @@ from ..store.state_file import load_state
 from .common import (age, clip, echo, existing_home, home_option, home_settings, json_option, print_json,
                      reports_errors, seconds_since, size, task_text, terminal_width)
 from .diffing import summarize_change, summary_lines
-from .snapshots import resolve_snapshot
+from .snapshots import latest_saved, resolve_snapshot
 from .history import KILLED, RUNNING, cycle_ids, cycle_running, history_records, table_lines
 from .spending import daily_lines, status_extras, with_costs
 from .waiting import approvals_status
@@ -63,14 +63,13 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
       agent diff ID active       ID's before vs active.yaml now
       agent diff active          the latest cycle's after vs active.yaml (edits since)
 
-    A cycle id may end in :before or :after to pick a snapshot; `latest` names the newest cycle.
+    A cycle id may end in :before or :after to pick a snapshot; `latest` names the newest cycle with
+    snapshots (an idle cycle has none).
     """
     home = existing_home(home_dir)
     cycles = cycle_ids(home)
     if a is None:
-        if not cycles:
-            raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
-        a = cycles[-1]
+        a = latest_saved(home, cycles)
     if b is None:
         if a == "active":
             a, b = "latest:after", "active"

@@ -74,6 +74,8 @@ class LiveReporter:
             f", {tokens:,} tokens" if tokens else "", f" (exit {report.exit_code}); task: ",
             (escape_controls(report.task_before or "(none)"), "bold"), " -> ",
             (escape_controls(report.task_after or "(none)"), "bold")))
+        if report.idle:  # no model was called (agent/idle.py)
+            self.console.print(Text("  " + escape_controls(report.idle), style="dim"))
         if report.error:
             self.console.print(Text.assemble(("  error: ", "bold red"), escape_controls(report.error),
                                              f" (see logs/cycle_{report.cycle_id}.log)"))

@@ -18,6 +18,7 @@ import click
 from ..escape import escape_controls
 from ..outcomes import UsageError
 from ..store.home import Home
+from ..store.ids import cycles_on_disk
 from ..transcript import read_transcript
 from .common import existing_home, home_option, reports_errors
 from .history import cycle_ids, cycle_running
@@ -27,7 +28,12 @@ FOLLOW_POLL_SECONDS = 0.1
 
 
 def chosen_cycle(home: Home, cycle_id: str | None) -> str:
-    """The cycle asked for (`latest` or none: the newest), or a usage error naming it."""
+    """The cycle asked for (`latest` or none: the newest with a log; idle cycles write none), or a
+    usage error naming it."""
+    if cycle_id in (None, "latest"):
+        logged = next((i for i in reversed(cycles_on_disk(home)) if home.cycle_log(i).is_file()), None)
+        if logged:
+            return logged
     known = cycle_ids(home)
     if cycle_id in (None, "latest"):
         if not known:
@@ -42,7 +48,7 @@ def chosen_cycle(home: Home, cycle_id: str | None) -> str:
 def _existing(path: Path, home: Home, what: str, cycle_id: str) -> Path:
     if not path.is_file():
         raise UsageError(f"cycle {cycle_id} has no {what} ({path.relative_to(home.root)} is missing: the cycle "
-                         "was pruned, ran before transcripts were kept, or had transcript_max_bytes: 0)")
+                         "was idle, was pruned, ran before transcripts were kept, or had transcript_max_bytes: 0)")
     return path
 
 

@@ -3,6 +3,7 @@ home, config, key, model or endpoint, lock and permissions."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import sys
@@ -13,6 +14,7 @@ import click
 
 from ..config import load_settings
 from ..providers import ModelCrashed, ModelError, ScriptedModel, resolve_model
+from ..providers.fallback import model_settings
 from ..providers.local import LocalModel
 from ..providers.local_worker import rebuild_command
 from ..providers.openai_compat import OpenAIModel
@@ -207,7 +209,9 @@ def doctor_checks(home: Home, env=None, model: str | None = None) -> list[Check]
         checks.append(Check("scratchpad", False, str(exc),
                             f"fix {home.active} by hand, or `agent reset --home {home.root}` to start over"))
     if settings is not None:
-        checks += _model_checks(home, settings, env)
+        for n, one in enumerate(model_settings(settings)):  # the primary, then each of fallback_models
+            checks += [dataclasses.replace(c, name=f"{c.name} (fallback {n})") if n else c
+                       for c in _model_checks(home, one, env)]
         checks += _mcp_checks(home, settings, env)
         checks.append(_shell_check(home, settings))
     try:

@@ -44,6 +44,8 @@ class PlainReporter:
                        f"(exit {r.exit_code}); task: {r.task_before or '(none)'} -> {r.task_after or '(none)'}")
             if r.error:
                 self._line(f"  error: {r.error} (see logs/cycle_{r.cycle_id}.log)")
+            if r.idle:  # no model was called (agent/idle.py)
+                self._line(f"  {r.idle}")
 
     def close(self) -> None:
         """Nothing to stop: plain lines are written as they come."""

@@ -158,7 +158,8 @@ def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool,
     if not home.snapshot(chosen, "before").is_file():
         raise UsageError(f"cycle {chosen} has no before snapshot to replay "
                          f"(scratchpad/{chosen}_before.yaml is missing: the cycle was pruned)")
-    settings = load_settings(home.root, model=anchor_model_path(model, Path.cwd()))
+    settings = load_settings(home.root, model=anchor_model_path(model, Path.cwd())).replace(
+        fallback_models=[], model_budgets={})  # the model asked for, and only that one
     chosen_model = resolve_model(settings, home.root)
     # nothing outside the copy may hear of the replay
     settings = dataclasses.replace(settings, on_cycle_end=None, metrics_file=None, lock_wait=0.0)
@@ -172,7 +173,7 @@ def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool,
     try:
         scratch = make_scratch_home(home, settings, chosen, folder)
         click.echo(f"replaying cycle {chosen} on {chosen_model.name} in {folder}", err=True)
-        report = run_cycle(scratch, settings, chosen_model)
+        report = run_cycle(scratch, settings, chosen_model, force=True)  # it ran: wake_when and idle do not apply
         recorded = side(recorded_record, home, chosen)
         replayed = side(report.index_record(), scratch, report.cycle_id)
     finally:

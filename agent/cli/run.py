@@ -6,6 +6,7 @@ unless stdout is a terminal, and no provider library unless the chosen model use
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ import click
 from ..config import load_settings
 from ..cycle import run_cycle
 from ..providers import resolve_model
+from ..providers.fallback import FallbackModel
 from ..providers.resolve import anchor_model_path
 from .common import existing_home, home_option, reports_errors, wait_seconds
 from .progress import make_reporter
@@ -30,20 +32,25 @@ from .progress import make_reporter
                    "(busy). Default: 'lock_wait' in config.yaml, else 0.")
 @click.option("--reflect/--no-reflect", default=None,
               help="After done, one more model call curates notes (default: 'reflect' in config.yaml, off).")
+@click.option("--force", is_flag=True, help="Call the model even when there is nothing to do, and skip 'wake_when'.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the cycle on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @reports_errors
 def run(home_dir: Path, model: str | None, max_iterations: int | None, lock_wait: float | None,
-        reflect: bool | None, as_json: bool, quiet: bool) -> None:
+        reflect: bool | None, force: bool, as_json: bool, quiet: bool) -> None:
     """Run exactly one cycle in the home, then exit with a code saying how it ended."""
     home = existing_home(home_dir)
     # a model path typed on the command line is relative to where it was typed; in config, to the home
     settings = load_settings(home.root, model=model and anchor_model_path(model, Path.cwd()),
                              max_iterations=max_iterations, lock_wait=lock_wait, reflect=reflect)
     chosen = resolve_model(settings, home.root)
+    if isinstance(chosen, FallbackModel):  # a model over its own budget hands on to the next one
+        from ..budgets import model_budget_check  # here: a cycle without fallbacks never imports budgets
+
+        chosen.spent = model_budget_check(home, settings, datetime.datetime.now(datetime.timezone.utc))
     reporter = make_reporter(as_json, quiet)
     try:
-        report = run_cycle(home, settings, chosen, reporter)
+        report = run_cycle(home, settings, chosen, reporter, force=force)
     finally:
         reporter.close()  # a live display must not outlive a crash
     if as_json:

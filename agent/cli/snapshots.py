@@ -26,6 +26,13 @@ def _file_side(home: Home, path: Path) -> Side:
     return Side(str(path.relative_to(home.root)), read_state_file(path, home.root), path.read_text(encoding="utf-8"))
 
 
+def latest_saved(home: Home, cycles: list[str]) -> str:
+    """The newest cycle with a snapshot pair (idle cycles write none), else the newest cycle."""
+    if not cycles:
+        raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
+    return next((c for c in reversed(cycles) if home.snapshot(c, "before").is_file()), cycles[-1])
+
+
 def resolve_snapshot(home: Home, spec: str, default_label: str, cycles: list[str]) -> Side:
     """'active', 'latest', 'ID', 'ID:before' or 'ID:after' -> the state it names."""
     if spec == "active":
@@ -37,9 +44,7 @@ def resolve_snapshot(home: Home, spec: str, default_label: str, cycles: list[str
     if label not in ("before", "after"):
         raise UsageError(f"'{spec}': after the colon put before or after")
     if cycle_id == "latest":
-        if not cycles:
-            raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
-        cycle_id = cycles[-1]
+        cycle_id = latest_saved(home, cycles)
     if cycle_id not in cycles:
         near = ", ".join(cycles[-3:]) or "none yet"
         raise UsageError(f"no cycle '{cycle_id}' in {home.root} (latest: {near}; `agent history` lists them all)")

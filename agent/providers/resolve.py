@@ -14,6 +14,7 @@ from typing import Mapping
 from ..config import Settings
 from ..outcomes import UsageError
 from .base import Model
+from .fallback import FallbackModel, model_settings
 from .scripted import ScriptedModel
 
 PROVIDERS = ("local", "openai", "scripted")
@@ -34,10 +35,23 @@ def anchor_model_path(spec: str, base: Path) -> str:
 
 def resolve_model(settings: Settings, home_root: Path, env: Mapping[str, str] | None = None) -> Model:
     """The model that settings.model names, checked; UsageError (exit 2) when it cannot be used.
+    With fallback_models or model_budgets, a FallbackModel over every model they name, each checked.
 
     A relative `scripted:FILE` or `local:FILE` path is found in the home, never in whatever
     directory the command happens to run in (cron and systemd start it in / or $HOME).
     """
+    if not (settings.fallback_models or settings.model_budgets):
+        return _resolve_one(settings, home_root, env)
+    models = []
+    for n, one in enumerate(model_settings(settings)):
+        try:
+            models.append(_resolve_one(one, home_root, env))
+        except UsageError as exc:
+            raise (UsageError(f"fallback_models entry {n}: {exc}") if n else exc) from None
+    return FallbackModel(models)
+
+
+def _resolve_one(settings: Settings, home_root: Path, env: Mapping[str, str] | None = None) -> Model:
     env = os.environ if env is None else env
     # Each provider is imported only when it is the one named: a scripted cycle never loads the
     # embedded model's code, nor the openai provider's (and its logging).

@@ -46,6 +46,7 @@ class ToolContext:
     home: Path
     settings: Settings
     secrets: Secrets | None = None  # None: the settings' secrets, read from the environment
+    journal: Any = None  # a cycle's journal of calls with side effects (agent/journal.py); None: none kept
 
     def __post_init__(self) -> None:
         if self.secrets is None:
@@ -64,6 +65,13 @@ class ToolContext:
     def child_env(self) -> dict[str, str]:
         """The environment for child processes, with secret variables removed."""
         return self.secrets.child_env()
+
+    def run(self, tool: "Tool", args: dict) -> Any:
+        """Run `tool` with `args`; a call with side effects is journaled before and after, when a
+        journal is kept (agent/journal.py), so a cycle killed mid-call leaves a trace of it."""
+        if self.journal is None or not tool.side_effects:
+            return tool.func(self, **args)
+        return self.journal.around(tool.name, args, lambda: tool.func(self, **args))
 
 
 TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
@@ -94,10 +102,14 @@ class Tool:
     source: str = "built-in"
     example: dict = field(default_factory=dict)
     precheck: Callable[..., Any] | None = None  # (ctx, **args): raises the ToolError the call would; runs nothing
+    # Whether a call may change something outside the cycle's memory (send, write, run): such calls
+    # are journaled, and one a killed cycle left unfinished is never repeated on its own.
+    side_effects: bool = True
 
     @classmethod
     def from_function(cls, func: Callable[..., Any], *, name: str | None = None, source: str = "built-in",
-                      example: dict | None = None, precheck: Callable[..., Any] | None = None) -> "Tool":
+                      example: dict | None = None, precheck: Callable[..., Any] | None = None,
+                      side_effects: bool = True) -> "Tool":
         """The tool a typed function with a docstring describes; TypeError says what is missing."""
         if not callable(func) or not hasattr(func, "__name__"):
             raise TypeError(f"a tool must be a function, got {describe(func)}")
@@ -137,7 +149,7 @@ class Tool:
                 required.append(param.name)
         args_schema = {"type": "object", "properties": properties, "required": required,
                        "additionalProperties": False}
-        return cls(name, summary, args_schema, func, source, example or {}, precheck)
+        return cls(name, summary, args_schema, func, source, example or {}, precheck, side_effects)
 
     def check_args(self, args: Any) -> str | None:
         """Why these arguments cannot be passed to the tool, or None when they can."""

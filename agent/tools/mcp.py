@@ -247,8 +247,10 @@ class McpServers:
             names.add(name)
             about = server.secrets.redact_text(one_line(listed.get("description") or "", MAX_DESCRIPTION_CHARS))
             call = functools.partial(self._call_tool, server.name, remote)
+            hints = listed.get("annotations")
+            read_only = isinstance(hints, dict) and hints.get("readOnlyHint") is True  # the server says so
             self.tools.append(Tool(name, about or f"Tool '{remote}' of MCP server {server.name}.", schema,
-                                   call, source=f"mcp:{server.name}"))
+                                   call, source=f"mcp:{server.name}", side_effects=not read_only))
 
     def _call_tool(self, server_name: str, remote: str, _ctx: ToolContext, /, **args: Any) -> str:
         """Call one tool, waiting at most mcp_timeout; the result redacted, any failure a ToolError."""

@@ -51,7 +51,7 @@ def tools_from(obj: Any, source: str) -> list[Tool]:
             if item.func is None:
                 raise TypeError(f"Tool '{item.name}' has no function to run")
             tools.append(Tool(item.name, item.description, item.args_schema, item.func, source, item.example,
-                              item.precheck))
+                              item.precheck, item.side_effects))
         elif callable(item) and not isinstance(item, type):
             tools.append(Tool.from_function(item, source=source))
         else:

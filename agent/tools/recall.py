@@ -61,4 +61,4 @@ def recall(ctx: ToolContext, query: str, limit: int = 3) -> str:
     return "\n".join(lines)
 
 
-TOOL = Tool.from_function(recall, example={"query": "disk space", "limit": 3})
+TOOL = Tool.from_function(recall, example={"query": "disk space", "limit": 3}, side_effects=False)

@@ -149,7 +149,7 @@ def test_live_reporter_follows_a_real_cycle(home):
     buffer = io.StringIO()
     reporter = LiveReporter(Console(file=buffer, force_terminal=True, width=120))
     script = write_script(home.parent, [echo("hi"), {"tool": "nope", "args": {}}, done("ok")])
-    report = cycle.run_cycle(Home.at(home), Settings(), ScriptedModel(script), reporter)
+    report = cycle.run_cycle(Home.at(home), Settings(idle="run"), ScriptedModel(script), reporter)
     out = buffer.getvalue()
     assert report.exit_code == 0
     for text in (report.cycle_id, "[TOOL] echo", "[UNKNOWN TOOL]", "[COMPLETED] ok", "after 3 iteration(s)"):

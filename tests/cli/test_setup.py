@@ -34,7 +34,7 @@ def test_init_writes_a_commented_config_that_loads_as_the_defaults_even_uncommen
     config = (target / "config.yaml").read_text()
     assert config.startswith("# Settings")
     assert all(line.startswith("#") or not line.strip() for line in config.splitlines())
-    assert load_settings(target) == Settings()
+    assert load_settings(target, env={}) == Settings()
     names = {name for name, _, _ in field_docs()}
     for name, doc, _ in field_docs():
         assert f"# {doc}" in config and f"# {name}:" in config
@@ -42,7 +42,7 @@ def test_init_writes_a_commented_config_that_loads_as_the_defaults_even_uncommen
                             if line.startswith("# ") and ":" in line.split()[1] and line[2:3].islower()
                             and line[2:].split(":")[0] in names)
     (target / "config.yaml").write_text(uncommented)
-    assert load_settings(target) == Settings()
+    assert load_settings(target, env={}) == Settings()
 
 
 def test_init_keeps_existing_files_and_says_so(home):

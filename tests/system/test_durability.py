@@ -31,6 +31,7 @@ from agent.outcomes import ExitCode
 from agent.store.home import Home, read_index
 from agent.store.lock import is_locked
 from agent.store.state_file import read_state_file
+from agent.tags import Tag
 from tests.helpers import make_home, run_cli, tree_digest, wait_for, write_script
 
 ALLOW = "shell_allowlist: [sleep, mkdir, rmdir]\n"  # the commands these tests' scripts run (LockHolder adds cat)
@@ -68,6 +69,13 @@ def core(state: dict) -> dict:
     return {k: v for k, v in state.items() if k != "last_updated"}
 
 
+def without_interrupted(state: dict) -> dict:
+    """The state without its [INTERRUPTED] note lines: the one thing a cycle adds to the state it
+    read before its before snapshot, when a kill cut a call with side effects (agent/journal.py)."""
+    lines = [line for line in state["notes"].split("\n") if not line.startswith(Tag.INTERRUPTED.value)]
+    return dict(state, notes="\n".join(lines))
+
+
 def active_state(home: Path) -> dict:
     state = read_state_file(home / "scratchpad" / "active.yaml", home)
     assert state is not None
@@ -93,7 +101,8 @@ def assert_every_file_whole(home: Path) -> None:
 
 class Expected:
     """What one uninterrupted cycle of `script` makes of a given active.yaml, computed by running
-    that cycle in-process in a scratch home (cached by the state's content)."""
+    that cycle in-process in a scratch home (cached by the state's content). With `home`, its
+    journal of calls goes along: a cycle after a kill mid-call notes that call (agent/journal.py)."""
 
     def __init__(self, folder: Path, script: Path, config: str):
         self.folder, self.script, self.config = folder, script, config
@@ -101,8 +110,10 @@ class Expected:
         self.lock = threading.Lock()
         self.count = 0
 
-    def after(self, state: dict) -> dict:
-        key = hashlib.sha256(json.dumps(core(state), sort_keys=True).encode()).hexdigest()
+    def after(self, state: dict, home: Path | None = None) -> dict:
+        journal = home / "logs" / "calls.jsonl" if home is not None else None
+        calls = journal.read_bytes() if journal is not None and journal.exists() else b""
+        key = hashlib.sha256(json.dumps(core(state), sort_keys=True).encode() + calls).hexdigest()
         with self.lock:
             if key not in self.cache:
                 self.count += 1
@@ -111,6 +122,9 @@ class Expected:
                 (scratch / "config.yaml").write_text(self.config)
                 (scratch / "scratchpad").mkdir()
                 (scratch / "scratchpad" / "active.yaml").write_text(yaml.safe_dump(state, sort_keys=False))
+                if calls:
+                    (scratch / "logs").mkdir()
+                    (scratch / "logs" / "calls.jsonl").write_bytes(calls)
                 result = run_cli("run", "--home", str(scratch), "--model", f"scripted:{self.script}", "-q")
                 assert result.exit_code == 0, result.output
                 self.cache[key] = core(active_state(scratch))
@@ -159,9 +173,10 @@ def test_kill_at_every_write_step_loses_nothing(tmp_path: Path):
             if before.stat().st_mtime_ns > (base / "scratchpad" / "active.yaml").stat().st_mtime_ns:
                 assert read_state_file(before, home) == old, step  # the snapshot is exactly what was read
 
+        want = expected.after(now, home)  # from the journal as the next run finds it
         nxt = run_proc("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
         assert nxt.returncode == 0, f"after a kill at {step}: {nxt.stderr}"
-        assert core(active_state(home)) == expected.after(now), step
+        assert core(active_state(home)) == want, step
         assert leftovers(home) == [], step
         assert not is_locked(Home.at(home))
         shutil.rmtree(home)
@@ -233,7 +248,7 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
         for i in range(kills_per_home):
             old_bytes = (home / "scratchpad" / "active.yaml").read_bytes()
             old = active_state(home)
-            new_core = expected.after(old)
+            new_core = expected.after(old, home)
             befores = set((home / "scratchpad").glob("*_before.yaml"))
             logs = set((home / "logs").glob("cycle_*.log"))
             proc = spawn("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
@@ -254,8 +269,8 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
                 assert core(now) == new_core, f"kill {i} of home {n}: neither the old nor the new state"
             assert_every_file_whole(home)
             new_befores = set((home / "scratchpad").glob("*_before.yaml")) - befores
-            for before in new_befores:
-                assert read_state_file(before, home) == old
+            for before in new_befores:  # what was read, plus the note on a call a kill cut (agent/journal.py)
+                assert without_interrupted(read_state_file(before, home)) == without_interrupted(old)
             with stats_lock:
                 stats[outcome] += 1
                 if proc.returncode == 0:
@@ -263,9 +278,10 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
                 elif new_befores and outcome == "old":
                     stats["mid-cycle"] += 1
             if i % 5 == 4:
+                want = expected.after(now, home)  # from the journal as the next run finds it
                 nxt = run_proc("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
                 assert nxt.returncode == 0, nxt.stderr
-                assert core(active_state(home)) == expected.after(now)
+                assert core(active_state(home)) == want
                 assert leftovers(home) == []
                 assert not is_locked(Home.at(home))
 

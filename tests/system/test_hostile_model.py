@@ -349,7 +349,8 @@ def terminal_homes(tmp_path_factory):
         home = tmp_path_factory.mktemp(name)
         assert run_cli("init", str(home)).exit_code == 0
         script = write_script(home, _terminal_script(payload))
-        result = run_agent_process("run", "--home", str(home), "--model", f"scripted:{script}")
+        # --force: the init template has nothing queued (a module fixture runs before conftest's AGENT_IDLE)
+        result = run_agent_process("run", "--home", str(home), "--model", f"scripted:{script}", "--force")
         assert result.returncode == 0, result.stderr
         homes[name] = (home, result.stdout + result.stderr)
     return homes

@@ -213,7 +213,8 @@ def test_the_network_is_reachable_only_when_sandbox_network_is_set(tmp_path):
 
 @pytest.mark.parametrize("attack, stopped_by", [
     ("f(){ f | f & }; f; sleep 2", "Cannot fork"),
-    ("python3 -c 'import os\nwhile True: os.fork()'", "Resource temporarily unavailable"),
+    # 64 interpreters may also meet the memory bound first (the cgroup's OOM kill): either bound stops it
+    ("python3 -c 'import os\nwhile True: os.fork()'", ("Resource temporarily unavailable", "[exit status 137]")),
     ("python3 -c 'x = bytearray(2 * 1024 ** 3); print(len(x))'", None),
     ("head -c 50000000 /dev/zero > big.bin", "File size limit exceeded"),
     ("i=0; while :; do i=$((i+1)); head -c 3000000 /dev/zero > fill$i; done", "over workspace_max_bytes"),
@@ -230,11 +231,11 @@ def test_a_fork_bomb_a_memory_hog_and_a_disk_filler_are_stopped_and_the_cycle_go
     lines = notes(home)
     assert lines[0].startswith(("[TOOL] shell(", "[TOOL ERROR] shell(")), lines[0]
     if stopped_by:
-        assert stopped_by in lines[0]
+        assert any(bound in lines[0] for bound in ((stopped_by,) if isinstance(stopped_by, str) else stopped_by))
     else:  # the kernel killed the hog
         assert "[exit status 137]" in lines[0] or "MemoryError" in lines[0], lines[0]
     assert "timed out" not in lines[0]  # stopped by its bound, not by the clock
-    over_quota = stopped_by and stopped_by.startswith("over workspace")
+    over_quota = isinstance(stopped_by, str) and stopped_by.startswith("over workspace")
     assert ("is read-only to commands" in lines[1]) == bool(over_quota)
     assert lines[1].startswith("[TOOL] shell(") and "REACHED" in lines[1]
     assert lines[2].startswith("[TOOL ERROR] write_file(" if over_quota else "[TOOL] write_file(")
