@@ -14,9 +14,10 @@ import socket
 import threading
 import time
 from typing import TYPE_CHECKING, Callable
+from urllib.parse import unquote
 
 from ..config import Settings
-from ..secrets import Secrets
+from ..secrets import REDACTED, Secrets
 from .base import ToolContext, ToolError
 
 if TYPE_CHECKING:
@@ -56,7 +57,11 @@ def refuse_secret_in_url(url: object, secrets: Secrets | None) -> None:
     """A ToolError when `url` carries a secret in any form Secrets.found_in detects (raw,
     percent-encoded, base64, hex, reversed; in the path, query, userinfo or fragment). Runs
     before the first request and again on every redirect, so a server cannot bounce the agent
-    to a URL that carries the key. The message never repeats the URL."""
+    to a URL that carries the key. The message never repeats the URL. The dispatcher has already
+    replaced any secret in the model's arguments by [REDACTED]: such a URL is refused too, so a
+    collector learns nothing, not even that a call was tried."""
+    if REDACTED in unquote(str(url)):
+        raise ToolError("refused: the URL carried a secret (redacted before the call); http_get never sends one")
     kind = secrets.found_in(str(url)) if secrets else None
     if kind:
         raise ToolError(f"refused: the URL carries a secret ({kind} form); http_get never sends one")

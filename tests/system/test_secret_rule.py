@@ -67,7 +67,7 @@ def test_base_url_credentials_and_header_values_are_secrets_and_hidden_from_chil
     url = "https://agent:pa55-w0rd-long@llm.example.com/v1"
     env = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": url, "PATH": "/bin"}
     secrets = secrets_for(env, extra_headers={"X-Token": "Bearer hdr-abcdef012345", "X-Title": "agent-x"})
-    assert secrets.redact_text("pa55-w0rd-long hdr-abcdef012345 agent-x") == f"{REDACTED} {REDACTED} agent-x"
+    assert secrets.redact_text("pa55-w0rd-long;hdr-abcdef012345; agent-x") == f"{REDACTED};{REDACTED}; agent-x"
     assert secrets.child_env(env) == {"PATH": "/bin"}
     assert without_credentials(url) == "https://llm.example.com/v1"
 
