@@ -63,7 +63,8 @@ class Settings:
     file_max_read: int = _doc("Bytes read_file returns at most; the rest is cut with a marker.", default=65536)
     file_max_write: int = _doc("Largest file (bytes) write_file and append_file may leave.", default=262144)
     http_timeout: float = _doc("Seconds an http_get may take in all (connect, redirects, body).", default=10.0)
-    http_max_bytes: int = _doc("Bytes of a response body http_get reads; it stops reading there.", default=65536)
+    http_max_bytes: int = _doc("Bytes of a response body http_get reads, after decoding gzip or deflate (at most "
+                               "two layers); it stops reading and decoding there.", default=65536)
     http_max_redirects: int = _doc("Redirects http_get follows (each one checked like the first URL).", default=5)
     http_allow_networks: list[str] = _doc("Non-public networks http_get may reach, as CIDRs (e.g. 127.0.0.0/8). "
                                           "Cloud metadata addresses stay refused.", default_factory=list)

@@ -2,7 +2,8 @@
 
 It refuses non-public addresses (after DNS, and again on every redirect) and connects to the
 very address it checked, so a second DNS answer cannot redirect the connection (rebinding).
-Every call has one overall deadline (a watchdog shuts its sockets) and a body cap. Plugins call `fetch` for the same checks.
+Every call has one overall deadline (a watchdog shuts its sockets) and a body cap on the decoded
+bytes, which decoding never passes (`http_decoding.py`). Plugins call `fetch` for the same checks.
 
 httpx is imported inside the functions that use it: a cycle that never fetches never loads it.
 """
@@ -19,6 +20,7 @@ from urllib.parse import unquote
 from ..config import Settings
 from ..secrets import REDACTED, Secrets
 from .base import ToolContext, ToolError
+from .http_decoding import BoundedDecoder, layers
 
 if TYPE_CHECKING:
     import httpx
@@ -232,14 +234,18 @@ def _read_body(response: httpx.Response, url: httpx.URL, settings: Settings, dea
 
     cap = settings.http_max_bytes
     timed_out = f"timed out after {settings.http_timeout:g}s while reading {url}"
-    body, cut = bytearray(), False
+    decoder = BoundedDecoder(layers(response.headers.get("content-encoding")), cap + 1)
+    body, raw_read, cut = bytearray(), 0, False
     try:
-        for chunk in response.iter_bytes():
-            body += chunk
-            if len(body) > cap:
+        for chunk in response.iter_raw():  # undecoded: the decoder is bounded, httpx's is not
+            raw_read += len(chunk)
+            body += decoder.feed(chunk)
+            if len(body) > cap or raw_read > cap:  # decoded or not, never more than the cap
                 del body[cap:]
                 cut = True
-                break  # stop reading: the rest never leaves the socket
+                break  # stop reading and decoding: the rest never leaves the socket
+            if decoder.full:
+                break
             if deadline.expired:
                 raise ToolError(timed_out)
     except httpx.TimeoutException:
