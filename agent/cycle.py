@@ -67,7 +67,7 @@ class _Run:
         tools = open_registry(self.settings, home.root, secrets, given=self.registry)  # MCP servers live as long as the lock
         with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals), tools as self.registry:  # 1
             home.ensure_dirs()
-            clean_after_crash(home, ensure_workspace(home.root, self.settings))
+            swept = clean_after_crash(home, ensure_workspace(home.root, self.settings))
             reap_recorded(home.root)  # commands a killed cycle left running
             cycle_id = new_cycle_id(home, now)                                                    # 2
             before = apply_inbox(home, load_state(home)).state  # 3: queued operator edits first
@@ -76,7 +76,7 @@ class _Run:
             with CycleLog(home.cycle_log(cycle_id), secrets) as self.log, \
                     Transcript(home.transcript(cycle_id), secrets, self.settings.transcript_max_bytes) as transcript:
                 self.model = transcript.recording(self.model)  # every request and reply, exactly
-                self.log(f"cycle {cycle_id} model={self.model.name} home={home.root}")
+                self.log(f"cycle {cycle_id} model={self.model.name} home={home.root}{swept.note}")
                 self._write(home.snapshot(cycle_id, "before"), before, report)                   # 4
                 self.report_event("start", cycle_id=cycle_id, model=self.model.name, task=report.task_before)
                 after, archived = self._attempt(before, report)                                   # 5

@@ -28,6 +28,9 @@ CODE_NAMES = frozenset({"pyproject.toml", "setup.py", "setup.cfg", "pyvenv.cfg",
                         "package.json", "Gemfile", "Rakefile", "Vagrantfile", "CMakeLists.txt",
                         # instructions that coding assistants follow as if the operator wrote them
                         "CLAUDE.md", "AGENTS.md"})
+# The deepest and longest path (inside the workspace) a tool may name: deep trees break walkers.
+MAX_PATH_PARTS = 32
+MAX_PATH_CHARS = 1024
 # Folders whose whole content runs or is imported.
 CODE_FOLDERS = frozenset({"bin", "sbin", "__pycache__", "site-packages", "dist-packages"})
 
@@ -87,18 +90,27 @@ def confined_path(ctx: ToolContext, path: str, *, for_writing: bool = False) -> 
         raise ToolError("the path is empty or contains a NUL byte")
     if ".." in Path(path).parts:
         raise ToolError(f"path '{path}' contains '..'; paths must stay inside the workspace")
+    _check_size(path, Path(path).parts)
     home, root = ctx.home.resolve(), workspace_root(ctx)
     candidate = Path(path) if os.path.isabs(path) else root / path
     resolved = candidate.resolve()
     if not resolved.is_relative_to(root):
         how = "resolves through a symlink to" if candidate.absolute() != resolved and candidate.is_relative_to(root) else "is"
         raise ToolError(f"path '{path}' {how} {resolved}, outside the workspace {root}")
+    inside = resolved.relative_to(root)
+    _check_size(str(inside), inside.parts)
     written = Path(os.path.normpath(candidate))
     for where in dict.fromkeys((written, resolved)):
         problem = where.is_relative_to(home) and protection(home, root, where)
         if problem:
             raise ToolError(f"path '{path}' {problem}; the model's tools may not read or write it")
     return resolved
+
+
+def _check_size(path: str, parts: tuple[str, ...]) -> None:
+    if len(path) > MAX_PATH_CHARS or len(parts) > MAX_PATH_PARTS:
+        raise ToolError(f"the path is {len(path)} characters and {len(parts)} levels deep; the tools take at most "
+                        f"{MAX_PATH_CHARS} characters and {MAX_PATH_PARTS} levels")
 
 
 def workspace_root(ctx: ToolContext) -> Path:
