@@ -133,6 +133,12 @@ class Settings:
     extra_body: dict[str, Any] = _doc("Extra JSON fields merged into every openai: request body: sampling options "
                                       "a server takes, e.g. {repeat_penalty: 1.0} for llama.cpp servers.",
                                       default_factory=dict)
+    prompt_max_bytes: int = _doc("Most bytes of one prompt (system and user message). A scratchpad that does not "
+                                 "fit is shown clipped, with a note saying so; the state itself is kept whole.",
+                                 default=32768)
+    tool_schemas_max_bytes: int = _doc("Most bytes of tool schemas sent in one request; tools past it (in the order "
+                                       "listed, built-ins first) are left out with a note naming them.",
+                                       default=65536)
 
     @property
     def secret_names(self) -> set[str]:
@@ -153,7 +159,8 @@ _TOOL_POSITIVE = {"file_max_read", "file_max_write", "http_timeout", "http_max_b
 _POSITIVE = {"max_iterations", "repeat_limit", "notes_budget", "max_parse_errors", "max_output_tokens", "note_result_chars", "shell_max_output",
              "local_context", "token_budget", "time_budget", "request_timeout", "shell_timeout", "local_threads",
              "keep_cycles", "keep_days", "hook_timeout", "check_timeout", "stall_cycles", "daily_token_budget",
-             "monthly_token_budget", "daily_cost_budget", "monthly_cost_budget", "max_reply_bytes"}
+             "monthly_token_budget", "daily_cost_budget", "monthly_cost_budget", "max_reply_bytes",
+             "prompt_max_bytes", "tool_schemas_max_bytes"}
 # Seconds settings: past a day they are a typo, and 1e10 overflows the timers that use them.
 MOST_SECONDS = 86400.0
 _SECONDS = ("request_timeout", "time_budget", "shell_timeout", "http_timeout", "lock_wait")

@@ -121,11 +121,10 @@ class _Run:
                     after, archived, report.reflect = memory.reflect(self.model, before, after, report.usage, self.log,
                                                                      self.limits.seconds_left(), self.secrets)
         except (Exception, KeyboardInterrupt, Interrupted) as exc:
-            failed = copy.deepcopy(before)
-            add_note(failed, report.fail(exc, self.secrets))
+            after, archived, reason = copy.deepcopy(before), [], StopReason.ERROR  # failed cycles count toward stalls
+            add_note(after, report.fail(exc, self.secrets))
             self.log(f"cycle failed: {report.error}")
             self.log.block(traceback.format_exc())
-            return failed, []
         report.end(stalls.judge(self.home, self.settings, after, reason, self.secrets))
         return after, archived
 
@@ -145,7 +144,7 @@ class _Run:
                 limits.before_call()
                 n = report.iterations = report.iterations + 1
                 shown = secrets.redact(state)  # what the model sees, and what guidance may offer it
-                user = prompt.user_prompt(shown, n, settings.max_iterations, limits.warnings(), guided)
+                user = prompt.fitted_user_prompt(system, shown, n, settings, limits.warnings(), guided)
                 report.prompt_bytes.append(len(system.encode()) + len(user.encode()))
                 self.log(f"iteration {n}: prompt {report.prompt_bytes[-1]} bytes")
                 result = prompt.last_result(shown, n)
