@@ -112,7 +112,7 @@ def _echo_transcript_record(record: dict) -> None:
     if "cut" in record:
         click.echo(f"--- {escape_controls(record['cut'])}")
         return
-    click.echo(f"=== call {record.get('call')} ({record.get('purpose')}), {record.get('elapsed_s')}s")
+    click.echo(escape_controls(f"=== call {record.get('call')} ({record.get('purpose')}), {record.get('elapsed_s')}s"))
     for message in record.get("messages") or []:
         if isinstance(message, dict):
             click.echo(f"--- {escape_controls(message.get('role'))}")
@@ -120,5 +120,6 @@ def _echo_transcript_record(record: dict) -> None:
     if "error" in record:
         click.echo(f"--- error\n{escape_controls(record['error'])}")
     else:
-        click.echo(f"--- reply (finish_reason {record.get('finish_reason')}, usage {json.dumps(record.get('usage'))})")
+        click.echo(escape_controls(f"--- reply (finish_reason {record.get('finish_reason')}, "
+                                   f"usage {json.dumps(record.get('usage'))})"))
         click.echo(escape_controls(record.get("reply"), keep_newlines=True))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from ..escape import escape_controls
 from ..config import load_settings
 from ..providers import ModelError, ScriptedModel, resolve_model
 from ..providers.local import LocalModel
@@ -193,6 +194,6 @@ def doctor(home_dir: Path, model: str | None, as_json: bool) -> None:
             mark = click.style("FAIL", fg="red", bold=True) if not c.ok else \
                 click.style("warn", fg="yellow") if c.warning else click.style("ok  ", fg="green")
             shown_fix = c.fix and (c.warning or not c.ok)
-            click.echo(f"{mark} {c.name:11s} {c.detail}" + (f"  -> fix: {c.fix}" if shown_fix else ""))
+            click.echo(f"{mark} " + escape_controls(f"{c.name:11s} {c.detail}" + (f"  -> fix: {c.fix}" if shown_fix else "")))
     if not all(c.ok for c in checks):
         sys.exit(1)

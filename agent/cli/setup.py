@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import yaml
 
+from ..escape import escape_controls
 from .. import approvals
 from ..config import field_docs, load_settings
 from ..outcomes import UsageError
@@ -181,10 +182,11 @@ def tools(home_dir: Path, as_json: bool) -> None:
                     for t in registry])
         return
     for tool in registry:
-        click.echo(f"{tool.name}  [{source(tool)}]\n    {tool.description}")
+        click.echo(escape_controls(f"{tool.name}  [{source(tool)}]"))
+        click.echo("    " + escape_controls(tool.description))
         for arg in arguments(tool):
             optional = "" if arg["required"] else ", optional"
             about = f": {arg['description']}" if arg["description"] else ""
-            click.echo(f"    - {arg['name']} ({arg['type']}{optional}){about}")
+            click.echo("    " + escape_controls(f"- {arg['name']} ({arg['type']}{optional}){about}"))
     if registry.disabled:
         click.echo(f"turned off by config: {', '.join(registry.disabled)}")
