@@ -135,10 +135,10 @@ class Settings:
                                       default_factory=dict)
     prompt_max_bytes: int = _doc("Most bytes of one prompt (system and user message). A scratchpad that does not "
                                  "fit is shown clipped, with a note saying so; the state itself is kept whole.",
-                                 default=32768)
+                                 default=98304)
     tool_schemas_max_bytes: int = _doc("Most bytes of tool schemas sent in one request; tools past it (in the order "
                                        "listed, built-ins first) are left out with a note naming them.",
-                                       default=65536)
+                                       default=32768)
 
     @property
     def secret_names(self) -> set[str]:

@@ -206,7 +206,7 @@ def fitted_user_prompt(system: str, state: dict, iteration: int, settings: Any, 
     """`user_prompt`, clipped so that system + user fit `prompt_max_bytes` (when they can at all)."""
     max_iterations, max_bytes, warnings = settings.max_iterations, settings.prompt_max_bytes, list(warnings or [])
     user = user_prompt(state, iteration, max_iterations, warnings, guided)
-    room = max_bytes - len(system.encode())
+    room = max(max_bytes - len(system.encode()), max_bytes // 4)  # a huge system prompt never empties the user's
     full = len(user.encode())
     if full <= room:
         return user

@@ -32,7 +32,8 @@ def _refusing_big_prompts(limit: int = CONTEXT_BYTES):
 def _home(tmp_path: Path, state: dict, **config) -> Path:
     home = tmp_path / "home"
     assert run_cli("init", str(home)).exit_code == 0
-    (home / "config.yaml").write_text(yaml.safe_dump({"max_retries": 0, "request_timeout": 5, **config}))
+    config = {"max_retries": 0, "request_timeout": 5, "prompt_max_bytes": 32768, **config}
+    (home / "config.yaml").write_text(yaml.safe_dump(config))
     write_active(home, state)
     return home
 

@@ -166,8 +166,13 @@ def tools(home_dir: Path, as_json: bool) -> None:
     """
     home = existing_home(home_dir)
     settings = load_settings(home.root)
-    with open_registry(settings, home.root) as registry:
+    def warn(problem: str) -> None:  # stderr: --json stays a list of tools
+        click.echo("agent: warning: " + escape_controls(problem), err=True)
+
+    with open_registry(settings, home.root, warn=warn) as registry:
         pass  # MCP servers run only to list their tools
+    for warning in approvals.pattern_warnings(settings, registry):
+        warn(warning)
 
     def source(tool) -> str:
         return "control" if tool.name in CONTROL_TOOLS and tool.func is None else tool.source
