@@ -62,22 +62,24 @@ class Fragments:
         return "".join(out)
 
     def _hits(self, text: str, first: bool):
-        index, texts, size = self._index, self.texts, len(text)
+        """(start, end, secret number) of each fragment found, extended as far as it matches."""
         seen: set[tuple[int, int]] = set()
-        for probe in range(0, size - PROBE + 1, STRIDE):
-            places = index.get(text[probe:probe + PROBE])
-            if not places:
-                continue
-            for number, offset in places:
-                secret = texts[number]
-                start, left = probe, offset
-                while start > 0 and left > 0 and text[start - 1] == secret[left - 1]:
-                    start, left = start - 1, left - 1
-                end, right = probe + PROBE, offset + PROBE
-                while end < size and right < len(secret) and text[end] == secret[right]:
-                    end, right = end + 1, right + 1
+        for probe in range(0, len(text) - PROBE + 1, STRIDE):
+            for number, offset in self._index.get(text[probe:probe + PROBE], ()):
+                start, end = _extend(text, probe, self.texts[number], offset)
                 if end - start >= FRAGMENT and (start, end) not in seen:
                     seen.add((start, end))
                     yield start, end, number
                     if first:
                         return
+
+
+def _extend(text: str, at: int, secret: str, offset: int) -> tuple[int, int]:
+    """The widest range around text[at:at + PROBE] that matches `secret` around `offset`."""
+    start, left = at, offset
+    while start > 0 and left > 0 and text[start - 1] == secret[left - 1]:
+        start, left = start - 1, left - 1
+    end, right = at + PROBE, offset + PROBE
+    while end < len(text) and right < len(secret) and text[end] == secret[right]:
+        end, right = end + 1, right + 1
+    return start, end

@@ -206,6 +206,7 @@ def doctor(home_dir: Path, model: str | None, as_json: bool) -> None:
             mark = click.style("FAIL", fg="red", bold=True) if not c.ok else \
                 click.style("warn", fg="yellow") if c.warning else click.style("ok  ", fg="green")
             shown_fix = c.fix and (c.warning or not c.ok)
-            click.echo(f"{mark} " + escape_controls(f"{c.name:11s} {c.detail}" + (f"  -> fix: {c.fix}" if shown_fix else "")))
+            line = f"{c.name:11s} {c.detail}" + (f"  -> fix: {c.fix}" if shown_fix else "")
+            click.echo(f"{mark} {escape_controls(line)}")
     if not all(c.ok for c in checks):
         sys.exit(1)

@@ -204,8 +204,8 @@ class OpenAIModel:
         except openai.APIStatusError as exc:
             if context_exceeded(exc):
                 raise ModelError(f"the prompt does not fit the endpoint's context window (HTTP {exc.status_code}: "
-                                 f"{self._short(exc.message, 200)}); lower prompt_max_bytes "
-                                 f"(now {self.settings.prompt_max_bytes}) or use a model with a larger context") from exc
+                                 f"{self._short(exc.message, 200)}); lower prompt_max_bytes (now "
+                                 f"{self.settings.prompt_max_bytes}) or use a model with a larger context") from exc
             problem = f"HTTP {exc.status_code}: {self._short(exc.message)}"
             retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500  # as the client does
             if cut and retried:

@@ -19,8 +19,8 @@ from .plugins import load_plugin_tools, warn_once
 from .recall import TOOL as RECALL
 
 if TYPE_CHECKING:
-    from .mcp import McpServers
     from .base import Tool
+    from .mcp import McpServers
 
 # The start of the problem that names the tools the schema budget left out (doctor looks for it).
 SCHEMAS_LEFT_OUT = "tools left out: their schemas would pass tool_schemas_max_bytes"

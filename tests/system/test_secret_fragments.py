@@ -12,7 +12,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings as hsettings
+from hypothesis import given
+from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from agent.config import Settings

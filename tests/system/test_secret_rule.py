@@ -94,5 +94,5 @@ def test_json_output_escapes_what_a_terminal_obeys_and_stays_the_same_data() -> 
     assert "\u202e" not in text and "\x9b" not in text and json.loads(text) == data
 
 
-def test_escape_tree_escapes_keys_and_values_but_keeps_newlines() -> None:
-    assert escape_tree({"k\x1b": ["a\nb\x07", 1]}) == {"k\\x1b": ["a\nb\\x07", 1]}
+def test_escape_tree_escapes_keys_and_values_each_onto_one_line() -> None:
+    assert escape_tree({"k\x1b": ["a\nb\x07\u2028", 1]}) == {"k\\x1b": ["a\\nb\\x07\\u2028", 1]}

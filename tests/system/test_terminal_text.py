@@ -104,7 +104,8 @@ def test_no_command_prints_a_control_line_separator_or_bidi_control_raw(hostile_
         result = run_cli(*args, env=extra["env"])
         shown = result.stdout + result.stderr
         raw = RAW.search(shown)
-        assert raw is None, f"agent {' '.join(args[:2])}: raw {raw.group()!r} in {shown[max(0, raw.start() - 80):raw.end() + 40]!r}"
+        where = shown[max(0, raw.start() - 80):raw.end() + 40] if raw else ""
+        assert raw is None, f"agent {' '.join(args[:2])}: raw {raw.group()!r} in {where!r}"
         if "--json" not in args and args[:2] != ["logs", "--transcript"]:  # a transcript message is multi-line text
             fields = shown.split("notes (")[0] if args[0] == "show" else shown  # notes are lines by design
             forged = [line for line in fields.splitlines() if line.lstrip().startswith("FORGED")]
