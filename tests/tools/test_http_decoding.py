@@ -74,8 +74,10 @@ def server(bombs):
     srv.server_close()
 
 
+# The peak is VmHWM, the new process image's own high-water mark: ru_maxrss would carry over the
+# (large) test process's peak, which a forked child inherits across exec.
 _CHILD = """
-import json, resource, sys
+import json, re, sys
 from agent.config import Settings
 from agent.tools import ToolError
 from agent.tools.http import fetch
@@ -83,7 +85,8 @@ try:
     out = fetch(sys.argv[1], Settings(http_allow_networks=["127.0.0.0/8"]))
 except ToolError as exc:
     out = "ToolError: " + str(exc)
-print(json.dumps({"peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "out": out[:400], "size": len(out)}))
+peak_kb = int(re.search(r"VmHWM:\\s+(\\d+) kB", open("/proc/self/status").read()).group(1))
+print(json.dumps({"peak_kb": peak_kb, "out": out[:400], "size": len(out)}))
 """
 
 
