@@ -19,10 +19,12 @@ import contextlib
 import datetime as _dt
 import fnmatch
 import json
+import re
 from typing import Any, Callable, Iterator
 
 from .config import Settings
 from .dispatcher import Outcome, add_note, dispatch
+from .escape import escape_controls
 from .outcomes import InvalidScratchpad, LimitReached, StopReason, UsageError
 from .secrets import Secrets
 from .store.files import atomic_write
@@ -40,10 +42,34 @@ def approvals_file(home: Home):
     return home.approvals
 
 
+def _patterns(settings: Settings) -> dict[str, list[str]]:
+    """Each `approval_required` pattern with the forms it matches by: as written, and squeezed the
+    way MCP tool names are (`my-srv__*` names the tools of server my-srv, exposed as my_srv__...)."""
+    return {raw: list(dict.fromkeys([raw, re.sub(r"[^A-Za-z0-9_*?\[\]!]", "_", raw)]))
+            for raw in settings.approval_required}
+
+
 def gate(settings: Settings) -> Callable[[str], bool]:
-    """Whether a tool's calls need approval: its name matches a pattern in `approval_required`."""
-    patterns = list(settings.approval_required)
-    return lambda name: any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+    """Whether a tool's calls need approval: its name matches a pattern in `approval_required`,
+    as the operator wrote it or as the server's tools are exposed."""
+    forms = [form for found in _patterns(settings).values() for form in found]
+    return lambda name: any(fnmatch.fnmatchcase(name, form) for form in forms)
+
+
+def pattern_warnings(settings: Settings, registry: Registry) -> list[str]:
+    """One warning per `approval_required` pattern that matches no tool this home has (offered or
+    turned off): a typo, or a server that did not start, would leave its calls ungated."""
+    names = [*registry.names(), *registry.disabled]
+    return [f"approval_required pattern {raw!r} matches no tool (a typo, or a server that did not start?): "
+            f"nothing is gated by it" for raw, forms in _patterns(settings).items()
+            if not any(fnmatch.fnmatchcase(name, form) for name in names for form in forms)]
+
+
+def call_lines(record: dict, width: int = 100) -> list[str]:
+    """The whole parked call, escaped, cut into lines of `width` characters (never clipped:
+    the operator approves exactly what they can read)."""
+    text = escape_controls(shown_call(record))
+    return [text[i:i + width] for i in range(0, len(text), width)] or [""]
 
 
 def _now() -> str:
@@ -147,6 +173,8 @@ def _parked(home: Home, cycle_id: str, tool: str, args: dict) -> dict:
 def run_decided(home: Home, cycle_id: str, state: dict, registry: Registry, ctx: ToolContext,
                 log: Callable[[str], None]) -> dict:
     """Run the approved calls and note the denials the model has not heard of yet; the new state."""
+    for warning in pattern_warnings(ctx.settings, registry):
+        log(f"warning: {warning}")
     if not approvals_file(home).exists():  # nothing was ever parked (decide needs a parked call)
         return state
     with _locked(home):

@@ -84,7 +84,8 @@ class Settings:
     file_max_write: int = _doc("Largest file (bytes) write_file and append_file may leave.", above=0, default=262144)
     http_timeout: float = _doc("Seconds an http_get may take in all (connect, redirects, body).",
                                above=0, unit="seconds", default=10.0)
-    http_max_bytes: int = _doc("Bytes of a response body http_get reads; it stops reading there.",
+    http_max_bytes: int = _doc("Bytes of a response body http_get reads, after decoding gzip or deflate (at most "
+                               "two layers); it stops reading and decoding there.",
                                above=0, default=65536)
     http_max_redirects: int = _doc("Redirects http_get follows (each one checked like the first URL).",
                                    minimum=0, default=5)
@@ -199,6 +200,13 @@ class Settings:
     model_budgets: dict[str, dict[str, float]] = _doc(
         "Budgets per model as history names it: {daily_tokens, monthly_tokens, daily_cost, monthly_cost}; "
         "spent: the cycle continues on the next of fallback_models (none left: exit 10).", default_factory=dict)
+
+    prompt_max_bytes: int = _doc("Most bytes of one prompt (system and user message). A scratchpad that does not "
+                                 "fit is shown clipped, with a note saying so; the state itself is kept whole.",
+                                 above=0, unit="bytes", default=98304)
+    tool_schemas_max_bytes: int = _doc("Most bytes of tool schemas sent in one request; tools past it (in the order "
+                                       "listed, built-ins first) are left out with a note naming them.",
+                                       above=0, unit="bytes", default=32768)
 
     @property
     def budgeted(self) -> bool:

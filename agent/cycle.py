@@ -32,7 +32,7 @@ from .providers import Model, Request
 from .report import CycleReport, Reporter, SafeReporter, killed_notes
 from .secrets import Secrets
 from .store.cycle_log import CycleLog
-from .store.home import Home, after_crash
+from .store.home import Home, clean_after_crash
 from .store.ids import new_cycle_id
 from .store.lock import home_lock
 from .store.state_file import load_state, state_size_problem, write_state
@@ -70,7 +70,8 @@ class _Run:
         tools = open_registry(self.settings, home.root, secrets, given=self.registry)  # MCP servers: not for idle
         with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals):  # 1
             home.ensure_dirs()
-            self.killed = after_crash(home, ensure_workspace(home.root, self.settings))  # a cycle before, killed
+            swept = clean_after_crash(home, ensure_workspace(home.root, self.settings))
+            self.killed = swept.killed  # a cycle before this one, killed: its note comes in the loop
             reap_recorded(home.root)  # commands a killed cycle left running
             cycle_id = new_cycle_id(home, now)                                                    # 2
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name)
@@ -80,7 +81,7 @@ class _Run:
             with tools as self.registry, CycleLog(home.cycle_log(cycle_id), secrets) as self.log, \
                     Transcript(home.transcript(cycle_id), secrets, self.settings.transcript_max_bytes) as transcript:
                 self.model = transcript.recording(self.model)  # every request and reply, exactly
-                self.log(f"cycle {cycle_id} model={self.model.name} home={home.root}")
+                self.log(f"cycle {cycle_id} model={self.model.name} home={home.root}{swept.note}")
                 self.log(policy_line(home.root, self.settings))  # probed once, remembered in logs/
                 self._write(home.snapshot(cycle_id, "before"), before, report)                   # 4
                 self.report_event("start", cycle_id=cycle_id, model=self.model.name, task=report.task_before)
@@ -126,11 +127,10 @@ class _Run:
                     after, archived, report.reflect = memory.reflect(self.model, before, after, report.usage, self.log,
                                                                      self.limits.seconds_left(), self.secrets)
         except (Exception, KeyboardInterrupt, Interrupted) as exc:
-            failed = copy.deepcopy(before)
-            add_note(failed, report.fail(exc, self.secrets))
+            after, archived, reason = copy.deepcopy(before), [], StopReason.ERROR  # failed cycles count toward stalls
+            add_note(after, report.fail(exc, self.secrets))
             self.log(f"cycle failed: {report.error}")
             self.log.block(traceback.format_exc())
-            return failed, []
         report.end(stalls.judge(self.home, self.settings, after, reason, self.secrets))
         return after, archived
 
@@ -155,7 +155,7 @@ class _Run:
                 limits.before_call()
                 n = report.iterations = report.iterations + 1
                 shown = secrets.redact(state)  # what the model sees, and what guidance may offer it
-                user = prompt.user_prompt(shown, n, settings.max_iterations, limits.warnings(), guided)
+                user = prompt.fitted_user_prompt(system, shown, n, settings, limits.warnings(), guided)
                 report.prompt_bytes.append(len(system.encode()) + len(user.encode()))
                 self.log(f"iteration {n}: prompt {report.prompt_bytes[-1]} bytes")
                 result = prompt.last_result(shown, n)

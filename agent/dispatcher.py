@@ -48,6 +48,8 @@ class Outcome:
 
 
 def add_note(state: dict, line: str) -> None:
+    """Append one note line: whatever `line` holds (an endpoint's error, a server's text) stays one line."""
+    line = escape_controls(line)
     state["notes"] = f"{state['notes']}\n{line}" if state["notes"] else line
 
 

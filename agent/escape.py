@@ -3,18 +3,26 @@
 A terminal obeys control sequences: escape codes can move the cursor, hide text, set the window
 title or write the clipboard (OSC 52), and a newline in a tool argument would forge a line in the
 cycle log. Everything model-written goes through `escape_controls` before it reaches a terminal,
-cron mail or a line-oriented log.
+cron mail or a line-oriented log, and every command's stdout and stderr pass `escape_output` on
+their way out (`agent/cli/__init__.py`), so text a command forgot to escape is escaped anyway.
+
+What is escaped: C0 controls (but tab), DEL, C1 controls (NEL U+0085 among them), every other
+character `str.splitlines` splits on (U+2028, U+2029; \v \f \x1c-\x1e are C0), and the
+bidirectional controls that reorder text (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069).
 """
 
 from __future__ import annotations
 
 import re
 
-# C0 controls (but tab), DEL, C1 controls, and the bidirectional overrides that reorder text.
-_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-_CONTROLS_BUT_NEWLINE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Line separators and bidirectional controls beyond C0/C1.
+_WIDE = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_CONTROLS = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_WIDE}]")
+_CONTROLS_BUT_NEWLINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_WIDE}]")
 # What json.dumps(ensure_ascii=False) leaves raw (it escapes C0 itself; its layout uses \n).
-_CONTROLS_JSON_KEEPS = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_CONTROLS_JSON_KEEPS = re.compile(f"[\x7f-\x9f{_WIDE}]")
+# The colour and bold sequences click.style writes (the only escape sequences a command sends).
+_STYLE = re.compile("(\x1b\\[[0-9;]*m)")
 
 
 def _escaped(match: re.Match) -> str:
@@ -40,11 +48,18 @@ def escape_json(text: str) -> str:
     return _CONTROLS_JSON_KEEPS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
+def escape_output(text: str) -> str:
+    """What a command writes to stdout or stderr, made safe: every control escaped but newline,
+    tab and click's own style sequences (colour, bold)."""
+    parts = _STYLE.split(text)
+    return "".join(part if i % 2 else escape_controls(part, keep_newlines=True) for i, part in enumerate(parts))
+
+
 def escape_tree(value: object) -> object:
-    """A copy of a loaded state (lists, mappings, scalars) with every string escaped, newlines
-    kept, for printing field by field. Loaded YAML is depth-bounded, so recursion is safe."""
+    """A copy of a loaded state (lists, mappings, scalars) with every string escaped onto one
+    line, for printing field by field. Loaded YAML is depth-bounded, so recursion is safe."""
     if isinstance(value, dict):
         return {escape_tree(k): escape_tree(v) for k, v in value.items()}
     if isinstance(value, list):
         return [escape_tree(v) for v in value]
-    return escape_controls(value, keep_newlines=True) if isinstance(value, str) else value
+    return escape_controls(value) if isinstance(value, str) else value

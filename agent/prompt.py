@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from .outcomes import UsageError
 from .safe_yaml import FileRefused, dump_yaml, read_text_file
@@ -173,3 +174,60 @@ def chat_messages(system: str, user: str) -> list[dict]:
         messages += [{"role": "user", "content": example_user}, {"role": "assistant", "content": example_reply}]
     messages.append({"role": "user", "content": user})
     return messages
+
+# ------------------------------------------------------------------------- fitting the prompt
+# Legal updates can leave a state whose prompt no endpoint accepts (six 60,000-character completed
+# tasks); sending it whole would fail every later cycle. So the user message is rendered from a
+# copy whose long strings are clipped (head and tail kept, the middle replaced by a marker), the
+# cap halved until the prompt fits `prompt_max_bytes`, with a line telling the model so. If many
+# short items still do not fit, the scratchpad block itself is cut and the closing lines kept.
+# The state is never changed: only what the model is shown.
+
+SMALLEST_CLIP = 64  # characters of one value worth showing; below this the block is cut instead
+
+
+def clip_text(text: str, cap: int) -> str:
+    if len(text) <= cap:
+        return text
+    half = cap // 2
+    return f"{text[:half]}[... {len(text) - 2 * half} characters clipped ...]{text[len(text) - half:]}"
+
+
+def clip_strings(value: Any, cap: int) -> Any:
+    """A copy of a state value with every string longer than `cap` clipped (states are depth-bounded)."""
+    if isinstance(value, dict):
+        return {k: clip_strings(v, cap) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clip_strings(v, cap) for v in value]
+    return clip_text(value, cap) if isinstance(value, str) else value
+
+
+def fitted_user_prompt(system: str, state: dict, iteration: int, settings: Any, warnings: list[str] | None = None,
+                       guided: bool = False) -> str:
+    """`user_prompt`, clipped so that system + user fit `prompt_max_bytes` (when they can at all)."""
+    max_iterations, max_bytes, warnings = settings.max_iterations, settings.prompt_max_bytes, list(warnings or [])
+    user = user_prompt(state, iteration, max_iterations, warnings, guided)
+    room = max(max_bytes - len(system.encode()), max_bytes // 4)  # a huge system prompt never empties the user's
+    full = len(user.encode())
+    if full <= room:
+        return user
+    note = (f"Note: the scratchpad is too large for one prompt ({full} bytes; prompt_max_bytes is {max_bytes}): "
+            f"long values are shown clipped. Keep notes and tasks short.")
+    cap = max(SMALLEST_CLIP, room // 4)
+    while True:
+        user = user_prompt(clip_strings(state, cap), iteration, max_iterations, [*warnings, note], guided)
+        if len(user.encode()) <= room or cap <= SMALLEST_CLIP:
+            break
+        cap //= 2
+    if len(user.encode()) <= room:
+        return user
+    return _cut_block(user, room)
+
+
+def _cut_block(user: str, room: int) -> str:
+    """The user message with the scratchpad block cut to what fits; the closing lines kept whole."""
+    at = user.find("\nIteration ")
+    head, tail = (user[:at], user[at:]) if at >= 0 else ("", user)
+    marker = "\n[... the rest of the scratchpad is cut: it does not fit prompt_max_bytes ...]"
+    keep = max(0, room - len(tail.encode()) - len(marker.encode()))
+    return head.encode()[:keep].decode("utf-8", errors="ignore") + marker + tail

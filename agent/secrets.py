@@ -13,7 +13,9 @@ What counts as a secret (CLAUDE.md, "What counts as a secret"):
   it, for "Bearer TOKEN"), under the same rule as the API key.
 
 Each secret is redacted in every form `agent.secret_forms.forms` lists (escaped, URL-encoded,
-base64, hex, reversed), and a URL that carries any of them is refused (`found_in`).
+base64, hex, reversed), and so is every fragment of a form of `FRAGMENT` (8) characters or more
+(`agent.secret_fragments`: a key printed in two pieces is still the key); a URL that carries any
+of them is refused (`found_in`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 from .outcomes import UsageError
 from .secret_forms import forms
+from .secret_fragments import Fragments
 
 REDACTED = "[REDACTED]"
 
@@ -140,6 +143,9 @@ class Secrets:
         for value in self.values:
             found.update({value: "raw"} if len(value) < MIN_SECRET_LENGTH else forms(value))
         self.forms = dict(sorted(found.items(), key=lambda item: len(item[0]), reverse=True))
+        self._short = [form for form in self.forms if len(form) < MIN_SECRET_LENGTH]  # named, 4-7 characters
+        self._fragments = Fragments(self.forms)
+        self._hex_fragments = Fragments(form.lower() for form, kind in self.forms.items() if kind == "hex")
 
     @classmethod
     def from_settings(cls, settings: Any, env: Mapping[str, str] | None = None) -> "Secrets":
@@ -161,21 +167,28 @@ class Secrets:
         return bool(self.values)
 
     def redact_text(self, text: str) -> str:
-        """`text` with every form of every secret replaced by [REDACTED]."""
-        for form in self.forms:
+        """`text` with every form of every secret, and every fragment of 8 or more characters of
+        one, replaced by [REDACTED]."""
+        text = self._fragments.redact(text, REDACTED)
+        for form in self._short:
             if form in text:
                 text = text.replace(form, REDACTED)
         return text
 
     def found_in(self, text: str) -> str | None:
-        """The kind of secret form `text` carries ("raw", "base64", "hex", ...), also after
-        percent-decoding it once or twice; None when it carries none."""
+        """The kind of secret form `text` carries, whole or as a fragment of 8 or more characters
+        ("raw", "base64", "hex", ...), also after percent-decoding it once or twice; None when it
+        carries none."""
         decoded = {text, unquote(text), unquote_plus(text), unquote(unquote(text)), unquote_plus(unquote(text))}
         for candidate in decoded:
-            folded = candidate.lower()
-            for form, kind in self.forms.items():
-                if form in candidate or (kind == "hex" and form.lower() in folded):
-                    return kind
+            number = self._fragments.first(candidate)
+            if number is not None:
+                return self.forms[self._fragments.texts[number]]
+            if self._hex_fragments.first(candidate.lower()) is not None:
+                return "hex"
+            for form in self._short:
+                if form in candidate:
+                    return "raw"
         return None
 
     def redact(self, value: Any) -> Any:

@@ -6,9 +6,10 @@ The streak is read from logs/index.jsonl (each record's task_after and stop_reas
 cycle now ending. Only cycles where the model worked on the task count:
 
 - `done`, or another task, ends the streak;
-- a failed cycle (exit 4: model unreachable, a bug), one awaiting approval (exit 8) and one
-  whose budget was spent (exit 10) neither count nor end it: the model was not the one stuck,
-  and exit 4/8/10 already tell the operator what to do.
+- a failed cycle (exit 4: a prompt the endpoint refuses, the model unreachable, a bug) counts:
+  a home that can never make progress stops with exit 9 instead of failing for ever;
+- one awaiting approval (exit 8) and one whose budget was spent (exit 10) neither count nor end
+  it: the model was not the one stuck, and exit 8/10 already tell the operator what to do.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from .secrets import Secrets
 from .store.home import Home, read_index
 from .tags import Tag
 
-NOT_COUNTED = {StopReason.ERROR.value, StopReason.AWAITING_APPROVAL.value, StopReason.BUDGET_EXHAUSTED.value,
+NOT_COUNTED = {StopReason.AWAITING_APPROVAL.value, StopReason.BUDGET_EXHAUSTED.value,
                StopReason.IDLE.value}  # idle: the model was not asked, so it did not fail to advance
 TAIL_BYTES_PER_CYCLE = 8192  # an index record is well under this; skipped records are the exception
 
@@ -63,7 +64,8 @@ def judge(home: Home, settings: Settings, state: dict, reason: StopReason, secre
 
 
 def stall_text(task: Any, cycles: int) -> str:
-    return f"task {task!r} has ended {cycles} cycles in a row without done"
+    shown = repr(task) if len(repr(task)) <= 200 else f"{repr(task)[:200]}..."  # a note, not a copy of the task
+    return f"task {shown} has ended {cycles} cycles in a row without done"
 
 
 def stall_status(records: list[dict], task: Any, stall_cycles: int) -> dict | None:

@@ -27,5 +27,5 @@ def test_json_stays_the_same_data_without_anything_a_terminal_obeys():
     assert not any(ch in escaped for ch in "\x7f\u202e\x9b")
 
 
-def test_a_tree_is_escaped_keys_and_values_newlines_kept():
-    assert escape_tree({"a\x1b": ["x\ny", 3, None, {"k": "\x07"}]}) == {"a\\x1b": ["x\ny", 3, None, {"k": "\\x07"}]}
+def test_a_tree_is_escaped_keys_and_values_each_on_one_line():
+    assert escape_tree({"a\x1b": ["x\ny", 3, None, {"k": "\x07"}]}) == {"a\\x1b": ["x\\ny", 3, None, {"k": "\\x07"}]}

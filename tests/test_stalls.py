@@ -53,11 +53,14 @@ def test_an_operator_changing_the_task_ends_the_streak(stuck_home):
     assert idle(stuck_home).exit_code == 3
 
 
-def test_failed_cycles_neither_count_nor_end_the_streak(stuck_home):
+def test_failed_cycles_count_toward_the_streak(stuck_home):
     assert idle(stuck_home).exit_code == 3
     assert run_cycle(stuck_home, []).exit_code == 4  # the script ends at once: the cycle fails
-    assert idle(stuck_home).exit_code == 3
     assert idle(stuck_home).exit_code == 9
+
+
+def test_a_home_that_only_fails_stops_with_stalled(stuck_home):
+    assert [run_cycle(stuck_home, []).exit_code for _ in range(3)] == [4, 4, 9]
 
 
 def test_status_shows_the_stall(stuck_home):
@@ -80,11 +83,11 @@ def test_bad_stall_cycles_exits_2_naming_it(stuck_home):
     assert result.exit_code == 2 and "'stall_cycles' must be greater than 0" in result.stderr
 
 
-def test_the_streak_skips_failed_approval_and_budget_cycles_and_stops_at_done():
+def test_the_streak_counts_failed_cycles_skips_approval_and_budget_cycles_and_stops_at_done():
     rec = lambda reason, task="t": {"stop_reason": reason, "task_after": task}  # noqa: E731
     records = [rec("max_iterations"), rec("done"), rec("max_iterations"), rec("error"), rec("awaiting_approval"),
                rec("budget_exhausted"), rec("repeated_action"), rec("stalled")]
-    assert streak(records, "t") == 3
+    assert streak(records, "t") == 4
     assert streak(records + [rec("max_iterations", "other")], "t") == 0
 
 
@@ -113,8 +116,8 @@ def test_a_cycle_that_alternates_stops_with_repeated_action(home):
 
 def test_a_streak_longer_than_the_tail_read_is_still_found(home):
     records = [{"cycle_id": f"a{i}", "stop_reason": "max_iterations", "task_after": "t"} for i in range(4)]
-    records += [{"cycle_id": f"b{i:03}", "stop_reason": "error", "task_after": "t", "error": "x" * 1000}
-                for i in range(100)]  # an outage: 100 KB of failed cycles, past the first tail read
+    records += [{"cycle_id": f"b{i:03}", "stop_reason": "awaiting_approval", "task_after": "t", "error": "x" * 1000}
+                for i in range(100)]  # 100 KB of cycles that do not count, past the first tail read
     (home / "logs").mkdir()
     (home / "logs" / "index.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     state = {"current_task": "t", "notes": ""}

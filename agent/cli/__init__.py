@@ -66,7 +66,8 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, lazy_subcommands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="scratchpad-agent", prog_name="agent")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Run an LLM agent one cycle at a time, with durable memory in scratchpad/active.yaml.
 
     Each `agent run` wakes from active.yaml, lets the model act through tools until it calls
@@ -75,6 +76,9 @@ def main() -> None:
     5 busy, 6 invalid scratchpad, 7 disk error, 8 awaiting approval, 9 stalled,
     10 budget exhausted.
     """
+    from .guard import guard_output
+
+    guard_output(ctx)  # nothing a command prints can drive the terminal
 
 
 def entry() -> None:

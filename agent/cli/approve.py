@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ..approvals import NO_RESULT, RAN, decide, read_approvals, shown_call
+from ..approvals import NO_RESULT, RAN, call_lines, decide, read_approvals
 from ..escape import escape_controls
 from ..secrets import Secrets
 from .common import clip, existing_home, home_option, home_settings, json_option, print_json, reports_errors
@@ -41,8 +41,9 @@ def approvals(home_dir: Path, show_all: bool, as_json: bool) -> None:
     if not shown:
         click.echo("no pending calls" + ("" if show_all or not records else " (--all lists decided ones)"))
     for record in shown:
-        line = f"{record['id']:>4}  {record['status']:<8}  cycle {record['cycle_id']}  {clip(shown_call(record), 120)}"
-        click.echo(escape_controls(line))
+        click.echo(escape_controls(f"{record['id']:>4}  {record['status']:<8}  cycle {record['cycle_id']}"))
+        for line in call_lines(record):  # the whole call, on as many lines as it needs
+            click.echo("      " + line)
         if record["status"] == RAN:
             click.echo("      " + escape_controls(clip(record.get("result") or NO_RESULT, 200)))
         elif record.get("reason"):
@@ -55,7 +56,9 @@ def _answer(home_dir: Path, approval_id: str, approve: bool, reason: str | None,
         print_json(record)
     else:
         verb = "approved: the next cycle runs it first" if approve else "denied: the next cycle tells the model"
-        click.echo(escape_controls(f"call {record['id']} {verb}: {clip(shown_call(record), 120)}"))
+        click.echo(escape_controls(f"call {record['id']} {verb}:"))
+        for line in call_lines(record):
+            click.echo("      " + line)
 
 
 @click.command()

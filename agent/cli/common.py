@@ -118,9 +118,10 @@ def print_json(data: Any) -> None:
 
 
 def echo(line: object = "", **kwargs: Any) -> None:
-    """Print a line that may hold text the model wrote: control characters escaped (the
-    terminal, and cron mail, obey none of them). Style only after escaping."""
-    click.echo(escape_controls(line, keep_newlines=True), **kwargs)
+    """Print one line that may hold text the model wrote: control characters, newlines and line
+    separators escaped (the terminal, and cron mail, obey none of them; a field never spills
+    onto a line of its own). Style only after escaping."""
+    click.echo(escape_controls(line), **kwargs)
 
 
 # ---------------------------------------------------------------------------------- formatting

@@ -145,8 +145,10 @@ def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
             data["archived_notes"] = archived_notes
         print_json(data)
         return
-    state = escape_tree(state)  # text the model wrote, about to be printed
-    archived_tasks, archived_notes = escape_tree(archived_tasks), escape_tree(archived_notes)
+    note_lines = [escape_controls(line) for line in state["notes"].split("\n")] if state["notes"] else []
+    archived_lines = [escape_controls(line) for r in archived_notes for line in str(r.get("value", "")).split("\n")]
+    state = escape_tree(state)  # text the model wrote, about to be printed: each field on one line
+    archived_tasks = escape_tree(archived_tasks)
     bold = lambda text: click.style(text, bold=True)  # noqa: E731
     out = [f"{bold('current task:')} {state['current_task'] or '(none)'}", ""]
     out.append(bold(f"goals ({len(state['goals'])}):"))
@@ -160,11 +162,9 @@ def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
     out += [f"  - {task_text(t)}" for t in state["completed_tasks"]] or ["  (none)"]
     if show_all and archived_notes:
         out.append(bold(f"archived notes ({len(archived_notes)} entries, logs/archive.jsonl):"))
-        for record in archived_notes:
-            out += [f"  {line}" for line in str(record.get("value", "")).splitlines()]
-    notes = state["notes"].splitlines()
-    out.append(bold(f"notes ({len(notes)} lines):"))
-    out += [f"  {line}" for line in notes] or ["  (none)"]
+        out += [f"  {line}" for line in archived_lines]
+    out.append(bold(f"notes ({len(note_lines)} lines):"))
+    out += [f"  {line}" for line in note_lines] or ["  (none)"]
     for key in (k for k in state if k not in FIELDS):
         out.append(f"{bold(str(key) + ':')} {clip(json.dumps(state[key], default=str), 100)}")
     since = seconds_since(state["last_updated"])

@@ -6,6 +6,7 @@ only when stdout is a terminal: cron mail and pipes keep the plain lines with no
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -15,6 +16,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from ..escape import escape_controls
+from .guard import raw
 
 # The style of each dispatcher outcome kind (agent.tags.Tag's `action` names).
 KIND_STYLES = {
@@ -28,7 +30,7 @@ class LiveReporter:
     """A spinner line (iteration, tokens, elapsed) under one printed line per model action."""
 
     def __init__(self, console: Console | None = None):
-        self.console = console or Console()
+        self.console = console or Console(file=raw(sys.stdout))  # rich draws with escapes; it escapes model text
         self.live: Live | None = None
         self.started = time.monotonic()
         self.iteration, self.max_iterations, self.tokens = 0, None, 0

@@ -118,7 +118,7 @@ def _echo_transcript_record(record: dict) -> None:
     if "cut" in record:
         click.echo(f"--- {escape_controls(record['cut'])}")
         return
-    click.echo(f"=== call {record.get('call')} ({record.get('purpose')}), {record.get('elapsed_s')}s")
+    click.echo(escape_controls(f"=== call {record.get('call')} ({record.get('purpose')}), {record.get('elapsed_s')}s"))
     if isinstance(record.get("tools"), list):
         names = [str((t.get("function") or {}).get("name")) for t in record["tools"] if isinstance(t, dict)]
         click.echo(f"--- tools ({len(names)} functions, exact definitions with --json): {escape_controls(', '.join(names))}")
@@ -131,7 +131,8 @@ def _echo_transcript_record(record: dict) -> None:
     if "error" in record:
         click.echo(f"--- error\n{escape_controls(record['error'])}")
     else:
-        click.echo(f"--- reply (finish_reason {record.get('finish_reason')}, usage {json.dumps(record.get('usage'))})")
+        click.echo(escape_controls(f"--- reply (finish_reason {record.get('finish_reason')}, "
+                                   f"usage {json.dumps(record.get('usage'))})"))
         if record.get("reply") or not record.get("tool_calls"):
             click.echo(escape_controls(record.get("reply"), keep_newlines=True))
         _echo_calls(record.get("tool_calls"))

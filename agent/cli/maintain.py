@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from ..escape import escape_controls
 from ..config import load_settings
 from ..providers import ModelCrashed, ModelError, ScriptedModel, resolve_model
 from ..providers.fallback import model_settings
@@ -135,18 +136,30 @@ def _local_model_check(model: LocalModel, settings) -> Check:
 
 
 def _mcp_checks(home: Home, settings, env) -> list[Check]:
-    """Start each MCP server in config.yaml, list its tools, stop it."""
-    if not settings.mcp_servers:
-        return []
+    """Start each MCP server in config.yaml, list its tools, stop it; then what the tool list
+    means for approvals (a pattern that gates nothing) and the schema budget (tools left out)."""
     # Imported here, not at the top: asyncio and the SDK only when servers are configured, and
     # this check stays one self-contained block beside the model checks.
+    from ..approvals import pattern_warnings
     from ..secrets import Secrets
-    from ..tools import ToolContext
-    from ..tools.mcp import McpServers
+    from ..tools import ToolContext, build_registry
+    from ..tools.registry import SCHEMAS_LEFT_OUT
 
-    with McpServers(ToolContext(home.root, settings, Secrets.from_settings(settings, env))) as servers:
-        pass
-    checks = []
+    quiet = lambda problem: None  # noqa: E731 - each problem is a check line below
+    servers = None
+    if settings.mcp_servers:
+        from ..tools.mcp import McpServers
+
+        with McpServers(ToolContext(home.root, settings, Secrets.from_settings(settings, env))) as servers:
+            registry = build_registry(settings, mcp=servers, warn=quiet)
+    else:
+        registry = build_registry(settings, warn=quiet)
+    checks = [Check("approvals", True, warning, f"fix approval_required in {home.config}", warning=True)
+              for warning in pattern_warnings(settings, registry)]
+    checks += [Check("tools", True, problem, f"raise tool_schemas_max_bytes in {home.config}", warning=True)
+               for problem in registry.problems if problem.startswith(SCHEMAS_LEFT_OUT)]
+    if servers is None:
+        return checks
     for name in settings.mcp_servers:
         if name in servers.failed:
             checks.append(Check(f"mcp {name}", False, servers.failed[name], f"fix mcp_servers.{name} in {home.config}"))
@@ -242,6 +255,7 @@ def doctor(home_dir: Path, model: str | None, as_json: bool) -> None:
             mark = click.style("FAIL", fg="red", bold=True) if not c.ok else \
                 click.style("warn", fg="yellow") if c.warning else click.style("ok  ", fg="green")
             shown_fix = c.fix and (c.warning or not c.ok)
-            click.echo(f"{mark} {c.name:11s} {c.detail}" + (f"  -> fix: {c.fix}" if shown_fix else ""))
+            line = f"{c.name:11s} {c.detail}" + (f"  -> fix: {c.fix}" if shown_fix else "")
+            click.echo(f"{mark} {escape_controls(line)}")
     if not all(c.ok for c in checks):
         sys.exit(1)

@@ -12,9 +12,7 @@ not recorded anywhere.
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from ..providers import resolve_model
 from ..providers.resolve import anchor_model_path
 from ..store.home import Home, read_index
 from ..store.state_file import read_state_file
+from ..store.walk import copy_tree, remove_tree
 from ..transcript import read_transcript
 from .common import clip, existing_home, home_option, print_json, reports_errors
 from .diffing import summarize_change, summary_lines
@@ -40,22 +39,9 @@ NOT_COPIED = (*(path.name for path in Home(Path()).runtime_files), ".git")
 COLUMN = 46  # characters of the recorded column before the replay's
 
 
-def _special_files(folder: str, names: list[str]) -> list[str]:
-    """What copytree skips: FIFOs, sockets and devices (a sandboxed command may make a FIFO, and
-    copying one would fail or block); folders, files and symlinks are copied."""
-    skipped = []
-    for name in names:
-        try:
-            mode = os.lstat(os.path.join(folder, name)).st_mode
-        except OSError:
-            continue
-        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-            skipped.append(name)
-    return skipped
-
-
 def make_scratch_home(home: Home, settings: Settings, cycle_id: str, folder: Path) -> Home:
-    """A copy of `home` in `folder` that starts where `cycle_id` started."""
+    """A copy of `home` in `folder` that starts where `cycle_id` started. Folders are copied by
+    the bounded walk (`store/walk.py`); what it leaves out (a tree too deep) is said on stderr."""
     scratch = Home(folder)
     if Path(settings.workspace).parts:  # a workspace folder: only it and the operator's files are needed
         names = [*(path.name for path in home.operator_files), settings.workspace]
@@ -65,8 +51,9 @@ def make_scratch_home(home: Home, settings: Settings, cycle_id: str, folder: Pat
         source, target = home.root / name, folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir() and not source.is_symlink():
-            # a workspace folder named logs/ is the model's; FIFOs and sockets are skipped
-            shutil.copytree(source, target, symlinks=True, ignore=_special_files)
+            left_out = copy_tree(source, target).describe()  # a workspace folder named logs/ is the model's
+            if left_out:
+                click.echo(f"replay: not copied from {escape_controls(name)}/: {left_out}", err=True)
         elif source.exists() or source.is_symlink():
             shutil.copy2(source, target, follow_symlinks=False)
     scratch.ensure_dirs()
@@ -178,7 +165,7 @@ def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool,
         replayed = side(report.index_record(), scratch, report.cycle_id)
     finally:
         if not keep:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)  # however deep the replay's tools made it
     if as_json:
         print_json({"cycle_id": chosen, "recorded": recorded, "replay": replayed,
                     "scratch_home": str(folder) if keep else None})

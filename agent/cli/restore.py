@@ -16,6 +16,7 @@ from pathlib import Path
 
 import click
 
+from ..escape import escape_controls
 from ..inbox import apply_inbox
 from ..memory import Archived, append_archive, archive_records
 from ..outcomes import InvalidScratchpad, UsageError
@@ -74,7 +75,8 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
     if as_json:
         print_json(data)
         return
-    click.echo(f"active.yaml is now {side.label} (task: {restored['current_task'] or '(none)'}); "
+    task = escape_controls(restored["current_task"] or "(none)")
+    click.echo(f"active.yaml is now {side.label} (task: {task}); "
                f"the replaced state is in {data['replaced_state_archived_to']}")
 
 

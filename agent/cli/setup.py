@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 import yaml
 
+from ..escape import escape_controls
 from .. import approvals
 from ..config import field_docs, load_settings
 from ..outcomes import UsageError
@@ -193,8 +194,13 @@ def tools(home_dir: Path, as_json: bool) -> None:
     """
     home = existing_home(home_dir)
     settings = load_settings(home.root)
-    with open_registry(settings, home.root) as registry:
+    def warn(problem: str) -> None:  # stderr: --json stays a list of tools
+        click.echo("agent: warning: " + escape_controls(problem), err=True)
+
+    with open_registry(settings, home.root, warn=warn) as registry:
         pass  # MCP servers run only to list their tools
+    for warning in approvals.pattern_warnings(settings, registry):
+        warn(warning)
 
     def source(tool) -> str:
         return "control" if tool.name in CONTROL_TOOLS and tool.func is None else tool.source
@@ -209,10 +215,11 @@ def tools(home_dir: Path, as_json: bool) -> None:
                     for t in registry])
         return
     for tool in registry:
-        click.echo(f"{tool.name}  [{source(tool)}]\n    {tool.description}")
+        click.echo(escape_controls(f"{tool.name}  [{source(tool)}]"))
+        click.echo("    " + escape_controls(tool.description))
         for arg in arguments(tool):
             optional = "" if arg["required"] else ", optional"
             about = f": {arg['description']}" if arg["description"] else ""
-            click.echo(f"    - {arg['name']} ({arg['type']}{optional}){about}")
+            click.echo("    " + escape_controls(f"- {arg['name']} ({arg['type']}{optional}){about}"))
     if registry.disabled:
         click.echo(f"turned off by config: {', '.join(registry.disabled)}")

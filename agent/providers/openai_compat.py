@@ -244,6 +244,10 @@ class OpenAIModel:
         except _FormatRefused:
             raise
         except openai.APIStatusError as exc:
+            if context_exceeded(exc):
+                raise ModelError(f"the prompt does not fit the endpoint's context window (HTTP {exc.status_code}: "
+                                 f"{self._short(exc.message, 200)}); lower prompt_max_bytes (now "
+                                 f"{self.settings.prompt_max_bytes}) or use a model with a larger context") from exc
             problem = f"HTTP {exc.status_code}: {self._short(exc.message)}"
             retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500  # as the client does
             if cut and retried:
@@ -311,3 +315,11 @@ class _FormatRefused(Exception):
     def __init__(self, exc: Any):
         super().__init__(str(exc))
         self.exc = exc
+
+
+def context_exceeded(exc: Any) -> bool:
+    """Whether an endpoint's error says the prompt is longer than its context (OpenAI's code, and
+    the words vLLM, llama.cpp and others use)."""
+    text = f"{getattr(exc, 'code', '')} {getattr(exc, 'message', '')}".lower()
+    return any(words in text for words in ("context_length_exceeded", "maximum context length",
+                                           "exceeds the context", "context window", "exceed_context_size"))

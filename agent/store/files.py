@@ -17,6 +17,7 @@ import signal
 from pathlib import Path
 
 from ..outcomes import DiskError
+from .walk import MAX_DEPTH, Walk
 
 SECRET_DIR_MODE = 0o700
 SECRET_FILE_MODE = 0o600
@@ -92,19 +93,19 @@ def atomic_write(path: Path, data: bytes, mode: int = SECRET_FILE_MODE) -> None:
                 os.unlink(tmp)
 
 
-def remove_temporaries(folder: Path, recursive: bool = False) -> list[Path]:
-    """Delete the regular files in `folder` (and below it, if `recursive`) named like
+def remove_temporaries(folder: Path, recursive: bool = False, left_out: list[str] | None = None) -> list[Path]:
+    """Delete the regular files in `folder` (and below it, if `recursive`: a bounded, iterative
+    walk, `store/walk.py`, which adds to `left_out` what it could not reach) named like
     atomic_write's temporary files. Call only while holding the home's lock, so none is in use."""
     removed = []
-    for parent, subfolders, names in os.walk(folder):  # symlinked folders are not entered
-        for name in names:
-            leftover = Path(parent) / name
+    walk = Walk(folder, max_depth=MAX_DEPTH if recursive else 1)
+    for entry in walk:  # symlinks are never followed
+        if entry.is_file and TEMPORARY_NAME.fullmatch(entry.name):
             with contextlib.suppress(OSError):
-                if TEMPORARY_NAME.fullmatch(name) and leftover.is_file() and not leftover.is_symlink():
-                    leftover.unlink()
-                    removed.append(leftover)
-        if not recursive:
-            subfolders.clear()
+                os.unlink(entry.name, dir_fd=entry.folder_fd)
+                removed.append(folder.joinpath(*entry.parts))
+    if recursive and left_out is not None and walk.describe():
+        left_out.append(f"{folder}: {walk.describe()}")
     return removed
 
 

@@ -116,13 +116,15 @@ class Home:
                     folder.chmod(SECRET_DIR_MODE)
 
 
-def remove_stale_temporaries(home: Home, workspace: Path | None = None) -> list[Path]:
+def remove_stale_temporaries(home: Home, workspace: Path | None = None,
+                             left_out: list[str] | None = None) -> list[Path]:
     """Delete the temporary files a killed process left in scratchpad/, logs/ and, when given,
-    anywhere in the tools' workspace (write_file writes through atomic_write too).
+    anywhere in the tools' workspace (write_file writes through atomic_write too), within the
+    bounds of `store/walk.py` (what lies beyond them is added to `left_out`).
     Call only while holding the lock."""
     removed = remove_temporaries(home.scratchpad) + remove_temporaries(home.logs)
     if workspace is not None:
-        removed += remove_temporaries(workspace, recursive=True)
+        removed += remove_temporaries(workspace, recursive=True, left_out=left_out)
     return removed
 
 
@@ -138,18 +140,33 @@ def last_cycle_unfinished(home: Home) -> bool:
     return unfinished_cycle(home) is not None
 
 
-def clean_after_crash(home: Home, workspace: Path) -> list[Path]:
+class Sweep(list):
+    """The temporary files the after-crash sweep removed; `problem` says what it could not do."""
+
+    problem: str | None = None
+    killed: str | None = None  # the id of the cycle a kill left unfinished (None: the last one finished)
+
+    @property
+    def note(self) -> str:
+        """"" or "; " and the problem: the end of the cycle log's first line."""
+        return f"; {self.problem}" if self.problem else ""
+
+
+def clean_after_crash(home: Home, workspace: Path) -> Sweep:
     """Before a cycle: remove_stale_temporaries, the workspace included only when the last cycle
     was killed. Only a killed process leaves a temporary file (atomic_write removes its own on any
-    error), and walking a large workspace every cycle would cost more than everything else."""
-    return remove_stale_temporaries(home, workspace if last_cycle_unfinished(home) else None)
-
-
-def after_crash(home: Home, workspace: Path) -> str | None:
-    """clean_after_crash; the id of the cycle a kill left unfinished (None: the last one finished)."""
-    killed = unfinished_cycle(home)
-    remove_stale_temporaries(home, workspace if killed else None)
-    return killed
+    error), and walking a large workspace every cycle would cost more than everything else.
+    Never raises: a sweep that fails (a tree too deep or unreadable) is a `problem` for the
+    cycle log, and the cycle goes on."""
+    swept, left_out = Sweep(), []
+    try:
+        swept.killed = unfinished_cycle(home)
+        swept.extend(remove_stale_temporaries(home, workspace if swept.killed else None, left_out))
+        if left_out:
+            swept.problem = f"after-crash sweep did not reach {'; '.join(left_out)}"
+    except Exception as exc:  # noqa: BLE001 - leftovers are harmless; a cycle that never runs is not
+        swept.problem = f"after-crash sweep failed, the cycle goes on: {type(exc).__name__}: {exc}"
+    return swept
 
 
 def append_index(home: Home, record: dict) -> None:

@@ -2,7 +2,8 @@
 
 It refuses non-public addresses (after DNS, and again on every redirect) and connects to the
 very address it checked, so a second DNS answer cannot redirect the connection (rebinding).
-Every call has one overall deadline (a watchdog shuts its sockets) and a body cap. Plugins call `fetch` for the same checks.
+Every call has one overall deadline (a watchdog shuts its sockets) and a body cap on the decoded
+bytes, which decoding never passes (`http_decoding.py`). Plugins call `fetch` for the same checks.
 
 httpx is imported inside the functions that use it: a cycle that never fetches never loads it.
 """
@@ -13,10 +14,12 @@ import ipaddress
 import threading
 import time
 from typing import TYPE_CHECKING, Callable
+from urllib.parse import unquote
 
 from ..config import Settings
-from ..secrets import Secrets
+from ..secrets import REDACTED, Secrets
 from .base import ToolContext, ToolError
+from .http_decoding import BoundedDecoder, layers
 
 if TYPE_CHECKING:
     import socket
@@ -81,7 +84,11 @@ def refuse_secret_in_url(url: object, secrets: Secrets | None) -> None:
     """A ToolError when `url` carries a secret in any form Secrets.found_in detects (raw,
     percent-encoded, base64, hex, reversed; in the path, query, userinfo or fragment). Runs
     before the first request and again on every redirect, so a server cannot bounce the agent
-    to a URL that carries the key. The message never repeats the URL."""
+    to a URL that carries the key. The message never repeats the URL. The dispatcher has already
+    replaced any secret in the model's arguments by [REDACTED]: such a URL is refused too, so a
+    collector learns nothing, not even that a call was tried."""
+    if REDACTED in unquote(str(url)):
+        raise ToolError("refused: the URL carried a secret (redacted before the call); http_get never sends one")
     kind = secrets.found_in(str(url)) if secrets else None
     if kind:
         raise ToolError(f"refused: the URL carries a secret ({kind} form); http_get never sends one")
@@ -256,14 +263,18 @@ def _read_body(response: httpx.Response, url: httpx.URL, settings: Settings, dea
 
     cap = settings.http_max_bytes
     timed_out = f"timed out after {settings.http_timeout:g}s while reading {url}"
-    body, cut = bytearray(), False
+    decoder = BoundedDecoder(layers(response.headers.get("content-encoding")), cap + 1)
+    body, raw_read, cut = bytearray(), 0, False
     try:
-        for chunk in response.iter_bytes():
-            body += chunk
-            if len(body) > cap:
+        for chunk in response.iter_raw():  # undecoded: the decoder is bounded, httpx's is not
+            raw_read += len(chunk)
+            body += decoder.feed(chunk)
+            if len(body) > cap or raw_read > cap:  # decoded or not, never more than the cap
                 del body[cap:]
                 cut = True
-                break  # stop reading: the rest never leaves the socket
+                break  # stop reading and decoding: the rest never leaves the socket
+            if decoder.full:
+                break
             if deadline.expired:
                 raise ToolError(timed_out)
     except httpx.TimeoutException:

@@ -7,6 +7,7 @@ the control tools in base); nothing in agent.tools imports it except the package
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -18,7 +19,30 @@ from .plugins import load_plugin_tools, warn_once
 from .recall import TOOL as RECALL
 
 if TYPE_CHECKING:
+    from .base import Tool
     from .mcp import McpServers
+
+# The start of the problem that names the tools the schema budget left out (doctor looks for it).
+SCHEMAS_LEFT_OUT = "tools left out: their schemas would pass tool_schemas_max_bytes"
+
+
+def schema_bytes(tool: "Tool") -> int:
+    """What one tool adds to every request: its name, description and argument schema as JSON."""
+    return len(json.dumps(tool.action_schema(), ensure_ascii=False).encode())
+
+
+def within_schema_budget(tools: list["Tool"], budget: int) -> tuple[list["Tool"], list[str]]:
+    """(the tools whose schemas fit `budget` together, in order, the control tools always; the
+    names left out). A flood of MCP schemas never makes every request huge."""
+    kept, left_out, used = [], [], sum(schema_bytes(t) for t in control_tools())
+    for tool in tools:
+        size = schema_bytes(tool)
+        if used + size > budget:
+            left_out.append(tool.name)
+            continue
+        kept.append(tool)
+        used += size
+    return kept, left_out
 
 
 def build_registry(settings: Settings, *, entry_points: Any = None, warn: Callable[[str], None] | None = None,
@@ -53,6 +77,11 @@ def build_registry(settings: Settings, *, entry_points: Any = None, warn: Callab
     offered = [t for t in tools if t.name not in off and (wanted is None or t.name in wanted)]
     offered_names = {t.name for t in offered}
     disabled = [t.name for t in tools if t.name not in offered_names]
+    offered, left_out = within_schema_budget(offered, settings.tool_schemas_max_bytes)
+    if left_out:
+        problem = f"{SCHEMAS_LEFT_OUT} ({settings.tool_schemas_max_bytes}): {', '.join(left_out)}"
+        problems.append(problem)
+        (warn or warn_once)(problem)
     return Registry(offered + control_tools(), disabled, problems)
 
 

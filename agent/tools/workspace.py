@@ -18,19 +18,21 @@ from .base import ToolContext, ToolError
 
 # The runtime's own files and the templates `agent reset` installs, at the top of the home.
 RUNTIME_NAMES = frozenset(path.name for path in (*Home(Path()).runtime_files, *Home(Path()).operator_files))
-# Files Python imports or a shell, make or build tool runs, by suffix and by name.
-CODE_SUFFIXES = frozenset({".py", ".pyc", ".pyo", ".pyd", ".pyw", ".pyz", ".pth", ".so", ".egg-link",
-                           ".sh", ".bash", ".zsh", ".ksh", ".fish", ".csh",
-                           ".js", ".mjs", ".cjs", ".rb", ".pl", ".php", ".lua", ".bat", ".cmd", ".ps1"})
-CUSTOMIZE_STEMS = ("sitecustomize", "usercustomize")  # Python runs these at start-up, whatever the suffix
-CODE_NAMES = frozenset({"pyproject.toml", "setup.py", "setup.cfg", "pyvenv.cfg",
-                        "Makefile", "makefile", "GNUmakefile", "Justfile", "justfile", "tox.ini", "noxfile.py",
-                        "Dockerfile", "Containerfile", "Procfile", "pytest.ini", "requirements.txt",
-                        "package.json", "Gemfile", "Rakefile", "Vagrantfile", "CMakeLists.txt",
-                        # instructions that coding assistants follow as if the operator wrote them
-                        "CLAUDE.md", "AGENTS.md"})
+# In a whole-home workspace the model uses plain data files only: an allowlist, so a format no one
+# thought of (build.rs, a notebook, Taskfile.yml, conftest.PY) is refused. Configuration formats
+# (JSON, YAML, TOML, INI, XML) are left out: build tools and task runners read them by name.
+DATA_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".rst", ".csv", ".tsv", ".log", ".jsonl", ".ndjson",
+                           ".pdf", ".png", ".jpg", ".jpeg", ".gif", ".webp"})
+# Text files that tools read by name as input or instructions: package and constraint lists, CMake
+# lists, and the files coding assistants follow as the operator's instructions (prefixes of the
+# name, compared case-insensitively).
+READ_BY_NAME = ("requirements", "constraints", "cmakelists", "claude", "agents", "gemini", "copilot", "cursor",
+                "conventions")
+# The deepest and longest path (inside the workspace) a tool may name: deep trees break walkers.
+MAX_PATH_PARTS = 32
+MAX_PATH_CHARS = 1024
 # Folders whose whole content runs or is imported.
-CODE_FOLDERS = frozenset({"bin", "sbin", "__pycache__", "site-packages", "dist-packages"})
+CODE_FOLDERS = frozenset({"bin", "sbin", "__pycache__", "site-packages", "dist-packages", "node_modules"})
 
 
 def protection(home: Path, workspace: Path, path: Path) -> str | None:
@@ -40,18 +42,16 @@ def protection(home: Path, workspace: Path, path: Path) -> str | None:
     - the runtime's files at the top of the home: scratchpad/, logs/, config.yaml, rules.md,
       .agent.lock, and templates/ (which `agent reset` installs);
     - every dot-file and dot-folder at any depth (.git, .env, .bashrc, .ssh, .venv, ...).
-    When the workspace is the whole home (`workspace: "."`), so is anything importable or
-    executable:
-    - files ending in .py .pyc .pyo .pyd .pyw .pyz .pth .so .egg-link .sh .bash .zsh .ksh
-      .fish .csh .js .mjs .cjs .rb .pl .php .lua .bat .cmd .ps1, and files named
-      sitecustomize.* or usercustomize.* (any suffix);
-    - files named pyproject.toml, setup.py, setup.cfg, pyvenv.cfg, Makefile, makefile,
-      GNUmakefile, Justfile, justfile, tox.ini, noxfile.py, Dockerfile, Containerfile, Procfile,
-      pytest.ini, requirements.txt, package.json, Gemfile, Rakefile, Vagrantfile,
-      CMakeLists.txt, CLAUDE.md, AGENTS.md;
+    When the workspace is the whole home (`workspace: "."`), every file that a build tool,
+    task runner, notebook or coding assistant could run or read as configuration:
+    - everything but plain data files: a name must end in one of DATA_SUFFIXES, compared
+      case-insensitively (so code, notebooks, build scripts and configuration formats are out,
+      whatever tool reads them);
+    - text files tools read by name (READ_BY_NAME: requirement and constraint lists, CMake
+      lists, assistant instructions), case-insensitively;
     - files with an execute bit;
-    - everything inside a folder holding __init__.py (a package) or named bin, sbin,
-      __pycache__, site-packages or dist-packages (at any depth), and *.egg-info folders.
+    - everything inside a folder holding __init__.py (a package) or named like CODE_FOLDERS
+      (at any depth), and *.egg-info folders.
     """
     parts = path.relative_to(home).parts
     if parts and parts[0] in RUNTIME_NAMES:
@@ -62,9 +62,7 @@ def protection(home: Path, workspace: Path, path: Path) -> str | None:
     if workspace != home or not parts:
         return None
     name = parts[-1]
-    if path.suffix in CODE_SUFFIXES or name in CODE_NAMES or name.split(".")[0] in CUSTOMIZE_STEMS:
-        return f"is code that something may import or run ({name})"
-    folder = next((part for part in parts if part in CODE_FOLDERS or part.endswith(".egg-info")), None)
+    folder = next((p for p in parts if p.lower() in CODE_FOLDERS or p.lower().endswith(".egg-info")), None)
     if folder:
         return f"is inside a folder of code ({folder})"
     for depth in range(1, len(parts) + 1):
@@ -75,6 +73,11 @@ def protection(home: Path, workspace: Path, path: Path) -> str | None:
         info = path.stat()
         if stat.S_ISREG(info.st_mode) and info.st_mode & 0o111:
             return f"is an executable file ({name})"
+        if stat.S_ISDIR(info.st_mode):
+            return None  # a folder: what matters is the files in it
+    if path.suffix.lower() not in DATA_SUFFIXES or name.lower().startswith(READ_BY_NAME):
+        return (f"is not a plain data file ({name}): in a whole-home workspace the model keeps to data files "
+                f"(code or configuration that a tool may run or read stays the operator's)")
     return None
 
 
@@ -88,18 +91,27 @@ def confined_path(ctx: ToolContext, path: str, *, for_writing: bool = False) -> 
         raise ToolError("the path is empty or contains a NUL byte")
     if ".." in Path(path).parts:
         raise ToolError(f"path '{path}' contains '..'; paths must stay inside the workspace")
+    _check_size(path, Path(path).parts)
     home, root = ctx.home.resolve(), workspace_root(ctx)
     candidate = Path(path) if os.path.isabs(path) else root / path
     resolved = candidate.resolve()
     if not resolved.is_relative_to(root):
         how = "resolves through a symlink to" if candidate.absolute() != resolved and candidate.is_relative_to(root) else "is"
         raise ToolError(f"path '{path}' {how} {resolved}, outside the workspace {root}")
+    inside = resolved.relative_to(root)
+    _check_size(str(inside), inside.parts)
     written = Path(os.path.normpath(candidate))
     for where in dict.fromkeys((written, resolved)):
         problem = where.is_relative_to(home) and protection(home, root, where)
         if problem:
             raise ToolError(f"path '{path}' {problem}; the model's tools may not read or write it")
     return resolved
+
+
+def _check_size(path: str, parts: tuple[str, ...]) -> None:
+    if len(path) > MAX_PATH_CHARS or len(parts) > MAX_PATH_PARTS:
+        raise ToolError(f"the path is {len(path)} characters and {len(parts)} levels deep; the tools take at most "
+                        f"{MAX_PATH_CHARS} characters and {MAX_PATH_PARTS} levels")
 
 
 def workspace_root(ctx: ToolContext) -> Path:

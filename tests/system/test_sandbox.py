@@ -33,7 +33,8 @@ KEY_PART = "9d2e4b6"  # a piece of the key too short to be redacted: it shows if
 TOKEN = "tok-deploy-5e8c2a9f1d"
 TOKEN_PART = "5e8c2a9"
 # How an attack greps for them without spelling them out (so a note that repeats the command holds neither).
-GREP_PARTS = f"-e '{KEY_PART[:3]}''{KEY_PART[3:]}' -e '{TOKEN_PART[:3]}''{TOKEN_PART[3:]}'"
+# A bracket in each pattern, so grep's own command line (which `cat /proc/*/cmdline` may read) never matches it.
+GREP_PARTS = f"-e '{KEY_PART[:3]}[{KEY_PART[3]}]{KEY_PART[4:]}' -e '{TOKEN_PART[:3]}[{TOKEN_PART[3]}]{TOKEN_PART[4:]}'"
 BREACH = "printf 'BRE%sH\\n' ACH"
 REACHED = "printf 'REA%sED\\n' CH"
 QUIET = ">/dev/null 2>&1"
@@ -134,7 +135,7 @@ def attacks(home: Path, victim: Path, collector_port: int, victim_pid: int) -> l
         f"env | grep -q {GREP_PARTS} && {BREACH}",
         f"cat /proc/*/environ 2>/dev/null | grep -q -a {GREP_PARTS} && {BREACH}",
         f"cat /proc/{os.getpid()}/environ {QUIET} && {BREACH}",
-        f"cat /proc/1/cmdline /proc/*/cmdline 2>/dev/null | grep -q -a -e 'pytest''-of' && {BREACH}",
+        f"cat /proc/1/cmdline /proc/*/cmdline 2>/dev/null | grep -q -a -e 'pytest-o[f]' && {BREACH}",
         f"ls /proc | grep -qx {os.getpid()} && {BREACH}",
         # write outside the workspace
         f"echo planted > {victim}/planted.txt {QUIET} && {BREACH}",

@@ -67,7 +67,7 @@ def test_base_url_credentials_and_header_values_are_secrets_and_hidden_from_chil
     url = "https://agent:pa55-w0rd-long@llm.example.com/v1"
     env = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": url, "PATH": "/bin"}
     secrets = secrets_for(env, extra_headers={"X-Token": "Bearer hdr-abcdef012345", "X-Title": "agent-x"})
-    assert secrets.redact_text("pa55-w0rd-long hdr-abcdef012345 agent-x") == f"{REDACTED} {REDACTED} agent-x"
+    assert secrets.redact_text("pa55-w0rd-long;hdr-abcdef012345; agent-x") == f"{REDACTED};{REDACTED}; agent-x"
     assert secrets.child_env(env) == {"PATH": "/bin"}
     assert without_credentials(url) == "https://llm.example.com/v1"
 
@@ -94,5 +94,5 @@ def test_json_output_escapes_what_a_terminal_obeys_and_stays_the_same_data() -> 
     assert "\u202e" not in text and "\x9b" not in text and json.loads(text) == data
 
 
-def test_escape_tree_escapes_keys_and_values_but_keeps_newlines() -> None:
-    assert escape_tree({"k\x1b": ["a\nb\x07", 1]}) == {"k\\x1b": ["a\nb\\x07", 1]}
+def test_escape_tree_escapes_keys_and_values_each_onto_one_line() -> None:
+    assert escape_tree({"k\x1b": ["a\nb\x07\u2028", 1]}) == {"k\\x1b": ["a\\nb\\x07\\u2028", 1]}

@@ -13,8 +13,7 @@ from agent.config import load_settings
 from agent.tags import Tag
 from agent.outcomes import UsageError
 from agent.tools.files import MAX_LIST_ENTRIES, list_dir, read_file
-from agent.tools.workspace import (CODE_FOLDERS, CODE_NAMES, CODE_SUFFIXES, CUSTOMIZE_STEMS, RUNTIME_NAMES,
-                                   ensure_workspace)
+from agent.tools.workspace import CODE_FOLDERS, DATA_SUFFIXES, READ_BY_NAME, RUNTIME_NAMES, ensure_workspace
 from tests.helpers import REPO, tree_digest
 from tests.tools.helpers import call, ctx_for
 
@@ -114,8 +113,8 @@ def test_runtime_files_and_templates_are_refused_even_in_a_whole_home_workspace(
 
 
 def test_runtime_files_cannot_be_written_through_a_symlink_either(fhome):
-    (fhome / "innocent.yaml").symlink_to(fhome / "scratchpad" / "active.yaml")
-    kind, note = call(ctx_for(fhome, workspace="."), "write_file", path="innocent.yaml", content="forged")
+    (fhome / "innocent.txt").symlink_to(fhome / "scratchpad" / "active.yaml")
+    kind, note = call(ctx_for(fhome, workspace="."), "write_file", path="innocent.txt", content="forged")
     assert kind is Tag.TOOL_ERROR and "belongs to the runtime" in note
     assert (fhome / "scratchpad" / "active.yaml").read_text() == "notes: ''\n"
 
@@ -139,7 +138,7 @@ def test_a_symlink_in_the_workspace_to_a_dot_file_in_it_is_refused(fhome, ws):
 
 
 @pytest.mark.parametrize("path, why", [
-    ("agent/__init__.py", "code"), ("agent/cycle.txt", "Python package (agent)"), ("yaml.py", "code"),
+    ("agent/__init__.py", "Python package (agent)"), ("agent/cycle.txt", "Python package (agent)"), ("yaml.py", "code"),
     ("sitecustomize.py", "code"), ("usercustomize.pth", "code"), ("evil.pth", "code"), ("lib.so", "code"),
     ("bin/reset.sh", "code"), ("bin/tool", "folder of code (bin)"), ("Makefile", "code"),
     ("pyproject.toml", "code"), ("setup.py", "code"), ("setup.cfg", "code"), ("run.sh", "code"),
@@ -158,6 +157,26 @@ def test_a_whole_home_workspace_still_protects_code(fhome, path, why):
         kind, note = call(ctx_for(fhome, workspace="."), tool, path=path, **extra)
         assert kind is Tag.TOOL_ERROR and why in note, note
     assert tree_digest(fhome) == before
+
+
+@pytest.mark.parametrize("path", [
+    # the reproduction
+    "requirements-dev.txt", "build.rs", "docker-compose.yml", "Taskfile.yml", "analysis.ipynb", "conftest.PY",
+    # more of the class: other tools, other depths, other cases
+    "sub/package.json", "Cargo.toml", "Pipfile", "vite.config.ts", "deploy.Dockerfile", "GNUmakefile",
+    "tools/build.gradle.kts", "CLAUDE.MD", "Agents.md", "docs/constraints.txt", "node_modules/x/readme.txt",
+    "Node_Modules/y.csv", "Makefile.am", "notes.Sh", "settings.Json",
+])
+def test_a_whole_home_workspace_protects_every_file_a_tool_may_run_or_read_as_configuration(fhome, path):
+    before = tree_digest(fhome)
+    kind, note = call(ctx_for(fhome, workspace="."), "write_file", path=path, content="evil")
+    assert kind is Tag.TOOL_ERROR and ("not a plain data file" in note or "folder of code" in note), note
+    assert tree_digest(fhome) == before
+
+
+@pytest.mark.parametrize("path", ["notes/today.TXT", "data.csv", "report.md", "plots/a.PNG", "events.jsonl"])
+def test_plain_data_files_stay_writable_in_a_whole_home_workspace(fhome, path):
+    assert call(ctx_for(fhome, workspace="."), "write_file", path=path, content="data")[0] is Tag.TOOL
 
 
 def test_a_whole_home_workspace_allows_plain_files_and_lists_the_home(fhome):
@@ -280,7 +299,7 @@ def test_claude_md_lists_exactly_what_the_protection_rule_refuses():
     reference = (REPO / "CLAUDE.md").read_text()
     table = reference.split("### The workspace")[1].split("### The shell")[0]
     listed = set(re.findall(r"[\w.*-]+", table.replace("`", " ")))
-    for name in sorted(RUNTIME_NAMES | CODE_SUFFIXES | CODE_NAMES | CODE_FOLDERS) + list(CUSTOMIZE_STEMS):
+    for name in sorted(RUNTIME_NAMES | CODE_FOLDERS) + list(READ_BY_NAME):
         assert name in listed or f"{name}/" in table or f"{name}.*" in table, name
-    documented = set(table.split("files ending in `")[1].split("`")[0].split())
-    assert documented == set(CODE_SUFFIXES)
+    documented = set(table.split("names ending in `")[1].split("`")[0].split())
+    assert documented == set(DATA_SUFFIXES)
