@@ -121,3 +121,20 @@ def test_a_command_the_operator_added_refuses_a_plus_argument(tmp_path):
     home = _home(tmp_path)
     kind, note = call(ctx_for(home, shell_policy="allowlist", shell_allowlist=["sort"]), "shell", command="sort +1 x")
     assert kind is Kind.TOOL_ERROR and "argument '+1' is not one the allowlist can classify" in note
+
+
+@pytest.mark.usefixtures("sandbox_required")
+def test_a_whole_home_workspace_never_gets_the_sandbox(tmp_path):
+    """`workspace: "."` would mount config.yaml, scratchpad/, logs/ and .env into the sandbox:
+    auto keeps the allowlist, an explicit sandbox refuses every command, checks run unsandboxed."""
+    from agent.tools.sandbox import sandbox_for_checks
+
+    home = _home(tmp_path)
+    (home / ".env").write_text("OPENAI_API_KEY=sk-never-shown-1234\n")
+    found = policy_in_force(home, Settings(workspace="."))
+    assert (found.policy, found.warning) == ("allowlist", True) and "the whole home" in found.why
+    kind, note = call(ctx_for(home, workspace=".", shell_policy="auto"), "shell", command="cat .env")
+    assert kind is Kind.TOOL_ERROR and "sk-never" not in note
+    kind, note = call(ctx_for(home, workspace=".", shell_policy="sandbox"), "shell", command="cat .env")
+    assert kind is Kind.TOOL_ERROR and "the sandbox will not run: the workspace is the whole home" in note
+    assert not sandbox_for_checks(home, Settings(workspace="."))
