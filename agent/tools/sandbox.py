@@ -104,7 +104,8 @@ class Sandbox:
     mini-swe-agent's sense); `writable=False` mounts the workspace read-only.
     """
 
-    def __init__(self, workspace: Path, settings: Settings, *, writable: bool = True, env: dict[str, str] | None = None):
+    def __init__(self, workspace: Path, settings: Settings, *, writable: bool = True,
+                 env: dict[str, str] | None = None):
         self.workspace, self.settings, self.writable, self.env = workspace, settings, writable, dict(env or {})
         self.limits = resource_limits(settings)
         self.cgroup = CommandCgroup()
