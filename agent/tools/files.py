@@ -4,7 +4,8 @@ Every path goes through `confined_path` (agent/tools/workspace.py): no `..`, no 
 or symlink leading out of the workspace, nothing `protection` refuses (runtime files, templates,
 dot-files, and code when the workspace is the whole home). Sizes are capped both ways, and
 every write replaces the file atomically with a new 0600 file, so it never carries an execute
-bit. A write that would leave the workspace over its quota (quota.py) is refused. Plugins use `confined_path` for the same confinement.
+bit. A write that would leave the workspace over its quota (quota.py) is refused. Plugins use
+`confined_path` for the same confinement.
 """
 
 from __future__ import annotations

@@ -110,7 +110,8 @@ class Sandbox:
     mini-swe-agent's sense); `writable=False` mounts the workspace read-only.
     """
 
-    def __init__(self, workspace: Path, settings: Settings, *, writable: bool = True, env: dict[str, str] | None = None):
+    def __init__(self, workspace: Path, settings: Settings, *, writable: bool = True,
+                 env: dict[str, str] | None = None):
         self.workspace, self.settings, self.writable, self.env = workspace, settings, writable, dict(env or {})
         self.limits = resource_limits(settings)
         self.cgroup = CommandCgroup()
@@ -262,6 +263,16 @@ ANY_WARNING = ("shell_policy is 'any': the model's commands run with the operato
                "secret and network it can reach")
 
 
+WHOLE_HOME = ("the workspace is the whole home ('.'), which holds the runtime's files and secrets (config.yaml, "
+              "scratchpad/, logs/, .env) that a sandbox mounting it would expose")
+
+
+def workspace_is_home(home: Path, settings: Settings) -> bool:
+    """`workspace: "."`: the sandbox never mounts the home itself (the file tools' protection rule
+    has no counterpart inside a mount), so the shell keeps the allowlist and checks run unsandboxed."""
+    return (home / settings.workspace).resolve() == home.resolve()
+
+
 def policy_in_force(home: Path, settings: Settings, *, remember: bool = True) -> PolicyInForce:
     """Which shell policy a cycle in `home` uses, and why (auto resolved by the remembered probe)."""
     chosen = settings.shell_policy
@@ -269,6 +280,10 @@ def policy_in_force(home: Path, settings: Settings, *, remember: bool = True) ->
         return PolicyInForce("any", ANY_WARNING, warning=True)
     if chosen in ("allowlist", "off"):
         return PolicyInForce(chosen, "set in config")
+    if workspace_is_home(home, settings):
+        if chosen == "sandbox":
+            return PolicyInForce("sandbox", f"set in config, but {WHOLE_HOME}: every command is refused", warning=True)
+        return PolicyInForce("allowlist", f"auto: {WHOLE_HOME}; read-only allowlist instead", warning=True)
     found = remembered_probe(home, settings, remember=remember)
     if chosen == "sandbox":
         return PolicyInForce("sandbox", f"set in config; {found.why}", warning=not found.works)
@@ -291,8 +306,9 @@ def policy_summary(home: Path, settings: Settings) -> dict:
 
 
 def sandbox_for_checks(home: Path, settings: Settings) -> bool:
-    """Whether acceptance checks run in the sandbox: wherever it works, unless the operator chose `any`."""
-    if settings.shell_policy == "any":
+    """Whether acceptance checks run in the sandbox: wherever it works, unless the operator chose
+    `any` or the workspace is the whole home."""
+    if settings.shell_policy == "any" or workspace_is_home(home, settings):
         return False
     if settings.shell_policy == "sandbox":
         return True

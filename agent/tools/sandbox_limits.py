@@ -17,6 +17,7 @@ import contextlib
 import itertools
 import os
 import resource
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,14 +137,19 @@ class CommandCgroup:
 
 
 def _remove_stale(parent: Path) -> None:
-    """Remove the cgroups of agents that are gone (a killed agent's; rmdir refuses one that
-    still holds processes). Another live agent's, perhaps still empty, are never touched."""
+    """Kill what is left in the cgroups of agents that are gone, and remove them. An agent killed
+    while bwrap was setting up can leave bwrap waiting forever (bwrap's own credential changes
+    clear the parent-death signal); its cgroup names it. A live agent's cgroups are never touched."""
     with contextlib.suppress(OSError), os.scandir(parent) as entries:
         for entry in itertools.islice(entries, 10_000):
             owner = entry.name[len(CGROUP_PREFIX):].partition(".")[0]
             if entry.name.startswith(CGROUP_PREFIX) and owner.isdigit() and not Path(f"/proc/{owner}").exists():
                 with contextlib.suppress(OSError):
-                    os.rmdir(entry.path)
+                    for pid in Path(entry.path, "cgroup.procs").read_text().split()[:10_000]:
+                        with contextlib.suppress(OSError):
+                            os.kill(int(pid), signal.SIGKILL)
+                with contextlib.suppress(OSError):
+                    os.rmdir(entry.path)  # busy while the killed ones are reaped: the next command retries
 
 
 def set_rlimits(limits: ResourceLimits, memory_by_cgroup: bool) -> None:

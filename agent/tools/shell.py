@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable
 from .children import die_with_parent, forget_group, record_group
 from .base import ToolContext, ToolError
 from .quota import quota_problem
-from .sandbox import Sandbox, SandboxUnavailable, policy_in_force
+from .sandbox import WHOLE_HOME, Sandbox, SandboxUnavailable, policy_in_force, workspace_is_home
 from .shell_policy import POLICIES, option_refusal
 from .workspace import confined_path, workspace_root
 
@@ -68,6 +68,8 @@ def _sandboxed(ctx: ToolContext, command: str) -> str:
     root = workspace_root(ctx)
     if not root.is_dir():
         raise ToolError(f"the workspace {root} is not a folder; commands run there")
+    if workspace_is_home(ctx.home, ctx.settings):
+        raise ToolError(f"the sandbox will not run: {WHOLE_HOME}; set workspace to a folder, or shell_policy: auto")
     over = quota_problem(ctx)
     with Sandbox(root, ctx.settings, writable=not over) as box:
         try:

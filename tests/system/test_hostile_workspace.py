@@ -35,7 +35,8 @@ def make_repository_home(tmp_path: Path, workspace: str) -> Path:
         ".bashrc": "# bashrc\n",
         ".ssh/authorized_keys": "ssh-ed25519 AAAA operator\n",
         ".env": f"OPENAI_API_KEY={SECRET}\n",
-        "config.yaml": f"workspace: {json.dumps(workspace)}\nshell_timeout: 5\nmax_iterations: 100\n"
+        "config.yaml": f"workspace: {json.dumps(workspace)}\nshell_policy: allowlist\nshell_timeout: 5\n"
+                       "max_iterations: 100\n"
                        f"repeat_limit: 100\nmax_parse_errors: 100\n",
         "rules.md": "You are a careful agent.\n",
         "bin/reset.sh": "#!/bin/sh\necho reset\n",

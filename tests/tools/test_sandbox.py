@@ -121,3 +121,51 @@ def test_a_command_the_operator_added_refuses_a_plus_argument(tmp_path):
     home = _home(tmp_path)
     kind, note = call(ctx_for(home, shell_policy="allowlist", shell_allowlist=["sort"]), "shell", command="sort +1 x")
     assert kind is Tag.TOOL_ERROR and "argument '+1' is not one the allowlist can classify" in note
+
+
+@pytest.mark.usefixtures("sandbox_required")
+def test_a_whole_home_workspace_never_gets_the_sandbox(tmp_path):
+    """`workspace: "."` would mount config.yaml, scratchpad/, logs/ and .env into the sandbox:
+    auto keeps the allowlist, an explicit sandbox refuses every command, checks run unsandboxed."""
+    from agent.tools.sandbox import sandbox_for_checks
+
+    home = _home(tmp_path)
+    (home / ".env").write_text("OPENAI_API_KEY=sk-never-shown-1234\n")
+    found = policy_in_force(home, Settings(workspace="."))
+    assert (found.policy, found.warning) == ("allowlist", True) and "the whole home" in found.why
+    kind, note = call(ctx_for(home, workspace=".", shell_policy="auto"), "shell", command="cat .env")
+    assert kind is Tag.TOOL_ERROR and "sk-never" not in note
+    kind, note = call(ctx_for(home, workspace=".", shell_policy="sandbox"), "shell", command="cat .env")
+    assert kind is Tag.TOOL_ERROR and "the sandbox will not run: the workspace is the whole home" in note
+    assert not sandbox_for_checks(home, Settings(workspace="."))
+
+
+def test_what_a_dead_agent_left_in_its_sandbox_cgroup_is_killed_by_the_next_command(tmp_path):
+    """An agent killed while bwrap sets up can leave bwrap waiting; its cgroup (named for the
+    dead agent's pid) is emptied and removed when any agent next makes a sandbox."""
+    import subprocess
+
+    from agent.tools.sandbox_limits import CGROUP_PREFIX, CommandCgroup, ResourceLimits, _own_cgroup_folders
+
+    folders = _own_cgroup_folders()
+    if "pids" not in folders:
+        pytest.skip("no pids cgroup can be made here (RLIMIT_NPROC bounds the sandbox instead)")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = folders["pids"] / f"{CGROUP_PREFIX}{gone.pid}.0"
+    try:
+        stale.mkdir()
+    except OSError as exc:
+        pytest.skip(f"cannot make a cgroup here: {exc}")
+    left = subprocess.Popen(["sleep", "300"])
+    try:
+        (stale / "cgroup.procs").write_text(str(left.pid))
+        made = CommandCgroup.create(ResourceLimits(1 << 30, 64, 1 << 20))
+        made.remove()
+        assert left.wait(timeout=30) == -9
+    finally:
+        left.kill()
+        left.wait()
+        if stale.exists():
+            CommandCgroup.create(ResourceLimits(1 << 30, 64, 1 << 20)).remove()  # now empty: removed
+    assert not stale.exists()
