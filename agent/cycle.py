@@ -1,8 +1,8 @@
 """One cycle: lock, name, wake, snapshot before, run the loop, snapshot after, sleep, unlock.
 
     with home_lock(home):                         1. take the lock (Busy -> exit 5)
-        cycle_id = new_cycle_id(home, now)        2. name the cycle
-        before = load_state(home) + the inbox     3. wake (InvalidScratchpad -> exit 6)
+        before = load_state(home) + the inbox     2. wake (InvalidScratchpad -> exit 6)
+        cycle_id = new_cycle_id(home, now)        3. name the cycle
         write <id>_before.yaml                    4. exactly what was read
         after, reason = loop(copy of before)      5. iterate: prompt -> model -> dispatcher
         write <id>_after.yaml                     6. last_updated untouched
@@ -33,7 +33,8 @@ from .providers import Model, Request
 from .report import CycleReport, Reporter, SafeReporter
 from .secrets import Secrets
 from .store.cycle_log import CycleLog
-from .store.home import Home, clean_after_crash
+from .store.crash import clean_after_crash
+from .store.home import Home
 from .store.ids import new_cycle_id
 from .store.lock import home_lock
 from .store.state_file import load_state, state_size_problem, write_state
@@ -65,12 +66,12 @@ class _Run:
         home, secrets = self.home, self.secrets
         self.budgets = budgets.Budgets(home, self.settings, self.model.name, now)  # no price for a cost budget: exit 2
         tools = open_registry(self.settings, home.root, secrets, given=self.registry)  # MCP servers live as long as the lock
-        with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals), tools as self.registry:  # 1
+        with home_lock(home, wait=self.settings.lock_wait) as held, interrupts.routed(self.signals), tools as self.registry:  # 1
             home.ensure_dirs()
-            clean_after_crash(home, ensure_workspace(home.root, self.settings))
+            clean_after_crash(home, ensure_workspace(home.root, self.settings), held)
             reap_recorded(home.root)  # commands a killed cycle left running
-            cycle_id = new_cycle_id(home, now)                                                    # 2
-            before = apply_inbox(home, load_state(home)).state  # 3: queued operator edits first
+            before = apply_inbox(home, load_state(home)).state  # 2: queued operator edits first
+            cycle_id = new_cycle_id(home, now)  # 3, noted in logs/cycles.json: after waking, so exit 6 writes nothing
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name,
                                  task_before=secrets.redact(before["current_task"]))
             with CycleLog(home.cycle_log(cycle_id), secrets) as self.log, \

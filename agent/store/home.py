@@ -6,8 +6,10 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from .files import SECRET_DIR_MODE, append_jsonl, disk_error, read_jsonl, remove_temporaries
+from .tail import records_backwards
 
 
 @dataclass(frozen=True)
@@ -92,19 +94,6 @@ def remove_stale_temporaries(home: Home, workspace: Path | None = None) -> list[
     return removed
 
 
-def last_cycle_unfinished(home: Home) -> bool:
-    """Whether the newest cycle has a before snapshot and no after one: it was killed."""
-    befores = [path.name for path in home.scratchpad.glob("*_before.yaml")]
-    return bool(befores) and not home.snapshot(max(befores)[: -len("_before.yaml")], "after").exists()
-
-
-def clean_after_crash(home: Home, workspace: Path) -> list[Path]:
-    """Before a cycle: remove_stale_temporaries, the workspace included only when the last cycle
-    was killed. Only a killed process leaves a temporary file (atomic_write removes its own on any
-    error), and walking a large workspace every cycle would cost more than everything else."""
-    return remove_stale_temporaries(home, workspace if last_cycle_unfinished(home) else None)
-
-
 def append_index(home: Home, record: dict) -> None:
     """Add one cycle's record to logs/index.jsonl."""
     append_jsonl(home.index, [record])
@@ -114,3 +103,9 @@ def read_index(home: Home, tail_bytes: int | None = None) -> list[dict]:
     """Every cycle record in the index (with `tail_bytes`, the last ones), oldest first.
     Records with a malformed id are skipped."""
     return [r for r in read_jsonl(home.index, "cycle_id", tail_bytes) if isinstance(r["cycle_id"], str)]
+
+
+def index_newest_first(home: Home) -> Iterator[dict]:
+    """The index's cycle records, newest first, read backwards from the end only as far as the caller
+    goes (bounded memory: `agent/store/tail.py`). Records with a malformed id are skipped."""
+    return (r for r in records_backwards(home.index, "cycle_id") if isinstance(r["cycle_id"], str))

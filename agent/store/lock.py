@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import os
 import time
+from dataclasses import dataclass
 from typing import Iterator
 
 from ..outcomes import Busy
@@ -16,8 +17,27 @@ from .home import Home
 BUSY_GRACE_SECONDS = 0.1
 
 
+# While a process holds the lock, the lock file holds this byte; a holder that ends normally empties
+# it again. A byte found there when taking the lock means a holder was killed (kill -9, power loss)
+# and may have left temporary files: a sweep is owed. So a cycle finds out, without listing any
+# folder, whether it must look for leftovers (agent/store/crash.py).
+HELD_MARK = b"1"
+
+
+@dataclass
+class Held:
+    """The lock, held. `owed`: a holder before us was killed and no sweep has happened since;
+    call `swept()` once leftovers are removed, so the mark goes when the lock is released."""
+
+    owed: bool
+    cleared: bool = False
+
+    def swept(self) -> None:
+        self.cleared = True
+
+
 @contextlib.contextmanager
-def home_lock(home: Home, wait: float = 0) -> Iterator[None]:
+def home_lock(home: Home, wait: float = 0) -> Iterator[Held]:
     """Hold the home's lock or raise Busy.
 
     A kernel flock on .agent.lock: released by the kernel when the process dies, even on kill -9,
@@ -44,10 +64,26 @@ def home_lock(home: Home, wait: float = 0) -> Iterator[None]:
                     raise Busy(f"another agent process holds the lock on {home.root}{waited}; "
                                "try again later") from None
                 time.sleep(min(0.01 if wait == 0 else 0.05, max(0.0, deadline - time.monotonic())))
+        held = Held(owed=_mark(fd))
         fault_point("lock taken")
-        yield
+        yield held
+        if not held.owed or held.cleared:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
     finally:
         os.close(fd)  # closing the descriptor releases the flock
+
+
+def _mark(fd: int) -> bool:
+    """Whether the held mark was already there (a sweep owed); leaves it there. Best effort: on a
+    full disk a cycle still runs (clean_after_crash then also looks at the newest cycle's files)."""
+    try:
+        if os.pread(fd, len(HELD_MARK), 0) == HELD_MARK:
+            return True
+        os.pwrite(fd, HELD_MARK, 0)
+    except OSError:
+        pass
+    return False
 
 
 def is_locked(home: Home) -> bool:

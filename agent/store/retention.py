@@ -82,6 +82,7 @@ class PrunePlan:
     keep: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
     bytes: int = 0
+    sizes: dict[Path, int] = field(default_factory=dict)  # each file's size when planned
 
     def as_dict(self, root: Path) -> dict[str, Any]:
         return {"removed_cycles": self.remove, "kept_cycles": len(self.keep),
@@ -93,12 +94,14 @@ def plan_prune(home: Home, keep_cycles: int | None = None, keep_days: float | No
     """Which cycles and files the rules would remove. Reads only."""
     ids = cycles_on_disk(home)
     doomed = select_expired(ids, keep_cycles, keep_days, now, protect)
-    plan = PrunePlan(remove=doomed, keep=[i for i in ids if i not in set(doomed)])
+    gone = set(doomed)  # built once: linear in the cycles on disk, however many expire
+    plan = PrunePlan(remove=doomed, keep=[i for i in ids if i not in gone])
     for cycle_id in doomed:
         for path in cycle_files(home, cycle_id):
             plan.files.append(path)
             with contextlib.suppress(OSError):
-                plan.bytes += path.stat().st_size
+                plan.sizes[path] = path.stat().st_size
+                plan.bytes += plan.sizes[path]
     return plan
 
 
@@ -119,6 +122,13 @@ def apply_retention(home: Home, settings: Settings, protect: Iterable[str] = (),
     For the cycle runner, after it has written its own files and while it still holds the lock;
     pass the running cycle's id in `protect`. Returns the files deleted ([] when retention is off).
     """
+    plan = retention_plan(home, settings, protect, now)
+    return [] if plan is None else delete_cycles(plan)
+
+
+def retention_plan(home: Home, settings: Settings, protect: Iterable[str] = (),
+                   now: _dt.datetime | None = None) -> PrunePlan | None:
+    """What automatic retention would delete; None when retention is off (nothing on disk is read)."""
     if settings.keep_cycles is None and settings.keep_days is None:
-        return []
-    return delete_cycles(plan_prune(home, settings.keep_cycles, settings.keep_days, now, protect))
+        return None
+    return plan_prune(home, settings.keep_cycles, settings.keep_days, now, protect)
