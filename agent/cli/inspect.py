@@ -20,13 +20,14 @@ from ..config import load_settings
 from ..memory import read_archive
 from ..providers.local import bundled_model_path, local_runtime_installed
 from ..outcomes import InvalidScratchpad, UsageError
-from ..store.home import Home
+from ..store.home import Home, index_newest_first
+from ..store.totals import load_totals
 from ..store.state_file import load_state
 from .common import (age, clip, echo, existing_home, home_option, home_settings, json_option, print_json,
                      reports_errors, seconds_since, size, task_text, terminal_width)
 from .diffing import summarize_change, summary_lines
 from .snapshots import resolve_snapshot
-from .history import RUNNING, cycle_ids, cycle_running, history_records, table_lines
+from .history import RUNNING, KnownCycles, cycle_running, history_records, history_summary, recent_history, table_lines
 from .spending import daily_lines, status_extras, with_costs
 
 # --------------------------------------------------------------------------------------- diff
@@ -65,7 +66,7 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
     A cycle id may end in :before or :after to pick a snapshot; `latest` names the newest cycle.
     """
     home = existing_home(home_dir)
-    cycles = cycle_ids(home)
+    cycles = KnownCycles(home)  # the newest few; any other id looked up when named
     if a is None:
         if not cycles:
             raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
@@ -109,11 +110,12 @@ def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
     `incomplete` (`running` while it holds the lock).
     """
     home = existing_home(home_dir)
-    records = list(reversed(with_costs(history_records(home, cycle_running(home)), home_settings(home.root).prices)))
-    if daily:
-        records = list(reversed(daily_totals(records, home_settings(home.root).prices)))
-    if limit:
-        records = records[:limit]
+    running = cycle_running(home)
+    if daily:  # every day there is: the whole index, on purpose
+        records = list(reversed(daily_totals(history_records(home, running), home_settings(home.root).prices)))
+        records = records[:limit] if limit else records
+    else:  # --limit N: only the index's last records are read (0: all)
+        records = list(reversed(with_costs(recent_history(home, running, limit), home_settings(home.root).prices)))
     if as_json:
         print_json(records)
     elif not records:
@@ -174,16 +176,6 @@ def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
         click.echo(line)
 
 
-def _disk_use(paths: list[Path]) -> dict:
-    total = 0
-    for path in paths:
-        try:
-            total += path.stat().st_size
-        except OSError:  # pruned meanwhile
-            pass
-    return {"files": len(paths), "bytes": total}
-
-
 def _configured_model(home_root: Path) -> tuple[str | None, str | None]:
     """(the model spec a cycle would use, a config problem) without opening any connection."""
     try:
@@ -238,18 +230,18 @@ def status(home_dir: Path, as_json: bool) -> None:
     """Is a cycle running, how did the last one end and when, the task now, and disk use."""
     home = existing_home(home_dir)
     running = cycle_running(home)
-    records = history_records(home, running)
+    totals = load_totals(home)
+    newest, cycles, unrecorded = history_summary(home, running, totals)  # the index's end and running totals only
     current_task, scratchpad_error = _current_task(home)
-    snapshots = sorted(home.scratchpad.glob("*_before.yaml")) + sorted(home.scratchpad.glob("*_after.yaml"))
-    logs = sorted(home.logs.glob("cycle_*.log"))
     model, config_problem = _configured_model(home.root)
-    last = _last_cycle(records[-1]) if records else None
+    last = _last_cycle(newest) if newest else None
+    disk = {kind: {"files": files, "bytes": size} for kind, (files, size) in totals.disk.items()}
     data = {
-        "home": str(home.root), "running": running, "cycles": len(records), "last_cycle": last,
+        "home": str(home.root), "running": running, "cycles": cycles, "last_cycle": last,
         "current_task": current_task, "scratchpad_error": scratchpad_error,
-        "snapshots": _disk_use(snapshots), "logs": _disk_use(logs), "model": model, "config_error": config_problem,
+        "snapshots": disk["snapshots"], "logs": disk["logs"], "model": model, "config_error": config_problem,
     }
-    extras, extra_lines = status_extras(records, current_task, home.root)
+    extras, extra_lines = status_extras(index_newest_first(home), totals, current_task, home.root)
     data.update(extras)
     if as_json:
         print_json(data)
@@ -261,10 +253,9 @@ def status(home_dir: Path, as_json: bool) -> None:
         echo(f"           error: {clip(last['error'], 200)}")
     echo(f"task now:  {current_task or '(none)'}" if scratchpad_error is None
          else f"task now:  unknown: {clip(scratchpad_error, 200)}")
-    unrecorded = sum(1 for r in records if r["source"] != "index")
-    echo(f"cycles:    {len(records)}" + (f" ({unrecorded} without a record)" if unrecorded else ""))
-    echo(f"snapshots: {len(snapshots)} file(s), {size(data['snapshots']['bytes'])}")
-    echo(f"logs:      {len(logs)} file(s), {size(data['logs']['bytes'])}")
+    echo(f"cycles:    {cycles}" + (f" ({unrecorded} without a record)" if unrecorded else ""))
+    echo(f"snapshots: {disk['snapshots']['files']} file(s), {size(disk['snapshots']['bytes'])}")
+    echo(f"logs:      {disk['logs']['files']} file(s), {size(disk['logs']['bytes'])}")
     echo(f"model:     {model or '(none)'}" + (f"  [config problem: {config_problem}]" if config_problem else ""))
     for line in extra_lines:
         echo(line)

@@ -3,6 +3,7 @@ home, config, key, model or endpoint, lock and permissions."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
@@ -16,8 +17,9 @@ from ..providers import ModelError, ScriptedModel, resolve_model
 from ..providers.local import LocalModel
 from ..providers.openai_compat import OpenAIModel
 from ..providers.resolve import anchor_model_path
-from ..outcomes import AgentError, InvalidScratchpad, UsageError
+from ..outcomes import AgentError, DiskError, InvalidScratchpad, UsageError
 from ..store.retention import delete_cycles, parse_duration, plan_prune
+from ..store.totals import update_totals
 from ..store.home import Home
 from ..store.lock import home_lock, is_locked
 from ..store.state_file import read_state_file
@@ -51,6 +53,9 @@ def prune(home_dir: Path, keep_cycles: int | None, older_than: str | None, dry_r
     with home_lock(home, wait=lock_wait):
         plan = plan_prune(home, keep_cycles, keep_days)
         deleted = [] if dry_run else delete_cycles(plan)
+        if deleted:
+            with contextlib.suppress(DiskError):  # derived data: status shows stale disk use until a recount
+                update_totals(home, removed=[(path, plan.sizes.get(path, 0)) for path in deleted])
     if as_json:
         print_json(dict(plan.as_dict(home.root), dry_run=dry_run,
                         deleted=[str(p.relative_to(home.root)) for p in deleted]))
