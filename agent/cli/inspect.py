@@ -14,10 +14,9 @@ from typing import Any
 import click
 
 from ..budgets import daily_totals
-from ..escape import escape_controls, escape_tree
+from ..escape import escape_controls, escape_json, escape_tree
 from ..state import FIELDS
 from ..config import load_settings
-from ..memory import read_archive
 from ..providers.local import bundled_model_path, local_runtime_installed
 from ..outcomes import InvalidScratchpad, UsageError
 from ..store.home import Home, index_newest_first
@@ -25,6 +24,7 @@ from ..store.totals import load_totals
 from ..store.state_file import load_state
 from .common import (age, clip, echo, existing_home, home_option, home_settings, json_option, print_json,
                      reports_errors, seconds_since, size, task_text, terminal_width)
+from .archive_view import NOTE, TASK, archived, archived_counts, json_pieces, note_lines, task_lines
 from .diffing import summarize_change, summary_lines
 from .snapshots import resolve_snapshot
 from .history import RUNNING, KnownCycles, cycle_running, history_records, history_summary, recent_history, table_lines
@@ -137,18 +137,15 @@ def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
     """Print the current state (scratchpad/active.yaml) for a person to read."""
     home = existing_home(home_dir)
     state = load_state(home)
-    archive = read_archive(home.archive) if show_all else []
-    archived_tasks = [r for r in archive if r.get("kind") == "completed_task"]
-    archived_notes = [r for r in archive if r.get("kind") == "note"]
     if as_json:
-        data: dict[str, Any] = {"path": str(home.active), "exists": home.active.exists(), "state": state}
-        if show_all:
-            data["archived_completed_tasks"] = archived_tasks
-            data["archived_notes"] = archived_notes
-        print_json(data)
+        head: dict[str, Any] = {"path": str(home.active), "exists": home.active.exists(), "state": state}
+        lists = {"archived_completed_tasks": lambda: archived(home, TASK),
+                 "archived_notes": lambda: archived(home, NOTE)} if show_all else {}
+        for piece in json_pieces(head, lists):  # streamed: the archive is never all in memory
+            click.echo(escape_json(piece))
         return
+    counts = archived_counts(home) if show_all else {}
     state = escape_tree(state)  # text the model wrote, about to be printed
-    archived_tasks, archived_notes = escape_tree(archived_tasks), escape_tree(archived_notes)
     bold = lambda text: click.style(text, bold=True)  # noqa: E731
     out = [f"{bold('current task:')} {state['current_task'] or '(none)'}", ""]
     out.append(bold(f"goals ({len(state['goals'])}):"))
@@ -156,14 +153,21 @@ def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
     out.append(bold(f"pending ({len(state['pending_actions'])}):"))
     out += [f"  {i}. {p}" for i, p in enumerate(state["pending_actions"], 1)] or ["  (none)"]
     if show_all:
-        out.append(bold(f"archived completed ({len(archived_tasks)}, logs/archive.jsonl):"))
-        out += [f"  - {task_text(r.get('value'))}  [cycle {r.get('cycle_id', '?')}]" for r in archived_tasks] or ["  (none)"]
+        out.append(bold(f"archived completed ({counts[TASK]}, logs/archive.jsonl):"))
+        for line in out:
+            click.echo(line)
+        out = [] if counts[TASK] else ["  (none)"]
+        for line in task_lines(home):
+            click.echo(line)
     out.append(bold(f"completed ({len(state['completed_tasks'])}):"))
     out += [f"  - {task_text(t)}" for t in state["completed_tasks"]] or ["  (none)"]
-    if show_all and archived_notes:
-        out.append(bold(f"archived notes ({len(archived_notes)} entries, logs/archive.jsonl):"))
-        for record in archived_notes:
-            out += [f"  {line}" for line in str(record.get("value", "")).splitlines()]
+    if show_all and counts[NOTE]:
+        out.append(bold(f"archived notes ({counts[NOTE]} entries, logs/archive.jsonl):"))
+        for line in out:
+            click.echo(line)
+        out = []
+        for line in note_lines(home):
+            click.echo(line)
     notes = state["notes"].splitlines()
     out.append(bold(f"notes ({len(notes)} lines):"))
     out += [f"  {line}" for line in notes] or ["  (none)"]
