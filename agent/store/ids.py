@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
 from typing import Iterable
 
@@ -51,19 +52,40 @@ def cycle_started(cycle_id: str) -> _dt.datetime | None:
     """The UTC time written in a cycle id, or None when the id is not one of ours."""
     if not CYCLE_ID.fullmatch(cycle_id):
         return None
-    try:
-        return _dt.datetime.strptime(cycle_id[:SECOND_LENGTH], SECOND_FORMAT).replace(tzinfo=_dt.timezone.utc)
+    try:  # the digits are checked above; datetime() checks the calendar (strptime costs 5x more)
+        return _dt.datetime(int(cycle_id[0:4]), int(cycle_id[4:6]), int(cycle_id[6:8]), int(cycle_id[9:11]),
+                            int(cycle_id[11:13]), int(cycle_id[13:15]), tzinfo=_dt.timezone.utc)
     except ValueError:  # 20261399_...: the shape of an id, but no time
         return None
 
 
+# A cycle's files, by name: (its folder, the part before its id, the part after, whether it alone makes
+# a cycle on disk), in the order a cycle's files are listed
+CYCLE_FILE_FORMS = (("scratchpad", "", "_before.yaml", True), ("scratchpad", "", "_after.yaml", True),
+                    ("logs", "cycle_", ".log", True), ("logs", "cycle_", ".transcript.jsonl", False))
+
+
+def cycle_of(folder: str, name: str) -> tuple[str | None, int]:
+    """(the cycle id a file `name` in `folder` (scratchpad or logs) belongs to, or None; its place in CYCLE_FILE_FORMS)."""
+    for place, (where, prefix, suffix, _) in enumerate(CYCLE_FILE_FORMS):
+        if where == folder and name.startswith(prefix) and name.endswith(suffix) \
+                and len(name) > len(prefix) + len(suffix):
+            return name[len(prefix): -len(suffix)], place
+    return None, -1
+
+
 def cycles_on_disk(home: Home) -> list[str]:
-    """Ids of every cycle with a snapshot or a log still on disk, oldest first."""
+    """Ids of every cycle with a snapshot or a log still on disk, oldest first (one listing per folder)."""
     ids: set[str] = set()
-    for label in SNAPSHOT_LABELS:
-        suffix = f"_{label}.yaml"
-        ids |= {p.name[: -len(suffix)] for p in home.scratchpad.glob(f"*{suffix}")}
-    ids |= {p.name[len("cycle_"): -len(".log")] for p in home.logs.glob("cycle_*.log")}
+    for folder in (home.scratchpad, home.logs):
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            continue
+        for name in names:
+            cycle_id, place = cycle_of(folder.name, name)
+            if cycle_id is not None and CYCLE_FILE_FORMS[place][3]:
+                ids.add(cycle_id)
     return sorted(i for i in ids if cycle_started(i))
 
 

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -30,7 +32,7 @@ from typing import Any, Iterable
 from ..config import Settings
 from ..outcomes import UsageError
 from .home import Home
-from .ids import SNAPSHOT_LABELS, cycle_started, cycles_on_disk
+from .ids import CYCLE_FILE_FORMS, SNAPSHOT_LABELS, cycle_of, cycle_started
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
@@ -89,19 +91,43 @@ class PrunePlan:
                 "files": [str(p.relative_to(root)) for p in self.files], "bytes": self.bytes}
 
 
+def _files_by_cycle(home: Home) -> dict[str, list[int]]:
+    """Each cycle on disk (a snapshot or a log) and which of its files there are (places in
+    CYCLE_FILE_FORMS, in order): names only, from one listing per folder."""
+    found: dict[str, list[int]] = {}
+    on_disk: set[str] = set()
+    for folder in (home.scratchpad, home.logs):
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            continue
+        for name in names:
+            cycle_id, place = cycle_of(folder.name, name)
+            if cycle_id is not None:
+                found.setdefault(cycle_id, []).append(place)
+                if CYCLE_FILE_FORMS[place][3]:
+                    on_disk.add(cycle_id)
+    return {i: sorted(places) for i, places in found.items() if i in on_disk and cycle_started(i)}
+
+
 def plan_prune(home: Home, keep_cycles: int | None = None, keep_days: float | None = None,
                now: _dt.datetime | None = None, protect: Iterable[str] = ()) -> PrunePlan:
-    """Which cycles and files the rules would remove. Reads only."""
-    ids = cycles_on_disk(home)
+    """Which cycles and files the rules would remove. Reads only, in time linear in the files on disk."""
+    files = _files_by_cycle(home)
+    ids = sorted(files)
     doomed = select_expired(ids, keep_cycles, keep_days, now, protect)
     gone = set(doomed)  # built once: linear in the cycles on disk, however many expire
     plan = PrunePlan(remove=doomed, keep=[i for i in ids if i not in gone])
     for cycle_id in doomed:
-        for path in cycle_files(home, cycle_id):
-            plan.files.append(path)
+        for place in files[cycle_id]:
+            folder, prefix, suffix, _ = CYCLE_FILE_FORMS[place]
+            path = home.root / folder / f"{prefix}{cycle_id}{suffix}"
             with contextlib.suppress(OSError):
-                plan.sizes[path] = path.stat().st_size
-                plan.bytes += plan.sizes[path]
+                info = path.stat()
+                if stat.S_ISREG(info.st_mode):  # a regular file, or a link to one, as Path.is_file says
+                    plan.files.append(path)
+                    plan.sizes[path] = info.st_size
+                    plan.bytes += info.st_size
     return plan
 
 
