@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from ..outcomes import UsageError
 from ..store.home import Home
@@ -26,8 +27,9 @@ def _file_side(home: Home, path: Path) -> Side:
     return Side(str(path.relative_to(home.root)), read_state_file(path, home.root), path.read_text(encoding="utf-8"))
 
 
-def resolve_snapshot(home: Home, spec: str, default_label: str, cycles: list[str]) -> Side:
-    """'active', 'latest', 'ID', 'ID:before' or 'ID:after' -> the state it names."""
+def resolve_snapshot(home: Home, spec: str, default_label: str, cycles: Sequence[str]) -> Side:
+    """'active', 'latest', 'ID', 'ID:before' or 'ID:after' -> the state it names. `cycles`: the ids known, oldest
+    first (`history.KnownCycles`: the newest few, any other looked up when named)."""
     if spec == "active":
         if not home.active.exists():
             raise UsageError(f"{home.active} does not exist yet (run a cycle, or agent init)")
