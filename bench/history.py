@@ -109,8 +109,8 @@ def make_templates(folder: Path) -> dict:
 def fabricate(templates: dict, root: Path, size: int, with_files: int, full_transcripts: bool) -> dict:
     """A home of `size` cycles, 15 minutes apart, the newest 15 minutes ago; files for the newest `with_files`."""
     began = time.perf_counter()
-    shutil.copytree(templates["root"], root, ignore=shutil.ignore_patterns("*_before.yaml", "*_after.yaml",
-                                                                            "cycle_*", "*.jsonl", "*.json", "*.sqlite3"))
+    skipped = shutil.ignore_patterns("*_before.yaml", "*_after.yaml", "cycle_*", "*.jsonl", "*.json", "*.sqlite3")
+    shutil.copytree(templates["root"], root, ignore=skipped)
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     first = now - dt.timedelta(minutes=15 * size)
     home = Home.at(root)
@@ -236,8 +236,9 @@ def report(homes: list[dict], results: dict, args) -> None:
     first, *_ = sizes
     for name in ("cycle (budgets set)", "status", "history --limit 20", "diff"):
         base = statistics.median(r[0] for r in results[name][first])
-        print(f"{name}: " + ", ".join(f"{s:,}/{first:,} = {statistics.median(r[0] for r in results[name][s]) / base:.2f}x"
-                                      for s in sizes[1:]))
+        ratios = [f"{s:,}/{first:,} = {statistics.median(r[0] for r in results[name][s]) / base:.2f}x"
+                  for s in sizes[1:]]
+        print(f"{name}: " + ", ".join(ratios))
 
 
 if __name__ == "__main__":

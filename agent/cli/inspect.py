@@ -27,7 +27,8 @@ from .common import (age, clip, echo, existing_home, home_option, home_settings,
 from .archive_view import NOTE, TASK, archived, archived_counts, json_pieces, note_lines, task_lines
 from .diffing import summarize_change, summary_lines
 from .snapshots import resolve_snapshot
-from .history import RUNNING, KnownCycles, cycle_running, history_records, history_summary, recent_history, table_lines
+from .history import (RUNNING, KnownCycles, cycle_running, history_records, history_summary, recent_history,
+                      table_lines)
 from .spending import daily_lines, status_extras, with_costs
 
 # --------------------------------------------------------------------------------------- diff

@@ -66,7 +66,8 @@ CYCLE_FILE_FORMS = (("scratchpad", "", "_before.yaml", True), ("scratchpad", "",
 
 
 def cycle_of(folder: str, name: str) -> tuple[str | None, int]:
-    """(the cycle id a file `name` in `folder` (scratchpad or logs) belongs to, or None; its place in CYCLE_FILE_FORMS)."""
+    """(the cycle id a file `name` in `folder` (scratchpad or logs) belongs to, or None; its place in
+    CYCLE_FILE_FORMS)."""
     for place, (where, prefix, suffix, _) in enumerate(CYCLE_FILE_FORMS):
         if where == folder and name.startswith(prefix) and name.endswith(suffix) \
                 and len(name) > len(prefix) + len(suffix):

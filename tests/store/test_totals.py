@@ -23,8 +23,8 @@ def _records(n: int, seed: int = 7) -> list[dict]:
     for i in range(n):
         month, day, hour = rng.choice([9, 10, 11]), rng.randint(1, 28), rng.randint(0, 23)
         model = rng.choice(["openai:a", "openai:b", "openai:unpriced", 5, None])
-        usage = rng.choice([None, "odd", {"prompt_tokens": rng.randint(0, 5000), "completion_tokens": rng.randint(0, 500),
-                                          "total_tokens": rng.randint(0, 5500)}])
+        usage = rng.choice([None, "odd", {"prompt_tokens": rng.randint(0, 5000),
+                                          "completion_tokens": rng.randint(0, 500), "total_tokens": rng.randint(0, 5500)}])
         cost = rng.choice([None, round(rng.random() / 100, 8), "x", True])
         started = rng.choice([f"2026-{month:02d}-{day:02d}T{hour:02d}:00:00+00:00",
                               f"2026-{month:02d}-{day:02d}T{hour:02d}:30:00+05:00", "garbage", None])
