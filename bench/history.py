@@ -62,7 +62,8 @@ import resource, subprocess, sys, time
 began = time.perf_counter()
 done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 took = time.perf_counter() - began
-print(done.returncode, took, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(done.returncode, took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
 sys.stderr.write(done.stderr.decode(errors="replace")[-400:])
 """
 RECALL = "import sys; from agent.store.home import Home; from agent.store.recall_index import search; " \
@@ -142,15 +143,15 @@ def fabricate(templates: dict, root: Path, size: int, with_files: int, full_tran
             "index_bytes": index_bytes, "archive_bytes": archive_bytes, "file_bytes": file_bytes}
 
 
-def measure(code: Path, argv: list[str]) -> tuple[float, float]:
-    """(seconds, peak MB) of one process running argv."""
+def measure(code: Path, argv: list[str]) -> tuple[float, float, float]:
+    """(seconds, peak MB, CPU seconds) of one process running argv."""
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL")}
     env["PYTHONPATH"] = str(code)
     out = subprocess.run([sys.executable, "-c", WRAPPER, *argv], capture_output=True, text=True, env=env)
-    code_, took, rss = out.stdout.split()
+    code_, took, cpu, rss = out.stdout.split()
     if code_ not in ("0", "3"):
         raise SystemExit(f"{argv} exited {code_}: {out.stderr}")
-    return float(took), int(rss) / 1024
+    return float(took), int(rss) / 1024, float(cpu)
 
 
 def agent(*args: str) -> list[str]:
@@ -177,9 +178,9 @@ def main() -> None:
         transcript = statistics.median(len(c["files"].get("transcript", b"")) for c in templates["cycles"])
         print(f"a real cycle's transcript: {transcript:,.0f} bytes "
               + ("(written in full)" if args.transcripts else "(written empty: --transcripts writes them in full)"))
-        results: dict[str, dict[int, list[tuple[float, float]]]] = {}
+        results: dict[str, dict[int, list[tuple[float, float, float]]]] = {}
 
-        def record(name: str, size: int, value: tuple[float, float]) -> None:
+        def record(name: str, size: int, value: tuple[float, float, float]) -> None:
             results.setdefault(name, {}).setdefault(size, []).append(value)
 
         for made in homes:  # the one-off recount of logs/totals.json (then kept by every cycle)
@@ -217,6 +218,7 @@ def main() -> None:
 def report(homes: list[dict], results: dict, args) -> None:
     sizes = [h["size"] for h in homes]
     print(f"load average after: {os.getloadavg()}\n")
+    print("each cell: median wall time (median CPU time, user + system), peak resident memory\n")
     print("| | " + " | ".join(f"{s:,} cycles" for s in sizes) + " |")
     print("|---|" + "---|" * len(sizes))
     print("| snapshot pairs + logs on disk | " + " | ".join(f"{h['files_for']:,}" for h in homes) + " |")
@@ -228,9 +230,9 @@ def report(homes: list[dict], results: dict, args) -> None:
         cells = []
         for size in sizes:
             runs = by_size.get(size, [])
-            seconds = statistics.median(r[0] for r in runs)
+            seconds, cpu = statistics.median(r[0] for r in runs), statistics.median(r[2] for r in runs)
             peak = max(r[1] for r in runs)
-            cells.append(f"{seconds:.3f} s, {peak:.0f} MB")
+            cells.append(f"{seconds:.2f} s ({cpu:.2f} s CPU), {peak:.0f} MB")
         print(f"| {name} | " + " | ".join(cells) + " |")
     print("\nprune deleted: " + ", ".join(f"{h['size']:,}: {h.get('pruned', 0):,} cycles" for h in homes))
     first, *_ = sizes

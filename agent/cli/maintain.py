@@ -18,7 +18,7 @@ from ..providers.local import LocalModel
 from ..providers.openai_compat import OpenAIModel
 from ..providers.resolve import anchor_model_path
 from ..outcomes import AgentError, DiskError, InvalidScratchpad, UsageError
-from ..store.retention import delete_cycles, parse_duration, plan_prune
+from ..store.retention import delete_cycles, parse_duration, plan_prune, shown
 from ..store.totals import update_totals
 from ..store.home import Home
 from ..store.lock import home_lock, is_locked
@@ -57,12 +57,11 @@ def prune(home_dir: Path, keep_cycles: int | None, older_than: str | None, dry_r
             with contextlib.suppress(DiskError):  # derived data: status shows stale disk use until a recount
                 update_totals(home, removed=[(path, plan.sizes.get(path, 0)) for path in deleted])
     if as_json:
-        print_json(dict(plan.as_dict(home.root), dry_run=dry_run,
-                        deleted=[str(p.relative_to(home.root)) for p in deleted]))
+        print_json(dict(plan.as_dict(home.root), dry_run=dry_run, deleted=[shown(p) for p in deleted]))
         return
     verb = "would remove" if dry_run else "removed"
     for path in plan.files:
-        click.echo(f"{verb} {path.relative_to(home.root)}")
+        click.echo(f"{verb} {shown(path)}")
     click.echo(f"{verb} {len(plan.remove)} cycle(s), {len(plan.files)} file(s), {size(plan.bytes)}; "
                f"kept {len(plan.keep)} cycle(s)")
 

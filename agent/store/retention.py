@@ -88,7 +88,12 @@ class PrunePlan:
 
     def as_dict(self, root: Path) -> dict[str, Any]:
         return {"removed_cycles": self.remove, "kept_cycles": len(self.keep),
-                "files": [str(p.relative_to(root)) for p in self.files], "bytes": self.bytes}
+                "files": [shown(p) for p in self.files], "bytes": self.bytes}
+
+
+def shown(path: Path) -> str:
+    """A cycle file's path as the operator sees it: relative to the home (`scratchpad/...`, `logs/...`)."""
+    return f"{path.parent.name}/{path.name}"
 
 
 def _files_by_cycle(home: Home) -> dict[str, list[int]]:
@@ -118,12 +123,13 @@ def plan_prune(home: Home, keep_cycles: int | None = None, keep_days: float | No
     doomed = select_expired(ids, keep_cycles, keep_days, now, protect)
     gone = set(doomed)  # built once: linear in the cycles on disk, however many expire
     plan = PrunePlan(remove=doomed, keep=[i for i in ids if i not in gone])
+    folders = {"scratchpad": home.scratchpad, "logs": home.logs}
     for cycle_id in doomed:
         for place in files[cycle_id]:
             folder, prefix, suffix, _ = CYCLE_FILE_FORMS[place]
-            path = home.root / folder / f"{prefix}{cycle_id}{suffix}"
+            path = folders[folder] / f"{prefix}{cycle_id}{suffix}"
             with contextlib.suppress(OSError):
-                info = path.stat()
+                info = os.stat(path)
                 if stat.S_ISREG(info.st_mode):  # a regular file, or a link to one, as Path.is_file says
                     plan.files.append(path)
                     plan.sizes[path] = info.st_size
