@@ -14,6 +14,8 @@ from ..outcomes import UsageError
 from ..prompt import default_rules
 from ..jsonschema import type_name
 from ..store.home import Home, remove_stale_temporaries
+from ..store.ids import CYCLES_NAME
+from ..store.totals import totals_path
 from ..store.inbox import discard_queued
 from ..store.files import atomic_write
 from ..store.lock import home_lock
@@ -131,7 +133,8 @@ def reset(home_dir: Path, template: str, clean: bool, lock_wait: float, as_json:
         if clean:
             doomed = [*home.scratchpad.glob("*_before.yaml"), *home.scratchpad.glob("*_after.yaml"),
                       *home.logs.glob("cycle_*.log"),
-                      *home.logs.glob("cycle_*.transcript.jsonl"), home.index]
+                      *home.logs.glob("cycle_*.transcript.jsonl"), home.index,
+                      totals_path(home), home.logs / CYCLES_NAME]  # what was derived from that history
             for path in sorted(doomed):
                 if path.exists():
                     path.unlink()

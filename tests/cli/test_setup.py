@@ -83,7 +83,8 @@ def test_reset_clean_removes_snapshots_logs_and_index(home):
     assert run_cycle(home, DONE_REPLIES).exit_code == 0
     assert snapshots(home, "before")
     result = run_cli("reset", "--home", str(home), "--clean")
-    assert result.exit_code == 0 and "removed 5" in result.stdout  # the pair, the log, the transcript, the index
+    # the pair, the log, the transcript, the index, and logs/totals.json and logs/cycles.json made from them
+    assert result.exit_code == 0 and "removed 7" in result.stdout
     assert sorted(p.name for p in (home / "scratchpad").iterdir()) == ["active.yaml"]
     assert list((home / "logs").iterdir()) == []
 
