@@ -112,7 +112,7 @@ class Budgets:
         self.day = utc_day(now.isoformat())
         self.earlier = {"day": {"tokens": 0, "cost": 0.0}, "month": {"tokens": 0, "cost": 0.0}}
         if self.enabled:  # the running totals: O(1) however long the history (agent/store/totals.py)
-            for period, spent in period_spending(load_totals(home), self.day, settings.prices).items():
+            for period, spent in period_spending(load_totals(home, now), self.day, settings.prices).items():
                 self.earlier[period] = {"tokens": spent["tokens"], "cost": spent["cost"]}
 
     @property

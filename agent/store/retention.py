@@ -98,21 +98,19 @@ def shown(path: Path) -> str:
 
 def _files_by_cycle(home: Home) -> dict[str, list[int]]:
     """Each cycle on disk (a snapshot or a log) and which of its files there are (places in
-    CYCLE_FILE_FORMS, in order): names only, from one listing per folder."""
-    found: dict[str, list[int]] = {}
-    on_disk: set[str] = set()
+    CYCLE_FILE_FORMS, in order): names only, from one listing per folder, sorted by id."""
+    names: dict[str, list[str]] = {}
     for folder in (home.scratchpad, home.logs):
         try:
-            names = os.listdir(folder)
+            names[folder.name] = os.listdir(folder)
         except FileNotFoundError:
-            continue
-        for name in names:
-            cycle_id, place = cycle_of(folder.name, name)
-            if cycle_id is not None:
-                found.setdefault(cycle_id, []).append(place)
-                if CYCLE_FILE_FORMS[place][3]:
-                    on_disk.add(cycle_id)
-    return {i: sorted(places) for i, places in found.items() if i in on_disk and cycle_started(i)}
+            names[folder.name] = []
+    present = [{name[len(prefix): -len(suffix)] for name in names[where]
+                if name.endswith(suffix) and name.startswith(prefix) and len(name) > len(prefix) + len(suffix)}
+               for where, prefix, suffix, _ in CYCLE_FILE_FORMS]  # a set of ids per form: one pass each
+    on_disk = set().union(*(ids for ids, form in zip(present, CYCLE_FILE_FORMS) if form[3]))
+    return {i: [place for place, ids in enumerate(present) if i in ids]
+            for i in sorted(on_disk) if cycle_started(i)}
 
 
 def plan_prune(home: Home, keep_cycles: int | None = None, keep_days: float | None = None,

@@ -13,8 +13,10 @@ Disk use is counted at a recount (a scan of scratchpad/ and logs/), then kept up
 (its own snapshot pair and log, at the time its record is written) and by each prune; files a killed
 cycle left, or files added or removed by hand, show at the next recount (delete the file to force one).
 
-Per-day buckets are kept for the newest two months only (budgets and `status` ask for today and this
-month); per-month buckets for every month. A record counts once its line ends with a newline.
+Day and month buckets are kept for last month and this month by the clock (budgets and `status` ask
+for today and this month), and at most a few months after (records a wrong clock dated ahead), so the
+file and a recount's memory stay the same size however long the history. A record counts once its
+line ends with a newline.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from .tail import _decode, lines_forwards
 TOTALS_NAME = "totals.json"
 TOTALS_VERSION = 1
 FINGERPRINT_BYTES = 4096
-DAY_MONTHS_KEPT = 2
+MONTHS_KEPT = 6  # last month, this month, and a few a wrong clock put ahead
 
 
 def totals_path(home: Home) -> Path:
@@ -99,6 +101,7 @@ class Totals:
     months: dict[str, dict] = field(default_factory=dict)
     disk: dict[str, list[int]] = field(default_factory=lambda: {"snapshots": [0, 0], "logs": [0, 0]})
     recounted: bool = False  # made by a recount now (its disk use already holds every file)
+    now: _dt.datetime | None = None  # the clock that decides which months are kept (None: the real one)
 
     def add_record(self, record: dict) -> None:
         self.records += 1
@@ -107,6 +110,8 @@ class Totals:
             return
         _add(self.days.setdefault(day, _bucket()), record)
         _add(self.months.setdefault(day[:7], _bucket()), record)
+        if len(self.months) > 4 * MONTHS_KEPT:  # a recount of years: bounded memory as it goes
+            self._trim()
 
     def catch_up(self, index: Path) -> None:
         """Add the index's whole lines after the bytes already counted."""
@@ -116,7 +121,15 @@ class Totals:
                 self.add_record(record)
             self.index_bytes = end
         self.fingerprint = _fingerprint(index, self.index_bytes) if self.index_bytes else ""
-        months = sorted({day[:7] for day in self.days})[-DAY_MONTHS_KEPT:]
+        self._trim()
+
+    def _trim(self) -> None:
+        """Keep the buckets of last month, this month (UTC, by the clock) and at most a few later ones (a
+        clock that was wrong): the file and a recount stay O(1), and no record can push this month out."""
+        today = (self.now or _dt.datetime.now(_dt.timezone.utc)).astimezone(_dt.timezone.utc)
+        last_month = (today.replace(day=1) - _dt.timedelta(days=1)).strftime("%Y-%m")
+        months = [month for month in sorted(self.months) if month >= last_month][:MONTHS_KEPT]
+        self.months = {month: self.months[month] for month in months}
         self.days = {day: bucket for day, bucket in self.days.items() if day[:7] in months}
 
     def change_disk(self, added: Iterable[Path] = (), removed: Iterable[tuple[Path, int]] = ()) -> None:
@@ -190,9 +203,9 @@ def _from_file(path: Path) -> Totals | None:
     return totals if fine else None
 
 
-def load_totals(home: Home) -> Totals:
+def load_totals(home: Home, now: _dt.datetime | None = None) -> Totals:
     """The totals, caught up with the index; recounted (in bounded memory) when the saved ones
-    cannot be used. Reads only."""
+    cannot be used. Reads only. `now`: the time whose month and the one before are kept."""
     totals = _from_file(totals_path(home))
     size = _size(home.index)
     if totals is not None and totals.index_bytes:
@@ -204,6 +217,7 @@ def load_totals(home: Home) -> Totals:
             totals = None
     if totals is None:
         totals = Totals(disk=scan_disk(home), recounted=True)
+    totals.now = now
     totals.catch_up(home.index)
     return totals
 

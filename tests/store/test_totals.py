@@ -3,6 +3,7 @@ what was appended since, recounted when missing, corrupt or stale, and never a t
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 from pathlib import Path
@@ -17,18 +18,25 @@ from agent.store.totals import load_totals, save_totals, scan_disk, totals_path,
 PRICES = {"openai:a": {"input": 1.5, "output": 6.0}, "openai:b": {"input": 0.15, "output": 0.6}}
 
 
+def _month(back: int) -> tuple[int, int]:
+    """(year, month) of the UTC month `back` months before this one."""
+    today = dt.datetime.now(dt.timezone.utc)
+    index = today.year * 12 + today.month - 1 - back
+    return index // 12, index % 12 + 1
+
+
 def _records(n: int, seed: int = 7) -> list[dict]:
     rng = random.Random(seed)
     records = []
     for i in range(n):
-        month, day, hour = rng.choice([9, 10, 11]), rng.randint(1, 28), rng.randint(0, 23)
+        (year, month), day, hour = _month(rng.choice([0, 1, 2])), rng.randint(1, 28), rng.randint(0, 23)
         model = rng.choice(["openai:a", "openai:b", "openai:unpriced", 5, None])
         usage = rng.choice([None, "odd", {"prompt_tokens": rng.randint(0, 5000),
                                           "completion_tokens": rng.randint(0, 500), "total_tokens": rng.randint(0, 5500)}])
         cost = rng.choice([None, round(rng.random() / 100, 8), "x", True])
-        started = rng.choice([f"2026-{month:02d}-{day:02d}T{hour:02d}:00:00+00:00",
-                              f"2026-{month:02d}-{day:02d}T{hour:02d}:30:00+05:00", "garbage", None])
-        records.append({"cycle_id": f"2026{month:02d}{day:02d}_{i:06d}_01", "started": started, "model": model,
+        started = rng.choice([f"{year}-{month:02d}-{day:02d}T{hour:02d}:00:00+00:00",
+                              f"{year}-{month:02d}-{day:02d}T{hour:02d}:30:00+05:00", "garbage", None])
+        records.append({"cycle_id": f"{year}{month:02d}{day:02d}_{i:06d}_01", "started": started, "model": model,
                         "usage": usage, "cost": cost})
     return records
 
@@ -53,8 +61,9 @@ def _assert_equal_to_the_whole_file(home: Home) -> None:
         assert mine["cycles"] == sum(d["cycles"] for d in in_month)
         assert mine["tokens"] == sum(d["tokens"] for d in in_month)
         assert mine["cost"] == pytest.approx(sum(d["cost"] for d in in_month), abs=1e-6)
-    assert {m for m in totals.months} == {d[:7] for d in days}
-    assert set(totals.days) == {d for d in days if d[:7] in sorted({x[:7] for x in days})[-2:]}  # the newest 2 months
+    kept = {f"{y}-{m:02d}" for y, m in (_month(0), _month(1))}  # last month and this one, not the one before
+    assert set(totals.months) == kept & {d[:7] for d in days} and len(kept & {d[:7] for d in days}) == 2
+    assert set(totals.days) == {d for d in days if d[:7] in kept}
 
 
 @pytest.fixture
@@ -144,3 +153,14 @@ def test_readers_catch_up_in_memory_and_never_write(h):
     append_jsonl(h.index, _records(10, seed=1))
     _assert_equal_to_the_whole_file(h)  # readers catch up in memory and never write
     assert totals_path(h).read_bytes() == before
+
+
+def test_a_record_dated_far_ahead_never_pushes_this_month_out(h):
+    append_jsonl(h.index, _records(50))
+    append_jsonl(h.index, [{"cycle_id": f"2099{m:02d}01_000000_01", "started": f"2099-{m:02d}-01T00:00:00+00:00",
+                            "usage": {"total_tokens": 1}} for m in range(1, 13)])
+    this_month = "%d-%02d" % _month(0)
+    totals = load_totals(h)
+    assert this_month in totals.months and len(totals.months) <= 6
+    assert bucket_spending(totals.months[this_month], PRICES)["cycles"] == \
+        sum(d["cycles"] for d in _whole_file_days(h).values() if d["day"][:7] == this_month)
