@@ -32,7 +32,7 @@ from typing import Any, Iterable
 from ..config import Settings
 from ..outcomes import UsageError
 from .home import Home
-from .ids import CYCLE_FILE_FORMS, SNAPSHOT_LABELS, cycle_of, cycle_started
+from .ids import CYCLE_FILE_FORMS, SNAPSHOT_LABELS, cycle_started
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
