@@ -9,7 +9,8 @@ from .config import Settings
 from .report import CycleReport
 from .secrets import Secrets
 from .store.home import Home, append_index
-from .store.retention import apply_retention
+from .store.retention import delete_cycles, retention_plan
+from .store.totals import update_totals
 
 
 def after_cycle(home: Home, settings: Settings, report: CycleReport, secrets: Secrets,
@@ -30,9 +31,11 @@ def after_cycle(home: Home, settings: Settings, report: CycleReport, secrets: Se
         pending = pending_fields(home)
     record = secrets.redact(dict(report.index_record(), **pending))
     append_index(home, record)
-    pruned = apply_retention(home, settings, protect=[report.cycle_id]) if prune else []  # idle: nothing added
+    plan = retention_plan(home, settings, protect=[report.cycle_id]) if prune else None  # idle: nothing added
+    pruned = [] if plan is None else delete_cycles(plan)
     if pruned:
         log(f"retention: removed {len(pruned)} old snapshot/log file(s)")
+    keep_totals(home, report.cycle_id, [(path, plan.sizes.get(path, 0)) for path in pruned] if plan else [], log)
     if settings.metrics_file is not None:
         from .metrics import write_metrics
 
@@ -41,3 +44,13 @@ def after_cycle(home: Home, settings: Settings, report: CycleReport, secrets: Se
         from .hooks import run_cycle_end_hook
 
         run_cycle_end_hook(home.root, settings, record, secrets, log)
+
+
+def keep_totals(home: Home, cycle_id: str, removed: list, log: Callable[[str], None]) -> None:
+    """Bring logs/totals.json up to date with the record just appended and the files this cycle wrote
+    and retention deleted (agent/store/totals.py). A failure is logged: the totals are derived data."""
+    written = [home.snapshot(cycle_id, "before"), home.snapshot(cycle_id, "after"), home.cycle_log(cycle_id)]
+    try:
+        update_totals(home, added=written, removed=removed)
+    except Exception as exc:  # the next reader recounts; never cost the cycle its result
+        log(f"{home.logs.name}/totals.json not updated: {type(exc).__name__}: {exc}")

@@ -1,4 +1,5 @@
-"""Budgets across cycles: tokens and money per UTC day and month, from logs/index.jsonl.
+"""Budgets across cycles: tokens and money per UTC day and month, from logs/index.jsonl (through its
+running totals, logs/totals.json, so a cycle reads O(1) however long the history).
 
 Each cycle's index record carries its `usage` and its `cost` (prompt and completion tokens at
 the `prices` of its model, per million tokens; null when the model has no price). Before every
@@ -21,8 +22,10 @@ from .providers.base import Usage
 from .setting_checks import MODEL_BUDGET_KEYS
 from .state import parse_time
 from .store.home import Home, read_index
+from .store.totals import Totals, load_totals
 
 FIRST_TAIL_BYTES = 256 * 1024  # a month of index records is read from the end, growing until it is all there
+
 COST_BUDGETS = ("daily_cost_budget", "monthly_cost_budget")
 
 
@@ -78,19 +81,25 @@ def daily_totals(records: list[dict], prices: dict[str, dict[str, float]]) -> li
     return [days[d] for d in sorted(days)]
 
 
-def month_records(home: Home, now: _dt.datetime) -> list[dict]:
-    """The index records of `now`'s UTC month (and perhaps a few before), oldest first."""
-    month = now.astimezone(_dt.timezone.utc).strftime("%Y-%m")
-    try:
-        size = home.index.stat().st_size
-    except FileNotFoundError:
-        return []
-    tail = FIRST_TAIL_BYTES
-    while True:
-        records = read_index(home, tail_bytes=None if tail >= size else tail)
-        if tail >= size or not records or (utc_day(records[0].get("started")) or month) < month:
-            return records
-        tail *= 4
+def bucket_spending(bucket: dict | None, prices: dict[str, dict[str, float]]) -> dict:
+    """A day's or month's running totals (agent/store/totals.py) at `prices`: cycles, tokens, cost (recorded
+    costs, plus records with none priced now) and unpriced cycles, as `daily_totals` counts them."""
+    if not bucket:
+        return {"cycles": 0, "tokens": 0, "cost": 0.0, "unpriced_cycles": 0}
+    cost, unpriced = float(bucket["cost"]), 0
+    for model, (cycles, prompt, completion) in sorted(bucket["uncosted"].items()):
+        price = prices.get(model) if model else None
+        if price is None:
+            unpriced += cycles
+        else:
+            cost = round(cost + (prompt * price["input"] + completion * price["output"]) / 1_000_000, 8)
+    return {"cycles": bucket["cycles"], "tokens": bucket["tokens"], "cost": cost, "unpriced_cycles": unpriced}
+
+
+def period_spending(totals: Totals, day: str, prices: dict[str, dict[str, float]]) -> dict[str, dict]:
+    """{"day": ..., "month": ...}: what the index's cycles spent on UTC `day` ('YYYY-MM-DD') and in its month."""
+    return {"day": bucket_spending(totals.days.get(day), prices),
+            "month": bucket_spending(totals.months.get(day[:7]), prices)}
 
 
 class Budgets:
@@ -105,13 +114,9 @@ class Budgets:
                                  f"config.yaml); nothing was sent")
         self.day = utc_day(now.isoformat())
         self.earlier = {"day": {"tokens": 0, "cost": 0.0}, "month": {"tokens": 0, "cost": 0.0}}
-        if self.enabled:
-            for total in daily_totals(month_records(home, now), settings.prices):
-                if total["day"][:7] != self.day[:7]:
-                    continue
-                for period in ("day", "month") if total["day"] == self.day else ("month",):
-                    self.earlier[period]["tokens"] += total["tokens"]
-                    self.earlier[period]["cost"] += total["cost"]
+        if self.enabled:  # the running totals: O(1) however long the history (agent/store/totals.py)
+            for period, spent in period_spending(load_totals(home, now), self.day, settings.prices).items():
+                self.earlier[period] = {"tokens": spent["tokens"], "cost": spent["cost"]}
 
     @property
     def enabled(self) -> bool:
@@ -134,6 +139,22 @@ class Budgets:
                 when = f"UTC day {self.day}" if period == "day" else f"UTC month {self.day[:7]}"
                 return f"the {name} {unit.rstrip('s')} budget is spent: {shown} used in {when}"
         return None
+
+
+def month_records(home: Home, now: _dt.datetime) -> list[dict]:
+    """The index records of `now`'s UTC month (and perhaps a few before), oldest first: read from the
+    index's end, so the cost follows one month's cycles, never the whole history (model_budgets only)."""
+    month = now.astimezone(_dt.timezone.utc).strftime("%Y-%m")
+    try:
+        size = home.index.stat().st_size
+    except FileNotFoundError:
+        return []
+    tail = FIRST_TAIL_BYTES
+    while True:
+        records = read_index(home, tail_bytes=None if tail >= size else tail)
+        if tail >= size or not records or (utc_day(records[0].get("started")) or month) < month:
+            return records
+        tail *= 4
 
 
 def model_budget_check(home: Home, settings: Settings, now: _dt.datetime) -> Callable[[str], str | None]:

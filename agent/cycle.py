@@ -1,8 +1,8 @@
 """One cycle: lock, name, wake, snapshot before, run the loop, snapshot after, sleep, unlock.
 
     with home_lock(home):                         1. take the lock (Busy -> exit 5)
-        cycle_id = new_cycle_id(home, now)        2. name the cycle
-        before = load_state(home) + the inbox     3. wake (InvalidScratchpad -> exit 6)
+        before = load_state(home) + the inbox     2. wake (InvalidScratchpad -> exit 6)
+        cycle_id = new_cycle_id(home, now)        3. name the cycle
         write <id>_before.yaml                    4. exactly what was read
         after, reason = loop(copy of before)      5. iterate: prompt -> model -> dispatcher
         write <id>_after.yaml                     6. last_updated untouched
@@ -32,7 +32,8 @@ from .providers import Model, Request
 from .report import CycleReport, Reporter, SafeReporter, killed_notes
 from .secrets import Secrets
 from .store.cycle_log import CycleLog
-from .store.home import Home, clean_after_crash
+from .store.crash import clean_after_crash
+from .store.home import Home
 from .store.ids import new_cycle_id
 from .store.lock import home_lock
 from .store.state_file import load_state, state_size_problem, write_state
@@ -68,14 +69,15 @@ class _Run:
             from .budgets import Budgets
             self.budgets = Budgets(home, self.settings, self.model.name, now)  # no price for a cost budget: exit 2
         tools = open_registry(self.settings, home.root, secrets, given=self.registry)  # MCP servers: not for idle
-        with home_lock(home, wait=self.settings.lock_wait), interrupts.routed(self.signals):  # 1
+        with home_lock(home, wait=self.settings.lock_wait) as held, interrupts.routed(self.signals):  # 1
             home.ensure_dirs()
-            swept = clean_after_crash(home, ensure_workspace(home.root, self.settings))
+            swept = clean_after_crash(home, ensure_workspace(home.root, self.settings), held)
             self.killed = swept.killed  # a cycle before this one, killed: its note comes in the loop
             reap_recorded(home.root)  # commands a killed cycle left running
-            cycle_id = new_cycle_id(home, now)                                                    # 2
+            state = load_state(home)  # an invalid active.yaml: exit 6 before anything is written
+            cycle_id = new_cycle_id(home, now)                                  # 2, noted in logs/cycles.json
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name)
-            before, why_idle = idle.wake(home, self.settings, load_state(home), report, force, secrets)  # 3
+            before, why_idle = idle.wake(home, self.settings, state, report, force, secrets)  # 3
             if why_idle:  # nothing to do: no model, no snapshot pair, no log, no transcript; one index record
                 return idle.record(home, self.settings, report, why_idle, started, secrets, self.report_event)
             with tools as self.registry, CycleLog(home.cycle_log(cycle_id), secrets) as self.log, \

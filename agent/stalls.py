@@ -14,29 +14,32 @@ cycle now ending. Only cycles where the model worked on the task count:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from .config import Settings
 from .dispatcher import add_note
 from .outcomes import StopReason
 from .secrets import Secrets
-from .store.home import Home, read_index
+from .store.home import Home, index_newest_first
 from .tags import Tag
 
 NOT_COUNTED = {StopReason.AWAITING_APPROVAL.value, StopReason.BUDGET_EXHAUSTED.value,
                StopReason.IDLE.value}  # idle: the model was not asked, so it did not fail to advance
-TAIL_BYTES_PER_CYCLE = 8192  # an index record is well under this; skipped records are the exception
+STREAK_READ_CAP = 1000  # index records read back at most: a longer streak is counted as this long
 
 
 def streak(records: list[dict], task: Any) -> int:
     """How many of the newest records (oldest first in `records`) ended `task` without done, in a row."""
-    return _streak(records, task)[0]
+    return streak_newest_first(reversed(records), task)[0]
 
 
-def _streak(records: list[dict], task: Any) -> tuple[int, bool]:
-    """(the streak, whether a record ended it: False when it may go on in older records)."""
+def streak_newest_first(records: Iterable[dict], task: Any) -> tuple[int, bool]:
+    """(the streak, whether a record ended it) from records given newest first, read lazily: no
+    further back than the record that ends it, or `STREAK_READ_CAP` records."""
     count = 0
-    for record in reversed(records):
+    for seen, record in enumerate(records):
+        if seen >= STREAK_READ_CAP:
+            break
         if record.get("source", "index") != "index" or record.get("stop_reason") in NOT_COUNTED:
             continue
         if record.get("stop_reason") == StopReason.DONE.value or record.get("task_after") != task:
@@ -51,10 +54,8 @@ def judge(home: Home, settings: Settings, state: dict, reason: StopReason, secre
     if task is None or reason is StopReason.DONE or reason.value in NOT_COUNTED:
         return reason
     needed = settings.stall_cycles
-    try:
-        earlier, ended = _streak(read_index(home, tail_bytes=TAIL_BYTES_PER_CYCLE * needed), task)
-        if earlier < needed - 1 and not ended:  # the streak may go on before the tail read: read it all
-            earlier = streak(read_index(home), task)
+    try:  # the index read backwards, only as far as the streak needs
+        earlier, _ = streak_newest_first(index_newest_first(home), task)
     except OSError:  # an unreadable index must not cost the cycle its result; the save will say more
         return reason
     if earlier + 1 < needed:
@@ -68,9 +69,10 @@ def stall_text(task: Any, cycles: int) -> str:
     return f"task {shown} has ended {cycles} cycles in a row without done"
 
 
-def stall_status(records: list[dict], task: Any, stall_cycles: int) -> dict | None:
-    """What `status` says of the current task's streak; None when the last cycle ended it."""
-    cycles = streak(records, task) if task is not None else 0
+def stall_status(records: Iterable[dict], task: Any, stall_cycles: int) -> dict | None:
+    """What `status` says of the current task's streak, from records given newest first (read lazily);
+    None when the last cycle ended it."""
+    cycles = streak_newest_first(records, task)[0] if task is not None else 0
     if not cycles:
         return None
     return {"task": task, "cycles": cycles, "stall_cycles": stall_cycles, "stalled": cycles >= stall_cycles,

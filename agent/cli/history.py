@@ -12,13 +12,14 @@ lines are for people and are never read here.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from typing import Any, Iterable
 
 from ..outcomes import DiskError, InvalidScratchpad
-from ..store.ids import cycle_started, cycles_on_disk
-from ..store.home import Home, read_index
+from ..store.ids import cycle_started, cycles_file, cycles_on_disk, has_files
+from ..store.home import Home, index_newest_first, read_index
 from ..store.lock import is_locked
 from ..store.state_file import read_state_file
+from ..store.totals import Totals
 from .common import clip
 
 KILLED = "killed"  # a before snapshot, no after one, no record: the process died before saving
@@ -60,6 +61,67 @@ def history_records(home: Home, running: bool) -> list[dict]:
         if cycle_id not in records:
             records[cycle_id] = unrecorded_cycle(home, cycle_id, running=running and cycle_id == newest)
     return [records[k] for k in sorted(records)]
+
+
+def recent_history(home: Home, running: bool, limit: int) -> list[dict]:
+    """The newest `limit` records of `history_records`, oldest first, in time and memory that do not
+    grow with the history: the index read backwards only that far, and the cycles without a record
+    from logs/cycles.json (agent/store/ids.py). A home without that file or without an index (an
+    older version's, or its index deleted) is read the whole way."""
+    known = cycles_file(home)
+    if limit <= 0 or known is None or not home.index.is_file():
+        records = history_records(home, running)
+        return records[-limit:] if limit > 0 else records
+    found: dict[str, dict] = {}
+    for record in index_newest_first(home):
+        found.setdefault(record["cycle_id"], dict(record, source="index"))  # the newest of a repeated id
+        if len(found) >= limit:
+            break
+    unrecorded = unrecorded_ids(home, known, found)
+    newest = max([*found, *unrecorded], default=None)
+    for cycle_id in unrecorded:
+        found[cycle_id] = unrecorded_cycle(home, cycle_id, running=running and cycle_id == newest)
+    return [found[k] for k in sorted(found)][-limit:]
+
+
+def unrecorded_ids(home: Home, known: dict, recorded: Iterable[str]) -> list[str]:
+    """The cycles logs/cycles.json names that have files on disk and no record among `recorded`."""
+    recorded = set(recorded)
+    return sorted(i for i in {*known["unrecorded"], known["newest"]} if i not in recorded and has_files(home, i))
+
+
+def history_summary(home: Home, running: bool, totals: Totals) -> tuple[dict | None, int, int]:
+    """(the newest cycle's record, how many cycles, how many of them have no record) for `status`,
+    from the running totals and the index's end (the whole way only where recent_history goes it)."""
+    known = cycles_file(home)
+    if known is None or not home.index.is_file():
+        records = history_records(home, running)
+        return (records[-1] if records else None), len(records), sum(r["source"] != "index" for r in records)
+    newest = next(index_newest_first(home), None)
+    unrecorded = unrecorded_ids(home, known, [newest["cycle_id"]] if newest else [])
+    last = recent_history(home, running, 1)
+    return (last[-1] if last else None), totals.records + len(unrecorded), len(unrecorded)
+
+
+class KnownCycles:
+    """The cycles a home knows of, for naming one on the command line (`resolve_snapshot`), without
+    reading them all: the newest few, and any other id looked up by its files, then in the index."""
+
+    def __init__(self, home: Home):
+        self.home = home
+        self.newest = [r["cycle_id"] for r in recent_history(home, False, 3)]
+
+    def __bool__(self) -> bool:
+        return bool(self.newest)
+
+    def __getitem__(self, item):  # [-1]: the latest; [-3:]: the newest three, for a message
+        return self.newest[item]
+
+    def __contains__(self, cycle_id: object) -> bool:
+        if not isinstance(cycle_id, str) or cycle_started(cycle_id) is None:
+            return False
+        return cycle_id in self.newest or has_files(self.home, cycle_id) or any(
+            r["cycle_id"] == cycle_id for r in index_newest_first(self.home))
 
 
 def unrecorded_cycle(home: Home, cycle_id: str, running: bool = False) -> dict:

@@ -14,19 +14,21 @@ from typing import Any
 import click
 
 from ..budgets import daily_totals
-from ..escape import escape_controls, escape_tree
+from ..escape import escape_controls, escape_json, escape_tree
 from ..state import FIELDS
 from ..config import load_settings
-from ..memory import read_archive
 from ..providers.local import bundled_model_path, local_runtime_installed
 from ..outcomes import InvalidScratchpad, UsageError
-from ..store.home import Home
+from ..store.home import Home, index_newest_first
+from ..store.totals import load_totals
 from ..store.state_file import load_state
 from .common import (age, clip, echo, existing_home, home_option, home_settings, json_option, print_json,
                      reports_errors, seconds_since, size, task_text, terminal_width)
+from .archive_view import NOTE, TASK, archived, archived_counts, json_pieces, note_lines, task_lines
 from .diffing import summarize_change, summary_lines
 from .snapshots import latest_saved, resolve_snapshot
-from .history import KILLED, RUNNING, cycle_ids, cycle_running, history_records, table_lines
+from .history import (KILLED, RUNNING, KnownCycles, cycle_running, history_records, history_summary, recent_history,
+                      table_lines)
 from .spending import daily_lines, status_extras, with_costs
 from .waiting import approvals_status
 
@@ -67,7 +69,7 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
     snapshots (an idle cycle has none).
     """
     home = existing_home(home_dir)
-    cycles = cycle_ids(home)
+    cycles = KnownCycles(home)  # the newest few; any other id looked up when named
     if a is None:
         a = latest_saved(home, cycles)
     if b is None:
@@ -109,11 +111,12 @@ def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
     before saving), `incomplete` (its record lost) or `running` (it holds the lock).
     """
     home = existing_home(home_dir)
-    records = list(reversed(with_costs(history_records(home, cycle_running(home)), home_settings(home.root).prices)))
-    if daily:
-        records = list(reversed(daily_totals(records, home_settings(home.root).prices)))
-    if limit:
-        records = records[:limit]
+    running = cycle_running(home)
+    if daily:  # every day there is: the whole index, on purpose
+        records = list(reversed(daily_totals(history_records(home, running), home_settings(home.root).prices)))
+        records = records[:limit] if limit else records
+    else:  # --limit N: only the index's last records are read (0: all)
+        records = list(reversed(with_costs(recent_history(home, running, limit), home_settings(home.root).prices)))
     if as_json:
         print_json(records)
     elif not records:
@@ -135,20 +138,16 @@ def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
     """Print the current state (scratchpad/active.yaml) for a person to read."""
     home = existing_home(home_dir)
     state = load_state(home)
-    archive = read_archive(home.archive) if show_all else []
-    archived_tasks = [r for r in archive if r.get("kind") == "completed_task"]
-    archived_notes = [r for r in archive if r.get("kind") == "note"]
     if as_json:
-        data: dict[str, Any] = {"path": str(home.active), "exists": home.active.exists(), "state": state}
-        if show_all:
-            data["archived_completed_tasks"] = archived_tasks
-            data["archived_notes"] = archived_notes
-        print_json(data)
+        head: dict[str, Any] = {"path": str(home.active), "exists": home.active.exists(), "state": state}
+        lists = {"archived_completed_tasks": lambda: archived(home, TASK),
+                 "archived_notes": lambda: archived(home, NOTE)} if show_all else {}
+        for piece in json_pieces(head, lists):  # streamed: the archive is never all in memory
+            click.echo(escape_json(piece))
         return
-    note_lines = [escape_controls(line) for line in state["notes"].split("\n")] if state["notes"] else []
-    archived_lines = [escape_controls(line) for r in archived_notes for line in str(r.get("value", "")).split("\n")]
+    counts = archived_counts(home) if show_all else {}
+    notes = [escape_controls(line) for line in state["notes"].split("\n")] if state["notes"] else []
     state = escape_tree(state)  # text the model wrote, about to be printed: each field on one line
-    archived_tasks = escape_tree(archived_tasks)
     bold = lambda text: click.style(text, bold=True)  # noqa: E731
     out = [f"{bold('current task:')} {state['current_task'] or '(none)'}", ""]
     out.append(bold(f"goals ({len(state['goals'])}):"))
@@ -156,15 +155,23 @@ def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
     out.append(bold(f"pending ({len(state['pending_actions'])}):"))
     out += [f"  {i}. {p}" for i, p in enumerate(state["pending_actions"], 1)] or ["  (none)"]
     if show_all:
-        out.append(bold(f"archived completed ({len(archived_tasks)}, logs/archive.jsonl):"))
-        out += [f"  - {task_text(r.get('value'))}  [cycle {r.get('cycle_id', '?')}]" for r in archived_tasks] or ["  (none)"]
+        out.append(bold(f"archived completed ({counts[TASK]}, logs/archive.jsonl):"))
+        for line in out:
+            click.echo(line)
+        out = [] if counts[TASK] else ["  (none)"]
+        for line in task_lines(home):
+            click.echo(line)
     out.append(bold(f"completed ({len(state['completed_tasks'])}):"))
     out += [f"  - {task_text(t)}" for t in state["completed_tasks"]] or ["  (none)"]
-    if show_all and archived_notes:
-        out.append(bold(f"archived notes ({len(archived_notes)} entries, logs/archive.jsonl):"))
-        out += [f"  {line}" for line in archived_lines]
-    out.append(bold(f"notes ({len(note_lines)} lines):"))
-    out += [f"  {line}" for line in note_lines] or ["  (none)"]
+    if show_all and counts[NOTE]:
+        out.append(bold(f"archived notes ({counts[NOTE]} entries, logs/archive.jsonl):"))
+        for line in out:
+            click.echo(line)
+        out = []
+        for line in note_lines(home):
+            click.echo(line)
+    out.append(bold(f"notes ({len(notes)} lines):"))
+    out += [f"  {line}" for line in notes] or ["  (none)"]
     for key in (k for k in state if k not in FIELDS):
         out.append(f"{bold(str(key) + ':')} {clip(json.dumps(state[key], default=str), 100)}")
     since = seconds_since(state["last_updated"])
@@ -172,16 +179,6 @@ def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
     out.append(f"{bold('last updated:')} {state['last_updated'] or 'never'}{ago}")
     for line in out:
         click.echo(line)
-
-
-def _disk_use(paths: list[Path]) -> dict:
-    total = 0
-    for path in paths:
-        try:
-            total += path.stat().st_size
-        except OSError:  # pruned meanwhile
-            pass
-    return {"files": len(paths), "bytes": total}
 
 
 def _configured_model(home_root: Path) -> tuple[str | None, str | None]:
@@ -248,19 +245,19 @@ def status(home_dir: Path, as_json: bool) -> None:
     """Is a cycle running, how did the last one end and when, the task now, and disk use."""
     home = existing_home(home_dir)
     running = cycle_running(home)
-    records = history_records(home, running)
+    totals = load_totals(home)
+    newest, cycles, unrecorded = history_summary(home, running, totals)  # the index's end and running totals only
     current_task, scratchpad_error = _current_task(home)
-    snapshots = sorted(home.scratchpad.glob("*_before.yaml")) + sorted(home.scratchpad.glob("*_after.yaml"))
-    logs = sorted(home.logs.glob("cycle_*.log"))
     model, config_problem = _configured_model(home.root)
-    last = _last_cycle(records[-1]) if records else None
+    last = _last_cycle(newest) if newest else None
+    disk = {kind: {"files": files, "bytes": size} for kind, (files, size) in totals.disk.items()}
     data = {
-        "home": str(home.root), "running": running, "cycles": len(records), "last_cycle": last,
+        "home": str(home.root), "running": running, "cycles": cycles, "last_cycle": last,
         "current_task": current_task, "scratchpad_error": scratchpad_error,
-        "snapshots": _disk_use(snapshots), "logs": _disk_use(logs), "model": model, "config_error": config_problem,
+        "snapshots": disk["snapshots"], "logs": disk["logs"], "model": model, "config_error": config_problem,
         "shell_policy": _shell_policy(home.root),
     }
-    extras, extra_lines = status_extras(records, current_task, home.root)
+    extras, extra_lines = status_extras(index_newest_first(home), totals, current_task, home.root)
     waiting, waiting_lines = approvals_status(home)
     data.update(extras, **waiting)
     if as_json:
@@ -273,10 +270,9 @@ def status(home_dir: Path, as_json: bool) -> None:
         echo(f"           error: {clip(last['error'], 200)}")
     echo(f"task now:  {current_task or '(none)'}" if scratchpad_error is None
          else f"task now:  unknown: {clip(scratchpad_error, 200)}")
-    unrecorded = sum(1 for r in records if r["source"] != "index")
-    echo(f"cycles:    {len(records)}" + (f" ({unrecorded} without a record)" if unrecorded else ""))
-    echo(f"snapshots: {len(snapshots)} file(s), {size(data['snapshots']['bytes'])}")
-    echo(f"logs:      {len(logs)} file(s), {size(data['logs']['bytes'])}")
+    echo(f"cycles:    {cycles}" + (f" ({unrecorded} without a record)" if unrecorded else ""))
+    echo(f"snapshots: {disk['snapshots']['files']} file(s), {size(disk['snapshots']['bytes'])}")
+    echo(f"logs:      {disk['logs']['files']} file(s), {size(disk['logs']['bytes'])}")
     echo(f"model:     {model or '(none)'}" + (f"  [config problem: {config_problem}]" if config_problem else ""))
     shell = data["shell_policy"]
     if shell:

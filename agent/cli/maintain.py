@@ -3,6 +3,7 @@ home, config, key, model or endpoint, lock and permissions."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import stat
@@ -20,10 +21,11 @@ from ..providers.local import LocalModel
 from ..providers.local_worker import rebuild_command
 from ..providers.openai_compat import OpenAIModel
 from ..providers.resolve import anchor_model_path
-from ..outcomes import AgentError, InvalidScratchpad, UsageError
+from ..outcomes import AgentError, DiskError, InvalidScratchpad, UsageError
 from ..prompt import MAX_RULES_BYTES
 from ..safe_yaml import FileRefused, read_text_file
-from ..store.retention import delete_cycles, parse_duration, plan_prune
+from ..store.retention import delete_cycles, parse_duration, plan_prune, shown
+from ..store.totals import update_totals
 from ..store.home import Home
 from ..store.lock import home_lock, is_locked
 from ..store.state_file import read_state_file
@@ -59,13 +61,15 @@ def prune(home_dir: Path, keep_cycles: int | None, older_than: str | None, dry_r
     with home_lock(home, wait=lock_wait):
         plan = plan_prune(home, keep_cycles, keep_days)
         deleted = [] if dry_run else delete_cycles(plan)
+        if deleted:
+            with contextlib.suppress(DiskError):  # derived data: status shows stale disk use until a recount
+                update_totals(home, removed=[(path, plan.sizes.get(path, 0)) for path in deleted])
     if as_json:
-        print_json(dict(plan.as_dict(home.root), dry_run=dry_run,
-                        deleted=[str(p.relative_to(home.root)) for p in deleted]))
+        print_json(dict(plan.as_dict(home.root), dry_run=dry_run, deleted=[shown(p) for p in deleted]))
         return
     verb = "would remove" if dry_run else "removed"
-    for path in plan.files:
-        click.echo(f"{verb} {path.relative_to(home.root)}")
+    if plan.files:  # one write: thousands of lines at a time
+        click.echo("\n".join(f"{verb} {shown(path)}" for path in plan.files))
     click.echo(f"{verb} {len(plan.remove)} cycle(s), {len(plan.files)} file(s), {size(plan.bytes)}; "
                f"kept {len(plan.keep)} cycle(s)")
 

@@ -25,7 +25,7 @@ from ..store.home import Home
 from ..store.lock import home_lock
 from ..store.state_file import load_state, write_state
 from .common import existing_home, home_option, json_option, print_json, reports_errors, wait_option
-from .history import cycle_ids
+from .history import KnownCycles
 from .replacing import unusable_text
 from .setup import make_home
 from .snapshots import Side, resolve_snapshot
@@ -36,7 +36,7 @@ SPEC_HELP = "CYCLE is a cycle id (or `latest`), optionally ending in :before or 
 def _snapshot(home: Home, spec: str) -> Side:
     if spec.partition(":")[0] == "active":
         raise UsageError("name a cycle's snapshot (ID, ID:before or ID:after), not active")
-    return resolve_snapshot(home, spec, "after", cycle_ids(home))
+    return resolve_snapshot(home, spec, "after", KnownCycles(home))
 
 
 def _replaced(home: Home) -> tuple[object, str]:

@@ -17,6 +17,8 @@ from ..prompt import default_rules
 from ..queue_edits import describe as describe_edit
 from ..jsonschema import type_name
 from ..store.home import Home, remove_stale_temporaries
+from ..store.ids import CYCLES_NAME
+from ..store.totals import totals_path
 from ..store.files import atomic_write
 from ..store.lock import home_lock
 from ..store.state_file import read_state_file, write_state
@@ -142,7 +144,8 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
         if clean:
             doomed = [*home.scratchpad.glob("*_before.yaml"), *home.scratchpad.glob("*_after.yaml"),
                       *home.logs.glob("cycle_*.log"),
-                      *home.logs.glob("cycle_*.transcript.jsonl"), home.index]
+                      *home.logs.glob("cycle_*.transcript.jsonl"), home.index,
+                      totals_path(home), home.logs / CYCLES_NAME]  # what was derived from that history
             for path in sorted(doomed):
                 if path.exists():
                     path.unlink()

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from ..outcomes import UsageError
-from ..store.home import Home
+from ..store.home import Home, index_newest_first
 from ..store.state_file import read_state_file
 
 
@@ -26,15 +27,19 @@ def _file_side(home: Home, path: Path) -> Side:
     return Side(str(path.relative_to(home.root)), read_state_file(path, home.root), path.read_text(encoding="utf-8"))
 
 
-def latest_saved(home: Home, cycles: list[str]) -> str:
-    """The newest cycle with a snapshot pair (idle cycles write none), else the newest cycle."""
+def latest_saved(home: Home, cycles: Sequence[str]) -> str:
+    """The newest cycle with a snapshot pair (idle cycles write none), else the newest cycle: the
+    newest few known, then the index read backwards, lazily, only as far as the first one found."""
     if not cycles:
         raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
-    return next((c for c in reversed(cycles) if home.snapshot(c, "before").is_file()), cycles[-1])
+    newest = list(cycles[-3:])
+    ids = (*reversed(newest), *(r["cycle_id"] for r in index_newest_first(home)))
+    return next((c for c in ids if home.snapshot(c, "before").is_file()), newest[-1])
 
 
-def resolve_snapshot(home: Home, spec: str, default_label: str, cycles: list[str]) -> Side:
-    """'active', 'latest', 'ID', 'ID:before' or 'ID:after' -> the state it names."""
+def resolve_snapshot(home: Home, spec: str, default_label: str, cycles: Sequence[str]) -> Side:
+    """'active', 'latest', 'ID', 'ID:before' or 'ID:after' -> the state it names. `cycles`: the ids known, oldest
+    first (`history.KnownCycles`: the newest few, any other looked up when named)."""
     if spec == "active":
         if not home.active.exists():
             raise UsageError(f"{home.active} does not exist yet (run a cycle, or agent init)")

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import datetime as _dt
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-from ..budgets import daily_totals, record_cost, utc_day
+from ..budgets import period_spending, record_cost, utc_day
 from ..config import Settings
 from ..escape import escape_controls
 from ..stalls import stall_status
+from ..store.totals import Totals
 from .common import home_settings
 from .history import cost_text, money
 
@@ -20,19 +21,17 @@ def with_costs(records: list[dict], prices: dict) -> list[dict]:
     return [dict(r, cost=record_cost(r, prices)) if r.get("source", "index") == "index" else r for r in records]
 
 
-def spending(records: list[dict], settings: Settings, now: _dt.datetime | None = None) -> dict:
-    """Today's and this month's tokens and cost (UTC), with the budgets that apply."""
+def spending(totals: Totals, settings: Settings, now: _dt.datetime | None = None) -> dict:
+    """Today's and this month's tokens and cost (UTC), from the running totals, with the budgets that apply."""
     today = utc_day((now or _dt.datetime.now(_dt.timezone.utc)).isoformat())
-    days = daily_totals(records, settings.prices)
-    month = [d for d in days if d["day"][:7] == today[:7]]
-    day = next((d for d in days if d["day"] == today), {"tokens": 0, "cost": 0.0, "cycles": 0, "unpriced_cycles": 0})
+    spent = period_spending(totals, today, settings.prices)
+    day, month = spent["day"], spent["month"]
     return {
         "today": {"day": today, "cycles": day["cycles"], "tokens": day["tokens"], "cost": round(day["cost"], 8),
                   "unpriced_cycles": day["unpriced_cycles"],
                   "token_budget": settings.daily_token_budget, "cost_budget": settings.daily_cost_budget},
-        "month": {"month": today[:7], "cycles": sum(d["cycles"] for d in month),
-                  "tokens": sum(d["tokens"] for d in month), "cost": round(sum(d["cost"] for d in month), 8),
-                  "unpriced_cycles": sum(d["unpriced_cycles"] for d in month),
+        "month": {"month": today[:7], "cycles": month["cycles"], "tokens": month["tokens"],
+                  "cost": round(month["cost"], 8), "unpriced_cycles": month["unpriced_cycles"],
                   "token_budget": settings.monthly_token_budget, "cost_budget": settings.monthly_cost_budget},
     }
 
@@ -44,11 +43,13 @@ def _period_line(period: dict) -> str:
     return f"{period['cycles']} cycle(s), {tokens}{cost}"
 
 
-def status_extras(records: list[dict], current_task: Any, root: Path) -> tuple[dict, list[str]]:
-    """(status --json's stall and spending, status's lines for them)."""
+def status_extras(newest_first: Iterable[dict], totals: Totals, current_task: Any,
+                  root: Path) -> tuple[dict, list[str]]:
+    """(status --json's stall and spending, status's lines for them), from the index's records newest
+    first (read only as far as the streak goes) and the running totals."""
     settings = home_settings(root)
-    stall = stall_status(records, current_task, settings.stall_cycles)
-    spent = spending(records, settings)
+    stall = stall_status(newest_first, current_task, settings.stall_cycles)
+    spent = spending(totals, settings)
     lines = [f"today:     {_period_line(spent['today'])}", f"month:     {_period_line(spent['month'])}"]
     if stall:
         lines.append(f"stall:     {'stalled: ' if stall['stalled'] else ''}{escape_controls(stall['text'])}"

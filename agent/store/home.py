@@ -6,8 +6,10 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from .files import SECRET_DIR_MODE, append_jsonl, disk_error, read_jsonl, remove_temporaries
+from .tail import records_backwards
 
 
 @dataclass(frozen=True)
@@ -128,47 +130,6 @@ def remove_stale_temporaries(home: Home, workspace: Path | None = None,
     return removed
 
 
-def unfinished_cycle(home: Home) -> str | None:
-    """The newest cycle's id if it has a before snapshot and no after one (it was killed); else None."""
-    befores = [path.name for path in home.scratchpad.glob("*_before.yaml")]
-    newest = max(befores)[: -len("_before.yaml")] if befores else None
-    return None if newest is None or home.snapshot(newest, "after").exists() else newest
-
-
-def last_cycle_unfinished(home: Home) -> bool:
-    """Whether the newest cycle has a before snapshot and no after one: it was killed."""
-    return unfinished_cycle(home) is not None
-
-
-class Sweep(list):
-    """The temporary files the after-crash sweep removed; `problem` says what it could not do."""
-
-    problem: str | None = None
-    killed: str | None = None  # the id of the cycle a kill left unfinished (None: the last one finished)
-
-    @property
-    def note(self) -> str:
-        """"" or "; " and the problem: the end of the cycle log's first line."""
-        return f"; {self.problem}" if self.problem else ""
-
-
-def clean_after_crash(home: Home, workspace: Path) -> Sweep:
-    """Before a cycle: remove_stale_temporaries, the workspace included only when the last cycle
-    was killed. Only a killed process leaves a temporary file (atomic_write removes its own on any
-    error), and walking a large workspace every cycle would cost more than everything else.
-    Never raises: a sweep that fails (a tree too deep or unreadable) is a `problem` for the
-    cycle log, and the cycle goes on."""
-    swept, left_out = Sweep(), []
-    try:
-        swept.killed = unfinished_cycle(home)
-        swept.extend(remove_stale_temporaries(home, workspace if swept.killed else None, left_out))
-        if left_out:
-            swept.problem = f"after-crash sweep did not reach {'; '.join(left_out)}"
-    except Exception as exc:  # noqa: BLE001 - leftovers are harmless; a cycle that never runs is not
-        swept.problem = f"after-crash sweep failed, the cycle goes on: {type(exc).__name__}: {exc}"
-    return swept
-
-
 def append_index(home: Home, record: dict) -> None:
     """Add one cycle's record to logs/index.jsonl."""
     append_jsonl(home.index, [record])
@@ -178,3 +139,9 @@ def read_index(home: Home, tail_bytes: int | None = None) -> list[dict]:
     """Every cycle record in the index (with `tail_bytes`, the last ones), oldest first.
     Records with a malformed id are skipped."""
     return [r for r in read_jsonl(home.index, "cycle_id", tail_bytes) if isinstance(r["cycle_id"], str)]
+
+
+def index_newest_first(home: Home) -> Iterator[dict]:
+    """The index's cycle records, newest first, read backwards from the end only as far as the caller
+    goes (bounded memory: `agent/store/tail.py`). Records with a malformed id are skipped."""
+    return (r for r in records_backwards(home.index, "cycle_id") if isinstance(r["cycle_id"], str))

@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -15,6 +16,25 @@ from .home import Home
 
 # How long a lock must stay taken before a cycle reports busy, when no --wait was asked for.
 BUSY_GRACE_SECONDS = 0.1
+
+
+# While a process holds the lock, the lock file holds this byte; a holder that ends normally empties
+# it again. A byte found there when taking the lock means a holder was killed (kill -9, power loss)
+# and may have left temporary files: a sweep is owed. So a cycle finds out, without listing any
+# folder, whether it must look for leftovers (agent/store/crash.py).
+HELD_MARK = b"1"
+
+
+@dataclass
+class Held:
+    """The lock, held. `owed`: a holder before us was killed and no sweep has happened since;
+    call `swept()` once leftovers are removed, so the mark goes when the lock is released."""
+
+    owed: bool
+    cleared: bool = False
+
+    def swept(self) -> None:
+        self.cleared = True
 
 
 @contextlib.contextmanager
@@ -45,7 +65,7 @@ def file_lock(path: Path, deadline: float | None = None, poll: float = 0.05) -> 
 
 
 @contextlib.contextmanager
-def home_lock(home: Home, wait: float = 0) -> Iterator[None]:
+def home_lock(home: Home, wait: float = 0) -> Iterator[Held]:
     """Hold the home's lock or raise Busy.
 
     A kernel flock on .agent.lock (`file_lock`), so a crashed cycle never leaves the home blocked
@@ -56,14 +76,30 @@ def home_lock(home: Home, wait: float = 0) -> Iterator[None]:
     # Even with no wait asked for, a lock held only for an instant (`agent status` or `doctor`
     # checking it) must not make a cron cycle skip: a real cycle holds it for seconds.
     deadline = time.monotonic() + max(wait, BUSY_GRACE_SECONDS)
-    with contextlib.ExitStack() as held:
+    with contextlib.ExitStack() as stack:
         try:
-            held.enter_context(file_lock(home.lock_file, deadline, poll=0.01 if wait == 0 else 0.05))
+            fd = stack.enter_context(file_lock(home.lock_file, deadline, poll=0.01 if wait == 0 else 0.05))
         except BlockingIOError:
             waited = f" after waiting {wait:g}s" if wait else ""
             raise Busy(f"another agent process holds the lock on {home.root}{waited}; try again later") from None
+        held = Held(owed=_mark(fd))
         fault_point("lock taken")
-        yield
+        yield held
+        if not held.owed or held.cleared:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+
+
+def _mark(fd: int) -> bool:
+    """Whether the held mark was already there (a sweep owed); leaves it there. Best effort: on a
+    full disk a cycle still runs (clean_after_crash then also looks at the newest cycle's files)."""
+    try:
+        if os.pread(fd, len(HELD_MARK), 0) == HELD_MARK:
+            return True
+        os.pwrite(fd, HELD_MARK, 0)
+    except OSError:
+        pass
+    return False
 
 
 def is_locked(home: Home) -> bool:

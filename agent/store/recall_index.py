@@ -4,8 +4,10 @@ SQLite FTS5 (the standard library's sqlite3) in logs/recall.sqlite3. The index r
 many bytes of the archive it holds and a fingerprint of their start, so each search first
 indexes only the lines appended since (the archive is append-only), and rebuilds the whole
 index when it is missing, corrupt, from another version, or no longer matches the archive (the
-archive was replaced or cut). A rebuild is written to a temporary file and renamed into place,
-so a crash never leaves a half-built index. The index is derived data: deleting it loses nothing.
+archive was replaced or cut). Lines are read one at a time and indexed a few MiB per transaction,
+so even a first build over years of archive runs in bounded memory. A rebuild is written to a
+temporary file and renamed into place, so a crash never leaves a half-built index. The index is
+derived data: deleting it loses nothing.
 
 The query comes from the model, so it is never FTS5 syntax: its words are each quoted as a
 string and OR-ed, so operators (AND, NOT, NEAR), column filters, `*` and quotes are just text.
@@ -25,9 +27,11 @@ from pathlib import Path
 
 from .files import SECRET_FILE_MODE, _temporary_path
 from .home import Home
+from .tail import lines_forwards
 
 INDEX_VERSION = 1  # PRAGMA user_version: an index written by another version is rebuilt
 FINGERPRINT_BYTES = 4096
+BATCH_BYTES = 4 * 1024 * 1024  # archive bytes indexed per transaction
 MAX_QUERY_CHARS = 2000
 MAX_QUERY_WORDS = 16
 MAX_WORD_CHARS = 64
@@ -95,24 +99,31 @@ def _catch_up(db: sqlite3.Connection, archive: Path) -> bool:
         return False
     if size == indexed:
         return True
-    with open(archive, "rb") as handle:
-        handle.seek(indexed)
-        data = handle.read(size - indexed)
-    whole = data[: data.rfind(b"\n") + 1]  # a torn last line (a crash mid-append) waits for the next time
-    rows = []
-    for line in whole.splitlines():
+    rows: list[tuple[str, str, str]] = []
+    batch_start = indexed
+    # streamed, a batch per transaction: memory stays bounded however large the archive (a first
+    # build reads years of it); a torn last line (a crash mid-append) waits for the next time
+    for line, end in lines_forwards(archive, indexed):
         with contextlib.suppress(ValueError):
             record = json.loads(line)
             if isinstance(record, dict) and isinstance(record.get("kind"), str):
                 text = entry_text(record)
                 if text.strip():
                     rows.append((text, record["kind"], str(record.get("cycle_id", "?"))))
-    indexed += len(whole)
+        indexed = end
+        if indexed - batch_start >= BATCH_BYTES:
+            _commit(db, archive, rows, indexed)
+            rows, batch_start = [], indexed
+    if indexed != batch_start:
+        _commit(db, archive, rows, indexed)
+    return True
+
+
+def _commit(db: sqlite3.Connection, archive: Path, rows: list[tuple[str, str, str]], indexed: int) -> None:
     with db:  # one transaction: the rows and the new offset together, or neither
         db.executemany("INSERT INTO entries (text, kind, cycle_id) VALUES (?, ?, ?)", rows)
         db.execute("UPDATE progress SET archive_bytes = ?, fingerprint = ?",
                    (indexed, _fingerprint(archive, indexed) if indexed else ""))
-    return True
 
 
 def _rebuild(path: Path, archive: Path) -> None:

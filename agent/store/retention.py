@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -30,7 +32,7 @@ from typing import Any, Iterable
 from ..config import Settings
 from ..outcomes import UsageError
 from .home import Home
-from .ids import SNAPSHOT_LABELS, cycle_started, cycles_on_disk
+from .ids import CYCLE_FILE_FORMS, SNAPSHOT_LABELS, cycle_started
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
@@ -82,23 +84,54 @@ class PrunePlan:
     keep: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
     bytes: int = 0
+    sizes: dict[Path, int] = field(default_factory=dict)  # each file's size when planned
 
     def as_dict(self, root: Path) -> dict[str, Any]:
         return {"removed_cycles": self.remove, "kept_cycles": len(self.keep),
-                "files": [str(p.relative_to(root)) for p in self.files], "bytes": self.bytes}
+                "files": [shown(p) for p in self.files], "bytes": self.bytes}
+
+
+def shown(path: Path) -> str:
+    """A cycle file's path as the operator sees it: relative to the home (`scratchpad/...`, `logs/...`)."""
+    return f"{path.parent.name}/{path.name}"
+
+
+def _files_by_cycle(home: Home) -> dict[str, list[int]]:
+    """Each cycle on disk (a snapshot or a log) and which of its files there are (places in
+    CYCLE_FILE_FORMS, in order): names only, from one listing per folder, sorted by id."""
+    names: dict[str, list[str]] = {}
+    for folder in (home.scratchpad, home.logs):
+        try:
+            names[folder.name] = os.listdir(folder)
+        except FileNotFoundError:
+            names[folder.name] = []
+    present = [{name[len(prefix): -len(suffix)] for name in names[where]
+                if name.endswith(suffix) and name.startswith(prefix) and len(name) > len(prefix) + len(suffix)}
+               for where, prefix, suffix, _ in CYCLE_FILE_FORMS]  # a set of ids per form: one pass each
+    on_disk = set().union(*(ids for ids, form in zip(present, CYCLE_FILE_FORMS) if form[3]))
+    return {i: [place for place, ids in enumerate(present) if i in ids]
+            for i in sorted(on_disk) if cycle_started(i)}
 
 
 def plan_prune(home: Home, keep_cycles: int | None = None, keep_days: float | None = None,
                now: _dt.datetime | None = None, protect: Iterable[str] = ()) -> PrunePlan:
-    """Which cycles and files the rules would remove. Reads only."""
-    ids = cycles_on_disk(home)
+    """Which cycles and files the rules would remove. Reads only, in time linear in the files on disk."""
+    files = _files_by_cycle(home)
+    ids = sorted(files)
     doomed = select_expired(ids, keep_cycles, keep_days, now, protect)
-    plan = PrunePlan(remove=doomed, keep=[i for i in ids if i not in set(doomed)])
+    gone = set(doomed)  # built once: linear in the cycles on disk, however many expire
+    plan = PrunePlan(remove=doomed, keep=[i for i in ids if i not in gone])
+    folders = {"scratchpad": home.scratchpad, "logs": home.logs}
     for cycle_id in doomed:
-        for path in cycle_files(home, cycle_id):
-            plan.files.append(path)
+        for place in files[cycle_id]:
+            folder, prefix, suffix, _ = CYCLE_FILE_FORMS[place]
+            path = folders[folder] / f"{prefix}{cycle_id}{suffix}"
             with contextlib.suppress(OSError):
-                plan.bytes += path.stat().st_size
+                info = os.stat(path)
+                if stat.S_ISREG(info.st_mode):  # a regular file, or a link to one, as Path.is_file says
+                    plan.files.append(path)
+                    plan.sizes[path] = info.st_size
+                    plan.bytes += info.st_size
     return plan
 
 
@@ -119,6 +152,13 @@ def apply_retention(home: Home, settings: Settings, protect: Iterable[str] = (),
     For the cycle runner, after it has written its own files and while it still holds the lock;
     pass the running cycle's id in `protect`. Returns the files deleted ([] when retention is off).
     """
+    plan = retention_plan(home, settings, protect, now)
+    return [] if plan is None else delete_cycles(plan)
+
+
+def retention_plan(home: Home, settings: Settings, protect: Iterable[str] = (),
+                   now: _dt.datetime | None = None) -> PrunePlan | None:
+    """What automatic retention would delete; None when retention is off (nothing on disk is read)."""
     if settings.keep_cycles is None and settings.keep_days is None:
-        return []
-    return delete_cycles(plan_prune(home, settings.keep_cycles, settings.keep_days, now, protect))
+        return None
+    return plan_prune(home, settings.keep_cycles, settings.keep_days, now, protect)

@@ -84,7 +84,8 @@ def test_reset_clean_removes_snapshots_logs_and_index(home):
     assert run_cycle(home, DONE_REPLIES).exit_code == 0
     assert snapshots(home, "before")
     result = run_cli("reset", "--home", str(home), "--clean", "--yes")
-    assert result.exit_code == 0 and "removed 5" in result.stdout  # the pair, the log, the transcript, the index
+    # the pair, the log, the transcript, the index, and logs/totals.json and logs/cycles.json made from them
+    assert result.exit_code == 0 and "removed 7" in result.stdout
     assert sorted(p.name for p in (home / "scratchpad").iterdir()) == ["active.yaml"]
     names = {p.name for p in (home / "logs").iterdir()}
     assert "archive.jsonl" in names and names <= {"archive.jsonl", "sandbox.json"}  # the replaced state, kept; the probe's memory
@@ -233,5 +234,5 @@ def test_reset_clean_on_a_terminal_asks_and_a_no_changes_nothing(home):
 def test_reset_clean_on_a_terminal_deletes_after_a_yes(home):
     assert run_cycle(home, DONE_REPLIES).exit_code == 0
     code, output = _reset_on_a_terminal(home, b"y")
-    assert code == 0 and "removed 5 snapshot/log file(s)" in output
+    assert code == 0 and "removed 7 snapshot/log file(s)" in output
     assert not snapshots(home, "before")

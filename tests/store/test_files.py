@@ -16,7 +16,8 @@ import pytest
 from agent.outcomes import DiskError
 from agent.safe_yaml import FileRefused, read_text_file
 from agent.store.files import append_jsonl, atomic_write, read_jsonl
-from agent.store.home import Home, clean_after_crash, remove_stale_temporaries
+from agent.store.crash import clean_after_crash
+from agent.store.home import Home, remove_stale_temporaries
 
 
 def records(*numbers: int) -> list[dict]:
