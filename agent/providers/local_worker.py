@@ -7,18 +7,18 @@ naming the signal, the index record, the hook. The lock stays with the parent (a
 inherited descriptor but its two pipes), and a new child starts for the next cycle.
 
 The parent runs `Worker`; the child runs local_child.py (`python -m agent.providers.local_child R W`).
-The parent sends pickled `(op, args)` tuples (it is the trusted side); the child answers in JSON
-(it handles model output, which is not trusted): any number of `{"log": line}` messages, then
-one `{"reply": ...}` or `{"error": kind, "message": ...}`.
+Both sides speak JSON, one message per pipe write: the parent sends `{"op": ..., "args": [...]}`
+(Settings and Request as their fields); the child answers any number of `{"log": line}`
+messages, then one `{"reply": ...}` or `{"error": kind, "message": ...}`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.metadata
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -47,6 +47,11 @@ def rebuild_command() -> str:
 
 
 CRASH_FIX = "a llama-cpp-python built for another CPU? `agent doctor` names the fix"
+
+
+def _fields(value: Any) -> Any:
+    """A Settings or Request as its fields (the child rebuilds it); anything else as it is."""
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
 
 
 def death(code: int) -> str:
@@ -94,7 +99,7 @@ class Worker:
         With `timeout`, a child that has not answered by then is killed: ModelTimeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            self.send.send_bytes(pickle.dumps((op, args)))
+            self.send.send_bytes(json.dumps({"op": op, "args": [_fields(arg) for arg in args]}).encode())
             while True:
                 if deadline is not None and not self.receive.poll(max(0.0, deadline - time.monotonic())):
                     self.proc.kill()

@@ -28,7 +28,7 @@ import yaml
 
 import agent.dispatcher
 from agent.outcomes import ExitCode
-from agent.store.home import Home, read_index
+from agent.store.home import Home, read_index, unfinished_cycle
 from agent.store.lock import is_locked
 from agent.store.state_file import read_state_file
 from tests.helpers import run_cli, tree_digest, wait_for, write_script
@@ -69,9 +69,16 @@ def run_proc(*args: str, extra_env: dict | None = None, timeout: float = 60) -> 
                           env=agent_env(extra_env), timeout=timeout)
 
 
+KILLED_NOTE = re.compile(r"^\[CYCLE FAILED\] cycle \S+ was killed before it saved .*\n?", re.MULTILINE)
+
+
 def core(state: dict) -> dict:
-    """A state without the runtime's timestamp (the only thing two identical cycles differ in)."""
-    return {k: v for k, v in state.items() if k != "last_updated"}
+    """A state without the runtime's timestamp and the note a cycle starts with when the one before
+    it was killed (the only things two identical cycles differ in)."""
+    out = {k: v for k, v in state.items() if k != "last_updated"}
+    if isinstance(out.get("notes"), str):
+        out["notes"] = KILLED_NOTE.sub("", out["notes"])
+    return out
 
 
 def active_state(home: Path) -> dict:
@@ -99,7 +106,8 @@ def assert_every_file_whole(home: Path) -> None:
 
 class Expected:
     """What one uninterrupted cycle of `script` makes of a given active.yaml, computed by running
-    that cycle in-process in a scratch home (cached by the state's content)."""
+    that cycle in-process in a scratch home (cached by the state's content). `after_a_kill`: the
+    cycle before it was killed before saving (the cycle then starts with a note saying so)."""
 
     def __init__(self, folder: Path, script: Path, config: str):
         self.folder, self.script, self.config = folder, script, config
@@ -107,8 +115,9 @@ class Expected:
         self.lock = threading.Lock()
         self.count = 0
 
-    def after(self, state: dict) -> dict:
-        key = hashlib.sha256(json.dumps(core(state), sort_keys=True).encode()).hexdigest()
+    def after(self, state: dict, after_a_kill: bool = False) -> dict:
+        whole = {k: v for k, v in state.items() if k != "last_updated"}  # its notes as they are: they are bounded
+        key = hashlib.sha256(json.dumps([whole, after_a_kill], sort_keys=True).encode()).hexdigest()
         with self.lock:
             if key not in self.cache:
                 self.count += 1
@@ -117,6 +126,8 @@ class Expected:
                 (scratch / "config.yaml").write_text(self.config)
                 (scratch / "scratchpad").mkdir()
                 (scratch / "scratchpad" / "active.yaml").write_text(yaml.safe_dump(state, sort_keys=False))
+                if after_a_kill:  # a before snapshot, no after; the id as long as a real one: notes_budget counts characters
+                    (scratch / "scratchpad" / "20000101_000000_01_before.yaml").write_text(yaml.safe_dump(state))
                 result = run_cli("run", "--home", str(scratch), "--model", f"scripted:{self.script}", "-q")
                 assert result.exit_code == 0, result.output
                 self.cache[key] = core(active_state(scratch))
@@ -164,9 +175,10 @@ def test_kill_at_every_write_step_loses_nothing(tmp_path: Path):
             if before.stat().st_mtime_ns > (base / "scratchpad" / "active.yaml").stat().st_mtime_ns:
                 assert read_state_file(before, home) == old, step  # the snapshot is exactly what was read
 
+        after_a_kill = unfinished_cycle(Home.at(home)) is not None
         nxt = run_proc("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
         assert nxt.returncode == 0, f"after a kill at {step}: {nxt.stderr}"
-        assert core(active_state(home)) == expected.after(now), step
+        assert core(active_state(home)) == expected.after(now, after_a_kill), step
         assert leftovers(home) == [], step
         assert not is_locked(Home.at(home))
         shutil.rmtree(home)
@@ -237,7 +249,7 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
         for i in range(kills_per_home):
             old_bytes = (home / "scratchpad" / "active.yaml").read_bytes()
             old = active_state(home)
-            new_core = expected.after(old)
+            new_core = expected.after(old, unfinished_cycle(Home.at(home)) is not None)
             befores = set((home / "scratchpad").glob("*_before.yaml"))
             logs = set((home / "logs").glob("cycle_*.log"))
             proc = spawn("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
@@ -267,9 +279,10 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
                 elif new_befores and outcome == "old":
                     stats["mid-cycle"] += 1
             if i % 5 == 4:
+                after_a_kill = unfinished_cycle(Home.at(home)) is not None
                 nxt = run_proc("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
                 assert nxt.returncode == 0, nxt.stderr
-                assert core(active_state(home)) == expected.after(now)
+                assert core(active_state(home)) == expected.after(now, after_a_kill)
                 assert leftovers(home) == []
                 assert not is_locked(Home.at(home))
 
