@@ -5,6 +5,7 @@ protocol and why the model runs here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import signal
@@ -17,6 +18,7 @@ from typing import Any
 from ..config import Settings
 from .base import Log, ModelError, Request
 from .local import LocalRuntime
+from .threads import set_wait_policy
 
 
 def _answer(runtime_box: list, op: str, args: list, log: Log) -> Any:
@@ -45,6 +47,9 @@ def main(argv: list[str]) -> int:
     def log(line: str) -> None:
         send.send_bytes(json.dumps({"log": line}).encode())
 
+    set_wait_policy()  # before llama_cpp loads libgomp: see threads.py
+    with contextlib.suppress(ImportError):  # imported now, while the cycle starts; LocalRuntime reports a failure
+        import llama_cpp  # noqa: F401
     runtime_box: list = []
     while True:
         try:

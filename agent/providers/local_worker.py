@@ -117,6 +117,8 @@ class Worker:
         return message["reply"]
 
     def _died(self) -> ModelCrashed:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)  # its own exit status, before _end's kill could stand in for it
         self._end()
         with contextlib.suppress(OSError, ValueError):
             self.stderr.seek(max(0, self.stderr.seek(0, os.SEEK_END) - STDERR_TAIL))
@@ -127,16 +129,14 @@ class Worker:
         return ModelCrashed(f"the embedded model's process (pid {self.proc.pid}) {death(self.proc.returncode)}")
 
     def _end(self) -> None:
-        """Close the pipes (the child reads the end of its input and exits) and wait for it; a child
-        that does not end soon is killed."""
+        """Close the pipes and end the child. Between calls it holds nothing worth finishing (the
+        prompt cache is saved within a call), so it is killed rather than waited for."""
         for end in (self.send, self.receive):
             with contextlib.suppress(OSError):
                 end.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        with contextlib.suppress(OSError):
+            self.proc.kill()  # a child that already died keeps its own exit status
+        self.proc.wait()
 
     def close(self) -> None:
         self._end()
