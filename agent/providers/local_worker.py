@@ -37,7 +37,7 @@ PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"  # as the README's s
 
 
 def rebuild_command() -> str:
-    """The command that rebuilds the installed llama-cpp-python for any CPU of this architecture."""
+    """The command that rebuilds the installed llama-cpp-python portable (CLAUDE.md, "The embedded model's build")."""
     try:
         version = "==" + importlib.metadata.version("llama-cpp-python")
     except importlib.metadata.PackageNotFoundError:
