@@ -125,7 +125,6 @@ def _model_checks(home: Home, settings, env) -> list[Check]:
 
 def _local_model_check(model: LocalModel, settings) -> Check:
     """Load the embedded model and decode a few tokens, in the child process a cycle would use."""
-    model.settings = settings.replace(local_context=min(settings.local_context, 512))
     try:
         model.start(lambda message: None)
         tokens, seconds = model.probe(PROBE_TOKENS)

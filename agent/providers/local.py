@@ -211,11 +211,16 @@ class LocalModel:
         self.path = path
         self.name, self.guided = model_identity(path, settings)
         self.settings = settings
-        self.worker: Worker | None = None
+        # started now: its interpreter and imports overlap the cycle's own start (bench/child_model.py)
+        self.worker: Worker | None = self._new_worker()
+
+    def _new_worker(self) -> Worker:
+        # native code never holds a secret: none in its environment
+        return Worker(lambda line: None, Secrets.from_settings(self.settings).child_env())
 
     def start(self, log: Log) -> None:
-        if self.worker is None or not self.worker.alive():  # native code never holds a secret: none in its environment
-            self.worker = Worker(log, Secrets.from_settings(self.settings).child_env())
+        if self.worker is None or not self.worker.alive():
+            self.worker = self._new_worker()
         self.worker.log = log
         self.worker.call("start", str(self.path), self.settings)
 

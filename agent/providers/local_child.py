@@ -5,9 +5,9 @@ protocol and why the model runs here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-import pickle
 import signal
 import sys
 import traceback
@@ -15,12 +15,15 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from .base import Log, ModelError
+from ..config import Settings
+from .base import Log, ModelError, Request
 from .local import LocalRuntime
+from .threads import set_wait_policy
 
-def _answer(runtime_box: list, op: str, args: tuple, log: Log) -> Any:
+
+def _answer(runtime_box: list, op: str, args: list, log: Log) -> Any:
     if op == "start":
-        path, settings = args
+        path, settings = args[0], Settings(**args[1])
         if not runtime_box:
             runtime_box.append(LocalRuntime(Path(path), settings))
         runtime_box[0].settings = settings
@@ -28,7 +31,7 @@ def _answer(runtime_box: list, op: str, args: tuple, log: Log) -> Any:
         return None
     runtime = runtime_box[0]
     if op == "complete":
-        completion = runtime.complete(args[0])
+        completion = runtime.complete(Request(**args[0]))
         return {"text": completion.text, "usage": dataclasses.asdict(completion.usage),
                 "finish_reason": completion.finish_reason, "sent": completion.sent, "limit": completion.limit}
     if op == "probe":
@@ -44,14 +47,17 @@ def main(argv: list[str]) -> int:
     def log(line: str) -> None:
         send.send_bytes(json.dumps({"log": line}).encode())
 
+    set_wait_policy()  # before llama_cpp loads libgomp: see threads.py
+    with contextlib.suppress(ImportError):  # imported now, while the cycle starts; LocalRuntime reports a failure
+        import llama_cpp  # noqa: F401
     runtime_box: list = []
     while True:
         try:
-            op, args = pickle.loads(receive.recv_bytes())
+            call = json.loads(receive.recv_bytes())
         except EOFError:  # the parent closed the pipe or ended
             return 0
         try:
-            message = {"reply": _answer(runtime_box, op, args, log)}
+            message = {"reply": _answer(runtime_box, call["op"], call["args"], log)}
         except ModelError as exc:
             message = {"error": type(exc).__name__, "message": str(exc)}
         except Exception as exc:  # a bug here is a failed model call in the parent, with its traceback logged

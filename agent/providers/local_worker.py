@@ -7,18 +7,18 @@ naming the signal, the index record, the hook. The lock stays with the parent (a
 inherited descriptor but its two pipes), and a new child starts for the next cycle.
 
 The parent runs `Worker`; the child runs local_child.py (`python -m agent.providers.local_child R W`).
-The parent sends pickled `(op, args)` tuples (it is the trusted side); the child answers in JSON
-(it handles model output, which is not trusted): any number of `{"log": line}` messages, then
-one `{"reply": ...}` or `{"error": kind, "message": ...}`.
+Both sides speak JSON, one message per pipe write: the parent sends `{"op": ..., "args": [...]}`
+(Settings and Request as their fields); the child answers any number of `{"log": line}`
+messages, then one `{"reply": ...}` or `{"error": kind, "message": ...}`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.metadata
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -37,7 +37,7 @@ PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"  # as the README's s
 
 
 def rebuild_command() -> str:
-    """The command that rebuilds the installed llama-cpp-python for any CPU of this architecture."""
+    """The command that rebuilds the installed llama-cpp-python portable (CLAUDE.md, "The embedded model's build")."""
     try:
         version = "==" + importlib.metadata.version("llama-cpp-python")
     except importlib.metadata.PackageNotFoundError:
@@ -47,6 +47,11 @@ def rebuild_command() -> str:
 
 
 CRASH_FIX = "a llama-cpp-python built for another CPU? `agent doctor` names the fix"
+
+
+def _fields(value: Any) -> Any:
+    """A Settings or Request as its fields (the child rebuilds it); anything else as it is."""
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
 
 
 def death(code: int) -> str:
@@ -94,7 +99,7 @@ class Worker:
         With `timeout`, a child that has not answered by then is killed: ModelTimeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            self.send.send_bytes(pickle.dumps((op, args)))
+            self.send.send_bytes(json.dumps({"op": op, "args": [_fields(arg) for arg in args]}).encode())
             while True:
                 if deadline is not None and not self.receive.poll(max(0.0, deadline - time.monotonic())):
                     self.proc.kill()
@@ -112,6 +117,8 @@ class Worker:
         return message["reply"]
 
     def _died(self) -> ModelCrashed:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)  # its own exit status, before _end's kill could stand in for it
         self._end()
         with contextlib.suppress(OSError, ValueError):
             self.stderr.seek(max(0, self.stderr.seek(0, os.SEEK_END) - STDERR_TAIL))
@@ -122,16 +129,14 @@ class Worker:
         return ModelCrashed(f"the embedded model's process (pid {self.proc.pid}) {death(self.proc.returncode)}")
 
     def _end(self) -> None:
-        """Close the pipes (the child reads the end of its input and exits) and wait for it; a child
-        that does not end soon is killed."""
+        """Close the pipes and end the child. Between calls it holds nothing worth finishing (the
+        prompt cache is saved within a call), so it is killed rather than waited for."""
         for end in (self.send, self.receive):
             with contextlib.suppress(OSError):
                 end.close()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        with contextlib.suppress(OSError):
+            self.proc.kill()  # a child that already died keeps its own exit status
+        self.proc.wait()
 
     def close(self) -> None:
         self._end()

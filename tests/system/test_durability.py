@@ -28,6 +28,7 @@ import yaml
 
 import agent.dispatcher
 from agent.outcomes import ExitCode
+from agent.store.crash import unfinished_cycle
 from agent.store.home import Home, read_index
 from agent.store.lock import is_locked
 from agent.store.state_file import read_state_file
@@ -64,9 +65,16 @@ def run_proc(*args: str, extra_env: dict | None = None, timeout: float = 60) -> 
                           env=agent_env(extra_env), timeout=timeout)
 
 
+KILLED_NOTE = re.compile(r"^\[CYCLE FAILED\] cycle \S+ was killed before it saved .*\n?", re.MULTILINE)
+
+
 def core(state: dict) -> dict:
-    """A state without the runtime's timestamp (the only thing two identical cycles differ in)."""
-    return {k: v for k, v in state.items() if k != "last_updated"}
+    """A state without the runtime's timestamp and the note a cycle starts with when the one before
+    it was killed (the only things two identical cycles differ in)."""
+    out = {k: v for k, v in state.items() if k != "last_updated"}
+    if isinstance(out.get("notes"), str):
+        out["notes"] = KILLED_NOTE.sub("", out["notes"])
+    return out
 
 
 def without_interrupted(state: dict) -> dict:
@@ -102,7 +110,9 @@ def assert_every_file_whole(home: Path) -> None:
 class Expected:
     """What one uninterrupted cycle of `script` makes of a given active.yaml, computed by running
     that cycle in-process in a scratch home (cached by the state's content). With `home`, its
-    journal of calls goes along: a cycle after a kill mid-call notes that call (agent/journal.py)."""
+    journal of calls goes along: a cycle after a kill mid-call notes that call (agent/journal.py).
+    `after_a_kill`: the cycle before it was killed before saving (the cycle then starts with a note
+    saying so)."""
 
     def __init__(self, folder: Path, script: Path, config: str):
         self.folder, self.script, self.config = folder, script, config
@@ -110,10 +120,11 @@ class Expected:
         self.lock = threading.Lock()
         self.count = 0
 
-    def after(self, state: dict, home: Path | None = None) -> dict:
+    def after(self, state: dict, home: Path | None = None, after_a_kill: bool = False) -> dict:
         journal = home / "logs" / "calls.jsonl" if home is not None else None
         calls = journal.read_bytes() if journal is not None and journal.exists() else b""
-        key = hashlib.sha256(json.dumps(core(state), sort_keys=True).encode() + calls).hexdigest()
+        whole = {k: v for k, v in state.items() if k != "last_updated"}  # its notes as they are: they are bounded
+        key = hashlib.sha256(json.dumps([whole, after_a_kill], sort_keys=True).encode() + calls).hexdigest()
         with self.lock:
             if key not in self.cache:
                 self.count += 1
@@ -125,6 +136,8 @@ class Expected:
                 if calls:
                     (scratch / "logs").mkdir()
                     (scratch / "logs" / "calls.jsonl").write_bytes(calls)
+                if after_a_kill:  # a before snapshot, no after; the id as long as a real one: notes_budget counts characters
+                    (scratch / "scratchpad" / "20000101_000000_01_before.yaml").write_text(yaml.safe_dump(state))
                 result = run_cli("run", "--home", str(scratch), "--model", f"scripted:{self.script}", "-q")
                 assert result.exit_code == 0, result.output
                 self.cache[key] = core(active_state(scratch))
@@ -173,7 +186,8 @@ def test_kill_at_every_write_step_loses_nothing(tmp_path: Path):
             if before.stat().st_mtime_ns > (base / "scratchpad" / "active.yaml").stat().st_mtime_ns:
                 assert read_state_file(before, home) == old, step  # the snapshot is exactly what was read
 
-        want = expected.after(now, home)  # from the journal as the next run finds it
+        after_a_kill = unfinished_cycle(Home.at(home)) is not None
+        want = expected.after(now, home, after_a_kill)  # from the journal as the next run finds it
         nxt = run_proc("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
         assert nxt.returncode == 0, f"after a kill at {step}: {nxt.stderr}"
         assert core(active_state(home)) == want, step
@@ -248,7 +262,7 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
         for i in range(kills_per_home):
             old_bytes = (home / "scratchpad" / "active.yaml").read_bytes()
             old = active_state(home)
-            new_core = expected.after(old, home)
+            new_core = expected.after(old, home, unfinished_cycle(Home.at(home)) is not None)
             befores = set((home / "scratchpad").glob("*_before.yaml"))
             logs = set((home / "logs").glob("cycle_*.log"))
             proc = spawn("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
@@ -278,7 +292,8 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
                 elif new_befores and outcome == "old":
                     stats["mid-cycle"] += 1
             if i % 5 == 4:
-                want = expected.after(now, home)  # from the journal as the next run finds it
+                after_a_kill = unfinished_cycle(Home.at(home)) is not None
+                want = expected.after(now, home, after_a_kill)  # from the journal as the next run finds it
                 nxt = run_proc("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
                 assert nxt.returncode == 0, nxt.stderr
                 assert core(active_state(home)) == want
