@@ -13,8 +13,14 @@ from .store.retention import delete_cycles, retention_plan
 from .store.totals import update_totals
 
 
-def after_cycle(home: Home, settings: Settings, report: CycleReport, secrets: Secrets,
-                log: Callable[[str], None], prune: bool = True) -> None:
+def after_cycle(
+    home: Home,
+    settings: Settings,
+    report: CycleReport,
+    secrets: Secrets,
+    log: Callable[[str], None],
+    prune: bool = True,
+) -> None:
     """Append the index record, then prune old cycles (the record is written first: history never
     loses a cycle that retention removed the files of), then tell the operator's tools: the
     metrics file, and the on_cycle_end command with the same record."""

@@ -45,8 +45,9 @@ def approvals_file(home: Home):
 def _patterns(settings: Settings) -> dict[str, list[str]]:
     """Each `approval_required` pattern with the forms it matches by: as written, and squeezed the
     way MCP tool names are (`my-srv__*` names the tools of server my-srv, exposed as my_srv__...)."""
-    return {raw: list(dict.fromkeys([raw, re.sub(r"[^A-Za-z0-9_*?\[\]!]", "_", raw)]))
-            for raw in settings.approval_required}
+    return {
+        raw: list(dict.fromkeys([raw, re.sub(r"[^A-Za-z0-9_*?\[\]!]", "_", raw)])) for raw in settings.approval_required
+    }
 
 
 def gate(settings: Settings) -> Callable[[str], bool]:
@@ -60,16 +61,19 @@ def pattern_warnings(settings: Settings, registry: Registry) -> list[str]:
     """One warning per `approval_required` pattern that matches no tool this home has (offered or
     turned off): a typo, or a server that did not start, would leave its calls ungated."""
     names = [*registry.names(), *registry.disabled]
-    return [f"approval_required pattern {raw!r} matches no tool (a typo, or a server that did not start?): "
-            f"nothing is gated by it" for raw, forms in _patterns(settings).items()
-            if not any(fnmatch.fnmatchcase(name, form) for name in names for form in forms)]
+    return [
+        f"approval_required pattern {raw!r} matches no tool (a typo, or a server that did not start?): "
+        f"nothing is gated by it"
+        for raw, forms in _patterns(settings).items()
+        if not any(fnmatch.fnmatchcase(name, form) for name in names for form in forms)
+    ]
 
 
 def call_lines(record: dict, width: int = 100) -> list[str]:
     """The whole parked call, escaped, cut into lines of `width` characters (never clipped:
     the operator approves exactly what they can read)."""
     text = escape_controls(shown_call(record))
-    return [text[i:i + width] for i in range(0, len(text), width)] or [""]
+    return [text[i : i + width] for i in range(0, len(text), width)] or [""]
 
 
 def _now() -> str:
@@ -124,8 +128,13 @@ def pending_fields(home: Home) -> dict:
 
 
 def _well_formed(record: Any) -> bool:
-    return (isinstance(record, dict) and isinstance(record.get("id"), str) and isinstance(record.get("tool"), str)
-            and isinstance(record.get("args"), dict) and record.get("status") in STATUSES)
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("id"), str)
+        and isinstance(record.get("tool"), str)
+        and isinstance(record.get("args"), dict)
+        and record.get("status") in STATUSES
+    )
 
 
 def _write(home: Home, records: list[dict]) -> None:
@@ -148,8 +157,11 @@ def park(home: Home, cycle_id: str, state: dict, outcome: Outcome, secrets: Secr
     cycle: raises LimitReached(AWAITING_APPROVAL)."""
     record = _parked(home, cycle_id, outcome.tool, secrets.redact(outcome.args))
     add_note(state, Tag.APPROVAL.line(f"call {record['id']} parked for the operator: {shown_call(record)}"))
-    raise LimitReached(StopReason.AWAITING_APPROVAL, f"call {record['id']} to {outcome.tool} awaits the operator "
-                                                     f"(agent approve {record['id']} / agent deny {record['id']})")
+    raise LimitReached(
+        StopReason.AWAITING_APPROVAL,
+        f"call {record['id']} to {outcome.tool} awaits the operator "
+        f"(agent approve {record['id']} / agent deny {record['id']})",
+    )
 
 
 def park_call(home: Home, cycle_id: str, tool: str, args: dict) -> str:
@@ -164,14 +176,25 @@ def _parked(home: Home, cycle_id: str, tool: str, args: dict) -> dict:
         records = read_approvals(home)
         record = next((r for r in records if r["status"] == PENDING and r["tool"] == tool and r["args"] == args), None)
         if record is None:
-            record = {"id": _next_id(records), "cycle_id": cycle_id, "tool": tool, "args": args, "status": PENDING,
-                      "parked": _now(), "decided": None, "reason": None, "handled_in": None, "result": None}
+            record = {
+                "id": _next_id(records),
+                "cycle_id": cycle_id,
+                "tool": tool,
+                "args": args,
+                "status": PENDING,
+                "parked": _now(),
+                "decided": None,
+                "reason": None,
+                "handled_in": None,
+                "result": None,
+            }
             _write(home, records + [record])
     return record
 
 
-def run_decided(home: Home, cycle_id: str, state: dict, registry: Registry, ctx: ToolContext,
-                log: Callable[[str], None]) -> dict:
+def run_decided(
+    home: Home, cycle_id: str, state: dict, registry: Registry, ctx: ToolContext, log: Callable[[str], None]
+) -> dict:
     """Run the approved calls and note the denials the model has not heard of yet; the new state."""
     for warning in pattern_warnings(ctx.settings, registry):
         log(f"warning: {warning}")
@@ -187,8 +210,13 @@ def run_decided(home: Home, cycle_id: str, state: dict, registry: Registry, ctx:
             _write(home, records)
     for record in todo:
         if record["status"] == DENIED:
-            add_note(state, Tag.APPROVAL.line(f"call {record['id']} denied by the operator: {shown_call(record)}: "
-                                              f"{record['reason'] or 'no reason given'}"))
+            add_note(
+                state,
+                Tag.APPROVAL.line(
+                    f"call {record['id']} denied by the operator: {shown_call(record)}: "
+                    f"{record['reason'] or 'no reason given'}"
+                ),
+            )
             continue
         add_note(state, Tag.APPROVAL.line(f"call {record['id']} approved by the operator; running it"))
         state, outcome = dispatch(state, json.dumps({"tool": record["tool"], "args": record["args"]}), registry, ctx)
@@ -235,8 +263,10 @@ def decide(home: Home, approval_id: str, approve: bool, reason: str | None = Non
             known = ", ".join(r["id"] for r in records if r["status"] == PENDING) or "none"
             raise UsageError(f"no parked call '{approval_id}' (pending: {known}; `agent approvals` lists them)")
         if record["status"] != PENDING:
-            raise UsageError(f"call {approval_id} is already {record['status']}; only a pending call can be "
-                             f"{'approved' if approve else 'denied'}")
+            raise UsageError(
+                f"call {approval_id} is already {record['status']}; only a pending call can be "
+                f"{'approved' if approve else 'denied'}"
+            )
         record.update(status=APPROVED if approve else DENIED, decided=_now(), reason=reason)
         _write(home, records)
     return record

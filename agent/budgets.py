@@ -98,8 +98,10 @@ def bucket_spending(bucket: dict | None, prices: dict[str, dict[str, float]]) ->
 
 def period_spending(totals: Totals, day: str, prices: dict[str, dict[str, float]]) -> dict[str, dict]:
     """{"day": ..., "month": ...}: what the index's cycles spent on UTC `day` ('YYYY-MM-DD') and in its month."""
-    return {"day": bucket_spending(totals.days.get(day), prices),
-            "month": bucket_spending(totals.months.get(day[:7]), prices)}
+    return {
+        "day": bucket_spending(totals.days.get(day), prices),
+        "month": bucket_spending(totals.months.get(day[:7]), prices),
+    }
 
 
 class Budgets:
@@ -109,9 +111,11 @@ class Budgets:
         self.settings, self.model = settings, model
         for name in COST_BUDGETS:
             if getattr(settings, name) is not None and model not in settings.prices:
-                raise UsageError(f"setting '{name}' needs the price of model '{model}', and 'prices' has none "
-                                 f"(add prices: {{{model}: {{input: USD_PER_MTOK, output: USD_PER_MTOK}}}} to "
-                                 f"config.yaml); nothing was sent")
+                raise UsageError(
+                    f"setting '{name}' needs the price of model '{model}', and 'prices' has none "
+                    f"(add prices: {{{model}: {{input: USD_PER_MTOK, output: USD_PER_MTOK}}}} to "
+                    f"config.yaml); nothing was sent"
+                )
         self.day = utc_day(now.isoformat())
         self.earlier = {"day": {"tokens": 0, "cost": 0.0}, "month": {"tokens": 0, "cost": 0.0}}
         if self.enabled:  # the running totals: O(1) however long the history (agent/store/totals.py)
@@ -126,10 +130,12 @@ class Budgets:
         """Which budget is spent, with this cycle's `usage` so far counted in; None: none is."""
         s = self.settings
         cost_now = cycle_cost(s.prices, self.model, usage) or 0.0
-        checks = (("daily", "day", "tokens", s.daily_token_budget, usage.total_tokens),
-                  ("monthly", "month", "tokens", s.monthly_token_budget, usage.total_tokens),
-                  ("daily", "day", "cost", s.daily_cost_budget, cost_now),
-                  ("monthly", "month", "cost", s.monthly_cost_budget, cost_now))
+        checks = (
+            ("daily", "day", "tokens", s.daily_token_budget, usage.total_tokens),
+            ("monthly", "month", "tokens", s.monthly_token_budget, usage.total_tokens),
+            ("daily", "day", "cost", s.daily_cost_budget, cost_now),
+            ("monthly", "month", "cost", s.monthly_cost_budget, cost_now),
+        )
         for name, period, unit, budget, now in checks:
             if budget is None:
                 continue
@@ -172,9 +178,12 @@ def model_budget_check(home: Home, settings: Settings, now: _dt.datetime) -> Cal
             read.append(month_records(home, now))
         mine = [r for r in read[0] if r.get("model") == model and (utc_day(r.get("started")) or "")[:7] == month]
         today = [r for r in mine if utc_day(r.get("started")) == day]
-        used = {"daily_tokens": sum(map(record_tokens, today)), "monthly_tokens": sum(map(record_tokens, mine)),
-                "daily_cost": sum(record_cost(r, settings.prices) or 0.0 for r in today),
-                "monthly_cost": sum(record_cost(r, settings.prices) or 0.0 for r in mine)}
+        used = {
+            "daily_tokens": sum(map(record_tokens, today)),
+            "monthly_tokens": sum(map(record_tokens, mine)),
+            "daily_cost": sum(record_cost(r, settings.prices) or 0.0 for r in today),
+            "monthly_cost": sum(record_cost(r, settings.prices) or 0.0 for r in mine),
+        }
         for key in MODEL_BUDGET_KEYS:
             if key in limits and used[key] >= limits[key]:
                 return f"has spent its {key.replace('_', ' ')} budget ({used[key]:g} of {limits[key]:g}; model_budgets)"

@@ -51,7 +51,9 @@ def check_for(state: dict, task: str | None) -> str | None:
 
 def queued_tasks(state: dict) -> Counter:
     """Every queued task text (current and pending), counted."""
-    return Counter(([state["current_task"]] if state.get("current_task") else []) + list(state.get("pending_actions") or []))
+    return Counter(
+        ([state["current_task"]] if state.get("current_task") else []) + list(state.get("pending_actions") or [])
+    )
 
 
 def checked_tasks_removed(old: dict, new: dict) -> list[str]:
@@ -103,9 +105,15 @@ def run_check(ctx: ToolContext, command: str) -> CheckResult:
                 proc = box.start(command)
                 output, _, timed_out = run_capped(proc, CHECK_OUTPUT_BYTES, timeout)
         else:
-            proc = subprocess.Popen(["/bin/sh", "-c", command], cwd=workspace, env={**ctx.child_env(), **CHECK_ENV},
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", command],
+                cwd=workspace,
+                env={**ctx.child_env(), **CHECK_ENV},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             output, _, timed_out = run_capped(proc, CHECK_OUTPUT_BYTES, timeout)
     except (OSError, ToolError, SandboxUnavailable) as exc:
         return CheckResult(False, "", f"could not start: {exc}")

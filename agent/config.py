@@ -17,16 +17,31 @@ from typing import Any
 from . import jsonschema
 from .jsonschema import schema_for
 from .outcomes import StopReason, UsageError
-from .setting_checks import (FALLBACK_MODELS_SCHEMA, MCP_SERVER_SCHEMA, MODEL_BUDGETS_SCHEMA, check_constraints,
-                             check_mcp_server, check_model_settings, check_prices)
+from .setting_checks import (
+    FALLBACK_MODELS_SCHEMA,
+    MCP_SERVER_SCHEMA,
+    MODEL_BUDGETS_SCHEMA,
+    check_constraints,
+    check_mcp_server,
+    check_model_settings,
+    check_prices,
+)
 from .setting_checks import MOST_SECONDS as MOST_SECONDS  # the --wait flags' bound too
 from .store.home import Home
 
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
 
 
-def _doc(text: str, *, choices: tuple[str, ...] | None = None, minimum: float | None = None,
-         above: float | None = None, maximum: float | None = None, unit: str | None = None, **kw: Any) -> Any:
+def _doc(
+    text: str,
+    *,
+    choices: tuple[str, ...] | None = None,
+    minimum: float | None = None,
+    above: float | None = None,
+    maximum: float | None = None,
+    unit: str | None = None,
+    **kw: Any,
+) -> Any:
     """A setting: its one-line doc and its own constraints, which check() reads (setting_checks.check_constraints).
 
     choices: the allowed values; minimum: the least value; above: a bound the value must exceed (above=0: positive);
@@ -39,180 +54,322 @@ def _doc(text: str, *, choices: tuple[str, ...] | None = None, minimum: float | 
 
 @dataclass
 class Settings:
-    model: str | None = _doc("PROVIDER[:NAME]: local, local:FILE.gguf, openai:NAME or scripted:FILE. "
-                             "Unset: the embedded model when installed.", default=None)
-    base_url: str | None = _doc("OpenAI-compatible endpoint; OPENAI_BASE_URL overrides it; unset: OpenAI's.",
-                                default=None)
+    model: str | None = _doc(
+        "PROVIDER[:NAME]: local, local:FILE.gguf, openai:NAME or scripted:FILE. "
+        "Unset: the embedded model when installed.",
+        default=None,
+    )
+    base_url: str | None = _doc(
+        "OpenAI-compatible endpoint; OPENAI_BASE_URL overrides it; unset: OpenAI's.", default=None
+    )
     api_key_env: str = _doc("Name of the environment variable that holds the API key.", default="OPENAI_API_KEY")
     temperature: float = _doc("Sampling temperature.", minimum=0, maximum=2, default=0.0)
     max_output_tokens: int = _doc("Most tokens the model may write per reply.", above=0, default=512)
     request_timeout: float = _doc("Seconds before one model request times out.", above=0, unit="seconds", default=60.0)
-    max_retries: int = _doc("Retries of a failed request (429, 5xx, timeouts), by the openai client.",
-                            minimum=0, default=2)
+    max_retries: int = _doc(
+        "Retries of a failed request (429, 5xx, timeouts), by the openai client.", minimum=0, default=2
+    )
     extra_headers: dict[str, str] = _doc("Extra HTTP headers sent with every model request.", default_factory=dict)
     max_iterations: int = _doc("Most model calls in one cycle.", above=0, default=10)
     max_parse_errors: int = _doc("Unparseable replies in a row that end the cycle.", above=0, default=3)
-    token_budget: int | None = _doc("Most tokens (prompt + completion) one cycle may use; unset: no limit.",
-                                    above=0, default=None)
-    time_budget: float | None = _doc("Most seconds one cycle may run; a model request is cut at the budget's end "
-                                     "and not retried in its last request_timeout. Unset: no limit.",
-                                     above=0, unit="seconds", default=None)
-    repeat_limit: int = _doc("The same action (tool and arguments) this many times in a row ends the cycle.",
-                             above=0, default=3)
-    notes_budget: int | None = _doc("Most characters of notes kept in active.yaml (at least 200); older lines move to "
-                                    "logs/archive.jsonl. Unset: unbounded.",
-                                    minimum=200, unit="characters", default=4000)
-    completed_window: int | None = _doc("Most completed_tasks kept in active.yaml; older ones move to "
-                                        "logs/archive.jsonl. Unset: unbounded.", minimum=0, default=20)
+    token_budget: int | None = _doc(
+        "Most tokens (prompt + completion) one cycle may use; unset: no limit.", above=0, default=None
+    )
+    time_budget: float | None = _doc(
+        "Most seconds one cycle may run; a model request is cut at the budget's end "
+        "and not retried in its last request_timeout. Unset: no limit.",
+        above=0,
+        unit="seconds",
+        default=None,
+    )
+    repeat_limit: int = _doc(
+        "The same action (tool and arguments) this many times in a row ends the cycle.", above=0, default=3
+    )
+    notes_budget: int | None = _doc(
+        "Most characters of notes kept in active.yaml (at least 200); older lines move to "
+        "logs/archive.jsonl. Unset: unbounded.",
+        minimum=200,
+        unit="characters",
+        default=4000,
+    )
+    completed_window: int | None = _doc(
+        "Most completed_tasks kept in active.yaml; older ones move to logs/archive.jsonl. Unset: unbounded.",
+        minimum=0,
+        default=20,
+    )
     reflect: bool = _doc("After done, one more model call curates notes (APPEND / REPLACE / CLEAR).", default=False)
     note_result_chars: int = _doc("A tool result is clipped to this many characters in notes.", above=0, default=300)
-    shell_policy: str = _doc("shell tool: auto (the sandbox where it works here, else the allowlist), sandbox (any "
-                             "command, kept in the workspace by bubblewrap), allowlist (read-only commands), any (the "
-                             "operator's whole account: a warning in every cycle log) or off.",
-                             choices=("auto", "sandbox", "allowlist", "any", "off"), default="auto")
-    shell_allowlist: list[str] = _doc("Commands the shell tool may run under the allowlist policy.",
-                                      default_factory=lambda: list(DEFAULT_SHELL_ALLOWLIST))
-    shell_timeout: float = _doc("Seconds before a shell command's process group is killed.",
-                                above=0, unit="seconds", default=30.0)
+    shell_policy: str = _doc(
+        "shell tool: auto (the sandbox where it works here, else the allowlist), sandbox (any "
+        "command, kept in the workspace by bubblewrap), allowlist (read-only commands), any (the "
+        "operator's whole account: a warning in every cycle log) or off.",
+        choices=("auto", "sandbox", "allowlist", "any", "off"),
+        default="auto",
+    )
+    shell_allowlist: list[str] = _doc(
+        "Commands the shell tool may run under the allowlist policy.",
+        default_factory=lambda: list(DEFAULT_SHELL_ALLOWLIST),
+    )
+    shell_timeout: float = _doc(
+        "Seconds before a shell command's process group is killed.", above=0, unit="seconds", default=30.0
+    )
     shell_max_output: int = _doc("Bytes of shell output kept; the rest is cut with a marker.", above=0, default=8192)
     tools_disabled: list[str] = _doc("Tools not offered to the model nor run.", default_factory=list)
-    tools_enabled: list[str] | None = _doc("When set, only these tools (plus update_scratchpad and done) are offered.",
-                                           default=None)
-    plugins_disabled: list[str] = _doc("Tool plugins not loaded (distribution or entry-point names; '*': all).",
-                                       default_factory=list)
+    tools_enabled: list[str] | None = _doc(
+        "When set, only these tools (plus update_scratchpad and done) are offered.", default=None
+    )
+    plugins_disabled: list[str] = _doc(
+        "Tool plugins not loaded (distribution or entry-point names; '*': all).", default_factory=list
+    )
     file_max_read: int = _doc("Bytes read_file returns at most; the rest is cut with a marker.", above=0, default=65536)
     file_max_write: int = _doc("Largest file (bytes) write_file and append_file may leave.", above=0, default=262144)
-    http_timeout: float = _doc("Seconds an http_get may take in all (connect, redirects, body).",
-                               above=0, unit="seconds", default=10.0)
-    http_max_bytes: int = _doc("Bytes of a response body http_get reads, after decoding gzip or deflate (at most "
-                               "two layers); it stops reading and decoding there.",
-                               above=0, default=65536)
-    http_max_redirects: int = _doc("Redirects http_get follows (each one checked like the first URL).",
-                                   minimum=0, default=5)
-    http_allow_networks: list[str] = _doc("Non-public networks http_get may reach, as CIDRs (e.g. 127.0.0.0/8). "
-                                          "Cloud metadata addresses stay refused.", default_factory=list)
-    workspace: str = _doc("Folder inside the home that the file tools and the shell are confined to (created if "
-                          "missing). '.': the whole home, minus the runtime's files, templates, dot-files and code "
-                          "(an opt-in; see CLAUDE.md).", default="workspace")
-    secret_env: list[str] = _doc("More environment variables whose values are redacted and hidden from tools.",
-                                 default_factory=list)
-    lock_wait: float = _doc("Seconds to wait for another cycle's lock before exiting busy (5).",
-                            minimum=0, unit="seconds", default=0.0)
-    local_threads: int | None = _doc("Threads for the embedded model; unset: one fewer than the cores no other "
-                                     "process is running on when the model loads, at least one (it never takes the "
-                                     "last free core). They spin briefly, then sleep (GOMP_SPINCOUNT=10000 unless "
-                                     "OMP_WAIT_POLICY or it is set), so a busy machine costs ~1.6x, not 10-80x.",
-                                     above=0, default=None)
+    http_timeout: float = _doc(
+        "Seconds an http_get may take in all (connect, redirects, body).", above=0, unit="seconds", default=10.0
+    )
+    http_max_bytes: int = _doc(
+        "Bytes of a response body http_get reads, after decoding gzip or deflate (at most "
+        "two layers); it stops reading and decoding there.",
+        above=0,
+        default=65536,
+    )
+    http_max_redirects: int = _doc(
+        "Redirects http_get follows (each one checked like the first URL).", minimum=0, default=5
+    )
+    http_allow_networks: list[str] = _doc(
+        "Non-public networks http_get may reach, as CIDRs (e.g. 127.0.0.0/8). Cloud metadata addresses stay refused.",
+        default_factory=list,
+    )
+    workspace: str = _doc(
+        "Folder inside the home that the file tools and the shell are confined to (created if "
+        "missing). '.': the whole home, minus the runtime's files, templates, dot-files and code "
+        "(an opt-in; see CLAUDE.md).",
+        default="workspace",
+    )
+    secret_env: list[str] = _doc(
+        "More environment variables whose values are redacted and hidden from tools.", default_factory=list
+    )
+    lock_wait: float = _doc(
+        "Seconds to wait for another cycle's lock before exiting busy (5).", minimum=0, unit="seconds", default=0.0
+    )
+    local_threads: int | None = _doc(
+        "Threads for the embedded model; unset: one fewer than the cores no other "
+        "process is running on when the model loads, at least one (it never takes the "
+        "last free core). They spin briefly, then sleep (GOMP_SPINCOUNT=10000 unless "
+        "OMP_WAIT_POLICY or it is set), so a busy machine costs ~1.6x, not 10-80x.",
+        above=0,
+        default=None,
+    )
     local_context: int = _doc("Context window (tokens) for the embedded model.", above=0, default=4096)
-    guided: bool | None = _doc("Narrow the model's choices each step, through the schema its replies must follow, "
-                               "to the likeliest tools, the paths and command lines the task names, and a done "
-                               "summary that starts with a value just found; show it the queue as a count while it "
-                               "has a task (was local_guided). Unset: on for the bundled tiny model, off for others "
-                               "(local:FILE, openai:).", default=None)
-    keep_cycles: int | None = _doc("Automatic retention: keep the snapshots and logs of only the newest N cycles "
-                                   "(the index and archive keep everything); null: keep all.", above=0, default=500)
-    keep_days: float | None = _doc("Automatic retention: keep the snapshots and logs of cycles younger than this "
-                                   "many days; unset: keep all.", above=0, maximum=36500, unit="days", default=None)
-    transcript_max_bytes: int = _doc("Most bytes of one cycle's exact transcript (logs/cycle_<id>.transcript.jsonl: "
-                                     "every request and reply, redacted); 0: no transcript.",
-                                     minimum=0, default=1024 * 1024)
-    on_cycle_end: list[str] | None = _doc("A command (argv list, no shell) run after every saved cycle, from the home, "
-                                          "with the cycle's index record as JSON on stdin; its failure is only logged.",
-                                          default=None)
-    notify_on: list[str] | None = _doc("Stop reasons that run on_cycle_end (e.g. [error, stalled]); unset: every cycle.",
-                                       default=None)
-    hook_timeout: float = _doc("Seconds on_cycle_end may run before its process group is killed.",
-                               above=0, unit="seconds", default=30.0)
-    metrics_file: str | None = _doc("Prometheus text file rewritten after every saved cycle (relative: to the home), "
-                                    "for node_exporter's textfile collector; unset: none.", default=None)
-    check_timeout: float = _doc("Seconds an acceptance check (task add --check) may run before its process group "
-                                "is killed and the done refused.", above=0, unit="seconds", default=60.0)
-    approval_required: list[str] = _doc("Tools whose calls are parked for the operator (agent approve ID / deny ID) "
-                                        "instead of run; shell-style patterns, e.g. github__* for an MCP server.",
-                                        default_factory=list)
-    stall_cycles: int = _doc("This many cycles in a row ending without done on the same task stop with "
-                             "'stalled' (exit 9).", above=0, default=5)
-    daily_token_budget: int | None = _doc("Most tokens all cycles may use per UTC day; spent: exit 10, nothing sent. "
-                                          "Unset: no limit.", above=0, default=None)
-    monthly_token_budget: int | None = _doc("Most tokens all cycles may use per UTC month; unset: no limit.",
-                                            above=0, default=None)
-    prices: dict[str, dict[str, float]] = _doc("Price per million tokens by model as history names it, e.g. "
-                                               "openai:gpt-4o-mini: {input: 0.15, output: 0.6}.",
-                                               default_factory=dict)
-    daily_cost_budget: float | None = _doc("Most money (in the prices' currency) all cycles may spend per UTC day; "
-                                           "needs a price for the model. Unset: no limit.", above=0, default=None)
-    monthly_cost_budget: float | None = _doc("Most money all cycles may spend per UTC month; unset: no limit.",
-                                             above=0, default=None)
-    max_reply_bytes: int = _doc("Largest model reply (bytes) that is parsed; a larger one is a parse error and "
-                                "nothing in it is applied.", above=0, default=65536)
-    mcp_servers: dict[str, dict] = _doc("MCP servers whose tools each cycle offers, as <server>__<tool>: name -> "
-                                        "{command, args, env, tools_enabled}. An env value \"${VAR}\" passes the "
-                                        "agent's VAR.", default_factory=dict)
-    mcp_start_timeout: float = _doc("Seconds an MCP server may take to start and list its tools.",
-                                    above=0, unit="seconds", default=60.0)
+    guided: bool | None = _doc(
+        "Narrow the model's choices each step, through the schema its replies must follow, "
+        "to the likeliest tools, the paths and command lines the task names, and a done "
+        "summary that starts with a value just found; show it the queue as a count while it "
+        "has a task (was local_guided). Unset: on for the bundled tiny model, off for others "
+        "(local:FILE, openai:).",
+        default=None,
+    )
+    keep_cycles: int | None = _doc(
+        "Automatic retention: keep the snapshots and logs of only the newest N cycles "
+        "(the index and archive keep everything); null: keep all.",
+        above=0,
+        default=500,
+    )
+    keep_days: float | None = _doc(
+        "Automatic retention: keep the snapshots and logs of cycles younger than this many days; unset: keep all.",
+        above=0,
+        maximum=36500,
+        unit="days",
+        default=None,
+    )
+    transcript_max_bytes: int = _doc(
+        "Most bytes of one cycle's exact transcript (logs/cycle_<id>.transcript.jsonl: "
+        "every request and reply, redacted); 0: no transcript.",
+        minimum=0,
+        default=1024 * 1024,
+    )
+    on_cycle_end: list[str] | None = _doc(
+        "A command (argv list, no shell) run after every saved cycle, from the home, "
+        "with the cycle's index record as JSON on stdin; its failure is only logged.",
+        default=None,
+    )
+    notify_on: list[str] | None = _doc(
+        "Stop reasons that run on_cycle_end (e.g. [error, stalled]); unset: every cycle.", default=None
+    )
+    hook_timeout: float = _doc(
+        "Seconds on_cycle_end may run before its process group is killed.", above=0, unit="seconds", default=30.0
+    )
+    metrics_file: str | None = _doc(
+        "Prometheus text file rewritten after every saved cycle (relative: to the home), "
+        "for node_exporter's textfile collector; unset: none.",
+        default=None,
+    )
+    check_timeout: float = _doc(
+        "Seconds an acceptance check (task add --check) may run before its process group "
+        "is killed and the done refused.",
+        above=0,
+        unit="seconds",
+        default=60.0,
+    )
+    approval_required: list[str] = _doc(
+        "Tools whose calls are parked for the operator (agent approve ID / deny ID) "
+        "instead of run; shell-style patterns, e.g. github__* for an MCP server.",
+        default_factory=list,
+    )
+    stall_cycles: int = _doc(
+        "This many cycles in a row ending without done on the same task stop with 'stalled' (exit 9).",
+        above=0,
+        default=5,
+    )
+    daily_token_budget: int | None = _doc(
+        "Most tokens all cycles may use per UTC day; spent: exit 10, nothing sent. Unset: no limit.",
+        above=0,
+        default=None,
+    )
+    monthly_token_budget: int | None = _doc(
+        "Most tokens all cycles may use per UTC month; unset: no limit.", above=0, default=None
+    )
+    prices: dict[str, dict[str, float]] = _doc(
+        "Price per million tokens by model as history names it, e.g. openai:gpt-4o-mini: {input: 0.15, output: 0.6}.",
+        default_factory=dict,
+    )
+    daily_cost_budget: float | None = _doc(
+        "Most money (in the prices' currency) all cycles may spend per UTC day; "
+        "needs a price for the model. Unset: no limit.",
+        above=0,
+        default=None,
+    )
+    monthly_cost_budget: float | None = _doc(
+        "Most money all cycles may spend per UTC month; unset: no limit.", above=0, default=None
+    )
+    max_reply_bytes: int = _doc(
+        "Largest model reply (bytes) that is parsed; a larger one is a parse error and nothing in it is applied.",
+        above=0,
+        default=65536,
+    )
+    mcp_servers: dict[str, dict] = _doc(
+        "MCP servers whose tools each cycle offers, as <server>__<tool>: name -> "
+        '{command, args, env, tools_enabled}. An env value "${VAR}" passes the '
+        "agent's VAR.",
+        default_factory=dict,
+    )
+    mcp_start_timeout: float = _doc(
+        "Seconds an MCP server may take to start and list its tools.", above=0, unit="seconds", default=60.0
+    )
     mcp_timeout: float = _doc("Seconds one MCP tool call may take.", above=0, unit="seconds", default=30.0)
-    response_format: str = _doc("openai: structured output: auto (probe json_schema, json_object_schema, json_object, "
-                                "text once; remember the first accepted in logs/endpoint.json), or one of those to "
-                                "force it.",
-                                choices=("auto", "json_schema", "json_object_schema", "json_object", "text"),
-                                default="auto")
-    chat_examples: bool | None = _doc("Send the rules' examples to an openai: model as chat turns, not system text. "
-                                      "Unset: on (a 135M model through llama_cpp.server: 1 -> 3 of 8 bench tasks; "
-                                      "prompt +46%, a stable prefix caches absorb).", default=None)
-    extra_body: dict[str, Any] = _doc("Extra JSON fields merged into every openai: request body: sampling options "
-                                      "a server takes, e.g. {repeat_penalty: 1.0} for llama.cpp servers.",
-                                      default_factory=dict)
-    tool_calling: str = _doc("openai: how the model calls tools: auto (probe native tool calls once, else the "
-                             "JSON-in-text path; remembered in logs/endpoint.json), native (tools / tool_calls "
-                             "only), or text (one JSON action in the reply's text).",
-                             choices=("auto", "native", "text"), default="auto")
-    tool_results: str = _doc("openai: with native calls, where the model sees its previous calls and their "
-                             "results: state (the scratchpad's notes, as on the text path) or messages (also as "
-                             "assistant tool_calls + tool messages, one step back).",
-                             choices=("state", "messages"), default="state")
+    response_format: str = _doc(
+        "openai: structured output: auto (probe json_schema, json_object_schema, json_object, "
+        "text once; remember the first accepted in logs/endpoint.json), or one of those to "
+        "force it.",
+        choices=("auto", "json_schema", "json_object_schema", "json_object", "text"),
+        default="auto",
+    )
+    chat_examples: bool | None = _doc(
+        "Send the rules' examples to an openai: model as chat turns, not system text. "
+        "Unset: on (a 135M model through llama_cpp.server: 1 -> 3 of 8 bench tasks; "
+        "prompt +46%, a stable prefix caches absorb).",
+        default=None,
+    )
+    extra_body: dict[str, Any] = _doc(
+        "Extra JSON fields merged into every openai: request body: sampling options "
+        "a server takes, e.g. {repeat_penalty: 1.0} for llama.cpp servers.",
+        default_factory=dict,
+    )
+    tool_calling: str = _doc(
+        "openai: how the model calls tools: auto (probe native tool calls once, else the "
+        "JSON-in-text path; remembered in logs/endpoint.json), native (tools / tool_calls "
+        "only), or text (one JSON action in the reply's text).",
+        choices=("auto", "native", "text"),
+        default="auto",
+    )
+    tool_results: str = _doc(
+        "openai: with native calls, where the model sees its previous calls and their "
+        "results: state (the scratchpad's notes, as on the text path) or messages (also as "
+        "assistant tool_calls + tool messages, one step back).",
+        choices=("state", "messages"),
+        default="state",
+    )
 
-    sandbox_network: bool = _doc("Let sandboxed commands and checks reach the network (and the machine's own "
-                                 "services on 127.0.0.1). Off: no network at all.", default=False)
-    sandbox_max_memory: int = _doc("Bytes of memory one sandboxed command may use in all (a memory cgroup where one "
-                                   "can be made, else per process as RLIMIT_AS); also the size of its private /tmp.",
-                                   above=0, unit="bytes", default=1024 ** 3)
-    sandbox_max_processes: int = _doc("Processes one sandboxed command may run at once (a fork bomb stops there).",
-                                      above=0, default=128)
-    sandbox_max_file_bytes: int = _doc("Largest file a sandboxed command may write (RLIMIT_FSIZE).",
-                                       above=0, unit="bytes", default=256 * 1024 ** 2)
-    workspace_max_bytes: int = _doc("Disk space the workspace may take; checked during and after every command and "
-                                    "on every file tool's write. Past it, writes are refused.", above=0, unit="bytes", default=1024 ** 3)
-    workspace_max_files: int = _doc("Files and folders the workspace may hold, checked like workspace_max_bytes.",
-                                    above=0, default=20000)
-    idle: str = _doc("A cycle with no current task, an empty queue and nothing in the inbox: skip (call no model, "
-                     "record an idle outcome, exit 0), plan (a model with goals plans from them) or run (call the "
-                     "model anyway). AGENT_IDLE overrides it.",
-                     choices=("skip", "plan", "run"), default="skip")
-    wake_when: list[str] | None = _doc("A command (argv list, no shell) run from the home before the model is "
-                                       "called, like on_cycle_end (scrubbed environment, hook_timeout): exit 0 runs "
-                                       "the cycle with its stdout as a [WAKE] note, any other exit is an idle "
-                                       "outcome. `agent run --force` skips it. Unset: the state decides.",
-                                       default=None)
+    sandbox_network: bool = _doc(
+        "Let sandboxed commands and checks reach the network (and the machine's own "
+        "services on 127.0.0.1). Off: no network at all.",
+        default=False,
+    )
+    sandbox_max_memory: int = _doc(
+        "Bytes of memory one sandboxed command may use in all (a memory cgroup where one "
+        "can be made, else per process as RLIMIT_AS); also the size of its private /tmp.",
+        above=0,
+        unit="bytes",
+        default=1024**3,
+    )
+    sandbox_max_processes: int = _doc(
+        "Processes one sandboxed command may run at once (a fork bomb stops there).", above=0, default=128
+    )
+    sandbox_max_file_bytes: int = _doc(
+        "Largest file a sandboxed command may write (RLIMIT_FSIZE).", above=0, unit="bytes", default=256 * 1024**2
+    )
+    workspace_max_bytes: int = _doc(
+        "Disk space the workspace may take; checked during and after every command and "
+        "on every file tool's write. Past it, writes are refused.",
+        above=0,
+        unit="bytes",
+        default=1024**3,
+    )
+    workspace_max_files: int = _doc(
+        "Files and folders the workspace may hold, checked like workspace_max_bytes.", above=0, default=20000
+    )
+    idle: str = _doc(
+        "A cycle with no current task, an empty queue and nothing in the inbox: skip (call no model, "
+        "record an idle outcome, exit 0), plan (a model with goals plans from them) or run (call the "
+        "model anyway). AGENT_IDLE overrides it.",
+        choices=("skip", "plan", "run"),
+        default="skip",
+    )
+    wake_when: list[str] | None = _doc(
+        "A command (argv list, no shell) run from the home before the model is "
+        "called, like on_cycle_end (scrubbed environment, hook_timeout): exit 0 runs "
+        "the cycle with its stdout as a [WAKE] note, any other exit is an idle "
+        "outcome. `agent run --force` skips it. Unset: the state decides.",
+        default=None,
+    )
     fallback_models: list[str | dict[str, str]] = _doc(
         "Models a cycle continues on, in order, when the one in use is unreachable, fails after its retries, or "
         "has spent its model_budgets: names (openai:gpt-4o-mini, local) that share the primary's endpoint, or "
-        "{model, base_url, api_key_env} mappings.", default_factory=list)
+        "{model, base_url, api_key_env} mappings.",
+        default_factory=list,
+    )
     model_budgets: dict[str, dict[str, float]] = _doc(
         "Budgets per model as history names it: {daily_tokens, monthly_tokens, daily_cost, monthly_cost}; "
-        "spent: the cycle continues on the next of fallback_models (none left: exit 10).", default_factory=dict)
+        "spent: the cycle continues on the next of fallback_models (none left: exit 10).",
+        default_factory=dict,
+    )
 
-    prompt_max_bytes: int = _doc("Most bytes of one prompt (system and user message). A scratchpad that does not "
-                                 "fit is shown clipped, with a note saying so; the state itself is kept whole.",
-                                 above=0, unit="bytes", default=98304)
-    tool_schemas_max_bytes: int = _doc("Most bytes of tool schemas sent in one request; tools past it (in the order "
-                                       "listed, built-ins first) are left out with a note naming them.",
-                                       above=0, unit="bytes", default=32768)
+    prompt_max_bytes: int = _doc(
+        "Most bytes of one prompt (system and user message). A scratchpad that does not "
+        "fit is shown clipped, with a note saying so; the state itself is kept whole.",
+        above=0,
+        unit="bytes",
+        default=98304,
+    )
+    tool_schemas_max_bytes: int = _doc(
+        "Most bytes of tool schemas sent in one request; tools past it (in the order "
+        "listed, built-ins first) are left out with a note naming them.",
+        above=0,
+        unit="bytes",
+        default=32768,
+    )
 
     @property
     def budgeted(self) -> bool:
         """Whether a daily or monthly budget is set: only then does a cycle read what earlier ones spent."""
-        return any(v is not None for v in (self.daily_token_budget, self.monthly_token_budget,
-                                           self.daily_cost_budget, self.monthly_cost_budget))
+        return any(
+            v is not None
+            for v in (
+                self.daily_token_budget,
+                self.monthly_token_budget,
+                self.daily_cost_budget,
+                self.monthly_cost_budget,
+            )
+        )
 
     @property
     def secret_names(self) -> set[str]:
@@ -228,8 +385,11 @@ class Settings:
 RENAMED = {"local_guided": "guided"}
 
 # Settings whose shape their annotation cannot say.
-_FIELD_SCHEMAS = {"mcp_servers": {"type": "object", "additionalProperties": MCP_SERVER_SCHEMA},
-                  "fallback_models": FALLBACK_MODELS_SCHEMA, "model_budgets": MODEL_BUDGETS_SCHEMA}
+_FIELD_SCHEMAS = {
+    "mcp_servers": {"type": "object", "additionalProperties": MCP_SERVER_SCHEMA},
+    "fallback_models": FALLBACK_MODELS_SCHEMA,
+    "model_budgets": MODEL_BUDGETS_SCHEMA,
+}
 
 
 def field_docs() -> list[tuple[str, str, Any]]:
@@ -277,8 +437,10 @@ def check_tool_settings(settings: Settings) -> None:
 
     workspace = Path(settings.workspace)
     if not settings.workspace.strip() or workspace.is_absolute() or ".." in workspace.parts:
-        raise UsageError(f"setting 'workspace' must be a relative folder inside the home without '..' "
-                         f"('.': the whole home), got {settings.workspace!r}")
+        raise UsageError(
+            f"setting 'workspace' must be a relative folder inside the home without '..' "
+            f"('.': the whole home), got {settings.workspace!r}"
+        )
     for cidr in settings.http_allow_networks:
         try:
             ipaddress.ip_network(cidr, strict=False)
@@ -318,12 +480,16 @@ def read_config_file(path: Path) -> dict:
     for key in data:
         if key not in known:
             if key in ("api_key", "openai_api_key", "key"):
-                raise UsageError(f"{path}: key '{key}': never put the API key in the config file; "
-                                 f"put it in an environment variable and name that with 'api_key_env'")
+                raise UsageError(
+                    f"{path}: key '{key}': never put the API key in the config file; "
+                    f"put it in an environment variable and name that with 'api_key_env'"
+                )
             close = difflib.get_close_matches(str(key), sorted(known), n=3, cutoff=0.6)
             if close:
-                raise UsageError(f"{path}: unknown key '{key}': did you mean {' or '.join(repr(k) for k in close)}? "
-                                 f"(`agent init` in a new folder writes a config.yaml listing every setting)")
+                raise UsageError(
+                    f"{path}: unknown key '{key}': did you mean {' or '.join(repr(k) for k in close)}? "
+                    f"(`agent init` in a new folder writes a config.yaml listing every setting)"
+                )
             raise UsageError(f"{path}: unknown key '{key}' (known keys: {', '.join(sorted(known))})")
     return data
 

@@ -22,7 +22,8 @@ import time
 import traceback
 from typing import Callable
 
-from . import idle, interrupts, journal, memory, prompt, stalls, state as state_rules
+from . import idle, interrupts, journal, memory, prompt, stalls
+from . import state as state_rules
 from .aftercare import after_cycle
 from .config import Settings
 from .dispatcher import add_note, dispatch
@@ -31,8 +32,8 @@ from .outcomes import Interrupted, LimitReached, StopReason
 from .providers import Model, Request
 from .report import CycleReport, Reporter, SafeReporter, killed_notes
 from .secrets import Secrets
-from .store.cycle_log import CycleLog
 from .store.crash import clean_after_crash
+from .store.cycle_log import CycleLog
 from .store.home import Home
 from .store.ids import new_cycle_id
 from .store.lock import home_lock
@@ -44,12 +45,19 @@ from .tools.workspace import ensure_workspace
 from .transcript import Transcript
 
 
-def run_cycle(home: Home, settings: Settings, model: Model, reporter: Reporter | None = None,
-              registry: Registry | None = None, clock: Callable[[], _dt.datetime] | None = None,
-              force: bool = False) -> CycleReport:
+def run_cycle(
+    home: Home,
+    settings: Settings,
+    model: Model,
+    reporter: Reporter | None = None,
+    registry: Registry | None = None,
+    clock: Callable[[], _dt.datetime] | None = None,
+    force: bool = False,
+) -> CycleReport:
     """Run exactly one cycle in `home` and return what happened (the exit code is in the report)."""
     return _Run(home, settings, model, SafeReporter(reporter), registry).run(
-        (clock or (lambda: _dt.datetime.now(_dt.timezone.utc)))(), force)
+        (clock or (lambda: _dt.datetime.now(_dt.timezone.utc)))(), force
+    )
 
 
 class _Run:
@@ -67,6 +75,7 @@ class _Run:
         home, secrets = self.home, self.secrets
         if self.settings.budgeted:  # agent/budgets.py is imported only then
             from .budgets import Budgets
+
             self.budgets = Budgets(home, self.settings, self.model.name, now)  # no price for a cost budget: exit 2
         tools = open_registry(self.settings, home.root, secrets, given=self.registry)  # MCP servers: not for idle
         with home_lock(home, wait=self.settings.lock_wait) as held, interrupts.routed(self.signals):  # 1
@@ -75,33 +84,38 @@ class _Run:
             self.killed = swept.killed  # a cycle before this one, killed: its note comes in the loop
             reap_recorded(home.root)  # commands a killed cycle left running
             state = load_state(home)  # an invalid active.yaml: exit 6 before anything is written
-            cycle_id = new_cycle_id(home, now)                                  # 2, noted in logs/cycles.json
+            cycle_id = new_cycle_id(home, now)  # 2, noted in logs/cycles.json
             report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), self.model.name)
             before, why_idle = idle.wake(home, self.settings, state, report, force, secrets)  # 3
             if why_idle:  # nothing to do: no model, no snapshot pair, no log, no transcript; one index record
                 return idle.record(home, self.settings, report, why_idle, started, secrets, self.report_event)
-            with tools as self.registry, CycleLog(home.cycle_log(cycle_id), secrets) as self.log, \
-                    Transcript(home.transcript(cycle_id), secrets, self.settings.transcript_max_bytes) as transcript:
+            with (
+                tools as self.registry,
+                CycleLog(home.cycle_log(cycle_id), secrets) as self.log,
+                Transcript(home.transcript(cycle_id), secrets, self.settings.transcript_max_bytes) as transcript,
+            ):
                 self.model = transcript.recording(self.model)  # every request and reply, exactly
                 self.log(f"cycle {cycle_id} model={self.model.name} home={home.root}{swept.note}")
                 self.log(policy_line(home.root, self.settings))  # probed once, remembered in logs/
-                self._write(home.snapshot(cycle_id, "before"), before, report)                   # 4
+                self._write(home.snapshot(cycle_id, "before"), before, report)  # 4
                 self.report_event("start", cycle_id=cycle_id, model=self.model.name, task=report.task_before)
-                after, archived = self._attempt(before, report)                                   # 5
+                after, archived = self._attempt(before, report)  # 5
                 noted_before_saving = self.signals.noted  # from here a signal is only noted
                 after, moved = memory.bound_memory(after, self.settings.notes_budget, self.settings.completed_window)
                 self._archive(archived + moved, report)
-                self._write(home.snapshot(cycle_id, "after"), after, report)                     # 6
+                self._write(home.snapshot(cycle_id, "after"), after, report)  # 6
                 self._write(home.active, dict(after, last_updated=state_rules.now_iso()), report)  # 7
                 report.task_after, report.model = secrets.redact(after["current_task"]), self.model.name  # it answered
                 report.duration_s = time.monotonic() - started
                 if self.signals.noted is not noted_before_saving:
                     self.log(f"{self.signals.noted} while saving: ignored, the cycle's result was saved")
                 after_cycle(home, self.settings, report, secrets, self.log)
-                self.log(f"cycle {cycle_id} ended: {report.stop_reason} after {report.iterations} iterations, "
-                         f"exit {report.exit_code}, tokens {report.usage.as_dict()}")
+                self.log(
+                    f"cycle {cycle_id} ended: {report.stop_reason} after {report.iterations} iterations, "
+                    f"exit {report.exit_code}, tokens {report.usage.as_dict()}"
+                )
         self.report_event("end", report=report)
-        return report                                                                             # 8
+        return report  # 8
 
     def _write(self, path, state: dict, report: CycleReport) -> None:
         write_state(path, self.secrets.redact(state))
@@ -110,7 +124,9 @@ class _Run:
     def _archive(self, moved: list[memory.Archived], report: CycleReport) -> None:
         """Archive before saving: a crash in between can only duplicate a record, never lose one."""
         if moved:
-            memory.append_archive(self.home.archive, self.secrets.redact(memory.archive_records(moved, report.cycle_id)))
+            memory.append_archive(
+                self.home.archive, self.secrets.redact(memory.archive_records(moved, report.cycle_id))
+            )
             report.archived = len(moved)
             self.log(f"archived {len(moved)} item(s) to {self.home.archive.name}")
 
@@ -126,8 +142,9 @@ class _Run:
                     raise state_rules.InvariantViolation("; ".join(broken))
                 archived: list[memory.Archived] = []
                 if reason is StopReason.DONE and self.settings.reflect:
-                    after, archived, report.reflect = memory.reflect(self.model, before, after, report.usage, self.log,
-                                                                     self.limits.seconds_left(), self.secrets)
+                    after, archived, report.reflect = memory.reflect(
+                        self.model, before, after, report.usage, self.log, self.limits.seconds_left(), self.secrets
+                    )
         except (Exception, KeyboardInterrupt, Interrupted) as exc:
             after, archived, reason = copy.deepcopy(before), [], StopReason.ERROR  # failed cycles count toward stalls
             add_note(after, report.fail(exc, self.secrets))
@@ -140,11 +157,14 @@ class _Run:
         """Prompt -> model -> dispatcher until done or a limit."""
         settings, secrets, guided = self.settings, self.secrets, getattr(self.model, "guided", False)
         budgets = self.budgets
-        limits = self.limits = Limits(settings, budgets and (lambda: budgets.problem(report.usage)))  # reflect: time left
+        limits = self.limits = Limits(
+            settings, budgets and (lambda: budgets.problem(report.usage))
+        )  # reflect: time left
         ctx = ToolContext(self.home.root, settings, secrets, journal.Journal(self.home, report, secrets, self.log))
         gated = None
         if settings.approval_required or self.home.approvals.exists():  # else agent/approvals.py is never imported
             from . import approvals
+
             state = approvals.run_decided(self.home, report.cycle_id, state, self.registry, ctx, self.log)
             gated = approvals.gate(settings)
         system = prompt.system_prompt(self.rules, self.registry)
@@ -161,20 +181,34 @@ class _Run:
                 report.prompt_bytes.append(len(system.encode()) + len(user.encode()))
                 self.log(f"iteration {n}: prompt {report.prompt_bytes[-1]} bytes")
                 result = prompt.last_result(shown, n)
-                completion = limits.timed(self.model.complete, Request(
-                    system, user, action_schema, task=shown["current_task"] or None,
-                    last_result=None if result == prompt.NOTHING_YET else result, timeout=limits.seconds_left()))
+                completion = limits.timed(
+                    self.model.complete,
+                    Request(
+                        system,
+                        user,
+                        action_schema,
+                        task=shown["current_task"] or None,
+                        last_result=None if result == prompt.NOTHING_YET else result,
+                        timeout=limits.seconds_left(),
+                    ),
+                )
                 report.usage.add(completion.usage)
                 limits.count_tokens(completion.usage.total_tokens)
                 reply = secrets.redact_text(completion.shown)[:2000]  # redacted before the cut: no half key
                 self.log(f"iteration {n}: reply {reply!r} usage {completion.usage.as_dict()}")
                 for action in completion.replies():  # the text, or each native call in turn: one action each
-                    state, outcome = dispatch(state, action, self.registry, ctx, gated or (lambda name: False),
-                                              completion.cut_at, guided)
+                    state, outcome = dispatch(
+                        state, action, self.registry, ctx, gated or (lambda name: False), completion.cut_at, guided
+                    )
                     report.count(outcome.kind.action)
                     self.log(f"iteration {n}: {outcome.note}")
-                    self.report_event("iteration", n=n, max=settings.max_iterations, usage=report.usage,
-                                      outcome=outcome.redacted(secrets))
+                    self.report_event(
+                        "iteration",
+                        n=n,
+                        max=settings.max_iterations,
+                        usage=report.usage,
+                        outcome=outcome.redacted(secrets),
+                    )
                     if outcome.kind is Tag.APPROVAL:  # raises LimitReached(AWAITING_APPROVAL): later calls never run
                         approvals.park(self.home, report.cycle_id, state, outcome, secrets)
                     if outcome.done:
@@ -184,4 +218,3 @@ class _Run:
             self.log(f"stopped: {report.stopped_by(stop, secrets)}")
             add_note(state, Tag.STOPPED.line(f"{stop.reason.value}: {stop}"))
             return state, stop.reason
-

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import checks
-from .state import (COUNT_LINE, FIELDS, FIELD_SCHEMAS, RUNTIME_FIELDS, field_problem, field_size_problem,
-                    pending_counted)
 from .escape import escape_controls
 from .jsonschema import describe
-from .replies import ReplyError, clip_line as _clip, parse_reply
+from .replies import ReplyError, parse_reply
+from .replies import clip_line as _clip
 from .secrets import Secrets
+from .state import COUNT_LINE, FIELD_SCHEMAS, FIELDS, RUNTIME_FIELDS, field_problem, field_size_problem, pending_counted
 from .tags import Tag
 from .tools import Registry, ToolContext, ToolError
 
@@ -81,8 +81,10 @@ def apply_update(state: dict, args: dict, pending_added: bool = False) -> tuple[
             return state, too_large
     dodged = checks.checked_tasks_removed(state, new)
     if dodged:
-        return state, (f"task '{dodged[0]}' has an operator check: it leaves the queue only through done "
-                       f"(when the check passes) or `agent task drop`")
+        return state, (
+            f"task '{dodged[0]}' has an operator check: it leaves the queue only through done "
+            f"(when the check passes) or `agent task drop`"
+        )
     return new, None
 
 
@@ -106,9 +108,15 @@ def apply_done(state: dict, summary: str) -> dict:
     return new
 
 
-def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
-             gated: Callable[[str], bool] = lambda name: False, cut_at: int | None = None,
-             guided: bool = False) -> tuple[dict, Outcome]:
+def dispatch(
+    state: dict,
+    reply: Any,
+    registry: Registry,
+    ctx: ToolContext,
+    gated: Callable[[str], bool] = lambda name: False,
+    cut_at: int | None = None,
+    guided: bool = False,
+) -> tuple[dict, Outcome]:
     """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt).
     A valid call to a tool `gated` names is not run: it comes back as an APPROVAL outcome, not noted.
     `cut_at`: the reply was cut at this many tokens (finish_reason "length"); one that then does
@@ -118,15 +126,22 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
     try:
         action = parse_reply(reply, ctx.settings.max_reply_bytes)
     except ReplyError as exc:
-        problem = str(exc) if cut_at is None else \
-            f"the reply was cut at max_output_tokens ({cut_at}) before its JSON closed; raise max_output_tokens"
+        problem = (
+            str(exc)
+            if cut_at is None
+            else f"the reply was cut at max_output_tokens ({cut_at}) before its JSON closed; raise max_output_tokens"
+        )
         return _noted(state, Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(problem)))
     name, args = action["tool"], action.get("args", {})
     if not isinstance(name, str):
-        return _noted(state, Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {describe(name)}')))
+        return _noted(
+            state, Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {describe(name)}'))
+        )
     if name not in registry:
         listed = ", ".join(registry.names())
-        return _noted(state, Outcome(Tag.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(f"{_clip(name, 60)} (tools: {listed})"), name, args))
+        return _noted(
+            state, Outcome(Tag.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(f"{_clip(name, 60)} (tools: {listed})"), name, args)
+        )
     tool = registry[name]
     if args is None:
         args = {}
@@ -138,7 +153,9 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
         added = pending_counted(state, guided) and "pending_actions" in args
         new, refusal = apply_update(state, args, added)
         if refusal:
-            return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}"), name, args))
+            return _noted(
+                state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}"), name, args)
+            )
         grew = len(new["pending_actions"]) - len(state["pending_actions"])
         told = f"pending_actions ({grew} added to the queue)" if grew else "pending_actions (nothing new for the queue)"
         fields = ", ".join(told if added and k == "pending_actions" else k for k in args)
@@ -156,8 +173,9 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
         why = _clip(ctx.secrets.redact_text(refused), clip)
         return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))
     if gated(name):  # the note is the parker's to write: it knows the call's id
-        return copy.deepcopy(state), Outcome(Tag.APPROVAL, Tag.APPROVAL.line(f"{name}({shown_args}) needs approval"),
-                                             name, args)
+        return copy.deepcopy(state), Outcome(
+            Tag.APPROVAL, Tag.APPROVAL.line(f"{name}({shown_args}) needs approval"), name, args
+        )
     try:
         result = ctx.run(tool, args)  # journaled when it has side effects (agent/journal.py)
     except ToolError as exc:
@@ -165,9 +183,15 @@ def dispatch(state: dict, reply: Any, registry: Registry, ctx: ToolContext,
         return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))
     except Exception as exc:  # a tool's bug must not end the cycle
         why = _clip(ctx.secrets.redact_text(str(exc)), clip)
-        return _noted(state, Outcome(Tag.TOOL_ERROR,
-                                     Tag.TOOL_ERROR.line(f"{name}({shown_args}) raised {type(exc).__name__}: {why}"),
-                                     name, args))
+        return _noted(
+            state,
+            Outcome(
+                Tag.TOOL_ERROR,
+                Tag.TOOL_ERROR.line(f"{name}({shown_args}) raised {type(exc).__name__}: {why}"),
+                name,
+                args,
+            ),
+        )
     note = Tag.TOOL.line(f"{name}({shown_args}) -> {_clip(ctx.secrets.redact_text(_one_line(result)), clip)}")
     return _noted(state, Outcome(Tag.TOOL, note, name, args))
 

@@ -32,8 +32,9 @@ def wants_hook(settings: Settings, stop_reason: str) -> bool:
     return bool(settings.on_cycle_end) and (settings.notify_on is None or stop_reason in settings.notify_on)
 
 
-def run_cycle_end_hook(root: Path, settings: Settings, record: dict, secrets: Secrets,
-                       log: Callable[[str], None]) -> str | None:
+def run_cycle_end_hook(
+    root: Path, settings: Settings, record: dict, secrets: Secrets, log: Callable[[str], None]
+) -> str | None:
     """Run on_cycle_end for a cycle whose (redacted) index record is `record`, if it should run.
 
     Returns None when it succeeded or was not due, else the problem (also logged). Never raises.
@@ -43,8 +44,9 @@ def run_cycle_end_hook(root: Path, settings: Settings, record: dict, secrets: Se
     argv = list(settings.on_cycle_end or [])
     started = time.monotonic()
     try:
-        problem, output = _run(argv, root, settings.hook_timeout, json.dumps(record).encode() + b"\n",
-                               hook_env(root, record, secrets))
+        problem, output = _run(
+            argv, root, settings.hook_timeout, json.dumps(record).encode() + b"\n", hook_env(root, record, secrets)
+        )
     except Exception as exc:  # whatever it is, the cycle has ended and stays as it ended
         problem, output = f"could not run: {type(exc).__name__}: {exc}", ""
     took = time.monotonic() - started
@@ -58,8 +60,13 @@ def run_cycle_end_hook(root: Path, settings: Settings, record: dict, secrets: Se
 
 def hook_env(root: Path, record: dict, secrets: Secrets) -> dict[str, str]:
     """The environment without secrets, plus the outcome for scripts that do not read JSON."""
-    return {**secrets.child_env(), "AGENT_HOME": str(root), "AGENT_CYCLE_ID": str(record.get("cycle_id")),
-            "AGENT_STOP_REASON": str(record.get("stop_reason")), "AGENT_EXIT_CODE": str(record.get("exit_code"))}
+    return {
+        **secrets.child_env(),
+        "AGENT_HOME": str(root),
+        "AGENT_CYCLE_ID": str(record.get("cycle_id")),
+        "AGENT_STOP_REASON": str(record.get("stop_reason")),
+        "AGENT_EXIT_CODE": str(record.get("exit_code")),
+    }
 
 
 def _run(argv: list[str], root: Path, timeout: float, stdin_data: bytes, env: dict[str, str]) -> tuple[str | None, str]:
@@ -67,9 +74,18 @@ def _run(argv: list[str], root: Path, timeout: float, stdin_data: bytes, env: di
     return run_command(argv, root, timeout, stdin_data, env)
 
 
-def run_command(argv: list[str], root: Path, timeout: float, stdin_data: bytes, env: dict[str, str], *,
-                stdout_only: bool = False, keep: int = 4 * OUTPUT_QUOTED, head: bool = False,
-                timeout_name: str = "hook_timeout") -> tuple[str | None, str]:
+def run_command(
+    argv: list[str],
+    root: Path,
+    timeout: float,
+    stdin_data: bytes,
+    env: dict[str, str],
+    *,
+    stdout_only: bool = False,
+    keep: int = 4 * OUTPUT_QUOTED,
+    head: bool = False,
+    timeout_name: str = "hook_timeout",
+) -> tuple[str | None, str]:
     """(the problem or None, `keep` bytes of the command's output: its end, or with `head` its start;
     with `stdout_only` its stderr is dropped). Files, not pipes, carry the data both ways: a
     command that ignores its stdin, or leaves a child holding its stdout, can neither block the
@@ -78,9 +94,15 @@ def run_command(argv: list[str], root: Path, timeout: float, stdin_data: bytes, 
         stdin.write(stdin_data)
         stdin.seek(0)
         try:
-            process = subprocess.Popen(argv, cwd=root, env=env, stdin=stdin, stdout=output,
-                                       stderr=subprocess.DEVNULL if stdout_only else subprocess.STDOUT,
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                argv,
+                cwd=root,
+                env=env,
+                stdin=stdin,
+                stdout=output,
+                stderr=subprocess.DEVNULL if stdout_only else subprocess.STDOUT,
+                start_new_session=True,
+            )
         except FileNotFoundError:
             return f"program not found: {argv[0]}", ""
         except PermissionError:

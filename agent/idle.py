@@ -40,8 +40,9 @@ WAKE_OUTPUT_BYTES = 2000
 NOTHING_TO_DO = "nothing to do: no current task, an empty queue, nothing in the inbox"
 
 
-def wake(home: Home, settings: Settings, state: dict, report: CycleReport, force: bool,
-         secrets: Secrets) -> tuple[dict, str | None]:
+def wake(
+    home: Home, settings: Settings, state: dict, report: CycleReport, force: bool, secrets: Secrets
+) -> tuple[dict, str | None]:
     """Apply the inbox to `state` (read from active.yaml) and decide: (the state the cycle starts
     from, None) when it runs, or (that state, why it is idle) when no model is to be called.
     Sets the report's task_before."""
@@ -53,8 +54,16 @@ def wake(home: Home, settings: Settings, state: dict, report: CycleReport, force
 
         env = {**secrets.child_env(), "AGENT_HOME": str(home.root), "AGENT_CYCLE_ID": report.cycle_id}
         try:
-            problem, output = run_command(list(settings.wake_when), home.root, settings.hook_timeout, b"", env,
-                                          stdout_only=True, keep=WAKE_OUTPUT_BYTES, head=True)
+            problem, output = run_command(
+                list(settings.wake_when),
+                home.root,
+                settings.hook_timeout,
+                b"",
+                env,
+                stdout_only=True,
+                keep=WAKE_OUTPUT_BYTES,
+                head=True,
+            )
         except Exception as exc:  # whatever it is, it did not say yes
             problem, output = f"could not run: {type(exc).__name__}: {exc}", ""
         if problem is not None:
@@ -73,8 +82,12 @@ def wake_note(output: str, secrets: Secrets) -> str:
 
 
 def _has_work(home: Home, settings: Settings, state: dict) -> bool:
-    if settings.idle == "run" or state["current_task"] or state["pending_actions"] or \
-            (settings.idle == "plan" and state["goals"]):
+    if (
+        settings.idle == "run"
+        or state["current_task"]
+        or state["pending_actions"]
+        or (settings.idle == "plan" and state["goals"])
+    ):
         return True
     if journal.unfinished(home):
         return True
@@ -83,14 +96,22 @@ def _has_work(home: Home, settings: Settings, state: dict) -> bool:
     from .approvals import APPROVED, DENIED, read_approvals
 
     try:  # a call the operator approved runs, and one denied is told, before the model is asked anything
-        return any(r["status"] == APPROVED or (r["status"] == DENIED and r["handled_in"] is None)
-                   for r in read_approvals(home))
+        return any(
+            r["status"] == APPROVED or (r["status"] == DENIED and r["handled_in"] is None) for r in read_approvals(home)
+        )
     except InvalidScratchpad:  # the cycle reports it (exit 6)
         return True
 
 
-def record(home: Home, settings: Settings, report: CycleReport, why: str, started: float, secrets: Secrets,
-           report_event: Callable[..., None]) -> CycleReport:
+def record(
+    home: Home,
+    settings: Settings,
+    report: CycleReport,
+    why: str,
+    started: float,
+    secrets: Secrets,
+    report_event: Callable[..., None],
+) -> CycleReport:
     """End `report` as an idle cycle: its index record, metrics and hook; nothing else is written."""
     report.end(StopReason.IDLE)
     report.idle, report.task_after, report.duration_s = why, report.task_before, time.monotonic() - started

@@ -61,7 +61,9 @@ def apply_inbox(home: Home, state: dict) -> Applied:
         if fresh:
             for record in fresh:
                 _apply_one(result, record)
-            write_state(home.active, {**result.state, APPLIED_KEY: [r["id"] for r in fresh if isinstance(r["id"], str)]})
+            write_state(
+                home.active, {**result.state, APPLIED_KEY: [r["id"] for r in fresh if isinstance(r["id"], str)]}
+            )
         empty_inbox(home, fd)
     return result
 

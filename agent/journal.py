@@ -77,8 +77,19 @@ class Journal:
         call_id = f"{self.report.cycle_id}/{self.count}"
         args = self.secrets.redact(args)
         kept = args if len(json.dumps(args, ensure_ascii=False).encode()) <= ARGS_KEPT_BYTES else shown(tool, args)
-        append_jsonl(self.path, [{"call": call_id, "event": INTENT, "cycle_id": self.report.cycle_id, "tool": tool,
-                                  "args": kept, "at": _now()}])  # a disk error here: the call is not made
+        append_jsonl(
+            self.path,
+            [
+                {
+                    "call": call_id,
+                    "event": INTENT,
+                    "cycle_id": self.report.cycle_id,
+                    "tool": tool,
+                    "args": kept,
+                    "at": _now(),
+                }
+            ],
+        )  # a disk error here: the call is not made
         self.log(f"journal: call {call_id} {shown(tool, args)} started")
         try:
             result = call()
@@ -117,11 +128,15 @@ def note_interrupted(home: Home, settings: Settings, state: dict, report: CycleR
 
     call_id, tool, args = str(record.get("call")), record["tool"], record.get("args")
     parked = park_call(home, report.cycle_id, tool, args) if gate(settings)(tool) and isinstance(args, dict) else None
-    append_jsonl(journal_file(home), [{"call": call_id, "event": INTERRUPTED, "noted_in": report.cycle_id,
-                                       "approval": parked, "at": _now()}])
+    append_jsonl(
+        journal_file(home),
+        [{"call": call_id, "event": INTERRUPTED, "noted_in": report.cycle_id, "approval": parked, "at": _now()}],
+    )
     _listed(report, call_id, tool, INTERRUPTED)
-    text = (f"call {call_id} {shown(tool, args)} may or may not have completed: the cycle running it ended "
-            f"before it returned, and it is not run again on its own")
+    text = (
+        f"call {call_id} {shown(tool, args)} may or may not have completed: the cycle running it ended "
+        f"before it returned, and it is not run again on its own"
+    )
     if parked:
         text += f"; parked for the operator as call {parked} (agent approve {parked} runs it again)"
     state = dict(state)

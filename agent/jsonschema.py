@@ -97,7 +97,6 @@ def describe(value: Any) -> str:
     return f"{type(value).__name__} {text}"
 
 
-
 _PY_TO_JSON = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 

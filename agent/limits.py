@@ -18,8 +18,9 @@ from .providers.base import ModelTimeout
 # An A/B/A/B alternation over this many actions counts as repeating oneself.
 ALTERNATION_SPAN = 4
 
-SAME_ACTION_WARNING = ("WARNING: you sent the same action twice in a row. Its result is in the notes; "
-                       "do something else or call done.")
+SAME_ACTION_WARNING = (
+    "WARNING: you sent the same action twice in a row. Its result is in the notes; do something else or call done."
+)
 
 
 def action_key(tool: str | None, args: Any) -> str | None:
@@ -35,8 +36,12 @@ def action_key(tool: str | None, args: Any) -> str | None:
 class Limits:
     """Iterations, unparseable replies, tokens, time, repeats and spending of one cycle."""
 
-    def __init__(self, settings: Settings, budget_problem: Callable[[], str | None] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        settings: Settings,
+        budget_problem: Callable[[], str | None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.settings = settings
         self.clock = clock
         self.deadline = None if settings.time_budget is None else clock() + settings.time_budget
@@ -87,10 +92,17 @@ class Limits:
         if len(last) == n and last[0] is not None and len(set(last)) == 1:
             raise LimitReached(StopReason.REPEATED_ACTION, f"the same action was sent {n} times in a row")
         span = self.recent[-ALTERNATION_SPAN:]
-        if (len(span) == ALTERNATION_SPAN and None not in span and span[0] != span[1]
-                and span[0::2] == [span[0]] * (ALTERNATION_SPAN // 2) and span[1::2] == [span[1]] * (ALTERNATION_SPAN // 2)):
-            raise LimitReached(StopReason.REPEATED_ACTION, "the model alternated between the same two actions "
-                                                           f"{ALTERNATION_SPAN} times")
+        if (
+            len(span) == ALTERNATION_SPAN
+            and None not in span
+            and span[0] != span[1]
+            and span[0::2] == [span[0]] * (ALTERNATION_SPAN // 2)
+            and span[1::2] == [span[1]] * (ALTERNATION_SPAN // 2)
+        ):
+            raise LimitReached(
+                StopReason.REPEATED_ACTION,
+                f"the model alternated between the same two actions {ALTERNATION_SPAN} times",
+            )
 
     def warnings(self) -> list[str]:
         """What the next prompt should warn the model about."""

@@ -86,7 +86,7 @@ def apply_curation(state: dict, instruction: str) -> tuple[dict, list[Archived]]
     new = copy.deepcopy(state)
     text = instruction.strip()
     if text.upper().startswith("APPEND:"):
-        addition = text[len("APPEND:"):].strip()
+        addition = text[len("APPEND:") :].strip()
         if addition:
             new["notes"] = f"{new['notes']}\n{addition}" if new["notes"] else addition
         return new, []
@@ -115,20 +115,38 @@ def curate_tool():
     return Tool(
         name="curate_notes",
         description='New notes: "APPEND: text", a replacement text, or "CLEAR".',
-        args_schema={"type": "object", "properties": {"notes": {"type": "string"}}, "required": ["notes"],
-                     "additionalProperties": False},
+        args_schema={
+            "type": "object",
+            "properties": {"notes": {"type": "string"}},
+            "required": ["notes"],
+            "additionalProperties": False,
+        },
     )
 
 
 def reflect_prompt(state: dict) -> str:
-    return "\n".join(["## Scratchpad", "", "```yaml", dump_yaml(state).rstrip(), "```", "",
-                      "Curate the notes now. Reply with one JSON action."]) + "\n"
+    return (
+        "\n".join(
+            [
+                "## Scratchpad",
+                "",
+                "```yaml",
+                dump_yaml(state).rstrip(),
+                "```",
+                "",
+                "Curate the notes now. Reply with one JSON action.",
+            ]
+        )
+        + "\n"
+    )
 
 
 def archive_records(items: Iterable[Archived], cycle_id: str) -> list[dict]:
     stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    return [{"cycle_id": cycle_id, "archived_at": stamp, "kind": item.kind, "reason": item.reason,
-             "value": item.value} for item in items]
+    return [
+        {"cycle_id": cycle_id, "archived_at": stamp, "kind": item.kind, "reason": item.reason, "value": item.value}
+        for item in items
+    ]
 
 
 def append_archive(path, records: list[dict]) -> None:
@@ -140,8 +158,15 @@ def read_archive(path) -> list[dict]:
     return read_jsonl(path, "kind")
 
 
-def reflect(model: Any, before: dict, state: dict, usage: Any, log: Callable[[str], None],
-            timeout: float | None = None, secrets: Secrets | None = None) -> tuple[dict, list[Archived], str]:
+def reflect(
+    model: Any,
+    before: dict,
+    state: dict,
+    usage: Any,
+    log: Callable[[str], None],
+    timeout: float | None = None,
+    secrets: Secrets | None = None,
+) -> tuple[dict, list[Archived], str]:
     """After done: one more model call that curates notes, within `timeout` seconds (the time budget
     left; None: no budget). Returns (state, archived, status). The model is shown the state with
     `secrets` redacted, like every prompt of the loop.
@@ -151,8 +176,15 @@ def reflect(model: Any, before: dict, state: dict, usage: Any, log: Callable[[st
     tool = curate_tool()
     redact = secrets.redact if secrets else (lambda value: value)
     try:
-        completion = model.complete(Request(REFLECT_RULES, reflect_prompt(redact(state)), {"anyOf": [tool.action_schema()]},
-                                            timeout=timeout, purpose="reflect"))
+        completion = model.complete(
+            Request(
+                REFLECT_RULES,
+                reflect_prompt(redact(state)),
+                {"anyOf": [tool.action_schema()]},
+                timeout=timeout,
+                purpose="reflect",
+            )
+        )
         usage.add(completion.usage)
         log(f"reflect: reply {redact(completion.shown)[:2000]!r}")  # redacted before the cut: no half key
         action = parse_reply(completion.replies()[0])  # the text, or the first native call

@@ -71,25 +71,49 @@ def metrics_text(home: str, record: dict, recent: list[dict]) -> str:
     families: list[tuple[str, str, Iterable[tuple[dict, Any]]]] = [
         ("last_cycle_timestamp_seconds", "Unix time the last cycle ended.", [({}, ended_at(record))]),
         ("last_cycle_exit_code", "Exit code of the last cycle.", [({}, record.get("exit_code"))]),
-        ("last_cycle_stop_reason", "1 for the stop reason the last cycle ended with, 0 for the others.",
-         [({"reason": r.value}, int(record.get("stop_reason") == r.value)) for r in StopReason]),
-        ("last_cycle_model", "1, labelled with the model of the last cycle (with fallback_models: the one that "
-         "answered).", [({"model": str(record.get("model"))}, 1)]),
+        (
+            "last_cycle_stop_reason",
+            "1 for the stop reason the last cycle ended with, 0 for the others.",
+            [({"reason": r.value}, int(record.get("stop_reason") == r.value)) for r in StopReason],
+        ),
+        (
+            "last_cycle_model",
+            "1, labelled with the model of the last cycle (with fallback_models: the one that answered).",
+            [({"model": str(record.get("model"))}, 1)],
+        ),
         ("last_cycle_iterations", "Model calls the last cycle made in its loop.", [({}, record.get("iterations"))]),
-        ("last_cycle_tokens", "Tokens the last cycle used, by kind.",
-         [({"kind": kind}, usage.get(f"{kind}_tokens")) for kind in ("prompt", "completion", "cached")]),
-        ("last_cycle_cost", "What the last cycle's model calls cost, in the unit of the configured prices.",
-         [({}, record.get("cost"))]),
+        (
+            "last_cycle_tokens",
+            "Tokens the last cycle used, by kind.",
+            [({"kind": kind}, usage.get(f"{kind}_tokens")) for kind in ("prompt", "completion", "cached")],
+        ),
+        (
+            "last_cycle_cost",
+            "What the last cycle's model calls cost, in the unit of the configured prices.",
+            [({}, record.get("cost"))],
+        ),
         ("last_cycle_duration_seconds", "Seconds the last cycle took.", [({}, record.get("duration_s"))]),
-        ("consecutive_failures", "Newest cycles in a row that failed (stop reason error).",
-         [({}, consecutive(recent, StopReason.ERROR.value))]),
-        ("consecutive_stalls", "Newest cycles in a row that ended stalled.",
-         [({}, consecutive(recent, StopReason.STALLED.value))]),
-        ("pending_approvals", "Tool calls parked until the operator approves or denies them.",
-         [({}, pending_approvals(record))]),
-        ("oldest_pending_approval_timestamp_seconds", "Unix time the oldest pending parked call was parked "
-         "(its age: time() minus this); no series when none waits.",
-         [({}, _unix_time(record.get("oldest_pending_approval")))]),
+        (
+            "consecutive_failures",
+            "Newest cycles in a row that failed (stop reason error).",
+            [({}, consecutive(recent, StopReason.ERROR.value))],
+        ),
+        (
+            "consecutive_stalls",
+            "Newest cycles in a row that ended stalled.",
+            [({}, consecutive(recent, StopReason.STALLED.value))],
+        ),
+        (
+            "pending_approvals",
+            "Tool calls parked until the operator approves or denies them.",
+            [({}, pending_approvals(record))],
+        ),
+        (
+            "oldest_pending_approval_timestamp_seconds",
+            "Unix time the oldest pending parked call was parked "
+            "(its age: time() minus this); no series when none waits.",
+            [({}, _unix_time(record.get("oldest_pending_approval")))],
+        ),
     ]
     lines = []
     for name, help_text, samples in families:

@@ -106,8 +106,9 @@ def _compact(state: dict) -> dict:
     return {k: v for k, v in state.items() if v not in (None, "", [], {}) and k != "last_updated"}
 
 
-def user_prompt(state: dict, iteration: int, max_iterations: int, warnings: list[str] | None = None,
-                guided: bool = False) -> str:
+def user_prompt(
+    state: dict, iteration: int, max_iterations: int, warnings: list[str] | None = None, guided: bool = False
+) -> str:
     """The changing part: the scratchpad as YAML, then where this iteration stands.
 
     For a `guided` model the pending actions show as a count while there is a current task: the
@@ -119,8 +120,15 @@ def user_prompt(state: dict, iteration: int, max_iterations: int, warnings: list
         compact["pending_actions"] = count_line(state)
     scratchpad = dump_yaml(compact).rstrip() if compact else "(empty)"
     result = last_result(state, iteration)
-    lines = ["## Scratchpad", "", scratchpad, "", f"Iteration {iteration} of {max_iterations}.",
-             f"Task: {state.get('current_task') or 'none'}", f"Last result: {result}"]
+    lines = [
+        "## Scratchpad",
+        "",
+        scratchpad,
+        "",
+        f"Iteration {iteration} of {max_iterations}.",
+        f"Task: {state.get('current_task') or 'none'}",
+        f"Last result: {result}",
+    ]
     lines.extend(warnings or [])
     if iteration >= max_iterations:
         lines.append("Now: this is the LAST iteration: call done with a summary of what was done.")
@@ -158,8 +166,11 @@ def split_examples(system: str) -> tuple[str, list[tuple[str, str]]]:
         except ValueError:
             return system, []
         task, result = match["task"].strip(), match["result"].strip()
-        state = {"current_task": None if task == "none" else task, "pending_actions": [],
-                 "notes": "" if result == NOTHING_YET else result}
+        state = {
+            "current_task": None if task == "none" else task,
+            "pending_actions": [],
+            "notes": "" if result == NOTHING_YET else result,
+        }
         iteration = 1 if result == NOTHING_YET else 2
         turns.append((user_prompt(state, iteration, 10), json.dumps(action)))
     rest = system[:start] + ("" if following < 0 else system[following:])
@@ -174,6 +185,7 @@ def chat_messages(system: str, user: str) -> list[dict]:
         messages += [{"role": "user", "content": example_user}, {"role": "assistant", "content": example_reply}]
     messages.append({"role": "user", "content": user})
     return messages
+
 
 # ------------------------------------------------------------------------- fitting the prompt
 # Legal updates can leave a state whose prompt no endpoint accepts (six 60,000-character completed
@@ -190,7 +202,7 @@ def clip_text(text: str, cap: int) -> str:
     if len(text) <= cap:
         return text
     half = cap // 2
-    return f"{text[:half]}[... {len(text) - 2 * half} characters clipped ...]{text[len(text) - half:]}"
+    return f"{text[:half]}[... {len(text) - 2 * half} characters clipped ...]{text[len(text) - half :]}"
 
 
 def clip_strings(value: Any, cap: int) -> Any:
@@ -202,8 +214,9 @@ def clip_strings(value: Any, cap: int) -> Any:
     return clip_text(value, cap) if isinstance(value, str) else value
 
 
-def fitted_user_prompt(system: str, state: dict, iteration: int, settings: Any, warnings: list[str] | None = None,
-                       guided: bool = False) -> str:
+def fitted_user_prompt(
+    system: str, state: dict, iteration: int, settings: Any, warnings: list[str] | None = None, guided: bool = False
+) -> str:
     """`user_prompt`, clipped so that system + user fit `prompt_max_bytes` (when they can at all)."""
     max_iterations, max_bytes, warnings = settings.max_iterations, settings.prompt_max_bytes, list(warnings or [])
     user = user_prompt(state, iteration, max_iterations, warnings, guided)
@@ -211,8 +224,10 @@ def fitted_user_prompt(system: str, state: dict, iteration: int, settings: Any, 
     full = len(user.encode())
     if full <= room:
         return user
-    note = (f"Note: the scratchpad is too large for one prompt ({full} bytes; prompt_max_bytes is {max_bytes}): "
-            f"long values are shown clipped. Keep notes and tasks short.")
+    note = (
+        f"Note: the scratchpad is too large for one prompt ({full} bytes; prompt_max_bytes is {max_bytes}): "
+        f"long values are shown clipped. Keep notes and tasks short."
+    )
     cap = max(SMALLEST_CLIP, room // 4)
     while True:
         user = user_prompt(clip_strings(state, cap), iteration, max_iterations, [*warnings, note], guided)

@@ -45,8 +45,10 @@ def describe(edit: dict) -> str:
 def _pick(items: list, number: Any, what: str) -> int:
     """The list index of item NUMBER (counted from 1), or a usage error naming the valid range."""
     if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= len(items):
-        raise UsageError(f"there is no {what} {number}: " + (f"they are numbered 1 to {len(items)}" if items
-                                                                else f"the {what} list is empty"))
+        raise UsageError(
+            f"there is no {what} {number}: "
+            + (f"they are numbered 1 to {len(items)}" if items else f"the {what} list is empty")
+        )
     return number - 1
 
 

@@ -98,8 +98,9 @@ def call_action(call: ToolCall, max_bytes: int | None = None) -> dict:
         except RecursionError:
             raise ReplyError(f"tool call {name}: arguments are nested too deeply") from None
         except ValueError as exc:
-            raise ReplyError(f"tool call {name}: arguments are not valid JSON ({exc}): "
-                             f"{clip_line(call.arguments, 120)!r}") from None
+            raise ReplyError(
+                f"tool call {name}: arguments are not valid JSON ({exc}): {clip_line(call.arguments, 120)!r}"
+            ) from None
     if not isinstance(args, dict):
         raise ReplyError(f"tool call {name}: arguments must be a JSON object, got {describe(args)}")
     action = {"tool": call.name, "args": args}
@@ -120,7 +121,7 @@ def fenced_blocks(text: str) -> Iterator[str]:
         end = text.find(_FENCE, start + len(_FENCE))
         if end < 0:
             return
-        block = text[start + len(_FENCE): end]
+        block = text[start + len(_FENCE) : end]
         if block[:4] in ("json", "JSON"):
             block = block[4:]
         yield block
@@ -167,7 +168,7 @@ def objects_in(text: str) -> Iterator[Any]:
         if attempts > MAX_DECODE_ATTEMPTS or chars_left < 0:
             return
         try:
-            value = decode_span(text[start: end + 1])
+            value = decode_span(text[start : end + 1])
         except (ValueError, RecursionError):
             continue
         decoded_until = end

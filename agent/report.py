@@ -5,17 +5,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .providers.base import Usage
 from .outcomes import StopReason
+from .providers.base import Usage
 from .secrets import Secrets
 from .tags import Tag
 
 
 def killed_notes(cycle_id: str | None) -> list[str]:
     """The note a cycle starts with when the one before it (`cycle_id`) died before saving."""
-    return [] if cycle_id is None else [Tag.CYCLE_FAILED.line(
-        f"cycle {cycle_id} was killed before it saved anything: by a signal no process can catch (SIGKILL, an "
-        f"out-of-memory kill) or a power loss; the state is as it read it (its log: logs/cycle_{cycle_id}.log)")]
+    return (
+        []
+        if cycle_id is None
+        else [
+            Tag.CYCLE_FAILED.line(
+                f"cycle {cycle_id} was killed before it saved anything: by a signal no process can catch (SIGKILL, an "
+                f"out-of-memory kill) or a power loss; the state is as it read it (its log: logs/cycle_{cycle_id}.log)"
+            )
+        ]
+    )
 
 
 @dataclass
@@ -50,8 +57,9 @@ class CycleReport:
         error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
         self.error = secrets.redact_text(f"{kind}: {error}")
         self.end(StopReason.ERROR)
-        return Tag.CYCLE_FAILED.line(f"cycle {self.cycle_id}: {kind}: {error} "
-                                     f"(traceback in logs/cycle_{self.cycle_id}.log)")
+        return Tag.CYCLE_FAILED.line(
+            f"cycle {self.cycle_id}: {kind}: {error} (traceback in logs/cycle_{self.cycle_id}.log)"
+        )
 
     def stopped_by(self, stop: Exception, secrets: Secrets) -> str:
         """Keep what a limit said when it stopped the loop (--quiet prints it for exits 8 and 10)."""
@@ -63,12 +71,24 @@ class CycleReport:
 
     def as_dict(self) -> dict:
         return {
-            "cycle_id": self.cycle_id, "started": self.started, "duration_s": round(self.duration_s, 3),
-            "model": self.model, "stop_reason": self.stop_reason, "exit_code": self.exit_code,
-            "iterations": self.iterations, "task_before": self.task_before, "task_after": self.task_after,
-            "usage": self.usage.as_dict(), "files": self.files, "error": self.error,
-            "archived": self.archived, "reflect": self.reflect, "actions": self.actions,
-            "cost": self.cost, "idle": self.idle, "calls": self.calls,
+            "cycle_id": self.cycle_id,
+            "started": self.started,
+            "duration_s": round(self.duration_s, 3),
+            "model": self.model,
+            "stop_reason": self.stop_reason,
+            "exit_code": self.exit_code,
+            "iterations": self.iterations,
+            "task_before": self.task_before,
+            "task_after": self.task_after,
+            "usage": self.usage.as_dict(),
+            "files": self.files,
+            "error": self.error,
+            "archived": self.archived,
+            "reflect": self.reflect,
+            "actions": self.actions,
+            "cost": self.cost,
+            "idle": self.idle,
+            "calls": self.calls,
         }
 
     def index_record(self) -> dict:

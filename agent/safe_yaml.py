@@ -35,8 +35,12 @@ class FileRefused(ValueError):
         self.path, self.problem = path, problem
 
 
-_FILE_KINDS = {stat.S_ISFIFO: "a named pipe (FIFO)", stat.S_ISSOCK: "a socket",
-               stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device"}
+_FILE_KINDS = {
+    stat.S_ISFIFO: "a named pipe (FIFO)",
+    stat.S_ISSOCK: "a socket",
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+}
 
 
 def _refuse_unless_regular(path: Path, mode: int) -> None:
@@ -78,7 +82,9 @@ def read_text_file(path: Path, what: str, limit: int) -> str | None:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise FileRefused(path, f"is not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x}); is it binary?") from exc
+        raise FileRefused(
+            path, f"is not UTF-8 text (byte {exc.start} is {raw[exc.start]:#04x}); is it binary?"
+        ) from exc
 
 
 # ---------------------------------------------------------------------------------------- YAML
@@ -102,8 +108,10 @@ def _construct_mapping_once(loader: _StrictSafeLoader, node: yaml.MappingNode) -
         with contextlib.suppress(TypeError):  # unhashable keys are refused by construct_mapping
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"found duplicate key {key!r}", key_node.start_mark,
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
                 )
             seen.add(key)
     return loader.construct_mapping(node, deep=True)
@@ -164,15 +172,20 @@ def _check_shape(text: str) -> None:
                     if event.anchor is not None:
                         anchored[event.anchor] = 1
                 elif any(anchor == event.anchor for anchor, _ in frames):
-                    raise YAMLShapeError(f"alias *{event.anchor} is inside its own anchor (recursive structures "
-                                         "are not allowed)", event.start_mark)
+                    raise YAMLShapeError(
+                        f"alias *{event.anchor} is inside its own anchor (recursive structures are not allowed)",
+                        event.start_mark,
+                    )
                 else:
                     size = anchored.get(event.anchor, 1)  # an undefined alias is reported by the loader
                 if frames:
                     frames[-1][1] += size
                     if frames[-1][1] > written + MAX_ALIAS_EXPANSION:
-                        raise YAMLShapeError(f"aliases expand to over {MAX_ALIAS_EXPANSION:,} more values than the "
-                                             "file holds (an alias bomb?)", event.start_mark)
+                        raise YAMLShapeError(
+                            f"aliases expand to over {MAX_ALIAS_EXPANSION:,} more values than the "
+                            "file holds (an alias bomb?)",
+                            event.start_mark,
+                        )
     finally:
         loader.dispose()
 

@@ -26,8 +26,8 @@ def base64_cores(data: bytes, alphabet: str) -> list[str]:
     cores = []
     for pad in range(3):
         text = encode(b"\0" * pad + data).decode("ascii")
-        first = -(-8 * pad // 6)                      # first character made only of data bits
-        last = (8 * (pad + len(data))) // 6            # one past the last such character
+        first = -(-8 * pad // 6)  # first character made only of data bits
+        last = (8 * (pad + len(data))) // 6  # one past the last such character
         cores.append(text[first:last])
     return cores
 

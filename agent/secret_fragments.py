@@ -29,7 +29,7 @@ class Fragments:
         self._index: dict[str, list[tuple[int, int]]] = {}
         for number, secret in enumerate(self.texts):
             for offset in range(len(secret) - PROBE + 1):
-                self._index.setdefault(secret[offset:offset + PROBE], []).append((number, offset))
+                self._index.setdefault(secret[offset : offset + PROBE], []).append((number, offset))
 
     def __bool__(self) -> bool:
         return bool(self.texts)
@@ -65,7 +65,7 @@ class Fragments:
         """(start, end, secret number) of each fragment found, extended as far as it matches."""
         seen: set[tuple[int, int]] = set()
         for probe in range(0, len(text) - PROBE + 1, STRIDE):
-            for number, offset in self._index.get(text[probe:probe + PROBE], ()):
+            for number, offset in self._index.get(text[probe : probe + PROBE], ()):
                 start, end = _extend(text, probe, self.texts[number], offset)
                 if end - start >= FRAGMENT and (start, end) not in seen:
                     seen.add((start, end))

@@ -39,12 +39,41 @@ MIN_SECRET_LENGTH = 8
 MIN_NAMED_SECRET_LENGTH = 4
 
 # What people put in the key variable for servers that ignore it (compared without case).
-PLACEHOLDER_KEYS = frozenset({
-    "anything", "lm-studio", "lmstudio", "ollama", "none", "null", "empty", "dummy", "sk-dummy",
-    "sk-no-key-required", "no-key", "nokey", "no-key-required", "not-needed", "notneeded",
-    "placeholder", "sk-placeholder", "sk-xxx", "sk-xxxx", "changeme", "token-abc123", "local",
-    "llama.cpp", "llamacpp", "vllm", "sk-local", "sk-1234", "test", "key", "secret", "password",
-})
+PLACEHOLDER_KEYS = frozenset(
+    {
+        "anything",
+        "lm-studio",
+        "lmstudio",
+        "ollama",
+        "none",
+        "null",
+        "empty",
+        "dummy",
+        "sk-dummy",
+        "sk-no-key-required",
+        "no-key",
+        "nokey",
+        "no-key-required",
+        "not-needed",
+        "notneeded",
+        "placeholder",
+        "sk-placeholder",
+        "sk-xxx",
+        "sk-xxxx",
+        "changeme",
+        "token-abc123",
+        "local",
+        "llama.cpp",
+        "llamacpp",
+        "vllm",
+        "sk-local",
+        "sk-1234",
+        "test",
+        "key",
+        "secret",
+        "password",
+    }
+)
 
 # The key sent to a loopback endpoint when none is set (local servers ignore it); never redacted.
 NO_KEY_PLACEHOLDER = "sk-no-key-required"
@@ -111,14 +140,17 @@ def api_key(settings: Any, env: Mapping[str, str]) -> str:
     key = env.get(name, "").strip()
     bad = _CONTROL.search(key)
     if bad:
-        raise UsageError(f"the environment variable {name} holds a control character ({bad.group()!r}) inside "
-                         f"the API key at position {bad.start()}; set it to the key alone")
+        raise UsageError(
+            f"the environment variable {name} holds a control character ({bad.group()!r}) inside "
+            f"the API key at position {bad.start()}; set it to the key alone"
+        )
     if key:
         return key
     if is_loopback_url(model_base_url(settings, env)):
         return NO_KEY_PLACEHOLDER
-    raise UsageError(f"the openai provider needs an API key: set the environment variable {name} "
-                     f"(a loopback base_url needs none)")
+    raise UsageError(
+        f"the openai provider needs an API key: set the environment variable {name} (a loopback base_url needs none)"
+    )
 
 
 def request_headers(settings: Any) -> dict[str, str]:
@@ -137,8 +169,9 @@ class Secrets:
 
     def __init__(self, values: Iterable[str] = (), names: Iterable[str] = ()):
         self.names = frozenset(names)
-        self.values = tuple(sorted({v for v in values if v and len(v) >= MIN_NAMED_SECRET_LENGTH},
-                                   key=len, reverse=True))
+        self.values = tuple(
+            sorted({v for v in values if v and len(v) >= MIN_NAMED_SECRET_LENGTH}, key=len, reverse=True)
+        )
         found: dict[str, str] = {}
         for value in self.values:
             found.update({value: "raw"} if len(value) < MIN_SECRET_LENGTH else forms(value))
@@ -225,5 +258,8 @@ class Secrets:
         OPENAI_BASE_URL with `user:pass@` goes too).
         """
         env = os.environ if env is None else env
-        return {k: v for k, v in env.items()
-                if k not in self.names and not SECRET_NAME.search(k) and not any(s in v for s in self.values)}
+        return {
+            k: v
+            for k, v in env.items()
+            if k not in self.names and not SECRET_NAME.search(k) and not any(s in v for s in self.values)
+        }

@@ -55,8 +55,9 @@ def check_constraints(name: str, value: object, rules: Mapping[str, Any]) -> Non
     unit, minimum, above, maximum = rules.get("unit"), rules.get("minimum"), rules.get("above"), rules.get("maximum")
     units = f" {unit}" if unit else ""
     if minimum is not None and maximum is not None and not minimum <= value <= maximum:
-        raise UsageError(f"setting '{name}' must be between {_shown(minimum)} and {_shown(maximum)}{units}, "
-                         f"got {value!r}")
+        raise UsageError(
+            f"setting '{name}' must be between {_shown(minimum)} and {_shown(maximum)}{units}, got {value!r}"
+        )
     if above is not None and value <= above:
         raise UsageError(f"setting '{name}' must be greater than {_shown(above)}, got {value!r}")
     if minimum is not None and value < minimum:
@@ -81,8 +82,10 @@ def check_prices(prices: dict[str, dict[str, float]]) -> None:
     """Each model's price: exactly `input` and `output`, each a number of 0 or more (per million tokens)."""
     for model, price in prices.items():
         if set(price) != set(PRICE_KEYS):
-            raise UsageError(f"setting 'prices.{model}' must have exactly the keys input and output "
-                             f"(price per million tokens), got {', '.join(map(str, price)) or 'none'}")
+            raise UsageError(
+                f"setting 'prices.{model}' must have exactly the keys input and output "
+                f"(price per million tokens), got {', '.join(map(str, price)) or 'none'}"
+            )
         for key in PRICE_KEYS:
             if not math.isfinite(price[key]) or price[key] < 0:
                 raise UsageError(f"setting 'prices.{model}.{key}' must be a number of 0 or more, got {price[key]!r}")
@@ -92,8 +95,10 @@ def check_mcp_server(name: str, server: dict) -> None:
     """What MCP_SERVER_SCHEMA cannot say about one server: its name, an empty command, NUL bytes."""
     key = f"mcp_servers.{name}"
     if not MCP_SERVER_NAME.fullmatch(name):
-        raise UsageError(f"setting 'mcp_servers': server name {name!r} must be up to 32 letters, digits, '_' or '-', "
-                         f"starting with a letter (it prefixes its tools' names)")
+        raise UsageError(
+            f"setting 'mcp_servers': server name {name!r} must be up to 32 letters, digits, '_' or '-', "
+            f"starting with a letter (it prefixes its tools' names)"
+        )
     if not server["command"].strip():
         raise UsageError(f"setting '{key}.command' is empty; name the program that starts the server")
     for variable in server.get("env", {}):
@@ -105,13 +110,29 @@ def check_mcp_server(name: str, server: dict) -> None:
 
 
 # fallback_models: a model name, or a mapping with its own endpoint and key variable.
-FALLBACK_MODELS_SCHEMA = {"type": "array", "items": {"anyOf": [
-    {"type": "string"},
-    {"type": "object", "required": ["model"], "additionalProperties": False,
-     "properties": {k: {"type": "string"} for k in ("model", "base_url", "api_key_env")}}]}}
+FALLBACK_MODELS_SCHEMA = {
+    "type": "array",
+    "items": {
+        "anyOf": [
+            {"type": "string"},
+            {
+                "type": "object",
+                "required": ["model"],
+                "additionalProperties": False,
+                "properties": {k: {"type": "string"} for k in ("model", "base_url", "api_key_env")},
+            },
+        ]
+    },
+}
 MODEL_BUDGET_KEYS = ("daily_tokens", "monthly_tokens", "daily_cost", "monthly_cost")
-MODEL_BUDGETS_SCHEMA = {"type": "object", "additionalProperties": {
-    "type": "object", "additionalProperties": False, "properties": {k: {"type": "number"} for k in MODEL_BUDGET_KEYS}}}
+MODEL_BUDGETS_SCHEMA = {
+    "type": "object",
+    "additionalProperties": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {k: {"type": "number"} for k in MODEL_BUDGET_KEYS},
+    },
+}
 
 
 def check_model_settings(fallback_models: list, model_budgets: dict) -> None:
@@ -119,10 +140,12 @@ def check_model_settings(fallback_models: list, model_budgets: dict) -> None:
     for n, entry in enumerate(fallback_models, 1):
         values = [entry] if isinstance(entry, str) else list(entry.values())
         if not all(v.strip() for v in values):
-            raise UsageError(f"setting 'fallback_models': entry {n} has an empty value; name a model, "
-                             f"e.g. openai:gpt-4o-mini")
+            raise UsageError(
+                f"setting 'fallback_models': entry {n} has an empty value; name a model, e.g. openai:gpt-4o-mini"
+            )
     for model, limits in model_budgets.items():
         for key, value in limits.items():
             if not (math.isfinite(value) and value > 0):
-                raise UsageError(f"setting 'model_budgets': {model}.{key} must be a number greater than 0, "
-                                 f"got {value!r}")
+                raise UsageError(
+                    f"setting 'model_budgets': {model}.{key} must be a number greater than 0, got {value!r}"
+                )

@@ -23,8 +23,11 @@ from .secrets import Secrets
 from .store.home import Home, index_newest_first
 from .tags import Tag
 
-NOT_COUNTED = {StopReason.AWAITING_APPROVAL.value, StopReason.BUDGET_EXHAUSTED.value,
-               StopReason.IDLE.value}  # idle: the model was not asked, so it did not fail to advance
+NOT_COUNTED = {
+    StopReason.AWAITING_APPROVAL.value,
+    StopReason.BUDGET_EXHAUSTED.value,
+    StopReason.IDLE.value,
+}  # idle: the model was not asked, so it did not fail to advance
 STREAK_READ_CAP = 1000  # index records read back at most: a longer streak is counted as this long
 
 
@@ -75,5 +78,10 @@ def stall_status(records: Iterable[dict], task: Any, stall_cycles: int) -> dict 
     cycles = streak_newest_first(records, task)[0] if task is not None else 0
     if not cycles:
         return None
-    return {"task": task, "cycles": cycles, "stall_cycles": stall_cycles, "stalled": cycles >= stall_cycles,
-            "text": stall_text(task, cycles)}
+    return {
+        "task": task,
+        "cycles": cycles,
+        "stall_cycles": stall_cycles,
+        "stalled": cycles >= stall_cycles,
+        "text": stall_text(task, cycles),
+    }

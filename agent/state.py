@@ -134,8 +134,7 @@ def _non_string_keys(value: Any) -> list[tuple[str, Any]]:
 def _key_problem(where: str, key: Any) -> str:
     shown = key.isoformat() if isinstance(key, (_dt.date, _dt.datetime)) else repr(key)
     place = f" in '{where}'" if where else ""
-    return (f"key {shown}{place} is not a string but {_a(type(key).__name__)}; "
-            f"quote it in the YAML ('{shown}': ...)")
+    return f"key {shown}{place} is not a string but {_a(type(key).__name__)}; quote it in the YAML ('{shown}': ...)"
 
 
 def _a(noun: str) -> str:

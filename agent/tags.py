@@ -44,7 +44,7 @@ class Tag(str, enum.Enum):
         if line.startswith("["):
             for tag in cls:
                 if line.startswith(tag.value):
-                    return tag, line[len(tag.value):].lstrip()
+                    return tag, line[len(tag.value) :].lstrip()
         return None, line
 
     @property

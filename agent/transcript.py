@@ -54,13 +54,17 @@ class Transcript:
 
     def add(self, request: Request, completion: Completion | None, elapsed: float, error: str | None = None) -> None:
         self.calls += 1
-        record: dict[str, Any] = {"call": self.calls, "purpose": request.purpose,
-                                  "messages": sent_messages(request, completion)}
+        record: dict[str, Any] = {
+            "call": self.calls,
+            "purpose": request.purpose,
+            "messages": sent_messages(request, completion),
+        }
         if completion is not None and completion.tools is not None:
             record["tools"] = completion.tools  # the function definitions, exactly as sent
         if completion is not None:
-            record.update(reply=completion.text, finish_reason=completion.finish_reason,
-                          usage=completion.usage.as_dict())
+            record.update(
+                reply=completion.text, finish_reason=completion.finish_reason, usage=completion.usage.as_dict()
+            )
             if completion.calls:
                 record["tool_calls"] = [call.as_sent() for call in completion.calls]  # arguments as received
         else:
@@ -74,8 +78,15 @@ class Transcript:
         line = json.dumps(record, ensure_ascii=False) + "\n"
         size = len(line.encode("utf-8", "backslashreplace"))
         if size > self.room - CUT_LINE_ROOM:
-            line = json.dumps({"call": record["call"], "cut": "the transcript reached transcript_max_bytes; "
-                                                              "later requests are not recorded"}) + "\n"
+            line = (
+                json.dumps(
+                    {
+                        "call": record["call"],
+                        "cut": "the transcript reached transcript_max_bytes; later requests are not recorded",
+                    }
+                )
+                + "\n"
+            )
             self.room = 0
         else:
             self.room -= size

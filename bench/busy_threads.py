@@ -33,8 +33,14 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 CYCLE_CAP = 120.0  # seconds: a cycle still running then is stopped and counted as this long
-TASK = {"goals": [], "current_task": "Echo the message: good morning", "pending_actions": [],
-        "completed_tasks": [], "notes": "", "last_updated": None}
+TASK = {
+    "goals": [],
+    "current_task": "Echo the message: good morning",
+    "pending_actions": [],
+    "completed_tasks": [],
+    "notes": "",
+    "last_updated": None,
+}
 
 
 def _die_with_parent() -> None:
@@ -48,8 +54,10 @@ def _die_with_parent() -> None:
 @contextlib.contextmanager
 def busy_loops(count: int):
     """`count` processes spinning on a core each, for the duration; always stopped."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"], start_new_session=True,
-                              preexec_fn=_die_with_parent) for _ in range(count)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", "while 1: pass"], start_new_session=True, preexec_fn=_die_with_parent)
+        for _ in range(count)
+    ]
     try:
         time.sleep(1.0)  # let the scheduler see them
         yield
@@ -90,9 +98,12 @@ def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--variants", default="2,1",
-                        help="comma-separated: threads (a number, or 'default' for local_threads unset), each "
-                             "optionally followed by +NAME=VALUE environment settings (default 2,1)")
+    parser.add_argument(
+        "--variants",
+        default="2,1",
+        help="comma-separated: threads (a number, or 'default' for local_threads unset), each "
+        "optionally followed by +NAME=VALUE environment settings (default 2,1)",
+    )
     parser.add_argument("--runs", type=int, default=5, help="timed runs per variant (default 5)")
     parser.add_argument("--machine", default="idle,busy", help="idle, busy or both (default idle,busy)")
     parser.add_argument("--busy", type=int, default=os.cpu_count() or 1, help="busy processes (default: one per core)")
@@ -128,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
         idle, busy = results.get(("idle", variant)), results.get(("busy", variant))
         for machine, times in (("idle", idle), ("busy", busy)):
             if times:
-                print(f"{machine} {variant}: median {statistics.median(times):.2f}s, min {min(times):.2f}, "
-                      f"max {max(times):.2f}, runs {' '.join(f'{t:.2f}' for t in times)}")
+                print(
+                    f"{machine} {variant}: median {statistics.median(times):.2f}s, min {min(times):.2f}, "
+                    f"max {max(times):.2f}, runs {' '.join(f'{t:.2f}' for t in times)}"
+                )
     print()
     print("| threads and environment | idle (median s) | busy (median s) | busy/idle |")
     print("| --- | --- | --- | --- |")
@@ -138,8 +151,10 @@ def main(argv: list[str] | None = None) -> int:
         idle_m = statistics.median(idle) if idle else None
         busy_m = statistics.median(busy) if busy else None
         ratio = f"{busy_m / idle_m:.1f}x" if idle_m and busy_m else "-"
-        print(f"| {variant} | {'-' if idle_m is None else f'{idle_m:.2f}'} | "
-              f"{'-' if busy_m is None else f'{busy_m:.2f}'} | {ratio} |")
+        print(
+            f"| {variant} | {'-' if idle_m is None else f'{idle_m:.2f}'} | "
+            f"{'-' if busy_m is None else f'{busy_m:.2f}'} | {ratio} |"
+        )
     import shutil
 
     shutil.rmtree(root, ignore_errors=True)

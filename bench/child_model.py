@@ -34,8 +34,14 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-TASK = {"goals": [], "current_task": "Echo the message: good morning", "pending_actions": [],
-        "completed_tasks": [], "notes": "", "last_updated": None}
+TASK = {
+    "goals": [],
+    "current_task": "Echo the message: good morning",
+    "pending_actions": [],
+    "completed_tasks": [],
+    "notes": "",
+    "last_updated": None,
+}
 PATHS = ("in-process", "child")
 
 
@@ -77,8 +83,9 @@ def whole_process(path: str, home: Path, cache: Path) -> tuple[float, float, int
     """(wall seconds, CPU seconds of the process and its children, exit code) of one cycle's process."""
     env = dict(os.environ, AGENT_LOCAL_CACHE=str(cache))
     cpu, started = _cpu_of_children(), time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--one", path, str(home)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--one", path, str(home)], capture_output=True, text=True, env=env, timeout=300
+    )
     seconds, cpu = time.perf_counter() - started, _cpu_of_children() - cpu
     lines = proc.stdout.strip().splitlines()
     return seconds, cpu, json.loads(lines[-1])["exit"] if proc.returncode == 0 and lines else -1

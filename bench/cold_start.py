@@ -65,14 +65,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=21)
     args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("AGENT_MODEL", "AGENT_HOME", "OPENAI_BASE_URL", "OPENAI_API_KEY", "PYTHONDONTWRITEBYTECODE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("AGENT_MODEL", "AGENT_HOME", "OPENAI_BASE_URL", "OPENAI_API_KEY", "PYTHONDONTWRITEBYTECODE")
+    }
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory() as tmp, OpenAIServer(default=Reply.chat(DONE)) as server:
         scripted_home, openai_home = Path(tmp) / "scripted", Path(tmp) / "openai"
         for home in (scripted_home, openai_home):
-            subprocess.run([sys.executable, "-m", "agent", "init", str(home)], check=True, env=env,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [sys.executable, "-m", "agent", "init", str(home)], check=True, env=env, stdout=subprocess.DEVNULL
+            )
         script = Path(tmp) / "script.yaml"
         replies = [json.dumps({"tool": "echo", "args": {"message": f"step {i}"}}) for i in range(4)] + [DONE]
         script.write_text("\n".join(f"- {json.dumps(r)}" for r in replies) + "\n")
@@ -81,11 +85,13 @@ def main() -> None:
             "floor": ([sys.executable, "-c", "import yaml, click"], env),
             "scripted": ([*agent, "--home", str(scripted_home), "--model", f"scripted:{script}"], env),
             "bare": ([sys.executable, "-c", BARE_CLIENT, server.base_url, KEY], env),
-            "openai": ([*agent, "--home", str(openai_home), "--model", "openai:test-model"],
-                       dict(env, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=KEY)),
+            "openai": (
+                [*agent, "--home", str(openai_home), "--model", "openai:test-model"],
+                dict(env, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=KEY),
+            ),
         }
         for argv, command_env in commands.values():  # compile byte-code, warm the file cache, and let
-            timed(argv, command_env)                   # the openai home remember the response format
+            timed(argv, command_env)  # the openai home remember the response format
         started_load = load()
         runs: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for _ in range(args.runs):
@@ -93,20 +99,26 @@ def main() -> None:
                 runs[name].append(timed(argv, command_env))
     wall = {name: statistics.median(w for w, _ in values) * 1000 for name, values in runs.items()}
     cpu = {name: statistics.median(c for _, c in values) * 1000 for name, values in runs.items()}
-    print(f"runs: {args.runs} rounds of the four commands in turn; load average {started_load} before, "
-          f"{load()} after, on {os.cpu_count()} cores")
+    print(
+        f"runs: {args.runs} rounds of the four commands in turn; load average {started_load} before, "
+        f"{load()} after, on {os.cpu_count()} cores"
+    )
     print("medians                                          wall ms   ratio |   CPU ms   ratio")
-    rows = (("python -c 'import yaml, click'", "floor", None),
-            ("agent run, scripted, 5 iterations", "scripted", "floor"),
-            ("one request with the openai client", "bare", None),
-            ("agent run, openai: (loopback), 1 iteration", "openai", "bare"))
+    rows = (
+        ("python -c 'import yaml, click'", "floor", None),
+        ("agent run, scripted, 5 iterations", "scripted", "floor"),
+        ("one request with the openai client", "bare", None),
+        ("agent run, openai: (loopback), 1 iteration", "openai", "bare"),
+    )
     for label, name, against in rows:
         ratios = ("", "")
         if against is not None:
             ratios = (f"{wall[name] / wall[against]:.2f}x", f"{cpu[name] / cpu[against]:.2f}x")
         print(f"{label:<46} {wall[name]:9.1f} {ratios[0]:>7} | {cpu[name]:8.1f} {ratios[1]:>7}")
-    print("targets: scripted <= 2.0x the floor, openai: <= 1.1x the bare request. On a loaded machine the wall ratio "
-          "also carries the waits (fsync, run queue); the CPU ratio does not.")
+    print(
+        "targets: scripted <= 2.0x the floor, openai: <= 1.1x the bare request. On a loaded machine the wall ratio "
+        "also carries the waits (fsync, run queue); the CPU ratio does not."
+    )
 
 
 if __name__ == "__main__":

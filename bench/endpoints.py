@@ -57,17 +57,22 @@ def default_threads() -> int:
     return thread_count(Settings())[0]
 
 
-def run_one(label: str, model: str | None, task, config: dict, env: dict, keep: bool, verbose: bool,
-            repeat: int, repeats: int) -> TaskRun:
+def run_one(
+    label: str, model: str | None, task, config: dict, env: dict, keep: bool, verbose: bool, repeat: int, repeats: int
+) -> TaskRun:
     result = run_task(task, model, False, keep, config=config, env=env)
     if any("interrupted by" in stop for stop in result.stops):  # the cycle took our SIGINT/SIGTERM
         raise KeyboardInterrupt(f"{label} {task.name}: {result.stops}")
     if verbose:
         spi = statistics.median(result.iteration_seconds) if result.iteration_seconds else 0
-        print(f"[{label} {repeat + 1}/{repeats}] {task.name}: {'OK ' if result.success else 'FAIL'} "
-              f"effect={result.effect} exit0={result.exit_ok} parse_errors={result.parse_errors} "
-              f"iterations={result.iterations} s/it={spi:.2f} stops={result.stops} {result.detail} "
-              f"load {load_average()}", file=sys.stderr, flush=True)
+        print(
+            f"[{label} {repeat + 1}/{repeats}] {task.name}: {'OK ' if result.success else 'FAIL'} "
+            f"effect={result.effect} exit0={result.exit_ok} parse_errors={result.parse_errors} "
+            f"iterations={result.iterations} s/it={spi:.2f} stops={result.stops} {result.detail} "
+            f"load {load_average()}",
+            file=sys.stderr,
+            flush=True,
+        )
     return result
 
 
@@ -98,8 +103,11 @@ def per_task(runs: list[TaskRun]) -> dict[str, str]:
 
 def paired_ratio(first: list[TaskRun], second: list[TaskRun]) -> str:
     """Median over task runs of (first path's median s/iteration / second's), the runs taken in pairs."""
-    ratios = [statistics.median(a.iteration_seconds) / statistics.median(b.iteration_seconds)
-              for a, b in zip(first, second) if a.iteration_seconds and b.iteration_seconds]
+    ratios = [
+        statistics.median(a.iteration_seconds) / statistics.median(b.iteration_seconds)
+        for a, b in zip(first, second)
+        if a.iteration_seconds and b.iteration_seconds
+    ]
     return f"{statistics.median(ratios):.2f}" if ratios else "-"
 
 
@@ -118,17 +126,28 @@ def side_by_side(columns: dict[str, list[TaskRun]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=1, help="runs of each task on each path (default 1)")
-    parser.add_argument("--tasks", help="as bench/local_tasks.py --tasks: names, 'hard', 'held-out' or 'all' (default: basic suite)")
+    parser.add_argument(
+        "--tasks", help="as bench/local_tasks.py --tasks: names, 'hard', 'held-out' or 'all' (default: basic suite)"
+    )
     parser.add_argument("--paths", default="openai,local", help="which paths, in order (default: openai,local)")
-    parser.add_argument("--threads", type=int, help="threads for the server and the embedded model "
-                                                    "(default: the embedded model's default)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="threads for the server and the embedded model (default: the embedded model's default)",
+    )
     parser.add_argument("--context", type=int, default=4096, help="context size for the server (default 4096)")
-    parser.add_argument("--chat-format", help="the server's --chat_format (default: chatml-function-calling when a "
-                                              "native path runs, else the model's own template)")
+    parser.add_argument(
+        "--chat-format",
+        help="the server's --chat_format (default: chatml-function-calling when a "
+        "native path runs, else the model's own template)",
+    )
     parser.add_argument("--config", default="{}", help="JSON settings written to each openai: home's config.yaml")
     parser.add_argument("--local-config", default="{}", help="JSON settings for each local home's config.yaml")
-    parser.add_argument("--with-key", action="store_true",
-                        help="also set OPENAI_API_KEY (a dummy) for the openai: path, for versions that demand one")
+    parser.add_argument(
+        "--with-key",
+        action="store_true",
+        help="also set OPENAI_API_KEY (a dummy) for the openai: path, for versions that demand one",
+    )
     parser.add_argument("--json", dest="json_path", help="also write every run's details to this file")
     parser.add_argument("--verbose", "-v", action="store_true", help="print each run as it ends")
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes for inspection")
@@ -161,8 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     # Each task runs on every path before the next task starts, so a change in the machine's
     # load (other work on a shared box) falls on both paths alike.
-    labels = {"openai": f"openai:{SERVER_ALIAS} via llama_cpp.server", "local": "embedded (local)", **{
-        name: label for name, (label, _) in SERVER_PATHS.items()}}
+    labels = {
+        "openai": f"openai:{SERVER_ALIAS} via llama_cpp.server",
+        "local": "embedded (local)",
+        **{name: label for name, (label, _) in SERVER_PATHS.items()},
+    }
     unknown = [p for p in paths if p not in labels]
     if unknown:
         parser.error(f"unknown path(s) {', '.join(unknown)} ({', '.join(labels)})")
@@ -178,20 +200,41 @@ def main(argv: list[str] | None = None) -> int:
             env = {"OPENAI_BASE_URL": server.base_url}  # no key: a loopback endpoint needs none
             if args.with_key:
                 env["OPENAI_API_KEY"] = "sk-bench-dummy"
-            notes.append(f"llama_cpp.server ready in {ready:.1f}s on {server.base_url}, chat_format {chat_format or 'its own'}")
+            notes.append(
+                f"llama_cpp.server ready in {ready:.1f}s on {server.base_url}, chat_format {chat_format or 'its own'}"
+            )
         for repeat in range(args.repeats):
             for task in tasks:
                 for path in paths:
                     if path in SERVER_PATHS:
                         config = {**openai_config, **SERVER_PATHS[path][1]}
-                        result = run_one(path, f"openai:{SERVER_ALIAS}", task, config, env, args.keep,
-                                         args.verbose, repeat, args.repeats)
+                        result = run_one(
+                            path,
+                            f"openai:{SERVER_ALIAS}",
+                            task,
+                            config,
+                            env,
+                            args.keep,
+                            args.verbose,
+                            repeat,
+                            args.repeats,
+                        )
                     elif path == "openai":
-                        result = run_one("openai", f"openai:{SERVER_ALIAS}", task, openai_config, env, args.keep,
-                                         args.verbose, repeat, args.repeats)
+                        result = run_one(
+                            "openai",
+                            f"openai:{SERVER_ALIAS}",
+                            task,
+                            openai_config,
+                            env,
+                            args.keep,
+                            args.verbose,
+                            repeat,
+                            args.repeats,
+                        )
                     else:
-                        result = run_one("local", "local", task, local_config, {}, args.keep, args.verbose,
-                                         repeat, args.repeats)
+                        result = run_one(
+                            "local", "local", task, local_config, {}, args.keep, args.verbose, repeat, args.repeats
+                        )
                     columns[labels[path]].append(result)
         if served:
             notes.append(f"chat requests by HTTP status: {dict(sorted(server.statuses().items()))}")
@@ -205,13 +248,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"s/iteration ratio {' / '.join(columns)}, paired by task run (median): {paired_ratio(first, second)}")
     for note in notes:
         print(note)
-    print(f"{args.repeats} run(s) per task per path, {len(tasks)} tasks, {threads} threads on both paths, "
-          f"openai config {json.dumps(openai_config)}, {os.cpu_count()} cores, "
-          f"load average {load_start} at start / {load_average()} at end, {elapsed:.0f}s total.")
+    print(
+        f"{args.repeats} run(s) per task per path, {len(tasks)} tasks, {threads} threads on both paths, "
+        f"openai config {json.dumps(openai_config)}, {os.cpu_count()} cores, "
+        f"load average {load_start} at start / {load_average()} at end, {elapsed:.0f}s total."
+    )
     if args.json_path:
-        Path(args.json_path).write_text(json.dumps(
-            {"threads": threads, "openai_config": openai_config, "load_start": load_start, "load_end": load_average(),
-             "notes": notes, "runs": {k: [r.__dict__ for r in v] for k, v in columns.items()}}, indent=2))
+        Path(args.json_path).write_text(
+            json.dumps(
+                {
+                    "threads": threads,
+                    "openai_config": openai_config,
+                    "load_start": load_start,
+                    "load_end": load_average(),
+                    "notes": notes,
+                    "runs": {k: [r.__dict__ for r in v] for k, v in columns.items()},
+                },
+                indent=2,
+            )
+        )
     import shutil
 
     shutil.rmtree(scratch, ignore_errors=True)

@@ -51,12 +51,14 @@ sys.path.insert(0, str(REPO))
 from agent.config import load_settings  # noqa: E402
 from agent.cycle import run_cycle  # noqa: E402
 from agent.providers import ScriptedModel  # noqa: E402
-from agent.store.home import Home, read_index  # noqa: E402
 from agent.store.files import read_jsonl  # noqa: E402
+from agent.store.home import Home, read_index  # noqa: E402
 
 TEMPLATE_CYCLES = 12
-CONFIG = ("keep_cycles: null\ncompleted_window: 3\nnotes_budget: 600\n"
-          "daily_token_budget: 100000000\nmonthly_token_budget: 1000000000\n")
+CONFIG = (
+    "keep_cycles: null\ncompleted_window: 3\nnotes_budget: 600\n"
+    "daily_token_budget: 100000000\nmonthly_token_budget: 1000000000\n"
+)
 WRAPPER = """
 import resource, subprocess, sys, time
 began = time.perf_counter()
@@ -66,14 +68,18 @@ usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(done.returncode, took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
 sys.stderr.write(done.stderr.decode(errors="replace")[-400:])
 """
-RECALL = "import sys; from agent.store.home import Home; from agent.store.recall_index import search; " \
-         "print(len(search(Home.at(sys.argv[1]), 'observation cycle lorem', 5)))"
+RECALL = (
+    "import sys; from agent.store.home import Home; from agent.store.recall_index import search; "
+    "print(len(search(Home.at(sys.argv[1]), 'observation cycle lorem', 5)))"
+)
 
 
 def script(folder: Path, n: int) -> Path:
     """An echo with a ~300-character message, then done: a cycle that notes, finishes a task and archives."""
-    replies = [{"tool": "echo", "args": {"message": f"cycle {n} observation: " + "lorem ipsum " * 24}},
-               {"tool": "done", "args": {"summary": f"finished cycle {n}"}}]
+    replies = [
+        {"tool": "echo", "args": {"message": f"cycle {n} observation: " + "lorem ipsum " * 24}},
+        {"tool": "done", "args": {"summary": f"finished cycle {n}"}},
+    ]
     path = folder / f"script{n}.yaml"
     path.write_text(yaml.safe_dump([json.dumps(r) for r in replies]))
     return path
@@ -86,8 +92,9 @@ def make_templates(folder: Path) -> dict:
     (root / "config.yaml").write_text(CONFIG)
     (root / "scratchpad").mkdir()
     tasks = [f"task {i}: look at the logs and note what changed" for i in range(TEMPLATE_CYCLES + 60)]
-    (root / "scratchpad" / "active.yaml").write_text(yaml.safe_dump(
-        {"goals": ["keep the service healthy"], "current_task": tasks[0], "pending_actions": tasks[1:]}))
+    (root / "scratchpad" / "active.yaml").write_text(
+        yaml.safe_dump({"goals": ["keep the service healthy"], "current_task": tasks[0], "pending_actions": tasks[1:]})
+    )
     home, settings = Home.at(root), load_settings(root, env={})
     start = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1)
     for n in range(TEMPLATE_CYCLES):
@@ -99,10 +106,16 @@ def make_templates(folder: Path) -> dict:
     cycles = []
     for record in records:
         cid = record["cycle_id"]
-        files = {kind: path.read_bytes() for kind, path in (("before", home.snapshot(cid, "before")),
-                                                            ("after", home.snapshot(cid, "after")),
-                                                            ("log", home.cycle_log(cid)),
-                                                            ("transcript", home.transcript(cid))) if path.exists()}
+        files = {
+            kind: path.read_bytes()
+            for kind, path in (
+                ("before", home.snapshot(cid, "before")),
+                ("after", home.snapshot(cid, "after")),
+                ("log", home.cycle_log(cid)),
+                ("transcript", home.transcript(cid)),
+            )
+            if path.exists()
+        }
         cycles.append({"record": record, "archive": [a for a in archive if a.get("cycle_id") == cid], "files": files})
     return {"root": root, "cycles": cycles}
 
@@ -137,10 +150,21 @@ def fabricate(templates: dict, root: Path, size: int, with_files: int, full_tran
     (home.logs / "cycles.json").write_text(json.dumps({"newest": newest, "unrecorded": []}))
     made = time.perf_counter() - began
     index_bytes, archive_bytes = home.index.stat().st_size, home.archive.stat().st_size
-    file_bytes = sum(e.stat().st_size for folder in (home.scratchpad, home.logs) for e in os.scandir(folder)
-                     if e.name.startswith("cycle_") or e.name.endswith(("_before.yaml", "_after.yaml")))
-    return {"root": root, "size": size, "files_for": min(size, with_files), "made_s": made,
-            "index_bytes": index_bytes, "archive_bytes": archive_bytes, "file_bytes": file_bytes}
+    file_bytes = sum(
+        e.stat().st_size
+        for folder in (home.scratchpad, home.logs)
+        for e in os.scandir(folder)
+        if e.name.startswith("cycle_") or e.name.endswith(("_before.yaml", "_after.yaml"))
+    )
+    return {
+        "root": root,
+        "size": size,
+        "files_for": min(size, with_files),
+        "made_s": made,
+        "index_bytes": index_bytes,
+        "archive_bytes": archive_bytes,
+        "file_bytes": file_bytes,
+    }
 
 
 def measure(code: Path, argv: list[str]) -> tuple[float, float, float]:
@@ -170,32 +194,53 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     folder = args.keep or Path(tempfile.mkdtemp(prefix="history-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"# history bench: sizes {sizes}, {args.repeats} repeats, code {args.code}, {os.cpu_count()} cores, "
-          f"load average before {os.getloadavg()}")
+    print(
+        f"# history bench: sizes {sizes}, {args.repeats} repeats, code {args.code}, {os.cpu_count()} cores, "
+        f"load average before {os.getloadavg()}"
+    )
     try:
         templates = make_templates(folder)
         homes = [fabricate(templates, folder / f"home-{size}", size, args.files, args.transcripts) for size in sizes]
         transcript = statistics.median(len(c["files"].get("transcript", b"")) for c in templates["cycles"])
-        print(f"a real cycle's transcript: {transcript:,.0f} bytes "
-              + ("(written in full)" if args.transcripts else "(written empty: --transcripts writes them in full)"))
+        print(
+            f"a real cycle's transcript: {transcript:,.0f} bytes "
+            + ("(written in full)" if args.transcripts else "(written empty: --transcripts writes them in full)")
+        )
         results: dict[str, dict[int, list[tuple[float, float, float]]]] = {}
 
         def record(name: str, size: int, value: tuple[float, float, float]) -> None:
             results.setdefault(name, {}).setdefault(size, []).append(value)
 
         for made in homes:  # the one-off recount of logs/totals.json (then kept by every cycle)
-            record("totals recount (once)", made["size"], measure(args.code, [sys.executable, "-c",
-                   "import sys; from agent.store.home import Home; from agent.store.totals import update_totals; "
-                   "update_totals(Home.at(sys.argv[1]))", str(made["root"])]))
+            record(
+                "totals recount (once)",
+                made["size"],
+                measure(
+                    args.code,
+                    [
+                        sys.executable,
+                        "-c",
+                        "import sys; from agent.store.home import Home; from agent.store.totals import update_totals; "
+                        "update_totals(Home.at(sys.argv[1]))",
+                        str(made["root"]),
+                    ],
+                ),
+            )
         scripts = [script(folder, 1000 + n) for n in range(args.repeats)]
         for rep in range(args.repeats):
             for made in homes:
                 root = str(made["root"])
-                record("cycle (budgets set)", made["size"],
-                       measure(args.code, agent("run", "--home", root, "--model", f"scripted:{scripts[rep]}", "-q")))
+                record(
+                    "cycle (budgets set)",
+                    made["size"],
+                    measure(args.code, agent("run", "--home", root, "--model", f"scripted:{scripts[rep]}", "-q")),
+                )
                 record("status", made["size"], measure(args.code, agent("status", "--home", root)))
-                record("history --limit 20", made["size"], measure(args.code, agent("history", "--home", root,
-                                                                                     "--limit", "20")))
+                record(
+                    "history --limit 20",
+                    made["size"],
+                    measure(args.code, agent("history", "--home", root, "--limit", "20")),
+                )
                 record("diff", made["size"], measure(args.code, agent("diff", "--home", root)))
         for made in homes:
             root = str(made["root"])
@@ -205,10 +250,16 @@ def main() -> None:
             on_disk = made["files_for"] + args.repeats
             keep = max(on_disk - 10_000, on_disk // 2)  # 10,000 expired cycles where there are that many
             made["pruned"] = on_disk - keep
-            record("prune --dry-run (plan only)", made["size"],
-                   measure(args.code, agent("prune", "--keep", str(keep), "--dry-run", "--home", root)))
-            record("prune (10,000 expired, or half)", made["size"],
-                   measure(args.code, agent("prune", "--keep", str(keep), "--home", root)))
+            record(
+                "prune --dry-run (plan only)",
+                made["size"],
+                measure(args.code, agent("prune", "--keep", str(keep), "--dry-run", "--home", root)),
+            )
+            record(
+                "prune (10,000 expired, or half)",
+                made["size"],
+                measure(args.code, agent("prune", "--keep", str(keep), "--home", root)),
+            )
         report(homes, results, args)
     finally:
         if not args.keep:
@@ -222,10 +273,17 @@ def report(homes: list[dict], results: dict, args) -> None:
     print("| | " + " | ".join(f"{s:,} cycles" for s in sizes) + " |")
     print("|---|" + "---|" * len(sizes))
     print("| snapshot pairs + logs on disk | " + " | ".join(f"{h['files_for']:,}" for h in homes) + " |")
-    print("| disk bytes per cycle (index + archive) | "
-          + " | ".join(f"{(h['index_bytes'] + h['archive_bytes']) / h['size']:,.0f}" for h in homes) + " |")
-    print("| disk bytes per cycle (its snapshot pair, log" + (", transcript) | " if args.transcripts else ") | ")
-          + " | ".join(f"{h['file_bytes'] / max(1, h['files_for']):,.0f}" for h in homes) + " |")
+    print(
+        "| disk bytes per cycle (index + archive) | "
+        + " | ".join(f"{(h['index_bytes'] + h['archive_bytes']) / h['size']:,.0f}" for h in homes)
+        + " |"
+    )
+    print(
+        "| disk bytes per cycle (its snapshot pair, log"
+        + (", transcript) | " if args.transcripts else ") | ")
+        + " | ".join(f"{h['file_bytes'] / max(1, h['files_for']):,.0f}" for h in homes)
+        + " |"
+    )
     for name, by_size in results.items():
         cells = []
         for size in sizes:
@@ -238,8 +296,9 @@ def report(homes: list[dict], results: dict, args) -> None:
     first, *_ = sizes
     for name in ("cycle (budgets set)", "status", "history --limit 20", "diff"):
         base = statistics.median(r[0] for r in results[name][first])
-        ratios = [f"{s:,}/{first:,} = {statistics.median(r[0] for r in results[name][s]) / base:.2f}x"
-                  for s in sizes[1:]]
+        ratios = [
+            f"{s:,}/{first:,} = {statistics.median(r[0] for r in results[name][s]) / base:.2f}x" for s in sizes[1:]
+        ]
         print(f"{name}: " + ", ".join(ratios))
 
 

@@ -93,15 +93,19 @@ def main() -> None:
                 inner[name].append(within)
                 sizes[name].append(grew)
     load_after = os.getloadavg()
-    print(f"runs: {args.runs} of each, alternating; load average before {load_before[0]:.2f}, "
-          f"after {load_after[0]:.2f} ({os.cpu_count()} cores)")
+    print(
+        f"runs: {args.runs} of each, alternating; load average before {load_before[0]:.2f}, "
+        f"after {load_after[0]:.2f} ({os.cpu_count()} cores)"
+    )
     print("| cycle | process (median) | inside the cycle (median) | bytes written per cycle (median) |")
     print("| --- | --- | --- | --- |")
     base = {k: statistics.median(v["idle"]) for k, v in (("t", times), ("i", inner), ("s", sizes))}
     for name in variants:
         t, i, s = statistics.median(times[name]), statistics.median(inner[name]), statistics.median(sizes[name])
-        print(f"| {name} | {t * 1000:.0f} ms ({t / base['t']:.2f}x) | {i * 1000:.1f} ms ({i / max(base['i'], 1e-4):.1f}x) "
-              f"| {s:,.0f} ({s / max(base['s'], 1):.1f}x) |")
+        print(
+            f"| {name} | {t * 1000:.0f} ms ({t / base['t']:.2f}x) | {i * 1000:.1f} ms ({i / max(base['i'], 1e-4):.1f}x) "
+            f"| {s:,.0f} ({s / max(base['s'], 1):.1f}x) |"
+        )
 
 
 if __name__ == "__main__":

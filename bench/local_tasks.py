@@ -45,8 +45,14 @@ if str(REPO) not in sys.path:
 
 
 def state(current_task=None, pending=(), goals=(), notes="", completed=()) -> dict:
-    return {"goals": list(goals), "current_task": current_task, "pending_actions": list(pending),
-            "completed_tasks": list(completed), "notes": notes, "last_updated": None}
+    return {
+        "goals": list(goals),
+        "current_task": current_task,
+        "pending_actions": list(pending),
+        "completed_tasks": list(completed),
+        "notes": notes,
+        "last_updated": None,
+    }
 
 
 @dataclass
@@ -192,7 +198,9 @@ def _append_check(home: Path, final: dict):
 
 def _ini_setup(home: Path) -> dict:
     (home / "workspace").mkdir(exist_ok=True)
-    (home / "workspace" / "settings.ini").write_text("[client]\ntimeout = 30\n\n[server]\nhost = db.example.org\nport = 5433\n")
+    (home / "workspace" / "settings.ini").write_text(
+        "[client]\ntimeout = 30\n\n[server]\nhost = db.example.org\nport = 5433\n"
+    )
     return state("Read settings.ini and note the port of the server")
 
 
@@ -228,8 +236,11 @@ def _focus_check(home: Path, final: dict):
     mixed = "purple" in content.lower() or "elephant" in content.lower()
     advanced = len(final["completed_tasks"]) == 1 and "purple elephant" in str(final["current_task"])
     ok = content.strip().lower() == "banana" and advanced
-    return ok, f"fruit.txt holds {content[:60]!r}{' (mixed in the next task)' if mixed else ''}, " \
-               f"current {final['current_task']!r}"
+    return (
+        ok,
+        f"fruit.txt holds {content[:60]!r}{' (mixed in the next task)' if mixed else ''}, "
+        f"current {final['current_task']!r}",
+    )
 
 
 # Held-out tasks: written after the runtime's help was tuned on the tasks above, and never tuned
@@ -239,6 +250,7 @@ def _summary_check(*wanted: str, unwanted: str | None = None):
         summaries = _completed_summaries(final)
         ok = any(all(w in s for w in wanted) and (unwanted is None or unwanted not in s) for s in summaries)
         return ok, f"summaries {summaries[:2]!r}"
+
     return check
 
 
@@ -299,7 +311,9 @@ HARD_TASKS = [
     Task("focus", "do the current task only, not the next queued one", _focus_setup, _focus_check),
 ]
 HELD_OUT_TASKS = [
-    Task("ini_pick", "one of two same-named ini values, by its section", _pick_setup, _summary_check("45", unwanted="90")),
+    Task(
+        "ini_pick", "one of two same-named ini values, by its section", _pick_setup, _summary_check("45", unwanted="90")
+    ),
     Task("find_pdf", "find a file by kind in another folder", _pdf_setup, _summary_check("plan.pdf")),
     Task("uname", "run a named command and note it", _uname_setup, _uname_check),
     Task("owner", "read a file and name the owner in the summary", _owner_setup, _summary_check("Dana")),
@@ -338,8 +352,16 @@ def run_cycle_in_process(home: Path, model: str | None, env: dict[str, str] | No
     settings = load_settings(home, env=env, model=model and anchor_model_path(model, Path.cwd()))
     report = run_cycle(Home.at(home), settings, resolve_model(settings, home, env=env), reporter)
     per_iteration = [b - a for a, b in zip(marks, marks[1:])]
-    return CycleResult(report.exit_code, report.stop_reason, report.iterations, per_iteration,
-                       report.duration_s, report.error, parse_errors, report.usage.as_dict())
+    return CycleResult(
+        report.exit_code,
+        report.stop_reason,
+        report.iterations,
+        per_iteration,
+        report.duration_s,
+        report.error,
+        parse_errors,
+        report.usage.as_dict(),
+    )
 
 
 def run_cycle_subprocess(home: Path, model: str | None, env: dict[str, str] | None = None) -> CycleResult:
@@ -356,8 +378,15 @@ def run_cycle_subprocess(home: Path, model: str | None, env: dict[str, str] | No
     except (ValueError, IndexError):
         return CycleResult(proc.returncode, "error", 0, [], wall, proc.stderr.strip()[-300:])
     n = data["iterations"]
-    return CycleResult(proc.returncode, data["stop_reason"], n, [wall / n] * n if n else [], wall, data.get("error"),
-                       usage=data.get("usage") or {})
+    return CycleResult(
+        proc.returncode,
+        data["stop_reason"],
+        n,
+        [wall / n] * n if n else [],
+        wall,
+        data.get("error"),
+        usage=data.get("usage") or {},
+    )
 
 
 @dataclass
@@ -377,8 +406,14 @@ class TaskRun:
     completion_tokens: int = 0
 
 
-def run_task(task: Task, model: str | None, subprocess_mode: bool, keep: bool,
-             config: dict | None = None, env: dict[str, str] | None = None) -> TaskRun:
+def run_task(
+    task: Task,
+    model: str | None,
+    subprocess_mode: bool,
+    keep: bool,
+    config: dict | None = None,
+    env: dict[str, str] | None = None,
+) -> TaskRun:
     """One task in a fresh home: `config` becomes its config.yaml, `env` what the model sees."""
     root = Path(tempfile.mkdtemp(prefix=f"bench-{task.name}-"))
     home = root / "home"
@@ -399,13 +434,21 @@ def run_task(task: Task, model: str | None, subprocess_mode: bool, keep: bool,
         shutil.rmtree(root, ignore_errors=True)
     else:
         detail += f" (home kept: {home})"
-    return TaskRun(task.name, effect and ended_done, effect, ended_done, sum(c.iterations for c in cycles),
-                   [s for c in cycles for s in c.iteration_seconds], detail,
-                   [c.stop_reason + (f" ({c.error})" if c.error else "") for c in cycles],
-                   exit_ok=all(c.exit_code == 0 for c in cycles), parse_errors=sum(c.parse_errors for c in cycles),
-                   calls=sum(c.usage.get("calls", 0) for c in cycles),
-                   prompt_tokens=sum(c.usage.get("prompt_tokens", 0) for c in cycles),
-                   completion_tokens=sum(c.usage.get("completion_tokens", 0) for c in cycles))
+    return TaskRun(
+        task.name,
+        effect and ended_done,
+        effect,
+        ended_done,
+        sum(c.iterations for c in cycles),
+        [s for c in cycles for s in c.iteration_seconds],
+        detail,
+        [c.stop_reason + (f" ({c.error})" if c.error else "") for c in cycles],
+        exit_ok=all(c.exit_code == 0 for c in cycles),
+        parse_errors=sum(c.parse_errors for c in cycles),
+        calls=sum(c.usage.get("calls", 0) for c in cycles),
+        prompt_tokens=sum(c.usage.get("prompt_tokens", 0) for c in cycles),
+        completion_tokens=sum(c.usage.get("completion_tokens", 0) for c in cycles),
+    )
 
 
 def load_average() -> str:
@@ -425,9 +468,12 @@ def model_label(model: str | None) -> str:
 
 
 def table(runs: dict[str, list[TaskRun]], label: str) -> str:
-    lines = [f"Model: {label}", "",
-             "| task | what it checks | success | iterations (median) | s/iteration (median) |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = [
+        f"Model: {label}",
+        "",
+        "| task | what it checks | success | iterations (median) | s/iteration (median) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     all_seconds, successes, total = [], 0, 0
     descriptions = {t.name: t.description for t in ALL_TASKS}
     for name, task_runs in runs.items():
@@ -441,8 +487,10 @@ def table(runs: dict[str, list[TaskRun]], label: str) -> str:
         lines.append(f"| {name} | {descriptions[name]} | {ok}/{len(task_runs)} | {iters:g} | {spi} |")
     spi = f"{statistics.median(all_seconds):.2f}" if all_seconds else "-"
     tasks_ok = sum(1 for rs in runs.values() if sum(r.success for r in rs) * 2 > len(rs))
-    lines.append(f"| **total** | {tasks_ok}/{len(runs)} tasks (majority of runs) | {successes}/{total} runs | "
-                 f"{sum(r.iterations for rs in runs.values() for r in rs)} | {spi} |")
+    lines.append(
+        f"| **total** | {tasks_ok}/{len(runs)} tasks (majority of runs) | {successes}/{total} runs | "
+        f"{sum(r.iterations for rs in runs.values() for r in rs)} | {spi} |"
+    )
     return "\n".join(lines)
 
 
@@ -467,14 +515,20 @@ def select_tasks(spec: str | None) -> list[Task]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=1, help="runs of each task (default 1)")
-    parser.add_argument("--tasks", help="comma-separated task names, or 'hard' for the harder ones, or 'all' "
-                                        "(default: the basic suite): " + ", ".join(t.name for t in ALL_TASKS))
+    parser.add_argument(
+        "--tasks",
+        help="comma-separated task names, or 'hard' for the harder ones, or 'all' "
+        "(default: the basic suite): " + ", ".join(t.name for t in ALL_TASKS),
+    )
     parser.add_argument("--model", help="model spec (default: the embedded model)")
     parser.add_argument("--subprocess", action="store_true", help="run each cycle as a real `agent run` process")
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes for inspection")
-    parser.add_argument("--cold", action="store_true",
-                        help="turn the embedded model's prompt cache off, so every cycle evaluates its whole prompt "
-                             "(default: a fresh cache for this run: the first cycle is cold, later ones reuse it)")
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="turn the embedded model's prompt cache off, so every cycle evaluates its whole prompt "
+        "(default: a fresh cache for this run: the first cycle is cold, later ones reuse it)",
+    )
     parser.add_argument("--json", dest="json_path", help="also write every run's details to this file")
     parser.add_argument("--verbose", "-v", action="store_true", help="print each run's details as it ends")
     args = parser.parse_args(argv)
@@ -498,23 +552,38 @@ def main(argv: list[str] | None = None) -> int:
             runs[task.name].append(result)
             if args.verbose:
                 spi = statistics.median(result.iteration_seconds) if result.iteration_seconds else 0
-                print(f"[{repeat + 1}/{args.repeats}] {task.name}: {'OK ' if result.success else 'FAIL'} "
-                      f"effect={result.effect} done={result.ended_done} iterations={result.iterations} "
-                      f"s/it={spi:.2f} stops={result.stops} {result.detail}", file=sys.stderr, flush=True)
+                print(
+                    f"[{repeat + 1}/{args.repeats}] {task.name}: {'OK ' if result.success else 'FAIL'} "
+                    f"effect={result.effect} done={result.ended_done} iterations={result.iterations} "
+                    f"s/it={spi:.2f} stops={result.stops} {result.detail}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     elapsed = time.monotonic() - started
     print(table(runs, label))
     print()
     import shutil
 
     shutil.rmtree(cache_dir, ignore_errors=True)
-    print(f"{args.repeats} run(s) per task, {'subprocess' if args.subprocess else 'in-process'} cycles, "
-          f"prompt cache {'off (every cycle cold)' if args.cold else 'on (first cycle cold)'}, "
-          f"{os.cpu_count()} cores, load average {load_before} before / {load_average()} after, "
-          f"{elapsed:.0f}s total.")
+    print(
+        f"{args.repeats} run(s) per task, {'subprocess' if args.subprocess else 'in-process'} cycles, "
+        f"prompt cache {'off (every cycle cold)' if args.cold else 'on (first cycle cold)'}, "
+        f"{os.cpu_count()} cores, load average {load_before} before / {load_average()} after, "
+        f"{elapsed:.0f}s total."
+    )
     if args.json_path:
-        Path(args.json_path).write_text(json.dumps(
-            {"model": label, "repeats": args.repeats, "load_before": load_before, "load_after": load_average(),
-             "runs": {k: [r.__dict__ for r in v] for k, v in runs.items()}}, indent=2))
+        Path(args.json_path).write_text(
+            json.dumps(
+                {
+                    "model": label,
+                    "repeats": args.repeats,
+                    "load_before": load_before,
+                    "load_after": load_average(),
+                    "runs": {k: [r.__dict__ for r in v] for k, v in runs.items()},
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

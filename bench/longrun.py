@@ -69,9 +69,9 @@ def run(cycles: int, config: str, checkpoints: list[int]) -> dict:
             "active_bytes": home.active.stat().st_size,
             "archive_bytes": archive.stat().st_size if archive.exists() else 0,
             "scratchpad_files": sum(1 for _ in home.scratchpad.iterdir()),
-            "overhead_blocks": [statistics.median(overheads[i:i + 100]) for i in range(0, len(overheads), 100)],
+            "overhead_blocks": [statistics.median(overheads[i : i + 100]) for i in range(0, len(overheads), 100)],
             "overhead_first": statistics.median(overheads[: min(100, len(overheads))]),
-            "overhead_last": statistics.median(overheads[-min(100, len(overheads)):]),
+            "overhead_last": statistics.median(overheads[-min(100, len(overheads)) :]),
             "notes_per_cycle": notes_growth[1] - notes_growth[0] if len(notes_growth) == 2 else None,
         }
 
@@ -107,22 +107,34 @@ def main() -> None:
     for n in points:
         print(f"| prompt bytes at cycle {n} | {bounded['prompts'][n]:,} | {projected(n)} |")
     first, last = points[0], points[-1]
-    print(f"| prompt growth, cycle {last} / cycle {first} | {bounded['prompts'][last] / bounded['prompts'][first]:.2f}x | "
-          f"~{(pa + slope * (last - a)) / pa:.0f}x |")
-    print(f"| active.yaml bytes at the end | {bounded['active_bytes']:,} | {unbounded['active_bytes']:,} after "
-          f"{args.unbounded_cycles} cycles |")
+    print(
+        f"| prompt growth, cycle {last} / cycle {first} | {bounded['prompts'][last] / bounded['prompts'][first]:.2f}x | "
+        f"~{(pa + slope * (last - a)) / pa:.0f}x |"
+    )
+    print(
+        f"| active.yaml bytes at the end | {bounded['active_bytes']:,} | {unbounded['active_bytes']:,} after "
+        f"{args.unbounded_cycles} cycles |"
+    )
     print(f"| archive bytes | {bounded['archive_bytes']:,} | 0 |")
-    print(f"| files in scratchpad/ | {bounded['scratchpad_files']:,} | {unbounded['scratchpad_files']:,} after "
-          f"{args.unbounded_cycles} cycles |")
-    print(f"| runner overhead per cycle, median of first 100 | {bounded['overhead_first'] * 1000:.1f} ms | "
-          f"{unbounded['overhead_first'] * 1000:.1f} ms |")
-    print(f"| runner overhead per cycle, median of last 100 | {bounded['overhead_last'] * 1000:.1f} ms | "
-          f"{unbounded['overhead_last'] * 1000:.1f} ms (cycles {max(1, args.unbounded_cycles - 99)}-"
-          f"{args.unbounded_cycles}) |")
+    print(
+        f"| files in scratchpad/ | {bounded['scratchpad_files']:,} | {unbounded['scratchpad_files']:,} after "
+        f"{args.unbounded_cycles} cycles |"
+    )
+    print(
+        f"| runner overhead per cycle, median of first 100 | {bounded['overhead_first'] * 1000:.1f} ms | "
+        f"{unbounded['overhead_first'] * 1000:.1f} ms |"
+    )
+    print(
+        f"| runner overhead per cycle, median of last 100 | {bounded['overhead_last'] * 1000:.1f} ms | "
+        f"{unbounded['overhead_last'] * 1000:.1f} ms (cycles {max(1, args.unbounded_cycles - 99)}-"
+        f"{args.unbounded_cycles}) |"
+    )
     blocks = " ".join(f"{b * 1000:.1f}" for b in bounded["overhead_blocks"])
     print(f"\nbounded run, median overhead per block of 100 cycles (ms): {blocks}")
-    print("(snapshots accumulate until keep_cycles, default 500, is reached; from then on the number of files"
-          " and the work per cycle stay constant)")
+    print(
+        "(snapshots accumulate until keep_cycles, default 500, is reached; from then on the number of files"
+        " and the work per cycle stay constant)"
+    )
 
 
 if __name__ == "__main__":

@@ -34,8 +34,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.providers.openai_server import OpenAIServer, Reply, Request, usage  # noqa: E402
-
 from agent.cli import main as cli_main  # noqa: E402
 from agent.config import load_settings  # noqa: E402
 from agent.cycle import run_cycle  # noqa: E402
@@ -43,13 +41,19 @@ from agent.providers import resolve_model  # noqa: E402
 from agent.providers.local import bundled_model_path  # noqa: E402
 from agent.providers.local_cache import common_prefix  # noqa: E402
 from agent.store.home import Home  # noqa: E402
+from tests.providers.openai_server import OpenAIServer, Reply, Request, usage  # noqa: E402
 
 # Two cycles on the default (empty) template: plan, act, finish; then act and finish again.
 CYCLES = [
     [
-        {"tool": "update_scratchpad", "args": {"goals": ["Keep a daily log of the machine"],
-                                               "current_task": "Note the current date",
-                                               "pending_actions": ["Write the date into log.txt"]}},
+        {
+            "tool": "update_scratchpad",
+            "args": {
+                "goals": ["Keep a daily log of the machine"],
+                "current_task": "Note the current date",
+                "pending_actions": ["Write the date into log.txt"],
+            },
+        },
         {"tool": "echo", "args": {"message": "starting the daily log"}},
         {"tool": "shell", "args": {"command": "date -u"}},
         {"tool": "done", "args": {"summary": "Noted the current date"}},
@@ -94,7 +98,7 @@ class Tokenizer:
     def tokens(self, text: str) -> list[int]:
         if self.llm is None:
             data = text.encode()
-            return [int.from_bytes(data[i:i + 4], "big") for i in range(0, len(data), 4)]
+            return [int.from_bytes(data[i : i + 4], "big") for i in range(0, len(data), 4)]
         return self.llm.tokenize(text.encode(), add_bos=False, special=True)
 
 
@@ -141,16 +145,21 @@ def main() -> int:
         *prefix, user = (m["content"] for m in request.messages)
         system = "\n".join(prefix)
         schema = json.dumps(request.body.get("response_format"), sort_keys=True)
-        rows.append({
-            "cycle": cycle, "iteration": iteration,
-            "system_bytes": len(system.encode()), "system_tokens": len(tokenizer.tokens(system)),
-            "user_bytes": len(user.encode()), "user_tokens": len(tokenizer.tokens(user)),
-            "schema_bytes": len(schema.encode()),
-            "prompt_tokens": reported["prompt_tokens"],
-            "cached_tokens": reported["prompt_tokens_details"]["cached_tokens"],
-            "system_sha": hashlib.sha256(system.encode()).hexdigest()[:12],
-            "schema_sha": hashlib.sha256(schema.encode()).hexdigest()[:12],
-        })
+        rows.append(
+            {
+                "cycle": cycle,
+                "iteration": iteration,
+                "system_bytes": len(system.encode()),
+                "system_tokens": len(tokenizer.tokens(system)),
+                "user_bytes": len(user.encode()),
+                "user_tokens": len(tokenizer.tokens(user)),
+                "schema_bytes": len(schema.encode()),
+                "prompt_tokens": reported["prompt_tokens"],
+                "cached_tokens": reported["prompt_tokens_details"]["cached_tokens"],
+                "system_sha": hashlib.sha256(system.encode()).hexdigest()[:12],
+                "schema_sha": hashlib.sha256(schema.encode()).hexdigest()[:12],
+            }
+        )
 
     same_system = len({r["system_sha"] for r in rows}) == 1
     same_schema = len({r["schema_sha"] for r in rows}) == 1
@@ -160,20 +169,47 @@ def main() -> int:
     else:
         print(f"tokens: {tokenizer.name}")
         print(f"cycles: {', '.join(f'{r.cycle_id} {r.stop_reason} in {r.iterations} iterations' for r in reports)}")
-        print("usage per cycle (from the server's `usage`): "
-              + "; ".join(f"prompt {r.usage.prompt_tokens}, completion {r.usage.completion_tokens}, "
-                          f"cached {r.usage.cached_tokens}" for r in reports))
+        print(
+            "usage per cycle (from the server's `usage`): "
+            + "; ".join(
+                f"prompt {r.usage.prompt_tokens}, completion {r.usage.completion_tokens}, "
+                f"cached {r.usage.cached_tokens}"
+                for r in reports
+            )
+        )
         print()
-        header = ("cycle", "iter", "system B", "system tok", "user B", "user tok", "schema B", "prompt tok",
-                  "cached tok", "system sha256")
+        header = (
+            "cycle",
+            "iter",
+            "system B",
+            "system tok",
+            "user B",
+            "user tok",
+            "schema B",
+            "prompt tok",
+            "cached tok",
+            "system sha256",
+        )
         print("  ".join(f"{h:>10}" for h in header))
         for r in rows:
-            values = (r["cycle"], r["iteration"], r["system_bytes"], r["system_tokens"], r["user_bytes"],
-                      r["user_tokens"], r["schema_bytes"], r["prompt_tokens"], r["cached_tokens"], r["system_sha"])
+            values = (
+                r["cycle"],
+                r["iteration"],
+                r["system_bytes"],
+                r["system_tokens"],
+                r["user_bytes"],
+                r["user_tokens"],
+                r["schema_bytes"],
+                r["prompt_tokens"],
+                r["cached_tokens"],
+                r["system_sha"],
+            )
             print("  ".join(f"{v:>10}" for v in values))
         print()
-        print(f"system message (rules + tools) byte-identical across {len(rows)} requests in {len(reports)} cycles: "
-              f"{'yes' if same_system else 'NO'}")
+        print(
+            f"system message (rules + tools) byte-identical across {len(rows)} requests in {len(reports)} cycles: "
+            f"{'yes' if same_system else 'NO'}"
+        )
         print(f"response_format schema byte-identical across them: {'yes' if same_schema else 'NO'}")
     return 0 if same_system and same_schema else 1
 

@@ -61,7 +61,10 @@ def main() -> None:
             print(f"-- workspace of {files} files")
             show("allowlist: echo hi", timed(lambda c=allow: shell(c, "echo hi"), args.runs))
             show("sandbox:   echo hi", timed(lambda c=box: shell(c, "echo hi"), args.runs))
-            show("sandbox:   echo hi | wc -c > n.txt", timed(lambda c=box: shell(c, "echo hi | wc -c > n.txt"), args.runs))
+            show(
+                "sandbox:   echo hi | wc -c > n.txt",
+                timed(lambda c=box: shell(c, "echo hi | wc -c > n.txt"), args.runs),
+            )
             show("quota walk alone", timed(lambda w=workspace, n=files: workspace_usage(w, n * 2), args.runs))
     print(f"load average after:  {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

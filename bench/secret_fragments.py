@@ -43,7 +43,7 @@ def _texts() -> dict[str, str]:
     words = "the agent read the file and wrote a note about the status of the build while it ran ".split()
     log = " ".join(rng.choice(words) for _ in range(SIZE // 4))[:SIZE]
     key = SECRETS[0]
-    with_pieces = lambda t: t[: SIZE // 3] + key[:20] + t[SIZE // 3: 2 * SIZE // 3] + key[20:] + t[2 * SIZE // 3:]  # noqa: E731
+    with_pieces = lambda t: t[: SIZE // 3] + key[:20] + t[SIZE // 3 : 2 * SIZE // 3] + key[20:] + t[2 * SIZE // 3 :]  # noqa: E731
     return {"random": noise, "random+pieces": with_pieces(noise), "log text": log, "log+pieces": with_pieces(log)}
 
 
@@ -61,8 +61,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=31)
     runs = parser.parse_args().runs
     secrets = Secrets(SECRETS)
-    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {runs} runs; "
-          f"{len(secrets.forms)} forms of {len(SECRETS)} secrets")
+    print(
+        f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {runs} runs; "
+        f"{len(secrets.forms)} forms of {len(SECRETS)} secrets"
+    )
     print(f"{'64 KB text':<16}{'forms ms (med/min/max)':>26}{'fragments ms (med/min/max)':>30}")
     for name, text in _texts().items():
         cells = []

@@ -80,8 +80,9 @@ def run_agent_process(*args: str, env: dict | None = None, timeout: float = 60, 
     """Run `python -m agent ARGS` as a real process."""
     full_env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL", "OPENAI_API_KEY")}
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True,
-                          env=full_env, timeout=timeout, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "agent", *args], capture_output=True, text=True, env=full_env, timeout=timeout, **kw
+    )
 
 
 def snapshots(home: Path, label: str) -> list[Path]:
@@ -98,9 +99,11 @@ def wait_for(predicate, what: str = "condition", timeout: float = 60.0):
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
 # Archived items of every shape bounded memory writes: (kind, value).
 ARCHIVED_SAMPLE = [
-    ("note", "[TOOL] shell({\"command\": \"df -h\"}) -> /dev/sda1 disk: 12G free of 50G"),
+    ("note", '[TOOL] shell({"command": "df -h"}) -> /dev/sda1 disk: 12G free of 50G'),
     ("note", "The backup job failed on Tuesday: disk full"),
     ("completed_task", {"task": "Rotate the nginx logs", "summary": "rotated and compressed 4 files"}),
     ("completed_task", "Check the weather"),

@@ -15,7 +15,7 @@ import yaml
 
 from tests.helpers import run_cli, write_active, write_script
 
-SERVER = '''
+SERVER = """
 import asyncio, sys
 import mcp_types as types
 import mcp.server.stdio
@@ -41,7 +41,7 @@ async def main():
         await server.run(read, write, server.create_initialization_options())
 
 asyncio.run(main())
-'''
+"""
 
 
 def _home(tmp_path: Path, count: int = 1, pad: int = 10, **config) -> Path:

@@ -11,11 +11,11 @@ import pytest
 from agent.approvals import gate
 from agent.config import Settings
 from agent.dispatcher import dispatch
-from agent.tags import Tag
 from agent.state import fresh_state
-from agent.tools import ToolContext, build_registry
 from agent.store.home import Home
 from agent.store.lock import home_lock
+from agent.tags import Tag
+from agent.tools import ToolContext, build_registry
 from tests.cli.helpers import done, echo, run_cycle
 from tests.helpers import read_yaml, run_agent_process, run_cli, tree_digest, write_active, write_script
 
@@ -50,7 +50,12 @@ def test_a_gated_call_is_parked_not_run_and_the_cycle_exits_8(gated_home):
     assert any(line.startswith("[APPROVAL] call 1 parked") for line in notes(gated_home))
     [record] = approvals_json(gated_home)
     assert {k: record[k] for k in ("id", "cycle_id", "tool", "args", "status")} == {
-        "id": "1", "cycle_id": report["cycle_id"], "tool": "write_file", "args": WRITE["args"], "status": "pending"}
+        "id": "1",
+        "cycle_id": report["cycle_id"],
+        "tool": "write_file",
+        "args": WRITE["args"],
+        "status": "pending",
+    }
 
 
 def test_an_approved_call_runs_first_next_cycle_with_the_args_it_was_parked_with(gated_home):
@@ -58,7 +63,9 @@ def test_an_approved_call_runs_first_next_cycle_with_the_args_it_was_parked_with
     result = run_cli("approve", "--home", str(gated_home), "1")
     assert result.exit_code == 0 and "approved" in result.stdout
     # the model now asks for other content: the approved call still writes what was parked
-    assert run_cycle(gated_home, [{"tool": "read_file", "args": {"path": "report.txt"}}, done("written")]).exit_code == 0
+    assert (
+        run_cycle(gated_home, [{"tool": "read_file", "args": {"path": "report.txt"}}, done("written")]).exit_code == 0
+    )
     assert (gated_home / "workspace" / "report.txt").read_text() == "hello"
     lines = notes(gated_home)
     approved = next(i for i, line in enumerate(lines) if "call 1 approved" in line)
@@ -86,11 +93,14 @@ def test_the_same_call_parked_again_keeps_its_id(gated_home):
     assert [r["id"] for r in approvals_json(gated_home)] == ["1"]
 
 
-@pytest.mark.parametrize("first, second, message", [
-    ("approve", "approve", "call 1 is already approved"),
-    ("deny", "approve", "call 1 is already denied"),
-    ("approve", "deny", "call 1 is already approved"),
-])
+@pytest.mark.parametrize(
+    "first, second, message",
+    [
+        ("approve", "approve", "call 1 is already approved"),
+        ("deny", "approve", "call 1 is already denied"),
+        ("approve", "deny", "call 1 is already approved"),
+    ],
+)
 def test_deciding_a_decided_call_exits_2_and_changes_nothing(gated_home, first, second, message):
     assert run_cycle(gated_home, [WRITE]).exit_code == 8
     assert run_cli(first, "--home", str(gated_home), "1").exit_code == 0
@@ -175,8 +185,9 @@ def test_the_models_tools_cannot_reach_the_approvals_file(home):
 def test_dispatch_returns_a_gated_call_as_parked_and_leaves_the_state_alone(tmp_path):
     settings = Settings(approval_required=["echo"])
     state = fresh_state()
-    new, outcome = dispatch(state, json.dumps(echo("hi")), build_registry(settings), ToolContext(tmp_path, settings),
-                            gate(settings))
+    new, outcome = dispatch(
+        state, json.dumps(echo("hi")), build_registry(settings), ToolContext(tmp_path, settings), gate(settings)
+    )
     assert outcome.kind is Tag.APPROVAL and outcome.args == {"message": "hi"}
     assert new == state
 
@@ -229,6 +240,7 @@ def test_reset_with_an_unreadable_approvals_file_exits_6_naming_it_and_changes_n
 
     def files():
         return {name: digest for name, digest in tree_digest(gated_home).items() if not name.endswith(".lock")}
+
     before = files()
 
     result = run_cli("reset", "--home", str(gated_home))
@@ -240,13 +252,16 @@ def test_reset_with_an_unreadable_approvals_file_exits_6_naming_it_and_changes_n
 # ------------------------------------------------------------- only a call the policy would run is parked
 
 
-@pytest.mark.parametrize("gated, call, refusal", [
-    ("shell", {"tool": "shell", "args": {"command": "run uname"}}, "command 'run' is not allowed"),
-    ("write_file", {"tool": "write_file", "args": {"path": "../outside.txt", "content": "x"}}, "contains '..'"),
-    ("read_file", {"tool": "read_file", "args": {"path": "/etc/passwd"}}, "outside the workspace"),
-    ("http_get", {"tool": "http_get", "args": {"url": "http://127.0.0.1:9/"}}, "only reaches public addresses"),
-    ("http_get", {"tool": "http_get", "args": {"url": "ftp://example.com/"}}, "only http and https"),
-])
+@pytest.mark.parametrize(
+    "gated, call, refusal",
+    [
+        ("shell", {"tool": "shell", "args": {"command": "run uname"}}, "command 'run' is not allowed"),
+        ("write_file", {"tool": "write_file", "args": {"path": "../outside.txt", "content": "x"}}, "contains '..'"),
+        ("read_file", {"tool": "read_file", "args": {"path": "/etc/passwd"}}, "outside the workspace"),
+        ("http_get", {"tool": "http_get", "args": {"url": "http://127.0.0.1:9/"}}, "only reaches public addresses"),
+        ("http_get", {"tool": "http_get", "args": {"url": "ftp://example.com/"}}, "only http and https"),
+    ],
+)
 def test_a_gated_call_the_policy_refuses_is_refused_at_once_with_the_same_tool_error(tmp_path, gated, call, refusal):
     (tmp_path / "workspace").mkdir()
     ctx = ToolContext(tmp_path, Settings(approval_required=[gated], shell_policy="allowlist"))  # refuses `run`
@@ -262,9 +277,11 @@ def test_a_gated_call_the_policy_allows_is_still_parked_and_nothing_is_resolved_
     (tmp_path / "workspace").mkdir()
     ctx = ToolContext(tmp_path, Settings(approval_required=["shell", "http_get", "write_file"]))
     registry = build_registry(ctx.settings)
-    for call in ({"tool": "shell", "args": {"command": "uname"}},
-                 {"tool": "http_get", "args": {"url": "https://no-such-host.invalid/"}},  # no DNS query before approval
-                 {"tool": "write_file", "args": {"path": "new.txt", "content": "x"}}):
+    for call in (
+        {"tool": "shell", "args": {"command": "uname"}},
+        {"tool": "http_get", "args": {"url": "https://no-such-host.invalid/"}},  # no DNS query before approval
+        {"tool": "write_file", "args": {"path": "new.txt", "content": "x"}},
+    ):
         _, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx, gate(ctx.settings))
         assert outcome.kind is Tag.APPROVAL, outcome.note
     assert list((tmp_path / "workspace").iterdir()) == []

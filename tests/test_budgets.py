@@ -32,8 +32,15 @@ def server():
 
 def run(home: Path, server: OpenAIServer):
     """`agent run --json` against the test server: (click Result, the report or None)."""
-    result = run_cli("run", "--home", str(home), "--model", MODEL, "--json",
-                     env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY})
+    result = run_cli(
+        "run",
+        "--home",
+        str(home),
+        "--model",
+        MODEL,
+        "--json",
+        env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY},
+    )
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     return result, (json.loads(lines[-1]) if lines else None)
 
@@ -87,14 +94,17 @@ def test_a_cost_budget_for_a_model_with_no_price_exits_2_and_sends_nothing(home,
     assert server.requests == [] and tree_digest(home) == digest
 
 
-@pytest.mark.parametrize("prices, fragment", [
-    ({MODEL: {"input": 1}}, f"'prices.{MODEL}' must have exactly the keys input and output"),
-    ({MODEL: {"input": 1, "output": 1, "cached": 0.5}}, f"'prices.{MODEL}' must have exactly the keys"),
-    ({MODEL: {"input": "cheap", "output": 1}}, f"'prices.{MODEL}.input' must be a number"),
-    ({MODEL: {"input": -1, "output": 1}}, f"'prices.{MODEL}.input' must be a number of 0 or more"),
-    ({MODEL: 3}, f"'prices.{MODEL}' must be a mapping"),
-    ([1, 2], "'prices' must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "prices, fragment",
+    [
+        ({MODEL: {"input": 1}}, f"'prices.{MODEL}' must have exactly the keys input and output"),
+        ({MODEL: {"input": 1, "output": 1, "cached": 0.5}}, f"'prices.{MODEL}' must have exactly the keys"),
+        ({MODEL: {"input": "cheap", "output": 1}}, f"'prices.{MODEL}.input' must be a number"),
+        ({MODEL: {"input": -1, "output": 1}}, f"'prices.{MODEL}.input' must be a number of 0 or more"),
+        ({MODEL: 3}, f"'prices.{MODEL}' must be a mapping"),
+        ([1, 2], "'prices' must be a mapping"),
+    ],
+)
 def test_prices_with_a_bad_shape_exit_2_naming_the_key(home, server, prices, fragment):
     configure(home, TASK, **QUICK, prices=prices)
     digest = tree_digest(home)
@@ -103,8 +113,9 @@ def test_prices_with_a_bad_shape_exit_2_naming_the_key(home, server, prices, fra
     assert server.requests == [] and tree_digest(home) == digest
 
 
-@pytest.mark.parametrize("key", ["daily_token_budget", "monthly_token_budget", "daily_cost_budget",
-                                 "monthly_cost_budget"])
+@pytest.mark.parametrize(
+    "key", ["daily_token_budget", "monthly_token_budget", "daily_cost_budget", "monthly_cost_budget"]
+)
 def test_a_budget_of_zero_or_less_exits_2_naming_it(home, server, key):
     configure(home, TASK, **QUICK, **{key: 0})
     result, _ = run(home, server)
@@ -115,22 +126,36 @@ def _write_index(home: Path, records: list[tuple[str, int]]) -> None:
     (home / "logs").mkdir(parents=True, exist_ok=True)
     with open(home / "logs" / "index.jsonl", "w") as handle:
         for i, (started, tokens) in enumerate(records):
-            handle.write(json.dumps({"cycle_id": f"c{i}", "started": started, "model": MODEL,
-                                     "usage": {"prompt_tokens": tokens, "completion_tokens": 0,
-                                               "total_tokens": tokens}}) + "\n")
+            handle.write(
+                json.dumps(
+                    {
+                        "cycle_id": f"c{i}",
+                        "started": started,
+                        "model": MODEL,
+                        "usage": {"prompt_tokens": tokens, "completion_tokens": 0, "total_tokens": tokens},
+                    }
+                )
+                + "\n"
+            )
 
 
 def test_days_and_months_are_utc_and_only_this_months_records_count(home):
-    _write_index(home, [("2026-10-31T23:59:00+00:00", 5000),  # last month
-                        ("2026-11-01T00:30:00+01:00", 7000),  # 2026-10-31 23:30 UTC: last month too
-                        ("2026-11-02T10:00:00+00:00", 300),
-                        ("2026-11-21T01:00:00+00:00", 40)])
+    _write_index(
+        home,
+        [
+            ("2026-10-31T23:59:00+00:00", 5000),  # last month
+            ("2026-11-01T00:30:00+01:00", 7000),  # 2026-10-31 23:30 UTC: last month too
+            ("2026-11-02T10:00:00+00:00", 300),
+            ("2026-11-21T01:00:00+00:00", 40),
+        ],
+    )
     now = _dt.datetime(2026, 11, 21, 12, 0, tzinfo=_dt.timezone.utc)
     budgets = Budgets(Home.at(home), Settings(daily_token_budget=50, monthly_token_budget=350), MODEL, now)
     assert budgets.problem(Usage()) is None
     assert "daily token budget is spent" in budgets.problem(Usage(prompt_tokens=10))
     assert "monthly token budget is spent: 350 of 350" in Budgets(
-        Home.at(home), Settings(monthly_token_budget=350), MODEL, now).problem(Usage(prompt_tokens=10))
+        Home.at(home), Settings(monthly_token_budget=350), MODEL, now
+    ).problem(Usage(prompt_tokens=10))
 
 
 def test_a_long_index_counts_back_to_the_start_of_the_month(home):
@@ -156,7 +181,11 @@ def test_history_and_status_show_tokens_and_cost_per_cycle_and_per_day(home, ser
     records = json.loads(run_cli("history", "--home", str(home), "--json").stdout)
     assert [r["cost"] for r in records] == [pytest.approx(0.003)] * 2
     daily = run_cli("history", "--home", str(home), "--daily").stdout.splitlines()
-    assert daily[0].split() == ["DAY", "(UTC)", "CYCLES", "TOKENS", "COST"] and daily[1].split()[1:] == ["2", "2,200", "0.0060"]
+    assert daily[0].split() == ["DAY", "(UTC)", "CYCLES", "TOKENS", "COST"] and daily[1].split()[1:] == [
+        "2",
+        "2,200",
+        "0.0060",
+    ]
     [day] = json.loads(run_cli("history", "--home", str(home), "--daily", "--json").stdout)
     assert day["tokens"] == 2200 and day["cost"] == pytest.approx(0.006)
     status = run_cli("status", "--home", str(home)).stdout
@@ -169,8 +198,15 @@ def test_under_quiet_a_spent_budget_prints_one_line_for_cron_mail(home, server):
     configure(home, daily_token_budget=500)
     server.add(Reply.chat(done("hi"), usage=usage(1000, 100)))
     assert run(home, server)[0].exit_code == 0
-    result = run_cli("run", "--home", str(home), "--model", MODEL, "--quiet",
-                     env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY})
+    result = run_cli(
+        "run",
+        "--home",
+        str(home),
+        "--model",
+        MODEL,
+        "--quiet",
+        env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY},
+    )
     assert result.exit_code == 10 and result.stdout == ""
     [line] = result.stderr.splitlines()
     assert line.startswith("agent: budget exhausted, nothing sent to the model: ") and "daily" in line

@@ -47,13 +47,17 @@ def test_a_done_whose_check_passes_is_accepted_and_recorded_as_passed(checked_ho
 
 
 def test_a_done_whose_check_fails_is_refused_with_its_output_and_the_loop_goes_on(checked_home):
-    result = run_cycle(checked_home, [write("hello.txt", "goodbye\n"), done("said hello"),
-                                      write("hello.txt", "hello\n"), done("really said hello")], "--json")
+    result = run_cycle(
+        checked_home,
+        [write("hello.txt", "goodbye\n"), done("said hello"), write("hello.txt", "hello\n"), done("really said hello")],
+        "--json",
+    )
     assert result.exit_code == 0
     notes = active(checked_home)["notes"].splitlines()
     assert notes[1] == f"[CHECK FAILED] done refused: the check `{HELLO_CHECK}` exit 1: (no output)"
     assert active(checked_home)["completed_tasks"] == [
-        {"task": "say hello", "summary": "really said hello", "check": "passed"}]
+        {"task": "say hello", "summary": "really said hello", "check": "passed"}
+    ]
 
 
 def test_a_cycle_that_never_passes_its_check_ends_without_done_and_keeps_the_task(checked_home):
@@ -71,16 +75,20 @@ def test_a_check_that_hangs_is_killed_at_check_timeout_and_refuses_done(home):
     started = time.monotonic()
     assert run_cycle(home, [done("finished")], "--max-iterations", "1").exit_code == 3
     assert time.monotonic() - started < 15
-    assert "[CHECK FAILED] done refused: the check `sleep 30 & sleep 30` timed out after 0.5s and was killed" in \
-        active(home)["notes"]
+    assert (
+        "[CHECK FAILED] done refused: the check `sleep 30 & sleep 30` timed out after 0.5s and was killed"
+        in active(home)["notes"]
+    )
 
 
 def test_a_check_runs_with_sh_in_the_workspace_outside_the_shell_policy_without_secrets(home, monkeypatch):
     (home / "config.yaml").write_text("workspace: ws\nshell_policy: 'off'\n")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-value-123")
     # in the workspace: /workspace inside the sandbox, the folder itself where no sandbox can start
-    check = ('test "$PWD" = /workspace -o "$(basename "$PWD")" = ws && test -z "$OPENAI_API_KEY" '
-             '&& echo "$((1+1))" | grep -q 2')
+    check = (
+        'test "$PWD" = /workspace -o "$(basename "$PWD")" = ws && test -z "$OPENAI_API_KEY" '
+        '&& echo "$((1+1))" | grep -q 2'
+    )
     run_cli("task", "add", "t", "--check", check, "--home", str(home))
     assert run_cycle(home, [done("ok")]).exit_code == 0
     assert (home / "ws").is_dir()  # created for the check
@@ -88,8 +96,15 @@ def test_a_check_runs_with_sh_in_the_workspace_outside_the_shell_policy_without_
 
 def test_check_output_in_the_note_is_redacted_clipped_and_escaped(home, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-value-123")
-    run_cli("task", "add", "t", "--check", "printf 'sk-test-secret-value-123 \\033[31m'; seq 1000; exit 4",
-            "--home", str(home))
+    run_cli(
+        "task",
+        "add",
+        "t",
+        "--check",
+        "printf 'sk-test-secret-value-123 \\033[31m'; seq 1000; exit 4",
+        "--home",
+        str(home),
+    )
     assert run_cycle(home, [done("x")], "--max-iterations", "1").exit_code == 3
     note = next(line for line in active(home)["notes"].splitlines() if line.startswith("[CHECK FAILED]"))
     assert "sk-test-secret-value-123" not in note and "[REDACTED]" in note and "\x1b" not in note
@@ -98,10 +113,12 @@ def test_check_output_in_the_note_is_redacted_clipped_and_escaped(home, monkeypa
 
 def test_the_model_cannot_create_or_change_a_check(checked_home):
     frozen = active(checked_home)["checks"]
-    replies = [update(checks={"say hello": "true"}),
-               write("../scratchpad/active.yaml", "checks: {}\n"),
-               write("../../home/scratchpad/active.yaml", "checks: {}\n"),
-               done("x")]
+    replies = [
+        update(checks={"say hello": "true"}),
+        write("../scratchpad/active.yaml", "checks: {}\n"),
+        write("../../home/scratchpad/active.yaml", "checks: {}\n"),
+        done("x"),
+    ]
     assert run_cycle(checked_home, replies, "--max-iterations", "4").exit_code == 3
     state = active(checked_home)
     assert state["checks"] == frozen and state["completed_tasks"] == []
@@ -113,10 +130,12 @@ def test_the_model_cannot_create_or_change_a_check(checked_home):
 
 
 def test_renaming_or_dropping_a_checked_task_to_dodge_its_check_is_refused(checked_home):
-    replies = [update(current_task="something easy"),
-               update(current_task="next", pending_actions=[]),
-               update(pending_actions=["next"], current_task="say hello (done)"),
-               done("x")]
+    replies = [
+        update(current_task="something easy"),
+        update(current_task="next", pending_actions=[]),
+        update(pending_actions=["next"], current_task="say hello (done)"),
+        done("x"),
+    ]
     assert run_cycle(checked_home, replies, "--max-iterations", "4").exit_code == 3
     state = active(checked_home)
     assert state["current_task"] == "say hello" and state["pending_actions"] == ["next"]
@@ -140,19 +159,24 @@ def test_dropping_a_checked_task_removes_its_check(checked_home):
 def test_a_hand_broken_checks_value_fails_closed(home):
     write_active(home, {"current_task": "a", "checks": ["not", "a", "mapping"]})
     assert run_cycle(home, [done("x")], "--max-iterations", "1").exit_code == 3
-    assert "[CHECK FAILED] done refused: 'checks' in active.yaml must map task text to a command line" in \
-        active(home)["notes"]
+    assert (
+        "[CHECK FAILED] done refused: 'checks' in active.yaml must map task text to a command line"
+        in active(home)["notes"]
+    )
     frozen = tree_digest(home)
     result = run_cli("task", "add", "b", "--check", "true", "--home", str(home))
     assert result.exit_code == 2 and "'checks' in active.yaml" in result.stderr
     assert tree_digest(home) == frozen
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--check", "  "], "the check command is empty"),
-    (["--check", ""], "the check command is empty"),
-    (["--check"], "requires an argument"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--check", "  "], "the check command is empty"),
+        (["--check", ""], "the check command is empty"),
+        (["--check"], "requires an argument"),
+    ],
+)
 def test_task_add_with_a_bad_check_is_refused_and_nothing_changes(home, args, message):
     write_active(home, {"current_task": "a"})
     frozen = tree_digest(home)
@@ -174,10 +198,13 @@ def test_a_check_queued_while_a_cycle_runs_binds_at_the_next_wake(home):
 
 
 def test_task_list_shows_each_task_s_check(checked_home):
-    assert run_cli("task", "list", "--home", str(checked_home)).stdout.splitlines()[0] == \
-        f"current: say hello  [check: {HELLO_CHECK}]"
+    assert (
+        run_cli("task", "list", "--home", str(checked_home)).stdout.splitlines()[0]
+        == f"current: say hello  [check: {HELLO_CHECK}]"
+    )
     assert json_out(run_cli("task", "list", "--json", "--home", str(checked_home)))["checks"] == {
-        "say hello": HELLO_CHECK}
+        "say hello": HELLO_CHECK
+    }
 
 
 def test_run_check_reports_a_command_that_cannot_start(tmp_path):

@@ -27,8 +27,17 @@ def test_every_timeout_and_every_seconds_setting_is_in_seconds():
     for name, f in FIELDS.items():
         says_seconds = "second" in f.metadata["doc"].lower() or name.endswith(("_timeout", "_wait"))
         assert says_seconds == (f.metadata.get("unit") == "seconds"), name
-    assert {"check_timeout", "hook_timeout", "mcp_timeout", "mcp_start_timeout", "request_timeout", "time_budget",
-            "shell_timeout", "http_timeout", "lock_wait"} <= set(SECONDS)
+    assert {
+        "check_timeout",
+        "hook_timeout",
+        "mcp_timeout",
+        "mcp_start_timeout",
+        "request_timeout",
+        "time_budget",
+        "shell_timeout",
+        "http_timeout",
+        "lock_wait",
+    } <= set(SECONDS)
 
 
 def test_every_number_setting_has_a_floor():
@@ -52,20 +61,26 @@ def test_a_seconds_setting_past_a_day_exits_2_naming_it_and_writes_nothing(home,
     assert tree_digest(home) == digest
 
 
-@pytest.mark.parametrize("config, message", [
-    ("check_timeout: 0\n", "setting 'check_timeout' must be greater than 0, got 0"),
-    ("mcp_start_timeout: -1.5\n", "setting 'mcp_start_timeout' must be greater than 0, got -1.5"),
-    ("temperature: 2.5\n", "setting 'temperature' must be between 0 and 2, got 2.5"),
-    ("notes_budget: 199\n", "setting 'notes_budget' must be at least 200 characters, got 199"),
-    ("keep_days: 40000\n", "setting 'keep_days' must be at most 36500 days, got 40000"),
-    ("max_retries: -1\n", "setting 'max_retries' must be 0 or more, got -1"),
-    ("http_max_redirects: -1\n", "setting 'http_max_redirects' must be 0 or more, got -1"),
-    ("transcript_max_bytes: -5\n", "setting 'transcript_max_bytes' must be 0 or more, got -5"),
-    ("response_format: xml\n", "setting 'response_format' must be one of auto, json_schema, json_object_schema, "
-                               "json_object, text, got 'xml'"),
-    ("shell_max_output: 100000000000000000000\n", f"setting 'shell_max_output' must be at most {MOST_INTEGER}"),
-    ("hook_timeout: .nan\n", "setting 'hook_timeout' must be a finite number, got nan"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ("check_timeout: 0\n", "setting 'check_timeout' must be greater than 0, got 0"),
+        ("mcp_start_timeout: -1.5\n", "setting 'mcp_start_timeout' must be greater than 0, got -1.5"),
+        ("temperature: 2.5\n", "setting 'temperature' must be between 0 and 2, got 2.5"),
+        ("notes_budget: 199\n", "setting 'notes_budget' must be at least 200 characters, got 199"),
+        ("keep_days: 40000\n", "setting 'keep_days' must be at most 36500 days, got 40000"),
+        ("max_retries: -1\n", "setting 'max_retries' must be 0 or more, got -1"),
+        ("http_max_redirects: -1\n", "setting 'http_max_redirects' must be 0 or more, got -1"),
+        ("transcript_max_bytes: -5\n", "setting 'transcript_max_bytes' must be 0 or more, got -5"),
+        (
+            "response_format: xml\n",
+            "setting 'response_format' must be one of auto, json_schema, json_object_schema, "
+            "json_object, text, got 'xml'",
+        ),
+        ("shell_max_output: 100000000000000000000\n", f"setting 'shell_max_output' must be at most {MOST_INTEGER}"),
+        ("hook_timeout: .nan\n", "setting 'hook_timeout' must be a finite number, got nan"),
+    ],
+)
 def test_a_value_outside_its_fields_constraints_exits_2_with_the_message(home, tmp_path, config, message):
     (home / "config.yaml").write_text(config)
     result = run_cli("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, [DONE])}")

@@ -7,17 +7,16 @@ import json
 
 import pytest
 
-from agent.state import fresh_state
 from agent.config import Settings, load_settings
 from agent.cycle import run_cycle
-from agent.providers.scripted import ScriptedModel
 from agent.outcomes import Busy
 from agent.prompt import user_prompt
+from agent.providers.scripted import ScriptedModel
+from agent.state import fresh_state
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from agent.tags import Tag
-from tests.helpers import (read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active,
-                      write_script)
+from tests.helpers import read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active, write_script
 
 DEMO = {
     "goals": ["Demonstrate the wake/run/sleep cycle"],
@@ -56,15 +55,19 @@ def test_seed_worked_example(home, tmp_path):
     assert notes[2] == "[COMPLETED] Echoed hello and noted the date"
     # last_updated belongs to the sleep step only
     assert after["last_updated"] is None
-    assert {k: v for k, v in active.items() if k != "last_updated"} == {k: v for k, v in after.items() if k != "last_updated"}
+    assert {k: v for k, v in active.items() if k != "last_updated"} == {
+        k: v for k, v in after.items() if k != "last_updated"
+    }
     stamped = dt.datetime.fromisoformat(active["last_updated"])
     assert stamped.utcoffset() is not None
     assert abs((dt.datetime.now(dt.timezone.utc) - stamped).total_seconds()) < 120
 
 
 def test_missing_active_yaml_wakes_with_a_fresh_default_schema(home, tmp_path):
-    script = write_script(tmp_path, [{"tool": "update_scratchpad", "args": {"goals": ["mutated"]}},
-                                     {"tool": "done", "args": {"summary": "ok"}}])
+    script = write_script(
+        tmp_path,
+        [{"tool": "update_scratchpad", "args": {"goals": ["mutated"]}}, {"tool": "done", "args": {"summary": "ok"}}],
+    )
     assert run(home, script).exit_code == 0
     assert read_yaml(snapshots(home, "before")[0]) == fresh_state()
     # the default handed out is a fresh copy: the mutation above did not leak into it
@@ -75,8 +78,13 @@ def test_missing_active_yaml_wakes_with_a_fresh_default_schema(home, tmp_path):
 
 
 def test_before_snapshot_is_exactly_the_state_read(home, tmp_path):
-    state = dict(DEMO, notes="earlier\nnotes", completed_tasks=["a", {"task": "b", "summary": "s"}],
-                 last_updated="2026-01-01T00:00:00+00:00", operator_extra={"kept": True})
+    state = dict(
+        DEMO,
+        notes="earlier\nnotes",
+        completed_tasks=["a", {"task": "b", "summary": "s"}],
+        last_updated="2026-01-01T00:00:00+00:00",
+        operator_extra={"kept": True},
+    )
     write_active(home, state)
     run(home, write_script(tmp_path, [{"tool": "done", "args": {"summary": "x"}}]))
     assert read_yaml(snapshots(home, "before")[0]) == state
@@ -93,7 +101,8 @@ def test_iteration_cap_stops_with_exit_3_and_keeps_the_work(home, tmp_path):
     active = read_yaml(home / "scratchpad/active.yaml")
     assert active["current_task"] == DEMO["current_task"]
     assert [line.split(" ->")[0] for line in active["notes"].splitlines()[:3]] == [
-        f'[TOOL] echo({{"message": "m{i}"}})' for i in range(3)]
+        f'[TOOL] echo({{"message": "m{i}"}})' for i in range(3)
+    ]
     assert "[STOPPED] max_iterations" in active["notes"]
 
 
@@ -108,10 +117,15 @@ def test_the_last_iteration_prompt_says_it_is_the_last(home, tmp_path):
 
 def test_a_guided_model_sees_the_pending_actions_as_a_count_while_it_has_a_task(home):
     # the 135M model wrote "purple elephant banana" into fruit.txt when it saw the next task's words
-    write_active(home, dict(DEMO, current_task="Write banana into fruit.txt",
-                            pending_actions=["Echo the words purple elephant"]))
-    model = ScriptedModel.from_replies([{"tool": "update_scratchpad", "args": {"pending_actions": ["Water plants"]}},
-                                        {"tool": "done", "args": {"summary": "wrote banana"}}])
+    write_active(
+        home, dict(DEMO, current_task="Write banana into fruit.txt", pending_actions=["Echo the words purple elephant"])
+    )
+    model = ScriptedModel.from_replies(
+        [
+            {"tool": "update_scratchpad", "args": {"pending_actions": ["Water plants"]}},
+            {"tool": "done", "args": {"summary": "wrote banana"}},
+        ]
+    )
     model.guided = True
     asked = []
     answer = model.complete
@@ -131,8 +145,13 @@ def test_a_guided_model_sees_the_pending_actions_as_a_count_while_it_has_a_task(
 def test_a_failed_cycle_saves_the_state_as_read_plus_a_note(home, tmp_path):
     state = dict(DEMO, notes="what the agent knew")
     write_active(home, state)
-    script = write_script(tmp_path, [{"tool": "echo", "args": {"message": "lost"}},
-                                     {"tool": "update_scratchpad", "args": {"current_task": "half-applied"}}])
+    script = write_script(
+        tmp_path,
+        [
+            {"tool": "echo", "args": {"message": "lost"}},
+            {"tool": "update_scratchpad", "args": {"current_task": "half-applied"}},
+        ],
+    )
     result = run(home, script, "--json")
     assert result.exit_code == 4
     report = json.loads(result.stdout)
@@ -173,7 +192,10 @@ def test_a_parse_error_does_not_end_the_cycle(home, tmp_path):
 
 BAD_SCRATCHPADS = {
     "bad YAML": ("goals: [unclosed\n", "invalid YAML at line"),
-    "YAML tag": ("goals: !!python/object/apply:os.system ['echo pwned']\n", "YAML tags that build objects are not allowed"),
+    "YAML tag": (
+        "goals: !!python/object/apply:os.system ['echo pwned']\n",
+        "YAML tags that build objects are not allowed",
+    ),
     "not a mapping": ("- just\n- a list\n", "top level must be a mapping"),
     "wrong field type": ("goals: do everything\n", "field 'goals' must be a list of strings"),
     "wrong nested type": ("pending_actions: [1, 2]\n", "field 'pending_actions[0]' must be a string"),
@@ -194,12 +216,12 @@ def test_an_unusable_active_yaml_exits_6_and_touches_nothing(home, tmp_path, con
 
 
 def test_three_cycles_in_one_second_leave_three_pairs_in_order(home, tmp_path):
-    script = write_script(tmp_path, [{"tool": "echo", "args": {"message": "x"}},
-                                     {"tool": "done", "args": {"summary": "ok"}}])
+    script = write_script(
+        tmp_path, [{"tool": "echo", "args": {"message": "x"}}, {"tool": "done", "args": {"summary": "ok"}}]
+    )
     moment = dt.datetime(2026, 4, 1, 10, 1, 37, tzinfo=dt.timezone.utc)
     settings = load_settings(home)
-    ids = [run_cycle(Home.at(home), settings, ScriptedModel(script), clock=lambda: moment).cycle_id
-           for _ in range(3)]
+    ids = [run_cycle(Home.at(home), settings, ScriptedModel(script), clock=lambda: moment).cycle_id for _ in range(3)]
     assert ids == ["20260401_100137_01", "20260401_100137_02", "20260401_100137_03"]
     assert ids == sorted(ids)
     assert len(snapshots(home, "before")) == len(snapshots(home, "after")) == 3
@@ -233,14 +255,20 @@ def test_json_report_describes_the_cycle(home, tmp_path):
     assert report["task_before"] == DEMO["current_task"] and report["task_after"] == "Write hello.txt"
     assert set(report["usage"]) >= {"prompt_tokens", "completion_tokens", "cached_tokens"}
     cid = report["cycle_id"]
-    assert report["files"] == [f"scratchpad/{cid}_before.yaml", f"scratchpad/{cid}_after.yaml", "scratchpad/active.yaml"]
+    assert report["files"] == [
+        f"scratchpad/{cid}_before.yaml",
+        f"scratchpad/{cid}_after.yaml",
+        "scratchpad/active.yaml",
+    ]
     index = [json.loads(line) for line in (home / "logs/index.jsonl").read_text().splitlines()]
     assert index[-1]["cycle_id"] == cid and index[-1]["stop_reason"] == "done"
 
 
 def test_python_dash_m_agent_runs_a_cycle(home, tmp_path):
     write_active(home, DEMO)
-    proc = run_agent_process("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, WORKED_EXAMPLE)}")
+    proc = run_agent_process(
+        "run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, WORKED_EXAMPLE)}"
+    )
     assert proc.returncode == 0, proc.stderr
     assert "done after 3 iteration(s)" in proc.stdout
 
@@ -253,8 +281,13 @@ def test_agent_home_environment_variable_selects_the_home(home, tmp_path):
 
 def test_the_loop_works_on_a_copy_so_the_before_snapshot_is_untouched(home, tmp_path):
     write_active(home, DEMO)
-    run(home, write_script(tmp_path, [{"tool": "update_scratchpad", "args": {"goals": ["changed"]}},
-                                      {"tool": "done", "args": {"summary": "x"}}]))
+    run(
+        home,
+        write_script(
+            tmp_path,
+            [{"tool": "update_scratchpad", "args": {"goals": ["changed"]}}, {"tool": "done", "args": {"summary": "x"}}],
+        ),
+    )
     assert read_yaml(snapshots(home, "before")[0])["goals"] == DEMO["goals"]
     assert read_yaml(snapshots(home, "after")[0])["goals"] == ["changed"]
 
@@ -290,10 +323,13 @@ def test_a_secret_in_a_failure_message_is_redacted_everywhere(home, tmp_path, mo
         assert secret not in path.read_text(), path
 
 
-@pytest.mark.parametrize("content, message", [
-    ("goals: []\nlast_updated: 2024-02-30\n", "day is out of range"),
-    ("notes: " + "1" * 5000 + "\n", "a value cannot be read"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("goals: []\nlast_updated: 2024-02-30\n", "day is out of range"),
+        ("notes: " + "1" * 5000 + "\n", "a value cannot be read"),
+    ],
+)
 def test_a_value_yaml_cannot_build_is_an_invalid_scratchpad_not_a_crash(home, tmp_path, content, message):
     write_active(home, content)
     result = run(home, write_script(tmp_path, [{"tool": "done", "args": {"summary": "x"}}]))
@@ -309,8 +345,13 @@ def test_an_impossible_date_in_config_is_a_usage_error(home, tmp_path):
 def test_secrets_in_mapping_keys_are_redacted(home, tmp_path, monkeypatch):
     secret = "sk-supersecret-123456"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
-    script = write_script(tmp_path, [{"tool": "update_scratchpad", "args": {"completed_tasks": [{secret: "found"}]}},
-                                     {"tool": "done", "args": {"summary": "x"}}])
+    script = write_script(
+        tmp_path,
+        [
+            {"tool": "update_scratchpad", "args": {"completed_tasks": [{secret: "found"}]}},
+            {"tool": "done", "args": {"summary": "x"}},
+        ],
+    )
     assert run(home, script).exit_code == 0
     for path in (home / "scratchpad").iterdir():
         assert secret not in path.read_text()

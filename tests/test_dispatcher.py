@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from agent.state import fresh_state, problems
 from agent.config import Settings
-from agent.dispatcher import dispatch, parse_reply, ReplyError
+from agent.dispatcher import ReplyError, dispatch, parse_reply
+from agent.state import fresh_state, problems
 from agent.tags import Tag
 from agent.tools import ToolContext, build_registry
 
@@ -59,8 +59,12 @@ def test_tool_results_are_clipped_in_notes(ctx, registry):
 
 def test_update_extends_completed_tasks_and_replaces_pending(ctx, registry):
     before = state_with(completed_tasks=["old"], pending_actions=["a", "b"])
-    after, outcome = dispatch(before, act("update_scratchpad", completed_tasks=["new"], pending_actions=["c"],
-                                          current_task="now", goals=["g"]), registry, ctx)
+    after, outcome = dispatch(
+        before,
+        act("update_scratchpad", completed_tasks=["new"], pending_actions=["c"], current_task="now", goals=["g"]),
+        registry,
+        ctx,
+    )
     assert outcome.kind is Tag.UPDATE
     assert after["completed_tasks"] == ["old", "new"]
     assert after["pending_actions"] == ["c"]
@@ -73,14 +77,17 @@ def test_update_cannot_shrink_completed_tasks(ctx, registry):
     assert after["completed_tasks"] == ["a", "b"]
 
 
-@pytest.mark.parametrize("args, message", [
-    ({"pending_actions": "not a list"}, "pending_actions"),
-    ({"goals": [1, 2]}, "goals"),
-    ({"current_task": {"a": 1}}, "current_task"),
-    ({"notes": 5}, "notes"),
-    ({"last_updated": "2020-01-01"}, "last_updated"),
-    ({"mystery": 1}, "mystery"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"pending_actions": "not a list"}, "pending_actions"),
+        ({"goals": [1, 2]}, "goals"),
+        ({"current_task": {"a": 1}}, "current_task"),
+        ({"notes": 5}, "notes"),
+        ({"last_updated": "2020-01-01"}, "last_updated"),
+        ({"mystery": 1}, "mystery"),
+    ],
+)
 def test_update_refuses_bad_fields_whole_and_says_which(ctx, registry, args, message):
     before = state_with(current_task="keep", pending_actions=["keep"])
     after, outcome = dispatch(before, act("update_scratchpad", **{"current_task": "changed", **args}), registry, ctx)
@@ -105,14 +112,17 @@ def test_done_with_nothing_to_do_records_only_the_note(ctx, registry):
     assert after["notes"] == "[COMPLETED] idle"
 
 
-@pytest.mark.parametrize("reply, fragment", [
-    ("I think I should echo.", "no JSON object found"),
-    ("[1, 2, 3]", "JSON list, not an object"),
-    ('{"action": "echo"}', 'no "tool" key'),
-    ('{"tool": 7, "args": {}}', '"tool" must be a string'),
-    ("", "reply is empty"),
-    ('{"tool": "echo", "args": {"message": "unterminated}', "no JSON object found"),
-])
+@pytest.mark.parametrize(
+    "reply, fragment",
+    [
+        ("I think I should echo.", "no JSON object found"),
+        ("[1, 2, 3]", "JSON list, not an object"),
+        ('{"action": "echo"}', 'no "tool" key'),
+        ('{"tool": 7, "args": {}}', '"tool" must be a string'),
+        ("", "reply is empty"),
+        ('{"tool": "echo", "args": {"message": "unterminated}', "no JSON object found"),
+    ],
+)
 def test_unparseable_replies_become_parse_error_notes(ctx, registry, reply, fragment):
     after, outcome = dispatch(state_with(), reply, registry, ctx)
     assert outcome.kind is Tag.PARSE_ERROR
@@ -125,11 +135,14 @@ def test_unknown_tool_is_noted_with_the_tools_that_exist(ctx, registry):
     assert after["notes"].startswith("[UNKNOWN TOOL] launch_rockets") and "echo" in after["notes"]
 
 
-@pytest.mark.parametrize("args, fragment", [
-    ({}, "missing required argument 'message'"),
-    ({"message": "hi", "loud": True}, "unexpected argument 'loud'"),
-    ({"message": 42}, "'message' must be a string"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        ({}, "missing required argument 'message'"),
+        ({"message": "hi", "loud": True}, "unexpected argument 'loud'"),
+        ({"message": 42}, "'message' must be a string"),
+    ],
+)
 def test_bad_tool_arguments_are_tool_errors_and_the_tool_does_not_run(ctx, registry, args, fragment):
     after, outcome = dispatch(state_with(), json.dumps({"tool": "echo", "args": args}), registry, ctx)
     assert outcome.kind is Tag.TOOL_ERROR and fragment in after["notes"]
@@ -152,12 +165,15 @@ def test_shell_runs_argv_without_a_shell(ctx, registry):
     assert "$HOME; ls" in after["notes"]  # echo printed its argv literally: no shell expanded it
 
 
-@pytest.mark.parametrize("reply", [
-    'Sure! Here is the action:\n```json\n{"tool": "echo", "args": {"message": "hi"}}\n```\nDone.',
-    '```\n{"tool": "echo", "args": {"message": "hi"}}\n```',
-    'I will call {"tool": "echo", "args": {"message": "hi"}} now.',
-    '  {"tool": "echo", "args": {"message": "hi"}}  ',
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        'Sure! Here is the action:\n```json\n{"tool": "echo", "args": {"message": "hi"}}\n```\nDone.',
+        '```\n{"tool": "echo", "args": {"message": "hi"}}\n```',
+        'I will call {"tool": "echo", "args": {"message": "hi"}} now.',
+        '  {"tool": "echo", "args": {"message": "hi"}}  ',
+    ],
+)
 def test_actions_wrapped_in_prose_or_fences_are_found(reply):
     assert parse_reply(reply) == {"tool": "echo", "args": {"message": "hi"}}
 
@@ -199,10 +215,17 @@ def test_an_update_with_a_field_over_the_per_field_cap_is_refused_and_the_cycle_
 
     huge = ["g" * 1000] * (MAX_FIELD_BYTES // 1000 + 1)
     before = state_with(goals=["keep"])
-    after, outcome = dispatch(before, act("update_scratchpad", goals=huge, current_task="t"), registry,
-                              ToolContext(ctx.home, Settings(max_reply_bytes=10_000_000)))
+    after, outcome = dispatch(
+        before,
+        act("update_scratchpad", goals=huge, current_task="t"),
+        registry,
+        ToolContext(ctx.home, Settings(max_reply_bytes=10_000_000)),
+    )
     assert outcome.kind is Tag.TOOL_ERROR and not outcome.done
-    assert f"field 'goals' would be {len(json.dumps(huge)):,} bytes, over the {MAX_FIELD_BYTES:,}-byte limit" in after["notes"]
+    assert (
+        f"field 'goals' would be {len(json.dumps(huge)):,} bytes, over the {MAX_FIELD_BYTES:,}-byte limit"
+        in after["notes"]
+    )
     assert after["goals"] == ["keep"] and after["current_task"] is None  # all or nothing
 
 
@@ -224,11 +247,17 @@ def test_a_guided_model_shown_the_queue_as_a_count_adds_to_it_and_never_replaces
     assert outcome.kind is Tag.UPDATE and after["pending_actions"] == ["a", "b", "c"]
     assert after["notes"] == "[UPDATE] pending_actions (1 added to the queue)"
     # the same reply from a model that was shown the list replaces it, as update_scratchpad says
-    assert dispatch(before, update, registry, ctx)[0]["pending_actions"] == ["c", "a", "Write banana into fruit.txt", "c"]
+    assert dispatch(before, update, registry, ctx)[0]["pending_actions"] == [
+        "c",
+        "a",
+        "Write banana into fruit.txt",
+        "c",
+    ]
     # with no current task the guided model was shown the list too: its update is the new queue
     idle = state_with(pending_actions=["a", "b"])
     assert dispatch(idle, act("update_scratchpad", pending_actions=["b"]), registry, ctx, guided=True)[0][
-        "pending_actions"] == ["b"]
+        "pending_actions"
+    ] == ["b"]
 
 
 def test_a_guided_model_that_moves_its_task_back_to_the_queue_loses_nothing(ctx, registry):
@@ -243,8 +272,9 @@ def test_a_guided_model_that_moves_its_task_back_to_the_queue_loses_nothing(ctx,
 
 def test_a_guided_model_copying_the_count_line_it_was_shown_queues_nothing(ctx, registry):
     before = state_with(current_task="A", pending_actions=["B", "C"])
-    after, outcome = dispatch(before, act("update_scratchpad", pending_actions=["2 more after this task", "B"]),
-                              registry, ctx, guided=True)
+    after, outcome = dispatch(
+        before, act("update_scratchpad", pending_actions=["2 more after this task", "B"]), registry, ctx, guided=True
+    )
     assert after["pending_actions"] == ["B", "C"]
     assert outcome.note == "[UPDATE] pending_actions (nothing new for the queue)"
 

@@ -106,11 +106,13 @@ def test_no_sentence_paragraph_or_table_row_is_said_twice_in_the_docs():
 
 def test_the_repeat_finder_finds_planted_repeats(tmp_path, monkeypatch):
     page = tmp_path / "page.md"
-    page.write_text("- **Safe by default.** One thing.\n- **Safe by default.** Another.\n\n"
-                    "A sentence long enough to count as a fact of its own, said here. And more.\n\n"
-                    "| `agent run [-q]` | one cycle |\n| `agent run` | one cycle, again |\n\n"
-                    "```\nA sentence long enough to count as a fact of its own, said here.\n```\n"
-                    "Then. A sentence long enough to count as a fact of its own, said here.\n")
+    page.write_text(
+        "- **Safe by default.** One thing.\n- **Safe by default.** Another.\n\n"
+        "A sentence long enough to count as a fact of its own, said here. And more.\n\n"
+        "| `agent run [-q]` | one cycle |\n| `agent run` | one cycle, again |\n\n"
+        "```\nA sentence long enough to count as a fact of its own, said here.\n```\n"
+        "Then. A sentence long enough to count as a fact of its own, said here.\n"
+    )
     monkeypatch.setattr(f"{__name__}.DOCS", [page])
     found = "\n".join(_repeats())
     assert "lead page.md 'safe by default.'" in found
@@ -121,8 +123,11 @@ def test_the_repeat_finder_finds_planted_repeats(tmp_path, monkeypatch):
 
 def _code_references(text: str) -> set[str]:
     paths = set(re.findall(r"(?<![\w/.~-])agent/[\w/]*(?:\.py)?", text))
-    names = {name for name in re.findall(r"(?<![\w/.-])agent(?:\.[A-Za-z_]\w*)+", text)
-             if name.rsplit(".", 1)[-1] not in _FILE_SUFFIXES}
+    names = {
+        name
+        for name in re.findall(r"(?<![\w/.-])agent(?:\.[A-Za-z_]\w*)+", text)
+        if name.rsplit(".", 1)[-1] not in _FILE_SUFFIXES
+    }
     return paths | names
 
 
@@ -144,8 +149,12 @@ def _exists(reference: str) -> bool:
 
 
 def test_every_code_path_and_name_in_the_docs_exists():
-    missing = [f"{path.name}: {reference}" for path in DOCS for reference in sorted(_code_references(path.read_text()))
-               if not _exists(reference)]
+    missing = [
+        f"{path.name}: {reference}"
+        for path in DOCS
+        for reference in sorted(_code_references(path.read_text()))
+        if not _exists(reference)
+    ]
     assert not missing, "the docs name code that does not exist:\n" + "\n".join(missing)
 
 
@@ -158,16 +167,19 @@ def test_every_agent_command_in_the_docs_exists():
 
 
 def test_the_reference_checks_catch_what_does_not_exist():
-    text = ("see `agent/schema.py`, `agent.builtin_tools.fetch` and agent.tools.http.fetch "
-            "in /etc/agent/env, agent.service")
+    text = (
+        "see `agent/schema.py`, `agent.builtin_tools.fetch` and agent.tools.http.fetch in /etc/agent/env, agent.service"
+    )
     assert _code_references(text) == {"agent/schema.py", "agent.builtin_tools.fetch", "agent.tools.http.fetch"}
-    assert [ref for ref in sorted(_code_references(text)) if not _exists(ref)] == ["agent.builtin_tools.fetch",
-                                                                                 "agent/schema.py"]
+    assert [ref for ref in sorted(_code_references(text)) if not _exists(ref)] == [
+        "agent.builtin_tools.fetch",
+        "agent/schema.py",
+    ]
 
 
 def _readme_setup_block() -> list[str]:
     readme = (REPO / "README.md").read_text()
-    after_marker = readme[readme.index("\n<!-- set-up"):]
+    after_marker = readme[readme.index("\n<!-- set-up") :]
     return re.search(r"\n```sh\n(.*?)\n```\n", after_marker, re.DOTALL).group(1).splitlines()
 
 

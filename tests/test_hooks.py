@@ -13,11 +13,19 @@ import pytest
 from tests.cli.helpers import done, echo, run_cycle
 from tests.helpers import configure
 
-STATE = {"goals": [], "current_task": "one", "pending_actions": ["two"], "completed_tasks": [], "notes": "",
-         "last_updated": None}
+STATE = {
+    "goals": [],
+    "current_task": "one",
+    "pending_actions": ["two"],
+    "completed_tasks": [],
+    "notes": "",
+    "last_updated": None,
+}
 # A hook in Python: writes what it was given (stdin, cwd, environment) to hook_out.json in its cwd.
-RECORDER = ("import json, os, sys; json.dump({'stdin': sys.stdin.read(), 'cwd': os.getcwd(), "
-            "'env': dict(os.environ)}, open('hook_out.json', 'w'))")
+RECORDER = (
+    "import json, os, sys; json.dump({'stdin': sys.stdin.read(), 'cwd': os.getcwd(), "
+    "'env': dict(os.environ)}, open('hook_out.json', 'w'))"
+)
 
 
 def cycle_log(home: Path) -> str:
@@ -48,22 +56,28 @@ def test_the_hook_environment_holds_no_secret(home, monkeypatch):
     assert "OPENAI_API_KEY" not in env and "MY_SERVICE_TOKEN" not in env and env["PLAIN_SETTING"] == "visible"
 
 
-@pytest.mark.parametrize("notify_on, replies, runs", [
-    (["error", "max_iterations"], [done("ok")], False),
-    (["done"], [done("ok")], True),
-    (["error"], [], True),  # the script has no reply: the cycle fails
-])
+@pytest.mark.parametrize(
+    "notify_on, replies, runs",
+    [
+        (["error", "max_iterations"], [done("ok")], False),
+        (["done"], [done("ok")], True),
+        (["error"], [], True),  # the script has no reply: the cycle fails
+    ],
+)
 def test_notify_on_chooses_the_stop_reasons_that_run_the_hook(home, notify_on, replies, runs):
     configure(home, STATE, on_cycle_end=[sys.executable, "-c", RECORDER], notify_on=notify_on)
     run_cycle(home, replies)
     assert (home / "hook_out.json").exists() is runs
 
 
-@pytest.mark.parametrize("argv, problem", [
-    ([sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"], "exit 3"),
-    (["/nonexistent/alert-program"], "program not found"),
-    ([sys.executable, "-c", "import time; time.sleep(60)"], "timed out after 0.5s"),
-])
+@pytest.mark.parametrize(
+    "argv, problem",
+    [
+        ([sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"], "exit 3"),
+        (["/nonexistent/alert-program"], "program not found"),
+        ([sys.executable, "-c", "import time; time.sleep(60)"], "timed out after 0.5s"),
+    ],
+)
 def test_a_failing_hook_is_logged_and_never_changes_the_exit_code(home, argv, problem):
     configure(home, STATE, on_cycle_end=argv, hook_timeout=0.5)
     started = time.monotonic()
@@ -81,8 +95,7 @@ def test_a_failing_hook_is_logged_and_never_changes_the_exit_code(home, argv, pr
 def test_a_hook_that_times_out_has_its_whole_process_group_killed(home):
     marker = home / "child_survived"
     child = f"import time; time.sleep(3); open({str(marker)!r}, 'w')"
-    parent = (f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); "
-              "time.sleep(60)")
+    parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(60)"
     configure(home, STATE, on_cycle_end=[sys.executable, "-c", parent], hook_timeout=0.5)
     assert run_cycle(home, [done("ok")]).exit_code == 0
     assert "timed out" in cycle_log(home)
@@ -90,12 +103,15 @@ def test_a_hook_that_times_out_has_its_whole_process_group_killed(home):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("config, needle", [
-    ({"on_cycle_end": []}, "on_cycle_end"),
-    ({"on_cycle_end": "echo hi"}, "on_cycle_end"),  # a shell string, not an argv list
-    ({"notify_on": ["sometimes"]}, "notify_on"),
-    ({"hook_timeout": 0}, "hook_timeout"),
-])
+@pytest.mark.parametrize(
+    "config, needle",
+    [
+        ({"on_cycle_end": []}, "on_cycle_end"),
+        ({"on_cycle_end": "echo hi"}, "on_cycle_end"),  # a shell string, not an argv list
+        ({"notify_on": ["sometimes"]}, "notify_on"),
+        ({"hook_timeout": 0}, "hook_timeout"),
+    ],
+)
 def test_bad_hook_settings_are_usage_errors_and_nothing_runs(home, config, needle):
     configure(home, STATE, **config)
     result = run_cycle(home, [done("ok")])

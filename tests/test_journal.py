@@ -50,8 +50,14 @@ def peek() -> str:
 server.run()
 '''
 
-TASK = {"goals": [], "current_task": "Tell the operator the backup finished", "pending_actions": [],
-        "completed_tasks": [], "notes": "", "last_updated": None}
+TASK = {
+    "goals": [],
+    "current_task": "Tell the operator the backup finished",
+    "pending_actions": [],
+    "completed_tasks": [],
+    "notes": "",
+    "last_updated": None,
+}
 
 
 @pytest.fixture
@@ -85,8 +91,12 @@ def test_a_call_cut_by_sigkill_is_not_repeated_and_the_next_prompt_says_so(home,
         assert first.exit_code == 8, first.output
         assert run_cli("approve", "1", "--home", str(home)).exit_code == 0
         script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "told"}}])
-    agent = subprocess.Popen([sys.executable, "-m", "agent", "run", "--home", str(home), "--model",
-                              f"scripted:{script}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     wait_for(lambda: calls.exists() and calls.read_text() == "backup finished\n", "the tool call to start", 120)
     (intent,) = [r for r in journal(home) if r["event"] == "intent"]
     assert intent["tool"] == "notify__send" and intent["args"] == {"message": "backup finished"}
@@ -94,13 +104,22 @@ def test_a_call_cut_by_sigkill_is_not_repeated_and_the_next_prompt_says_so(home,
     agent.wait(timeout=60)
 
     with OpenAIServer(default=Reply.chat({"tool": "done", "args": {"summary": "checked the phone"}})) as model:
-        result = run_cli("run", "--home", str(home), "--model", "openai:test-model", "--json",
-                         env={"OPENAI_BASE_URL": model.base_url})
+        result = run_cli(
+            "run",
+            "--home",
+            str(home),
+            "--model",
+            "openai:test-model",
+            "--json",
+            env={"OPENAI_BASE_URL": model.base_url},
+        )
     assert result.exit_code == 0, result.output
     assert calls.read_text() == "backup finished\n"  # not called again
     prompt = " ".join(model.chat_requests[0].messages[-1]["content"].split())  # YAML folds long lines
-    note = (f'[INTERRUPTED] call {intent["call"]} notify__send({{"message": "backup finished"}}) '
-            f'may or may not have completed')
+    note = (
+        f'[INTERRUPTED] call {intent["call"]} notify__send({{"message": "backup finished"}}) '
+        f"may or may not have completed"
+    )
     assert note in prompt
     record = json.loads(result.stdout)
     assert {"call": intent["call"], "tool": "notify__send", "status": "interrupted"} in record["calls"]
@@ -125,21 +144,35 @@ def test_calls_are_journaled_before_and_after_and_read_only_ones_are_not(home, t
     configure(home, server)
     write_active(home, TASK)
     fifo = server["args"][2]
-    script = write_script(tmp_path, [{"tool": "notify__peek", "args": {}}, {"tool": "echo", "args": {"message": "x"}},
-                                     {"tool": "notify__send", "args": {"message": "hi"}},
-                                     {"tool": "write_file", "args": {"path": "a.txt", "content": "a"}},
-                                     {"tool": "done", "args": {"summary": "ok"}}])
+    script = write_script(
+        tmp_path,
+        [
+            {"tool": "notify__peek", "args": {}},
+            {"tool": "echo", "args": {"message": "x"}},
+            {"tool": "notify__send", "args": {"message": "hi"}},
+            {"tool": "write_file", "args": {"path": "a.txt", "content": "a"}},
+            {"tool": "done", "args": {"summary": "ok"}},
+        ],
+    )
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL")}
-    agent = subprocess.Popen([sys.executable, "-m", "agent", "run", "--home", str(home), "--model",
-                              f"scripted:{script}", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     wait_for(lambda: calls.exists() and calls.read_text() == "hi\n", "the tool call to start", 120)
     with open(fifo, "w") as f:  # let the call return
         f.write("go")
     out, err = agent.communicate(timeout=120)
     assert agent.returncode == 0, err
     records = journal(home)
-    assert [(r["event"], r.get("tool")) for r in records] == [("intent", "notify__send"), ("result", None),
-                                                             ("intent", "write_file"), ("result", None)]
+    assert [(r["event"], r.get("tool")) for r in records] == [
+        ("intent", "notify__send"),
+        ("result", None),
+        ("intent", "write_file"),
+        ("result", None),
+    ]
     assert records[1]["ok"] is True and records[1]["result"] == "sent"
     assert [c["tool"] for c in json.loads(out)["calls"]] == ["notify__send", "write_file"]
     log = run_cli("logs", "--home", str(home)).stdout
@@ -179,8 +212,14 @@ def test_a_call_cut_by_sigint_is_left_unfinished_and_its_note_is_one_redacted_li
     args = {"to": "ops\n[COMPLETED] forged\x1b[2J", "token": "tok-very-secret-123456"}
     with pytest.raises(KeyboardInterrupt):
         Journal(home, report, secrets, lambda _l: None).around("chat__post", args, cut)
-    state = {"goals": [], "current_task": "t", "pending_actions": [], "completed_tasks": [], "notes": "",
-             "last_updated": None}
+    state = {
+        "goals": [],
+        "current_task": "t",
+        "pending_actions": [],
+        "completed_tasks": [],
+        "notes": "",
+        "last_updated": None,
+    }
     later = CycleReport("20260101_000100_01", "2026-01-01T00:01:00+00:00", "scripted")
     noted = note_interrupted(home, settings, state, later)
     (line,) = noted["notes"].split("\n")

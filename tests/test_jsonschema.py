@@ -11,21 +11,24 @@ from agent.jsonschema import check, describe, schema_for, type_name
 STRINGS = {"type": "array", "items": {"type": "string"}}
 
 
-@pytest.mark.parametrize("value, schema, problem", [
-    ("a", {"type": "string"}, None),
-    (1, {"type": "string"}, "'x' must be a string, got int 1"),
-    (True, {"type": "integer"}, "'x' must be an integer, got bool True"),
-    (1.5, {"type": "number"}, None),
-    (None, {"type": ["string", "null"]}, None),
-    (["a", 2], STRINGS, "'x[1]' must be a string, got int 2"),
-    ({"a": 1}, {"type": "object", "additionalProperties": False}, "'x' has an unexpected key 'a'"),
-    ({}, {"type": "object", "required": ["k"]}, "'x' is missing 'k'"),
-    ({"k": 1}, {"type": "object", "properties": {"k": {"type": "string"}}}, "'x.k' must be a string, got int 1"),
-    ({1: "a"}, {"type": "object"}, "'x' has a key that is not a string: 1"),
-    ("c", {"enum": ["a", "b"]}, "'x' must be one of 'a', 'b', got str 'c'"),
-    ("b", {"const": "a"}, "'x' must be 'a', got str 'b'"),
-    (3, {"anyOf": [{"type": "string"}, {"type": "null"}]}, "'x' must be a string or null, got int 3"),
-])
+@pytest.mark.parametrize(
+    "value, schema, problem",
+    [
+        ("a", {"type": "string"}, None),
+        (1, {"type": "string"}, "'x' must be a string, got int 1"),
+        (True, {"type": "integer"}, "'x' must be an integer, got bool True"),
+        (1.5, {"type": "number"}, None),
+        (None, {"type": ["string", "null"]}, None),
+        (["a", 2], STRINGS, "'x[1]' must be a string, got int 2"),
+        ({"a": 1}, {"type": "object", "additionalProperties": False}, "'x' has an unexpected key 'a'"),
+        ({}, {"type": "object", "required": ["k"]}, "'x' is missing 'k'"),
+        ({"k": 1}, {"type": "object", "properties": {"k": {"type": "string"}}}, "'x.k' must be a string, got int 1"),
+        ({1: "a"}, {"type": "object"}, "'x' has a key that is not a string: 1"),
+        ("c", {"enum": ["a", "b"]}, "'x' must be one of 'a', 'b', got str 'c'"),
+        ("b", {"const": "a"}, "'x' must be 'a', got str 'b'"),
+        (3, {"anyOf": [{"type": "string"}, {"type": "null"}]}, "'x' must be a string or null, got int 3"),
+    ],
+)
 def test_check_names_the_path_and_the_expected_type(value, schema, problem):
     assert check(value, schema, "x") == problem
 
@@ -34,13 +37,16 @@ def test_without_a_path_the_value_is_named_plainly():
     assert check(1, {"type": "string"}) == "value must be a string, got int 1"
 
 
-@pytest.mark.parametrize("schema, name", [
-    (STRINGS, "list of strings"),
-    ({"type": ["string", "null"]}, "string or null"),
-    ({"type": "object"}, "mapping"),
-    ({}, "value"),
-    ({"type": "array"}, "list of values"),
-])
+@pytest.mark.parametrize(
+    "schema, name",
+    [
+        (STRINGS, "list of strings"),
+        ({"type": ["string", "null"]}, "string or null"),
+        ({"type": "object"}, "mapping"),
+        ({}, "value"),
+        ({"type": "array"}, "list of values"),
+    ],
+)
 def test_type_names_read_as_words(schema, name):
     assert type_name(schema) == name
 
@@ -50,15 +56,18 @@ def test_describe_clips_long_values():
     assert text.startswith("str 'xxx") and text.endswith("...") and len(text) < 70
 
 
-@pytest.mark.parametrize("annotation, schema", [
-    (str, {"type": "string"}),
-    (int | None, {"type": ["integer", "null"]}),
-    (list[str], STRINGS),
-    (dict[str, float], {"type": "object", "additionalProperties": {"type": "number"}}),
-    (Any, {}),
-    (str | int, {"anyOf": [{"type": "string"}, {"type": "integer"}]}),
-    (list[str] | None, {"type": ["array", "null"], "items": {"type": "string"}}),
-])
+@pytest.mark.parametrize(
+    "annotation, schema",
+    [
+        (str, {"type": "string"}),
+        (int | None, {"type": ["integer", "null"]}),
+        (list[str], STRINGS),
+        (dict[str, float], {"type": "object", "additionalProperties": {"type": "number"}}),
+        (Any, {}),
+        (str | int, {"anyOf": [{"type": "string"}, {"type": "integer"}]}),
+        (list[str] | None, {"type": ["array", "null"], "items": {"type": "string"}}),
+    ],
+)
 def test_schema_for_annotations(annotation, schema):
     assert schema_for(annotation) == schema
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from agent.state import fresh_state
 from agent.memory import ARCHIVE_MARKER, Archived, apply_curation, bound_memory, read_archive
+from agent.state import fresh_state
 from tests.helpers import read_yaml, run_cli, write_active, write_script
 
 
@@ -22,6 +22,7 @@ def state_with(**fields):
 
 # ---------------------------------------------------------------------------- pure functions
 
+
 def test_memory_within_limits_is_left_alone():
     state = state_with(notes="short", completed_tasks=["a"])
     assert bound_memory(state, 4000, 20) == (state, [])
@@ -33,7 +34,7 @@ def test_notes_over_budget_keep_the_newest_lines_and_a_marker():
     kept = bounded["notes"].split("\n")
     assert len(bounded["notes"]) <= 1000
     assert kept[0].startswith(ARCHIVE_MARKER) and f"{len(moved)} older note lines" in kept[0]
-    assert kept[1:] == lines[-len(kept) + 1:]  # the newest, in order
+    assert kept[1:] == lines[-len(kept) + 1 :]  # the newest, in order
     assert [m.value for m in moved] + kept[1:] == lines  # every line is somewhere
 
 
@@ -60,14 +61,21 @@ def test_curation_semantics():
 
 # ------------------------------------------------------------------------------ through cycles
 
+
 def test_notes_budget_spills_to_the_archive_and_nothing_is_lost(home, tmp_path):
     (home / "config.yaml").write_text("notes_budget: 1500\n")
     written = []
     for cycle in range(8):
         messages = [f"cycle{cycle}-msg{i}-" + "y" * 150 for i in range(3)]
         written += messages
-        script = write_script(tmp_path, [*({"tool": "echo", "args": {"message": m}} for m in messages),
-                                         {"tool": "done", "args": {"summary": f"cycle {cycle}"}}], f"s{cycle}.yaml")
+        script = write_script(
+            tmp_path,
+            [
+                *({"tool": "echo", "args": {"message": m}} for m in messages),
+                {"tool": "done", "args": {"summary": f"cycle {cycle}"}},
+            ],
+            f"s{cycle}.yaml",
+        )
         assert run(home, script).exit_code == 0
     active = read_yaml(home / "scratchpad/active.yaml")
     assert len(active["notes"]) <= 1500
@@ -94,8 +102,13 @@ def test_completed_window_keeps_full_history_across_active_and_archive(home, tmp
 
 def test_the_after_snapshot_shows_the_bounded_state(home, tmp_path):
     (home / "config.yaml").write_text("notes_budget: 300\n")
-    script = write_script(tmp_path, [*({"tool": "echo", "args": {"message": f"m{i}" + "z" * 80}} for i in range(5)),
-                                     {"tool": "done", "args": {"summary": "s"}}])
+    script = write_script(
+        tmp_path,
+        [
+            *({"tool": "echo", "args": {"message": f"m{i}" + "z" * 80}} for i in range(5)),
+            {"tool": "done", "args": {"summary": "s"}},
+        ],
+    )
     result = run(home, script, "--json")
     report = json.loads(result.stdout)
     assert report["archived"] > 0
@@ -105,9 +118,16 @@ def test_the_after_snapshot_shows_the_bounded_state(home, tmp_path):
 
 # -------------------------------------------------------------------------------- reflect step
 
+
 def reflect_script(tmp_path, curate_reply):
-    return write_script(tmp_path, [{"tool": "echo", "args": {"message": "raw tool chatter"}},
-                                   {"tool": "done", "args": {"summary": "finished"}}, *curate_reply])
+    return write_script(
+        tmp_path,
+        [
+            {"tool": "echo", "args": {"message": "raw tool chatter"}},
+            {"tool": "done", "args": {"summary": "finished"}},
+            *curate_reply,
+        ],
+    )
 
 
 def test_reflect_replaces_notes_and_archives_the_old_ones(home, tmp_path):
@@ -146,9 +166,13 @@ def test_a_failed_reflect_call_keeps_the_unreflected_state(home, tmp_path):
 
 
 def test_an_invalid_reflect_reply_keeps_the_unreflected_state(home, tmp_path):
-    for i, reply in enumerate([{"tool": "done", "args": {"summary": "again"}},
-                               {"tool": "curate_notes", "args": {"notes": 42}},
-                               "not json at all"]):
+    for i, reply in enumerate(
+        [
+            {"tool": "done", "args": {"summary": "again"}},
+            {"tool": "curate_notes", "args": {"notes": 42}},
+            "not json at all",
+        ]
+    ):
         sub = home / str(i)
         sub.mkdir()
         result = run(sub, reflect_script(tmp_path, [reply]), "--reflect", "--json")
@@ -161,8 +185,6 @@ def test_reflect_only_runs_after_done(home, tmp_path):
     script = write_script(tmp_path, [{"tool": "echo", "args": {"message": f"m{i}"}} for i in range(3)])
     result = run(home, script, "--reflect", "--max-iterations", "2", "--json")
     assert result.exit_code == 3 and json.loads(result.stdout)["reflect"] is None
-
-
 
 
 def test_an_interrupt_during_the_reflect_step_fails_the_cycle(home, tmp_path):

@@ -5,17 +5,22 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import time
-from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.metrics import metrics_text
 from tests.cli.helpers import done, echo, run_cycle
-from tests.helpers import configure, run_cli, write_active
+from tests.helpers import configure, run_cli
 
-STATE = {"goals": [], "current_task": "one", "pending_actions": [], "completed_tasks": [], "notes": "",
-         "last_updated": None}
+STATE = {
+    "goals": [],
+    "current_task": "one",
+    "pending_actions": [],
+    "completed_tasks": [],
+    "notes": "",
+    "last_updated": None,
+}
 
 
 def samples(text: str) -> dict[tuple, float]:
@@ -79,9 +84,17 @@ def test_a_metrics_file_that_cannot_be_written_is_logged_and_the_cycle_keeps_its
 
 
 def test_cost_stalls_and_pending_approvals_come_from_the_records():
-    record = {"cycle_id": "x", "started": "2026-01-01T00:00:00+00:00", "duration_s": 2.5, "stop_reason": "stalled",
-              "exit_code": 9, "iterations": 3, "usage": {"prompt_tokens": 10, "completion_tokens": 5},
-              "cost": 0.0125, "pending_approvals": 2}
+    record = {
+        "cycle_id": "x",
+        "started": "2026-01-01T00:00:00+00:00",
+        "duration_s": 2.5,
+        "stop_reason": "stalled",
+        "exit_code": 9,
+        "iterations": 3,
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+        "cost": 0.0125,
+        "pending_approvals": 2,
+    }
     recent = [{"stop_reason": "error"}, {"stop_reason": "stalled"}, record]
     got = samples(metrics_text("/srv/agent", record, recent))
     assert got[("agent_last_cycle_cost", ())] == 0.0125

@@ -9,8 +9,18 @@ import pytest
 
 from agent.config import Settings
 from agent.outcomes import UsageError
-from agent.prompt import (NOTHING_YET, TOOLS_MARKER, chat_messages, default_rules, last_result, next_step,
-                          read_rules, split_examples, system_prompt, user_prompt)
+from agent.prompt import (
+    NOTHING_YET,
+    TOOLS_MARKER,
+    chat_messages,
+    default_rules,
+    last_result,
+    next_step,
+    read_rules,
+    split_examples,
+    system_prompt,
+    user_prompt,
+)
 from agent.state import fresh_state
 from agent.tags import Tag
 from agent.tools import build_registry
@@ -76,9 +86,13 @@ def test_the_user_prompt_ends_with_the_task_the_last_result_and_one_instruction(
     state = fresh_state() | {"current_task": "Echo hi", "notes": Tag.TOOL.line("echo(...) -> hi")}
     text = user_prompt(state, 2, 5, warnings=["WARNING: careful"])
     lines = text.splitlines()
-    assert lines[-5:] == ["Iteration 2 of 5.", "Task: Echo hi", "Last result: [TOOL] echo(...) -> hi",
-                          "WARNING: careful", "Now: If the last result finishes the task, call done. "
-                          "Otherwise call the next tool."]
+    assert lines[-5:] == [
+        "Iteration 2 of 5.",
+        "Task: Echo hi",
+        "Last result: [TOOL] echo(...) -> hi",
+        "WARNING: careful",
+        "Now: If the last result finishes the task, call done. Otherwise call the next tool.",
+    ]
     assert "last_updated" not in text
     assert user_prompt(state, 5, 5).splitlines()[-1].startswith("Now: this is the LAST iteration")
 
@@ -89,12 +103,19 @@ def test_a_guided_model_sees_the_queue_as_a_count_while_it_has_a_task():
     assert "- B" in user_prompt(state, 1, 5)
 
 
-@pytest.mark.parametrize("state, result, says", [
-    ({}, NOTHING_YET, "There is nothing to do: call done."),
-    ({"pending_actions": ["x"]}, NOTHING_YET, "There is no current task: call done to start the next pending action."),
-    ({"current_task": "t"}, NOTHING_YET, "Call the tool that does the task."),
-    ({"current_task": "t"}, Tag.TOOL_ERROR.line("x"), "The last action failed"),
-])
+@pytest.mark.parametrize(
+    "state, result, says",
+    [
+        ({}, NOTHING_YET, "There is nothing to do: call done."),
+        (
+            {"pending_actions": ["x"]},
+            NOTHING_YET,
+            "There is no current task: call done to start the next pending action.",
+        ),
+        ({"current_task": "t"}, NOTHING_YET, "Call the tool that does the task."),
+        ({"current_task": "t"}, Tag.TOOL_ERROR.line("x"), "The last action failed"),
+    ],
+)
 def test_next_step_follows_the_state_and_the_last_result(state, result, says):
     assert next_step(fresh_state() | state, result).startswith(says)
 

@@ -22,10 +22,19 @@ def _refusing_big_prompts(limit: int = CONTEXT_BYTES):
     def reply(request: Request) -> Reply:
         size = sum(len(str(m.get("content") or "").encode()) for m in request.messages)
         if size > limit:
-            return Reply.error(400, body={"error": {
-                "message": f"This model's maximum context length is 8192 tokens; your messages were {size // 4}",
-                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
+            return Reply.error(
+                400,
+                body={
+                    "error": {
+                        "message": f"This model's maximum context length is 8192 tokens; your messages were {size // 4}",
+                        "type": "invalid_request_error",
+                        "param": "messages",
+                        "code": "context_length_exceeded",
+                    }
+                },
+            )
         return Reply.chat(DONE)
+
     return reply
 
 
@@ -39,14 +48,28 @@ def _home(tmp_path: Path, state: dict, **config) -> Path:
 
 
 def _run(home: Path, server: OpenAIServer):
-    result = run_cli("run", "--home", str(home), "--model", "openai:test-model", "--json",
-                     env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-key-for-prompts"})
+    result = run_cli(
+        "run",
+        "--home",
+        str(home),
+        "--model",
+        "openai:test-model",
+        "--json",
+        env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-key-for-prompts"},
+    )
     return result, json.loads([line for line in result.stdout.splitlines() if line.startswith("{")][-1])
 
 
 def _state(**fields) -> dict:
-    return {"goals": [], "current_task": "t", "pending_actions": [], "completed_tasks": [], "notes": "",
-            "last_updated": None, **fields}
+    return {
+        "goals": [],
+        "current_task": "t",
+        "pending_actions": [],
+        "completed_tasks": [],
+        "notes": "",
+        "last_updated": None,
+        **fields,
+    }
 
 
 def test_six_60k_completed_tasks_and_a_huge_queued_task_are_clipped_and_the_cycles_go_on(tmp_path):
@@ -84,7 +107,11 @@ def test_a_prompt_the_endpoint_refuses_is_a_clear_note_and_repeated_failures_sta
 
 def test_the_fitted_prompt_never_passes_the_bound():
     settings = Settings(prompt_max_bytes=6000)
-    for state in (_state(notes="é" * 50_000), _state(current_task="T" * 90_000),
-                  _state(goals=[f"goal {i}" for i in range(5000)]), _state(notes="short")):
+    for state in (
+        _state(notes="é" * 50_000),
+        _state(current_task="T" * 90_000),
+        _state(goals=[f"goal {i}" for i in range(5000)]),
+        _state(notes="short"),
+    ):
         user = prompt.fitted_user_prompt("system " * 100, state, 1, settings)
         assert len(user.encode()) + 700 <= 6000 and user.rstrip().splitlines()[-1].startswith("Now:")

@@ -8,8 +8,15 @@ import re
 import pytest
 import yaml
 
-from agent.safe_yaml import (MAX_ALIAS_EXPANSION, MAX_YAML_DEPTH, FileRefused, dump_yaml, load_yaml, read_text_file,
-                             yaml_problem)
+from agent.safe_yaml import (
+    MAX_ALIAS_EXPANSION,
+    MAX_YAML_DEPTH,
+    FileRefused,
+    dump_yaml,
+    load_yaml,
+    read_text_file,
+    yaml_problem,
+)
 
 
 def _problem(text: str) -> str:
@@ -39,7 +46,8 @@ def test_deep_nesting_is_refused_before_anything_is_built():
 
 def test_an_alias_bomb_and_a_recursive_alias_are_refused():
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(6))
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(6)
+    )
     assert f"over {MAX_ALIAS_EXPANSION:,} more values" in _problem(bomb)
     assert "inside its own anchor" in _problem("a: &a [*a]\n")
 
@@ -58,12 +66,15 @@ def test_read_text_file_reads_text_and_says_none_when_missing(tmp_path):
     assert read_text_file(tmp_path / "missing", "scratchpad", 100) is None
 
 
-@pytest.mark.parametrize("make, problem", [
-    (lambda p: p.mkdir(), "is a directory, not a file"),
-    (lambda p: os.mkfifo(p), "is not a regular file but a named pipe (FIFO)"),
-    (lambda p: p.write_bytes(b"\xff\xfe"), "UTF-8"),
-    (lambda p: p.write_text("x" * 101), "100"),
-])
+@pytest.mark.parametrize(
+    "make, problem",
+    [
+        (lambda p: p.mkdir(), "is a directory, not a file"),
+        (lambda p: os.mkfifo(p), "is not a regular file but a named pipe (FIFO)"),
+        (lambda p: p.write_bytes(b"\xff\xfe"), "UTF-8"),
+        (lambda p: p.write_text("x" * 101), "100"),
+    ],
+)
 def test_read_text_file_refuses_what_is_not_small_regular_utf8_text(tmp_path, make, problem):
     path = tmp_path / "f"
     make(path)

@@ -85,8 +85,16 @@ def test_bad_stall_cycles_exits_2_naming_it(stuck_home):
 
 def test_the_streak_counts_failed_cycles_skips_approval_and_budget_cycles_and_stops_at_done():
     rec = lambda reason, task="t": {"stop_reason": reason, "task_after": task}  # noqa: E731
-    records = [rec("max_iterations"), rec("done"), rec("max_iterations"), rec("error"), rec("awaiting_approval"),
-               rec("budget_exhausted"), rec("repeated_action"), rec("stalled")]
+    records = [
+        rec("max_iterations"),
+        rec("done"),
+        rec("max_iterations"),
+        rec("error"),
+        rec("awaiting_approval"),
+        rec("budget_exhausted"),
+        rec("repeated_action"),
+        rec("stalled"),
+    ]
     assert streak(records, "t") == 4
     assert streak(records + [rec("max_iterations", "other")], "t") == 0
 
@@ -116,15 +124,19 @@ def test_a_cycle_that_alternates_stops_with_repeated_action(home):
 
 def test_a_streak_longer_than_the_tail_read_is_still_found(home):
     records = [{"cycle_id": f"a{i}", "stop_reason": "max_iterations", "task_after": "t"} for i in range(4)]
-    records += [{"cycle_id": f"b{i:03}", "stop_reason": "awaiting_approval", "task_after": "t", "error": "x" * 1000}
-                for i in range(100)]  # 100 KB of cycles that do not count, past the first tail read
+    records += [
+        {"cycle_id": f"b{i:03}", "stop_reason": "awaiting_approval", "task_after": "t", "error": "x" * 1000}
+        for i in range(100)
+    ]  # 100 KB of cycles that do not count, past the first tail read
     (home / "logs").mkdir()
     (home / "logs" / "index.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     state = {"current_task": "t", "notes": ""}
     reason = judge(Home.at(home), Settings(stall_cycles=5), state, StopReason.MAX_ITERATIONS, Secrets())
     assert reason is StopReason.STALLED and "has ended 5 cycles in a row" in state["notes"]
-    assert judge(Home.at(home), Settings(stall_cycles=6), state, StopReason.MAX_ITERATIONS,
-                 Secrets()) is StopReason.MAX_ITERATIONS
+    assert (
+        judge(Home.at(home), Settings(stall_cycles=6), state, StopReason.MAX_ITERATIONS, Secrets())
+        is StopReason.MAX_ITERATIONS
+    )
 
 
 def test_under_quiet_a_stall_prints_one_line_for_cron_mail(stuck_home):

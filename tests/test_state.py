@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import datetime as _dt
 
-from agent.state import (FIELDS, MAX_FIELD_BYTES, field_problem, field_size_problem, fresh_state,
-                         invariant_problems, normalize, parse_time, problems)
+from agent.state import (
+    FIELDS,
+    MAX_FIELD_BYTES,
+    field_problem,
+    field_size_problem,
+    fresh_state,
+    invariant_problems,
+    normalize,
+    parse_time,
+    problems,
+)
 
 
 def test_a_fresh_state_is_valid_and_never_shared():
@@ -48,9 +57,11 @@ def test_invariants_keep_completed_tasks_a_prefix_and_runtime_fields_unchanged()
     before = fresh_state() | {"completed_tasks": ["a"], "last_updated": "t0"}
     assert invariant_problems(before, before | {"completed_tasks": ["a", "b"]}) == []
     assert invariant_problems(before, before | {"completed_tasks": ["b"]}) == [
-        "completed_tasks read at the start are no longer a prefix of completed_tasks"]
+        "completed_tasks read at the start are no longer a prefix of completed_tasks"
+    ]
     assert invariant_problems(before, before | {"last_updated": "t1"}) == [
-        "runtime-owned field 'last_updated' was changed during the cycle"]
+        "runtime-owned field 'last_updated' was changed during the cycle"
+    ]
     assert invariant_problems(before, before | {"goals": 3})[0].startswith("field 'goals'")
 
 

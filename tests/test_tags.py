@@ -14,12 +14,20 @@ from agent.tools import ToolContext, build_registry
 
 # The strings files keep: note tags in active.yaml and snapshots, action names in the index's `actions` counts.
 STABLE = {
-    Tag.TOOL: ("[TOOL]", "tool"), Tag.UPDATE: ("[UPDATE]", "update"), Tag.COMPLETED: ("[COMPLETED]", "done"),
-    Tag.PARSE_ERROR: ("[PARSE ERROR]", "parse_error"), Tag.UNKNOWN_TOOL: ("[UNKNOWN TOOL]", "unknown_tool"),
-    Tag.TOOL_ERROR: ("[TOOL ERROR]", "tool_error"), Tag.CHECK_FAILED: ("[CHECK FAILED]", "check_failed"),
-    Tag.APPROVAL: ("[APPROVAL]", "parked"), Tag.STOPPED: ("[STOPPED]", None),
-    Tag.CYCLE_FAILED: ("[CYCLE FAILED]", None), Tag.ARCHIVED: ("[ARCHIVED]", None), Tag.INBOX: ("[INBOX]", None),
-    Tag.WAKE: ("[WAKE]", None), Tag.INTERRUPTED: ("[INTERRUPTED]", None),
+    Tag.TOOL: ("[TOOL]", "tool"),
+    Tag.UPDATE: ("[UPDATE]", "update"),
+    Tag.COMPLETED: ("[COMPLETED]", "done"),
+    Tag.PARSE_ERROR: ("[PARSE ERROR]", "parse_error"),
+    Tag.UNKNOWN_TOOL: ("[UNKNOWN TOOL]", "unknown_tool"),
+    Tag.TOOL_ERROR: ("[TOOL ERROR]", "tool_error"),
+    Tag.CHECK_FAILED: ("[CHECK FAILED]", "check_failed"),
+    Tag.APPROVAL: ("[APPROVAL]", "parked"),
+    Tag.STOPPED: ("[STOPPED]", None),
+    Tag.CYCLE_FAILED: ("[CYCLE FAILED]", None),
+    Tag.ARCHIVED: ("[ARCHIVED]", None),
+    Tag.INBOX: ("[INBOX]", None),
+    Tag.WAKE: ("[WAKE]", None),
+    Tag.INTERRUPTED: ("[INTERRUPTED]", None),
 }
 
 
@@ -33,15 +41,18 @@ def test_a_line_is_split_back_into_its_tag_and_text():
     assert Tag.STOPPED.line("") == "[STOPPED]"
 
 
-@pytest.mark.parametrize("reply, kind", [
-    ("not json", Tag.PARSE_ERROR),
-    ({"tool": "nope", "args": {}}, Tag.UNKNOWN_TOOL),
-    ({"tool": "echo", "args": {"message": 5}}, Tag.TOOL_ERROR),
-    ({"tool": "echo", "args": {"message": "hi"}}, Tag.TOOL),
-    ({"tool": "update_scratchpad", "args": {"notes": "n"}}, Tag.UPDATE),
-    ({"tool": "done", "args": {"summary": "ok"}}, Tag.COMPLETED),
-    ({"tool": "echo", "args": {"message": "held"}, "gated": True}, Tag.APPROVAL),
-])
+@pytest.mark.parametrize(
+    "reply, kind",
+    [
+        ("not json", Tag.PARSE_ERROR),
+        ({"tool": "nope", "args": {}}, Tag.UNKNOWN_TOOL),
+        ({"tool": "echo", "args": {"message": 5}}, Tag.TOOL_ERROR),
+        ({"tool": "echo", "args": {"message": "hi"}}, Tag.TOOL),
+        ({"tool": "update_scratchpad", "args": {"notes": "n"}}, Tag.UPDATE),
+        ({"tool": "done", "args": {"summary": "ok"}}, Tag.COMPLETED),
+        ({"tool": "echo", "args": {"message": "held"}, "gated": True}, Tag.APPROVAL),
+    ],
+)
 def test_an_outcomes_kind_is_the_tag_of_its_note(home, reply, kind):
     ctx = ToolContext(home, Settings())
     gated = isinstance(reply, dict) and reply.pop("gated", False)

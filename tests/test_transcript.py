@@ -17,12 +17,20 @@ from agent.tools import build_registry
 from tests.cli.helpers import done, echo
 from tests.helpers import run_cli, write_active, write_script
 
-STATE = {"goals": [], "current_task": "say hi", "pending_actions": [], "completed_tasks": [], "notes": "",
-         "last_updated": None}
+STATE = {
+    "goals": [],
+    "current_task": "say hi",
+    "pending_actions": [],
+    "completed_tasks": [],
+    "notes": "",
+    "last_updated": None,
+}
 
 
 def transcript(home: Path, cycle_id: str) -> list[dict]:
-    return [json.loads(line) for line in (home / "logs" / f"cycle_{cycle_id}.transcript.jsonl").read_text().splitlines()]
+    return [
+        json.loads(line) for line in (home / "logs" / f"cycle_{cycle_id}.transcript.jsonl").read_text().splitlines()
+    ]
 
 
 def cycle(home: Path, replies: list, **settings) -> tuple:
@@ -48,8 +56,7 @@ def test_every_request_and_reply_is_recorded_in_order_with_what_was_sent(home):
 
 def test_the_reflect_call_is_recorded_as_reflect(home):
     write_active(home, STATE)
-    _, records = cycle(home, [done("ok"), {"tool": "curate_notes", "args": {"notes": "APPEND: learned"}}],
-                       reflect=True)
+    _, records = cycle(home, [done("ok"), {"tool": "curate_notes", "args": {"notes": "APPEND: learned"}}], reflect=True)
     assert [r["purpose"] for r in records] == ["action", "reflect"]
     assert "curate_notes" in records[1]["reply"]
 

@@ -20,15 +20,23 @@ from ..state import parse_time
 from ..store.home import Home
 
 home_option = click.option(
-    "--home", "home_dir", type=click.Path(file_okay=False, path_type=Path), envvar="AGENT_HOME",
-    default=".", show_default="AGENT_HOME, else the current directory",
+    "--home",
+    "home_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="AGENT_HOME",
+    default=".",
+    show_default="AGENT_HOME, else the current directory",
     help="The agent's home: scratchpad/, logs/, rules.md, config.yaml.",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 wait_seconds = click.FloatRange(min=0, max=MOST_SECONDS)  # the lock_wait setting's bound
-wait_option = click.option("--wait", "lock_wait", type=wait_seconds, default=0.0,
-                           help="Seconds to wait for a running cycle to finish before giving up "
-                                "with exit code 5 (busy).")
+wait_option = click.option(
+    "--wait",
+    "lock_wait",
+    type=wait_seconds,
+    default=0.0,
+    help="Seconds to wait for a running cycle to finish before giving up with exit code 5 (busy).",
+)
 
 
 def reports_errors(func):
@@ -60,8 +68,10 @@ def reports_errors(func):
 def unusable_file(exc: OSError) -> str:
     """What an operator reads when a file the command needs cannot be read or written."""
     where = exc.filename if exc.filename is not None else "a file of the home"
-    return (f"cannot use {where}: {exc.strerror or exc}; check that this user owns the home's files "
-            f"and may read them (`agent doctor` checks the folders)")
+    return (
+        f"cannot use {where}: {exc.strerror or exc}; check that this user owns the home's files "
+        f"and may read them (`agent doctor` checks the folders)"
+    )
 
 
 def silence_stdout() -> None:
@@ -88,10 +98,12 @@ def checked_home(home_dir: Path) -> Home:
         users_home = None
     for unsafe, what in ((Path("/"), "the root folder /"), (users_home, "your home folder ($HOME)")):
         if resolved == unsafe:
-            raise UsageError(f"refusing to use {what} as the agent's home ({home.root}): it was never made one. "
-                             f"Make a folder for it, e.g. agent init ~/my-agent, and pass --home ~/my-agent (or "
-                             f"set AGENT_HOME); for a service user whose $HOME is the agent home, run agent init "
-                             f"{home.root} as another user (root) and chown it")
+            raise UsageError(
+                f"refusing to use {what} as the agent's home ({home.root}): it was never made one. "
+                f"Make a folder for it, e.g. agent init ~/my-agent, and pass --home ~/my-agent (or "
+                f"set AGENT_HOME); for a service user whose $HOME is the agent home, run agent init "
+                f"{home.root} as another user (root) and chown it"
+            )
     return home
 
 

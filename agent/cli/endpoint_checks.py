@@ -52,8 +52,9 @@ def key_check(settings: Settings, env) -> Check:
         return Check("key", True, f"{name} is set")
     if is_loopback_url(model_base_url(settings, env)):
         return Check("key", True, f"{name} is not set: a loopback endpoint needs none")
-    return Check("key", False, f"{name} is not set",
-                 f"export {name}=... (a server on 127.0.0.1 / localhost needs none)")
+    return Check(
+        "key", False, f"{name} is not set", f"export {name}=... (a server on 127.0.0.1 / localhost needs none)"
+    )
 
 
 def _normalized(model_id: str) -> str:
@@ -86,20 +87,40 @@ def probe_models_endpoint(base_url: str, headers: dict[str, str], model_name: st
             body = json.loads(response.read(4_000_000).decode("utf-8", errors="replace"))
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
-            return Check("endpoint", False, f"{shown} refused the key (HTTP {exc.code})",
-                         "check the key in the variable named by api_key_env")
+            return Check(
+                "endpoint",
+                False,
+                f"{shown} refused the key (HTTP {exc.code})",
+                "check the key in the variable named by api_key_env",
+            )
         if 300 <= exc.code < 400:
-            return Check("endpoint", False, f"{shown} redirects (HTTP {exc.code}); the key is not sent after a redirect",
-                         "set base_url to where it redirects")
-        return Check("endpoint", False, f"{shown} answered HTTP {exc.code}",
-                     "check base_url (OpenAI-compatible servers usually end in /v1)")
+            return Check(
+                "endpoint",
+                False,
+                f"{shown} redirects (HTTP {exc.code}); the key is not sent after a redirect",
+                "set base_url to where it redirects",
+            )
+        return Check(
+            "endpoint",
+            False,
+            f"{shown} answered HTTP {exc.code}",
+            "check base_url (OpenAI-compatible servers usually end in /v1)",
+        )
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        return Check("endpoint", False, f"cannot reach {shown} within {timeout:g}s: {reason}",
-                     "start the server, or fix base_url / OPENAI_BASE_URL")
+        return Check(
+            "endpoint",
+            False,
+            f"cannot reach {shown} within {timeout:g}s: {reason}",
+            "start the server, or fix base_url / OPENAI_BASE_URL",
+        )
     except ValueError:
-        return Check("endpoint", False, f"{shown} did not answer JSON",
-                     "check base_url points at an OpenAI-compatible API (usually ending in /v1)")
+        return Check(
+            "endpoint",
+            False,
+            f"{shown} did not answer JSON",
+            "check base_url points at an OpenAI-compatible API (usually ending in /v1)",
+        )
     models = body.get("data") if isinstance(body, dict) else None
     ids = [str(m.get("id")) for m in models if isinstance(m, dict)] if isinstance(models, list) else []
     found = matching_id(model_name, ids)
@@ -108,10 +129,15 @@ def probe_models_endpoint(base_url: str, headers: dict[str, str], model_name: st
     if found is not None:
         return Check("endpoint", True, f"{without_credentials(base_url)} is up and lists {model_name} as {found}")
     listed = ", ".join(ids[:8]) + (", …" if len(ids) > 8 else "")
-    return Check("endpoint", True, f"{without_credentials(base_url)} is up but does not list model {model_name} "
-                                   f"({len(ids)} listed{': ' + listed if ids else ''}); many servers answer any "
-                                   f"name, see the chat check", "use one of the listed names if the chat check fails",
-                 warning=True)
+    return Check(
+        "endpoint",
+        True,
+        f"{without_credentials(base_url)} is up but does not list model {model_name} "
+        f"({len(ids)} listed{': ' + listed if ids else ''}); many servers answer any "
+        f"name, see the chat check",
+        "use one of the listed names if the chat check fails",
+        warning=True,
+    )
 
 
 def chat_check(home: Home, settings: Settings, env, model_name: str) -> Check:
@@ -124,22 +150,37 @@ def chat_check(home: Home, settings: Settings, env, model_name: str) -> Check:
     lines: list[str] = []
     model.start(lines.append)
     model.memory.path = None  # the doctor reads only: a probed format is shown, not remembered
-    model.client = openai.OpenAI(api_key=api_key(quick, env), base_url=model.base_url, timeout=timeout, max_retries=0,
-                                 default_headers=request_headers(quick) or None,
-                                 http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=timeout))
+    model.client = openai.OpenAI(
+        api_key=api_key(quick, env),
+        base_url=model.base_url,
+        timeout=timeout,
+        max_retries=0,
+        default_headers=request_headers(quick) or None,
+        http_client=openai.DefaultHttpxClient(follow_redirects=False, timeout=timeout),
+    )
     started = time.monotonic()
     try:
         model.complete(Request("Reply with one JSON action.", "Say OK.", build_registry(quick).action_schema()))
     except ModelError as exc:
-        return Check("chat", False, f"a one-token chat completion failed: {exc}",
-                     "check the model name and that the server has it loaded")
+        return Check(
+            "chat",
+            False,
+            f"a one-token chat completion failed: {exc}",
+            "check the model name and that the server has it loaded",
+        )
     refused = [line for line in lines if "refused" in line]
-    return Check("chat", True, f"a one-token chat completion answered in {time.monotonic() - started:.1f}s with "
-                               f"response_format {model.sent_as}"
-                 + (" (tools taken; whether the model calls them shows in the first cycle)"
-                    if model.sent_as == "tool_calls" else "")
-                 + (f" ({len(refused)} format(s) refused first)"
-                                                                    if refused else ""))
+    return Check(
+        "chat",
+        True,
+        f"a one-token chat completion answered in {time.monotonic() - started:.1f}s with "
+        f"response_format {model.sent_as}"
+        + (
+            " (tools taken; whether the model calls them shows in the first cycle)"
+            if model.sent_as == "tool_calls"
+            else ""
+        )
+        + (f" ({len(refused)} format(s) refused first)" if refused else ""),
+    )
 
 
 def openai_checks(home: Home, settings: Settings, env, model: OpenAIModel) -> list[Check]:
@@ -148,8 +189,9 @@ def openai_checks(home: Home, settings: Settings, env, model: OpenAIModel) -> li
         headers = {"Authorization": f"Bearer {api_key(settings, env)}", **request_headers(settings)}
     except UsageError as exc:
         return [Check("key", False, str(exc).splitlines()[0], f"fix {settings.api_key_env}")]
-    endpoint = probe_models_endpoint(model.base_url or OPENAI_ENDPOINT, headers, model.model_name,
-                                     doctor_timeout(settings))
+    endpoint = probe_models_endpoint(
+        model.base_url or OPENAI_ENDPOINT, headers, model.model_name, doctor_timeout(settings)
+    )
     if not endpoint.ok:
         return [endpoint]
     return [endpoint, chat_check(home, settings, env, model.model_name)]

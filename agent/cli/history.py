@@ -15,8 +15,8 @@ import datetime as _dt
 from typing import Any, Iterable
 
 from ..outcomes import DiskError, InvalidScratchpad
-from ..store.ids import cycle_started, cycles_file, cycles_on_disk, has_files
 from ..store.home import Home, index_newest_first, read_index
+from ..store.ids import cycle_started, cycles_file, cycles_on_disk, has_files
 from ..store.lock import is_locked
 from ..store.state_file import read_state_file
 from ..store.totals import Totals
@@ -29,8 +29,22 @@ RUNNING = "running"  # on disk, no record yet, and a cycle holds the lock now
 
 # The fields of an index record (agent.cycle writes them); an unrecorded cycle has them all, as None
 # where its snapshots cannot tell.
-RECORD_FIELDS = ("cycle_id", "started", "duration_s", "model", "stop_reason", "exit_code", "iterations",
-                 "task_before", "task_after", "usage", "error", "archived", "reflect", "cost")
+RECORD_FIELDS = (
+    "cycle_id",
+    "started",
+    "duration_s",
+    "model",
+    "stop_reason",
+    "exit_code",
+    "iterations",
+    "task_before",
+    "task_after",
+    "usage",
+    "error",
+    "archived",
+    "reflect",
+    "cost",
+)
 
 
 def cycle_ids(home: Home) -> list[str]:
@@ -120,8 +134,11 @@ class KnownCycles:
     def __contains__(self, cycle_id: object) -> bool:
         if not isinstance(cycle_id, str) or cycle_started(cycle_id) is None:
             return False
-        return cycle_id in self.newest or has_files(self.home, cycle_id) or any(
-            r["cycle_id"] == cycle_id for r in index_newest_first(self.home))
+        return (
+            cycle_id in self.newest
+            or has_files(self.home, cycle_id)
+            or any(r["cycle_id"] == cycle_id for r in index_newest_first(self.home))
+        )
 
 
 def unrecorded_cycle(home: Home, cycle_id: str, running: bool = False) -> dict:
@@ -129,10 +146,14 @@ def unrecorded_cycle(home: Home, cycle_id: str, running: bool = False) -> dict:
     record: dict[str, Any] = dict.fromkeys(RECORD_FIELDS)
     started = cycle_started(cycle_id)
     before, after = (_snapshot_state(home, cycle_id, label) for label in ("before", "after"))
-    record.update(cycle_id=cycle_id, started=None if started is None else started.isoformat(timespec="seconds"),
-                  stop_reason=RUNNING if running else KILLED if after is None else INCOMPLETE, source="snapshots",
-                  task_before=None if before is None else before["current_task"],
-                  task_after=None if after is None else after["current_task"])
+    record.update(
+        cycle_id=cycle_id,
+        started=None if started is None else started.isoformat(timespec="seconds"),
+        stop_reason=RUNNING if running else KILLED if after is None else INCOMPLETE,
+        source="snapshots",
+        task_before=None if before is None else before["current_task"],
+        task_after=None if after is None else after["current_task"],
+    )
     return record
 
 
@@ -161,10 +182,18 @@ def _unpriced(record: dict) -> bool:
 def table_lines(records: list[dict], width: int | None) -> list[str]:
     """The history table: aligned columns, no control codes. The task column (last) takes the
     room left of `width` and is clipped to it; with no width (not a terminal) it is never clipped."""
-    rows = [[str(r["cycle_id"]), _start(r.get("started")), _duration(r.get("duration_s")),
-             "-" if r.get("iterations") is None else str(r["iterations"]), stop_cell(r),
-             _tokens(r.get("usage")), cost_text(r.get("cost"), _unpriced(r))]
-            for r in records]
+    rows = [
+        [
+            str(r["cycle_id"]),
+            _start(r.get("started")),
+            _duration(r.get("duration_s")),
+            "-" if r.get("iterations") is None else str(r["iterations"]),
+            stop_cell(r),
+            _tokens(r.get("usage")),
+            cost_text(r.get("cost"), _unpriced(r)),
+        ]
+        for r in records
+    ]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(HEADERS[:-1])]
     used = sum(widths) + 2 * len(widths)
     room = None if width is None else width - used
@@ -185,8 +214,13 @@ def stop_cell(record: dict) -> str:
     calls = record.get("calls") if isinstance(record.get("calls"), list) else []
     made = sum(1 for c in calls if isinstance(c, dict) and c.get("status") != "interrupted")
     cut = len(calls) - made
-    return ", ".join([str(record.get("stop_reason") or "?"), *([f"{made} call(s)"] if made else []),
-                      *([f"{cut} interrupted"] if cut else [])])
+    return ", ".join(
+        [
+            str(record.get("stop_reason") or "?"),
+            *([f"{made} call(s)"] if made else []),
+            *([f"{cut} interrupted"] if cut else []),
+        ]
+    )
 
 
 def task_change(before: Any, after: Any, room: int | None) -> str:

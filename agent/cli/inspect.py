@@ -14,21 +14,42 @@ from typing import Any
 import click
 
 from ..budgets import daily_totals
-from ..escape import escape_controls, escape_json, escape_tree
-from ..state import FIELDS
 from ..config import load_settings
-from ..providers.local import bundled_model_path, local_runtime_installed
+from ..escape import escape_controls, escape_json, escape_tree
 from ..outcomes import InvalidScratchpad, UsageError
+from ..providers.local import bundled_model_path, local_runtime_installed
+from ..state import FIELDS
 from ..store.home import Home, index_newest_first
-from ..store.totals import load_totals
 from ..store.state_file import load_state
-from .common import (age, clip, echo, existing_home, home_option, home_settings, json_option, print_json,
-                     reports_errors, seconds_since, size, task_text, terminal_width)
+from ..store.totals import load_totals
 from .archive_view import NOTE, TASK, archived, archived_counts, json_pieces, note_lines, task_lines
+from .common import (
+    age,
+    clip,
+    echo,
+    existing_home,
+    home_option,
+    home_settings,
+    json_option,
+    print_json,
+    reports_errors,
+    seconds_since,
+    size,
+    task_text,
+    terminal_width,
+)
 from .diffing import summarize_change, summary_lines
+from .history import (
+    KILLED,
+    RUNNING,
+    KnownCycles,
+    cycle_running,
+    history_records,
+    history_summary,
+    recent_history,
+    table_lines,
+)
 from .snapshots import latest_saved, resolve_snapshot
-from .history import (KILLED, RUNNING, KnownCycles, cycle_running, history_records, history_summary, recent_history,
-                      table_lines)
 from .spending import daily_lines, status_extras, with_costs
 from .waiting import approvals_status
 
@@ -52,8 +73,7 @@ def _styled_diff_line(line: str) -> str:
 @click.argument("a", required=False)
 @click.argument("b", required=False)
 @json_option
-@click.option("--color/--no-color", default=None,
-              help="Colour the diff (default: only when stdout is a terminal).")
+@click.option("--color/--no-color", default=None, help="Colour the diff (default: only when stdout is a terminal).")
 @reports_errors
 def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: bool | None) -> None:
     """Show what changed: a field-level summary, then a unified diff of the YAML.
@@ -79,8 +99,11 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
             b = a.partition(":")[0]
     left, right = resolve_snapshot(home, a, "before", cycles), resolve_snapshot(home, b, "after", cycles)
     summary = summarize_change(left.state, right.state)
-    unified = list(difflib.unified_diff(left.text.splitlines(), right.text.splitlines(),
-                                        fromfile=left.label, tofile=right.label, lineterm=""))
+    unified = list(
+        difflib.unified_diff(
+            left.text.splitlines(), right.text.splitlines(), fromfile=left.label, tofile=right.label, lineterm=""
+        )
+    )
     if as_json:
         print_json({"from": left.label, "to": right.label, "summary": summary, "diff": "\n".join(unified)})
         return
@@ -98,8 +121,14 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
 
 @click.command()
 @home_option
-@click.option("--limit", "-n", type=click.IntRange(min=0), default=20, show_default=True,
-              help="Show the newest N cycles (0: all).")
+@click.option(
+    "--limit",
+    "-n",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="Show the newest N cycles (0: all).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print every field of each cycle's record as JSON.")
 @click.option("--daily", is_flag=True, help="One row per UTC day instead: cycles, tokens and cost.")
 @reports_errors
@@ -131,7 +160,9 @@ def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
 
 @click.command()
 @home_option
-@click.option("--all", "show_all", is_flag=True, help="Also show completed tasks and notes archived to logs/archive.jsonl.")
+@click.option(
+    "--all", "show_all", is_flag=True, help="Also show completed tasks and notes archived to logs/archive.jsonl."
+)
 @json_option
 @reports_errors
 def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
@@ -140,8 +171,11 @@ def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
     state = load_state(home)
     if as_json:
         head: dict[str, Any] = {"path": str(home.active), "exists": home.active.exists(), "state": state}
-        lists = {"archived_completed_tasks": lambda: archived(home, TASK),
-                 "archived_notes": lambda: archived(home, NOTE)} if show_all else {}
+        lists = (
+            {"archived_completed_tasks": lambda: archived(home, TASK), "archived_notes": lambda: archived(home, NOTE)}
+            if show_all
+            else {}
+        )
         for piece in json_pieces(head, lists):  # streamed: the archive is never all in memory
             click.echo(escape_json(piece))
         return
@@ -218,11 +252,18 @@ def _last_cycle(last: dict) -> dict:
     took = last.get("duration_s")
     took = took if isinstance(took, (int, float)) and not isinstance(took, bool) else 0
     ended = last.get("source") == "index" and since_start is not None
-    return {"cycle_id": last["cycle_id"], "stop_reason": last.get("stop_reason"), "exit_code": last.get("exit_code"),
-            "started": last.get("started"), "age_s": round(since_start - took, 1) if ended else None,
-            "started_age_s": None if since_start is None else round(since_start, 1),
-            "task_after": last.get("task_after"), "error": last.get("error"), "source": last.get("source"),
-            "model": last.get("model")}  # the model that cycle used (the configured one may differ now)
+    return {
+        "cycle_id": last["cycle_id"],
+        "stop_reason": last.get("stop_reason"),
+        "exit_code": last.get("exit_code"),
+        "started": last.get("started"),
+        "age_s": round(since_start - took, 1) if ended else None,
+        "started_age_s": None if since_start is None else round(since_start, 1),
+        "task_after": last.get("task_after"),
+        "error": last.get("error"),
+        "source": last.get("source"),
+        "model": last.get("model"),
+    }  # the model that cycle used (the configured one may differ now)
 
 
 def _last_cycle_line(last: dict) -> str:
@@ -231,7 +272,8 @@ def _last_cycle_line(last: dict) -> str:
         when = f", ended {age(last['age_s'])} ago" if last["age_s"] is not None else ""
     else:
         code = {RUNNING: "", KILLED: " (no record: it died before it saved, by a signal it cannot catch)"}.get(
-            last["stop_reason"], " (no record: its record was lost)")
+            last["stop_reason"], " (no record: its record was lost)"
+        )
         when = f", started {age(last['started_age_s'])} ago" if last["started_age_s"] is not None else ""
     on = f" on {last['model']}" if isinstance(last.get("model"), str) else ""
     return f"{last['cycle_id']} {last['stop_reason'] or '?'}{code}{on}{when}"
@@ -252,9 +294,16 @@ def status(home_dir: Path, as_json: bool) -> None:
     last = _last_cycle(newest) if newest else None
     disk = {kind: {"files": files, "bytes": size} for kind, (files, size) in totals.disk.items()}
     data = {
-        "home": str(home.root), "running": running, "cycles": cycles, "last_cycle": last,
-        "current_task": current_task, "scratchpad_error": scratchpad_error,
-        "snapshots": disk["snapshots"], "logs": disk["logs"], "model": model, "config_error": config_problem,
+        "home": str(home.root),
+        "running": running,
+        "cycles": cycles,
+        "last_cycle": last,
+        "current_task": current_task,
+        "scratchpad_error": scratchpad_error,
+        "snapshots": disk["snapshots"],
+        "logs": disk["logs"],
+        "model": model,
+        "config_error": config_problem,
         "shell_policy": _shell_policy(home.root),
     }
     extras, extra_lines = status_extras(index_newest_first(home), totals, current_task, home.root)
@@ -268,8 +317,11 @@ def status(home_dir: Path, as_json: bool) -> None:
     echo(f"last:      {'no cycles yet' if last is None else _last_cycle_line(last)}")
     if last and last["error"]:
         echo(f"           error: {clip(last['error'], 200)}")
-    echo(f"task now:  {current_task or '(none)'}" if scratchpad_error is None
-         else f"task now:  unknown: {clip(scratchpad_error, 200)}")
+    echo(
+        f"task now:  {current_task or '(none)'}"
+        if scratchpad_error is None
+        else f"task now:  unknown: {clip(scratchpad_error, 200)}"
+    )
     echo(f"cycles:    {cycles}" + (f" ({unrecorded} without a record)" if unrecorded else ""))
     echo(f"snapshots: {disk['snapshots']['files']} file(s), {size(disk['snapshots']['bytes'])}")
     echo(f"logs:      {disk['logs']['files']} file(s), {size(disk['logs']['bytes'])}")

@@ -20,8 +20,13 @@ from .guard import raw
 
 # The style of each dispatcher outcome kind (agent.tags.Tag's `action` names).
 KIND_STYLES = {
-    "tool": "cyan", "update": "blue", "done": "bold green",
-    "parse_error": "yellow", "unknown_tool": "yellow", "tool_error": "red", "check_failed": "red",
+    "tool": "cyan",
+    "update": "blue",
+    "done": "bold green",
+    "parse_error": "yellow",
+    "unknown_tool": "yellow",
+    "tool_error": "red",
+    "check_failed": "red",
 }
 STOP_STYLES = {"done": "bold green", "error": "bold red"}  # any other stop reason: a limit
 
@@ -70,25 +75,37 @@ class LiveReporter:
         self.close()
         style = STOP_STYLES.get(report.stop_reason, "bold yellow")
         tokens = report.usage.total_tokens
-        self.console.print(Text.assemble(
-            (f"{report.stop_reason}", style),
-            f" after {report.iterations} iteration(s) in {report.duration_s:.1f}s",
-            f", {tokens:,} tokens" if tokens else "", f" (exit {report.exit_code}); task: ",
-            (escape_controls(report.task_before or "(none)"), "bold"), " -> ",
-            (escape_controls(report.task_after or "(none)"), "bold")))
+        self.console.print(
+            Text.assemble(
+                (f"{report.stop_reason}", style),
+                f" after {report.iterations} iteration(s) in {report.duration_s:.1f}s",
+                f", {tokens:,} tokens" if tokens else "",
+                f" (exit {report.exit_code}); task: ",
+                (escape_controls(report.task_before or "(none)"), "bold"),
+                " -> ",
+                (escape_controls(report.task_after or "(none)"), "bold"),
+            )
+        )
         if report.idle:  # no model was called (agent/idle.py)
             self.console.print(Text("  " + escape_controls(report.idle), style="dim"))
         if report.error:
-            self.console.print(Text.assemble(("  error: ", "bold red"), escape_controls(report.error),
-                                             f" (see logs/cycle_{report.cycle_id}.log)"))
+            self.console.print(
+                Text.assemble(
+                    ("  error: ", "bold red"), escape_controls(report.error), f" (see logs/cycle_{report.cycle_id}.log)"
+                )
+            )
 
     # ------------------------------------------------------------------------------ drawing
 
     def _status(self) -> Group:
         of = f"/{self.max_iterations}" if self.max_iterations else ""
-        parts = [f"iteration {self.iteration + 1}{of}" if self.max_iterations is None or
-                 self.iteration < self.max_iterations else f"iteration {self.iteration}{of}",
-                 f"{self.tokens:,} tokens", f"{time.monotonic() - self.started:.1f}s"]
+        parts = [
+            f"iteration {self.iteration + 1}{of}"
+            if self.max_iterations is None or self.iteration < self.max_iterations
+            else f"iteration {self.iteration}{of}",
+            f"{self.tokens:,} tokens",
+            f"{time.monotonic() - self.started:.1f}s",
+        ]
         if self.last_tool:
             parts.append(f"last tool {self.last_tool}")
         return Group(Spinner("dots", text=Text("  " + " · ".join(parts), style="dim")))

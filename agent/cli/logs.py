@@ -47,8 +47,10 @@ def chosen_cycle(home: Home, cycle_id: str | None) -> str:
 
 def _existing(path: Path, home: Home, what: str, cycle_id: str) -> Path:
     if not path.is_file():
-        raise UsageError(f"cycle {cycle_id} has no {what} ({path.relative_to(home.root)} is missing: the cycle "
-                         "was idle, was pruned, ran before transcripts were kept, or had transcript_max_bytes: 0)")
+        raise UsageError(
+            f"cycle {cycle_id} has no {what} ({path.relative_to(home.root)} is missing: the cycle "
+            "was idle, was pruned, ran before transcripts were kept, or had transcript_max_bytes: 0)"
+        )
     return path
 
 
@@ -80,8 +82,11 @@ def follow_file(path: Path, home: Home) -> None:
 @home_option
 @click.argument("cycle_id", metavar="[CYCLE]", required=False)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the running cycle ends.")
-@click.option("--transcript", is_flag=True,
-              help="Print the cycle's exact transcript instead: every request's messages and every reply.")
+@click.option(
+    "--transcript",
+    is_flag=True,
+    help="Print the cycle's exact transcript instead: every request's messages and every reply.",
+)
 @click.option("--json", "as_json", is_flag=True, help="With --transcript: the transcript's records as JSON lines.")
 @reports_errors
 def logs(home_dir: Path, cycle_id: str | None, follow: bool, transcript: bool, as_json: bool) -> None:
@@ -94,8 +99,9 @@ def logs(home_dir: Path, cycle_id: str | None, follow: bool, transcript: bool, a
     """
     home = existing_home(home_dir)
     if as_json and not transcript:
-        raise UsageError("--json goes with --transcript (a log is lines for people; `agent history --json` "
-                         "has each cycle's record)")
+        raise UsageError(
+            "--json goes with --transcript (a log is lines for people; `agent history --json` has each cycle's record)"
+        )
     chosen = chosen_cycle(home, cycle_id)
     if transcript:
         path = _existing(home.transcript(chosen), home, "transcript", chosen)
@@ -121,7 +127,9 @@ def _echo_transcript_record(record: dict) -> None:
     click.echo(escape_controls(f"=== call {record.get('call')} ({record.get('purpose')}), {record.get('elapsed_s')}s"))
     if isinstance(record.get("tools"), list):
         names = [str((t.get("function") or {}).get("name")) for t in record["tools"] if isinstance(t, dict)]
-        click.echo(f"--- tools ({len(names)} functions, exact definitions with --json): {escape_controls(', '.join(names))}")
+        click.echo(
+            f"--- tools ({len(names)} functions, exact definitions with --json): {escape_controls(', '.join(names))}"
+        )
     for message in record.get("messages") or []:
         if isinstance(message, dict):
             click.echo(f"--- {escape_controls(message.get('role'))}")
@@ -131,8 +139,11 @@ def _echo_transcript_record(record: dict) -> None:
     if "error" in record:
         click.echo(f"--- error\n{escape_controls(record['error'])}")
     else:
-        click.echo(escape_controls(f"--- reply (finish_reason {record.get('finish_reason')}, "
-                                   f"usage {json.dumps(record.get('usage'))})"))
+        click.echo(
+            escape_controls(
+                f"--- reply (finish_reason {record.get('finish_reason')}, usage {json.dumps(record.get('usage'))})"
+            )
+        )
         if record.get("reply") or not record.get("tool_calls"):
             click.echo(escape_controls(record.get("reply"), keep_newlines=True))
         _echo_calls(record.get("tool_calls"))
@@ -143,4 +154,6 @@ def _echo_calls(calls: object) -> None:
     for call in calls if isinstance(calls, list) else []:
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
-            click.echo(escape_controls(f"tool call {call.get('id')}: {function.get('name')} {function.get('arguments')}"))
+            click.echo(
+                escape_controls(f"tool call {call.get('id')}: {function.get('name')} {function.get('arguments')}")
+            )

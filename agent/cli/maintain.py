@@ -13,24 +13,24 @@ from pathlib import Path
 
 import click
 
-from ..escape import escape_controls
 from ..config import load_settings
+from ..escape import escape_controls
+from ..outcomes import AgentError, DiskError, InvalidScratchpad, UsageError
+from ..prompt import MAX_RULES_BYTES
 from ..providers import ModelCrashed, ModelError, ScriptedModel, resolve_model
 from ..providers.fallback import model_settings
 from ..providers.local import LocalModel
 from ..providers.local_worker import rebuild_command
 from ..providers.openai_compat import OpenAIModel
 from ..providers.resolve import anchor_model_path
-from ..outcomes import AgentError, DiskError, InvalidScratchpad, UsageError
-from ..prompt import MAX_RULES_BYTES
 from ..safe_yaml import FileRefused, read_text_file
-from ..store.retention import delete_cycles, parse_duration, plan_prune, shown
-from ..store.totals import update_totals
 from ..store.home import Home
 from ..store.lock import home_lock, is_locked
+from ..store.retention import delete_cycles, parse_duration, plan_prune, shown
 from ..store.state_file import read_state_file
-from .endpoint_checks import Check, key_check, openai_checks
+from ..store.totals import update_totals
 from .common import checked_home, existing_home, home_option, json_option, print_json, reports_errors, size, wait_option
+from .endpoint_checks import Check, key_check, openai_checks
 
 PROBE_TOKENS = 8  # tokens `agent doctor` has the embedded model decode
 
@@ -40,14 +40,19 @@ PROBE_TOKENS = 8  # tokens `agent doctor` has the embedded model decode
 @click.command()
 @home_option
 @click.option("--keep", "keep_cycles", type=click.IntRange(min=0), help="Keep the newest N cycles.")
-@click.option("--older-than", "older_than", metavar="DURATION",
-              help="Remove cycles that started longer ago than this: 90m, 12h, 7d, 2w.")
+@click.option(
+    "--older-than",
+    "older_than",
+    metavar="DURATION",
+    help="Remove cycles that started longer ago than this: 90m, 12h, 7d, 2w.",
+)
 @click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
 @wait_option
 @json_option
 @reports_errors
-def prune(home_dir: Path, keep_cycles: int | None, older_than: str | None, dry_run: bool, lock_wait: float,
-          as_json: bool) -> None:
+def prune(
+    home_dir: Path, keep_cycles: int | None, older_than: str | None, dry_run: bool, lock_wait: float, as_json: bool
+) -> None:
     """Delete old cycles' snapshot pairs and logs.
 
     Never touches active.yaml, the cycle index (history still lists pruned cycles) or
@@ -70,8 +75,10 @@ def prune(home_dir: Path, keep_cycles: int | None, older_than: str | None, dry_r
     verb = "would remove" if dry_run else "removed"
     if plan.files:  # one write: thousands of lines at a time
         click.echo("\n".join(f"{verb} {shown(path)}" for path in plan.files))
-    click.echo(f"{verb} {len(plan.remove)} cycle(s), {len(plan.files)} file(s), {size(plan.bytes)}; "
-               f"kept {len(plan.keep)} cycle(s)")
+    click.echo(
+        f"{verb} {len(plan.remove)} cycle(s), {len(plan.files)} file(s), {size(plan.bytes)}; "
+        f"kept {len(plan.keep)} cycle(s)"
+    )
 
 
 # ------------------------------------------------------------------------------------- doctor
@@ -88,13 +95,25 @@ def _permission_checks(home: Home) -> list[Check]:
             with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor.", suffix=".tmp"):
                 pass
         except OSError as exc:
-            checks.append(Check(name, False, f"{folder} is not writable: {exc.strerror}",
-                                f"chown the folder to this user, then chmod 700 {folder}"))
+            checks.append(
+                Check(
+                    name,
+                    False,
+                    f"{folder} is not writable: {exc.strerror}",
+                    f"chown the folder to this user, then chmod 700 {folder}",
+                )
+            )
             continue
         mode = stat.S_IMODE(folder.stat().st_mode)
         if mode & 0o077:
-            checks.append(Check(name, False, f"{folder} is writable but mode {mode:04o} lets others in "
-                                             f"(tool output and notes may be private)", f"chmod 700 {folder}"))
+            checks.append(
+                Check(
+                    name,
+                    False,
+                    f"{folder} is writable but mode {mode:04o} lets others in (tool output and notes may be private)",
+                    f"chmod 700 {folder}",
+                )
+            )
         else:
             checks.append(Check(name, True, f"writable, mode {mode:04o}"))
     return checks
@@ -109,8 +128,15 @@ def _model_checks(home: Home, settings, env) -> list[Check]:
     try:
         model = resolve_model(settings, home.root, env)
     except UsageError as exc:
-        return [*checks, Check("model", False, str(exc).splitlines()[0],
-                               "set model in config.yaml, AGENT_MODEL or --model (see the message)")]
+        return [
+            *checks,
+            Check(
+                "model",
+                False,
+                str(exc).splitlines()[0],
+                "set model in config.yaml, AGENT_MODEL or --model (see the message)",
+            ),
+        ]
     if isinstance(model, OpenAIModel):
         checks.append(Check("model", True, model.name))
         checks += openai_checks(home, settings, env, model)
@@ -157,10 +183,15 @@ def _mcp_checks(home: Home, settings, env) -> list[Check]:
             registry = build_registry(settings, mcp=servers, warn=quiet)
     else:
         registry = build_registry(settings, warn=quiet)
-    checks = [Check("approvals", True, warning, f"fix approval_required in {home.config}", warning=True)
-              for warning in pattern_warnings(settings, registry)]
-    checks += [Check("tools", True, problem, f"raise tool_schemas_max_bytes in {home.config}", warning=True)
-               for problem in registry.problems if problem.startswith(SCHEMAS_LEFT_OUT)]
+    checks = [
+        Check("approvals", True, warning, f"fix approval_required in {home.config}", warning=True)
+        for warning in pattern_warnings(settings, registry)
+    ]
+    checks += [
+        Check("tools", True, problem, f"raise tool_schemas_max_bytes in {home.config}", warning=True)
+        for problem in registry.problems
+        if problem.startswith(SCHEMAS_LEFT_OUT)
+    ]
     if servers is None:
         return checks
     for name in settings.mcp_servers:
@@ -181,8 +212,13 @@ def _rules_check(home: Home) -> Check:
     if text is None:
         return Check("rules", True, "no rules.md: the packaged default")
     if not text.strip():
-        return Check("rules", True, f"{home.rules.name} is empty: the model gets no rules, only the tool list",
-                     f"write the rules into {home.rules}, or remove it to use the packaged default", warning=True)
+        return Check(
+            "rules",
+            True,
+            f"{home.rules.name} is empty: the model gets no rules, only the tool list",
+            f"write the rules into {home.rules}, or remove it to use the packaged default",
+            warning=True,
+        )
     return Check("rules", True, f"{home.rules.name}: {len(text.splitlines())} lines")
 
 
@@ -195,8 +231,11 @@ def _shell_check(home: Home, settings) -> Check:
     if found.policy == "sandbox" and found.warning:
         return Check("shell", False, detail, "install bubblewrap (docs/operations.md), or set shell_policy: auto")
     if found.warning:
-        fix = ("set shell_policy: auto to keep commands in the workspace" if found.policy == "any"
-               else "install bubblewrap to give the model a sandboxed shell (docs/operations.md)")
+        fix = (
+            "set shell_policy: auto to keep commands in the workspace"
+            if found.policy == "any"
+            else "install bubblewrap to give the model a sandboxed shell (docs/operations.md)"
+        )
         return Check("shell", True, detail, fix, warning=True)
     return Check("shell", True, detail)
 
@@ -212,22 +251,38 @@ def doctor_checks(home: Home, env=None, model: str | None = None) -> list[Check]
     settings = None
     try:
         settings = load_settings(home.root, env=env, model=model and anchor_model_path(model, Path.cwd()))
-        checks.append(Check("config", True, f"{home.config.name} valid" if home.config.exists()
-                            else "no config.yaml: defaults"))
+        checks.append(
+            Check("config", True, f"{home.config.name} valid" if home.config.exists() else "no config.yaml: defaults")
+        )
     except UsageError as exc:
         checks.append(Check("config", False, str(exc), f"edit {home.config} (`agent init` writes a commented one)"))
     checks.append(_rules_check(home))
     try:
         state = read_state_file(home.active, home.root)
-        checks.append(Check("scratchpad", True, "no active.yaml yet: the first cycle starts from the default"
-                            if state is None else f"active.yaml valid ({len(state['pending_actions'])} pending)"))
+        checks.append(
+            Check(
+                "scratchpad",
+                True,
+                "no active.yaml yet: the first cycle starts from the default"
+                if state is None
+                else f"active.yaml valid ({len(state['pending_actions'])} pending)",
+            )
+        )
     except InvalidScratchpad as exc:
-        checks.append(Check("scratchpad", False, str(exc),
-                            f"fix {home.active} by hand, or `agent reset --home {home.root}` to start over"))
+        checks.append(
+            Check(
+                "scratchpad",
+                False,
+                str(exc),
+                f"fix {home.active} by hand, or `agent reset --home {home.root}` to start over",
+            )
+        )
     if settings is not None:
         for n, one in enumerate(model_settings(settings)):  # the primary, then each of fallback_models
-            checks += [dataclasses.replace(c, name=f"{c.name} (fallback {n})") if n else c
-                       for c in _model_checks(home, one, env)]
+            checks += [
+                dataclasses.replace(c, name=f"{c.name} (fallback {n})") if n else c
+                for c in _model_checks(home, one, env)
+            ]
         checks += _mcp_checks(home, settings, env)
         checks.append(_shell_check(home, settings))
     try:
@@ -255,8 +310,13 @@ def doctor(home_dir: Path, model: str | None, as_json: bool) -> None:
         print_json([c.as_dict() for c in checks])
     else:
         for c in checks:
-            mark = click.style("FAIL", fg="red", bold=True) if not c.ok else \
-                click.style("warn", fg="yellow") if c.warning else click.style("ok  ", fg="green")
+            mark = (
+                click.style("FAIL", fg="red", bold=True)
+                if not c.ok
+                else click.style("warn", fg="yellow")
+                if c.warning
+                else click.style("ok  ", fg="green")
+            )
             shown_fix = c.fix and (c.warning or not c.ok)
             line = f"{c.name:11s} {c.detail}" + (f"  -> fix: {c.fix}" if shown_fix else "")
             click.echo(f"{mark} {escape_controls(line)}")

@@ -40,8 +40,10 @@ class PlainReporter:
             self._line(f"  {data['n']}/{data['max']} {data['outcome'].note}{tokens}")
         elif event == "end":
             r = data["report"]
-            self._line(f"cycle {r.cycle_id} {r.stop_reason} after {r.iterations} iteration(s) in {r.duration_s:.1f}s "
-                       f"(exit {r.exit_code}); task: {r.task_before or '(none)'} -> {r.task_after or '(none)'}")
+            self._line(
+                f"cycle {r.cycle_id} {r.stop_reason} after {r.iterations} iteration(s) in {r.duration_s:.1f}s "
+                f"(exit {r.exit_code}); task: {r.task_before or '(none)'} -> {r.task_after or '(none)'}"
+            )
             if r.error:
                 self._line(f"  error: {r.error} (see logs/cycle_{r.cycle_id}.log)")
             if r.idle:  # no model was called (agent/idle.py)
@@ -63,11 +65,15 @@ def quiet_line(r: Any) -> str | None:
     if r.stop_reason == StopReason.AWAITING_APPROVAL.value:
         return f"agent: cycle {r.cycle_id} awaiting approval: {r.stop_detail} (exit 8; `agent approvals` lists them)"
     if r.stop_reason == StopReason.STALLED.value:
-        return (f"agent: cycle {r.cycle_id} stalled: task {r.task_after!r} has not advanced in stall_cycles cycles "
-                f"(exit 9; `agent history` shows them, `agent task drop 0` moves on)")
+        return (
+            f"agent: cycle {r.cycle_id} stalled: task {r.task_after!r} has not advanced in stall_cycles cycles "
+            f"(exit 9; `agent history` shows them, `agent task drop 0` moves on)"
+        )
     if r.stop_reason == StopReason.BUDGET_EXHAUSTED.value:
-        return (f"agent: budget exhausted, nothing sent to the model: {r.stop_detail} "
-                f"(exit 10; `agent status` shows spending)")
+        return (
+            f"agent: budget exhausted, nothing sent to the model: {r.stop_detail} "
+            f"(exit 10; `agent status` shows spending)"
+        )
     return None
 
 

@@ -71,8 +71,11 @@ def actions(transcript: Path, counted: Any) -> list[str]:
             names.append("(cut)" if "cut" in record else "(model error)")
             continue
         calls = record.get("tool_calls")
-        called = [str((c.get("function") or {}).get("name")) for c in calls if isinstance(c, dict)] \
-            if isinstance(calls, list) and calls else []  # a native reply: each call is an action
+        called = (
+            [str((c.get("function") or {}).get("name")) for c in calls if isinstance(c, dict)]
+            if isinstance(calls, list) and calls
+            else []
+        )  # a native reply: each call is an action
         try:
             called = called or [str(parse_reply(record["reply"]).get("tool"))]
         except ReplyError:
@@ -86,24 +89,35 @@ def _change(home: Home, cycle_id: str) -> dict | None:
     after = home.snapshot(cycle_id, "after")
     if not after.is_file():
         return None
-    return summarize_change(read_state_file(home.snapshot(cycle_id, "before"), home.root),
-                            read_state_file(after, home.root))
+    return summarize_change(
+        read_state_file(home.snapshot(cycle_id, "before"), home.root), read_state_file(after, home.root)
+    )
 
 
 def side(record: dict, home: Home, cycle_id: str) -> dict:
     """One outcome: how the cycle ended, what it did, and what it changed."""
-    return {"cycle_id": cycle_id, "model": record.get("model"), "stop_reason": record.get("stop_reason"),
-            "exit_code": record.get("exit_code"), "iterations": record.get("iterations"),
-            "usage": record.get("usage"), "error": record.get("error"),
-            "actions": actions(home.transcript(cycle_id), record.get("actions")),
-            "change": _change(home, cycle_id)}
+    return {
+        "cycle_id": cycle_id,
+        "model": record.get("model"),
+        "stop_reason": record.get("stop_reason"),
+        "exit_code": record.get("exit_code"),
+        "iterations": record.get("iterations"),
+        "usage": record.get("usage"),
+        "error": record.get("error"),
+        "actions": actions(home.transcript(cycle_id), record.get("actions")),
+        "change": _change(home, cycle_id),
+    }
 
 
 def _rows(outcome: dict) -> dict[str, str]:
     usage = outcome["usage"] if isinstance(outcome["usage"], dict) else {}
-    rows = {"model": str(outcome["model"]), "stop reason": f"{outcome['stop_reason']} (exit {outcome['exit_code']})",
-            "iterations": str(outcome["iterations"]), "tokens": str(usage.get("total_tokens", "-")),
-            "actions": ", ".join(outcome["actions"]) or "(none)"}
+    rows = {
+        "model": str(outcome["model"]),
+        "stop reason": f"{outcome['stop_reason']} (exit {outcome['exit_code']})",
+        "iterations": str(outcome["iterations"]),
+        "tokens": str(usage.get("total_tokens", "-")),
+        "actions": ", ".join(outcome["actions"]) or "(none)",
+    }
     if outcome["error"]:
         rows["error"] = str(outcome["error"])
     for line in summary_lines(outcome["change"]) if outcome["change"] else ["state: no after snapshot"]:
@@ -143,19 +157,26 @@ def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool,
     home = existing_home(home_dir)
     chosen = chosen_cycle(home, cycle_id)
     if not home.snapshot(chosen, "before").is_file():
-        raise UsageError(f"cycle {chosen} has no before snapshot to replay "
-                         f"(scratchpad/{chosen}_before.yaml is missing: the cycle was pruned)")
+        raise UsageError(
+            f"cycle {chosen} has no before snapshot to replay "
+            f"(scratchpad/{chosen}_before.yaml is missing: the cycle was pruned)"
+        )
     settings = load_settings(home.root, model=anchor_model_path(model, Path.cwd())).replace(
-        fallback_models=[], model_budgets={})  # the model asked for, and only that one
+        fallback_models=[], model_budgets={}
+    )  # the model asked for, and only that one
     chosen_model = resolve_model(settings, home.root)
     # nothing outside the copy may hear of the replay
     settings = dataclasses.replace(settings, on_cycle_end=None, metrics_file=None, lock_wait=0.0)
     if settings.mcp_servers and not with_mcp:
-        click.echo(f"MCP servers not started ({', '.join(sorted(settings.mcp_servers))}): their tools act outside "
-                   f"the scratch copy; --with-mcp starts them", err=True)
+        click.echo(
+            f"MCP servers not started ({', '.join(sorted(settings.mcp_servers))}): their tools act outside "
+            f"the scratch copy; --with-mcp starts them",
+            err=True,
+        )
         settings = dataclasses.replace(settings, mcp_servers={})
-    recorded_record = next((r for r in reversed(read_index(home)) if r["cycle_id"] == chosen),
-                           {"stop_reason": "incomplete", "model": None})
+    recorded_record = next(
+        (r for r in reversed(read_index(home)) if r["cycle_id"] == chosen), {"stop_reason": "incomplete", "model": None}
+    )
     folder = Path(tempfile.mkdtemp(prefix="agent-replay-"))
     try:
         scratch = make_scratch_home(home, settings, chosen, folder)
@@ -167,8 +188,14 @@ def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool,
         if not keep:
             remove_tree(folder)  # however deep the replay's tools made it
     if as_json:
-        print_json({"cycle_id": chosen, "recorded": recorded, "replay": replayed,
-                    "scratch_home": str(folder) if keep else None})
+        print_json(
+            {
+                "cycle_id": chosen,
+                "recorded": recorded,
+                "replay": replayed,
+                "scratch_home": str(folder) if keep else None,
+            }
+        )
         return
     click.echo(f"replay of cycle {chosen} from scratchpad/{chosen}_before.yaml on {chosen_model.name}")
     for line in side_by_side(recorded, replayed):

@@ -66,18 +66,25 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
         home.ensure_dirs()
         replaced, reason = _replaced(home)
         source_cycle = Path(side.label).name.rsplit("_", 1)[0]
-        append_archive(home.archive, archive_records([Archived("replaced_state", replaced, f"{reason} {side.label}")],
-                                                     source_cycle))
+        append_archive(
+            home.archive,
+            archive_records([Archived("replaced_state", replaced, f"{reason} {side.label}")], source_cycle),
+        )
         restored = dict(side.state, last_updated=now_iso())
         write_state(home.active, restored)
-    data = {"restored_from": side.label, "active": str(home.active), "replaced_state_archived_to":
-            str(home.archive.relative_to(home.root)), "current_task": restored["current_task"]}
+    data = {
+        "restored_from": side.label,
+        "active": str(home.active),
+        "replaced_state_archived_to": str(home.archive.relative_to(home.root)),
+        "current_task": restored["current_task"],
+    }
     if as_json:
         print_json(data)
         return
     task = escape_controls(restored["current_task"] or "(none)")
-    click.echo(f"active.yaml is now {side.label} (task: {task}); "
-               f"the replaced state is in {data['replaced_state_archived_to']}")
+    click.echo(
+        f"active.yaml is now {side.label} (task: {task}); the replaced state is in {data['replaced_state_archived_to']}"
+    )
 
 
 @click.command()
@@ -98,12 +105,15 @@ def fork(home_dir: Path, cycle: str, directory: Path, as_json: bool) -> None:
     def source_text(path: Path) -> str | None:
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
-    made, kept = make_home(target, dict(side.state, last_updated=now_iso()),
-                           rules=source_text(home.rules), config=source_text(home.config))
+    made, kept = make_home(
+        target, dict(side.state, last_updated=now_iso()), rules=source_text(home.rules), config=source_text(home.config)
+    )
     data = {"home": str(target.root), "forked_from": str(home.root / side.label), "created": made, "kept": kept}
     if as_json:
         print_json(data)
         return
-    click.echo(f"forked {side.label} into {target.root}: created {', '.join(made)}"
-               + (f"; kept existing {', '.join(kept)}" if kept else ""))
+    click.echo(
+        f"forked {side.label} into {target.root}: created {', '.join(made)}"
+        + (f"; kept existing {', '.join(kept)}" if kept else "")
+    )
     click.echo(f"next: agent run --home {directory}")

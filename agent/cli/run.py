@@ -24,25 +24,48 @@ from .progress import make_reporter
 
 @click.command()
 @home_option
-@click.option("--model", help="PROVIDER[:NAME]: local, local:FILE.gguf, openai:NAME, scripted:FILE. "
-                              "Default: AGENT_MODEL, config.yaml, else the embedded model.")
+@click.option(
+    "--model",
+    help="PROVIDER[:NAME]: local, local:FILE.gguf, openai:NAME, scripted:FILE. "
+    "Default: AGENT_MODEL, config.yaml, else the embedded model.",
+)
 @click.option("--max-iterations", type=click.IntRange(min=1), help="Most model calls this cycle (default 10).")
-@click.option("--wait", "lock_wait", type=wait_seconds,
-              help="Seconds to wait for a running cycle to finish before giving up with exit code 5 "
-                   "(busy). Default: 'lock_wait' in config.yaml, else 0.")
-@click.option("--reflect/--no-reflect", default=None,
-              help="After done, one more model call curates notes (default: 'reflect' in config.yaml, off).")
+@click.option(
+    "--wait",
+    "lock_wait",
+    type=wait_seconds,
+    help="Seconds to wait for a running cycle to finish before giving up with exit code 5 "
+    "(busy). Default: 'lock_wait' in config.yaml, else 0.",
+)
+@click.option(
+    "--reflect/--no-reflect",
+    default=None,
+    help="After done, one more model call curates notes (default: 'reflect' in config.yaml, off).",
+)
 @click.option("--force", is_flag=True, help="Call the model even when there is nothing to do, and skip 'wake_when'.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the cycle on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @reports_errors
-def run(home_dir: Path, model: str | None, max_iterations: int | None, lock_wait: float | None,
-        reflect: bool | None, force: bool, as_json: bool, quiet: bool) -> None:
+def run(
+    home_dir: Path,
+    model: str | None,
+    max_iterations: int | None,
+    lock_wait: float | None,
+    reflect: bool | None,
+    force: bool,
+    as_json: bool,
+    quiet: bool,
+) -> None:
     """Run exactly one cycle in the home, then exit with a code saying how it ended."""
     home = existing_home(home_dir)
     # a model path typed on the command line is relative to where it was typed; in config, to the home
-    settings = load_settings(home.root, model=model and anchor_model_path(model, Path.cwd()),
-                             max_iterations=max_iterations, lock_wait=lock_wait, reflect=reflect)
+    settings = load_settings(
+        home.root,
+        model=model and anchor_model_path(model, Path.cwd()),
+        max_iterations=max_iterations,
+        lock_wait=lock_wait,
+        reflect=reflect,
+    )
     chosen = resolve_model(settings, home.root)
     if isinstance(chosen, FallbackModel):  # a model over its own budget hands on to the next one
         from ..budgets import model_budget_check  # here: a cycle without fallbacks never imports budgets

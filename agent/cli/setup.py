@@ -9,19 +9,19 @@ from pathlib import Path
 import click
 import yaml
 
-from ..escape import escape_controls
 from .. import approvals
 from ..config import field_docs, load_settings
+from ..escape import escape_controls
+from ..jsonschema import type_name
 from ..outcomes import UsageError
 from ..prompt import default_rules
 from ..queue_edits import describe as describe_edit
-from ..jsonschema import type_name
+from ..store.files import atomic_write
 from ..store.home import Home, remove_stale_temporaries
 from ..store.ids import CYCLES_NAME
-from ..store.totals import totals_path
-from ..store.files import atomic_write
 from ..store.lock import home_lock
 from ..store.state_file import read_state_file, write_state
+from ..store.totals import totals_path
 from ..tools import CONTROL_TOOLS, open_registry
 from ..tools.workspace import ensure_workspace
 from .common import checked_home, echo, existing_home, home_option, print_json, reports_errors, wait_option
@@ -38,8 +38,10 @@ def template_path(home_root: Path, name: str) -> Path:
     packaged = Path(str(resources.files("agent").joinpath(f"templates/{name}.yaml")))
     if packaged.is_file():
         return packaged
-    raise UsageError(f"no template named '{name}' (looked in {own.parent} and the packaged templates: "
-                     f"{', '.join(packaged_templates())})")
+    raise UsageError(
+        f"no template named '{name}' (looked in {own.parent} and the packaged templates: "
+        f"{', '.join(packaged_templates())})"
+    )
 
 
 def packaged_templates() -> list[str]:
@@ -49,9 +51,12 @@ def packaged_templates() -> list[str]:
 
 def config_template() -> str:
     """A commented config.yaml listing every setting with its default (all commented out)."""
-    lines = ["# Settings for this agent home. Uncomment a line to change it.",
-             "# Precedence: these < environment (AGENT_MODEL, OPENAI_BASE_URL) < command-line flags.",
-             "# Never put an API key here: name the variable that holds it with api_key_env.", ""]
+    lines = [
+        "# Settings for this agent home. Uncomment a line to change it.",
+        "# Precedence: these < environment (AGENT_MODEL, OPENAI_BASE_URL) < command-line flags.",
+        "# Never put an API key here: name the variable that holds it with api_key_env.",
+        "",
+    ]
     for name, doc, default in field_docs():
         lines.append(f"# {doc}")
         dumped = yaml.safe_dump({name: default}, default_flow_style=True, width=1000).strip()[1:-1]
@@ -63,8 +68,9 @@ def config_template() -> str:
 # ----------------------------------------------------------------------------------------- init
 
 
-def make_home(home: Home, first_state: dict, rules: str | None = None, config: str | None = None
-              ) -> tuple[list[str], list[str]]:
+def make_home(
+    home: Home, first_state: dict, rules: str | None = None, config: str | None = None
+) -> tuple[list[str], list[str]]:
     """Create the home's folders, then rules.md, config.yaml (the given texts, else the defaults)
     and active.yaml (`first_state`) where they are missing, and the workspace. Returns (created, kept) paths."""
     settings = load_settings(home.root)  # a broken config.yaml already there: exit 2, nothing made
@@ -103,8 +109,10 @@ def init(directory: Path, template: str, as_json: bool) -> None:
     if as_json:
         print_json({"home": str(home.root), "created": made, "kept": kept})
         return
-    click.echo(f"home ready at {home.root}: created {', '.join(made) or 'nothing'}"
-               + (f"; kept existing {', '.join(kept)}" if kept else ""))
+    click.echo(
+        f"home ready at {home.root}: created {', '.join(made) or 'nothing'}"
+        + (f"; kept existing {', '.join(kept)}" if kept else "")
+    )
     click.echo(f"next: agent run --home {directory}")
 
 
@@ -113,10 +121,18 @@ def init(directory: Path, template: str, as_json: bool) -> None:
 
 @click.command()
 @home_option
-@click.option("--template", default="default", show_default=True,
-              help="Template to reset from: templates/NAME.yaml in the home, or a packaged one.")
-@click.option("--clean", is_flag=True, help="Also delete the home's snapshots, cycle logs and cycle index "
-                                            "(asks first on a terminal; needs --yes without one).")
+@click.option(
+    "--template",
+    default="default",
+    show_default=True,
+    help="Template to reset from: templates/NAME.yaml in the home, or a packaged one.",
+)
+@click.option(
+    "--clean",
+    is_flag=True,
+    help="Also delete the home's snapshots, cycle logs and cycle index "
+    "(asks first on a terminal; needs --yes without one).",
+)
 @click.option("--yes", "-y", "assume_yes", is_flag=True, help="Do not ask before --clean deletes.")
 @wait_option
 @click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
@@ -142,10 +158,15 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
         kept = archive_replaced(home, f"agent reset from template '{template}'", "reset")
         write_state(home.active, state)
         if clean:
-            doomed = [*home.scratchpad.glob("*_before.yaml"), *home.scratchpad.glob("*_after.yaml"),
-                      *home.logs.glob("cycle_*.log"),
-                      *home.logs.glob("cycle_*.transcript.jsonl"), home.index,
-                      totals_path(home), home.logs / CYCLES_NAME]  # what was derived from that history
+            doomed = [
+                *home.scratchpad.glob("*_before.yaml"),
+                *home.scratchpad.glob("*_after.yaml"),
+                *home.logs.glob("cycle_*.log"),
+                *home.logs.glob("cycle_*.transcript.jsonl"),
+                home.index,
+                totals_path(home),
+                home.logs / CYCLES_NAME,
+            ]  # what was derived from that history
             for path in sorted(doomed):
                 if path.exists():
                     path.unlink()
@@ -153,9 +174,17 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
     archive = str(home.archive.relative_to(home.root))
     edits = kept["edits"]
     if as_json:
-        print_json({"template": str(source), "active": str(home.active), "removed": removed,
-                    "archived_to": archive, "replaced_state_archived": kept["state"] is not None,
-                    "discarded_edits": edits, "discarded_calls": calls})
+        print_json(
+            {
+                "template": str(source),
+                "active": str(home.active),
+                "removed": removed,
+                "archived_to": archive,
+                "replaced_state_archived": kept["state"] is not None,
+                "discarded_edits": edits,
+                "discarded_calls": calls,
+            }
+        )
         return
     echo(f"reset {home.active} from template '{template}'")
     if kept["state"] is not None:
@@ -172,8 +201,10 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
 def _confirm_clean(home: Home) -> None:
     """--clean deletes every snapshot and the index for good: ask a person; refuse a script that did not say --yes."""
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
-        raise UsageError("reset --clean deletes every snapshot, cycle log and the cycle index for good: "
-                         "add --yes to do it without a terminal to ask on")
+        raise UsageError(
+            "reset --clean deletes every snapshot, cycle log and the cycle index for good: "
+            "add --yes to do it without a terminal to ask on"
+        )
     if not click.confirm(f"delete every snapshot, cycle log and the cycle index in {home.root}?", default=False):
         raise UsageError("reset --clean: not confirmed; nothing changed")
 
@@ -183,8 +214,12 @@ def _confirm_clean(home: Home) -> None:
 
 @click.command()
 @home_option
-@click.option("--json", "as_json", is_flag=True,
-              help="Print the tools as a JSON list (name, signature, description, arguments, schema, source).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the tools as a JSON list (name, signature, description, arguments, schema, source).",
+)
 @reports_errors
 def tools(home_dir: Path, as_json: bool) -> None:
     """List the tools a cycle in this home offers the model, with their arguments and source.
@@ -197,6 +232,7 @@ def tools(home_dir: Path, as_json: bool) -> None:
     """
     home = existing_home(home_dir)
     settings = load_settings(home.root)
+
     def warn(problem: str) -> None:  # stderr: --json stays a list of tools
         click.echo("agent: warning: " + escape_controls(problem), err=True)
 
@@ -209,13 +245,30 @@ def tools(home_dir: Path, as_json: bool) -> None:
         return "control" if tool.name in CONTROL_TOOLS and tool.func is None else tool.source
 
     def arguments(tool) -> list[dict]:
-        return [{"name": key, "type": type_name(prop), "required": key in tool.args_schema["required"],
-                 "description": prop.get("description", "")} for key, prop in tool.args_schema["properties"].items()]
+        return [
+            {
+                "name": key,
+                "type": type_name(prop),
+                "required": key in tool.args_schema["required"],
+                "description": prop.get("description", ""),
+            }
+            for key, prop in tool.args_schema["properties"].items()
+        ]
 
     if as_json:
-        print_json([{"name": t.name, "signature": t.signature(), "description": t.description,
-                     "arguments": arguments(t), "args_schema": t.args_schema, "source": source(t)}
-                    for t in registry])
+        print_json(
+            [
+                {
+                    "name": t.name,
+                    "signature": t.signature(),
+                    "description": t.description,
+                    "arguments": arguments(t),
+                    "args_schema": t.args_schema,
+                    "source": source(t),
+                }
+                for t in registry
+            ]
+        )
         return
     for tool in registry:
         click.echo(escape_controls(f"{tool.name}  [{source(tool)}]"))

@@ -55,6 +55,8 @@ def resolve_snapshot(home: Home, spec: str, default_label: str, cycles: Sequence
         raise UsageError(f"no cycle '{cycle_id}' in {home.root} (latest: {near}; `agent history` lists them all)")
     path = home.snapshot(cycle_id, label)
     if not path.is_file():
-        raise UsageError(f"cycle {cycle_id} has no {label} snapshot ({path.relative_to(home.root)} is missing: "
-                         f"the cycle was pruned, or it was killed before saving)")
+        raise UsageError(
+            f"cycle {cycle_id} has no {label} snapshot ({path.relative_to(home.root)} is missing: "
+            f"the cycle was pruned, or it was killed before saving)"
+        )
     return _file_side(home, path)

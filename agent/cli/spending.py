@@ -27,24 +27,38 @@ def spending(totals: Totals, settings: Settings, now: _dt.datetime | None = None
     spent = period_spending(totals, today, settings.prices)
     day, month = spent["day"], spent["month"]
     return {
-        "today": {"day": today, "cycles": day["cycles"], "tokens": day["tokens"], "cost": round(day["cost"], 8),
-                  "unpriced_cycles": day["unpriced_cycles"],
-                  "token_budget": settings.daily_token_budget, "cost_budget": settings.daily_cost_budget},
-        "month": {"month": today[:7], "cycles": month["cycles"], "tokens": month["tokens"],
-                  "cost": round(month["cost"], 8), "unpriced_cycles": month["unpriced_cycles"],
-                  "token_budget": settings.monthly_token_budget, "cost_budget": settings.monthly_cost_budget},
+        "today": {
+            "day": today,
+            "cycles": day["cycles"],
+            "tokens": day["tokens"],
+            "cost": round(day["cost"], 8),
+            "unpriced_cycles": day["unpriced_cycles"],
+            "token_budget": settings.daily_token_budget,
+            "cost_budget": settings.daily_cost_budget,
+        },
+        "month": {
+            "month": today[:7],
+            "cycles": month["cycles"],
+            "tokens": month["tokens"],
+            "cost": round(month["cost"], 8),
+            "unpriced_cycles": month["unpriced_cycles"],
+            "token_budget": settings.monthly_token_budget,
+            "cost_budget": settings.monthly_cost_budget,
+        },
     }
 
 
 def _period_line(period: dict) -> str:
     tokens = f"{period['tokens']:,} tokens" + (f" of {period['token_budget']:,}" if period["token_budget"] else "")
     cost = f", cost {cost_text(period['cost'], period['unpriced_cycles'])}" + (
-        f" of {money(period['cost_budget'])}" if period["cost_budget"] else "")
+        f" of {money(period['cost_budget'])}" if period["cost_budget"] else ""
+    )
     return f"{period['cycles']} cycle(s), {tokens}{cost}"
 
 
-def status_extras(newest_first: Iterable[dict], totals: Totals, current_task: Any,
-                  root: Path) -> tuple[dict, list[str]]:
+def status_extras(
+    newest_first: Iterable[dict], totals: Totals, current_task: Any, root: Path
+) -> tuple[dict, list[str]]:
     """(status --json's stall and spending, status's lines for them), from the index's records newest
     first (read only as far as the streak goes) and the running totals."""
     settings = home_settings(root)
@@ -52,8 +66,10 @@ def status_extras(newest_first: Iterable[dict], totals: Totals, current_task: An
     spent = spending(totals, settings)
     lines = [f"today:     {_period_line(spent['today'])}", f"month:     {_period_line(spent['month'])}"]
     if stall:
-        lines.append(f"stall:     {'stalled: ' if stall['stalled'] else ''}{escape_controls(stall['text'])}"
-                     + ("" if stall["stalled"] else f" ({stall['cycles']} of {stall['stall_cycles']} cycles)"))
+        lines.append(
+            f"stall:     {'stalled: ' if stall['stalled'] else ''}{escape_controls(stall['text'])}"
+            + ("" if stall["stalled"] else f" ({stall['cycles']} of {stall['stall_cycles']} cycles)")
+        )
     return {"stall": stall, "spending": spent}, lines
 
 
@@ -63,8 +79,6 @@ DAILY_HEADERS = ["DAY (UTC)", "CYCLES", "TOKENS", "COST"]
 def daily_lines(days: list[dict], width: int | None = None) -> list[str]:
     """`history --daily`: the rows of `daily_totals` (newest first, as given), aligned. `width` is unused:
     these rows are short (the argument matches the per-cycle table's)."""
-    rows = [[d["day"], str(d["cycles"]), f"{d['tokens']:,}",
-             cost_text(d["cost"], d["unpriced_cycles"])]
-            for d in days]
+    rows = [[d["day"], str(d["cycles"]), f"{d['tokens']:,}", cost_text(d["cost"], d["unpriced_cycles"])] for d in days]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(DAILY_HEADERS)]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [DAILY_HEADERS, *rows]]

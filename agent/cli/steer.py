@@ -23,9 +23,13 @@ from ..store.lock import home_lock
 from ..store.state_file import load_state, write_state
 from .common import echo, existing_home, home_option, json_option, print_json, reports_errors, wait_seconds
 
-wait_option = click.option("--wait", "lock_wait", type=wait_seconds, default=0.0,
-                           help="Seconds to wait for a running cycle to finish before queueing the edit "
-                                "for the next wake instead.")
+wait_option = click.option(
+    "--wait",
+    "lock_wait",
+    type=wait_seconds,
+    default=0.0,
+    help="Seconds to wait for a running cycle to finish before queueing the edit for the next wake instead.",
+)
 
 
 def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> None:
@@ -56,9 +60,18 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
             echo(message)
         return
     if as_json:
-        print_json({"queued": False, "message": message, "inbox_applied": earlier.messages,
-                    "inbox_refused": earlier.refused, "goals": state["goals"], "current_task": state["current_task"],
-                    "pending_actions": state["pending_actions"], "checks": state.get(checks.CHECKS_KEY, {})})
+        print_json(
+            {
+                "queued": False,
+                "message": message,
+                "inbox_applied": earlier.messages,
+                "inbox_refused": earlier.refused,
+                "goals": state["goals"],
+                "current_task": state["current_task"],
+                "pending_actions": state["pending_actions"],
+                "checks": state.get(checks.CHECKS_KEY, {}),
+            }
+        )
         return
     for line in [*(f"applied queued edit: {m}" for m in earlier.messages), *earlier.refused, message]:
         echo(line)
@@ -91,8 +104,14 @@ def task_list(home_dir: Path, as_json: bool) -> None:
     state, queued = load_state(home), queued_edits(home)
     task_checks = state.get(checks.CHECKS_KEY) or {}
     if as_json:
-        print_json({"current_task": state["current_task"], "pending_actions": state["pending_actions"],
-                    "checks": task_checks, "queued": queued})
+        print_json(
+            {
+                "current_task": state["current_task"],
+                "pending_actions": state["pending_actions"],
+                "checks": task_checks,
+                "queued": queued,
+            }
+        )
         return
 
     def checked(task: str) -> str:
@@ -111,9 +130,13 @@ def task_list(home_dir: Path, as_json: bool) -> None:
 @home_option
 @click.argument("text")
 @click.option("--first", is_flag=True, help="Put it at the front of the queue instead of the end.")
-@click.option("--check", "check", metavar="COMMAND",
-              help="An acceptance check: a shell command line run in the workspace when the model calls "
-                   "done; the done is accepted only if it exits 0 (within check_timeout).")
+@click.option(
+    "--check",
+    "check",
+    metavar="COMMAND",
+    help="An acceptance check: a shell command line run in the workspace when the model calls "
+    "done; the done is accepted only if it exits 0 (within check_timeout).",
+)
 @wait_option
 @json_option
 @reports_errors

@@ -17,11 +17,16 @@ def approvals_status(home: Home) -> tuple[dict, list[str]]:
     except InvalidScratchpad as exc:
         return {"approvals": None, "approvals_error": str(exc)}, [f"approvals: unknown: {clip(exc, 200)}"]
     ages = [age_s for age_s in (seconds_since(r.get("parked")) for r in waiting) if age_s is not None]
-    data = {"pending": len(waiting), "ids": [r["id"] for r in waiting],
-            "oldest_parked": min((r["parked"] for r in waiting if isinstance(r.get("parked"), str)), default=None),
-            "oldest_age_s": round(max(ages), 1) if ages else None}
+    data = {
+        "pending": len(waiting),
+        "ids": [r["id"] for r in waiting],
+        "oldest_parked": min((r["parked"] for r in waiting if isinstance(r.get("parked"), str)), default=None),
+        "oldest_age_s": round(max(ages), 1) if ages else None,
+    }
     if not waiting:
         return {"approvals": data}, []
     oldest = f", the oldest parked {age(data['oldest_age_s'])} ago" if ages else ""
-    return {"approvals": data}, [f"approvals: {len(waiting)} call(s) wait for you{oldest} "
-                                 f"(ids {', '.join(data['ids'])}; agent approvals lists them)"]
+    return {"approvals": data}, [
+        f"approvals: {len(waiting)} call(s) wait for you{oldest} "
+        f"(ids {', '.join(data['ids'])}; agent approvals lists them)"
+    ]

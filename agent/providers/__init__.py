@@ -14,10 +14,30 @@ Heavy libraries (openai, llama_cpp) are imported only by the model that uses the
 cycle starts it.
 """
 
-from .base import (Completion, Model, ModelCrashed, ModelError, ModelTimeout, ModelUnavailable, Request,
-                   ScriptEnded, Usage)
+from .base import (
+    Completion,
+    Model,
+    ModelCrashed,
+    ModelError,
+    ModelTimeout,
+    ModelUnavailable,
+    Request,
+    ScriptEnded,
+    Usage,
+)
 from .resolve import resolve_model
 from .scripted import ScriptedModel
 
-__all__ = ["Completion", "Model", "ModelCrashed", "ModelError", "ModelTimeout", "ModelUnavailable", "Request",
-           "ScriptEnded", "ScriptedModel", "Usage", "resolve_model"]
+__all__ = [
+    "Completion",
+    "Model",
+    "ModelCrashed",
+    "ModelError",
+    "ModelTimeout",
+    "ModelUnavailable",
+    "Request",
+    "ScriptEnded",
+    "ScriptedModel",
+    "Usage",
+    "resolve_model",
+]

@@ -11,7 +11,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-
 Log = Callable[[str], None]
 
 
@@ -51,8 +50,13 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
     def as_dict(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "cached_tokens": self.cached_tokens, "total_tokens": self.total_tokens, "calls": self.calls}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "total_tokens": self.total_tokens,
+            "calls": self.calls,
+        }
 
 
 @dataclass(frozen=True)

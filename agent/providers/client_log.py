@@ -13,8 +13,15 @@ from typing import Callable, Iterator
 from .base import Log
 
 CLIENT_LOGGER = "openai._base_client"
-WORTH_LOGGING = ("Retrying request", "Encountered", "Raising timeout", "Raising connection",
-                 "Not retrying", "Retrying due to", "Retrying as header")
+WORTH_LOGGING = (
+    "Retrying request",
+    "Encountered",
+    "Raising timeout",
+    "Raising connection",
+    "Not retrying",
+    "Retrying due to",
+    "Retrying as header",
+)
 
 
 class _ToCycleLog(logging.Handler):

@@ -28,7 +28,6 @@ from ..outcomes import LimitReached, StopReason
 from .base import Completion, Log, Model, ModelUnavailable, Request
 
 
-
 def model_settings(settings: Settings) -> list[Settings]:
     """The settings of each model a cycle may use, primary first, each alone (no fallbacks, no budgets)."""
     out = [dataclasses.replace(settings, fallback_models=[], model_budgets={})]

@@ -47,8 +47,10 @@ def openai_response_schema(action_schema: dict) -> dict:
 def response_format_for(kind: str, action_schema: dict) -> dict | None:
     """The request's response_format for one rung of the ladder (None: plain text, nothing sent)."""
     if kind == "json_schema":
-        return {"type": "json_schema",
-                "json_schema": {"name": "action", "schema": openai_response_schema(action_schema), "strict": False}}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "action", "schema": openai_response_schema(action_schema), "strict": False},
+        }
     if kind == "json_object_schema":
         # llama.cpp needs no object at the root, so the action schema itself goes: each tool paired
         # with its own arguments (the root form let a small model give echo a `command`), strings
@@ -114,9 +116,14 @@ class EndpointMemory:
         return data
 
     def remember(self, kind: str, log: Log, strict: bool = True) -> None:
-        record = {"endpoint": self.endpoint, "model": self.model, "response_format": kind,
-                  "tool_calling": "native" if kind == TOOL_CALLS else "text", "strict": strict,
-                  "probed": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        record = {
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "response_format": kind,
+            "tool_calling": "native" if kind == TOOL_CALLS else "text",
+            "strict": strict,
+            "probed": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }
         self._write(lambda path: atomic_write(path, (json.dumps(record) + "\n").encode()), log)
 
     def forget(self, log: Log) -> None:

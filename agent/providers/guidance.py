@@ -18,7 +18,8 @@ from .base import Request
 
 STOPWORDS = frozenset(
     "a an and are as at be by e.g eg for from if in into is it its of on or the this that to with "
-    "you your one any all do does so not no but can may will".split())
+    "you your one any all do does so not no but can may will".split()
+)
 
 
 def _stem(word: str) -> str:

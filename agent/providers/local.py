@@ -113,8 +113,14 @@ class LocalRuntime:
         except ImportError as exc:
             raise ModelUnavailable(f"llama-cpp-python failed to import: {exc}") from exc
         try:
-            llm = Llama(model_path=str(self.path), n_ctx=self.settings.local_context, n_threads=threads,
-                        n_threads_batch=threads, n_batch=512, verbose=False)
+            llm = Llama(
+                model_path=str(self.path),
+                n_ctx=self.settings.local_context,
+                n_threads=threads,
+                n_threads_batch=threads,
+                n_batch=512,
+                verbose=False,
+            )
         except Exception as exc:
             raise ModelUnavailable(f"cannot load the model {self.path}: {exc}") from exc
         log(f"loaded {self.path.name} with {threads} threads ({why}; {waiting}), context {self.settings.local_context}")
@@ -168,8 +174,10 @@ class LocalRuntime:
             self.log("llama.cpp refuses this step's guided grammar: the step offers the whole action schema")
             grammar = self._grammar_schema(request.schema)
         if grammar is None:
-            raise ModelError("embedded model: llama.cpp refuses the grammar of this home's tools "
-                             "(a tool name or argument with a quote or backslash?); see `agent tools`")
+            raise ModelError(
+                "embedded model: llama.cpp refuses the grammar of this home's tools "
+                "(a tool name or argument with a quote or backslash?); see `agent tools`"
+            )
         messages = chat_messages(request.system, request.user)  # the rules' examples as chat turns
         try:
             response = self.llm.create_chat_completion(
@@ -185,12 +193,18 @@ class LocalRuntime:
         usage = response.get("usage") or {}
         prompt_tokens = usage.get("prompt_tokens", 0)
         choice = response["choices"][0]
-        return Completion(choice["message"].get("content") or "",
-                          Usage(prompt_tokens=prompt_tokens, completion_tokens=usage.get("completion_tokens", 0),
-                                cached_tokens=min(prompt_tokens, common_prefix(before, self.llm.input_ids)),
-                                calls=1),
-                          choice.get("finish_reason"), sent=messages,
-                          limit=min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS))
+        return Completion(
+            choice["message"].get("content") or "",
+            Usage(
+                prompt_tokens=prompt_tokens,
+                completion_tokens=usage.get("completion_tokens", 0),
+                cached_tokens=min(prompt_tokens, common_prefix(before, self.llm.input_ids)),
+                calls=1,
+            ),
+            choice.get("finish_reason"),
+            sent=messages,
+            limit=min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS),
+        )
 
     def probe(self, tokens: int) -> tuple[int, float]:
         """Decode up to `tokens` tokens after a short prompt: (tokens decoded, seconds), for `agent doctor`."""
@@ -226,8 +240,9 @@ class LocalModel:
 
     def complete(self, request: Request) -> Completion:
         reply = self.worker.call("complete", request, timeout=request.timeout)
-        return Completion(reply["text"], Usage(**reply["usage"]), reply["finish_reason"], sent=reply["sent"],
-                          limit=reply["limit"])
+        return Completion(
+            reply["text"], Usage(**reply["usage"]), reply["finish_reason"], sent=reply["sent"], limit=reply["limit"]
+        )
 
     def probe(self, tokens: int) -> tuple[int, float]:
         """Decode up to `tokens` tokens in the child: (tokens decoded, seconds). start() first."""

@@ -70,8 +70,10 @@ class PrefixCache:
             stat = self.model_path.stat()
         except OSError:
             return None
-        identity = f"{self.model_path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{self.llm.n_ctx()}|" \
-                   f"{getattr(self.lib, '__version__', '?')}|"
+        identity = (
+            f"{self.model_path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{self.llm.n_ctx()}|"
+            f"{getattr(self.lib, '__version__', '?')}|"
+        )
         digest = hashlib.sha256((identity + system).encode("utf-8")).hexdigest()[:32]
         return self.folder / f"prefix-{digest}.kv"
 

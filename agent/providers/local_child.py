@@ -32,8 +32,13 @@ def _answer(runtime_box: list, op: str, args: list, log: Log) -> Any:
     runtime = runtime_box[0]
     if op == "complete":
         completion = runtime.complete(Request(**args[0]))
-        return {"text": completion.text, "usage": dataclasses.asdict(completion.usage),
-                "finish_reason": completion.finish_reason, "sent": completion.sent, "limit": completion.limit}
+        return {
+            "text": completion.text,
+            "usage": dataclasses.asdict(completion.usage),
+            "finish_reason": completion.finish_reason,
+            "sent": completion.sent,
+            "limit": completion.limit,
+        }
     if op == "probe":
         tokens, seconds = runtime.probe(args[0])
         return {"tokens": tokens, "seconds": seconds}

@@ -42,8 +42,10 @@ def rebuild_command() -> str:
         version = "==" + importlib.metadata.version("llama-cpp-python")
     except importlib.metadata.PackageNotFoundError:
         version = ""
-    return (f"CMAKE_ARGS=\"{PORTABLE_CMAKE_ARGS}\" pip install --no-cache-dir --force-reinstall --no-deps "
-            f"'llama-cpp-python{version}'")
+    return (
+        f'CMAKE_ARGS="{PORTABLE_CMAKE_ARGS}" pip install --no-cache-dir --force-reinstall --no-deps '
+        f"'llama-cpp-python{version}'"
+    )
 
 
 CRASH_FIX = "a llama-cpp-python built for another CPU? `agent doctor` names the fix"
@@ -62,8 +64,12 @@ def death(code: int) -> str:
         name = signal.Signals(-code).name
     except ValueError:
         name = f"signal {-code}"
-    why = {"SIGKILL": " (killed: out of memory, or by someone)", "SIGSEGV": f" ({CRASH_FIX})",
-           "SIGILL": f" ({CRASH_FIX})", "SIGABRT": " (llama.cpp aborted; the cycle log has its message)"}
+    why = {
+        "SIGKILL": " (killed: out of memory, or by someone)",
+        "SIGSEGV": f" ({CRASH_FIX})",
+        "SIGILL": f" ({CRASH_FIX})",
+        "SIGABRT": " (llama.cpp aborted; the cycle log has its message)",
+    }
     return f"died of {name}{why.get(name, '')}"
 
 
@@ -79,9 +85,14 @@ class Worker:
         package_root = str(Path(__file__).resolve().parents[2])  # the child imports this same `agent`
         env = dict(env, PYTHONPATH=os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p))
         try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "agent.providers.local_child", str(to_child),
-                                          str(from_child)], pass_fds=(to_child, from_child), env=env,
-                                         stdin=subprocess.DEVNULL, stdout=self.stderr, stderr=self.stderr)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "agent.providers.local_child", str(to_child), str(from_child)],
+                pass_fds=(to_child, from_child),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=self.stderr,
+                stderr=self.stderr,
+            )
         finally:
             os.close(to_child)
             os.close(from_child)
@@ -104,8 +115,9 @@ class Worker:
                 if deadline is not None and not self.receive.poll(max(0.0, deadline - time.monotonic())):
                     self.proc.kill()
                     self.close()
-                    raise ModelTimeout(f"the embedded model gave no reply in the {timeout:.1f}s left; "
-                                       f"its process was stopped")
+                    raise ModelTimeout(
+                        f"the embedded model gave no reply in the {timeout:.1f}s left; its process was stopped"
+                    )
                 message = json.loads(self.receive.recv_bytes())
                 if "log" not in message:
                     break

@@ -13,14 +13,29 @@ from ..config import Settings
 from ..outcomes import UsageError
 from ..prompt import chat_messages
 from ..secrets import Secrets, api_key, model_base_url, request_headers, without_credentials
+from ..store.home import Home
 from .base import Completion, Log, ModelError, ModelTimeout, ModelUnavailable, Request, Usage
 from .client_log import client_messages_to
-from ..store.home import Home
-from .format_ladder import (LADDER, OPENAI_ENDPOINT, RESPONSE_FORMATS, TOOL_CALLS, EndpointMemory,
-                            openai_response_schema, rejects_response_format, response_format_for)
+from .format_ladder import (
+    LADDER,
+    OPENAI_ENDPOINT,
+    RESPONSE_FORMATS,
+    TOOL_CALLS,
+    EndpointMemory,
+    openai_response_schema,
+    rejects_response_format,
+    response_format_for,
+)
 from .guidance import commands_to_narrow, guided_schema
-from .tool_calls import (TOOL_CHOICE, calls_of, function_tools, names_strict, native_messages, rejects_tools,
-                         with_previous)
+from .tool_calls import (
+    TOOL_CHOICE,
+    calls_of,
+    function_tools,
+    names_strict,
+    native_messages,
+    rejects_tools,
+    with_previous,
+)
 
 MEMORY_SHOWN = Home(Path()).endpoint_memory  # logs/endpoint.json, as messages name it
 
@@ -29,6 +44,7 @@ __all__ = ["OpenAIModel", "RESPONSE_FORMATS", "openai_response_schema", "rejects
 # Examples as chat turns took the 135M model from 1 to 3 of 8 bench tasks through llama_cpp.server
 # (5 of 8 with repeat_penalty 1.0), and are the usual few-shot form for chat models.
 CHAT_EXAMPLES_DEFAULT = True
+
 
 def _count(value: Any) -> int:
     """A token count from a server's usage: a non-negative int, else 0 (servers send odd things)."""
@@ -89,15 +105,18 @@ class OpenAIModel:
         self.name = f"openai:{model_name}"
         self.model_name = model_name
         self.settings = settings
-        self._key = api_key(settings, env)             # stripped; control characters refused (exit 2)
-        self._headers = request_headers(settings)      # the same for extra_headers
+        self._key = api_key(settings, env)  # stripped; control characters refused (exit 2)
+        self._headers = request_headers(settings)  # the same for extra_headers
         self._secrets = Secrets.from_settings(settings, env)  # were a server or a library to echo them
         self.base_url = model_base_url(settings, env)
         self.shown_url = without_credentials(self.base_url) or "api.openai.com"
         self.guided = bool(settings.guided)  # off unless asked: a capable model would only be hampered
         self.chat_examples = CHAT_EXAMPLES_DEFAULT if settings.chat_examples is None else settings.chat_examples
-        self.memory = EndpointMemory(None if home_root is None else Home(home_root).endpoint_memory,
-                                     without_credentials(self.base_url) or OPENAI_ENDPOINT, model_name)
+        self.memory = EndpointMemory(
+            None if home_root is None else Home(home_root).endpoint_memory,
+            without_credentials(self.base_url) or OPENAI_ENDPOINT,
+            model_name,
+        )
         self.format: str | None = None  # the rung in use; None: not known yet, the next request probes
         self.sent_as: str | None = None  # the rung of the last request sent
         self.probe_from = 0  # where the next probe starts on the ladder
@@ -115,8 +134,11 @@ class OpenAIModel:
 
         self._log = log
         self.client = openai.OpenAI(
-            api_key=self._key, base_url=self.base_url, timeout=self.settings.request_timeout,
-            max_retries=self.settings.max_retries, default_headers=self._headers or None,
+            api_key=self._key,
+            base_url=self.base_url,
+            timeout=self.settings.request_timeout,
+            max_retries=self.settings.max_retries,
+            default_headers=self._headers or None,
         )
         self.probe_from, self.strict, self.previous = 0, True, None
         mode, forced = self.settings.tool_calling, self.settings.response_format
@@ -161,9 +183,12 @@ class OpenAIModel:
         while True:
             probing = self.format is None
             kind = self.sent_as = self.ladder[self.probe_from] if probing else self.format
-            kwargs: dict[str, Any] = dict(model=self.model_name, messages=messages,
-                                          temperature=self.settings.temperature,
-                                          max_tokens=self.settings.max_output_tokens)
+            kwargs: dict[str, Any] = dict(
+                model=self.model_name,
+                messages=messages,
+                temperature=self.settings.temperature,
+                max_tokens=self.settings.max_output_tokens,
+            )
             tools = None
             if kind == TOOL_CALLS:  # the tool list is the same in every request: byte-stable for caches
                 tools = function_tools(request.schema, self.strict)
@@ -188,15 +213,19 @@ class OpenAIModel:
                 self.previous = (request.user, completion.calls) if completion.calls else None
             if probing and tools is not None and not completion.calls:
                 self.probe_from = self.after_native  # the reply is still read, as text
-                self._log("endpoint took tools but the reply holds no tool call: it is read as text, and the next "
-                          f"request probes {self.ladder[self.probe_from] if self.probe_from < len(self.ladder) else 'again'}")
+                self._log(
+                    "endpoint took tools but the reply holds no tool call: it is read as text, and the next "
+                    f"request probes {self.ladder[self.probe_from] if self.probe_from < len(self.ladder) else 'again'}"
+                )
                 if self.probe_from >= len(self.ladder):  # tool_calling: native; stay on the only rung
                     self.format = kind
             elif probing:
                 self.format = kind
                 self.memory.remember(kind, self._log, self.strict)
-                self._log(f"endpoint accepts response_format {kind}; remembered in {MEMORY_SHOWN} "
-                          f"for {self._short(self.memory.endpoint)} and model {self.model_name}")
+                self._log(
+                    f"endpoint accepts response_format {kind}; remembered in {MEMORY_SHOWN} "
+                    f"for {self._short(self.memory.endpoint)} and model {self.model_name}"
+                )
             return completion
 
     def _step_down(self, kind: str, exc: Any) -> None:
@@ -212,7 +241,9 @@ class OpenAIModel:
             hint = "; the endpoint takes no tools: set tool_calling to auto or text" if kind == TOOL_CALLS else ""
             raise ModelError(f"model request failed: {why}{hint}")
         if self.format is not None:
-            self._log(f"endpoint now refuses the remembered response_format {kind} {why}; forgetting it and probing again")
+            self._log(
+                f"endpoint now refuses the remembered response_format {kind} {why}; forgetting it and probing again"
+            )
             self.memory.forget(self._log)
         else:
             self._log(f"endpoint refused response_format {kind} {why}; trying {self.ladder[after]}")
@@ -228,15 +259,18 @@ class OpenAIModel:
                 return client.chat.completions.create(**kwargs)
             except (openai.APIStatusError, openai.APITimeoutError, openai.APIConnectionError) as exc:
                 if isinstance(exc, openai.APIStatusError) and (
-                        ("response_format" in kwargs and rejects_response_format(exc))
-                        or ("tools" in kwargs and rejects_tools(exc))):
+                    ("response_format" in kwargs and rejects_response_format(exc))
+                    or ("tools" in kwargs and rejects_tools(exc))
+                ):
                     raise _FormatRefused(exc) from exc
                 if not probing or cut or self.settings.max_retries == 0:
                     raise
                 # the probe failed for another reason (busy, timeout): it was the first try, so the
                 # same request goes again with the retries that are left (1 + max_retries in all)
-                self._log(f"probe request failed ({type(exc).__name__}: {self._short(str(exc), 120)}); "
-                          f"sending it again with {self.settings.max_retries - 1} retries left")
+                self._log(
+                    f"probe request failed ({type(exc).__name__}: {self._short(str(exc), 120)}); "
+                    f"sending it again with {self.settings.max_retries - 1} retries left"
+                )
                 client, cut = self._client_for(deadline, False)
                 if not cut:
                     client = client.with_options(max_retries=self.settings.max_retries - 1)
@@ -245,9 +279,11 @@ class OpenAIModel:
             raise
         except openai.APIStatusError as exc:
             if context_exceeded(exc):
-                raise ModelError(f"the prompt does not fit the endpoint's context window (HTTP {exc.status_code}: "
-                                 f"{self._short(exc.message, 200)}); lower prompt_max_bytes (now "
-                                 f"{self.settings.prompt_max_bytes}) or use a model with a larger context") from exc
+                raise ModelError(
+                    f"the prompt does not fit the endpoint's context window (HTTP {exc.status_code}: "
+                    f"{self._short(exc.message, 200)}); lower prompt_max_bytes (now "
+                    f"{self.settings.prompt_max_bytes}) or use a model with a larger context"
+                ) from exc
             problem = f"HTTP {exc.status_code}: {self._short(exc.message)}"
             retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500  # as the client does
             if cut and retried:
@@ -256,28 +292,35 @@ class OpenAIModel:
         except openai.APITimeoutError as exc:
             if cut:
                 raise self._out_of_time(deadline, "the request was still running when it was cut") from exc
-            raise ModelUnavailable(f"model request timed out after {self.settings.request_timeout:g}s "
-                                   f"({self.settings.max_retries} retries)") from exc
+            raise ModelUnavailable(
+                f"model request timed out after {self.settings.request_timeout:g}s "
+                f"({self.settings.max_retries} retries)"
+            ) from exc
         except openai.APIConnectionError as exc:
-            problem = f"cannot reach the model endpoint {self._short(self.shown_url)}: " \
-                      f"{self._short(str(exc.__cause__ or exc))}"
+            problem = (
+                f"cannot reach the model endpoint {self._short(self.shown_url)}: "
+                f"{self._short(str(exc.__cause__ or exc))}"
+            )
             if cut:
                 raise self._out_of_time(deadline, problem) from exc
             raise ModelUnavailable(problem) from exc
         except openai.OpenAIError as exc:
             raise ModelError(f"model request failed: {self._short(str(exc))}") from exc
         except ValueError as exc:  # the client could not decode the body (not JSON, cut short)
-            raise ModelError(f"malformed response from the endpoint: the body is not valid JSON "
-                             f"({self._short(str(exc), 120)})") from exc
+            raise ModelError(
+                f"malformed response from the endpoint: the body is not valid JSON ({self._short(str(exc), 120)})"
+            ) from exc
 
     def _out_of_time(self, deadline: float, problem: str) -> ModelTimeout:
         """The error for a request the time left cut short, or that failed with too little time to retry."""
         left = deadline - time.monotonic()
         if left <= 0.05:
             return ModelTimeout(f"the time budget ran out during a model request ({problem})")
-        return ModelTimeout(f"a model request failed ({problem}) with {left:.1f}s of the time budget left, "
-                            f"less than one request_timeout ({self.settings.request_timeout:g}s), "
-                            f"so it was not retried")
+        return ModelTimeout(
+            f"a model request failed ({problem}) with {left:.1f}s of the time budget left, "
+            f"less than one request_timeout ({self.settings.request_timeout:g}s), "
+            f"so it was not retried"
+        )
 
     def _completion(self, response: Any, messages: list[dict], seconds: float, tools: list | None) -> Completion:
         try:
@@ -285,8 +328,9 @@ class OpenAIModel:
             message = choice.message
             text = message.content
         except (AttributeError, IndexError, KeyError, TypeError) as exc:
-            raise ModelError(f"malformed response from the endpoint: no choices[0].message "
-                             f"({self._short(repr(response), 200)})") from exc
+            raise ModelError(
+                f"malformed response from the endpoint: no choices[0].message ({self._short(repr(response), 200)})"
+            ) from exc
         calls, left_out = calls_of(message)
         if left_out:
             self._log(f"the reply made {len(calls) + left_out} tool calls; only the first {len(calls)} are run")
@@ -296,13 +340,24 @@ class OpenAIModel:
             text = refusal if isinstance(refusal, str) and not calls else ""
         finish_reason = getattr(choice, "finish_reason", None)
         finish_reason = finish_reason if isinstance(finish_reason, str) else None
-        self._log(f"model call: {seconds:.2f}s, response_format {TOOL_CALLS if tools else self.format}, "
-                  f"finish_reason {finish_reason}" + (f", {len(calls)} tool call(s)" if calls else ""))
+        self._log(
+            f"model call: {seconds:.2f}s, response_format {TOOL_CALLS if tools else self.format}, "
+            f"finish_reason {finish_reason}" + (f", {len(calls)} tool call(s)" if calls else "")
+        )
         if finish_reason == "length":
-            self._log(f"the reply was cut at max_output_tokens ({self.settings.max_output_tokens}); "
-                      f"raise max_output_tokens if replies are often cut")
-        return Completion(text, usage_of(response), finish_reason, sent=messages,
-                          limit=self.settings.max_output_tokens, calls=calls, tools=tools)
+            self._log(
+                f"the reply was cut at max_output_tokens ({self.settings.max_output_tokens}); "
+                f"raise max_output_tokens if replies are often cut"
+            )
+        return Completion(
+            text,
+            usage_of(response),
+            finish_reason,
+            sent=messages,
+            limit=self.settings.max_output_tokens,
+            calls=calls,
+            tools=tools,
+        )
 
     def _short(self, text: str, limit: int = 300) -> str:
         """Clipped to one line, with every secret redacted."""
@@ -321,5 +376,13 @@ def context_exceeded(exc: Any) -> bool:
     """Whether an endpoint's error says the prompt is longer than its context (OpenAI's code, and
     the words vLLM, llama.cpp and others use)."""
     text = f"{getattr(exc, 'code', '')} {getattr(exc, 'message', '')}".lower()
-    return any(words in text for words in ("context_length_exceeded", "maximum context length",
-                                           "exceeds the context", "context window", "exceed_context_size"))
+    return any(
+        words in text
+        for words in (
+            "context_length_exceeded",
+            "maximum context length",
+            "exceeds the context",
+            "context window",
+            "exceed_context_size",
+        )
+    )

@@ -69,7 +69,9 @@ class ScriptedModel:
 
     def complete(self, request: Request) -> Completion:
         if self.position >= len(self.replies):
-            raise ScriptEnded(f"the script has only {len(self.replies)} replies and reply {self.position + 1} was asked for")
+            raise ScriptEnded(
+                f"the script has only {len(self.replies)} replies and reply {self.position + 1} was asked for"
+            )
         reply = self.replies[self.position]
         self.position += 1
         return Completion(reply, Usage(calls=1))

@@ -64,7 +64,7 @@ def _own_running() -> int:
             text = stat.read_text()
         except OSError:  # the thread ended
             continue
-        own += text[text.rindex(")") + 2:].startswith("R")
+        own += text[text.rindex(")") + 2 :].startswith("R")
     return max(own, 1)
 
 

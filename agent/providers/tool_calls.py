@@ -34,8 +34,17 @@ EARLIER_RESULT = "(its result is in the scratchpad's notes)"
 # name: a refused *message* (llama-cpp-python's ChatCompletionRequestToolMessage) is not a refused tool list.
 _NAMES_TOOLS = re.compile(r"\btools?\b|\btool_choice\b|\bfunction[ _-]?call")
 
-_STRICT_KEYS = {"type", "properties", "required", "additionalProperties", "items", "anyOf", "enum", "const",
-                "description"}
+_STRICT_KEYS = {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "anyOf",
+    "enum",
+    "const",
+    "description",
+}
 
 
 def strict_allowed(schema: Any) -> bool:
@@ -49,8 +58,11 @@ def strict_allowed(schema: Any) -> bool:
     types = schema.get("type") if isinstance(schema.get("type"), list) else [schema.get("type")]
     if "object" in types:
         properties = schema.get("properties")
-        if not isinstance(properties, dict) or schema.get("additionalProperties") is not False \
-                or sorted(schema.get("required") or []) != sorted(properties):
+        if (
+            not isinstance(properties, dict)
+            or schema.get("additionalProperties") is not False
+            or sorted(schema.get("required") or []) != sorted(properties)
+        ):
             return False
         if not all(strict_allowed(p) for p in properties.values()):
             return False
@@ -64,8 +76,11 @@ def function_tools(action_schema: dict, strict: bool = True) -> list[dict]:
     tools = []
     for option in action_schema["anyOf"]:
         parameters = option["properties"]["args"]
-        function = {"name": option["properties"]["tool"]["const"], "description": option.get("description", ""),
-                    "parameters": parameters}
+        function = {
+            "name": option["properties"]["tool"]["const"],
+            "description": option.get("description", ""),
+            "parameters": parameters,
+        }
         if strict and strict_allowed(parameters):
             function["strict"] = True
         tools.append({"type": "function", "function": function})
@@ -85,8 +100,13 @@ def calls_of(message: Any) -> tuple[list[ToolCall], int]:
         if function is None:
             continue
         call_id = getattr(item, "id", None)
-        calls.append(ToolCall(call_id if isinstance(call_id, str) and call_id else f"call_{n}",
-                              getattr(function, "name", None), getattr(function, "arguments", None)))
+        calls.append(
+            ToolCall(
+                call_id if isinstance(call_id, str) and call_id else f"call_{n}",
+                getattr(function, "name", None),
+                getattr(function, "arguments", None),
+            )
+        )
     return calls, max(0, len(raw) - MAX_CALLS_PER_REPLY)
 
 
@@ -101,13 +121,16 @@ def native_messages(messages: list[dict]) -> list[dict]:
             out.append(message)
             continue
         call = ToolCall(f"example_{len(out)}", action["tool"], json.dumps(action["args"], ensure_ascii=False))
-        out += [{"role": "assistant", "content": "", "tool_calls": [call.as_sent()]},
-                {"role": "tool", "tool_call_id": call.id, "content": EXAMPLE_RESULT}]
+        out += [
+            {"role": "assistant", "content": "", "tool_calls": [call.as_sent()]},
+            {"role": "tool", "tool_call_id": call.id, "content": EXAMPLE_RESULT},
+        ]
     return out
 
 
-def with_previous(messages: list[dict], previous: tuple[str, list[ToolCall]] | None,
-                  last_result: str | None) -> list[dict]:
+def with_previous(
+    messages: list[dict], previous: tuple[str, list[ToolCall]] | None, last_result: str | None
+) -> list[dict]:
     """`tool_results: messages`: the previous step as the chat API shows it, before this step's user
     message: its user message, the assistant's calls, and a tool message for each (the last call's
     result is the request's last result; an earlier one's is in the scratchpad's notes). One step
@@ -115,8 +138,10 @@ def with_previous(messages: list[dict], previous: tuple[str, list[ToolCall]] | N
     if previous is None:
         return messages
     user, calls = previous
-    shown = [{"role": "user", "content": user},
-             {"role": "assistant", "content": "", "tool_calls": [c.as_sent() for c in calls]}]
+    shown = [
+        {"role": "user", "content": user},
+        {"role": "assistant", "content": "", "tool_calls": [c.as_sent() for c in calls]},
+    ]
     for n, call in enumerate(calls):
         result = last_result if n == len(calls) - 1 and last_result else EARLIER_RESULT
         shown.append({"role": "tool", "tool_call_id": call.id, "content": result})

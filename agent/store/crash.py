@@ -14,8 +14,9 @@ def unfinished_cycle(home: Home) -> str | None:
     """The newest cycle's id if it has a before snapshot and no after one (it was killed); else None.
     The newest is read from logs/cycles.json (agent/store/ids.py); only a home without it is listed."""
     newest = newest_cycle(home)
-    killed = newest is not None and home.snapshot(newest, "before").exists() \
-        and not home.snapshot(newest, "after").exists()
+    killed = (
+        newest is not None and home.snapshot(newest, "before").exists() and not home.snapshot(newest, "after").exists()
+    )
     return newest if killed else None
 
 
@@ -27,7 +28,7 @@ class Sweep(list):
 
     @property
     def note(self) -> str:
-        """"" or "; " and the problem: the end of the cycle log's first line."""
+        """ "" or "; " and the problem: the end of the cycle log's first line."""
         return f"; {self.problem}" if self.problem else ""
 
 

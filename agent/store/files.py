@@ -23,7 +23,6 @@ SECRET_DIR_MODE = 0o700
 SECRET_FILE_MODE = 0o600
 
 
-
 def disk_error(path: Path, exc: OSError) -> DiskError:
     reason = exc.strerror or str(exc)
     hint = {

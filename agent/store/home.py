@@ -118,8 +118,9 @@ class Home:
                     folder.chmod(SECRET_DIR_MODE)
 
 
-def remove_stale_temporaries(home: Home, workspace: Path | None = None,
-                             left_out: list[str] | None = None) -> list[Path]:
+def remove_stale_temporaries(
+    home: Home, workspace: Path | None = None, left_out: list[str] | None = None
+) -> list[Path]:
     """Delete the temporary files a killed process left in scratchpad/, logs/ and, when given,
     anywhere in the tools' workspace (write_file writes through atomic_write too), within the
     bounds of `store/walk.py` (what lies beyond them is added to `left_out`).

@@ -53,25 +53,40 @@ def cycle_started(cycle_id: str) -> _dt.datetime | None:
     if not CYCLE_ID.fullmatch(cycle_id):
         return None
     try:  # the digits are checked above; datetime() checks the calendar (strptime costs 5x more)
-        return _dt.datetime(int(cycle_id[0:4]), int(cycle_id[4:6]), int(cycle_id[6:8]), int(cycle_id[9:11]),
-                            int(cycle_id[11:13]), int(cycle_id[13:15]), tzinfo=_dt.timezone.utc)
+        return _dt.datetime(
+            int(cycle_id[0:4]),
+            int(cycle_id[4:6]),
+            int(cycle_id[6:8]),
+            int(cycle_id[9:11]),
+            int(cycle_id[11:13]),
+            int(cycle_id[13:15]),
+            tzinfo=_dt.timezone.utc,
+        )
     except ValueError:  # 20261399_...: the shape of an id, but no time
         return None
 
 
 # A cycle's files, by name: (its folder, the part before its id, the part after, whether it alone makes
 # a cycle on disk), in the order a cycle's files are listed
-CYCLE_FILE_FORMS = (("scratchpad", "", "_before.yaml", True), ("scratchpad", "", "_after.yaml", True),
-                    ("logs", "cycle_", ".log", True), ("logs", "cycle_", ".transcript.jsonl", False))
+CYCLE_FILE_FORMS = (
+    ("scratchpad", "", "_before.yaml", True),
+    ("scratchpad", "", "_after.yaml", True),
+    ("logs", "cycle_", ".log", True),
+    ("logs", "cycle_", ".transcript.jsonl", False),
+)
 
 
 def cycle_of(folder: str, name: str) -> tuple[str | None, int]:
     """(the cycle id a file `name` in `folder` (scratchpad or logs) belongs to, or None; its place in
     CYCLE_FILE_FORMS)."""
     for place, (where, prefix, suffix, _) in enumerate(CYCLE_FILE_FORMS):
-        if where == folder and name.startswith(prefix) and name.endswith(suffix) \
-                and len(name) > len(prefix) + len(suffix):
-            return name[len(prefix): -len(suffix)], place
+        if (
+            where == folder
+            and name.startswith(prefix)
+            and name.endswith(suffix)
+            and len(name) > len(prefix) + len(suffix)
+        ):
+            return name[len(prefix) : -len(suffix)], place
     return None, -1
 
 
@@ -95,7 +110,7 @@ def following_cycle_id(now: _dt.datetime, existing: Iterable[str]) -> str:
     ids = {i for i in existing if cycle_started(i)}
     clock_second = now.astimezone(_dt.timezone.utc).strftime(SECOND_FORMAT)
     newest = max(ids, default="")
-    newest_second, sequence = newest[:SECOND_LENGTH], newest[SECOND_LENGTH + 1:]
+    newest_second, sequence = newest[:SECOND_LENGTH], newest[SECOND_LENGTH + 1 :]
     if clock_second > newest_second:
         return f"{clock_second}_01"
     if newest_second not in ids and int(sequence) < LAST_SEQUENCE:
@@ -111,17 +126,24 @@ def cycles_file(home: Home) -> dict | None:
         data = json.loads((home.logs / CYCLES_NAME).read_bytes())
     except (OSError, ValueError, RecursionError):
         return None
-    if not (isinstance(data, dict) and isinstance(data.get("newest"), str) and cycle_started(data["newest"])
-            and isinstance(data.get("unrecorded"), list)):
+    if not (
+        isinstance(data, dict)
+        and isinstance(data.get("newest"), str)
+        and cycle_started(data["newest"])
+        and isinstance(data.get("unrecorded"), list)
+    ):
         return None
-    return {"newest": data["newest"], "unrecorded": [i for i in data["unrecorded"] if isinstance(i, str)
-                                                     and cycle_started(i)][-UNRECORDED_KEPT:]}
+    return {
+        "newest": data["newest"],
+        "unrecorded": [i for i in data["unrecorded"] if isinstance(i, str) and cycle_started(i)][-UNRECORDED_KEPT:],
+    }
 
 
 def has_files(home: Home, cycle_id: str) -> bool:
     """Whether a cycle still has a snapshot or its log on disk."""
-    return any(p.exists() for p in (*(home.snapshot(cycle_id, label) for label in SNAPSHOT_LABELS),
-                                    home.cycle_log(cycle_id)))
+    return any(
+        p.exists() for p in (*(home.snapshot(cycle_id, label) for label in SNAPSHOT_LABELS), home.cycle_log(cycle_id))
+    )
 
 
 def _recent_recorded(home: Home) -> list[str]:
@@ -159,8 +181,10 @@ def new_cycle_id(home: Home, now: _dt.datetime) -> str:
     try:
         cycle_id = following_cycle_id(now, existing)
     except OverflowError:
-        raise InvalidScratchpad(f"{home.root}: a cycle id is already at the end of the calendar (year 9999); "
-                                "move the snapshots and logs named after it away") from None
+        raise InvalidScratchpad(
+            f"{home.root}: a cycle id is already at the end of the calendar (year 9999); "
+            "move the snapshots and logs named after it away"
+        ) from None
     record = {"newest": cycle_id, "unrecorded": unrecorded[-UNRECORDED_KEPT:]}
     atomic_write(home.logs / CYCLES_NAME, json.dumps(record).encode("utf-8"))
     return cycle_id

@@ -42,8 +42,11 @@ def inbox_lock(home: Home) -> Iterator[int]:
 
 def queue_edit(home: Home, edit: dict) -> dict:
     """Append one edit to the inbox with a fresh id and the time; returns the record written."""
-    record = {"id": os.urandom(8).hex(), "queued": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-              **edit}
+    record = {
+        "id": os.urandom(8).hex(),
+        "queued": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **edit,
+    }
     home.ensure_dirs()
     with inbox_lock(home):
         append_jsonl(inbox_path(home), [record])

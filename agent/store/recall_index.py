@@ -122,8 +122,10 @@ def _catch_up(db: sqlite3.Connection, archive: Path) -> bool:
 def _commit(db: sqlite3.Connection, archive: Path, rows: list[tuple[str, str, str]], indexed: int) -> None:
     with db:  # one transaction: the rows and the new offset together, or neither
         db.executemany("INSERT INTO entries (text, kind, cycle_id) VALUES (?, ?, ?)", rows)
-        db.execute("UPDATE progress SET archive_bytes = ?, fingerprint = ?",
-                   (indexed, _fingerprint(archive, indexed) if indexed else ""))
+        db.execute(
+            "UPDATE progress SET archive_bytes = ?, fingerprint = ?",
+            (indexed, _fingerprint(archive, indexed) if indexed else ""),
+        )
 
 
 def _rebuild(path: Path, archive: Path) -> None:
@@ -171,8 +173,10 @@ def search(home: Home, query: str, limit: int) -> list[Match]:
         return []
     db = open_index(home)
     try:
-        rows = db.execute("SELECT cycle_id, kind, text FROM entries WHERE entries MATCH ? "
-                          "ORDER BY rank, rowid DESC LIMIT ?", (expression, limit)).fetchall()
+        rows = db.execute(
+            "SELECT cycle_id, kind, text FROM entries WHERE entries MATCH ? ORDER BY rank, rowid DESC LIMIT ?",
+            (expression, limit),
+        ).fetchall()
     finally:
         db.close()
     return [Match(*row) for row in rows]

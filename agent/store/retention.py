@@ -48,13 +48,20 @@ def parse_duration(text: str) -> float:
 
 def cycle_files(home: Home, cycle_id: str) -> list[Path]:
     """The files one cycle left that exist now (its snapshot pair, its log and its transcript)."""
-    paths = [home.snapshot(cycle_id, label) for label in SNAPSHOT_LABELS] + [home.cycle_log(cycle_id),
-                                                                            home.transcript(cycle_id)]
+    paths = [home.snapshot(cycle_id, label) for label in SNAPSHOT_LABELS] + [
+        home.cycle_log(cycle_id),
+        home.transcript(cycle_id),
+    ]
     return [p for p in paths if p.is_file()]
 
 
-def select_expired(cycle_ids: Iterable[str], keep_cycles: int | None = None, keep_days: float | None = None,
-                   now: _dt.datetime | None = None, protect: Iterable[str] = ()) -> list[str]:
+def select_expired(
+    cycle_ids: Iterable[str],
+    keep_cycles: int | None = None,
+    keep_days: float | None = None,
+    now: _dt.datetime | None = None,
+    protect: Iterable[str] = (),
+) -> list[str]:
     """The ids (oldest first) that no keep rule keeps. No rule given: nothing expires.
 
     `protect` ids are always kept (the runner passes the cycle it is finishing).
@@ -65,7 +72,7 @@ def select_expired(cycle_ids: Iterable[str], keep_cycles: int | None = None, kee
     now = now or _dt.datetime.now(_dt.timezone.utc)
     kept = set(protect)
     if keep_cycles is not None:
-        kept |= set(ids[max(0, len(ids) - keep_cycles):]) if keep_cycles > 0 else set()
+        kept |= set(ids[max(0, len(ids) - keep_cycles) :]) if keep_cycles > 0 else set()
     if keep_days is not None:
         try:
             cutoff = now - _dt.timedelta(days=keep_days)
@@ -87,8 +94,12 @@ class PrunePlan:
     sizes: dict[Path, int] = field(default_factory=dict)  # each file's size when planned
 
     def as_dict(self, root: Path) -> dict[str, Any]:
-        return {"removed_cycles": self.remove, "kept_cycles": len(self.keep),
-                "files": [shown(p) for p in self.files], "bytes": self.bytes}
+        return {
+            "removed_cycles": self.remove,
+            "kept_cycles": len(self.keep),
+            "files": [shown(p) for p in self.files],
+            "bytes": self.bytes,
+        }
 
 
 def shown(path: Path) -> str:
@@ -105,16 +116,25 @@ def _files_by_cycle(home: Home) -> dict[str, list[int]]:
             names[folder.name] = os.listdir(folder)
         except FileNotFoundError:
             names[folder.name] = []
-    present = [{name[len(prefix): -len(suffix)] for name in names[where]
-                if name.endswith(suffix) and name.startswith(prefix) and len(name) > len(prefix) + len(suffix)}
-               for where, prefix, suffix, _ in CYCLE_FILE_FORMS]  # a set of ids per form: one pass each
+    present = [
+        {
+            name[len(prefix) : -len(suffix)]
+            for name in names[where]
+            if name.endswith(suffix) and name.startswith(prefix) and len(name) > len(prefix) + len(suffix)
+        }
+        for where, prefix, suffix, _ in CYCLE_FILE_FORMS
+    ]  # a set of ids per form: one pass each
     on_disk = set().union(*(ids for ids, form in zip(present, CYCLE_FILE_FORMS) if form[3]))
-    return {i: [place for place, ids in enumerate(present) if i in ids]
-            for i in sorted(on_disk) if cycle_started(i)}
+    return {i: [place for place, ids in enumerate(present) if i in ids] for i in sorted(on_disk) if cycle_started(i)}
 
 
-def plan_prune(home: Home, keep_cycles: int | None = None, keep_days: float | None = None,
-               now: _dt.datetime | None = None, protect: Iterable[str] = ()) -> PrunePlan:
+def plan_prune(
+    home: Home,
+    keep_cycles: int | None = None,
+    keep_days: float | None = None,
+    now: _dt.datetime | None = None,
+    protect: Iterable[str] = (),
+) -> PrunePlan:
     """Which cycles and files the rules would remove. Reads only, in time linear in the files on disk."""
     files = _files_by_cycle(home)
     ids = sorted(files)
@@ -145,8 +165,9 @@ def delete_cycles(plan: PrunePlan) -> list[Path]:
     return deleted
 
 
-def apply_retention(home: Home, settings: Settings, protect: Iterable[str] = (),
-                    now: _dt.datetime | None = None) -> list[Path]:
+def apply_retention(
+    home: Home, settings: Settings, protect: Iterable[str] = (), now: _dt.datetime | None = None
+) -> list[Path]:
     """Automatic retention from settings.keep_cycles / settings.keep_days (None: keep all).
 
     For the cycle runner, after it has written its own files and while it still holds the lock;
@@ -156,8 +177,9 @@ def apply_retention(home: Home, settings: Settings, protect: Iterable[str] = (),
     return [] if plan is None else delete_cycles(plan)
 
 
-def retention_plan(home: Home, settings: Settings, protect: Iterable[str] = (),
-                   now: _dt.datetime | None = None) -> PrunePlan | None:
+def retention_plan(
+    home: Home, settings: Settings, protect: Iterable[str] = (), now: _dt.datetime | None = None
+) -> PrunePlan | None:
     """What automatic retention would delete; None when retention is off (nothing on disk is read)."""
     if settings.keep_cycles is None and settings.keep_days is None:
         return None

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import yaml
 
-from ..state import fresh_state, normalize, problems
 from ..outcomes import InvalidScratchpad
 from ..safe_yaml import FileRefused, dump_yaml, load_yaml, read_text_file, yaml_problem
+from ..state import fresh_state, normalize, problems
 from .files import atomic_write
 from .home import Home
 

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..state import parse_time
+from .files import _record_in, atomic_write
 from .home import Home
 from .ids import SNAPSHOT_LABELS
-from .files import _record_in, atomic_write
 from .tail import _decode, lines_forwards
 
 TOTALS_NAME = "totals.json"
@@ -143,8 +143,15 @@ class Totals:
             _tally(self.disk, path, size, -1)
 
     def as_json(self) -> dict:
-        return {"version": TOTALS_VERSION, "index_bytes": self.index_bytes, "fingerprint": self.fingerprint,
-                "records": self.records, "days": self.days, "months": self.months, "disk": self.disk}
+        return {
+            "version": TOTALS_VERSION,
+            "index_bytes": self.index_bytes,
+            "fingerprint": self.fingerprint,
+            "records": self.records,
+            "days": self.days,
+            "months": self.months,
+            "disk": self.disk,
+        }
 
 
 def _kind(path: Path) -> str | None:
@@ -177,13 +184,16 @@ def scan_disk(home: Home) -> dict[str, list[int]]:
 
 
 def _valid_bucket(bucket: Any) -> bool:
-    if not (isinstance(bucket, dict) and all(isinstance(bucket.get(k), int) and not isinstance(bucket.get(k), bool)
-                                             for k in ("cycles", "tokens"))):
+    if not (
+        isinstance(bucket, dict)
+        and all(isinstance(bucket.get(k), int) and not isinstance(bucket.get(k), bool) for k in ("cycles", "tokens"))
+    ):
         return False
     if not isinstance(bucket.get("cost"), (int, float)) or not isinstance(bucket.get("uncosted"), dict):
         return False
-    return all(isinstance(v, list) and len(v) == 3 and all(isinstance(n, int) for n in v)
-               for v in bucket["uncosted"].values())
+    return all(
+        isinstance(v, list) and len(v) == 3 and all(isinstance(n, int) for n in v) for v in bucket["uncosted"].values()
+    )
 
 
 def _from_file(path: Path) -> Totals | None:
@@ -191,15 +201,27 @@ def _from_file(path: Path) -> Totals | None:
     try:
         data = json.loads(path.read_bytes())
         disk = data["disk"]
-        totals = Totals(data["index_bytes"], data["fingerprint"], data["records"], data["days"], data["months"],
-                        {kind: list(disk[kind]) for kind in ("snapshots", "logs")})
+        totals = Totals(
+            data["index_bytes"],
+            data["fingerprint"],
+            data["records"],
+            data["days"],
+            data["months"],
+            {kind: list(disk[kind]) for kind in ("snapshots", "logs")},
+        )
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
-    fine = (data.get("version") == TOTALS_VERSION and isinstance(totals.index_bytes, int) and totals.index_bytes >= 0
-            and isinstance(totals.fingerprint, str) and isinstance(totals.records, int)
-            and isinstance(totals.days, dict) and isinstance(totals.months, dict)
-            and all(_valid_bucket(b) for b in [*totals.days.values(), *totals.months.values()])
-            and all(len(v) == 2 and all(isinstance(n, int) for n in v) for v in totals.disk.values()))
+    fine = (
+        data.get("version") == TOTALS_VERSION
+        and isinstance(totals.index_bytes, int)
+        and totals.index_bytes >= 0
+        and isinstance(totals.fingerprint, str)
+        and isinstance(totals.records, int)
+        and isinstance(totals.days, dict)
+        and isinstance(totals.months, dict)
+        and all(_valid_bucket(b) for b in [*totals.days.values(), *totals.months.values()])
+        and all(len(v) == 2 and all(isinstance(n, int) for n in v) for v in totals.disk.values())
+    )
     return totals if fine else None
 
 

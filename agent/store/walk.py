@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-MAX_DEPTH = 128           # folders below the root a walk enters; deeper ones are counted, not entered
-MAX_ENTRIES = 200_000     # entries a walk visits in all before it stops
+MAX_DEPTH = 128  # folders below the root a walk enters; deeper ones are counted, not entered
+MAX_ENTRIES = 200_000  # entries a walk visits in all before it stops
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -152,8 +152,12 @@ def _copy_entry(entry: Entry, into: int) -> None:
     elif entry.is_file:
         src = os.open(entry.name, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=entry.folder_fd)
         try:
-            dst = os.open(entry.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-                          stat.S_IMODE(entry.mode), dir_fd=into)
+            dst = os.open(
+                entry.name,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                stat.S_IMODE(entry.mode),
+                dir_fd=into,
+            )
             import shutil  # here, not at the top: every cycle walks, only replay copies
 
             with open(src, "rb", closefd=False) as reader, open(dst, "wb") as writer:
@@ -165,7 +169,7 @@ def _copy_entry(entry: Entry, into: int) -> None:
 
 def _close_finished(made: dict[tuple[str, ...], int], parts: tuple[str, ...]) -> None:
     """Close the target folders the pre-order walk has left for good (not an ancestor of `parts`)."""
-    for key in [k for k in made if k and k != parts[:len(k)]]:
+    for key in [k for k in made if k and k != parts[: len(k)]]:
         os.close(made.pop(key))
 
 

@@ -16,5 +16,15 @@ from .base import CONTROL_TOOLS, TOOL_NAME, Registry, Tool, ToolContext, ToolErr
 from .registry import build_registry, open_registry
 from .sandbox import policy_line
 
-__all__ = ["CONTROL_TOOLS", "TOOL_NAME", "Registry", "Tool", "ToolContext", "ToolError", "build_registry",
-           "control_tools", "open_registry", "policy_line"]
+__all__ = [
+    "CONTROL_TOOLS",
+    "TOOL_NAME",
+    "Registry",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "build_registry",
+    "control_tools",
+    "open_registry",
+    "policy_line",
+]

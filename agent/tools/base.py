@@ -107,9 +107,16 @@ class Tool:
     side_effects: bool = True
 
     @classmethod
-    def from_function(cls, func: Callable[..., Any], *, name: str | None = None, source: str = "built-in",
-                      example: dict | None = None, precheck: Callable[..., Any] | None = None,
-                      side_effects: bool = True) -> "Tool":
+    def from_function(
+        cls,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        source: str = "built-in",
+        example: dict | None = None,
+        precheck: Callable[..., Any] | None = None,
+        side_effects: bool = True,
+    ) -> "Tool":
         """The tool a typed function with a docstring describes; TypeError says what is missing."""
         if not callable(func) or not hasattr(func, "__name__"):
             raise TypeError(f"a tool must be a function, got {describe(func)}")
@@ -132,6 +139,7 @@ class Tool:
             @functools.wraps(plain)
             def func(ctx: ToolContext, **kwargs: Any) -> Any:
                 return plain(**kwargs)
+
         properties, required = {}, []
         for param in params:
             if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
@@ -147,8 +155,7 @@ class Tool:
             properties[param.name] = prop
             if param.default is param.empty:
                 required.append(param.name)
-        args_schema = {"type": "object", "properties": properties, "required": required,
-                       "additionalProperties": False}
+        args_schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
         return cls(name, summary, args_schema, func, source, example or {}, precheck, side_effects)
 
     def check_args(self, args: Any) -> str | None:
@@ -226,14 +233,19 @@ def control_tools() -> list[Tool]:
             "Finish this cycle: the current task moves to completed_tasks with your summary and the "
             "next pending action becomes the current task. Call it exactly once, as the last action."
         ),
-        args_schema={"type": "object", "properties": {"summary": {"type": "string"}},
-                     "required": ["summary"], "additionalProperties": False},
+        args_schema={
+            "type": "object",
+            "properties": {"summary": {"type": "string"}},
+            "required": ["summary"],
+            "additionalProperties": False,
+        },
         example={"summary": "Checked the date and noted it"},
     )
     return [update_scratchpad, done]
 
 
 # ----------------------------------------------------------------------------------- registry
+
 
 class Registry:
     """The tools offered in one cycle, in the order the prompt lists them.

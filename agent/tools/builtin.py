@@ -23,8 +23,9 @@ TOOLS = [
     Tool.from_function(shell, example={"command": "date -u"}, precheck=allowed_argv),
     Tool.from_function(read_file, example={"path": "input.txt"}, precheck=reading_precheck, side_effects=False),
     Tool.from_function(write_file, example={"path": "hello.txt", "content": "hello"}, precheck=writing_precheck),
-    Tool.from_function(append_file, example={"path": "journal.txt", "content": "checked the disk\n"},
-                       precheck=writing_precheck),
+    Tool.from_function(
+        append_file, example={"path": "journal.txt", "content": "checked the disk\n"}, precheck=writing_precheck
+    ),
     Tool.from_function(list_dir, example={"path": "."}, precheck=reading_precheck, side_effects=False),
     # GET is a safe method (RFC 9110): fetching a page again changes nothing
     Tool.from_function(http_get, example={"url": "https://example.com/"}, precheck=http_precheck, side_effects=False),

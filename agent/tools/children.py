@@ -58,7 +58,7 @@ def _stat_fields(pid: int) -> list[str] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return text[text.rfind(")") + 2:].split()
+    return text[text.rfind(")") + 2 :].split()
 
 
 def _start_time(pid: int) -> str | None:

@@ -92,8 +92,9 @@ def append_file(ctx: ToolContext, path: str, content: str) -> str:
             raise ToolError(f"'{path}' is not a regular file")
         size = target.stat().st_size
         if size + len(data) > ctx.settings.file_max_write:
-            raise ToolError(f"the file would be {size + len(data)} bytes, over the "
-                            f"{ctx.settings.file_max_write}-byte limit")
+            raise ToolError(
+                f"the file would be {size + len(data)} bytes, over the {ctx.settings.file_max_write}-byte limit"
+            )
         old = target.read_bytes()
     # Rewritten whole and atomically, like every other write: a crash leaves old or new, never half.
     _write_whole(ctx, target, old + data)

@@ -27,16 +27,19 @@ if TYPE_CHECKING:
     import httpx
 
 # Refused even when http_allow_networks covers them: instance metadata hands out credentials.
-METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
-    "169.254.169.254",   # AWS, GCP, Azure, OpenStack, DigitalOcean, ...
-    "169.254.170.2",     # AWS ECS task credentials
-    "169.254.170.23",    # AWS EKS pod identity
-    "fd00:ec2::254",     # AWS IMDS over IPv6
-    "fd00:ec2::23",      # AWS EKS pod identity over IPv6
-    "100.100.100.200",   # Alibaba Cloud
-    "192.0.0.192",       # Oracle Cloud
-    "168.63.129.16",     # Azure wire server
-))
+METADATA_ADDRESSES = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean, ...
+        "169.254.170.2",  # AWS ECS task credentials
+        "169.254.170.23",  # AWS EKS pod identity
+        "fd00:ec2::254",  # AWS IMDS over IPv6
+        "fd00:ec2::23",  # AWS EKS pod identity over IPv6
+        "100.100.100.200",  # Alibaba Cloud
+        "192.0.0.192",  # Oracle Cloud
+        "168.63.129.16",  # Azure wire server
+    )
+)
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
@@ -230,11 +233,14 @@ def fetch(url: str, settings: Settings, resolver: Resolver = resolve_host) -> st
                 if remaining <= 0:
                     raise ToolError(timed_out)
                 request = client.build_request(
-                    "GET", current.copy_with(host=address),
+                    "GET",
+                    current.copy_with(host=address),
                     headers={"Host": host_header, "Accept-Encoding": "identity", "User-Agent": "scratchpad-agent"},
                     timeout=remaining,  # connect, pool and each read; the watchdog bounds them all
-                    extensions={"sni_hostname": current.raw_host.decode("ascii"),  # TLS checks the name's certificate
-                                "trace": deadline.trace},
+                    extensions={
+                        "sni_hostname": current.raw_host.decode("ascii"),  # TLS checks the name's certificate
+                        "trace": deadline.trace,
+                    },
                 )
                 try:
                     response = client.send(request, stream=True)

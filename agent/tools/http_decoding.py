@@ -28,8 +28,10 @@ def layers(content_encoding: str | None) -> list[str]:
     applied = [c for c in applied if c and c != "identity"]
     for coding in applied:
         if coding not in DECODED:
-            raise ToolError(f"the response's content encoding {coding[:40]!r} is not supported "
-                            f"(http_get decodes {', '.join(DECODED)}, at most {MAX_LAYERS} layers)")
+            raise ToolError(
+                f"the response's content encoding {coding[:40]!r} is not supported "
+                f"(http_get decodes {', '.join(DECODED)}, at most {MAX_LAYERS} layers)"
+            )
     if len(applied) > MAX_LAYERS:
         raise ToolError(f"the response has {len(applied)} content encodings; http_get decodes at most {MAX_LAYERS}")
     return applied[::-1]
@@ -71,6 +73,6 @@ class BoundedDecoder:
             produced += len(piece)
             if not pending and len(step) < limit:  # input used up and nothing held back
                 break
-            if any(inner.eof for inner in self._layers[depth + 1:]):  # nothing more can come out
+            if any(inner.eof for inner in self._layers[depth + 1 :]):  # nothing more can come out
                 break
         return b"".join(out)

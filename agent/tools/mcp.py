@@ -39,8 +39,15 @@ from typing import IO, Any
 
 from ..secrets import Secrets
 from .base import Tool, ToolContext, ToolError
-from .mcp_convert import (MAX_DESCRIPTION_CHARS, args_schema_of, launch_command, one_line, result_text, server_env,
-                          tool_name)
+from .mcp_convert import (
+    MAX_DESCRIPTION_CHARS,
+    args_schema_of,
+    launch_command,
+    one_line,
+    result_text,
+    server_env,
+    tool_name,
+)
 
 MAX_TOOLS_PER_SERVER = 64
 MAX_SCHEMA_CHARS = 20_000  # a tool's argument schema goes into every prompt
@@ -126,8 +133,11 @@ class McpServers:
     def tools_for_registry(self, reserved: list[str]) -> tuple[list[Tool], list[str]]:
         """(tools whose names are free, problems): a name already taken (by a plugin) skips the MCP tool."""
         taken = set(reserved)
-        clashes = [f"MCP tool '{tool.name}' skipped: a tool with that name already exists"
-                   for tool in self.tools if tool.name in taken]
+        clashes = [
+            f"MCP tool '{tool.name}' skipped: a tool with that name already exists"
+            for tool in self.tools
+            if tool.name in taken
+        ]
         return [tool for tool in self.tools if tool.name not in taken], self.problems + clashes
 
     # ------------------------------------------------------------------------------ lifetime
@@ -139,8 +149,10 @@ class McpServers:
             from mcp.client.stdio import stdio_client
         except ImportError as exc:
             for server in self._servers.values():
-                self._fail(server, f"the mcp package is not installed ({exc}); "
-                                   f"install it with: pip install 'scratchpad-agent[mcp]'")
+                self._fail(
+                    server,
+                    f"the mcp package is not installed ({exc}); install it with: pip install 'scratchpad-agent[mcp]'",
+                )
             return
         _open_hubs.add(self)
         self._thread.start()
@@ -193,8 +205,9 @@ class McpServers:
             server.errlog.close()
         _open_hubs.discard(self)
 
-    async def _serve(self, server: _Server, transport: Any, session_class: Any,
-                     ready: concurrent.futures.Future) -> None:
+    async def _serve(
+        self, server: _Server, transport: Any, session_class: Any, ready: concurrent.futures.Future
+    ) -> None:
         """One server's whole connection, in one task (anyio's scopes must open and close in one)."""
         try:
             async with transport as (read, write), session_class(read, write) as session:
@@ -238,33 +251,50 @@ class McpServers:
             if wanted is not None and remote not in wanted and name not in wanted:
                 continue
             schema = args_schema_of(listed.get("inputSchema"))
-            problem = ("another MCP tool has the same name" if name in names else
-                       "its argument schema is too large" if len(json.dumps(schema)) > MAX_SCHEMA_CHARS else None)
+            problem = (
+                "another MCP tool has the same name"
+                if name in names
+                else "its argument schema is too large"
+                if len(json.dumps(schema)) > MAX_SCHEMA_CHARS
+                else None
+            )
             if problem:
-                self.problems.append(server.secrets.redact_text(
-                    f"MCP tool '{name}' of server '{server.name}' skipped: {problem}"))
+                self.problems.append(
+                    server.secrets.redact_text(f"MCP tool '{name}' of server '{server.name}' skipped: {problem}")
+                )
                 continue
             names.add(name)
             about = server.secrets.redact_text(one_line(listed.get("description") or "", MAX_DESCRIPTION_CHARS))
             call = functools.partial(self._call_tool, server.name, remote)
             hints = listed.get("annotations")
             read_only = isinstance(hints, dict) and hints.get("readOnlyHint") is True  # the server says so
-            self.tools.append(Tool(name, about or f"Tool '{remote}' of MCP server {server.name}.", schema,
-                                   call, source=f"mcp:{server.name}", side_effects=not read_only))
+            self.tools.append(
+                Tool(
+                    name,
+                    about or f"Tool '{remote}' of MCP server {server.name}.",
+                    schema,
+                    call,
+                    source=f"mcp:{server.name}",
+                    side_effects=not read_only,
+                )
+            )
 
     def _call_tool(self, server_name: str, remote: str, _ctx: ToolContext, /, **args: Any) -> str:
         """Call one tool, waiting at most mcp_timeout; the result redacted, any failure a ToolError."""
         server = self._servers[server_name]
         if server.exited or server.session is None or self._closed:
-            raise ToolError(server.secrets.redact_text(
-                f"MCP server '{server_name}' is not running: {server.exited or 'stopped'}"))
+            raise ToolError(
+                server.secrets.redact_text(f"MCP server '{server_name}' is not running: {server.exited or 'stopped'}")
+            )
         call = asyncio.wait_for(server.session.call_tool(remote, args), self.timeout)
         future = asyncio.run_coroutine_threadsafe(call, self._loop)
         try:
             result = future.result(timeout=self.timeout + CALL_SLACK)
         except (concurrent.futures.TimeoutError, asyncio.TimeoutError):
             future.cancel()
-            raise ToolError(f"MCP server '{server_name}' did not answer within {self.timeout:g}s (mcp_timeout)") from None
+            raise ToolError(
+                f"MCP server '{server_name}' did not answer within {self.timeout:g}s (mcp_timeout)"
+            ) from None
         except Exception as exc:
             cause = _root_cause(exc)
             if getattr(cause, "code", None) == _CONNECTION_CLOSED:
@@ -284,8 +314,9 @@ class McpServers:
 
     def _fail(self, server: _Server, why: str) -> None:
         self.failed[server.name] = server.secrets.redact_text(why)
-        self.problems.append(f"MCP server '{server.name}' not started: {self.failed[server.name]} "
-                             f"(its tools are not offered)")
+        self.problems.append(
+            f"MCP server '{server.name}' not started: {self.failed[server.name]} (its tools are not offered)"
+        )
 
     def _why(self, server: _Server, exc: BaseException) -> str:
         """What went wrong with a server, for people: the error and the end of its stderr."""

@@ -50,13 +50,24 @@ def tools_from(obj: Any, source: str) -> list[Tool]:
         if isinstance(item, Tool):
             if item.func is None:
                 raise TypeError(f"Tool '{item.name}' has no function to run")
-            tools.append(Tool(item.name, item.description, item.args_schema, item.func, source, item.example,
-                              item.precheck, item.side_effects))
+            tools.append(
+                Tool(
+                    item.name,
+                    item.description,
+                    item.args_schema,
+                    item.func,
+                    source,
+                    item.example,
+                    item.precheck,
+                    item.side_effects,
+                )
+            )
         elif callable(item) and not isinstance(item, type):
             tools.append(Tool.from_function(item, source=source))
         else:
-            raise TypeError(f"the entry point must name a function, a Tool or a list of them, "
-                            f"got {type(item).__name__}")
+            raise TypeError(
+                f"the entry point must name a function, a Tool or a list of them, got {type(item).__name__}"
+            )
     return tools
 
 
@@ -85,8 +96,9 @@ def any_plugin_installed(paths: Iterable[str] | None = None) -> bool:
     return False
 
 
-def load_plugin_tools(reserved: Iterable[str] = (), skip: Iterable[str] = (),
-                      entry_points: Iterable[Any] | None = None) -> tuple[list[Tool], list[str]]:
+def load_plugin_tools(
+    reserved: Iterable[str] = (), skip: Iterable[str] = (), entry_points: Iterable[Any] | None = None
+) -> tuple[list[Tool], list[str]]:
     """(tools from every installed plugin, problems): broken plugins are left out, not raised.
 
     `reserved` are names already taken (built-ins, control tools): a plugin tool reusing one

@@ -57,8 +57,9 @@ def quota_problem(ctx: ToolContext, adding: int = 0, new_files: int = 0) -> str 
     files = f"{usage.files}{'' if usage.complete else '+'}"
     if usage.files + new_files > settings.workspace_max_files:
         files = f"{files} (+{new_files})" if new_files else files
-        return (f"the workspace holds {files} files and folders, over workspace_max_files "
-                f"({settings.workspace_max_files})")
+        return (
+            f"the workspace holds {files} files and folders, over workspace_max_files ({settings.workspace_max_files})"
+        )
     if usage.bytes + adding > settings.workspace_max_bytes:
         grown = f"would take {usage.bytes + adding}" if adding else f"takes {usage.bytes}"
         return f"the workspace {grown} bytes, over workspace_max_bytes ({settings.workspace_max_bytes})"
@@ -69,5 +70,4 @@ def refuse_if_over(ctx: ToolContext, adding: int = 0, new_files: int = 0) -> Non
     """A file tool's gate: a ToolError when the write would leave the workspace over its quota."""
     problem = quota_problem(ctx, adding, new_files)
     if problem:
-        raise ToolError(f"{problem}; writes are refused until files are removed (the operator may raise the "
-                        f"setting)")
+        raise ToolError(f"{problem}; writes are refused until files are removed (the operator may raise the setting)")

@@ -45,8 +45,13 @@ def within_schema_budget(tools: list["Tool"], budget: int) -> tuple[list["Tool"]
     return kept, left_out
 
 
-def build_registry(settings: Settings, *, entry_points: Any = None, warn: Callable[[str], None] | None = None,
-                   mcp: "McpServers | None" = None) -> Registry:
+def build_registry(
+    settings: Settings,
+    *,
+    entry_points: Any = None,
+    warn: Callable[[str], None] | None = None,
+    mcp: "McpServers | None" = None,
+) -> Registry:
     """The tools one cycle offers: built-ins and recall, then plugins, then MCP tools, then the two
     control tools.
 
@@ -61,8 +66,10 @@ def build_registry(settings: Settings, *, entry_points: Any = None, warn: Callab
     problems: list[str] = []
     if "*" not in settings.plugins_disabled:
         plugin_tools, problems = load_plugin_tools(
-            reserved=[t.name for t in tools] + list(CONTROL_TOOLS), skip=settings.plugins_disabled,
-            entry_points=entry_points)
+            reserved=[t.name for t in tools] + list(CONTROL_TOOLS),
+            skip=settings.plugins_disabled,
+            entry_points=entry_points,
+        )
         tools += plugin_tools
     if mcp is not None:
         mcp_tools, mcp_problems = mcp.tools_for_registry(reserved=[t.name for t in tools] + list(CONTROL_TOOLS))
@@ -86,8 +93,9 @@ def build_registry(settings: Settings, *, entry_points: Any = None, warn: Callab
 
 
 @contextlib.contextmanager
-def open_registry(settings: Settings, home: Path, secrets: Secrets | None = None, *, given: Registry | None = None,
-                  **options: Any) -> Iterator[Registry]:
+def open_registry(
+    settings: Settings, home: Path, secrets: Secrets | None = None, *, given: Registry | None = None, **options: Any
+) -> Iterator[Registry]:
     """build_registry, with the MCP servers config names running until the block ends, however it ends.
 
     Without `mcp_servers` nothing is started and the MCP SDK is never imported. A `given`

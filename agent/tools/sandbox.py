@@ -42,8 +42,19 @@ PATH = "/usr/local/bin:/usr/bin:/bin"
 MEMORY_FILE = "sandbox.json"  # in the home's logs/
 PROBE_TIMEOUT = 60.0
 # Files of /etc a program may need and that hold nothing private (no passwd: one is written).
-ETC_FILES = ("alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf",
-             "ssl/certs", "ca-certificates", "mime.types", "magic", "timezone")
+ETC_FILES = (
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "nsswitch.conf",
+    "ssl/certs",
+    "ca-certificates",
+    "mime.types",
+    "magic",
+    "timezone",
+)
 ETC_NETWORK_FILES = ("resolv.conf", "hosts", "host.conf", "gai.conf", "services", "protocols")
 # Top-level links of a merged /usr (/bin -> usr/bin), or folders on older systems.
 ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -71,12 +82,28 @@ def resource_limits(settings: Settings) -> ResourceLimits:
     return ResourceLimits(settings.sandbox_max_memory, settings.sandbox_max_processes, settings.sandbox_max_file_bytes)
 
 
-def bwrap_args(workspace: Path, settings: Settings, *, writable: bool, env: dict[str, str],
-               data_fds: tuple[int, int]) -> list[str]:
+def bwrap_args(
+    workspace: Path, settings: Settings, *, writable: bool, env: dict[str, str], data_fds: tuple[int, int]
+) -> list[str]:
     """bwrap's options for one command (everything before `--`)."""
-    args = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--uid", str(SANDBOX_UID),
-            "--gid", str(SANDBOX_UID), "--disable-userns", "--hostname", "sandbox"]
+    args = [
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
+        "--disable-userns",
+        "--hostname",
+        "sandbox",
+    ]
     if not settings.sandbox_network:
         args.append("--unshare-net")
     args += ["--ro-bind", "/usr", "/usr"]
@@ -110,8 +137,9 @@ class Sandbox:
     mini-swe-agent's sense); `writable=False` mounts the workspace read-only.
     """
 
-    def __init__(self, workspace: Path, settings: Settings, *, writable: bool = True,
-                 env: dict[str, str] | None = None):
+    def __init__(
+        self, workspace: Path, settings: Settings, *, writable: bool = True, env: dict[str, str] | None = None
+    ):
         self.workspace, self.settings, self.writable, self.env = workspace, settings, writable, dict(env or {})
         self.limits = resource_limits(settings)
         self.cgroup = CommandCgroup()
@@ -143,17 +171,26 @@ class Sandbox:
                 os._exit(126)
 
         passwd, group = _data_pipe(PASSWD), _data_pipe(GROUP)
-        options = bwrap_args(self.workspace, self.settings, writable=self.writable, env=self.env,
-                             data_fds=(passwd, group))
+        options = bwrap_args(
+            self.workspace, self.settings, writable=self.writable, env=self.env, data_fds=(passwd, group)
+        )
         # The options go through a pipe (--args), so the sandbox's /proc/1/cmdline does not show
         # the host's paths.
         options_fd = _data_pipe("".join(f"{option}\0" for option in options))
         script = f'{nproc_prefix(limits)}\nexec /bin/sh -c "$1"'
         argv = [bwrap, "--args", str(options_fd), "--", "/bin/sh", "-c", script, "sh", command]
         try:
-            return subprocess.Popen(argv, cwd="/", env={}, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, start_new_session=True,
-                                    pass_fds=(passwd, group, options_fd), preexec_fn=preexec)
+            return subprocess.Popen(
+                argv,
+                cwd="/",
+                env={},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=(passwd, group, options_fd),
+                preexec_fn=preexec,
+            )
         except OSError as exc:
             self.close()
             raise SandboxUnavailable(f"cannot start bwrap: {exc.strerror}") from None
@@ -190,8 +227,7 @@ def probe(settings: Settings) -> Probe:
     import tempfile
 
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    with tempfile.TemporaryDirectory(prefix="agent-sandbox-probe.") as folder, \
-            Sandbox(Path(folder), settings) as box:
+    with tempfile.TemporaryDirectory(prefix="agent-sandbox-probe.") as folder, Sandbox(Path(folder), settings) as box:
         try:
             proc = box.start("echo sandbox-ok; id -u")
         except SandboxUnavailable as exc:
@@ -245,8 +281,13 @@ def remembered_probe(home: Path, settings: Settings, *, remember: bool = True) -
     _probed[key] = found
     if remember and path.parent.is_dir():
         try:
-            atomic_write(path, json.dumps({"identity": identity, "works": found.works, "why": found.why,
-                                           "probed": found.probed}, indent=1).encode() + b"\n")
+            atomic_write(
+                path,
+                json.dumps(
+                    {"identity": identity, "works": found.works, "why": found.why, "probed": found.probed}, indent=1
+                ).encode()
+                + b"\n",
+            )
         except Exception:  # noqa: BLE001 - a read-only home probes again next time
             pass
     return found
@@ -254,17 +295,21 @@ def remembered_probe(home: Path, settings: Settings, *, remember: bool = True) -
 
 @dataclass(frozen=True)
 class PolicyInForce:
-    policy: str     # sandbox, allowlist, any or off
+    policy: str  # sandbox, allowlist, any or off
     why: str
     warning: bool = False
 
 
-ANY_WARNING = ("shell_policy is 'any': the model's commands run with the operator's account, every file, "
-               "secret and network it can reach")
+ANY_WARNING = (
+    "shell_policy is 'any': the model's commands run with the operator's account, every file, "
+    "secret and network it can reach"
+)
 
 
-WHOLE_HOME = ("the workspace is the whole home ('.'), which holds the runtime's files and secrets (config.yaml, "
-              "scratchpad/, logs/, .env) that a sandbox mounting it would expose")
+WHOLE_HOME = (
+    "the workspace is the whole home ('.'), which holds the runtime's files and secrets (config.yaml, "
+    "scratchpad/, logs/, .env) that a sandbox mounting it would expose"
+)
 
 
 def workspace_is_home(home: Path, settings: Settings) -> bool:
@@ -289,8 +334,9 @@ def policy_in_force(home: Path, settings: Settings, *, remember: bool = True) ->
         return PolicyInForce("sandbox", f"set in config; {found.why}", warning=not found.works)
     if found.works:
         return PolicyInForce("sandbox", f"auto: {found.why}")
-    return PolicyInForce("allowlist", f"auto: the sandbox is unavailable ({found.why}); read-only allowlist instead",
-                         warning=True)
+    return PolicyInForce(
+        "allowlist", f"auto: the sandbox is unavailable ({found.why}); read-only allowlist instead", warning=True
+    )
 
 
 def policy_line(home: Path, settings: Settings, *, remember: bool = True) -> str:

@@ -142,7 +142,7 @@ def _remove_stale(parent: Path) -> None:
     clear the parent-death signal); its cgroup names it. A live agent's cgroups are never touched."""
     with contextlib.suppress(OSError), os.scandir(parent) as entries:
         for entry in itertools.islice(entries, 10_000):
-            owner = entry.name[len(CGROUP_PREFIX):].partition(".")[0]
+            owner = entry.name[len(CGROUP_PREFIX) :].partition(".")[0]
             if entry.name.startswith(CGROUP_PREFIX) and owner.isdigit() and not Path(f"/proc/{owner}").exists():
                 with contextlib.suppress(OSError):
                     for pid in Path(entry.path, "cgroup.procs").read_text().split()[:10_000]:
@@ -170,5 +170,7 @@ def process_limit_problem(cgroup: CommandCgroup) -> str | None:
     """Why a fork bomb would not be bounded, or None when it is."""
     if cgroup.bounds_processes or os.geteuid() != 0:
         return None
-    return ("the agent runs as root, and the kernel does not apply a process limit (RLIMIT_NPROC) to root; "
-            "no pids cgroup could be created under this process's cgroup")
+    return (
+        "the agent runs as root, and the kernel does not apply a process limit (RLIMIT_NPROC) to root; "
+        "no pids cgroup could be created under this process's cgroup"
+    )

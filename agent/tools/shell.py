@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .children import die_with_parent, forget_group, record_group
 from .base import ToolContext, ToolError
+from .children import die_with_parent, forget_group, record_group
 from .quota import quota_problem
 from .sandbox import WHOLE_HOME, Sandbox, SandboxUnavailable, policy_in_force, workspace_is_home
 from .shell_policy import POLICIES, option_refusal
@@ -51,8 +51,13 @@ def shell(ctx: ToolContext, command: str) -> str:
 
     try:
         proc = subprocess.Popen(
-            argv, cwd=ctx.workspace, env=ctx.child_env(), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            argv,
+            cwd=ctx.workspace,
+            env=ctx.child_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             preexec_fn=die_with_parent(os.getpid()),
         )
     except FileNotFoundError:
@@ -81,8 +86,10 @@ def _sandboxed(ctx: ToolContext, command: str) -> str:
         return f"{text}\n[{over}: the workspace is read-only to commands until the operator removes files]".lstrip()
     now_over = quota_problem(ctx)
     if now_over:
-        raise ToolError(f"{now_over}; writes are refused from now on (the workspace is read-only to commands) "
-                        f"until the operator removes files or raises the setting; the command's output: {text[:200]}")
+        raise ToolError(
+            f"{now_over}; writes are refused from now on (the workspace is read-only to commands) "
+            f"until the operator removes files or raises the setting; the command's output: {text[:200]}"
+        )
     return text
 
 
@@ -145,7 +152,8 @@ def refusal(ctx: ToolContext, argv: list[str], policy: str = "allowlist") -> str
     argument. Under `any`, everything runs (an explicit opt-in); every policy needs a workspace.
     """
     return (_argument_refusal(ctx, argv) if policy == "allowlist" else None) or (
-        None if workspace_root(ctx).is_dir() else f"the workspace {ctx.workspace} is not a folder; commands run there")
+        None if workspace_root(ctx).is_dir() else f"the workspace {ctx.workspace} is not a folder; commands run there"
+    )
 
 
 def _argument_refusal(ctx: ToolContext, argv: list[str]) -> str | None:
@@ -182,8 +190,10 @@ def argument_outside_workspace(ctx: ToolContext, args: list[str], paths_in: Call
     for arg in args:
         for value in paths_in(arg):
             if value.startswith(("/", "~")) or ".." in Path(value).parts:
-                return (f"argument '{arg}' names a path outside the workspace; under the allowlist "
-                        f"policy commands may only name paths inside it")
+                return (
+                    f"argument '{arg}' names a path outside the workspace; under the allowlist "
+                    f"policy commands may only name paths inside it"
+                )
             if value in ("", "-"):  # nothing, or standard input (empty)
                 continue
             try:
@@ -198,8 +208,9 @@ def argument_outside_workspace(ctx: ToolContext, args: list[str], paths_in: Call
 # ------------------------------------------------------------------------------- how it runs
 
 
-def run_capped(proc: subprocess.Popen, cap: int, timeout: float,
-               watch: Callable[[], str | None] | None = None) -> tuple[bytes, int, bool]:
+def run_capped(
+    proc: subprocess.Popen, cap: int, timeout: float, watch: Callable[[], str | None] | None = None
+) -> tuple[bytes, int, bool]:
     """(output kept, bytes dropped, timed out): read a child's output keeping at most `cap`
     bytes, and kill its process group on timeout. `watch`, asked every QUOTA_WATCH_SECONDS,
     names a problem that kills the group at once (QuotaExceeded).
@@ -214,8 +225,9 @@ def run_capped(proc: subprocess.Popen, cap: int, timeout: float,
         raise
 
 
-def _read_until(proc: subprocess.Popen, cap: int, timeout: float,
-                watch: Callable[[], str | None] | None) -> tuple[bytes, int, bool]:
+def _read_until(
+    proc: subprocess.Popen, cap: int, timeout: float, watch: Callable[[], str | None] | None
+) -> tuple[bytes, int, bool]:
     import selectors
     import subprocess
 
@@ -234,9 +246,11 @@ def _read_until(proc: subprocess.Popen, cap: int, timeout: float,
                 next_watch = time.monotonic() + QUOTA_WATCH_SECONDS
                 problem = watch()
                 if problem:
-                    raise QuotaExceeded(f"{problem}; the command was killed, and writes are refused from now on "
-                                        f"(the workspace is read-only to commands) until the operator removes files "
-                                        f"or raises the setting")
+                    raise QuotaExceeded(
+                        f"{problem}; the command was killed, and writes are refused from now on "
+                        f"(the workspace is read-only to commands) until the operator removes files "
+                        f"or raises the setting"
+                    )
             wait = min(remaining, QUOTA_WATCH_SECONDS) if watch is not None else remaining
             if not selector.select(wait):
                 continue

@@ -34,12 +34,12 @@ ANY_TEXT = r"[^\x00]*"
 class ArgumentPolicy:
     """The options and operands one command may be given."""
 
-    flags: str = ""                                               # short options without a value (-l, -la)
-    valued: dict[str, str] = field(default_factory=dict)          # short option -> regex its value must match
-    long_flags: frozenset[str] = frozenset()                      # --name exactly
-    long_valued: dict[str, str] = field(default_factory=dict)     # --name=VALUE or --name VALUE, exactly
-    operands: str = "paths"                                       # paths | format | none | text (all args)
-    obsolete_count: bool = False                                  # head/tail's -5 (= -n 5)
+    flags: str = ""  # short options without a value (-l, -la)
+    valued: dict[str, str] = field(default_factory=dict)  # short option -> regex its value must match
+    long_flags: frozenset[str] = frozenset()  # --name exactly
+    long_valued: dict[str, str] = field(default_factory=dict)  # --name=VALUE or --name VALUE, exactly
+    operands: str = "paths"  # paths | format | none | text (all args)
+    obsolete_count: bool = False  # head/tail's -5 (= -n 5)
 
     def describe(self) -> str:
         shown = [f"-{c}" for c in self.flags] + [f"-{c} VALUE" for c in self.valued]
@@ -48,49 +48,91 @@ class ArgumentPolicy:
 
 
 _HEAD_TAIL = ArgumentPolicy(
-    flags="qvz", valued={"n": NUMBER, "c": NUMBER},
+    flags="qvz",
+    valued={"n": NUMBER, "c": NUMBER},
     long_flags=frozenset({"quiet", "silent", "verbose", "zero-terminated"}),
-    long_valued={"lines": NUMBER, "bytes": NUMBER}, obsolete_count=True)
+    long_valued={"lines": NUMBER, "bytes": NUMBER},
+    obsolete_count=True,
+)
 
 POLICIES: dict[str, ArgumentPolicy] = {
     # not -s/--set (sets the clock), -f/--file (reads a list of dates), -r/--reference (stats a file)
     "date": ArgumentPolicy(
-        flags="uRI", valued={"d": ANY_TEXT},
+        flags="uRI",
+        valued={"d": ANY_TEXT},
         long_flags=frozenset({"utc", "universal", "rfc-email", "iso-8601"}),
         long_valued={"date": ANY_TEXT, "iso-8601": "date|hours|minutes|seconds|ns", "rfc-3339": "date|seconds|ns"},
-        operands="format"),
+        operands="format",
+    ),
     # not -L/-H/--dereference* (would follow symlinks out of the workspace while listing)
     "ls": ArgumentPolicy(
         flags="1aAbBcCdfFghiklmnNopqQrRsStuUvxX",
-        long_flags=frozenset({"all", "almost-all", "human-readable", "si", "recursive", "reverse", "size",
-                              "inode", "classify", "directory", "numeric-uid-gid", "no-group", "full-time"}),
-        long_valued={"sort": "none|size|time|version|extension|name|width",
-                     "time": "atime|access|use|ctime|status|birth|creation|mtime|modification",
-                     "format": "across|commas|horizontal|long|single-column|verbose|vertical"}),
+        long_flags=frozenset(
+            {
+                "all",
+                "almost-all",
+                "human-readable",
+                "si",
+                "recursive",
+                "reverse",
+                "size",
+                "inode",
+                "classify",
+                "directory",
+                "numeric-uid-gid",
+                "no-group",
+                "full-time",
+            }
+        ),
+        long_valued={
+            "sort": "none|size|time|version|extension|name|width",
+            "time": "atime|access|use|ctime|status|birth|creation|mtime|modification",
+            "format": "across|commas|horizontal|long|single-column|verbose|vertical",
+        },
+    ),
     "cat": ArgumentPolicy(
         flags="AbeEnstTuv",
-        long_flags=frozenset({"show-all", "number-nonblank", "show-ends", "number", "squeeze-blank",
-                              "show-tabs", "show-nonprinting"})),
+        long_flags=frozenset(
+            {"show-all", "number-nonblank", "show-ends", "number", "squeeze-blank", "show-tabs", "show-nonprinting"}
+        ),
+    ),
     # echo reads nothing and changes nothing: every argument is text it prints (or -n, -e, -E)
     "echo": ArgumentPolicy(operands="text"),
     "uname": ArgumentPolicy(
         flags="asnrvmpio",
-        long_flags=frozenset({"all", "kernel-name", "nodename", "kernel-release", "kernel-version", "machine",
-                              "processor", "hardware-platform", "operating-system"}),
-        operands="none"),
+        long_flags=frozenset(
+            {
+                "all",
+                "kernel-name",
+                "nodename",
+                "kernel-release",
+                "kernel-version",
+                "machine",
+                "processor",
+                "hardware-platform",
+                "operating-system",
+            }
+        ),
+        operands="none",
+    ),
     "pwd": ArgumentPolicy(flags="LP", long_flags=frozenset({"logical", "physical"}), operands="none"),
     # not --files0-from (reads a list of file names: anything on the machine)
     "wc": ArgumentPolicy(
-        flags="clmwL", long_flags=frozenset({"bytes", "chars", "lines", "words", "max-line-length"}),
-        long_valued={"total": "auto|always|only|never"}),
+        flags="clmwL",
+        long_flags=frozenset({"bytes", "chars", "lines", "words", "max-line-length"}),
+        long_valued={"total": "auto|always|only|never"},
+    ),
     "head": _HEAD_TAIL,
     # not -f/-F/--follow/--retry/--pid/-s (follow forever), same as head otherwise
     "tail": _HEAD_TAIL,
     "df": ArgumentPolicy(
-        flags="ahHiklPT", valued={"t": r"[a-z0-9.]+", "x": r"[a-z0-9.]+"},
-        long_flags=frozenset({"all", "human-readable", "si", "inodes", "local", "portability", "print-type",
-                              "total", "output"}),
-        long_valued={"output": r"[a-z,]+", "type": r"[a-z0-9.]+", "exclude-type": r"[a-z0-9.]+"}),
+        flags="ahHiklPT",
+        valued={"t": r"[a-z0-9.]+", "x": r"[a-z0-9.]+"},
+        long_flags=frozenset(
+            {"all", "human-readable", "si", "inodes", "local", "portability", "print-type", "total", "output"}
+        ),
+        long_valued={"output": r"[a-z,]+", "type": r"[a-z0-9.]+", "exclude-type": r"[a-z0-9.]+"},
+    ),
     # coreutils' uptime takes a FILE (a utmp file to read): no operands
     "uptime": ArgumentPolicy(flags="ps", long_flags=frozenset({"pretty", "since"}), operands="none"),
     "whoami": ArgumentPolicy(operands="none"),
@@ -129,7 +171,10 @@ def option_refusal(command: str, policy: ArgumentPolicy, args: list[str]) -> tup
             if letter in policy.flags:
                 continue
             if letter not in policy.valued:
-                return f"option '-{letter}' (in '{arg}') is not allowed for {command} (allowed: {policy.describe()})", operands
+                return (
+                    f"option '-{letter}' (in '{arg}') is not allowed for {command} (allowed: {policy.describe()})",
+                    operands,
+                )
             value = arg[at:] or (pending.pop(0) if pending else None)
             if value is None or not re.fullmatch(policy.valued[letter], value):
                 return f"option '-{letter}' needs a value matching {policy.valued[letter]!r}", operands
@@ -137,8 +182,10 @@ def option_refusal(command: str, policy: ArgumentPolicy, args: list[str]) -> tup
     if policy.operands == "paths":
         unclassified = next((op for op in operands if op.startswith("+")), None)
         if unclassified is not None:
-            return (f"operand '{unclassified}' is not a path the allowlist can classify (GNU tools read a leading "
-                    f"'+' as an option: tail +f follows forever)"), []
+            return (
+                f"operand '{unclassified}' is not a path the allowlist can classify (GNU tools read a leading "
+                f"'+' as an option: tail +f follows forever)"
+            ), []
     if policy.operands == "none" and operands:
         return f"{command} takes no operands here, got '{operands[0]}'", []
     if policy.operands == "format":

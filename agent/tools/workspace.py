@@ -21,13 +21,39 @@ RUNTIME_NAMES = frozenset(path.name for path in (*Home(Path()).runtime_files, *H
 # In a whole-home workspace the model uses plain data files only: an allowlist, so a format no one
 # thought of (build.rs, a notebook, Taskfile.yml, conftest.PY) is refused. Configuration formats
 # (JSON, YAML, TOML, INI, XML) are left out: build tools and task runners read them by name.
-DATA_SUFFIXES = frozenset({".txt", ".md", ".markdown", ".rst", ".csv", ".tsv", ".log", ".jsonl", ".ndjson",
-                           ".pdf", ".png", ".jpg", ".jpeg", ".gif", ".webp"})
+DATA_SUFFIXES = frozenset(
+    {
+        ".txt",
+        ".md",
+        ".markdown",
+        ".rst",
+        ".csv",
+        ".tsv",
+        ".log",
+        ".jsonl",
+        ".ndjson",
+        ".pdf",
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+        ".webp",
+    }
+)
 # Text files that tools read by name as input or instructions: package and constraint lists, CMake
 # lists, and the files coding assistants follow as the operator's instructions (prefixes of the
 # name, compared case-insensitively).
-READ_BY_NAME = ("requirements", "constraints", "cmakelists", "claude", "agents", "gemini", "copilot", "cursor",
-                "conventions")
+READ_BY_NAME = (
+    "requirements",
+    "constraints",
+    "cmakelists",
+    "claude",
+    "agents",
+    "gemini",
+    "copilot",
+    "cursor",
+    "conventions",
+)
 # The deepest and longest path (inside the workspace) a tool may name: deep trees break walkers.
 MAX_PATH_PARTS = 32
 MAX_PATH_CHARS = 1024
@@ -76,8 +102,10 @@ def protection(home: Path, workspace: Path, path: Path) -> str | None:
         if stat.S_ISDIR(info.st_mode):
             return None  # a folder: what matters is the files in it
     if path.suffix.lower() not in DATA_SUFFIXES or name.lower().startswith(READ_BY_NAME):
-        return (f"is not a plain data file ({name}): in a whole-home workspace the model keeps to data files "
-                f"(code or configuration that a tool may run or read stays the operator's)")
+        return (
+            f"is not a plain data file ({name}): in a whole-home workspace the model keeps to data files "
+            f"(code or configuration that a tool may run or read stays the operator's)"
+        )
     return None
 
 
@@ -96,7 +124,11 @@ def confined_path(ctx: ToolContext, path: str, *, for_writing: bool = False) -> 
     candidate = Path(path) if os.path.isabs(path) else root / path
     resolved = candidate.resolve()
     if not resolved.is_relative_to(root):
-        how = "resolves through a symlink to" if candidate.absolute() != resolved and candidate.is_relative_to(root) else "is"
+        how = (
+            "resolves through a symlink to"
+            if candidate.absolute() != resolved and candidate.is_relative_to(root)
+            else "is"
+        )
         raise ToolError(f"path '{path}' {how} {resolved}, outside the workspace {root}")
     inside = resolved.relative_to(root)
     _check_size(str(inside), inside.parts)
@@ -110,8 +142,10 @@ def confined_path(ctx: ToolContext, path: str, *, for_writing: bool = False) -> 
 
 def _check_size(path: str, parts: tuple[str, ...]) -> None:
     if len(path) > MAX_PATH_CHARS or len(parts) > MAX_PATH_PARTS:
-        raise ToolError(f"the path is {len(path)} characters and {len(parts)} levels deep; the tools take at most "
-                        f"{MAX_PATH_CHARS} characters and {MAX_PATH_PARTS} levels")
+        raise ToolError(
+            f"the path is {len(path)} characters and {len(parts)} levels deep; the tools take at most "
+            f"{MAX_PATH_CHARS} characters and {MAX_PATH_PARTS} levels"
+        )
 
 
 def workspace_root(ctx: ToolContext) -> Path:

@@ -13,8 +13,17 @@ from tests.helpers import write_active
 @pytest.fixture
 def worked_home(home: Path) -> Path:
     """A home after two done cycles: task one -> two -> three."""
-    write_active(home, {"goals": ["ship it"], "current_task": "one", "pending_actions": ["two", "three"],
-                        "completed_tasks": [], "notes": "", "last_updated": None})
+    write_active(
+        home,
+        {
+            "goals": ["ship it"],
+            "current_task": "one",
+            "pending_actions": ["two", "three"],
+            "completed_tasks": [],
+            "notes": "",
+            "last_updated": None,
+        },
+    )
     assert run_cycle(home, [echo("hi"), done("did one")]).exit_code == 0
     assert run_cycle(home, [done("did two")]).exit_code == 0
     return home

@@ -80,8 +80,14 @@ def test_diff_of_a_pruned_cycle_exits_2_saying_its_snapshot_was_pruned(worked_ho
 
 
 def test_summarize_change_counts_repeats_and_reorders():
-    old = {"current_task": "a", "pending_actions": ["x", "y", "x"], "completed_tasks": ["a0"], "goals": [],
-           "notes": "l1\nl2", "last_updated": None}
+    old = {
+        "current_task": "a",
+        "pending_actions": ["x", "y", "x"],
+        "completed_tasks": ["a0"],
+        "goals": [],
+        "notes": "l1\nl2",
+        "last_updated": None,
+    }
     new = dict(old, pending_actions=["y", "x", "x"], notes="l1\nl2b\nl3")
     summary = summarize_change(old, new)
     assert summary["pending"] == {"added": [], "removed": [], "reordered": True, "before": 3, "after": 3}

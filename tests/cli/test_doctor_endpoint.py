@@ -51,14 +51,17 @@ def test_doctor_probes_like_a_cycle_and_uses_a_remembered_format(home: Path, ser
     assert result.exit_code == 0, result.output
     assert "json_object_schema" in checks["chat"]["detail"] and "1 format(s) refused first" in checks["chat"]["detail"]
 
-    (home / "logs" / "endpoint.json").write_text(json.dumps(
-        {"endpoint": server.base_url, "model": "smollm2", "response_format": "json_object"}))
+    (home / "logs" / "endpoint.json").write_text(
+        json.dumps({"endpoint": server.base_url, "model": "smollm2", "response_format": "json_object"})
+    )
     server.add(ONE_TOKEN)
     result, checks = doctor_json(home)
     assert result.exit_code == 0 and server.chat_requests[-1].body["response_format"] == {"type": "json_object"}
 
 
-def test_a_chat_completion_the_server_refuses_fails_the_doctor_with_the_reason(home: Path, server: OpenAIServer) -> None:
+def test_a_chat_completion_the_server_refuses_fails_the_doctor_with_the_reason(
+    home: Path, server: OpenAIServer
+) -> None:
     run_cli("init", str(home))
     (home / "config.yaml").write_text(f"model: openai:smollm2\nbase_url: {server.base_url}\n")
     server.add(Reply.error(404, "model 'smollm2' not loaded"))
@@ -78,11 +81,14 @@ def test_a_redirecting_endpoint_is_not_followed_with_the_key(home: Path, server:
         assert collector.requests == []
 
 
-@pytest.mark.parametrize("wanted, listed, found", [
-    ("smollm2", ["smollm2"], "smollm2"),
-    ("llama3", ["llama3:latest"], "llama3:latest"),                       # Ollama
-    ("smollm2", ["/models/SmolLM2.gguf"], "/models/SmolLM2.gguf"),         # llama_cpp.server without an alias
-    ("gpt-4o-mini", ["gpt-4o", "o1"], None),
-])
+@pytest.mark.parametrize(
+    "wanted, listed, found",
+    [
+        ("smollm2", ["smollm2"], "smollm2"),
+        ("llama3", ["llama3:latest"], "llama3:latest"),  # Ollama
+        ("smollm2", ["/models/SmolLM2.gguf"], "/models/SmolLM2.gguf"),  # llama_cpp.server without an alias
+        ("gpt-4o-mini", ["gpt-4o", "o1"], None),
+    ],
+)
 def test_model_ids_match_loosely(wanted: str, listed: list[str], found: str | None) -> None:
     assert matching_id(wanted, listed) == found

@@ -174,12 +174,19 @@ def killed_cycle(home: Path, tmp_path: Path):
     (home / "config.yaml").write_text("shell_policy: any\n")
     script = write_script(tmp_path, [{"tool": "shell", "args": {"command": "sleep 60"}}, done("x")], "slow.yaml")
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL")}
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: len(cycle_ids(home)) == 2)  # the before snapshot is written whole, under the lock
-        while_running = (json_out(run_cli("status", "--home", str(home), "--json")),
-                         json_out(run_cli("history", "--home", str(home), "--json")))
+        while_running = (
+            json_out(run_cli("status", "--home", str(home), "--json")),
+            json_out(run_cli("history", "--home", str(home), "--json")),
+        )
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the agent and the shell command it started
         proc.wait(timeout=30)

@@ -30,6 +30,7 @@ def test_a_cycle_with_budgets_lists_neither_scratchpad_nor_logs(home, monkeypatc
         def listing(path=".", *args, **kwargs):
             listed.append(str(Path(os.fsdecode(path)).absolute()))
             return real(path, *args, **kwargs)
+
         return listing
 
     monkeypatch.setattr(os, "scandir", watching(real_scandir))  # Path.glob, iterdir and os.walk use these
@@ -85,8 +86,10 @@ def test_diff_names_an_old_cycle_the_latest_and_an_unknown_one(worked_home):
     assert run_cli("diff", first, "--home", str(worked_home)).exit_code == 0
     assert "task: one -> two" in run_cli("diff", first, "--home", str(worked_home)).stdout
     assert "task: two -> three" in run_cli("diff", "--home", str(worked_home)).stdout
-    assert run_cli("diff", "latest", "--home", str(worked_home)).stdout == \
-        run_cli("diff", latest, "--home", str(worked_home)).stdout
+    assert (
+        run_cli("diff", "latest", "--home", str(worked_home)).stdout
+        == run_cli("diff", latest, "--home", str(worked_home)).stdout
+    )
     unknown = run_cli("diff", "20200101_000000_01", "--home", str(worked_home))
     assert unknown.exit_code == 2 and f"latest: {first}, {latest}" in unknown.stderr
 

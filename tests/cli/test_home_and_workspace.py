@@ -8,8 +8,19 @@ import pytest
 from tests.cli.helpers import done, run_cycle
 from tests.helpers import run_cli, tree_digest, write_active
 
-COMMANDS_WITH_A_HOME = [("run",), ("reset",), ("status",), ("show",), ("diff",), ("history",), ("tools",),
-                        ("task", "list"), ("goal", "list"), ("prune", "--keep", "1"), ("doctor",)]
+COMMANDS_WITH_A_HOME = [
+    ("run",),
+    ("reset",),
+    ("status",),
+    ("show",),
+    ("diff",),
+    ("history",),
+    ("tools",),
+    ("task", "list"),
+    ("goal", "list"),
+    ("prune", "--keep", "1"),
+    ("doctor",),
+]
 
 
 @pytest.mark.parametrize("command", COMMANDS_WITH_A_HOME)
@@ -63,8 +74,14 @@ def test_an_old_home_gets_a_workspace_and_its_files_at_the_root_stay_where_they_
     the model now sees only workspace/ (move them there, or set workspace: ".")."""
     (home / "hello.txt").write_text("hello")
     write_active(home, {"current_task": "read hello.txt"})
-    result = run_cycle(home, [{"tool": "read_file", "args": {"path": "hello.txt"}},
-                              {"tool": "write_file", "args": {"path": "hello.txt", "content": "new"}}, done("ok")])
+    result = run_cycle(
+        home,
+        [
+            {"tool": "read_file", "args": {"path": "hello.txt"}},
+            {"tool": "write_file", "args": {"path": "hello.txt", "content": "new"}},
+            done("ok"),
+        ],
+    )
     assert result.exit_code == 0
     assert (home / "hello.txt").read_text() == "hello"
     assert (home / "workspace" / "hello.txt").read_text() == "new"
@@ -77,8 +94,9 @@ def test_an_old_home_gets_a_workspace_and_its_files_at_the_root_stay_where_they_
 def test_the_demo_task_writes_hello_txt_into_the_workspace(tmp_path):
     target = tmp_path / "demo"
     assert run_cli("init", str(target), "--template", "demo").exit_code == 0
-    result = run_cycle(target, [{"tool": "write_file", "args": {"path": "hello.txt", "content": "hello"}},
-                                done("wrote it")])
+    result = run_cycle(
+        target, [{"tool": "write_file", "args": {"path": "hello.txt", "content": "hello"}}, done("wrote it")]
+    )
     assert result.exit_code == 0
     assert (target / "workspace" / "hello.txt").read_text() == "hello" and not (target / "hello.txt").exists()
 

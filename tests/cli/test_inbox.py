@@ -38,7 +38,10 @@ def busy_home(home: Path):
 def test_edits_while_the_lock_is_held_exit_0_queued_and_leave_the_state_untouched(busy_home):
     before = active(busy_home)
     added = run_cli("task", "add", "urgent", "--first", "--home", str(busy_home))
-    assert added.exit_code == 0 and "a cycle is running: queued for the next wake: task add 'urgent' (first)" in added.stdout
+    assert (
+        added.exit_code == 0
+        and "a cycle is running: queued for the next wake: task add 'urgent' (first)" in added.stdout
+    )
     data = json_out(run_cli("goal", "add", "g2", "--home", str(busy_home), "--json"))
     assert data["queued"] is True and data["edit"] == {"op": "goal_add", "text": "g2"} and data["id"]
     assert run_cli("task", "drop", "2", "--wait", "0.2", "--home", str(busy_home)).exit_code == 0
@@ -56,8 +59,10 @@ def test_task_list_shows_queued_edits_as_queued(busy_home):
     run_cli("task", "add", "later", "--check", "test -f later.txt", "--home", str(busy_home))
     run_cli("goal", "drop", "1", "--home", str(busy_home))
     listing = run_cli("task", "list", "--home", str(busy_home)).stdout.splitlines()
-    assert listing[-2:] == [" queued: task add 'later' [check: test -f later.txt]  (applied at the next wake)",
-                            " queued: goal drop 1  (applied at the next wake)"]
+    assert listing[-2:] == [
+        " queued: task add 'later' [check: test -f later.txt]  (applied at the next wake)",
+        " queued: goal drop 1  (applied at the next wake)",
+    ]
     queued = json_out(run_cli("task", "list", "--json", "--home", str(busy_home)))["queued"]
     assert [q["op"] for q in queued] == ["task_add", "goal_drop"]
     assert queued[0]["check"] == "test -f later.txt"
@@ -66,8 +71,13 @@ def test_task_list_shows_queued_edits_as_queued(busy_home):
 def test_the_next_cycle_applies_the_inbox_in_order_before_its_before_snapshot(home):
     write_active(home, {"goals": ["g1"], "current_task": "a", "pending_actions": ["b", "c"]})
     with home_lock(Home.at(home)):
-        for args in (["task", "add", "d"], ["task", "add", "first!", "--first"], ["task", "drop", "2"],
-                     ["goal", "add", "g2"], ["goal", "drop", "1"]):
+        for args in (
+            ["task", "add", "d"],
+            ["task", "add", "first!", "--first"],
+            ["task", "drop", "2"],
+            ["goal", "add", "g2"],
+            ["goal", "drop", "1"],
+        ):
             assert run_cli(*args, "--home", str(home)).exit_code == 0
     assert run_cycle(home, [echo("hi"), done("did a")]).exit_code == 0
     before = read_yaml(snapshots(home, "before")[-1])
@@ -113,7 +123,8 @@ def test_torn_and_foreign_inbox_lines_are_skipped_or_noted_never_fatal(home):
         '{"id": 7, "op": "task_add", "text": "numeric id"}\n'
         '{"id": "x2", "op": "rm -rf", "text": "?"}\n'
         '{"id": "x3", "op": "goal_drop", "number": "one"}\n'
-        '{"id": "x4", "op": "task_a')
+        '{"id": "x4", "op": "task_a'
+    )
     result = run_cli("goal", "add", "g", "--home", str(home), "--json")
     data = json_out(result)
     assert data["inbox_applied"] == ["queued (1 of 1): good"]
@@ -137,8 +148,9 @@ def test_an_invalid_scratchpad_keeps_the_inbox_for_later(home):
 
 def test_many_processes_queueing_at_once_lose_no_edit(busy_home):
     with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(lambda i: run_agent_process("task", "add", f"t{i}", "--home", str(busy_home)),
-                                range(8)))
+        results = list(
+            pool.map(lambda i: run_agent_process("task", "add", f"t{i}", "--home", str(busy_home)), range(8))
+        )
     assert all(r.returncode == 0 for r in results)
     assert sorted(json.loads(line)["text"] for line in inbox_lines(busy_home)) == [f"t{i}" for i in range(8)]
 
@@ -159,7 +171,9 @@ def test_a_kill_at_any_step_of_applying_the_inbox_applies_each_edit_exactly_once
         assert k < 40
         home = tmp_path / f"kill-{k}"
         shutil.copytree(base, home)
-        killed = run_agent_process("goal", "add", "direct goal", "--home", str(home), env={"AGENT_TEST_KILL_AT": str(k)})
+        killed = run_agent_process(
+            "goal", "add", "direct goal", "--home", str(home), env={"AGENT_TEST_KILL_AT": str(k)}
+        )
         if killed.returncode == 0:
             break
         assert killed.returncode == -signal.SIGKILL, killed.stderr

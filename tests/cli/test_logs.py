@@ -14,8 +14,14 @@ import yaml
 from tests.cli.helpers import ANSI, cycle_ids, done, echo, run_cycle
 from tests.helpers import run_cli, wait_for, write_active, write_script
 
-STATE = {"goals": [], "current_task": "one", "pending_actions": [], "completed_tasks": [], "notes": "",
-         "last_updated": None}
+STATE = {
+    "goals": [],
+    "current_task": "one",
+    "pending_actions": [],
+    "completed_tasks": [],
+    "notes": "",
+    "last_updated": None,
+}
 
 
 def test_logs_prints_the_latest_cycle_log_by_default(home):
@@ -103,10 +109,17 @@ def test_logs_follow_prints_a_running_cycles_lines_and_exits_when_it_ends(home):
     follower = None
     try:
         logs_dir = home / "logs"
-        wait_for(lambda: any("iteration 1: reply" in p.read_text() for p in logs_dir.glob("cycle_*.log"))
-                 if logs_dir.is_dir() else False, what="the cycle to reach its shell command")
-        follower = subprocess.Popen([*agent, "logs", "-f", "--home", str(home)], env=env, stdout=subprocess.PIPE,
-                                    text=True)
+        wait_for(
+            lambda: (
+                any("iteration 1: reply" in p.read_text() for p in logs_dir.glob("cycle_*.log"))
+                if logs_dir.is_dir()
+                else False
+            ),
+            what="the cycle to reach its shell command",
+        )
+        follower = subprocess.Popen(
+            [*agent, "logs", "-f", "--home", str(home)], env=env, stdout=subprocess.PIPE, text=True
+        )
         lines: list[str] = []
         reader = threading.Thread(target=lambda: lines.extend(follower.stdout), daemon=True)
         reader.start()

@@ -48,7 +48,9 @@ def test_agent_help_lists_every_command_in_the_map():
 
 
 def test_the_help_names_every_exit_code():
-    assert {int(code) for code in re.findall(r"(\d+) [a-z]", main.help.split("Exit codes:")[1])} == set(map(int, ExitCode))
+    assert {int(code) for code in re.findall(r"(\d+) [a-z]", main.help.split("Exit codes:")[1])} == set(
+        map(int, ExitCode)
+    )
 
 
 def test_every_command_has_help_text_and_json_output():

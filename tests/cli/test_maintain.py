@@ -31,7 +31,9 @@ def test_prune_dry_run_lists_and_removes_nothing(four_cycles):
     before = tree_digest(four_cycles)
     result = run_cli("prune", "--keep", "1", "--dry-run", "--home", str(four_cycles))
     assert result.exit_code == 0
-    assert result.stdout.count("would remove scratchpad/") == 6 and "would remove 3 cycle(s), 12 file(s)" in result.stdout  # pairs, logs, transcripts
+    assert (
+        result.stdout.count("would remove scratchpad/") == 6 and "would remove 3 cycle(s), 12 file(s)" in result.stdout
+    )  # pairs, logs, transcripts
     assert tree_digest(four_cycles) == before
 
 
@@ -41,7 +43,9 @@ def test_prune_keep_removes_old_pairs_and_logs_but_never_active_index_or_archive
     digests = {p: tree_digest(four_cycles)[p] for p in keep}
     ids = cycle_ids(four_cycles)
     data = json_out(run_cli("prune", "--keep", "2", "--json", "--home", str(four_cycles)))
-    assert data["removed_cycles"] == ids[:2] and data["kept_cycles"] == 2 and len(data["deleted"]) == 8  # 2 x (pair, log, transcript)
+    assert (
+        data["removed_cycles"] == ids[:2] and data["kept_cycles"] == 2 and len(data["deleted"]) == 8
+    )  # 2 x (pair, log, transcript)
     assert cycle_ids(four_cycles) == ids[2:]
     assert sorted(p.name for p in (four_cycles / "logs").glob("cycle_*.log")) == [f"cycle_{i}.log" for i in ids[2:]]
     assert {p: tree_digest(four_cycles)[p] for p in keep} == digests
@@ -60,11 +64,14 @@ def test_prune_older_than_keeps_the_newest_n_when_both_are_given(four_cycles):
     assert cycle_ids(four_cycles) == ["20200102_000000", *ids[2:]]
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "--keep N and/or --older-than"),
-    (["--older-than", "7 days"], "is not a number followed by a unit"),
-    (["--keep", "-1"], "-1"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "--keep N and/or --older-than"),
+        (["--older-than", "7 days"], "is not a number followed by a unit"),
+        (["--keep", "-1"], "-1"),
+    ],
+)
 def test_prune_bad_input_is_a_usage_error_and_removes_nothing(four_cycles, args, message):
     before = tree_digest(four_cycles)
     result = run_cli("prune", *args, "--home", str(four_cycles))
@@ -116,10 +123,16 @@ class ModelsHandler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        body = json.dumps({"id": "c1", "object": "chat.completion", "created": 1, "model": "tiny-model",
-                           "choices": [{"index": 0, "message": {"role": "assistant", "content": "{"},
-                                        "finish_reason": "length"}],
-                           "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}}).encode()
+        body = json.dumps(
+            {
+                "id": "c1",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "tiny-model",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "{"}, "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -163,8 +176,17 @@ def test_doctor_passes_a_healthy_scripted_home(healthy_home):
     result = doctor(healthy_home)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert [line.split()[1] for line in lines] == ["home", "config", "rules", "scratchpad", "model", "shell", "lock",
-                                                   "scratchpad/", "logs/"]
+    assert [line.split()[1] for line in lines] == [
+        "home",
+        "config",
+        "rules",
+        "scratchpad",
+        "model",
+        "shell",
+        "lock",
+        "scratchpad/",
+        "logs/",
+    ]
     assert all(line.startswith("ok ") for line in lines)
 
 

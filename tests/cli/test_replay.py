@@ -11,8 +11,14 @@ import yaml
 from tests.cli.helpers import ANSI, cycle_ids, done, echo, json_out, run_cycle
 from tests.helpers import run_cli, tree_digest, write_active, write_script
 
-STATE = {"goals": [], "current_task": "write the report", "pending_actions": ["next thing"], "completed_tasks": [],
-         "notes": "", "last_updated": None}
+STATE = {
+    "goals": [],
+    "current_task": "write the report",
+    "pending_actions": ["next thing"],
+    "completed_tasks": [],
+    "notes": "",
+    "last_updated": None,
+}
 
 
 def replay(home: Path, cycle_id: str, replies: list, *flags: str):
@@ -32,8 +38,14 @@ def recorded_home(home: Path) -> str:
 def test_replay_never_touches_the_home(home):
     cycle_id = recorded_home(home)
     hooked = home / "hooked"  # absolute paths: a replay that ran them would write into the home
-    (home / "config.yaml").write_text(yaml.safe_dump({"metrics_file": str(home / "agent.prom"),
-                                                      "on_cycle_end": [sys.executable, "-c", f"open({str(hooked)!r}, 'w')"]}))
+    (home / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "metrics_file": str(home / "agent.prom"),
+                "on_cycle_end": [sys.executable, "-c", f"open({str(hooked)!r}, 'w')"],
+            }
+        )
+    )
     digest = tree_digest(home)
     write = {"tool": "write_file", "args": {"path": "report.txt", "content": "replayed"}}
     result = replay(home, cycle_id, [write, echo("x"), done("other")])
@@ -116,8 +128,9 @@ def test_the_scratch_copy_holds_the_whole_workspace_even_folders_named_like_runt
 
 def test_replay_escapes_control_characters_the_model_wrote(home):
     cycle_id = recorded_home(home)
-    result = replay(home, cycle_id, [{"tool": "update_scratchpad", "args": {"current_task": "evil \x1b[2J"}},
-                                     done("x")])
+    result = replay(
+        home, cycle_id, [{"tool": "update_scratchpad", "args": {"current_task": "evil \x1b[2J"}}, done("x")]
+    )
     assert result.exit_code == 0 and ANSI not in result.stdout
 
 

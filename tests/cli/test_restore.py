@@ -60,12 +60,15 @@ def test_restore_applies_queued_edits_to_the_state_it_replaces(worked_home):
     assert not (worked_home / "scratchpad" / "inbox.jsonl").read_text()
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("20200101_000000", "no cycle '20200101_000000'"),
-    ("{first}:during", "after the colon put before or after"),
-    ("active", "name a cycle's snapshot"),
-    ("../../etc/passwd", "no cycle '../../etc/passwd'"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("20200101_000000", "no cycle '20200101_000000'"),
+        ("{first}:during", "after the colon put before or after"),
+        ("active", "name a cycle's snapshot"),
+        ("../../etc/passwd", "no cycle '../../etc/passwd'"),
+    ],
+)
 def test_restore_of_an_unknown_cycle_exits_2_naming_it_and_changes_nothing(worked_home, spec, message):
     frozen = tree_digest(worked_home)
     result = run_cli("restore", spec.format(first=cycle_ids(worked_home)[0]), "--home", str(worked_home))
@@ -78,7 +81,9 @@ def test_restore_of_a_pruned_cycle_exits_2_naming_it(worked_home):
     assert run_cli("prune", "--keep", "1", "--home", str(worked_home)).exit_code == 0
     frozen = tree_digest(worked_home)
     result = run_cli("restore", first, "--home", str(worked_home))
-    assert result.exit_code == 2 and f"cycle {first} has no after snapshot" in result.stderr and "pruned" in result.stderr
+    assert (
+        result.exit_code == 2 and f"cycle {first} has no after snapshot" in result.stderr and "pruned" in result.stderr
+    )
     assert tree_digest(worked_home) == frozen
 
 
@@ -96,7 +101,10 @@ def test_fork_starts_a_new_home_from_a_snapshot_with_this_home_s_rules_and_confi
     target = tmp_path / "branch"
     data = json_out(run_cli("fork", first, str(target), "--home", str(worked_home), "--json"))
     assert data["home"] == str(target) and sorted(data["created"]) == [
-        "config.yaml", "rules.md", "scratchpad/active.yaml"]
+        "config.yaml",
+        "rules.md",
+        "scratchpad/active.yaml",
+    ]
     assert core(active(target)) == core(read_yaml(worked_home / "scratchpad" / f"{first}_after.yaml"))
     assert (target / "rules.md").read_text() == "custom rules\n"
     assert (target / "config.yaml").read_text() == "max_iterations: 4\n"

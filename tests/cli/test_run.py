@@ -13,36 +13,39 @@ import sys
 import pytest
 from rich.console import Console
 
-from agent.config import Settings, load_settings
 from agent import cycle
-from agent.report import CycleReport
-from agent.dispatcher import Outcome
-from agent.tags import Tag
-from agent.providers.scripted import ScriptedModel
-from agent.providers.base import Usage
-from agent.store.home import Home
-from tests.cli.helpers import ANSI, DONE_REPLIES, done, echo, run_cycle
 from agent.cli.live import LiveReporter
+from agent.config import Settings, load_settings
+from agent.dispatcher import Outcome
+from agent.providers.base import Usage
+from agent.providers.scripted import ScriptedModel
+from agent.report import CycleReport
+from agent.store.home import Home
+from agent.tags import Tag
+from tests.cli.helpers import ANSI, DONE_REPLIES, done, echo, run_cycle
 from tests.helpers import REPO, read_yaml, run_cli, tree_digest, write_active, write_script
 
 # --------------------------------------------------------------------------------- configuration
 
 
-@pytest.mark.parametrize("config, fragment", [
-    ("max_iteration: 5\n", "unknown key 'max_iteration': did you mean 'max_iterations'?"),
-    ("zzz_nothing_like_it: 5\n", "unknown key 'zzz_nothing_like_it' (known keys: "),
-    ("max_iterations: lots\n", "setting 'max_iterations' must be an integer"),
-    ("max_iterations: 0\n", "'max_iterations' must be greater than 0"),
-    ("shell_policy: everything\n", "'shell_policy' must be one of auto, sandbox, allowlist, any, off"),
-    ("api_key: sk-123\n", "never put the API key in the config file"),
-    ("- a list\n", "must be a mapping of settings"),
-    ("model: [unclosed\n", "invalid YAML"),
-    ("extra_headers: {X-Team: 5}\n", "'extra_headers.X-Team' must be a string"),
-    ("lock_wait: .nan\n", "'lock_wait' must be a finite number"),
-    ("time_budget: .inf\n", "'time_budget' must be a finite number"),
-    ("keep_days: 1.0e+10\n", "'keep_days' must be at most 36500"),
-    ("lock_wait: -1\n", "'lock_wait' must be 0 or more"),
-])
+@pytest.mark.parametrize(
+    "config, fragment",
+    [
+        ("max_iteration: 5\n", "unknown key 'max_iteration': did you mean 'max_iterations'?"),
+        ("zzz_nothing_like_it: 5\n", "unknown key 'zzz_nothing_like_it' (known keys: "),
+        ("max_iterations: lots\n", "setting 'max_iterations' must be an integer"),
+        ("max_iterations: 0\n", "'max_iterations' must be greater than 0"),
+        ("shell_policy: everything\n", "'shell_policy' must be one of auto, sandbox, allowlist, any, off"),
+        ("api_key: sk-123\n", "never put the API key in the config file"),
+        ("- a list\n", "must be a mapping of settings"),
+        ("model: [unclosed\n", "invalid YAML"),
+        ("extra_headers: {X-Team: 5}\n", "'extra_headers.X-Team' must be a string"),
+        ("lock_wait: .nan\n", "'lock_wait' must be a finite number"),
+        ("time_budget: .inf\n", "'time_budget' must be a finite number"),
+        ("keep_days: 1.0e+10\n", "'keep_days' must be at most 36500"),
+        ("lock_wait: -1\n", "'lock_wait' must be 0 or more"),
+    ],
+)
 def test_bad_config_exits_2_naming_the_key_and_writes_nothing(home, tmp_path, config, fragment):
     (home / "config.yaml").write_text(config)
     write_active(home, {"notes": "keep"})
@@ -57,18 +60,24 @@ def test_flags_override_environment_which_overrides_config(home, tmp_path):
     (home / "config.yaml").write_text("model: scripted:from-config.yaml\nmax_iterations: 4\n")
     assert load_settings(home, env={}).model == "scripted:from-config.yaml"
     assert load_settings(home, env={"AGENT_MODEL": "scripted:env.yaml"}).model == "scripted:env.yaml"
-    assert load_settings(home, env={"AGENT_MODEL": "scripted:env.yaml"}, model="scripted:flag.yaml").model == "scripted:flag.yaml"
+    assert (
+        load_settings(home, env={"AGENT_MODEL": "scripted:env.yaml"}, model="scripted:flag.yaml").model
+        == "scripted:flag.yaml"
+    )
     assert load_settings(home, env={}).max_iterations == 4
 
 
-@pytest.mark.parametrize("args, code, fragment", [
-    (["--model", "telepathy:gpt"], 2, "unknown model provider 'telepathy'"),
-    (["--model", "openai:gpt-4o-mini"], 2, "OPENAI_API_KEY"),
-    (["--model", "openai:"], 2, "needs a model name"),
-    (["--model", "scripted:/no/such/file.yaml"], 2, "scripted model file not found"),
-    (["--model", "local:/no/such/model.gguf"], 2, "not found"),
-    (["--max-iterations", "0", "--model", "scripted:x"], 2, "0 is not in the range"),
-])
+@pytest.mark.parametrize(
+    "args, code, fragment",
+    [
+        (["--model", "telepathy:gpt"], 2, "unknown model provider 'telepathy'"),
+        (["--model", "openai:gpt-4o-mini"], 2, "OPENAI_API_KEY"),
+        (["--model", "openai:"], 2, "needs a model name"),
+        (["--model", "scripted:/no/such/file.yaml"], 2, "scripted model file not found"),
+        (["--model", "local:/no/such/model.gguf"], 2, "not found"),
+        (["--max-iterations", "0", "--model", "scripted:x"], 2, "0 is not in the range"),
+    ],
+)
 def test_bad_model_or_flag_exits_2_before_anything_is_written(home, args, code, fragment):
     write_active(home, {"notes": "keep"})
     digest = tree_digest(home)
@@ -130,12 +139,25 @@ def test_live_reporter_draws_iterations_tools_and_tokens():
     buffer = io.StringIO()
     reporter = LiveReporter(Console(file=buffer, force_terminal=True, width=120))
     reporter("start", cycle_id="20260101_000000", model="openai:m", task="count [sheep]")
-    reporter("iteration", n=1, max=5, outcome=Outcome(Tag.TOOL, "[TOOL] echo({'message': 'hi'}) -> hi", "echo"),
-             usage=Usage(prompt_tokens=1200, completion_tokens=34))
+    reporter(
+        "iteration",
+        n=1,
+        max=5,
+        outcome=Outcome(Tag.TOOL, "[TOOL] echo({'message': 'hi'}) -> hi", "echo"),
+        usage=Usage(prompt_tokens=1200, completion_tokens=34),
+    )
     reporter("something_new", detail="ignored")
-    report = CycleReport("20260101_000000", "2026-01-01T00:00:00+00:00", "openai:m", stop_reason="done",
-                         exit_code=0, iterations=1, task_before="count [sheep]", task_after=None,
-                         usage=Usage(prompt_tokens=1200, completion_tokens=34))
+    report = CycleReport(
+        "20260101_000000",
+        "2026-01-01T00:00:00+00:00",
+        "openai:m",
+        stop_reason="done",
+        exit_code=0,
+        iterations=1,
+        task_before="count [sheep]",
+        task_after=None,
+        usage=Usage(prompt_tokens=1200, completion_tokens=34),
+    )
     reporter("end", report=report)
     out = buffer.getvalue()
     assert ANSI in out
@@ -162,8 +184,14 @@ def test_run_on_a_terminal_shows_live_progress(home, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL", "OPENAI_API_KEY")}
     env.update(TERM="xterm", COLUMNS="120")
     env.pop("NO_COLOR", None)
-    proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}"],
-                            stdin=child_fd, stdout=child_fd, stderr=child_fd, env=env, close_fds=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}"],
+        stdin=child_fd,
+        stdout=child_fd,
+        stderr=child_fd,
+        env=env,
+        close_fds=True,
+    )
     os.close(child_fd)
     chunks = []
     while True:
@@ -188,11 +216,33 @@ def test_run_on_a_terminal_shows_live_progress(home, tmp_path):
 # no metrics file, a rules.md of its own) must not import: heavy libraries, the standard library's
 # slow or unneeded corners, and the features it does not use.
 NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
-    "openai", "rich", "llama_cpp", "httpx", "pydantic", "mcp", "mcp_types", "anyio",
-    "sqlite3", "ctypes", "logging", "socket", "subprocess", "selectors", "shutil", "tempfile", "asyncio",
-    "agent.providers.local", "agent.providers.guidance", "agent.providers.openai_compat",
-    "agent.providers.client_log", "agent.store.recall_index", "agent.approvals", "agent.budgets",
-    "agent.hooks", "agent.metrics", "agent.tools.mcp",
+    "openai",
+    "rich",
+    "llama_cpp",
+    "httpx",
+    "pydantic",
+    "mcp",
+    "mcp_types",
+    "anyio",
+    "sqlite3",
+    "ctypes",
+    "logging",
+    "socket",
+    "subprocess",
+    "selectors",
+    "shutil",
+    "tempfile",
+    "asyncio",
+    "agent.providers.local",
+    "agent.providers.guidance",
+    "agent.providers.openai_compat",
+    "agent.providers.client_log",
+    "agent.store.recall_index",
+    "agent.approvals",
+    "agent.budgets",
+    "agent.hooks",
+    "agent.metrics",
+    "agent.tools.mcp",
 }
 
 
@@ -214,16 +264,20 @@ def test_a_scripted_cycle_imports_only_what_it_uses(home, tmp_path):
     assert proc.returncode == 0, proc.stderr
     loaded = set(json.loads(proc.stdout.split("LOADED ", 1)[1]))
     assert "agent.cycle" in loaded  # the probe saw a real cycle
-    assert not {name for name in loaded if name.split(".")[0] in NOT_IMPORTED_BY_A_PLAIN_CYCLE
-                or name in NOT_IMPORTED_BY_A_PLAIN_CYCLE}
+    assert not {
+        name
+        for name in loaded
+        if name.split(".")[0] in NOT_IMPORTED_BY_A_PLAIN_CYCLE or name in NOT_IMPORTED_BY_A_PLAIN_CYCLE
+    }
 
 
 def test_a_cycle_that_uses_a_feature_imports_it(home, tmp_path):
     """The other side of the list above: laziness must not lose a feature (each is exercised for real elsewhere)."""
     script = write_script(tmp_path, [echo("hi"), done("ok")])
     assert run_cli("init", str(home)).exit_code == 0
-    (home / "config.yaml").write_text("daily_token_budget: 100000\napproval_required: [shell]\n"
-                                      "metrics_file: agent.prom\non_cycle_end: [/bin/true]\n")
+    (home / "config.yaml").write_text(
+        "daily_token_budget: 100000\napproval_required: [shell]\nmetrics_file: agent.prom\non_cycle_end: [/bin/true]\n"
+    )
     probe = (
         "import atexit, json, sys\n"
         "atexit.register(lambda: print('LOADED', json.dumps(sorted(sys.modules))))\n"
@@ -250,10 +304,11 @@ def test_the_cron_mail_table_in_operations_md_shows_the_lines_quiet_prints():
         if match:
             rows[int(match.group(1))] = match.group(2)
     report = CycleReport("20261124_101500_01", "2026-11-24T10:15:00+00:00", "openai:m", task_after="fix the build")
-    stops = [(8, "awaiting_approval", "call 3 to shell awaits the operator (agent approve 3 / agent deny 3)"),
-             (9, "stalled", None),
-             (10, "budget_exhausted",
-              "the daily token budget is spent: 1,100 of 500 tokens used in UTC day 2026-11-24")]
+    stops = [
+        (8, "awaiting_approval", "call 3 to shell awaits the operator (agent approve 3 / agent deny 3)"),
+        (9, "stalled", None),
+        (10, "budget_exhausted", "the daily token budget is spent: 1,100 of 500 tokens used in UTC day 2026-11-24"),
+    ]
     for code, reason, detail in stops:
         report.stop_reason, report.exit_code, report.stop_detail = reason, code, detail
         documented = rows[code].replace("<id>", report.cycle_id).replace("<n>", "3").replace("<tool>", "shell")

@@ -7,8 +7,8 @@ import os
 import stat
 import subprocess
 
-from agent.state import fresh_state
 from agent.config import Settings, field_docs, load_settings
+from agent.state import fresh_state
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import DONE_REPLIES, json_out, run_cycle
@@ -38,9 +38,11 @@ def test_init_writes_a_commented_config_that_loads_as_the_defaults_even_uncommen
     names = {name for name, _, _ in field_docs()}
     for name, doc, _ in field_docs():
         assert f"# {doc}" in config and f"# {name}:" in config
-    uncommented = "\n".join(line[2:] for line in config.splitlines()
-                            if line.startswith("# ") and ":" in line.split()[1] and line[2:3].islower()
-                            and line[2:].split(":")[0] in names)
+    uncommented = "\n".join(
+        line[2:]
+        for line in config.splitlines()
+        if line.startswith("# ") and ":" in line.split()[1] and line[2:3].islower() and line[2:].split(":")[0] in names
+    )
     (target / "config.yaml").write_text(uncommented)
     assert load_settings(target, env={}) == Settings()
 
@@ -88,7 +90,10 @@ def test_reset_clean_removes_snapshots_logs_and_index(home):
     assert result.exit_code == 0 and "removed 7" in result.stdout
     assert sorted(p.name for p in (home / "scratchpad").iterdir()) == ["active.yaml"]
     names = {p.name for p in (home / "logs").iterdir()}
-    assert "archive.jsonl" in names and names <= {"archive.jsonl", "sandbox.json"}  # the replaced state, kept; the probe's memory
+    assert "archive.jsonl" in names and names <= {
+        "archive.jsonl",
+        "sandbox.json",
+    }  # the replaced state, kept; the probe's memory
 
 
 def test_reset_unknown_template_exits_2_and_changes_nothing(home):
@@ -135,14 +140,23 @@ def test_bin_reset_sh_passes_the_busy_exit_code_through(home):
 
 # ------------------------------------------------------------------ reset loses nothing the operator typed
 
-TYPED = {"goal": "Keep the hand-typed goal", "task": "Second hand-typed task", "check": "test -f typed-check.txt",
-         "queued task": "Queued while a cycle ran", "queued goal": "A goal queued mid-cycle"}
+TYPED = {
+    "goal": "Keep the hand-typed goal",
+    "task": "Second hand-typed task",
+    "check": "test -f typed-check.txt",
+    "queued task": "Queued while a cycle ran",
+    "queued goal": "A goal queued mid-cycle",
+}
 
 
 def _typed_home(home):
     assert run_cli("init", str(home)).exit_code == 0
-    for args in (["goal", "add", TYPED["goal"]], ["task", "add", "First task"], ["task", "add", TYPED["task"]],
-                 ["task", "add", "Checked task", "--check", TYPED["check"]]):
+    for args in (
+        ["goal", "add", TYPED["goal"]],
+        ["task", "add", "First task"],
+        ["task", "add", TYPED["task"]],
+        ["task", "add", "Checked task", "--check", TYPED["check"]],
+    ):
         assert run_cli(*args[:2], "--home", str(home), *args[2:]).exit_code == 0
     with home_lock(Home.at(home)):  # a cycle runs: these wait in the inbox
         assert run_cli("task", "add", "--home", str(home), TYPED["queued task"]).exit_code == 0
@@ -205,8 +219,11 @@ def _reset_on_a_terminal(home, answer: bytes) -> tuple[int, str]:
 
     pid, fd = pty.fork()
     if pid == 0:  # the child: a real process whose terminal is the pty
-        os.execve(sys.executable, [sys.executable, "-m", "agent", "reset", "--home", str(home), "--clean"],
-                  dict(os.environ, PYTHONPATH=str(REPO)))
+        os.execve(
+            sys.executable,
+            [sys.executable, "-m", "agent", "reset", "--home", str(home), "--clean"],
+            dict(os.environ, PYTHONPATH=str(REPO)),
+        )
     seen = b""
     while b"[y/N]" not in seen:
         seen += os.read(fd, 1024)

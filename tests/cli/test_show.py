@@ -23,11 +23,25 @@ def test_show_all_adds_the_archive_and_tolerates_its_absence(worked_home):
     assert "archived completed (0" in run_cli("show", "--all", "--home", str(worked_home)).stdout
     archive = worked_home / "logs" / "archive.jsonl"
     archive.write_text(
-        json.dumps({"cycle_id": "20200101_000000", "kind": "completed_task",
-                    "value": {"task": "old", "summary": "long ago"}, "archived_at": "2020-01-01T00:00:00+00:00"})
-        + "\n" + json.dumps({"cycle_id": "20200101_000000", "kind": "note", "value": "an old note",
-                             "archived_at": "2020-01-01T00:00:00+00:00"})
-        + "\n{torn line")
+        json.dumps(
+            {
+                "cycle_id": "20200101_000000",
+                "kind": "completed_task",
+                "value": {"task": "old", "summary": "long ago"},
+                "archived_at": "2020-01-01T00:00:00+00:00",
+            }
+        )
+        + "\n"
+        + json.dumps(
+            {
+                "cycle_id": "20200101_000000",
+                "kind": "note",
+                "value": "an old note",
+                "archived_at": "2020-01-01T00:00:00+00:00",
+            }
+        )
+        + "\n{torn line"
+    )
     out = run_cli("show", "--all", "--home", str(worked_home)).stdout
     assert "old: long ago  [cycle 20200101_000000]" in out and "an old note" in out
     data = json_out(run_cli("show", "--all", "--json", "--home", str(worked_home)))

@@ -21,7 +21,11 @@ def test_task_add_list_and_drop_edit_the_queue_in_order(home):
     data = json_out(run_cli("task", "drop", "0", "--home", str(home), "--json"))
     assert data["current_task"] == "second" and data["pending_actions"] == []
     assert json_out(run_cli("task", "list", "--json", "--home", str(home))) == {
-        "current_task": "second", "pending_actions": [], "checks": {}, "queued": []}
+        "current_task": "second",
+        "pending_actions": [],
+        "checks": {},
+        "queued": [],
+    }
 
 
 def test_task_edits_keep_everything_else_and_leave_no_temporaries(worked_home):
@@ -32,16 +36,20 @@ def test_task_edits_keep_everything_else_and_leave_no_temporaries(worked_home):
     assert run_cli("task", "add", "four", "--home", str(worked_home)).exit_code == 0
     after = read_yaml(active)
     assert after["pending_actions"] == ["four"]
-    assert {k: v for k, v in after.items() if k != "pending_actions"} == \
-        {k: v for k, v in state.items() if k != "pending_actions"}
+    assert {k: v for k, v in after.items() if k != "pending_actions"} == {
+        k: v for k, v in state.items() if k != "pending_actions"
+    }
     assert not list((worked_home / "scratchpad").glob(".*.tmp"))
 
 
-@pytest.mark.parametrize("args, message", [
-    (["task", "drop", "3"], "there is no pending task 3: they are numbered 1 to 2"),
-    (["task", "add", "   "], "task text is empty"),
-    (["goal", "drop", "1"], "the goal list is empty"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["task", "drop", "3"], "there is no pending task 3: they are numbered 1 to 2"),
+        (["task", "add", "   "], "task text is empty"),
+        (["goal", "drop", "1"], "the goal list is empty"),
+    ],
+)
 def test_task_bad_input_is_refused_and_nothing_changes(home, args, message):
     write_active(home, {"current_task": "a", "pending_actions": ["b", "c"]})
     before = tree_digest(home)
@@ -70,4 +78,5 @@ def test_a_cycle_picks_up_a_task_added_from_the_cli(home):
     run_cli("task", "add", "say hi", "--home", str(home))
     assert run_cycle(home, [echo("hi"), done("said hi")]).exit_code == 0
     assert read_yaml(home / "scratchpad" / "active.yaml")["completed_tasks"] == [
-        {"task": "say hi", "summary": "said hi"}]
+        {"task": "say hi", "summary": "said hi"}
+    ]

@@ -43,13 +43,36 @@ def _die_with_parent() -> None:
 class LlamaServer:
     """`python -m llama_cpp.server` in its own process group; stop() kills the group."""
 
-    def __init__(self, model_path: Path, threads: int, context: int, log_path: Path, alias: str = SERVER_ALIAS,
-                 chat_format: str | None = None):
+    def __init__(
+        self,
+        model_path: Path,
+        threads: int,
+        context: int,
+        log_path: Path,
+        alias: str = SERVER_ALIAS,
+        chat_format: str | None = None,
+    ):
         self.port = free_port()
         self.log_path = log_path
-        self.argv = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
-                     "--port", str(self.port), "--n_threads", str(threads), "--n_threads_batch", str(threads),
-                     "--n_ctx", str(context), "--model_alias", alias]
+        self.argv = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model_path),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_threads",
+            str(threads),
+            "--n_threads_batch",
+            str(threads),
+            "--n_ctx",
+            str(context),
+            "--model_alias",
+            alias,
+        ]
         if chat_format:  # e.g. chatml-function-calling: `tools` answered with `tool_calls`
             self.argv += ["--chat_format", chat_format]
         self.proc: subprocess.Popen | None = None
@@ -66,8 +89,15 @@ class LlamaServer:
         env = dict(os.environ)
         if "OMP_WAIT_POLICY" not in env:
             env.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
-        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, preexec_fn=_die_with_parent, env=env)
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+            env=env,
+        )
         log.close()
         while time.monotonic() - started < timeout:
             if self.proc.poll() is not None:

@@ -27,9 +27,11 @@ from typing import Any, Callable
 LLAMA_CPP_REJECTION = {
     "error": {
         "message": "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
-                   "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
-                   "'ctx': {'expected': \"'text' or 'json_object'\"}}]",
-        "type": "internal_server_error", "param": None, "code": None,
+        "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+        "'ctx': {'expected': \"'text' or 'json_object'\"}}]",
+        "type": "internal_server_error",
+        "param": None,
+        "code": None,
     }
 }
 
@@ -46,29 +48,44 @@ class Reply:
     delay: float = 0.0  # seconds to wait before answering
 
     @classmethod
-    def chat(cls, content: str | dict | None, usage: dict | None = None, delay: float = 0.0,
-             finish_reason: str = "stop") -> "Reply":
+    def chat(
+        cls, content: str | dict | None, usage: dict | None = None, delay: float = 0.0, finish_reason: str = "stop"
+    ) -> "Reply":
         """A chat.completion whose message content is `content` (a dict is sent as its JSON)."""
         if isinstance(content, dict):
             content = json.dumps(content)
         body = {
-            "id": "chatcmpl-test", "object": "chat.completion", "created": 1700000000, "model": "test-model",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                         "finish_reason": finish_reason}],
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": "test-model",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
+            ],
         }
         if usage is not None:
             body["usage"] = usage
         return cls(200, body, delay=delay)
 
     @classmethod
-    def calls(cls, *calls: tuple[str, Any], content: str | None = None, finish_reason: str = "tool_calls",
-              usage: dict | None = None) -> "Reply":
+    def calls(
+        cls,
+        *calls: tuple[str, Any],
+        content: str | None = None,
+        finish_reason: str = "tool_calls",
+        usage: dict | None = None,
+    ) -> "Reply":
         """A chat.completion whose message makes native tool calls, in OpenAI's documented shape:
         `calls` are (name, arguments) pairs; a dict's arguments are sent as a JSON string, as OpenAI
         does, and a string as it is (to send broken JSON)."""
-        tool_calls = [{"id": f"call_{n}", "type": "function",
-                       "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
-                      for n, (name, args) in enumerate(calls)]
+        tool_calls = [
+            {
+                "id": f"call_{n}",
+                "type": "function",
+                "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+            }
+            for n, (name, args) in enumerate(calls)
+        ]
         reply = cls.chat(content, usage=usage, finish_reason=finish_reason)
         reply.body["choices"][0]["message"]["tool_calls"] = tool_calls
         return reply
@@ -81,8 +98,9 @@ class Reply:
         return reply
 
     @classmethod
-    def error(cls, status: int, message: str = "error", body: Any = None, retry_after_ms: int | None = 1,
-              delay: float = 0.0) -> "Reply":
+    def error(
+        cls, status: int, message: str = "error", body: Any = None, retry_after_ms: int | None = 1, delay: float = 0.0
+    ) -> "Reply":
         """An error in OpenAI's shape ({"error": {"message": ...}}), or `body` as given."""
         if body is None:
             body = {"error": {"message": message, "type": "test_error", "param": None, "code": None}}
@@ -124,9 +142,13 @@ class Request:
 class OpenAIServer:
     """The server; use as a context manager, or call start() and stop()."""
 
-    def __init__(self, replies: list[Reply] | None = None,
-                 default: Reply | Callable[[Request], Reply] | None = None,
-                 count_tokens: Callable[[str], int] = bytes_over_four, models: tuple[str, ...] = ("test-model",)):
+    def __init__(
+        self,
+        replies: list[Reply] | None = None,
+        default: Reply | Callable[[Request], Reply] | None = None,
+        count_tokens: Callable[[str], int] = bytes_over_four,
+        models: tuple[str, ...] = ("test-model",),
+    ):
         self.queue: deque[Reply | Callable[[Request], Reply]] = deque(replies or [])
         self.default = default
         self.count_tokens = count_tokens
@@ -142,8 +164,9 @@ class OpenAIServer:
     def start(self) -> "OpenAIServer":
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="openai-test-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="openai-test-server", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -180,13 +203,23 @@ class OpenAIServer:
             self.requests.append(request)
             item = self.queue.popleft() if self.queue else self.default
         if item is None:  # a test asked for more replies than it scripted: fail loudly, no retries
-            return Reply(400, {"error": {"message": "test server: script exhausted", "type": "test_error"}},
-                         {"x-should-retry": "false"})
+            return Reply(
+                400,
+                {"error": {"message": "test server: script exhausted", "type": "test_error"}},
+                {"x-should-retry": "false"},
+            )
         reply = item(request) if callable(item) else item
-        if reply.status == 200 and isinstance(reply.body, dict) and reply.body.get("object") == "chat.completion" \
-                and reply.body.get("choices") and "usage" not in reply.body and isinstance(request.body, dict):
-            reply = Reply(reply.status, dict(reply.body, usage=self._usage_for(request, reply)), reply.headers,
-                          reply.delay)
+        if (
+            reply.status == 200
+            and isinstance(reply.body, dict)
+            and reply.body.get("object") == "chat.completion"
+            and reply.body.get("choices")
+            and "usage" not in reply.body
+            and isinstance(request.body, dict)
+        ):
+            reply = Reply(
+                reply.status, dict(reply.body, usage=self._usage_for(request, reply)), reply.headers, reply.delay
+            )
         return reply
 
     def _usage_for(self, request: Request, reply: Reply) -> dict:
@@ -242,8 +275,18 @@ def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/").endswith("/models"):
                 with server._lock:
                     server.requests.append(request)
-                self._send(Reply(200, {"object": "list", "data": [
-                    {"id": m, "object": "model", "created": 1700000000, "owned_by": "test"} for m in server.models]}))
+                self._send(
+                    Reply(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [
+                                {"id": m, "object": "model", "created": 1700000000, "owned_by": "test"}
+                                for m in server.models
+                            ],
+                        },
+                    )
+                )
             else:
                 self._send(Reply(404, {"error": {"message": f"no route {self.path}"}}))
 

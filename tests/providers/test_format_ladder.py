@@ -12,10 +12,16 @@ import yaml
 from agent.config import Settings, load_settings
 from agent.providers.format_ladder import EndpointMemory, response_format_for
 from agent.tools import build_registry
-from tests.providers.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply
 from tests.helpers import configure
-from tests.providers.test_openai_compat import (DONE, FAST, STATE, _scripted_by_format, cycle_log, run,  # noqa: F401
-                                                server)
+from tests.providers.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply
+from tests.providers.test_openai_compat import (
+    DONE,
+    FAST,
+    STATE,
+    _scripted_by_format,
+    cycle_log,
+    run,  # noqa: F401
+)
 
 
 def _memory(home: Path) -> dict:
@@ -30,9 +36,12 @@ def test_a_forced_response_format_is_sent_at_once_and_nothing_is_remembered(home
     assert not (home / "logs" / "endpoint.json").exists()
 
 
-@pytest.mark.parametrize("content", ["{not json", "[]", '{"endpoint": 1}', ""], ids=["broken", "list", "foreign", "empty"])
+@pytest.mark.parametrize(
+    "content", ["{not json", "[]", '{"endpoint": 1}', ""], ids=["broken", "list", "foreign", "empty"]
+)
 def test_an_unreadable_endpoint_memory_means_probing_again_and_is_rewritten(
-        home: Path, server: OpenAIServer, content: str) -> None:
+    home: Path, server: OpenAIServer, content: str
+) -> None:
     configure(home, STATE, **FAST)
     (home / "logs").mkdir(exist_ok=True)
     (home / "logs" / "endpoint.json").write_text(content)
@@ -45,14 +54,17 @@ def test_an_unreadable_endpoint_memory_means_probing_again_and_is_rewritten(
 def test_another_model_name_on_the_same_endpoint_is_probed_again(home: Path, server: OpenAIServer) -> None:
     configure(home, STATE, **FAST)
     (home / "logs").mkdir(exist_ok=True)
-    (home / "logs" / "endpoint.json").write_text(json.dumps(
-        {"endpoint": server.base_url, "model": "another-model", "response_format": "text"}))
+    (home / "logs" / "endpoint.json").write_text(
+        json.dumps({"endpoint": server.base_url, "model": "another-model", "response_format": "text"})
+    )
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
     assert server.chat_requests[0].response_format == "json_schema"
 
 
-def test_a_probe_that_fails_for_another_reason_is_retried_with_the_retries_left(home: Path, server: OpenAIServer) -> None:
+def test_a_probe_that_fails_for_another_reason_is_retried_with_the_retries_left(
+    home: Path, server: OpenAIServer
+) -> None:
     configure(home, STATE, **(FAST | {"max_retries": 2}))
     server.add(Reply.error(503, "busy", retry_after_ms=1), Reply.error(503, "busy", retry_after_ms=1), Reply.chat(DONE))
     result, report = run(home, server)
@@ -62,7 +74,9 @@ def test_a_probe_that_fails_for_another_reason_is_retried_with_the_retries_left(
     assert _memory(home)["response_format"] == "json_schema"
 
 
-def test_the_llama_cpp_server_costs_one_refused_request_per_home_not_per_cycle(home: Path, server: OpenAIServer) -> None:
+def test_the_llama_cpp_server_costs_one_refused_request_per_home_not_per_cycle(
+    home: Path, server: OpenAIServer
+) -> None:
     configure(home, STATE, **FAST)
     server.default = _scripted_by_format({"json_schema": Reply(500, LLAMA_CPP_REJECTION)}, [DONE, DONE, DONE])
     for _ in range(3):
@@ -83,7 +97,9 @@ def test_guided_narrows_the_schema_sent_to_an_openai_model(home: Path, server: O
     configure(home, STATE, **(FAST | {"guided": True, "response_format": "json_object_schema"}))
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
-    offered = [o["properties"]["tool"]["const"] for o in server.chat_requests[0].body["response_format"]["schema"]["anyOf"]]
+    offered = [
+        o["properties"]["tool"]["const"] for o in server.chat_requests[0].body["response_format"]["schema"]["anyOf"]
+    ]
     assert len(offered) < len(build_registry(Settings()).names())
 
 
@@ -99,9 +115,14 @@ def test_local_guided_in_config_yaml_still_sets_guided(tmp_path: Path) -> None:
     assert load_settings(tmp_path, {}).guided is False
 
 
-@pytest.mark.parametrize("config, key", [({"response_format": "xml"}, "response_format"),
-                                         ({"extra_body": ["a"]}, "extra_body"),
-                                         ({"chat_examples": "yes"}, "chat_examples")])
+@pytest.mark.parametrize(
+    "config, key",
+    [
+        ({"response_format": "xml"}, "response_format"),
+        ({"extra_body": ["a"]}, "extra_body"),
+        ({"chat_examples": "yes"}, "chat_examples"),
+    ],
+)
 def test_bad_ladder_settings_exit_2_naming_the_key(home: Path, server: OpenAIServer, config: dict, key: str) -> None:
     configure(home, STATE, **(FAST | config))
     result, _ = run(home, server)

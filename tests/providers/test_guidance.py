@@ -8,8 +8,18 @@ import pytest
 
 from agent.config import Settings
 from agent.providers import Request
-from agent.providers.guidance import (commands_from_task, focused_tools, guided_schema, paths_from_task, rank_tools,
-                                     restrict_schema, result_values, summary_from_result, task_commands, task_paths)
+from agent.providers.guidance import (
+    commands_from_task,
+    focused_tools,
+    guided_schema,
+    paths_from_task,
+    rank_tools,
+    restrict_schema,
+    result_values,
+    summary_from_result,
+    task_commands,
+    task_paths,
+)
 from agent.providers.local import bounded_schema, local_runtime_installed
 from agent.tools import build_registry
 
@@ -24,13 +34,16 @@ def _offered(schema: dict) -> list[str]:
     return [option["properties"]["tool"]["const"] for option in schema["anyOf"]]
 
 
-@pytest.mark.parametrize("task, best", [
-    ("Run the command uptime and report it", "shell"),
-    ("Show what is in the folder reports", "list_dir"),
-    ("Fetch https://example.org/ and tell me the status", "http_get"),
-    ("Put 'Buy bread' on the pending actions", "update_scratchpad"),
-    ("Echo the word hi", "echo"),
-])
+@pytest.mark.parametrize(
+    "task, best",
+    [
+        ("Run the command uptime and report it", "shell"),
+        ("Show what is in the folder reports", "list_dir"),
+        ("Fetch https://example.org/ and tell me the status", "http_get"),
+        ("Put 'Buy bread' on the pending actions", "update_scratchpad"),
+        ("Echo the word hi", "echo"),
+    ],
+)
 def test_tools_are_ranked_by_the_words_their_own_definitions_share_with_the_task(task, best):
     ranked = rank_tools(task, _registry_schema())
 
@@ -87,8 +100,13 @@ def test_a_task_that_names_a_file_or_folder_offers_only_those_as_paths():
 def test_the_guided_schema_comes_from_the_structured_step_not_from_the_user_text():
     schema = _registry_schema()
     # the user text names another task: only the structured fields count
-    request = Request(system="S", user="Task: Echo the word hi\nLast result: none yet\n", schema=schema,
-                      task="List the folder reports", last_result=None)
+    request = Request(
+        system="S",
+        user="Task: Echo the word hi\nLast result: none yet\n",
+        schema=schema,
+        task="List the folder reports",
+        last_result=None,
+    )
 
     guided = guided_schema(request)
 
@@ -99,7 +117,9 @@ def test_the_guided_schema_comes_from_the_structured_step_not_from_the_user_text
 
 
 def _args_of(schema: dict, tool: str) -> dict:
-    return next(o for o in schema["anyOf"] if o["properties"]["tool"]["const"] == tool)["properties"]["args"]["properties"]
+    return next(o for o in schema["anyOf"] if o["properties"]["tool"]["const"] == tool)["properties"]["args"][
+        "properties"
+    ]
 
 
 def _compiles(schema: dict) -> None:
@@ -116,11 +136,18 @@ def test_a_command_line_the_task_spells_out_is_the_only_one_offered():
     assert task_commands("Run the command date -u and note the result", allowed) == ["date -u"]
     assert task_commands("Run the command `date -u` and note the result", allowed) == ["date -u"]
     assert task_commands("Run `ls -l reports` then `uname -a`; the command pwd is not needed", allowed) == [
-        "ls -l reports", "uname -a"]  # backquotes, when there are any, are what the task spells out
+        "ls -l reports",
+        "uname -a",
+    ]  # backquotes, when there are any, are what the task spells out
     assert task_commands("Run the command: uname -a.", allowed) == ["uname -a"]
     # nothing that is not an allowed command line is offered alone
-    for task in ("Report the uptime", "Use the command line to print the date", "Which command prints the date?",
-                 "Run the command `date -u and note it", "Run the command rm -rf . now"):
+    for task in (
+        "Report the uptime",
+        "Use the command line to print the date",
+        "Which command prints the date?",
+        "Run the command `date -u and note it",
+        "Run the command rm -rf . now",
+    ):
         assert task_commands(task, allowed) == [], task
     assert task_commands("Run the command rm -rf .", ()) == []  # shell_policy any: nothing narrowed
     schema = _registry_schema()
@@ -145,8 +172,10 @@ def test_a_repeated_folder_word_is_still_taken_as_the_folder_and_a_number_is_not
     assert task_paths("Round 3.14 to one digit") == ["Round", "3.14", "digit", "."]  # "one" is a stopword
 
 
-READ_INI = "[TOOL] read_file({\"path\": \"settings.ini\"}) -> [client]; timeout = 30; [server]; host = db.example.org; port = 5433"
-LISTED = "[TOOL] list_dir({\"path\": \"reports\"}) -> README.md (16 bytes); draft.txt (9 bytes); q3-sales.csv (22 bytes)"
+READ_INI = (
+    '[TOOL] read_file({"path": "settings.ini"}) -> [client]; timeout = 30; [server]; host = db.example.org; port = 5433'
+)
+LISTED = '[TOOL] list_dir({"path": "reports"}) -> README.md (16 bytes); draft.txt (9 bytes); q3-sales.csv (22 bytes)'
 
 
 def test_the_values_of_a_result_are_its_items_and_the_ones_that_share_a_word_with_the_task_come_alone():
@@ -161,8 +190,7 @@ def test_the_values_of_a_result_are_its_items_and_the_ones_that_share_a_word_wit
 
 def test_result_text_that_could_be_grammar_syntax_is_never_offered():
     # a file's content reaches the grammar: quotes, backslashes, brackets, bars and stars are left out
-    hostile = ('[TOOL] read_file({"path": "x"}) -> a"b; c\\d; (e|f)*; g{1,9}; ok value; tab\there; '
-               + "x" * 81)
+    hostile = '[TOOL] read_file({"path": "x"}) -> a"b; c\\d; (e|f)*; g{1,9}; ok value; tab\there; ' + "x" * 81
     assert result_values(hostile, "") == ["ok value"]
 
 

@@ -11,12 +11,11 @@ import yaml
 
 from agent.config import Settings
 from agent.providers.local import bundled_model_path
-from agent.providers.threads import thread_count
 from agent.providers.local_cache import LOCAL_CACHE_ENV
+from agent.providers.threads import thread_count
 from agent.tags import Tag
 from tests.helpers import read_yaml, run_agent_process, write_active
 from tests.providers.llama_server import SERVER_ALIAS, LlamaServer
-
 
 SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")  # [server]
 
@@ -36,28 +35,55 @@ def llama_server(tmp_path_factory):
 def function_calling_server(tmp_path_factory):
     """The same model behind llama-cpp-python's chatml-function-calling format: `tools` in, `tool_calls` out."""
     log = tmp_path_factory.mktemp("llama-fc-server") / "server.log"
-    with LlamaServer(bundled_model_path(), thread_count(Settings())[0], 4096, log,
-                     chat_format="chatml-function-calling") as server:
+    with LlamaServer(
+        bundled_model_path(), thread_count(Settings())[0], 4096, log, chat_format="chatml-function-calling"
+    ) as server:
         server.start(timeout=300)
         yield server
 
 
 def _cycle(home: Path, server: LlamaServer, tmp_path: Path) -> dict:
-    proc = run_agent_process("run", "--home", str(home), "--model", f"openai:{SERVER_ALIAS}", "--json",
-                             "--max-iterations", "4",
-                             env={"OPENAI_BASE_URL": server.base_url, LOCAL_CACHE_ENV: str(tmp_path / "cache")},
-                             timeout=600)
+    proc = run_agent_process(
+        "run",
+        "--home",
+        str(home),
+        "--model",
+        f"openai:{SERVER_ALIAS}",
+        "--json",
+        "--max-iterations",
+        "4",
+        env={"OPENAI_BASE_URL": server.base_url, LOCAL_CACHE_ENV: str(tmp_path / "cache")},
+        timeout=600,
+    )
     assert proc.returncode in (0, 3), proc.stderr + server.log_tail()
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_a_real_cycle_through_llama_cpp_server_probes_the_format_once_and_parses_every_reply(
-        home: Path, llama_server: LlamaServer, tmp_path: Path) -> None:
-    (home / "config.yaml").write_text(yaml.safe_dump(  # the text path's ladder (native: the tests below)
-        {"guided": True, "extra_body": {"repeat_penalty": 1.0}, "request_timeout": 300, "max_retries": 1,
-         "tool_calling": "text"}))
-    write_active(home, {"goals": [], "current_task": "Echo the words: good morning", "pending_actions": [],
-                        "completed_tasks": [], "notes": "", "last_updated": None})
+    home: Path, llama_server: LlamaServer, tmp_path: Path
+) -> None:
+    (home / "config.yaml").write_text(
+        yaml.safe_dump(  # the text path's ladder (native: the tests below)
+            {
+                "guided": True,
+                "extra_body": {"repeat_penalty": 1.0},
+                "request_timeout": 300,
+                "max_retries": 1,
+                "tool_calling": "text",
+            }
+        )
+    )
+    write_active(
+        home,
+        {
+            "goals": [],
+            "current_task": "Echo the words: good morning",
+            "pending_actions": [],
+            "completed_tasks": [],
+            "notes": "",
+            "last_updated": None,
+        },
+    )
     refused_before = sum(n for status, n in llama_server.statuses().items() if status >= 400)
 
     first = _cycle(home, llama_server, tmp_path)  # no OPENAI_API_KEY: a loopback endpoint needs none
@@ -65,8 +91,12 @@ def test_a_real_cycle_through_llama_cpp_server_probes_the_format_once_and_parses
     assert first["model"] == f"openai:{SERVER_ALIAS}" and first["error"] is None and first["usage"]["calls"] >= 1
     # llama_cpp.server refuses json_schema and takes json_object with the schema: remembered in the home
     remembered = json.loads((home / "logs" / "endpoint.json").read_text())
-    assert remembered == {**remembered, "endpoint": llama_server.base_url, "model": SERVER_ALIAS,
-                          "response_format": "json_object_schema"}
+    assert remembered == {
+        **remembered,
+        "endpoint": llama_server.base_url,
+        "model": SERVER_ALIAS,
+        "response_format": "json_object_schema",
+    }
     notes = read_yaml(home / "scratchpad" / "active.yaml")["notes"]
     assert Tag.PARSE_ERROR.value not in notes and Tag.UNKNOWN_TOOL.value not in notes
     refused_first = sum(n for status, n in llama_server.statuses().items() if status >= 400) - refused_before
@@ -82,8 +112,16 @@ def test_a_real_cycle_through_llama_cpp_server_probes_the_format_once_and_parses
 
 def test_doctor_passes_against_llama_cpp_server_without_a_key(home: Path, llama_server: LlamaServer) -> None:
     assert run_agent_process("init", str(home)).returncode == 0
-    proc = run_agent_process("doctor", "--home", str(home), "--model", f"openai:{SERVER_ALIAS}", "--json",
-                             env={"OPENAI_BASE_URL": llama_server.base_url}, timeout=600)
+    proc = run_agent_process(
+        "doctor",
+        "--home",
+        str(home),
+        "--model",
+        f"openai:{SERVER_ALIAS}",
+        "--json",
+        env={"OPENAI_BASE_URL": llama_server.base_url},
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     checks = {c["check"]: c for c in json.loads(proc.stdout)}
     # tool_calling: auto sends tools first; this server (the model's own template) takes them
@@ -91,10 +129,22 @@ def test_doctor_passes_against_llama_cpp_server_without_a_key(home: Path, llama_
 
 
 def _native_home(home: Path, tool_calling: str) -> None:
-    (home / "config.yaml").write_text(yaml.safe_dump(
-        {"tool_calling": tool_calling, "workspace": "workspace", "request_timeout": 300, "max_retries": 1}))
-    write_active(home, {"goals": [], "current_task": "Write the word apple into the file a.txt",
-                        "pending_actions": [], "completed_tasks": [], "notes": "", "last_updated": None})
+    (home / "config.yaml").write_text(
+        yaml.safe_dump(
+            {"tool_calling": tool_calling, "workspace": "workspace", "request_timeout": 300, "max_retries": 1}
+        )
+    )
+    write_active(
+        home,
+        {
+            "goals": [],
+            "current_task": "Write the word apple into the file a.txt",
+            "pending_actions": [],
+            "completed_tasks": [],
+            "notes": "",
+            "last_updated": None,
+        },
+    )
 
 
 def _transcript(home: Path, report: dict) -> list[dict]:
@@ -103,7 +153,8 @@ def _transcript(home: Path, report: dict) -> list[dict]:
 
 
 def test_a_real_native_cycle_calls_write_file_and_done_through_the_function_calling_server(
-        home: Path, function_calling_server: LlamaServer, tmp_path: Path) -> None:
+    home: Path, function_calling_server: LlamaServer, tmp_path: Path
+) -> None:
     # temperature 0 (the default) and llama.cpp's grammar for each call's arguments: the same calls every run
     _native_home(home, "native")
     report = _cycle(home, function_calling_server, tmp_path)
@@ -115,7 +166,8 @@ def test_a_real_native_cycle_calls_write_file_and_done_through_the_function_call
 
 
 def test_auto_settles_on_native_calls_after_one_probe_and_remembers_it(
-        home: Path, function_calling_server: LlamaServer, tmp_path: Path) -> None:
+    home: Path, function_calling_server: LlamaServer, tmp_path: Path
+) -> None:
     _native_home(home, "auto")
     refused_before = sum(n for status, n in function_calling_server.statuses().items() if status >= 400)
     report = _cycle(home, function_calling_server, tmp_path)

@@ -21,7 +21,6 @@ from agent.providers.local import LocalModel, LocalRuntime, bounded_schema, bund
 from agent.providers.local_cache import LOCAL_CACHE_ENV, common_prefix, local_cache_dir
 from agent.tags import Tag
 from agent.tools import build_registry
-
 from tests.helpers import read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active
 
 needs_embedded_model = pytest.mark.embedded_model  # skipped without the [local] extra, failed under CI (conftest.py)
@@ -30,8 +29,17 @@ needs_embedded_model = pytest.mark.embedded_model  # skipped without the [local]
 @pytest.mark.slow
 @needs_embedded_model
 def test_a_real_cycle_on_the_embedded_model(home, tmp_path):
-    write_active(home, {"goals": [], "current_task": "Echo the message: good morning", "pending_actions": [],
-                        "completed_tasks": [], "notes": "", "last_updated": None})
+    write_active(
+        home,
+        {
+            "goals": [],
+            "current_task": "Echo the message: good morning",
+            "pending_actions": [],
+            "completed_tasks": [],
+            "notes": "",
+            "last_updated": None,
+        },
+    )
     env = {LOCAL_CACHE_ENV: str(tmp_path / "prompt-cache")}  # never the user's ~/.cache
 
     proc = run_agent_process("run", "--home", str(home), "--json", "--max-iterations", "4", env=env, timeout=300)
@@ -80,11 +88,24 @@ def test_no_model_configured_and_no_embedded_model_exits_2_naming_both_remedies(
 
 
 def test_the_grammar_bounds_every_string_and_list_but_not_constants():
-    schema = {"anyOf": [{"type": "object", "properties": {
-        "tool": {"const": "echo"},
-        "args": {"type": "object", "properties": {
-            "message": {"type": "string"}, "kind": {"type": "string", "enum": ["a", "b"]},
-            "items": {"type": "array", "items": {"type": ["string", "null"]}}}}}}]}
+    schema = {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {
+                    "tool": {"const": "echo"},
+                    "args": {
+                        "type": "object",
+                        "properties": {
+                            "message": {"type": "string"},
+                            "kind": {"type": "string", "enum": ["a", "b"]},
+                            "items": {"type": "array", "items": {"type": ["string", "null"]}},
+                        },
+                    },
+                },
+            }
+        ]
+    }
 
     bounded = bounded_schema(schema)
 
@@ -168,8 +189,13 @@ def test_a_refused_guided_grammar_falls_back_to_the_whole_schema_and_a_refused_s
     model.start(lines.append)
     schema = build_registry(Settings()).action_schema()
     monkeypatch.setattr(local, "guided_schema", lambda request, commands: _with_quote_in_an_enum(request.schema))
-    request = Request("Reply with one JSON action.", "Task: Echo the words hi\nLast result: none yet\n", schema,
-                      task="Echo the words hi", last_result=None)
+    request = Request(
+        "Reply with one JSON action.",
+        "Task: Echo the words hi\nLast result: none yet\n",
+        schema,
+        task="Echo the words hi",
+        last_result=None,
+    )
 
     reply = json.loads(model.complete(request).text)
     assert reply["tool"] in {option["properties"]["tool"]["const"] for option in schema["anyOf"]}

@@ -27,13 +27,18 @@ from agent.providers.local_worker import death
 from agent.store.home import Home
 from agent.store.lock import is_locked
 from agent.tags import Tag
-
 from tests.helpers import read_yaml, run_agent_process, write_active
 
 CRASHING_RUNTIME = Path(__file__).parent / "crashing_runtime"
 HOOK = "import sys; open('hook_ran.json', 'w').write(sys.stdin.read())"  # the record it was given, in the home
-STATE = {"goals": [], "current_task": "Echo the message: good morning", "pending_actions": ["Echo the word two"],
-         "completed_tasks": [], "notes": "", "last_updated": None}
+STATE = {
+    "goals": [],
+    "current_task": "Echo the message: good morning",
+    "pending_actions": ["Echo the word two"],
+    "completed_tasks": [],
+    "notes": "",
+    "last_updated": None,
+}
 
 
 def _home(home: Path) -> None:
@@ -95,12 +100,15 @@ def test_doctor_passes_when_the_runtime_decodes(home, tmp_path):
     assert "tokens/s (8 tokens)" in result.stdout
 
 
-@pytest.mark.parametrize("code, words", [
-    (-signal.SIGSEGV, "died of SIGSEGV (a llama-cpp-python built for another CPU?"),
-    (-signal.SIGKILL, "died of SIGKILL (killed: out of memory, or by someone)"),
-    (-signal.SIGABRT, "died of SIGABRT"),
-    (1, "exited with status 1"),
-])
+@pytest.mark.parametrize(
+    "code, words",
+    [
+        (-signal.SIGSEGV, "died of SIGSEGV (a llama-cpp-python built for another CPU?"),
+        (-signal.SIGKILL, "died of SIGKILL (killed: out of memory, or by someone)"),
+        (-signal.SIGABRT, "died of SIGABRT"),
+        (1, "exited with status 1"),
+    ],
+)
 def test_a_dead_child_is_described_by_its_signal(code, words):
     assert death(code).startswith(words)
 
@@ -125,8 +133,9 @@ class _KillsItsChildFirst:
 
 @pytest.mark.slow
 @pytest.mark.embedded_model
-def test_a_sigsegv_to_the_real_models_child_mid_cycle_fails_the_cycle_and_the_next_cycle_works(home, tmp_path,
-                                                                                                monkeypatch):
+def test_a_sigsegv_to_the_real_models_child_mid_cycle_fails_the_cycle_and_the_next_cycle_works(
+    home, tmp_path, monkeypatch
+):
     monkeypatch.setenv(LOCAL_CACHE_ENV, str(tmp_path / "prompt-cache"))  # never the user's ~/.cache
     _home(home)
     settings = load_settings(home)

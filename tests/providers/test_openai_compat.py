@@ -46,12 +46,6 @@ def echo(message: str) -> dict:
 DONE = {"tool": "done", "args": {"summary": "said hello"}}
 
 
-@pytest.fixture
-def server():
-    with OpenAIServer() as srv:
-        yield srv
-
-
 def run(home: Path, server: OpenAIServer, *flags: str, env: dict | None = None, key: str | None = KEY):
     """`agent run --json` against the server: (click Result, the --json report or None)."""
     full_env = {"OPENAI_BASE_URL": server.base_url}
@@ -75,7 +69,7 @@ def assert_saved_as_read_plus_note(home: Path, report: dict, *needles: str) -> s
     for key in ("goals", "current_task", "pending_actions", "completed_tasks"):
         assert active[key] == STATE[key]
     assert active["notes"].startswith(STATE["notes"] + "\n")
-    note = active["notes"][len(STATE["notes"]) + 1:]
+    note = active["notes"][len(STATE["notes"]) + 1 :]
     assert "\n" not in note and note.startswith(Tag.CYCLE_FAILED.value)
     for needle in needles:
         assert needle in note, note
@@ -134,8 +128,9 @@ def test_tools_disabled_in_config_are_not_in_the_schema(home: Path, server: Open
 
 def test_system_prompt_is_byte_identical_across_iterations_and_cycles(home: Path, server: OpenAIServer) -> None:
     configure(home, STATE, **FAST)
-    server.add(Reply.chat(echo("one")), Reply.chat(echo("two")), Reply.chat(DONE),
-               Reply.chat(echo("three")), Reply.chat(DONE))
+    server.add(
+        Reply.chat(echo("one")), Reply.chat(echo("two")), Reply.chat(DONE), Reply.chat(echo("three")), Reply.chat(DONE)
+    )
     assert run(home, server)[0].exit_code == 0
     assert run(home, server)[0].exit_code == 0
     requests = server.chat_requests
@@ -183,8 +178,8 @@ def _scripted_by_format(rejects: dict[str, Reply], replies: list[dict]):
 def test_llama_cpp_500_on_json_schema_falls_back_to_json_object_once(home: Path, server: OpenAIServer) -> None:
     configure(home, STATE, **FAST)
     server.default = _scripted_by_format(
-        {"json_schema": Reply(500, LLAMA_CPP_REJECTION, {"retry-after-ms": "1"})},
-        [echo("a"), echo("b"), DONE])
+        {"json_schema": Reply(500, LLAMA_CPP_REJECTION, {"retry-after-ms": "1"})}, [echo("a"), echo("b"), DONE]
+    )
 
     result, report = run(home, server)
 
@@ -210,8 +205,9 @@ def test_llama_cpp_500_on_json_schema_falls_back_to_json_object_once(home: Path,
 def test_a_remembered_format_is_forgotten_when_the_endpoint_or_model_changes(home: Path, server: OpenAIServer) -> None:
     configure(home, STATE, **FAST)
     (home / "logs").mkdir()
-    (home / "logs" / "endpoint.json").write_text(json.dumps(
-        {"endpoint": "http://127.0.0.1:1/v1", "model": "test-model", "response_format": "text"}))
+    (home / "logs" / "endpoint.json").write_text(
+        json.dumps({"endpoint": "http://127.0.0.1:1/v1", "model": "test-model", "response_format": "text"})
+    )
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
     assert server.chat_requests[0].response_format == "json_schema"  # probed again: another endpoint was remembered
@@ -231,12 +227,35 @@ def test_a_remembered_format_that_is_refused_later_is_probed_again(home: Path, s
     assert json.loads((home / "logs" / "endpoint.json").read_text())["response_format"] == "json_object_schema"
 
 
-@pytest.mark.parametrize("status, body", [
-    (400, {"error": {"message": "response_format of type json_schema is not supported", "type": "invalid_request_error",
-                     "param": "response_format", "code": None}}),
-    (422, {"detail": [{"loc": ["body", "response_format", "type"], "msg": "value is not a valid enumeration member",
-                       "type": "type_error.enum"}]}),
-], ids=["400", "422"])
+@pytest.mark.parametrize(
+    "status, body",
+    [
+        (
+            400,
+            {
+                "error": {
+                    "message": "response_format of type json_schema is not supported",
+                    "type": "invalid_request_error",
+                    "param": "response_format",
+                    "code": None,
+                }
+            },
+        ),
+        (
+            422,
+            {
+                "detail": [
+                    {
+                        "loc": ["body", "response_format", "type"],
+                        "msg": "value is not a valid enumeration member",
+                        "type": "type_error.enum",
+                    }
+                ]
+            },
+        ),
+    ],
+    ids=["400", "422"],
+)
 def test_old_servers_fall_back_to_plain_text(home: Path, server: OpenAIServer, status: int, body: dict) -> None:
     configure(home, STATE, **FAST)
     rejection = Reply(status, body)
@@ -255,11 +274,15 @@ def test_old_servers_fall_back_to_plain_text(home: Path, server: OpenAIServer, s
     assert f"(HTTP {status}: " in log
 
 
-@pytest.mark.parametrize("reply", [
-    Reply.error(400, "This model's maximum context length is 4096 tokens"),
-    Reply.error(404, "The model `test-model` does not exist"),
-    Reply.error(500, "CUDA out of memory", retry_after_ms=1),
-], ids=["400-context", "404-model", "500-other"])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply.error(400, "This model's maximum context length is 4096 tokens"),
+        Reply.error(404, "The model `test-model` does not exist"),
+        Reply.error(500, "CUDA out of memory", retry_after_ms=1),
+    ],
+    ids=["400-context", "404-model", "500-other"],
+)
 def test_other_errors_do_not_fall_back(home: Path, server: OpenAIServer, reply: Reply) -> None:
     configure(home, STATE, **FAST)
     server.default = reply
@@ -313,14 +336,18 @@ def test_a_request_timing_out_after_its_retries_fails_the_cycle_with_exit_4(home
     assert_saved_as_read_plus_note(home, report, "timed out after 0.3s")
 
 
-@pytest.mark.parametrize("reply", [
-    Reply(200, "this is not JSON at all"),
-    Reply(200, '{"id": "x", "choices": [{"message": {"content": "hi"'),
-    Reply(200, {"id": "x", "object": "chat.completion"}),
-    Reply(200, {"id": "x", "object": "chat.completion", "choices": []}),
-    Reply(200, [1, 2, 3]),
-    Reply(200, ""),
-], ids=["text", "truncated", "no-choices", "empty-choices", "list", "empty"])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply(200, "this is not JSON at all"),
+        Reply(200, '{"id": "x", "choices": [{"message": {"content": "hi"'),
+        Reply(200, {"id": "x", "object": "chat.completion"}),
+        Reply(200, {"id": "x", "object": "chat.completion", "choices": []}),
+        Reply(200, [1, 2, 3]),
+        Reply(200, ""),
+    ],
+    ids=["text", "truncated", "no-choices", "empty-choices", "list", "empty"],
+)
 def test_malformed_body_exits_4_and_keeps_the_state(home: Path, server: OpenAIServer, reply: Reply) -> None:
     configure(home, STATE, **(FAST | {"max_retries": 0}))
     server.default = reply
@@ -333,8 +360,15 @@ def test_unreachable_endpoint_exits_4(home: Path, server: OpenAIServer) -> None:
     configure(home, STATE, **(FAST | {"max_retries": 0}))
     url = server.base_url
     server.stop()
-    result = run_cli("run", "--home", str(home), "--model", "openai:test-model", "--json",
-                     env={"OPENAI_BASE_URL": url, "OPENAI_API_KEY": KEY})
+    result = run_cli(
+        "run",
+        "--home",
+        str(home),
+        "--model",
+        "openai:test-model",
+        "--json",
+        env={"OPENAI_BASE_URL": url, "OPENAI_API_KEY": KEY},
+    )
     report = json.loads(result.stdout.splitlines()[-1])
     assert result.exit_code == 4
     assert_saved_as_read_plus_note(home, report, "cannot reach the model endpoint", url)
@@ -345,9 +379,11 @@ def test_unreachable_endpoint_exits_4(home: Path, server: OpenAIServer) -> None:
 
 def test_usage_is_summed_over_the_cycle(home: Path, server: OpenAIServer) -> None:
     configure(home, STATE, **FAST)
-    server.add(Reply.chat(echo("a"), usage(100, 10, 0)),
-               Reply.chat(echo("b"), usage(120, 12, 96)),
-               Reply.chat(DONE, usage(140, 14)))
+    server.add(
+        Reply.chat(echo("a"), usage(100, 10, 0)),
+        Reply.chat(echo("b"), usage(120, 12, 96)),
+        Reply.chat(DONE, usage(140, 14)),
+    )
 
     result, report = run(home, server)
 
@@ -370,8 +406,13 @@ def test_a_server_without_usage_counts_calls_only(home: Path, server: OpenAIServ
     server.add(Reply(200, {k: v for k, v in body.items() if k != "usage"} | {"usage": None}))
     result, report = run(home, server)
     assert result.exit_code == 0, result.stderr
-    assert report["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "cached_tokens": 0,
-                               "total_tokens": 0, "calls": 1}
+    assert report["usage"] == {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "cached_tokens": 0,
+        "total_tokens": 0,
+        "calls": 1,
+    }
 
 
 # ---------------------------------------------------------------------------------- limits
@@ -412,8 +453,11 @@ def test_unparseable_replies_in_a_row(home: Path, server: OpenAIServer, config: 
 
 def test_the_token_budget_ends_the_cycle_once_it_is_used_up(home: Path, server: OpenAIServer) -> None:
     configure(home, STATE, **(FAST | {"token_budget": 250}))
-    server.add(Reply.chat(echo("a"), usage(100, 10)), Reply.chat(echo("b"), usage(100, 10)),
-               Reply.chat(echo("c"), usage(100, 10)))
+    server.add(
+        Reply.chat(echo("a"), usage(100, 10)),
+        Reply.chat(echo("b"), usage(100, 10)),
+        Reply.chat(echo("c"), usage(100, 10)),
+    )
     result, report = run(home, server)
     assert result.exit_code == 3
     _stopped(home, report, "token_budget")
@@ -446,7 +490,8 @@ def test_time_budget_bounds_a_hanging_request(home: Path, server: OpenAIServer) 
 
 
 def test_an_error_with_too_little_budget_left_to_retry_stops_with_the_work_kept(
-        home: Path, server: OpenAIServer) -> None:
+    home: Path, server: OpenAIServer
+) -> None:
     configure(home, STATE, **(FAST | {"time_budget": 20, "request_timeout": 30, "max_retries": 2}))
     server.add(Reply.chat(echo("quick")), Reply.error(503, "overloaded", retry_after_ms=1))
     result, report = run(home, server)
@@ -460,9 +505,12 @@ def test_an_error_with_too_little_budget_left_to_retry_stops_with_the_work_kept(
 # ------------------------------------------------------------------------ key and headers
 
 
-@pytest.mark.parametrize("config, variable", [({}, "OPENAI_API_KEY"), ({"api_key_env": "MY_AGENT_KEY"}, "MY_AGENT_KEY")])
+@pytest.mark.parametrize(
+    "config, variable", [({}, "OPENAI_API_KEY"), ({"api_key_env": "MY_AGENT_KEY"}, "MY_AGENT_KEY")]
+)
 def test_missing_key_for_a_remote_endpoint_exits_2_naming_the_variable_and_writes_nothing(
-        home: Path, server: OpenAIServer, config: dict, variable: str) -> None:
+    home: Path, server: OpenAIServer, config: dict, variable: str
+) -> None:
     configure(home, STATE, **(FAST | config))
     digest = tree_digest(home)
     remote = {"OPENAI_BASE_URL": "http://192.0.2.1/v1"}  # TEST-NET: never contacted
@@ -546,8 +594,11 @@ def test_the_model_reports_usage_and_keeps_a_fallen_back_format_for_later_calls(
     lines: list[str] = []
     model.start(lines.append)
     schema = build_registry(settings).action_schema()
-    server.add(Reply(400, {"error": {"message": "Unknown response_format type json_schema"}}),
-               Reply.chat("{}", usage(50, 5, 32)), Reply.chat("{}", usage(7, 1)))
+    server.add(
+        Reply(400, {"error": {"message": "Unknown response_format type json_schema"}}),
+        Reply.chat("{}", usage(50, 5, 32)),
+        Reply.chat("{}", usage(7, 1)),
+    )
     first = model.complete(ModelRequest("S", "U", schema))
     second = model.complete(ModelRequest("S", "U", schema))
     assert (first.usage.prompt_tokens, first.usage.completion_tokens, first.usage.cached_tokens) == (50, 5, 32)
@@ -559,8 +610,9 @@ def test_the_model_reports_usage_and_keeps_a_fallen_back_format_for_later_calls(
 
 def test_a_reply_cut_at_max_output_tokens_gets_its_own_parse_error_note(home: Path, server: OpenAIServer) -> None:
     configure(home, STATE, **(FAST | {"max_output_tokens": 20}))
-    server.add(Reply.chat('{"tool": "echo", "args": {"message": "a very long', finish_reason="length"),
-               Reply.chat(DONE))
+    server.add(
+        Reply.chat('{"tool": "echo", "args": {"message": "a very long', finish_reason="length"), Reply.chat(DONE)
+    )
     result, report = run(home, server)
     assert result.exit_code == 0, result.stderr
     notes = read_yaml(home / "scratchpad" / "active.yaml")["notes"]
@@ -590,14 +642,19 @@ def _request(timeout: float | None = None) -> ModelRequest:
     return ModelRequest("S", "U", build_registry(Settings()).action_schema(), timeout=timeout)
 
 
-@pytest.mark.parametrize("reply, kind", [
-    (Reply.error(500, "upstream exploded"), ModelUnavailable),
-    (Reply.error(429, "slow down"), ModelUnavailable),
-    (Reply.error(404, "no such model"), ModelError),
-    (Reply(200, "not JSON"), ModelError),
-], ids=["500", "429", "404", "malformed"])
+@pytest.mark.parametrize(
+    "reply, kind",
+    [
+        (Reply.error(500, "upstream exploded"), ModelUnavailable),
+        (Reply.error(429, "slow down"), ModelUnavailable),
+        (Reply.error(404, "no such model"), ModelError),
+        (Reply(200, "not JSON"), ModelError),
+    ],
+    ids=["500", "429", "404", "malformed"],
+)
 def test_failures_the_client_retries_are_model_unavailable_and_others_plain_model_errors(
-        server: OpenAIServer, reply: Reply, kind: type) -> None:
+    server: OpenAIServer, reply: Reply, kind: type
+) -> None:
     server.default = reply
     with pytest.raises(ModelError) as raised:
         _started_model(server, max_retries=0).complete(_request())
@@ -641,14 +698,18 @@ def test_the_test_server_lists_its_models_to_the_real_client(server: OpenAIServe
     assert [m.id for m in client.models.list()] == ["test-model"]
 
 
-@pytest.mark.parametrize("config, key", [
-    ({"extra_headers": ["X-Tenant: acme"]}, "extra_headers"),
-    ({"max_retries": "three"}, "max_retries"),
-    ({"request_timeout": 0}, "request_timeout"),
-    ({"token_budget": -5}, "token_budget"),
-    ({"temperature": "hot"}, "temperature"),
-    ({"max_output_token": 100}, "max_output_token"),
-], ids=["headers-list", "retries-str", "timeout-0", "budget-negative", "temperature-str", "typo"])
+@pytest.mark.parametrize(
+    "config, key",
+    [
+        ({"extra_headers": ["X-Tenant: acme"]}, "extra_headers"),
+        ({"max_retries": "three"}, "max_retries"),
+        ({"request_timeout": 0}, "request_timeout"),
+        ({"token_budget": -5}, "token_budget"),
+        ({"temperature": "hot"}, "temperature"),
+        ({"max_output_token": 100}, "max_output_token"),
+    ],
+    ids=["headers-list", "retries-str", "timeout-0", "budget-negative", "temperature-str", "typo"],
+)
 def test_bad_provider_settings_exit_2_naming_the_key(home: Path, server: OpenAIServer, config: dict, key: str) -> None:
     configure(home, STATE, **(FAST | config))
     digest = tree_digest(home)
@@ -672,7 +733,8 @@ def test_prompt_size_bench_runs_and_finds_a_stable_prefix() -> None:
 
 
 def test_the_transcript_holds_the_messages_the_server_received_and_its_replies_redacted(
-        home: Path, server: OpenAIServer) -> None:
+    home: Path, server: OpenAIServer
+) -> None:
     configure(home, STATE, **FAST)
     server.add(Reply.chat(echo(f"the key is {KEY}")), Reply.chat(DONE, usage=usage(50, 7)))
 

@@ -48,8 +48,9 @@ def test_a_relative_local_path_is_found_in_the_home_not_the_current_directory(ho
         resolve_model(Settings(model="local:models/other.gguf"), home, {})
 
 
-@pytest.mark.parametrize("spec", ["scripted:/abs/replies.yaml", "local:/models/x.gguf", "local", "openai:gpt-4o-mini",
-                                  "scripted:"])
+@pytest.mark.parametrize(
+    "spec", ["scripted:/abs/replies.yaml", "local:/models/x.gguf", "local", "openai:gpt-4o-mini", "scripted:"]
+)
 def test_absolute_paths_and_specs_without_a_file_are_not_anchored(home, spec):
     assert anchor_model_path(spec, home) == spec
 

@@ -49,11 +49,15 @@ def test_a_script_file_replays_like_replies_from_memory(tmp_path):
     assert model.name == f"scripted:{tmp_path / 'script.yaml'}"
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "not found"),
-    ("- [unclosed\n", "not valid YAML"),
-    ("tool: done\n", "must hold a YAML list of replies, got dict"),
-], ids=["missing", "invalid-yaml", "not-a-list"])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "not found"),
+        ("- [unclosed\n", "not valid YAML"),
+        ("tool: done\n", "must hold a YAML list of replies, got dict"),
+    ],
+    ids=["missing", "invalid-yaml", "not-a-list"],
+)
 def test_an_unusable_script_file_is_a_usage_error(tmp_path, content, message):
     path = tmp_path / "script.yaml"
     if content is not None:
@@ -63,10 +67,20 @@ def test_an_unusable_script_file_is_a_usage_error(tmp_path, content, message):
 
 
 def test_a_whole_cycle_runs_on_replies_from_memory_without_files_or_click(home):
-    write_active(home, {"goals": [], "current_task": "Say hi", "pending_actions": [], "completed_tasks": [],
-                        "notes": "", "last_updated": None})
-    model = ScriptedModel.from_replies([{"tool": "echo", "args": {"message": "hi"}},
-                                        {"tool": "done", "args": {"summary": "said hi"}}])
+    write_active(
+        home,
+        {
+            "goals": [],
+            "current_task": "Say hi",
+            "pending_actions": [],
+            "completed_tasks": [],
+            "notes": "",
+            "last_updated": None,
+        },
+    )
+    model = ScriptedModel.from_replies(
+        [{"tool": "echo", "args": {"message": "hi"}}, {"tool": "done", "args": {"summary": "said hi"}}]
+    )
 
     report = run_cycle(Home.at(home), Settings(), model)
 

@@ -36,8 +36,9 @@ def test_a_kernel_that_does_not_say_gives_no_count(tmp_path):
     assert others_running(samples=1, loadavg=tmp_path / "odd") is None
 
 
-def test_the_thread_count_leaves_one_of_the_cores_nobody_else_runs_on_free_and_is_at_least_one(tmp_path, monkeypatch,
-                                                                                               alone):
+def test_the_thread_count_leaves_one_of_the_cores_nobody_else_runs_on_free_and_is_at_least_one(
+    tmp_path, monkeypatch, alone
+):
     monkeypatch.setattr(threads, "cores", lambda cpu_max: (4, True))
     for running, expected in ((1, 3), (2, 2), (3, 1), (4, 1), (40, 1)):
         count, why = thread_count(Settings(), _loadavg(tmp_path, running))
@@ -54,8 +55,17 @@ def test_in_a_cpu_set_or_quota_the_machines_load_is_not_counted(tmp_path, monkey
     assert thread_count(Settings(), _loadavg(tmp_path, 40)) == (3, "4 cores of a CPU set or quota")
 
 
-@pytest.mark.parametrize("cpu_max, expected", [("150000 100000\n", 2), ("100000 100000\n", 1), ("50000 100000\n", 1),
-                                               ("max 100000\n", None), ("garbage\n", None), (None, None)])
+@pytest.mark.parametrize(
+    "cpu_max, expected",
+    [
+        ("150000 100000\n", 2),
+        ("100000 100000\n", 1),
+        ("50000 100000\n", 1),
+        ("max 100000\n", None),
+        ("garbage\n", None),
+        (None, None),
+    ],
+)
 def test_a_cgroup_cpu_quota_caps_the_cores(tmp_path, cpu_max, expected):
     path = tmp_path / "cpu.max"
     if cpu_max is not None:
@@ -72,8 +82,12 @@ def test_the_setting_wins_over_the_machine():
 @pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs Linux's /proc/loadavg")
 def test_with_every_core_kept_busy_the_model_gets_one_thread():
     # one endless loop per core: each is runnable from the moment it prints, so the count is exact
-    loops = [subprocess.Popen([sys.executable, "-c", "print('ready', flush=True)\nwhile 1: pass"],
-                              stdout=subprocess.PIPE, text=True) for _ in range(cores()[0])]
+    loops = [
+        subprocess.Popen(
+            [sys.executable, "-c", "print('ready', flush=True)\nwhile 1: pass"], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(cores()[0])
+    ]
     try:
         for loop in loops:
             assert loop.stdout.readline() == "ready\n"

@@ -12,10 +12,9 @@ import pytest
 from agent.config import Settings
 from agent.providers.tool_calls import EXAMPLE_RESULT, MAX_CALLS_PER_REPLY, function_tools, strict_allowed
 from agent.tools import build_registry
-from tests.helpers import read_yaml, run_cli, write_script
+from tests.helpers import configure, read_yaml, run_cli, write_script
 from tests.providers.openai_server import OpenAIServer, Reply
-from tests.helpers import configure
-from tests.providers.test_openai_compat import DONE, FAST, KEY, STATE, cycle_log, run, server  # noqa: F401
+from tests.providers.test_openai_compat import DONE, FAST, KEY, STATE, cycle_log, run  # noqa: F401
 
 NATIVE = {"tool_calling": "native"}
 TOOLS_REFUSED = Reply.error(400, "tools is not supported for this model", retry_after_ms=None)
@@ -79,7 +78,8 @@ def test_auto_falls_back_to_the_text_path_after_one_refused_request(home: Path, 
 
 
 def test_a_text_reply_to_a_native_probe_is_still_executed_and_the_text_path_is_probed_next(
-        home: Path, server: OpenAIServer) -> None:
+    home: Path, server: OpenAIServer
+) -> None:
     # a server without a tool-call parser: it takes `tools` and answers with the JSON action as text
     make_home(home, {"tool_calling": "auto", "workspace": "ws"})
     server.add(Reply.chat({"tool": "write_file", "args": {"path": "b.txt", "content": "bare"}}), Reply.chat(DONE))
@@ -91,7 +91,8 @@ def test_a_text_reply_to_a_native_probe_is_still_executed_and_the_text_path_is_p
 
 
 def test_native_against_a_server_that_refuses_tools_fails_the_cycle_saying_what_to_set(
-        home: Path, server: OpenAIServer) -> None:
+    home: Path, server: OpenAIServer
+) -> None:
     make_home(home, NATIVE)
     server.add(TOOLS_REFUSED)
     result, report = run(home, server)
@@ -107,7 +108,8 @@ def test_text_never_sends_tools(home: Path, server: OpenAIServer) -> None:
 
 
 def test_a_refused_strict_schema_is_sent_again_without_strict_and_that_is_remembered(
-        home: Path, server: OpenAIServer) -> None:
+    home: Path, server: OpenAIServer
+) -> None:
     make_home(home, {"tool_calling": "auto"})
     server.add(Reply.error(400, "Invalid tools: 'strict' is not permitted", retry_after_ms=None), Reply.calls(done()))
     assert run(home, server)[0].exit_code == 0
@@ -122,8 +124,14 @@ def test_a_refused_strict_schema_is_sent_again_without_strict_and_that_is_rememb
 
 def test_three_calls_in_one_reply_run_in_order_in_one_iteration(home: Path, server: OpenAIServer) -> None:
     make_home(home, {**NATIVE, "workspace": "ws"})
-    server.add(Reply.calls(write("log.txt", "one\n"), ("append_file", {"path": "log.txt", "content": "two\n"}),
-                           ("read_file", {"path": "log.txt"})), Reply.calls(done()))
+    server.add(
+        Reply.calls(
+            write("log.txt", "one\n"),
+            ("append_file", {"path": "log.txt", "content": "two\n"}),
+            ("read_file", {"path": "log.txt"}),
+        ),
+        Reply.calls(done()),
+    )
     result, report = run(home, server)
     assert result.exit_code == 0, result.stderr
     assert report["iterations"] == 2  # max_iterations counts model calls, not tool calls
@@ -134,8 +142,11 @@ def test_three_calls_in_one_reply_run_in_order_in_one_iteration(home: Path, serv
 
 def test_a_gated_second_call_parks_the_first_ran_and_the_third_never_runs(home: Path, server: OpenAIServer) -> None:
     make_home(home, {**NATIVE, "workspace": "ws", "approval_required": ["append_file"]})
-    server.add(Reply.calls(write("first.txt", "1"), ("append_file", {"path": "second.txt", "content": "2"}),
-                           write("third.txt", "3")))
+    server.add(
+        Reply.calls(
+            write("first.txt", "1"), ("append_file", {"path": "second.txt", "content": "2"}), write("third.txt", "3")
+        )
+    )
     result, report = run(home, server)
     assert result.exit_code == 8 and report["stop_reason"] == "awaiting_approval"
     assert (home / "ws" / "first.txt").read_text() == "1"
@@ -172,13 +183,18 @@ def test_the_reflect_step_takes_a_native_call(home: Path, server: OpenAIServer) 
 # --------------------------------------------------------------------- what a reply may hold
 
 
-@pytest.mark.parametrize("arguments, needle", [
-    ('{"path": "a.txt", "content": ', "tool call write_file: arguments are not valid JSON"),
-    ('["a.txt"]', "tool call write_file: arguments must be a JSON object, got list"),
-    ('{"path": "a.txt"}', "write_file: missing required argument 'content'"),
-], ids=["broken-json", "not-an-object", "missing-argument"])
-def test_bad_arguments_are_a_tagged_note_and_the_loop_goes_on(home: Path, server: OpenAIServer, arguments: str,
-                                                              needle: str) -> None:
+@pytest.mark.parametrize(
+    "arguments, needle",
+    [
+        ('{"path": "a.txt", "content": ', "tool call write_file: arguments are not valid JSON"),
+        ('["a.txt"]', "tool call write_file: arguments must be a JSON object, got list"),
+        ('{"path": "a.txt"}', "write_file: missing required argument 'content'"),
+    ],
+    ids=["broken-json", "not-an-object", "missing-argument"],
+)
+def test_bad_arguments_are_a_tagged_note_and_the_loop_goes_on(
+    home: Path, server: OpenAIServer, arguments: str, needle: str
+) -> None:
     make_home(home, {**NATIVE, "workspace": "ws"})
     server.add(Reply.calls(("write_file", arguments)), Reply.calls(done()))
     result, _ = run(home, server)
@@ -219,8 +235,9 @@ def test_a_reply_with_too_many_calls_runs_only_the_first_ones(home: Path, server
     result, report = run(home, server)
     assert result.exit_code == 0
     assert len(list((home / "ws").iterdir())) == MAX_CALLS_PER_REPLY
-    assert f"the reply made {MAX_CALLS_PER_REPLY + 50} tool calls; only the first {MAX_CALLS_PER_REPLY}" \
-        in cycle_log(home, report)
+    assert f"the reply made {MAX_CALLS_PER_REPLY + 50} tool calls; only the first {MAX_CALLS_PER_REPLY}" in cycle_log(
+        home, report
+    )
 
 
 def test_odd_call_shapes_from_a_server_are_notes_never_a_crash(home: Path, server: OpenAIServer) -> None:
@@ -230,8 +247,15 @@ def test_odd_call_shapes_from_a_server_are_notes_never_a_crash(home: Path, serve
         {"id": "a", "type": "function", "function": {"name": 42, "arguments": "{}"}},  # a number for a name
         {"id": "b", "type": "function"},  # no function at all: skipped
         {"id": None, "type": "function", "function": {"name": "echo", "arguments": None}},
-        {"id": "d", "type": "function", "function": {"name": "write_file",  # an object, not a string: taken
-                                                      "arguments": {"path": "o.txt", "content": "obj"}}}]
+        {
+            "id": "d",
+            "type": "function",
+            "function": {
+                "name": "write_file",  # an object, not a string: taken
+                "arguments": {"path": "o.txt", "content": "obj"},
+            },
+        },
+    ]
     server.add(odd, Reply.calls(done()))
     result, _ = run(home, server)
     assert result.exit_code == 0, result.stderr
@@ -272,7 +296,8 @@ def test_every_tool_is_a_function_from_the_registrys_own_schema() -> None:
 
 
 def test_system_message_and_tools_are_byte_identical_across_a_cycle_and_examples_are_calls(
-        home: Path, server: OpenAIServer) -> None:
+    home: Path, server: OpenAIServer
+) -> None:
     make_home(home, NATIVE)
     server.add(Reply.calls(("echo", {"message": "a"})), Reply.calls(("echo", {"message": "b"})), Reply.calls(done()))
     assert run(home, server)[0].exit_code == 0
@@ -313,8 +338,9 @@ def test_the_transcript_and_agent_logs_show_native_calls_exactly(home: Path, ser
     first = json.loads(shown.stdout.splitlines()[0])
     assert first["tools"] == server.chat_requests[0].body["tools"]
     assert first["messages"] == server.chat_requests[0].body["messages"]
-    assert first["tool_calls"] == [{"id": "call_0", "type": "function",
-                                    "function": {"name": "write_file", "arguments": raw}}]
+    assert first["tool_calls"] == [
+        {"id": "call_0", "type": "function", "function": {"name": "write_file", "arguments": raw}}
+    ]
     people = run_cli("logs", report["cycle_id"], "--home", str(home), "--transcript").stdout
     assert f"tool call call_0: write_file {raw}" in people and "--- tools (" in people
 
@@ -336,8 +362,10 @@ def test_replay_moves_a_text_path_cycle_to_a_native_model_and_back(home: Path, s
     server.add(Reply.calls(write("n.txt", "n")), Reply.calls(done()))
     native = run(home, server)[1]
     (home / "config.yaml").write_text(json.dumps({"workspace": "ws"}))
-    script = write_script(home.parent, [{"tool": "write_file", "args": {"path": "n.txt", "content": "t"}},
-                                        {"tool": "done", "args": {"summary": "s"}}])
+    script = write_script(
+        home.parent,
+        [{"tool": "write_file", "args": {"path": "n.txt", "content": "t"}}, {"tool": "done", "args": {"summary": "s"}}],
+    )
     back = run_cli("replay", native["cycle_id"], "--home", str(home), "--model", f"scripted:{script}")
     assert back.exit_code == 0, back.output
     row = next(line for line in back.stdout.splitlines() if line.startswith("actions"))

@@ -15,8 +15,8 @@ import pytest
 
 from agent.outcomes import DiskError
 from agent.safe_yaml import FileRefused, read_text_file
-from agent.store.files import append_jsonl, atomic_write, read_jsonl
 from agent.store.crash import clean_after_crash
+from agent.store.files import append_jsonl, atomic_write, read_jsonl
 from agent.store.home import Home, remove_stale_temporaries
 
 
@@ -158,11 +158,20 @@ def test_stale_temporaries_are_removed_from_the_home_and_anywhere_in_the_workspa
     h.ensure_dirs()
     workspace = home / "workspace"
     (workspace / "deep" / "er").mkdir(parents=True)
-    stale = [h.scratchpad / ".active.yaml.4242.0a1b2c3d.tmp", h.logs / ".index.jsonl.7.ffffffff.tmp",
-             workspace / ".notes.txt.31337.deadbeef.tmp", workspace / "deep" / "er" / ".a.b.c.1.01234567.tmp"]
-    kept = [workspace / ".hidden.tmp", workspace / "report.tmp", workspace / ".notes.txt.123.xyz.tmp",
-            workspace / ".notes.txt.123.DEADBEEF.tmp", workspace / "notes.txt.1.deadbeef.tmp",
-            h.scratchpad / ".editor-swap.tmp"]
+    stale = [
+        h.scratchpad / ".active.yaml.4242.0a1b2c3d.tmp",
+        h.logs / ".index.jsonl.7.ffffffff.tmp",
+        workspace / ".notes.txt.31337.deadbeef.tmp",
+        workspace / "deep" / "er" / ".a.b.c.1.01234567.tmp",
+    ]
+    kept = [
+        workspace / ".hidden.tmp",
+        workspace / "report.tmp",
+        workspace / ".notes.txt.123.xyz.tmp",
+        workspace / ".notes.txt.123.DEADBEEF.tmp",
+        workspace / "notes.txt.1.deadbeef.tmp",
+        h.scratchpad / ".editor-swap.tmp",
+    ]
     for path in stale + kept:
         path.write_text("x")
     (workspace / ".dir.1.deadbeef.tmp").mkdir()
@@ -174,10 +183,16 @@ def test_stale_temporaries_are_removed_from_the_home_and_anywhere_in_the_workspa
 def test_the_temporary_file_of_a_write_killed_midway_is_removed_by_the_next_cleanup(home):
     workspace = home / "workspace"
     workspace.mkdir()
-    write = "import sys; from pathlib import Path; from agent.store.files import atomic_write; " \
-            "atomic_write(Path(sys.argv[1]), b'half')"
-    killed = subprocess.run([sys.executable, "-c", write, str(workspace / "notes.txt")],
-                            env=dict(os.environ, AGENT_TEST_KILL_AT="1"), capture_output=True, text=True)
+    write = (
+        "import sys; from pathlib import Path; from agent.store.files import atomic_write; "
+        "atomic_write(Path(sys.argv[1]), b'half')"
+    )
+    killed = subprocess.run(
+        [sys.executable, "-c", write, str(workspace / "notes.txt")],
+        env=dict(os.environ, AGENT_TEST_KILL_AT="1"),
+        capture_output=True,
+        text=True,
+    )
     assert killed.returncode == -signal.SIGKILL and "temporary file created" in killed.stderr
     [leftover] = workspace.iterdir()
     assert remove_stale_temporaries(Home.at(home), workspace) == [leftover]
@@ -211,6 +226,7 @@ def test_a_symlinked_folder_in_the_workspace_is_not_entered(home, tmp_path):
 @contextlib.contextmanager
 def fails_instead_of_hanging(seconds: float = 5):
     """Turn a hang into a test failure (SIGALRM interrupts a blocked open or read)."""
+
     def timed_out(signum, frame):
         raise TimeoutError("hung")
 
@@ -231,7 +247,10 @@ def test_read_text_file_returns_the_text_or_none_when_missing(tmp_path):
 
 def test_read_text_file_refuses_a_fifo_at_once_instead_of_hanging(tmp_path):
     os.mkfifo(tmp_path / "config.yaml")
-    with fails_instead_of_hanging(), pytest.raises(FileRefused, match=r"config.yaml: is not a regular file but a named pipe"):
+    with (
+        fails_instead_of_hanging(),
+        pytest.raises(FileRefused, match=r"config.yaml: is not a regular file but a named pipe"),
+    ):
         read_text_file(tmp_path / "config.yaml", "config file", 100)
 
 
@@ -252,11 +271,14 @@ def test_read_text_file_follows_a_symlink_to_a_regular_file(tmp_path):
     assert read_text_file(tmp_path / "config.yaml", "config file", 100) == "model: x\n"
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda p: p.mkdir(), "is a directory, not a file"),
-    (lambda p: p.write_bytes(b"x" * 101), "is 101 bytes, over the 100-byte limit for a config file"),
-    (lambda p: p.write_bytes(b"model: caf\xe9\n"), r"is not UTF-8 text \(byte 10 is 0xe9\); is it binary\?"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda p: p.mkdir(), "is a directory, not a file"),
+        (lambda p: p.write_bytes(b"x" * 101), "is 101 bytes, over the 100-byte limit for a config file"),
+        (lambda p: p.write_bytes(b"model: caf\xe9\n"), r"is not UTF-8 text \(byte 10 is 0xe9\); is it binary\?"),
+    ],
+)
 def test_read_text_file_refuses_what_is_not_bounded_utf8_text(tmp_path, make, message):
     make(tmp_path / "config.yaml")
     with pytest.raises(FileRefused, match=message) as refused:

@@ -15,8 +15,11 @@ def _home_paths(home: Home) -> dict[str, Path]:
     """Every file or folder Home names (properties and per-cycle paths), by attribute."""
     paths = {name: getattr(home, name) for name, value in vars(Home).items() if isinstance(value, property)}
     paths = {name: p for name, p in paths.items() if isinstance(p, Path)}
-    paths |= {"snapshot": home.snapshot("20260101_000000_00", "before"),
-              "cycle_log": home.cycle_log("20260101_000000_00"), "transcript": home.transcript("20260101_000000_00")}
+    paths |= {
+        "snapshot": home.snapshot("20260101_000000_00", "before"),
+        "cycle_log": home.cycle_log("20260101_000000_00"),
+        "transcript": home.transcript("20260101_000000_00"),
+    }
     return paths
 
 

@@ -50,8 +50,11 @@ def test_a_hundredth_cycle_in_one_second_moves_to_the_next_second_to_keep_order(
 def test_an_id_pruned_away_is_not_reused_out_of_order(h, start_cycle):
     for _ in range(3):
         start_cycle(h, MOMENT)
-    for path in (h.snapshot("20260401_100137_01", "before"), h.snapshot("20260401_100137_01", "after"),
-                 h.cycle_log("20260401_100137_01")):
+    for path in (
+        h.snapshot("20260401_100137_01", "before"),
+        h.snapshot("20260401_100137_01", "after"),
+        h.cycle_log("20260401_100137_01"),
+    ):
         path.unlink()  # retention removed the oldest
     assert new_cycle_id(h, MOMENT) == "20260401_100137_04"
 
@@ -86,8 +89,15 @@ def test_an_older_versions_suffixed_ids_are_continued_after_their_second():
 
 
 def test_both_id_forms_are_cycles_and_other_names_are_not(h):
-    for name in ("20260401_100137", "20260401_100137_02", "20260401_100138_01", "20261399_000000",
-                 "20260401_100139_1", "notes", "20260401_100140_001"):
+    for name in (
+        "20260401_100137",
+        "20260401_100137_02",
+        "20260401_100138_01",
+        "20261399_000000",
+        "20260401_100139_1",
+        "notes",
+        "20260401_100140_001",
+    ):
         h.snapshot(name, "before").write_text("{}")
     assert cycles_on_disk(h) == ["20260401_100137", "20260401_100137_02", "20260401_100138_01"]
     assert cycle_started("20260401_100138_01") == dt.datetime(2026, 4, 1, 10, 1, 38, tzinfo=dt.timezone.utc)

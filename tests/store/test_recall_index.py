@@ -50,8 +50,9 @@ def test_a_torn_last_line_is_indexed_once_it_is_whole(home):
 
 def test_foreign_and_broken_archive_lines_are_skipped(home):
     (home / "logs").mkdir()
-    Home.at(home).archive.write_text("not json\n[1, 2]\n{\"no\": \"kind\"}\n"
-                                     + json.dumps({"kind": "note", "value": "the one real otter"}) + "\n")
+    Home.at(home).archive.write_text(
+        'not json\n[1, 2]\n{"no": "kind"}\n' + json.dumps({"kind": "note", "value": "the one real otter"}) + "\n"
+    )
     [match] = search(Home.at(home), "otter", 10)
     assert (match.cycle_id, match.kind, match.text) == ("?", "note", "the one real otter")
 

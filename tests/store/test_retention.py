@@ -62,8 +62,9 @@ def test_a_clock_that_ran_fast_does_not_get_the_newest_cycles_pruned(home, start
     assert ids_on_disk(h) == newest
 
 
-@pytest.mark.parametrize("text, seconds", [("90s", 90), ("30m", 1800), ("12h", 43200), ("7d", 604800),
-                                           ("2w", 1209600), ("1.5D", 129600)])
+@pytest.mark.parametrize(
+    "text, seconds", [("90s", 90), ("30m", 1800), ("12h", 43200), ("7d", 604800), ("2w", 1209600), ("1.5D", 129600)]
+)
 def test_parse_duration_reads_a_number_and_a_unit(text, seconds):
     assert parse_duration(text) == seconds
 
@@ -78,7 +79,8 @@ def test_apply_retention_follows_settings_and_spares_the_protected_cycle(home, s
     assert apply_retention(h, Settings()) == []
     deleted = apply_retention(h, Settings(keep_cycles=1), protect=[ids[0]])
     assert {p.name for p in deleted} == {f"{i}_{label}.yaml" for i in ids[1:3] for label in ("before", "after")} | {
-        f"cycle_{i}.log" for i in ids[1:3]}
+        f"cycle_{i}.log" for i in ids[1:3]
+    }
     assert ids_on_disk(h) == [ids[0], ids[3]]
 
 

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from agent.state import fresh_state
 from agent.outcomes import InvalidScratchpad
 from agent.safe_yaml import dump_yaml
+from agent.state import fresh_state
 from agent.store.home import Home
-from agent.store.state_file import (MAX_SCRATCHPAD_BYTES, StateTooLarge, load_state, read_state_file,
-                                    state_size_problem, write_state)
+from agent.store.state_file import (
+    MAX_SCRATCHPAD_BYTES,
+    StateTooLarge,
+    load_state,
+    read_state_file,
+    state_size_problem,
+    write_state,
+)
 
 
 def state_of_size(size: int) -> dict:
@@ -39,8 +45,9 @@ def test_the_size_a_state_may_be_written_at_is_exactly_the_size_it_may_be_read_a
     write_state(h.active, largest)
     assert read_state_file(h.active, h.root) == largest
     too_big = state_of_size(MAX_SCRATCHPAD_BYTES + 1)
-    assert state_size_problem(too_big) == (f"the scratchpad would be {MAX_SCRATCHPAD_BYTES + 1:,} bytes, "
-                                           f"over the {MAX_SCRATCHPAD_BYTES:,}-byte limit")
+    assert state_size_problem(too_big) == (
+        f"the scratchpad would be {MAX_SCRATCHPAD_BYTES + 1:,} bytes, over the {MAX_SCRATCHPAD_BYTES:,}-byte limit"
+    )
 
 
 def test_a_state_too_big_to_read_back_is_not_written(home):

@@ -6,16 +6,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent.store.files import append_jsonl, read_jsonl
 from agent.store.tail import lines_forwards, records_backwards, records_forwards
 
 RECORD = st.fixed_dictionaries({"cycle_id": st.text(max_size=12)}, optional={"note": st.text(max_size=30)})
-LINE = st.one_of(RECORD.map(lambda r: json.dumps(r, ensure_ascii=False)),
-                 RECORD.map(lambda r: json.dumps(r, ensure_ascii=False)[:7]),  # torn
-                 RECORD.map(lambda r: '{"cycle_id": "tor' + json.dumps(r, ensure_ascii=False)),  # glued
-                 st.sampled_from(["", "not json", "[1, 2]", '{"other": 1}', "{\"cycle_id\": \"a\u2028b\"}"]))
+LINE = st.one_of(
+    RECORD.map(lambda r: json.dumps(r, ensure_ascii=False)),
+    RECORD.map(lambda r: json.dumps(r, ensure_ascii=False)[:7]),  # torn
+    RECORD.map(lambda r: '{"cycle_id": "tor' + json.dumps(r, ensure_ascii=False)),  # glued
+    st.sampled_from(["", "not json", "[1, 2]", '{"other": 1}', '{"cycle_id": "a\u2028b"}']),
+)
 
 
 @settings(max_examples=150, deadline=None)

@@ -31,13 +31,35 @@ def _records(n: int, seed: int = 7) -> list[dict]:
     for i in range(n):
         (year, month), day, hour = _month(rng.choice([0, 1, 2])), rng.randint(1, 28), rng.randint(0, 23)
         model = rng.choice(["openai:a", "openai:b", "openai:unpriced", 5, None])
-        usage = rng.choice([None, "odd", {"prompt_tokens": rng.randint(0, 5000),
-                                          "completion_tokens": rng.randint(0, 500), "total_tokens": rng.randint(0, 5500)}])
+        usage = rng.choice(
+            [
+                None,
+                "odd",
+                {
+                    "prompt_tokens": rng.randint(0, 5000),
+                    "completion_tokens": rng.randint(0, 500),
+                    "total_tokens": rng.randint(0, 5500),
+                },
+            ]
+        )
         cost = rng.choice([None, round(rng.random() / 100, 8), "x", True])
-        started = rng.choice([f"{year}-{month:02d}-{day:02d}T{hour:02d}:00:00+00:00",
-                              f"{year}-{month:02d}-{day:02d}T{hour:02d}:30:00+05:00", "garbage", None])
-        records.append({"cycle_id": f"{year}{month:02d}{day:02d}_{i:06d}_01", "started": started, "model": model,
-                        "usage": usage, "cost": cost})
+        started = rng.choice(
+            [
+                f"{year}-{month:02d}-{day:02d}T{hour:02d}:00:00+00:00",
+                f"{year}-{month:02d}-{day:02d}T{hour:02d}:30:00+05:00",
+                "garbage",
+                None,
+            ]
+        )
+        records.append(
+            {
+                "cycle_id": f"{year}{month:02d}{day:02d}_{i:06d}_01",
+                "started": started,
+                "model": model,
+                "usage": usage,
+                "cost": cost,
+            }
+        )
     return records
 
 
@@ -52,8 +74,11 @@ def _assert_equal_to_the_whole_file(home: Home) -> None:
     for day, bucket in totals.days.items():
         mine = bucket_spending(bucket, PRICES)
         theirs = days[day]
-        assert (mine["cycles"], mine["tokens"], mine["unpriced_cycles"]) == \
-            (theirs["cycles"], theirs["tokens"], theirs["unpriced_cycles"])
+        assert (mine["cycles"], mine["tokens"], mine["unpriced_cycles"]) == (
+            theirs["cycles"],
+            theirs["tokens"],
+            theirs["unpriced_cycles"],
+        )
         assert mine["cost"] == pytest.approx(theirs["cost"], abs=1e-6)
     for month, bucket in totals.months.items():
         in_month = [d for d in days.values() if d["day"][:7] == month]
@@ -98,12 +123,22 @@ def test_a_torn_last_line_counts_once_the_next_record_completes_it(h):
     _assert_equal_to_the_whole_file(h)
 
 
-@pytest.mark.parametrize("content", [b"", b"{not json", b"[]", b'{"version": 1}', b'{"version": 99}',
-                                     b'{"version": 1, "index_bytes": "x", "fingerprint": "", "records": 0, '
-                                     b'"days": {}, "months": {}, "disk": {"snapshots": [0, 0], "logs": [0, 0]}}',
-                                     b'{"version": 1, "index_bytes": 0, "fingerprint": "", "records": 0, "days": '
-                                     b'{"2026-11-01": {"cycles": "many"}}, "months": {}, "disk": {}}',
-                                     "\u00e9t\u00e9 \udcff".encode("utf-8", "surrogatepass"), b"\x00" * 40])
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"{not json",
+        b"[]",
+        b'{"version": 1}',
+        b'{"version": 99}',
+        b'{"version": 1, "index_bytes": "x", "fingerprint": "", "records": 0, '
+        b'"days": {}, "months": {}, "disk": {"snapshots": [0, 0], "logs": [0, 0]}}',
+        b'{"version": 1, "index_bytes": 0, "fingerprint": "", "records": 0, "days": '
+        b'{"2026-11-01": {"cycles": "many"}}, "months": {}, "disk": {}}',
+        "\u00e9t\u00e9 \udcff".encode("utf-8", "surrogatepass"),
+        b"\x00" * 40,
+    ],
+)
 def test_a_missing_or_corrupt_totals_file_is_recounted(h, content):
     append_jsonl(h.index, _records(120))
     totals_path(h).write_bytes(content)
@@ -157,10 +192,20 @@ def test_readers_catch_up_in_memory_and_never_write(h):
 
 def test_a_record_dated_far_ahead_never_pushes_this_month_out(h):
     append_jsonl(h.index, _records(50))
-    append_jsonl(h.index, [{"cycle_id": f"2099{m:02d}01_000000_01", "started": f"2099-{m:02d}-01T00:00:00+00:00",
-                            "usage": {"total_tokens": 1}} for m in range(1, 13)])
+    append_jsonl(
+        h.index,
+        [
+            {
+                "cycle_id": f"2099{m:02d}01_000000_01",
+                "started": f"2099-{m:02d}-01T00:00:00+00:00",
+                "usage": {"total_tokens": 1},
+            }
+            for m in range(1, 13)
+        ],
+    )
     this_month = "%d-%02d" % _month(0)
     totals = load_totals(h)
     assert this_month in totals.months and len(totals.months) <= 6
-    assert bucket_spending(totals.months[this_month], PRICES)["cycles"] == \
-        sum(d["cycles"] for d in _whole_file_days(h).values() if d["day"][:7] == this_month)
+    assert bucket_spending(totals.months[this_month], PRICES)["cycles"] == sum(
+        d["cycles"] for d in _whole_file_days(h).values() if d["day"][:7] == this_month
+    )

@@ -58,11 +58,17 @@ def _killed_home(tmp_path: Path, depth: int, name: str = "d") -> tuple[Path, Pat
     home = tmp_path / "home"
     assert run_cli("init", str(home)).exit_code == 0
     _deep(home / "workspace", depth, name)
-    script = write_script(tmp_path, [{"tool": "write_file", "args": {"path": "note.txt", "content": "x"}},
-                                     {"tool": "done", "args": {"summary": "wrote"}}])
+    script = write_script(
+        tmp_path,
+        [
+            {"tool": "write_file", "args": {"path": "note.txt", "content": "x"}},
+            {"tool": "done", "args": {"summary": "wrote"}},
+        ],
+    )
     for kill_at in range(1, 40):
-        killed = run_agent_process("run", "--home", str(home), "--model", f"scripted:{script}", "-q",
-                                   env={"AGENT_TEST_KILL_AT": str(kill_at)})
+        killed = run_agent_process(
+            "run", "--home", str(home), "--model", f"scripted:{script}", "-q", env={"AGENT_TEST_KILL_AT": str(kill_at)}
+        )
         assert killed.returncode == -signal.SIGKILL, killed.stderr
         if "killed at note.txt: temporary file written" in killed.stderr:
             break
@@ -81,8 +87,9 @@ def test_after_a_kill_the_next_run_and_a_replay_work_whatever_the_tree(tmp_path,
         assert re.search(r"after-crash sweep did not reach .*deeper than 128 levels", latest)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    replay = run_agent_process("replay", "latest", "--home", str(home), "--model", f"scripted:{script}",
-                               env={"TMPDIR": str(scratch)})
+    replay = run_agent_process(
+        "replay", "latest", "--home", str(home), "--model", f"scripted:{script}", env={"TMPDIR": str(scratch)}
+    )
     assert replay.returncode == 0, replay.stderr
     assert "Traceback" not in replay.stderr
     if depth > 128:
@@ -102,9 +109,14 @@ def test_a_failing_sweep_is_logged_and_never_fails_the_cycle(tmp_path, monkeypat
     assert swept == [] and "after-crash sweep failed, the cycle goes on: RecursionError" in swept.note
 
 
-@pytest.mark.parametrize("path", ["/".join(["d"] * 1200) + "/f.txt",   # the reproduction
-                                  "/".join(["d"] * 33),                 # one level past the cap
-                                  "x" * 1025])                          # one character past it
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/".join(["d"] * 1200) + "/f.txt",  # the reproduction
+        "/".join(["d"] * 33),  # one level past the cap
+        "x" * 1025,
+    ],
+)  # one character past it
 def test_the_file_tools_refuse_paths_too_deep_or_too_long(tmp_path, path):
     (tmp_path / "workspace").mkdir()
     with pytest.raises(ToolError, match="the tools take at most 1024 characters and 32 levels"):

@@ -49,20 +49,33 @@ WORK = [
 
 
 def agent_env(extra: dict | None = None) -> dict:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("AGENT_HOME", "AGENT_MODEL", "OPENAI_API_KEY", "AGENT_TEST_KILL_AT")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("AGENT_HOME", "AGENT_MODEL", "OPENAI_API_KEY", "AGENT_TEST_KILL_AT")
+    }
     env.update(extra or {})
     return env
 
 
 def spawn(*args: str, extra_env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "agent", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=agent_env(extra_env))
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=agent_env(extra_env),
+    )
 
 
 def run_proc(*args: str, extra_env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True,
-                          env=agent_env(extra_env), timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "agent", *args],
+        capture_output=True,
+        text=True,
+        env=agent_env(extra_env),
+        timeout=timeout,
+    )
 
 
 KILLED_NOTE = re.compile(r"^\[CYCLE FAILED\] cycle \S+ was killed before it saved .*\n?", re.MULTILINE)
@@ -136,7 +149,9 @@ class Expected:
                 if calls:
                     (scratch / "logs").mkdir()
                     (scratch / "logs" / "calls.jsonl").write_bytes(calls)
-                if after_a_kill:  # a before snapshot, no after; the id as long as a real one: notes_budget counts characters
+                if (
+                    after_a_kill
+                ):  # a before snapshot, no after; the id as long as a real one: notes_budget counts characters
                     (scratch / "scratchpad" / "20000101_000000_01_before.yaml").write_text(yaml.safe_dump(state))
                 result = run_cli("run", "--home", str(scratch), "--model", f"scripted:{self.script}", "-q")
                 assert result.exit_code == 0, result.output
@@ -169,8 +184,9 @@ def test_kill_at_every_write_step_loses_nothing(tmp_path: Path):
         assert k < 60, "more kill points than expected: is the AGENT_TEST_KILL_AT counter broken?"
         home = tmp_path / f"kill-{k}"
         shutil.copytree(base, home, symlinks=True)
-        killed = run_proc("run", "--home", str(home), "--model", f"scripted:{script}", "-q",
-                          extra_env={"AGENT_TEST_KILL_AT": str(k)})
+        killed = run_proc(
+            "run", "--home", str(home), "--model", f"scripted:{script}", "-q", extra_env={"AGENT_TEST_KILL_AT": str(k)}
+        )
         if killed.returncode == 0:
             break  # k is past the last write step: the cycle ran to the end
         assert killed.returncode == -signal.SIGKILL, killed.stderr
@@ -196,10 +212,19 @@ def test_kill_at_every_write_step_loses_nothing(tmp_path: Path):
         shutil.rmtree(home)
 
     joined = "\n".join(steps)
-    for must in ("lock taken", "_before.yaml: temporary file created", "_before.yaml: temporary file written",
-                 "_after.yaml: renamed", "active.yaml: temporary file created", "active.yaml: temporary file written",
-                 "active.yaml: temporary file synced", "active.yaml: renamed", "active.yaml: folder synced",
-                 "index.jsonl: before append", "index.jsonl: appended"):
+    for must in (
+        "lock taken",
+        "_before.yaml: temporary file created",
+        "_before.yaml: temporary file written",
+        "_after.yaml: renamed",
+        "active.yaml: temporary file created",
+        "active.yaml: temporary file written",
+        "active.yaml: temporary file synced",
+        "active.yaml: renamed",
+        "active.yaml: folder synced",
+        "index.jsonl: before append",
+        "index.jsonl: appended",
+    ):
         assert must in joined, f"no kill at '{must}' (saw: {steps})"
     assert len(steps) >= 15
 
@@ -270,8 +295,11 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
                 time.sleep(rng.uniform(0, 1.1 * span))
             else:  # inside the cycle proper: once its log exists, somewhere in its writes
                 deadline = time.monotonic() + 10
-                while not set((home / "logs").glob("cycle_*.log")) - logs and proc.poll() is None \
-                        and time.monotonic() < deadline:
+                while (
+                    not set((home / "logs").glob("cycle_*.log")) - logs
+                    and proc.poll() is None
+                    and time.monotonic() < deadline
+                ):
                     time.sleep(0.001)
                 time.sleep(rng.uniform(0, 1.2 * inner))
             proc.kill()
@@ -387,9 +415,22 @@ def test_signal_before_the_loop_starts_is_a_failed_cycle_not_a_crash(tmp_path: P
     (home / "scratchpad" / "active.yaml").write_text("goals: [stay]\nnotes: known before\n")
     read = active_state(home)
     script = write_script(tmp_path, WORK)
-    proc = subprocess.run([sys.executable, "-c", SIGNAL_WHILE_WRITING_BEFORE.replace("{sig}", sig), "run",
-                           "--home", str(home), "--model", f"scripted:{script}"],
-                          capture_output=True, text=True, env=agent_env(), timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            SIGNAL_WHILE_WRITING_BEFORE.replace("{sig}", sig),
+            "run",
+            "--home",
+            str(home),
+            "--model",
+            f"scripted:{script}",
+        ],
+        capture_output=True,
+        text=True,
+        env=agent_env(),
+        timeout=60,
+    )
     assert proc.returncode == ExitCode.FAILED, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     saved = active_state(home)
@@ -413,8 +454,9 @@ class LockHolder:
         os.mkfifo(self.fifo)
         config = home / "config.yaml"
         config.write_text(config.read_text().replace("[sleep,", "[cat, sleep,") + "shell_timeout: 600\n")
-        script = write_script(tmp_path, [WORK[0], {"tool": "shell", "args": {"command": "cat release.fifo"}},
-                                         *WORK[1:]], "long.yaml")
+        script = write_script(
+            tmp_path, [WORK[0], {"tool": "shell", "args": {"command": "cat release.fifo"}}, *WORK[1:]], "long.yaml"
+        )
         self.proc = spawn("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
         wait_for(lambda: "cat release.fifo" in _log_text(home), what="the holder to reach its shell tool")
         # the command's process-group record is written once it started: only then is the home still
@@ -451,8 +493,12 @@ def test_while_a_cycle_runs_every_other_run_and_reset_exits_busy_without_reading
     (home / "scratchpad" / "active.yaml").write_bytes(b"\x00garbage: [\n")  # the holder already read it
     frozen = tree_digest(home)
 
-    others = [spawn("run", "--home", str(home), "--model", f"scripted:{script}") if i % 3 else
-              spawn("reset", "--home", str(home)) for i in range(19)]
+    others = [
+        spawn("run", "--home", str(home), "--model", f"scripted:{script}")
+        if i % 3
+        else spawn("reset", "--home", str(home))
+        for i in range(19)
+    ]
     results = [(p.args[3], *p.communicate(timeout=60), p.returncode) for p in others]
     assert tree_digest(home) == frozen  # nothing read-then-written, no snapshot, no log, no reset
     assert holder.poll() is None, "the holder should still be running"
@@ -465,7 +511,8 @@ def test_while_a_cycle_runs_every_other_run_and_reset_exits_busy_without_reading
     holder.communicate(timeout=60)
     assert holder.returncode == 0
     assert core(active_state(home))["completed_tasks"] == read["completed_tasks"] + [
-        {"task": "write report", "summary": "report written"}]
+        {"task": "write report", "summary": "report written"}
+    ]
     assert len(list((home / "scratchpad").glob("*_before.yaml"))) == 2
 
 
@@ -480,15 +527,22 @@ def test_twenty_overlapping_runs_and_resets_serialise_and_lose_no_update(tmp_pat
     (home / "templates").mkdir()
     for r in range(6):
         (home / "templates" / f"r{r}.yaml").write_text(f"goals: [reset-{r}]\nnotes: ''\n")
-    script = write_script(tmp_path, [
-        {"tool": "shell", "args": {"command": "mkdir held"}},
-        WORK[0],
-        {"tool": "shell", "args": {"command": "sleep 0.05"}},
-        {"tool": "shell", "args": {"command": "rmdir held"}},
-        WORK[2],
-    ])
-    start = [spawn("reset", "--home", str(home), "--template", f"r{i // 3}", "--json") if i % 3 == 0 and i < 18 else
-             spawn("run", "--home", str(home), "--model", f"scripted:{script}", "--json") for i in range(20)]
+    script = write_script(
+        tmp_path,
+        [
+            {"tool": "shell", "args": {"command": "mkdir held"}},
+            WORK[0],
+            {"tool": "shell", "args": {"command": "sleep 0.05"}},
+            {"tool": "shell", "args": {"command": "rmdir held"}},
+            WORK[2],
+        ],
+    )
+    start = [
+        spawn("reset", "--home", str(home), "--template", f"r{i // 3}", "--json")
+        if i % 3 == 0 and i < 18
+        else spawn("run", "--home", str(home), "--model", f"scripted:{script}", "--json")
+        for i in range(20)
+    ]
     done = [(p.args[3], *p.communicate(timeout=120), p.returncode) for p in start]
     assert len([d for d in done if d[0] == "reset"]) == 6
     codes = [d[3] for d in done]
@@ -511,8 +565,15 @@ def test_twenty_overlapping_runs_and_resets_serialise_and_lose_no_update(tmp_pat
         b, a = read_state_file(before, home), read_state_file(after, home)
         assert "[exit status" not in a["notes"], "two cycles overlapped (mkdir held failed)"
         assert a["completed_tasks"][-1] == {"task": "write report", "summary": "report written"}
-        candidates = [core(s) for s in reset_states] + ([previous] if previous is not None else [core(read_state_file(
-            Path(__file__).resolve().parents[2] / "agent" / "templates" / "default.yaml", home))])
+        candidates = [core(s) for s in reset_states] + (
+            [previous]
+            if previous is not None
+            else [
+                core(
+                    read_state_file(Path(__file__).resolve().parents[2] / "agent" / "templates" / "default.yaml", home)
+                )
+            ]
+        )
         assert core(b) in candidates, "a cycle read a state nobody saved: an update was lost"
         previous = core(a)
     final = core(active_state(home))
@@ -533,8 +594,9 @@ def test_wait_queues_runs_and_resets_instead_of_exiting_busy(tmp_path: Path):
     assert quick.returncode == ExitCode.BUSY
     short = run_proc("reset", "--home", str(home), "--wait", "0.2")
     assert short.returncode == ExitCode.BUSY and "after waiting 0.2s" in short.stderr
-    queued = [spawn("run", "--home", str(home), "--model", f"scripted:{script}", "--wait", "60", "-q")
-              for _ in range(6)]
+    queued = [
+        spawn("run", "--home", str(home), "--model", f"scripted:{script}", "--wait", "60", "-q") for _ in range(6)
+    ]
     holding.release()
     for proc in queued:
         out, err = proc.communicate(timeout=120)
@@ -561,26 +623,50 @@ def _buggy(change):
         if refusal is None:
             new = change(new)
         return new, refusal
+
     return apply_update
 
 
-@pytest.mark.parametrize("change, why", [
-    (lambda s: dict(s, completed_tasks=s["completed_tasks"][1:]), "no longer a prefix"),
-    (lambda s: dict(s, completed_tasks=list(reversed(s["completed_tasks"]))), "no longer a prefix"),
-    (lambda s: dict(s, completed_tasks=[dict(t, summary="rewritten") if isinstance(t, dict) else t + "!"
-                                        for t in s["completed_tasks"]]), "no longer a prefix"),
-    (lambda s: dict(s, goals="not a list"), "field 'goals' must be a list of strings"),
-    (lambda s: dict(s, current_task=42), "field 'current_task' must be a string or null"),
-    (lambda s: dict(s, completed_tasks=s["completed_tasks"] + [5]), "field 'completed_tasks[2]' must be"),
-    (lambda s: {k: v for k, v in s.items() if k != "pending_actions"} | {"pending_actions": {"x": 1}},
-     "field 'pending_actions' must be a list"),
-    (lambda s: dict(s, last_updated="2099-01-01T00:00:00+00:00"), "runtime-owned field 'last_updated'"),
-], ids=["shrunk", "reordered", "rewritten", "goals-type", "task-type", "done-item-type", "pending-type", "last-updated"])
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        (lambda s: dict(s, completed_tasks=s["completed_tasks"][1:]), "no longer a prefix"),
+        (lambda s: dict(s, completed_tasks=list(reversed(s["completed_tasks"]))), "no longer a prefix"),
+        (
+            lambda s: dict(
+                s,
+                completed_tasks=[
+                    dict(t, summary="rewritten") if isinstance(t, dict) else t + "!" for t in s["completed_tasks"]
+                ],
+            ),
+            "no longer a prefix",
+        ),
+        (lambda s: dict(s, goals="not a list"), "field 'goals' must be a list of strings"),
+        (lambda s: dict(s, current_task=42), "field 'current_task' must be a string or null"),
+        (lambda s: dict(s, completed_tasks=s["completed_tasks"] + [5]), "field 'completed_tasks[2]' must be"),
+        (
+            lambda s: {k: v for k, v in s.items() if k != "pending_actions"} | {"pending_actions": {"x": 1}},
+            "field 'pending_actions' must be a list",
+        ),
+        (lambda s: dict(s, last_updated="2099-01-01T00:00:00+00:00"), "runtime-owned field 'last_updated'"),
+    ],
+    ids=[
+        "shrunk",
+        "reordered",
+        "rewritten",
+        "goals-type",
+        "task-type",
+        "done-item-type",
+        "pending-type",
+        "last-updated",
+    ],
+)
 def test_broken_invariant_drops_the_cycle_changes(tmp_path: Path, monkeypatch, change, why):
     home = make_home(tmp_path, ALLOW)
     (home / "scratchpad" / "active.yaml").write_text(
         "goals: [g]\ncurrent_task: t\ncompleted_tasks: [first, {task: second, summary: s}]\n"
-        "notes: before\nlast_updated: '2024-01-01T00:00:00+00:00'\n")
+        "notes: before\nlast_updated: '2024-01-01T00:00:00+00:00'\n"
+    )
     read = active_state(home)
     monkeypatch.setattr(agent.dispatcher, "apply_update", _buggy(change))
     # one buggy update, then the iteration cap ends the loop: the invariants see the bad state
@@ -673,8 +759,11 @@ def test_read_only_home_is_exit_7_and_changes_nothing(tmp_path: Path, monkeypatc
     home, script, old = _lived_in(tmp_path)
     frozen = tree_digest(home)
     _fail_writes(monkeypatch, errno.EROFS, lambda p: p.startswith(str(home)))
-    args = ["run", "--home", str(home), "--model", f"scripted:{script}"] if command == "run" else \
-        ["reset", "--home", str(home)]
+    args = (
+        ["run", "--home", str(home), "--model", f"scripted:{script}"]
+        if command == "run"
+        else ["reset", "--home", str(home)]
+    )
     result = run_cli(*args)
     monkeypatch.undo()
     assert result.exit_code == ExitCode.DISK, result.output

@@ -10,16 +10,17 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from agent.state import FIELD_SCHEMAS, normalize, problems
 from agent.config import Settings
 from agent.dispatcher import dispatch
-from agent.tags import Tag
 from agent.outcomes import InvalidScratchpad
 from agent.safe_yaml import dump_yaml, load_yaml
-from agent.store.state_file import read_state_file
 from agent.secrets import Secrets
+from agent.state import FIELD_SCHEMAS, normalize, problems
+from agent.store.state_file import read_state_file
+from agent.tags import Tag
 from agent.tools import ToolContext, build_registry
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
@@ -29,12 +30,16 @@ FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(Heal
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=30))
 json_values = st.recursive(
     scalars,
-    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=10), children, max_size=4)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
     max_leaves=20,
 )
 plain_values = st.recursive(  # what a state may hold in an operator's own key: no NaN (NaN != NaN)
     st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=30)),
-    lambda children: st.one_of(st.lists(children, max_size=4), st.dictionaries(st.text(max_size=10), children, max_size=4)),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
     max_leaves=20,
 )
 field_names = st.sampled_from(sorted(FIELD_SCHEMAS)) | st.text(max_size=15)
@@ -43,8 +48,10 @@ good_values = {
     "goals": st.lists(st.text(max_size=20), max_size=3),
     "current_task": st.none() | st.text(max_size=20),
     "pending_actions": st.lists(st.text(max_size=20), max_size=3),
-    "completed_tasks": st.lists(st.text(max_size=20) | st.dictionaries(st.text(max_size=8), st.none() | st.text(max_size=20),
-                                                                      max_size=3), max_size=3),
+    "completed_tasks": st.lists(
+        st.text(max_size=20) | st.dictionaries(st.text(max_size=8), st.none() | st.text(max_size=20), max_size=3),
+        max_size=3,
+    ),
     "notes": st.text(max_size=60),
     "last_updated": st.text(max_size=20),
 }
@@ -58,8 +65,20 @@ valid_states = st.fixed_dictionaries(
     optional={"last_updated": st.none() | st.just("2024-01-01T00:00:00+00:00"), "operator_key": plain_values},
 )
 # Tools that touch only the (temporary) home; shell and http_get are turned off for fuzzing.
-tool_names = st.sampled_from(["update_scratchpad", "done", "echo", "read_file", "write_file", "append_file",
-                              "list_dir", "shell", "http_get", "no_such_tool"]) | st.text(max_size=12)
+tool_names = st.sampled_from(
+    [
+        "update_scratchpad",
+        "done",
+        "echo",
+        "read_file",
+        "write_file",
+        "append_file",
+        "list_dir",
+        "shell",
+        "http_get",
+        "no_such_tool",
+    ]
+) | st.text(max_size=12)
 
 
 @st.composite
@@ -155,8 +174,13 @@ def test_a_sequence_of_replies_keeps_every_intermediate_state_valid(env, state, 
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
-@given(data=st.one_of(st.binary(max_size=300), st.text(max_size=300).map(str.encode),
-                      valid_states.map(lambda s: dump_yaml(s).encode())))
+@given(
+    data=st.one_of(
+        st.binary(max_size=300),
+        st.text(max_size=300).map(str.encode),
+        valid_states.map(lambda s: dump_yaml(s).encode()),
+    )
+)
 def test_read_state_file_accepts_valid_or_refuses_clearly(tmp_path_factory, data):
     """Arbitrary bytes in active.yaml: either a valid state or InvalidScratchpad, nothing else."""
     folder = tmp_path_factory.mktemp("read")

@@ -23,10 +23,10 @@ import pytest
 
 from agent.cli.live import LiveReporter
 from agent.dispatcher import Outcome
-from agent.tags import Tag
 from agent.outcomes import StopReason
 from agent.providers import Usage
 from agent.secrets import Secrets
+from agent.tags import Tag
 from tests.helpers import make_home, read_yaml, run_agent_process, run_cli, tree_digest, write_active, write_script
 from tests.providers.openai_server import OpenAIServer, Reply
 
@@ -34,8 +34,14 @@ KEY = "sk-live-4f9a2c7e1b3d5f608a9c"
 TOKEN = "tok-deploy-71c3e9a5b2"
 DOTENV = f"OPENAI_API_KEY={KEY}\nDEPLOY_TOKEN={TOKEN}\n"
 DONE = {"tool": "done", "args": {"summary": "finished"}}
-BASE_CONFIG = {"secret_env": ["DEPLOY_TOKEN"], "max_iterations": 20, "max_retries": 0, "request_timeout": 10,
-               "repeat_limit": 20, "shell_allowlist": ["cat", "echo", "env", "ls"]}
+BASE_CONFIG = {
+    "secret_env": ["DEPLOY_TOKEN"],
+    "max_iterations": 20,
+    "max_retries": 0,
+    "request_timeout": 10,
+    "repeat_limit": 20,
+    "shell_allowlist": ["cat", "echo", "env", "ls"],
+}
 
 
 def b64(text: str, urlsafe: bool = False, pad: bool = True) -> str:
@@ -95,6 +101,7 @@ def server():
 
 # ----------------------------------------------------------------- secrets: read, print, keep
 
+
 def _echo(message: str) -> dict:
     return {"tool": "echo", "args": {"message": message}}
 
@@ -111,16 +118,27 @@ SECRET_ATTACKS = {
     "echo_of_the_key_reversed": [_echo(KEY[::-1])],
     "echo_of_the_key_percent_encoded": [_echo("".join(f"%{b:02x}" for b in KEY.encode()))],
     "echo_of_the_key_repr_and_json_escaped": [_echo(repr(KEY + "\n")), _echo(json.dumps(KEY + "\r\n"))],
-    "update_scratchpad_stores_the_key": [{"tool": "update_scratchpad", "args": {
-        "notes": f"key={KEY}", "goals": [f"token {TOKEN}"], "current_task": f"use {b64(KEY)}",
-        "pending_actions": [KEY[::-1]]}}],
+    "update_scratchpad_stores_the_key": [
+        {
+            "tool": "update_scratchpad",
+            "args": {
+                "notes": f"key={KEY}",
+                "goals": [f"token {TOKEN}"],
+                "current_task": f"use {b64(KEY)}",
+                "pending_actions": [KEY[::-1]],
+            },
+        }
+    ],
     "write_file_with_the_key_then_read_it_back": [
         {"tool": "write_file", "args": {"path": "stolen.txt", "content": f"{KEY}\n{b64(TOKEN)}"}},
-        {"tool": "read_file", "args": {"path": "stolen.txt"}}],
+        {"tool": "read_file", "args": {"path": "stolen.txt"}},
+    ],
     "read_an_operator_file_holding_the_key_in_base64": [{"tool": "read_file", "args": {"path": "encoded.txt"}}],
     "read_a_file_with_the_key_at_the_note_clip_boundary": [{"tool": "read_file", "args": {"path": "padded.txt"}}],
     "unknown_tool_and_unparseable_reply_carrying_the_key": [
-        {"tool": f"leak_{KEY}", "args": {KEY: TOKEN}}, f"not json but {KEY} and {b64(TOKEN)}"],
+        {"tool": f"leak_{KEY}", "args": {KEY: TOKEN}},
+        f"not json but {KEY} and {b64(TOKEN)}",
+    ],
     "done_summary_carrying_the_key": [{"tool": "done", "args": {"summary": f"done; key {KEY} token {TOKEN}"}}],
     "tool_arguments_named_after_the_key": [{"tool": "echo", "args": {"message": "hi", KEY: 1}}],
     "a_reply_with_the_key_across_the_log_line_cut": ["x" * 1982 + KEY],
@@ -153,6 +171,7 @@ def test_the_reflect_prompt_is_redacted_like_every_other(tmp_path: Path, server:
 
 
 # ------------------------------------------------------------ secrets: send out over http_get
+
 
 class Collector(http.server.ThreadingHTTPServer):
     """The attacker's host: records every request line and header; /bounce redirects to a URL
@@ -225,10 +244,17 @@ def test_a_collector_never_receives_a_key(tmp_path: Path, server: OpenAIServer, 
     assert_nothing_leaked(home, planted, result.stdout, result.stderr)
 
 
-@pytest.mark.parametrize("url", [f"http://127.0.0.1:9/?k={KEY}", f"http://127.0.0.1:9/{b64(KEY)}",
-                                 f"http://127.0.0.1:9/?k={quote(quote(KEY, safe='-'), safe='')}",
-                                 f"http://u:{KEY}@127.0.0.1:9/", f"http://127.0.0.1:9/#{KEY.encode().hex()}"],
-                         ids=["raw", "base64", "percent_encoded", "userinfo", "hex_fragment"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"http://127.0.0.1:9/?k={KEY}",
+        f"http://127.0.0.1:9/{b64(KEY)}",
+        f"http://127.0.0.1:9/?k={quote(quote(KEY, safe='-'), safe='')}",
+        f"http://u:{KEY}@127.0.0.1:9/",
+        f"http://127.0.0.1:9/#{KEY.encode().hex()}",
+    ],
+    ids=["raw", "base64", "percent_encoded", "userinfo", "hex_fragment"],
+)
 def test_http_get_refuses_a_url_carrying_a_secret_before_connecting(tmp_path: Path, monkeypatch, url) -> None:
     from agent.config import Settings
     from agent.tools import ToolContext, ToolError
@@ -243,12 +269,14 @@ def test_http_get_refuses_a_url_carrying_a_secret_before_connecting(tmp_path: Pa
 
 # --------------------------------------------------- secrets: where the operator's config puts them
 
+
 def test_base_url_userinfo_is_a_secret(tmp_path: Path, server: OpenAIServer) -> None:
     password = "hunter2-basic-auth-pw"
     home, planted = plant_home(tmp_path)
     base = server.base_url.replace("http://", f"http://agent:{password}@")
-    server.add(Reply.chat(_echo(f"pw {password}")), Reply.chat({"tool": "shell", "args": {"command": "env"}}),
-               Reply.chat(DONE))
+    server.add(
+        Reply.chat(_echo(f"pw {password}")), Reply.chat({"tool": "shell", "args": {"command": "env"}}), Reply.chat(DONE)
+    )
     result = run_hostile(home, server, env={"OPENAI_BASE_URL": base})
     assert result.returncode == 0, result.stderr
     assert "OPENAI_BASE_URL" not in (read_yaml(home / "scratchpad" / "active.yaml")["notes"])  # hidden from children
@@ -293,8 +321,9 @@ def test_a_key_with_a_newline_inside_exits_2_naming_the_variable(tmp_path: Path,
 def test_an_unreachable_endpoint_with_a_crlf_key_names_no_key(tmp_path: Path, server: OpenAIServer) -> None:
     """The httpx "Illegal header value b'Bearer sk-...\\r\\n'" case: the header is never built."""
     home, planted = plant_home(tmp_path)
-    result = run_hostile(home, server, "--json", env={"OPENAI_API_KEY": KEY + "\r\n",
-                                                     "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"})
+    result = run_hostile(
+        home, server, "--json", env={"OPENAI_API_KEY": KEY + "\r\n", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    )
     assert result.returncode == 4
     assert "Illegal header" not in result.stdout + result.stderr
     assert json.loads(result.stdout.splitlines()[-1])["error"]
@@ -332,9 +361,15 @@ PAYLOADS = {
 
 def _terminal_script(payload: str) -> list[dict | str]:
     return [
-        {"tool": "update_scratchpad", "args": {"current_task": f"task {payload}", "goals": [f"goal {payload}"],
-                                               "pending_actions": [f"next {payload}"],
-                                               "completed_tasks": [{"task": f"old {payload}", "summary": payload}]}},
+        {
+            "tool": "update_scratchpad",
+            "args": {
+                "current_task": f"task {payload}",
+                "goals": [f"goal {payload}"],
+                "pending_actions": [f"next {payload}"],
+                "completed_tasks": [{"task": f"old {payload}", "summary": payload}],
+            },
+        },
         _echo(f"echo {payload}"),
         {"tool": f"tool{payload}", "args": {}},
         {"tool": "done", "args": {"summary": f"done {payload}"}},
@@ -358,10 +393,15 @@ def terminal_homes(tmp_path_factory):
 
 SURFACES = {
     "run_progress": None,
-    "show": ["show", "--all"], "show_json": ["show", "--json"],
-    "diff": ["diff"], "diff_json": ["diff", "--json"],
-    "history": ["history"], "history_json": ["history", "--json"],
-    "status": ["status"], "task_list": ["task", "list"], "goal_list": ["goal", "list"],
+    "show": ["show", "--all"],
+    "show_json": ["show", "--json"],
+    "diff": ["diff"],
+    "diff_json": ["diff", "--json"],
+    "history": ["history"],
+    "history_json": ["history", "--json"],
+    "status": ["status"],
+    "task_list": ["task", "list"],
+    "goal_list": ["goal", "list"],
     "error_message": ["diff", "no-such-cycle-{payload}"],
 }
 

@@ -18,19 +18,21 @@ from pathlib import Path
 import pytest
 
 from agent.outcomes import ExitCode
-from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
 from agent.safe_yaml import load_yaml
+from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
 from tests.helpers import run_cli, tree_digest, write_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 LAUGHS = "lol0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
-    f"lol{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10))
+    f"lol{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 10)
+)
 
 
 def _write_bytes(data: bytes):
     def make(active: Path, tmp: Path) -> None:
         active.write_bytes(data)
+
     return make
 
 
@@ -73,17 +75,31 @@ def _fifo(active: Path, tmp: Path) -> None:
 CASES = [
     ("bad-yaml", _write_text("goals: [unclosed, list\nnotes: x\n"), r"invalid YAML at line \d+, column \d+"),
     ("bad-indent", _write_text("goals:\n  - a\n - b\n"), r"invalid YAML at line"),
-    ("tag-python-apply", _write_text("!!python/object/apply:os.system ['touch PWNED']\n"),
-     r"YAML tags that build objects are not allowed .*python/object/apply"),
-    ("tag-python-name", _write_text("goals: !!python/name:os.system\n"), r"YAML tags that build objects are not allowed"),
-    ("tag-python-new-in-field", _write_text("notes: !!python/object/new:subprocess.Popen [[touch, PWNED]]\n"),
-     r"YAML tags that build objects are not allowed"),
+    (
+        "tag-python-apply",
+        _write_text("!!python/object/apply:os.system ['touch PWNED']\n"),
+        r"YAML tags that build objects are not allowed .*python/object/apply",
+    ),
+    (
+        "tag-python-name",
+        _write_text("goals: !!python/name:os.system\n"),
+        r"YAML tags that build objects are not allowed",
+    ),
+    (
+        "tag-python-new-in-field",
+        _write_text("notes: !!python/object/new:subprocess.Popen [[touch, PWNED]]\n"),
+        r"YAML tags that build objects are not allowed",
+    ),
     ("top-level-list", _write_text("- goals\n- notes\n"), r"top level must be a mapping of fields, got list"),
     ("top-level-string", _write_text("just some words\n"), r"top level must be a mapping of fields, got str"),
     ("top-level-number", _write_text("42\n"), r"top level must be a mapping of fields, got int"),
     ("goals-wrong-type", _write_text("goals: write the report\n"), r"field 'goals' must be a list of strings, got str"),
     ("goal-item-wrong-type", _write_text("goals: [ok, {nested: map}]\n"), r"field 'goals\[1\]' must be a string"),
-    ("current-task-number", _write_text("current_task: 7\n"), r"field 'current_task' must be a string or null, got int"),
+    (
+        "current-task-number",
+        _write_text("current_task: 7\n"),
+        r"field 'current_task' must be a string or null, got int",
+    ),
     ("completed-tasks-numbers", _write_text("completed_tasks: [1, 2]\n"), r"field 'completed_tasks\[0\]' must be"),
     ("notes-list", _write_text("notes: [a, b]\n"), r"field 'notes' must be a string, got list"),
     ("pending-mapping", _write_text("pending_actions: {a: b}\n"), r"field 'pending_actions' must be a list"),
@@ -91,7 +107,11 @@ CASES = [
     ("duplicate-keys", _write_text("goals: [first]\nnotes: a\ngoals: [second]\n"), r"found duplicate key 'goals'"),
     ("duplicate-nested-keys", _write_text("completed_tasks:\n- task: a\n  task: b\n"), r"found duplicate key 'task'"),
     ("fifty-megabytes", _big_file, r"over the [\d,]+-byte limit for a scratchpad"),
-    ("binary-junk", _write_bytes(bytes(range(256)) * 64), r"is not UTF-8 text \(byte \d+ is 0x[0-9a-f]+\); is it binary\?"),
+    (
+        "binary-junk",
+        _write_bytes(bytes(range(256)) * 64),
+        r"is not UTF-8 text \(byte \d+ is 0x[0-9a-f]+\); is it binary\?",
+    ),
     ("invalid-utf8", _write_bytes(b"goals: [caf\xe9]\n"), r"is not UTF-8 text"),
     ("nul-bytes", _write_bytes(b"goals: [a\x00b]\n"), r"invalid YAML.*(control|special) characters are not allowed"),
     ("empty-file", _write_bytes(b""), r"is empty; run `agent reset`"),
@@ -102,10 +122,16 @@ CASES = [
     ("symlink-dangling", _symlink_dangling, r"is a symlink to .*nothing-here.yaml, which does not exist"),
     ("symlink-loop", _symlink_loop, r"is a symlink that cannot be resolved"),
     ("fifo", _fifo, r"is not a regular file"),
-    ("deeply-nested-100k", _write_text("goals: " + "[" * 100_000 + "]" * 100_000 + "\n"),
-     r"nested more than 64 levels deep"),
-    ("deeply-nested-block", _write_text("notes:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 200))),
-     r"nested more than 64 levels deep"),
+    (
+        "deeply-nested-100k",
+        _write_text("goals: " + "[" * 100_000 + "]" * 100_000 + "\n"),
+        r"nested more than 64 levels deep",
+    ),
+    (
+        "deeply-nested-block",
+        _write_text("notes:\n" + "".join("  " * i + f"k{i}:\n" for i in range(1, 200))),
+        r"nested more than 64 levels deep",
+    ),
     ("billion-laughs", _write_text(LAUGHS), r"aliases expand to over [\d,]+ more values than the file holds"),
     ("recursive-alias-list", _write_text("extra: &a [*a]\n"), r"alias \*a is inside its own anchor"),
     ("recursive-alias-map", _write_text("extra: &a {self: *a}\n"), r"alias \*a is inside its own anchor"),
@@ -119,8 +145,10 @@ def lived_in_home(tmp_path: Path) -> Path:
     """A home that has run one cycle: snapshots, a log, the index, the lock file all exist."""
     home = tmp_path / "home"
     assert run_cli("init", str(home)).exit_code == 0
-    script = write_script(tmp_path, [{"tool": "update_scratchpad", "args": {"goals": ["keep me"]}},
-                                     {"tool": "done", "args": {"summary": "first"}}])
+    script = write_script(
+        tmp_path,
+        [{"tool": "update_scratchpad", "args": {"goals": ["keep me"]}}, {"tool": "done", "args": {"summary": "first"}}],
+    )
     result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}")
     assert result.exit_code == 0, result.output
     return home
@@ -239,8 +267,9 @@ def test_only_safe_yaml_loaders_and_dumpers_in_the_code_base():
             if "Dumper=_ReadableDumper" not in match.group(1):
                 offenders.append(f"{path.relative_to(REPO)}: {match.group(0)}")
     assert offenders == []
-    from agent import safe_yaml as scratchpad
     import yaml
+
+    from agent import safe_yaml as scratchpad
 
     assert issubclass(scratchpad._StrictSafeLoader, (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     assert issubclass(scratchpad._ReadableDumper, (yaml.SafeDumper, getattr(yaml, "CSafeDumper", yaml.SafeDumper)))

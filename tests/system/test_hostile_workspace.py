@@ -36,14 +36,14 @@ def make_repository_home(tmp_path: Path, workspace: str) -> Path:
         ".ssh/authorized_keys": "ssh-ed25519 AAAA operator\n",
         ".env": f"OPENAI_API_KEY={SECRET}\n",
         "config.yaml": f"workspace: {json.dumps(workspace)}\nshell_policy: allowlist\nshell_timeout: 5\n"
-                       "max_iterations: 100\n"
-                       f"repeat_limit: 100\nmax_parse_errors: 100\n",
+        "max_iterations: 100\n"
+        f"repeat_limit: 100\nmax_parse_errors: 100\n",
         "rules.md": "You are a careful agent.\n",
         "bin/reset.sh": "#!/bin/sh\necho reset\n",
         "pyproject.toml": "[project]\nname = 'agent'\n",
         "README.md": "# readme\n",
         "scratchpad/active.yaml": "goals: [stay safe]\ncurrent_task: do the task\npending_actions: []\n"
-                                  "completed_tasks: []\nnotes: ''\nlast_updated: null\n",
+        "completed_tasks: []\nnotes: ''\nlast_updated: null\n",
     }
     for name, text in files.items():
         (home / name).parent.mkdir(parents=True, exist_ok=True)
@@ -62,28 +62,32 @@ def attacks(home: Path, marker: Path, whole_home: bool) -> list[tuple[str, dict]
     Plain relative paths to the home's code reach it only when the workspace is the whole
     home (in workspace/ they are the model's own harmless files), so they are tried there."""
     payload = f"import pathlib; pathlib.Path({str(marker)!r}).write_text('ran')\n"
-    relative = [
-        ("append_file", {"path": "agent/__init__.py", "content": payload}),
-        ("write_file", {"path": "agent/evil.py", "content": payload}),
-        ("write_file", {"path": "yaml.py", "content": payload}),
-        ("write_file", {"path": "sitecustomize.py", "content": payload}),
-        ("write_file", {"path": "evil.pth", "content": f"import os; os.system('touch {marker}')\n"}),
-        ("write_file", {"path": "templates/default.yaml", "content": "goals: [evil]\n"}),
-        ("write_file", {"path": "config.yaml", "content": "shell_policy: any\n"}),
-        ("append_file", {"path": "bin/reset.sh", "content": f"touch {marker}\n"}),
-        ("write_file", {"path": "Makefile", "content": f"all:\n\ttouch {marker}\n"}),
-        ("read_file", {"path": "agent/cycle.py"}),
-        ("shell", {"command": "cat agent/__init__.py"}),
-        ("shell", {"command": "cat config.yaml"}),
-    ] if whole_home else []
+    relative = (
+        [
+            ("append_file", {"path": "agent/__init__.py", "content": payload}),
+            ("write_file", {"path": "agent/evil.py", "content": payload}),
+            ("write_file", {"path": "yaml.py", "content": payload}),
+            ("write_file", {"path": "sitecustomize.py", "content": payload}),
+            ("write_file", {"path": "evil.pth", "content": f"import os; os.system('touch {marker}')\n"}),
+            ("write_file", {"path": "templates/default.yaml", "content": "goals: [evil]\n"}),
+            ("write_file", {"path": "config.yaml", "content": "shell_policy: any\n"}),
+            ("append_file", {"path": "bin/reset.sh", "content": f"touch {marker}\n"}),
+            ("write_file", {"path": "Makefile", "content": f"all:\n\ttouch {marker}\n"}),
+            ("read_file", {"path": "agent/cycle.py"}),
+            ("shell", {"command": "cat agent/__init__.py"}),
+            ("shell", {"command": "cat config.yaml"}),
+        ]
+        if whole_home
+        else []
+    )
     return relative + [
         ("append_file", {"path": "up/agent/__init__.py", "content": payload}),
         ("write_file", {"path": str(home / "agent" / "__init__.py"), "content": payload}),
         ("write_file", {"path": "../x", "content": "x"}),
         ("write_file", {"path": "../../outside/planted.txt", "content": "x"}),
         ("write_file", {"path": str(home.parent / "outside" / "planted.txt"), "content": "x"}),
-        ("write_file", {"path": ".git/config", "content": f"[core]\n\tfsmonitor = \"touch {marker}\"\n"}),
-        ("write_file", {"path": "up/.git/config", "content": f"[core]\n\tfsmonitor = \"touch {marker}\"\n"}),
+        ("write_file", {"path": ".git/config", "content": f'[core]\n\tfsmonitor = "touch {marker}"\n'}),
+        ("write_file", {"path": "up/.git/config", "content": f'[core]\n\tfsmonitor = "touch {marker}"\n'}),
         ("write_file", {"path": str(home / "yaml.py"), "content": payload}),
         ("write_file", {"path": "up/sitecustomize.py", "content": payload}),
         ("write_file", {"path": str(home / "templates" / "default.yaml"), "content": "goals: [evil]\n"}),
@@ -156,10 +160,16 @@ def test_a_hostile_model_reaches_nothing_outside_the_workspace(tmp_path, workspa
     home = make_repository_home(tmp_path, workspace)
     marker = tmp_path / "planted-code-ran"
     hostile = attacks(home, marker, whole_home=workspace == ".")
-    list_file = {"tool": "write_file", "args": {"path": "list.txt", "content": "/etc/passwd\0/etc/shadow\0"
-                                                                                  f"{tmp_path}/outside/secret.txt\0"}}
-    script = write_script(tmp_path, [list_file] + [{"tool": t, "args": a} for t, a in hostile]
-                          + [{"tool": "done", "args": {"summary": "tried everything"}}])
+    list_file = {
+        "tool": "write_file",
+        "args": {"path": "list.txt", "content": f"/etc/passwd\0/etc/shadow\0{tmp_path}/outside/secret.txt\0"},
+    }
+    script = write_script(
+        tmp_path,
+        [list_file]
+        + [{"tool": t, "args": a} for t, a in hostile]
+        + [{"tool": "done", "args": {"summary": "tried everything"}}],
+    )
     before_home = digest_outside_workspace(home, home / workspace)
     before_outside = digest_outside_workspace(tmp_path, home)
 

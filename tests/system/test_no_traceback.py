@@ -68,8 +68,9 @@ def lived_in(tmp_path_factory) -> tuple[Path, str, Path]:
     assert _agent("init", str(home)).returncode == 0
     (home / "config.yaml").write_text("approval_required: [write_file]\n")
     write_active(home, {"goals": ["g"], "current_task": "one", "pending_actions": ["two", "three"]})
-    for n, replies in enumerate(([echo("hi"), done("did one")], [WRITE],
-                                 [{"tool": "write_file", "args": {"path": "b.txt", "content": "b"}}])):
+    for n, replies in enumerate(
+        ([echo("hi"), done("did one")], [WRITE], [{"tool": "write_file", "args": {"path": "b.txt", "content": "b"}}])
+    ):
         script = write_script(root, replies, name=f"setup_{n}.yaml")
         assert _agent("run", "--home", str(home), "--model", f"scripted:{script}", env=env).returncode in (0, 8)
     first = sorted(p.name[: -len("_before.yaml")] for p in (home / "scratchpad").glob("*_before.yaml"))[0]
@@ -99,8 +100,9 @@ def _mode_bits_bind_root() -> None:
 
 def _agent(*args: str, env: dict | None = None, unreadable: bool = False, **kw) -> subprocess.CompletedProcess:
     preexec = _mode_bits_bind_root if unreadable and os.geteuid() == 0 else None
-    return subprocess.run([sys.executable, "-m", "agent", *args], env=env or _env(), preexec_fn=preexec,
-                          timeout=120, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "agent", *args], env=env or _env(), preexec_fn=preexec, timeout=120, **kw
+    )
 
 
 def _argv(use: list[str], home: Path, first: str, script: Path, tmp: Path) -> list[str]:
@@ -122,9 +124,13 @@ def test_the_setup_really_makes_logs_unreadable(home_copy):
     try:
         probe = _agent("-c", "x", unreadable=True, capture_output=True)  # a click usage error: proves we start
         assert probe.returncode == 2
-        reader = subprocess.run([sys.executable, "-c", f"open({str(home / 'logs' / 'index.jsonl')!r})"],
-                                preexec_fn=_mode_bits_bind_root if os.geteuid() == 0 else None,
-                                capture_output=True, text=True, timeout=60)
+        reader = subprocess.run(
+            [sys.executable, "-c", f"open({str(home / 'logs' / 'index.jsonl')!r})"],
+            preexec_fn=_mode_bits_bind_root if os.geteuid() == 0 else None,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert reader.returncode == 1 and "PermissionError" in reader.stderr
     finally:
         os.chmod(home / "logs", 0o700)
@@ -170,7 +176,7 @@ def test_every_command_whose_reader_closed_the_pipe_exits_0_and_prints_nothing(h
 
 def test_show_piped_into_head_prints_one_line_and_exits_0(home_copy):
     home, _, _ = home_copy
-    shell = f"{sys.executable} -m agent show --home {home} | head -1; echo \"status=${{PIPESTATUS[0]}}\""
+    shell = f'{sys.executable} -m agent show --home {home} | head -1; echo "status=${{PIPESTATUS[0]}}"'
     proc = subprocess.run(["bash", "-c", shell], env=_env(), capture_output=True, text=True, timeout=120)
     assert proc.stderr == ""
     assert proc.stdout.splitlines()[-1] == "status=0" and len(proc.stdout.splitlines()) == 2

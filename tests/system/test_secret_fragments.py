@@ -25,7 +25,7 @@ TOKEN = "dpl-Qm3Wx8Ez5Rt2Yu7Io4Pa9Sd"
 
 
 def _pieces(secret: str) -> list[str]:
-    return [secret[i:i + 8] for i in range(len(secret) - 7)]
+    return [secret[i : i + 8] for i in range(len(secret) - 7)]
 
 
 def _leaks(text: str, *secrets: str) -> list[str]:
@@ -44,20 +44,32 @@ def _run(home: Path, replies: list) -> subprocess.CompletedProcess:
     script = write_script(home.parent, replies)
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL", "AGENT_TEST_KILL_AT")}
     env.update(OPENAI_API_KEY=KEY, DEPLOY_TOKEN=TOKEN)
-    return subprocess.run([sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}",
-                           "--json"], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def _home_text(home: Path) -> str:
-    return "\n".join(p.read_text(errors="replace") for p in home.rglob("*")
-                     if p.is_file() and "workspace" not in p.relative_to(home).parts)
+    return "\n".join(
+        p.read_text(errors="replace")
+        for p in home.rglob("*")
+        if p.is_file() and "workspace" not in p.relative_to(home).parts
+    )
 
 
-@pytest.mark.parametrize("commands", [
-    ["head -c 20 keys.txt", "tail -c +21 keys.txt"],                      # the reproduction: two halves
-    ["cut -c 1-9 keys.txt", "cut -c 10-18 keys.txt", "cut -c 19-40 keys.txt"],  # three pieces, each 9+
-    ["cut -c 6-17 keys.txt", "tail -c 19 keys.txt"],                      # a middle piece; the token's end
-], ids=["head-tail", "three-cuts", "middle-and-token-end"])
+@pytest.mark.parametrize(
+    "commands",
+    [
+        ["head -c 20 keys.txt", "tail -c +21 keys.txt"],  # the reproduction: two halves
+        ["cut -c 1-9 keys.txt", "cut -c 10-18 keys.txt", "cut -c 19-40 keys.txt"],  # three pieces, each 9+
+        ["cut -c 6-17 keys.txt", "tail -c 19 keys.txt"],  # a middle piece; the token's end
+    ],
+    ids=["head-tail", "three-cuts", "middle-and-token-end"],
+)
 def test_no_fragment_of_a_secret_reaches_the_state_log_transcript_or_output(tmp_path, commands):
     home = _home(tmp_path)
     replies = [{"tool": "shell", "args": {"command": c}} for c in commands]
@@ -91,27 +103,44 @@ def collector():
     srv.server_close()
 
 
-@pytest.mark.parametrize("pieces", [
-    [KEY[:20], KEY[20:]],                                                  # the reproduction
-    [base64.b64encode(KEY[3:15].encode()).decode(), KEY[::-1][:10]],      # base64 of a piece; a reversed piece
-    [KEY[8:20].encode().hex().upper(), "%" + "%".join(f"{b:02x}" for b in KEY[:9].encode())],  # hex; every byte encoded
-], ids=["halves", "base64-reversed", "hex-percent"])
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        [KEY[:20], KEY[20:]],  # the reproduction
+        [base64.b64encode(KEY[3:15].encode()).decode(), KEY[::-1][:10]],  # base64 of a piece; a reversed piece
+        [
+            KEY[8:20].encode().hex().upper(),
+            "%" + "%".join(f"{b:02x}" for b in KEY[:9].encode()),
+        ],  # hex; every byte encoded
+    ],
+    ids=["halves", "base64-reversed", "hex-percent"],
+)
 def test_http_get_refuses_a_url_carrying_a_fragment_and_sends_nothing(tmp_path, collector, pieces):
     home = _home(tmp_path, "http_allow_networks: [127.0.0.0/8]\n")
     replies = [{"tool": "http_get", "args": {"url": f"{collector}/c?x={piece}"}} for piece in pieces]
-    result = _run(home, [*replies, {"tool": "http_get", "args": {"url": f"{collector}/fine"}},
-                         {"tool": "done", "args": {"summary": "sent"}}])
+    result = _run(
+        home,
+        [
+            *replies,
+            {"tool": "http_get", "args": {"url": f"{collector}/fine"}},
+            {"tool": "done", "args": {"summary": "sent"}},
+        ],
+    )
     assert result.returncode == 0, result.stderr
     assert _Collector.seen == ["/fine"]  # the server saw only the clean call
     assert (home / "scratchpad" / "active.yaml").read_text().count("the URL carried a secret") == len(pieces)
 
 
 @hsettings(max_examples=200, deadline=None)
-@given(before=st.text(max_size=60), after=st.text(max_size=60), start=st.integers(0, len(KEY) - 8),
-       size=st.integers(8, len(KEY)))
+@given(
+    before=st.text(max_size=60),
+    after=st.text(max_size=60),
+    start=st.integers(0, len(KEY) - 8),
+    size=st.integers(8, len(KEY)),
+)
 def test_any_fragment_anywhere_in_any_text_is_redacted(before, after, start, size):
     secrets = Secrets([KEY])
-    piece = KEY[start:start + size]
+    piece = KEY[start : start + size]
     shown = secrets.redact_text(before + piece + after)
     assert not _leaks(shown, KEY) and REDACTED in shown
     assert secrets.found_in(f"https://x.example/{before}{piece}{after}") is not None

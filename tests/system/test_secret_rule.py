@@ -19,8 +19,9 @@ def secrets_for(env: dict, **settings) -> Secrets:
     return Secrets.from_settings(Settings(**settings), env)
 
 
-@pytest.mark.parametrize("placeholder", ["anything", "lm-studio", "ollama", "sk-no-key-required", "EMPTY", "dummy",
-                                         "None", "not-needed"])
+@pytest.mark.parametrize(
+    "placeholder", ["anything", "lm-studio", "ollama", "sk-no-key-required", "EMPTY", "dummy", "None", "not-needed"]
+)
 def test_a_known_placeholder_key_is_not_a_secret(placeholder: str) -> None:
     secrets = secrets_for({"OPENAI_API_KEY": placeholder})
     assert secrets.redact_text(f"Echo: {placeholder} is running") == f"Echo: {placeholder} is running"
@@ -72,11 +73,21 @@ def test_base_url_credentials_and_header_values_are_secrets_and_hidden_from_chil
     assert without_credentials(url) == "https://llm.example.com/v1"
 
 
-@pytest.mark.parametrize("form", [
-    repr(KEY + "\n"), json.dumps(KEY + "\r\n"), KEY + "\n",
-    base64.b64encode(KEY.encode()).decode(), base64.urlsafe_b64encode(b"x" + KEY.encode()).decode().rstrip("="),
-    KEY.encode().hex(), KEY.encode().hex().upper(), KEY[::-1], "".join(f"%{b:02X}" for b in KEY.encode()),
-], ids=["repr", "json", "trailing_newline", "base64", "urlsafe_base64_shifted", "hex", "HEX", "reversed", "percent"])
+@pytest.mark.parametrize(
+    "form",
+    [
+        repr(KEY + "\n"),
+        json.dumps(KEY + "\r\n"),
+        KEY + "\n",
+        base64.b64encode(KEY.encode()).decode(),
+        base64.urlsafe_b64encode(b"x" + KEY.encode()).decode().rstrip("="),
+        KEY.encode().hex(),
+        KEY.encode().hex().upper(),
+        KEY[::-1],
+        "".join(f"%{b:02X}" for b in KEY.encode()),
+    ],
+    ids=["repr", "json", "trailing_newline", "base64", "urlsafe_base64_shifted", "hex", "HEX", "reversed", "percent"],
+)
 def test_every_form_of_a_secret_is_redacted_and_found(form: str) -> None:
     secrets = Secrets([KEY])
     assert secrets.found_in(f"https://x.example/?q={form}")

@@ -29,8 +29,13 @@ def _home(tmp_path: Path) -> Path:
 def _run(home: Path, script: Path, *extra: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL", "AGENT_TEST_KILL_AT")}
     env.update(OPENAI_API_KEY=API_KEY, DEPLOY_TOKEN=TOKEN)
-    return subprocess.run([sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}",
-                           *extra], capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}", *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 def _every_file(home: Path) -> dict[Path, bytes]:
@@ -39,17 +44,26 @@ def _every_file(home: Path) -> dict[Path, bytes]:
 
 def test_secrets_never_reach_the_home_or_the_output(tmp_path: Path):
     home = _home(tmp_path)
-    script = write_script(tmp_path, [
-        # a model that leaks the key everywhere it can: fields, notes, tool args, the summary
-        {"tool": "update_scratchpad", "args": {"current_task": f"use {API_KEY}", "goals": [f"token {TOKEN}"],
-                                               "notes": f"key={API_KEY} token={TOKEN}"}},
-        {"tool": "echo", "args": {"message": f"echo {API_KEY} and {TOKEN}"}},
-        {"tool": "shell", "args": {"command": f"echo {TOKEN}"}},
-        {"tool": "shell", "args": {"command": "env"}},
-        {"tool": "no_such_tool", "args": {"x": API_KEY}},
-        f"not json at all but it mentions {API_KEY}",
-        {"tool": "done", "args": {"summary": f"finished with {API_KEY}"}},
-    ])
+    script = write_script(
+        tmp_path,
+        [
+            # a model that leaks the key everywhere it can: fields, notes, tool args, the summary
+            {
+                "tool": "update_scratchpad",
+                "args": {
+                    "current_task": f"use {API_KEY}",
+                    "goals": [f"token {TOKEN}"],
+                    "notes": f"key={API_KEY} token={TOKEN}",
+                },
+            },
+            {"tool": "echo", "args": {"message": f"echo {API_KEY} and {TOKEN}"}},
+            {"tool": "shell", "args": {"command": f"echo {TOKEN}"}},
+            {"tool": "shell", "args": {"command": "env"}},
+            {"tool": "no_such_tool", "args": {"x": API_KEY}},
+            f"not json at all but it mentions {API_KEY}",
+            {"tool": "done", "args": {"summary": f"finished with {API_KEY}"}},
+        ],
+    )
     result = _run(home, script, "--json")
     assert result.returncode == 0, result.stderr
     for path, data in _every_file(home).items():
@@ -67,11 +81,16 @@ def test_secrets_never_reach_the_home_or_the_output(tmp_path: Path):
 
 def test_shell_children_get_a_scrubbed_environment(tmp_path: Path):
     home = _home(tmp_path)
-    script = write_script(tmp_path, [{"tool": "shell", "args": {"command": "env"}},
-                                     {"tool": "shell", "args": {"command": "printenv OPENAI_API_KEY"}},
-                                     {"tool": "shell", "args": {"command": "printenv DEPLOY_TOKEN"}},
-                                     {"tool": "shell", "args": {"command": "printenv PATH"}},
-                                     {"tool": "done", "args": {"summary": "checked"}}])
+    script = write_script(
+        tmp_path,
+        [
+            {"tool": "shell", "args": {"command": "env"}},
+            {"tool": "shell", "args": {"command": "printenv OPENAI_API_KEY"}},
+            {"tool": "shell", "args": {"command": "printenv DEPLOY_TOKEN"}},
+            {"tool": "shell", "args": {"command": "printenv PATH"}},
+            {"tool": "done", "args": {"summary": "checked"}},
+        ],
+    )
     result = _run(home, script)
     assert result.returncode == 0, result.stderr
     notes = (home / "scratchpad" / "active.yaml").read_text()
@@ -121,8 +140,9 @@ def test_fresh_home_is_created_private(tmp_path: Path):
 def test_arguments_nested_600_deep_with_a_secret_configured_do_not_crash_the_cycle(tmp_path: Path):
     home = _home(tmp_path)
     deep = "[" * 600 + json.dumps(TOKEN) + "]" * 600
-    script = write_script(tmp_path, ['{"tool": "echo", "args": {"message": ' + deep + "}}",
-                                     {"tool": "done", "args": {"summary": "ok"}}])
+    script = write_script(
+        tmp_path, ['{"tool": "echo", "args": {"message": ' + deep + "}}", {"tool": "done", "args": {"summary": "ok"}}]
+    )
     proc = _run(home, script, "--json")
     assert proc.returncode == 0, proc.stderr
     assert "[TOOL ERROR] echo" in (home / "scratchpad" / "active.yaml").read_text()

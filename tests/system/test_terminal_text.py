@@ -18,11 +18,13 @@ from tests.providers.openai_server import OpenAIServer, Reply
 
 # An OSC 52 clipboard write, a screen clear, a window title, a right-to-left override, and every
 # character str.splitlines splits on, each followed by a would-be forged line.
-EVIL = ("\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b]0;title\x07\u202e\u200f\u2066"
-        + "".join(f"{c}FORGED" for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"))
+EVIL = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b]0;title\x07\u202e\u200f\u2066" + "".join(
+    f"{c}FORGED" for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+)
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
-HOSTILE_SERVER = '''
+HOSTILE_SERVER = (
+    """
 import asyncio, sys
 import mcp_types as types
 import mcp.server.stdio
@@ -47,7 +49,9 @@ async def main():
         await server.run(read, write, server.create_initialization_options())
 
 asyncio.run(main())
-''' % EVIL
+"""
+    % EVIL
+)
 
 
 def _call(tool: str, **args) -> dict:
@@ -60,18 +64,34 @@ def hostile_home(tmp_path_factory) -> tuple[Path, dict]:
     home = root / "home"
     assert run_cli("init", str(home)).exit_code == 0
     (root / "server.py").write_text(HOSTILE_SERVER)
-    (home / "config.yaml").write_text(yaml.safe_dump({
-        "max_retries": 0, "request_timeout": 10, "approval_required": ["echo"],
-        "mcp_servers": {"my-srv": {"command": sys.executable, "args": [str(root / "server.py")]}}}))
-    write_active(home, {"goals": [f"goal {EVIL}"], "current_task": f"task {EVIL}",
-                        "pending_actions": [f"next {EVIL}"], "completed_tasks": [{"task": f"old {EVIL}",
-                                                                                  "summary": f"sum {EVIL}"}],
-                        "notes": f"note {EVIL}", "last_updated": None, f"extra{EVIL}": EVIL})
-    replies = [Reply.chat(_call("my_srv__probe", **{"arg" + EVIL: EVIL}), finish_reason=f"stop{EVIL}"),
-               Reply.chat(_call("update_scratchpad", goals=[f"g2 {EVIL}"], notes=f"n2 {EVIL}"),
-                          finish_reason=f"stop{EVIL}"),
-               Reply.chat(_call("no_such_tool" + EVIL, **{EVIL: EVIL}), finish_reason=EVIL),
-               Reply.chat(_call("echo", message=f"https://x.example/?a=1&exfil={EVIL}"), finish_reason=EVIL)]
+    (home / "config.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "max_retries": 0,
+                "request_timeout": 10,
+                "approval_required": ["echo"],
+                "mcp_servers": {"my-srv": {"command": sys.executable, "args": [str(root / "server.py")]}},
+            }
+        )
+    )
+    write_active(
+        home,
+        {
+            "goals": [f"goal {EVIL}"],
+            "current_task": f"task {EVIL}",
+            "pending_actions": [f"next {EVIL}"],
+            "completed_tasks": [{"task": f"old {EVIL}", "summary": f"sum {EVIL}"}],
+            "notes": f"note {EVIL}",
+            "last_updated": None,
+            f"extra{EVIL}": EVIL,
+        },
+    )
+    replies = [
+        Reply.chat(_call("my_srv__probe", **{"arg" + EVIL: EVIL}), finish_reason=f"stop{EVIL}"),
+        Reply.chat(_call("update_scratchpad", goals=[f"g2 {EVIL}"], notes=f"n2 {EVIL}"), finish_reason=f"stop{EVIL}"),
+        Reply.chat(_call("no_such_tool" + EVIL, **{EVIL: EVIL}), finish_reason=EVIL),
+        Reply.chat(_call("echo", message=f"https://x.example/?a=1&exfil={EVIL}"), finish_reason=EVIL),
+    ]
     env = {"OPENAI_API_KEY": "sk-terminal-test-key"}
     with OpenAIServer(replies=replies) as server:
         env["OPENAI_BASE_URL"] = server.base_url
@@ -83,18 +103,33 @@ def hostile_home(tmp_path_factory) -> tuple[Path, dict]:
 
 def _commands(home: Path, extra: dict) -> list[list[str]]:
     h = ["--home", str(home)]
-    cycle = sorted(p.name[len("cycle_"):-len(".log")] for p in (home / "logs").glob("cycle_*.log"))[-1]
+    cycle = sorted(p.name[len("cycle_") : -len(".log")] for p in (home / "logs").glob("cycle_*.log"))[-1]
     out = []
-    for args in (["show"], ["show", "--all"], ["status"], ["history"], ["diff"], ["task", "list"],
-                 ["goal", "list"], ["tools"], ["doctor"], ["approvals", "--all"], ["logs"],
-                 ["logs", "--transcript"], ["prune", "--keep", "1", "--dry-run"]):
+    for args in (
+        ["show"],
+        ["show", "--all"],
+        ["status"],
+        ["history"],
+        ["diff"],
+        ["task", "list"],
+        ["goal", "list"],
+        ["tools"],
+        ["doctor"],
+        ["approvals", "--all"],
+        ["logs"],
+        ["logs", "--transcript"],
+        ["prune", "--keep", "1", "--dry-run"],
+    ):
         out.append([*args, *h])
         if args[0] not in ("logs", "prune"):
             out.append([*args, *h, "--json"])
     out.append(["logs", "--transcript", "--json", *h])
-    out += [["restore", f"{cycle}:before", *h], ["restore", f"{cycle}:before", *h, "--json"],
-            ["fork", f"{cycle}:before", str(extra["root"] / "fork"), *h],
-            ["approve", extra["approval"], *h]]
+    out += [
+        ["restore", f"{cycle}:before", *h],
+        ["restore", f"{cycle}:before", *h, "--json"],
+        ["fork", f"{cycle}:before", str(extra["root"] / "fork"), *h],
+        ["approve", extra["approval"], *h],
+    ]
     return out
 
 
@@ -104,7 +139,7 @@ def test_no_command_prints_a_control_line_separator_or_bidi_control_raw(hostile_
         result = run_cli(*args, env=extra["env"])
         shown = result.stdout + result.stderr
         raw = RAW.search(shown)
-        where = shown[max(0, raw.start() - 80):raw.end() + 40] if raw else ""
+        where = shown[max(0, raw.start() - 80) : raw.end() + 40] if raw else ""
         assert raw is None, f"agent {' '.join(args[:2])}: raw {raw.group()!r} in {where!r}"
         if "--json" not in args and args[:2] != ["logs", "--transcript"]:  # a transcript message is multi-line text
             fields = shown.split("notes (")[0] if args[0] == "show" else shown  # notes are lines by design

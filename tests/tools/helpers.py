@@ -7,8 +7,8 @@ from pathlib import Path
 
 from agent.config import Settings
 from agent.dispatcher import dispatch
-from agent.tags import Tag
 from agent.state import fresh_state
+from agent.tags import Tag
 from agent.tools import Registry, ToolContext, build_registry
 
 

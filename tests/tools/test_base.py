@@ -7,8 +7,8 @@ import json
 import pytest
 
 from agent.dispatcher import dispatch
-from agent.tags import Tag
 from agent.state import fresh_state
+from agent.tags import Tag
 from agent.tools import CONTROL_TOOLS, Registry, Tool, control_tools
 from tests.tools.helpers import call, ctx_for
 
@@ -34,12 +34,17 @@ def test_prompt_line_schema_and_validation_all_come_from_the_function():
     tool = Tool.from_function(stamp)
     assert tool.args_schema == {
         "type": "object",
-        "properties": {"label": {"type": "string", "description": "the text to stamp"},
-                       "count": {"type": "integer", "description": "how many stamps"},
-                       "loud": {"type": "boolean"}},
-        "required": ["label", "count"], "additionalProperties": False,
+        "properties": {
+            "label": {"type": "string", "description": "the text to stamp"},
+            "count": {"type": "integer", "description": "how many stamps"},
+            "loud": {"type": "boolean"},
+        },
+        "required": ["label", "count"],
+        "additionalProperties": False,
     }
-    assert tool.prompt_line() == "- stamp(label: string, count: integer, loud?: boolean): Stamp a label a number of times."
+    assert (
+        tool.prompt_line() == "- stamp(label: string, count: integer, loud?: boolean): Stamp a label a number of times."
+    )
     assert tool.action_schema()["properties"]["args"] is tool.args_schema
     assert tool.check_args({"label": "a", "count": 1}) is None
 
@@ -50,14 +55,17 @@ def test_an_example_is_shown_in_the_prompt_line_as_a_whole_reply():
     assert tool.prompt_line().splitlines()[1] == '  example: {"tool": "stamp", "args": {"label": "x", "count": 2}}'
 
 
-@pytest.mark.parametrize("args, problem", [
-    ({"label": "a"}, "missing required argument 'count'"),
-    ({"label": "a", "count": 1, "colour": "red"}, "unexpected argument 'colour'"),
-    ({"label": "a", "count": "3"}, "'count' must be an integer, got str '3'"),
-    ({"label": "a", "count": True}, "'count' must be an integer, got bool True"),
-    ({"label": 5, "count": 1}, "'label' must be a string, got int 5"),
-    (["a", 1], "args must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "args, problem",
+    [
+        ({"label": "a"}, "missing required argument 'count'"),
+        ({"label": "a", "count": 1, "colour": "red"}, "unexpected argument 'colour'"),
+        ({"label": "a", "count": "3"}, "'count' must be an integer, got str '3'"),
+        ({"label": "a", "count": True}, "'count' must be an integer, got bool True"),
+        ({"label": 5, "count": 1}, "'label' must be a string, got int 5"),
+        (["a", 1], "args must be a JSON object"),
+    ],
+)
 def test_bad_arguments_are_a_tool_error_naming_the_problem_and_the_tool_does_not_run(tmp_path, args, problem):
     stamp, calls = recorder()
     registry = Registry([Tool.from_function(stamp)])
@@ -76,15 +84,21 @@ def test_plain_functions_without_a_context_are_tools_too(tmp_path):
 
     tool = Tool.from_function(twice)
     assert list(tool.args_schema["properties"]) == ["text"]
-    assert call(ctx_for(tmp_path), "twice", Registry([tool]), text="ab") == (Tag.TOOL, '[TOOL] twice({"text": "ab"}) -> abab')
+    assert call(ctx_for(tmp_path), "twice", Registry([tool]), text="ab") == (
+        Tag.TOOL,
+        '[TOOL] twice({"text": "ab"}) -> abab',
+    )
 
 
-@pytest.mark.parametrize("source, message", [
-    ("def f(ctx, x: str):\n    return x\n", "needs a docstring"),
-    ("def f(ctx, x):\n    '''Doc.'''\n", "parameter 'x' needs a type annotation"),
-    ("def f(ctx, x: dict):\n    '''Doc.'''\n", "parameter 'x': unsupported parameter type"),
-    ("def f(ctx, *xs: str):\n    '''Doc.'''\n", "*args/**kwargs"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("def f(ctx, x: str):\n    return x\n", "needs a docstring"),
+        ("def f(ctx, x):\n    '''Doc.'''\n", "parameter 'x' needs a type annotation"),
+        ("def f(ctx, x: dict):\n    '''Doc.'''\n", "parameter 'x': unsupported parameter type"),
+        ("def f(ctx, *xs: str):\n    '''Doc.'''\n", "*args/**kwargs"),
+    ],
+)
 def test_functions_that_cannot_be_described_are_rejected_with_the_reason(source, message):
     namespace: dict = {}
     exec(source, namespace)

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from agent.config import load_settings
-from agent.tags import Tag
 from agent.outcomes import UsageError
+from agent.tags import Tag
 from agent.tools.files import MAX_LIST_ENTRIES, list_dir, read_file
 from agent.tools.workspace import CODE_FOLDERS, DATA_SUFFIXES, READ_BY_NAME, RUNTIME_NAMES, ensure_workspace
 from tests.helpers import REPO, tree_digest
@@ -37,13 +37,16 @@ def ws(fhome):
     return fhome / "workspace"
 
 
-@pytest.mark.parametrize("tool, args", [
-    ("read_file", {"path": "../secret.txt"}),
-    ("read_file", {"path": "sub/../../secret.txt"}),
-    ("write_file", {"path": "../evil.txt", "content": "x"}),
-    ("append_file", {"path": "../secret.txt", "content": "x"}),
-    ("list_dir", {"path": ".."}),
-])
+@pytest.mark.parametrize(
+    "tool, args",
+    [
+        ("read_file", {"path": "../secret.txt"}),
+        ("read_file", {"path": "sub/../../secret.txt"}),
+        ("write_file", {"path": "../evil.txt", "content": "x"}),
+        ("append_file", {"path": "../secret.txt", "content": "x"}),
+        ("list_dir", {"path": ".."}),
+    ],
+)
 def test_file_tools_refuse_dot_dot_and_touch_nothing(fhome, tool, args):
     before = (fhome.parent / "secret.txt").read_text()
     kind, note = call(ctx_for(fhome), tool, **args)
@@ -51,8 +54,10 @@ def test_file_tools_refuse_dot_dot_and_touch_nothing(fhome, tool, args):
     assert (fhome.parent / "secret.txt").read_text() == before and not (fhome.parent / "evil.txt").exists()
 
 
-@pytest.mark.parametrize("tool, extra", [("read_file", {}), ("write_file", {"content": "x"}),
-                                         ("append_file", {"content": "x"}), ("list_dir", {})])
+@pytest.mark.parametrize(
+    "tool, extra",
+    [("read_file", {}), ("write_file", {"content": "x"}), ("append_file", {"content": "x"}), ("list_dir", {})],
+)
 def test_file_tools_refuse_absolute_paths_outside_the_workspace(fhome, tool, extra):
     target = str(fhome.parent / ("outdir" if tool == "list_dir" else "secret.txt"))
     kind, note = call(ctx_for(fhome), tool, path=target, **extra)
@@ -64,11 +69,16 @@ def test_absolute_paths_inside_the_workspace_are_fine(fhome, ws):
     assert call(ctx_for(fhome), "read_file", path=str(ws / "inside.txt"))[1].endswith("-> inside")
 
 
-@pytest.mark.parametrize("tool, path, extra", [
-    ("read_file", "link.txt", {}), ("write_file", "link.txt", {"content": "x"}),
-    ("append_file", "link.txt", {"content": "x"}), ("list_dir", "linkdir", {}),
-    ("write_file", "linkdir/new.txt", {"content": "x"}),
-])
+@pytest.mark.parametrize(
+    "tool, path, extra",
+    [
+        ("read_file", "link.txt", {}),
+        ("write_file", "link.txt", {"content": "x"}),
+        ("append_file", "link.txt", {"content": "x"}),
+        ("list_dir", "linkdir", {}),
+        ("write_file", "linkdir/new.txt", {"content": "x"}),
+    ],
+)
 def test_file_tools_refuse_symlinks_that_resolve_outside(fhome, ws, tool, path, extra):
     (ws / "link.txt").symlink_to(fhome.parent / "secret.txt")
     (ws / "linkdir").symlink_to(fhome.parent / "outdir")
@@ -82,8 +92,9 @@ def test_symlinks_inside_the_workspace_are_followed(fhome, ws):
     assert call(ctx_for(fhome), "read_file", path="alias.txt")[1].endswith("-> inside")
 
 
-@pytest.mark.parametrize("tool, extra", [("read_file", {}), ("write_file", {"content": "x"}),
-                                         ("append_file", {"content": "x"})])
+@pytest.mark.parametrize(
+    "tool, extra", [("read_file", {}), ("write_file", {"content": "x"}), ("append_file", {"content": "x"})]
+)
 @pytest.mark.parametrize("path", ["scratchpad/active.yaml", "config.yaml", "rules.md", "agent/__init__.py"])
 def test_by_default_nothing_outside_the_workspace_is_reachable_even_by_absolute_path(fhome, tool, extra, path):
     (fhome / "config.yaml").write_text("model: x\n")
@@ -101,12 +112,26 @@ def test_a_relative_runtime_name_in_the_workspace_is_just_a_file_there(fhome, ws
     assert (ws / "config.yaml").read_text() == "x" and not (fhome / "config.yaml").exists()
 
 
-@pytest.mark.parametrize("path", ["scratchpad/active.yaml", "scratchpad/new.yaml", "logs/cycle_1.log",
-                                  "config.yaml", ".agent.lock", "rules.md", "./scratchpad/x", "templates/default.yaml"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "scratchpad/active.yaml",
+        "scratchpad/new.yaml",
+        "logs/cycle_1.log",
+        "config.yaml",
+        ".agent.lock",
+        "rules.md",
+        "./scratchpad/x",
+        "templates/default.yaml",
+    ],
+)
 def test_runtime_files_and_templates_are_refused_even_in_a_whole_home_workspace(fhome, path):
     before = tree_digest(fhome)
-    for tool, extra in (("write_file", {"content": "forged"}), ("append_file", {"content": "forged"}),
-                        ("read_file", {})):
+    for tool, extra in (
+        ("write_file", {"content": "forged"}),
+        ("append_file", {"content": "forged"}),
+        ("read_file", {}),
+    ):
         kind, note = call(ctx_for(fhome, workspace="."), tool, path=path, **extra)
         assert kind is Tag.TOOL_ERROR and "belongs to the runtime" in note
     assert tree_digest(fhome) == before
@@ -119,8 +144,9 @@ def test_runtime_files_cannot_be_written_through_a_symlink_either(fhome):
     assert (fhome / "scratchpad" / "active.yaml").read_text() == "notes: ''\n"
 
 
-@pytest.mark.parametrize("path", [".env", ".git/config", ".ssh/authorized_keys", ".bashrc", "sub/.hidden",
-                                  ".venv/lib/x.pth"])
+@pytest.mark.parametrize(
+    "path", [".env", ".git/config", ".ssh/authorized_keys", ".bashrc", "sub/.hidden", ".venv/lib/x.pth"]
+)
 @pytest.mark.parametrize("workspace", ["workspace", "."])
 def test_dot_files_are_refused_at_any_depth_in_any_workspace(fhome, path, workspace):
     before = tree_digest(fhome)
@@ -137,36 +163,76 @@ def test_a_symlink_in_the_workspace_to_a_dot_file_in_it_is_refused(fhome, ws):
     assert kind is Tag.TOOL_ERROR and "dot-file (.env)" in note and "sk-123" not in note
 
 
-@pytest.mark.parametrize("path, why", [
-    ("agent/__init__.py", "Python package (agent)"), ("agent/cycle.txt", "Python package (agent)"), ("yaml.py", "code"),
-    ("sitecustomize.py", "code"), ("usercustomize.pth", "code"), ("evil.pth", "code"), ("lib.so", "code"),
-    ("bin/reset.sh", "code"), ("bin/tool", "folder of code (bin)"), ("Makefile", "code"),
-    ("pyproject.toml", "code"), ("setup.py", "code"), ("setup.cfg", "code"), ("run.sh", "code"),
-    ("newpkg/__init__.py", "code"), ("venv/lib/site-packages/x.txt", "folder of code"),
-    ("x.egg-info/PKG-INFO", "folder of code"), ("tool", "executable file (tool)"), ("CLAUDE.md", "code"),
-    ("requirements.txt", "code"), ("hook.js", "code"),
-])
+@pytest.mark.parametrize(
+    "path, why",
+    [
+        ("agent/__init__.py", "Python package (agent)"),
+        ("agent/cycle.txt", "Python package (agent)"),
+        ("yaml.py", "code"),
+        ("sitecustomize.py", "code"),
+        ("usercustomize.pth", "code"),
+        ("evil.pth", "code"),
+        ("lib.so", "code"),
+        ("bin/reset.sh", "code"),
+        ("bin/tool", "folder of code (bin)"),
+        ("Makefile", "code"),
+        ("pyproject.toml", "code"),
+        ("setup.py", "code"),
+        ("setup.cfg", "code"),
+        ("run.sh", "code"),
+        ("newpkg/__init__.py", "code"),
+        ("venv/lib/site-packages/x.txt", "folder of code"),
+        ("x.egg-info/PKG-INFO", "folder of code"),
+        ("tool", "executable file (tool)"),
+        ("CLAUDE.md", "code"),
+        ("requirements.txt", "code"),
+        ("hook.js", "code"),
+    ],
+)
 def test_a_whole_home_workspace_still_protects_code(fhome, path, why):
     (fhome / "agent").mkdir()
     (fhome / "agent" / "__init__.py").write_text("")
     (fhome / "tool").write_text("#!/bin/sh\n")
     (fhome / "tool").chmod(0o755)
     before = tree_digest(fhome)
-    for tool, extra in (("write_file", {"content": "import os"}), ("append_file", {"content": "import os"}),
-                        ("read_file", {})):
+    for tool, extra in (
+        ("write_file", {"content": "import os"}),
+        ("append_file", {"content": "import os"}),
+        ("read_file", {}),
+    ):
         kind, note = call(ctx_for(fhome, workspace="."), tool, path=path, **extra)
         assert kind is Tag.TOOL_ERROR and why in note, note
     assert tree_digest(fhome) == before
 
 
-@pytest.mark.parametrize("path", [
-    # the reproduction
-    "requirements-dev.txt", "build.rs", "docker-compose.yml", "Taskfile.yml", "analysis.ipynb", "conftest.PY",
-    # more of the class: other tools, other depths, other cases
-    "sub/package.json", "Cargo.toml", "Pipfile", "vite.config.ts", "deploy.Dockerfile", "GNUmakefile",
-    "tools/build.gradle.kts", "CLAUDE.MD", "Agents.md", "docs/constraints.txt", "node_modules/x/readme.txt",
-    "Node_Modules/y.csv", "Makefile.am", "notes.Sh", "settings.Json",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        # the reproduction
+        "requirements-dev.txt",
+        "build.rs",
+        "docker-compose.yml",
+        "Taskfile.yml",
+        "analysis.ipynb",
+        "conftest.PY",
+        # more of the class: other tools, other depths, other cases
+        "sub/package.json",
+        "Cargo.toml",
+        "Pipfile",
+        "vite.config.ts",
+        "deploy.Dockerfile",
+        "GNUmakefile",
+        "tools/build.gradle.kts",
+        "CLAUDE.MD",
+        "Agents.md",
+        "docs/constraints.txt",
+        "node_modules/x/readme.txt",
+        "Node_Modules/y.csv",
+        "Makefile.am",
+        "notes.Sh",
+        "settings.Json",
+    ],
+)
 def test_a_whole_home_workspace_protects_every_file_a_tool_may_run_or_read_as_configuration(fhome, path):
     before = tree_digest(fhome)
     kind, note = call(ctx_for(fhome, workspace="."), "write_file", path=path, content="evil")
@@ -259,7 +325,9 @@ def test_oversized_writes_and_appends_are_refused_and_change_nothing(fhome, ws):
 
 
 def test_write_file_replaces_the_whole_file_and_leaves_no_temp_file(fhome, ws):
-    assert call(ctx_for(fhome), "write_file", path="inside.txt", content="new")[1].endswith("-> wrote 3 bytes to inside.txt")
+    assert call(ctx_for(fhome), "write_file", path="inside.txt", content="new")[1].endswith(
+        "-> wrote 3 bytes to inside.txt"
+    )
     assert (ws / "inside.txt").read_text() == "new"
     assert sorted(p.name for p in ws.iterdir()) == ["inside.txt"]
 
@@ -284,11 +352,15 @@ def test_list_dir_shows_folders_symlinks_and_sizes_and_caps_entries(fhome, ws):
     assert list_dir(ctx_for(fhome), "many").endswith("\n[5 more entries not shown]")
 
 
-@pytest.mark.parametrize("tool, args, why", [
-    ("read_file", {"path": "nope.txt"}, "no such file"), ("read_file", {"path": ""}, "empty"),
-    ("list_dir", {"path": "inside.txt"}, "no such folder"),
-    ("write_file", {"path": "scratchpad", "content": ""}, "outside the workspace"),
-])
+@pytest.mark.parametrize(
+    "tool, args, why",
+    [
+        ("read_file", {"path": "nope.txt"}, "no such file"),
+        ("read_file", {"path": ""}, "empty"),
+        ("list_dir", {"path": "inside.txt"}, "no such folder"),
+        ("write_file", {"path": "scratchpad", "content": ""}, "outside the workspace"),
+    ],
+)
 def test_file_tool_bad_paths_are_explained(fhome, ws, tool, args, why):
     (ws / "scratchpad").symlink_to(fhome / "scratchpad")
     kind, note = call(ctx_for(fhome), tool, **args)

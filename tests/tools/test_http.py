@@ -20,8 +20,8 @@ import yaml
 
 import agent.tools.http as http_tool
 from agent.config import Settings, load_settings
-from agent.tags import Tag
 from agent.outcomes import UsageError
+from agent.tags import Tag
 from agent.tools import ToolError
 from agent.tools.http import address_problem, fetch
 from tests.tools.helpers import call, ctx_for
@@ -124,8 +124,9 @@ def test_http_get_checks_names_after_dns_resolution(server, tmp_path, connects):
 def test_http_get_connects_to_the_address_it_checked(server, tmp_path, connects):
     """A name is resolved once per hop and the connection goes to that address (no rebinding)."""
     answers = iter([["127.0.0.1"], ["10.9.9.9"]])  # a rebinding resolver: the second answer is private
-    out = fetch(f"http://rebind.test:{server.server_port}/hello", Settings(**LOOPBACK),
-                lambda host, port: next(answers))
+    out = fetch(
+        f"http://rebind.test:{server.server_port}/hello", Settings(**LOOPBACK), lambda host, port: next(answers)
+    )
     assert out.startswith("HTTP 200") and connects == ["127.0.0.1"]
     assert server.seen == [("/hello", f"rebind.test:{server.server_port}")]  # the Host header keeps the name
 
@@ -137,11 +138,14 @@ def test_http_get_refuses_a_name_if_any_of_its_addresses_is_not_public(answer, c
     assert connects == []
 
 
-@pytest.mark.parametrize("path, why", [
-    ("/to-metadata", "169.254.169.254 is a cloud metadata address"),
-    ("/to-private", "10.0.0.1 is a private address"),
-    ("/to-file", "only http and https URLs are allowed, not 'file:'"),
-])
+@pytest.mark.parametrize(
+    "path, why",
+    [
+        ("/to-metadata", "169.254.169.254 is a cloud metadata address"),
+        ("/to-private", "10.0.0.1 is a private address"),
+        ("/to-file", "only http and https URLs are allowed, not 'file:'"),
+    ],
+)
 def test_http_get_checks_every_redirect_before_connecting(server, tmp_path, connects, path, why):
     kind, note = call(ctx_for(tmp_path, **LOOPBACK), "http_get", url=f"{server.base}{path}")
     assert kind is Tag.TOOL_ERROR and why in note
@@ -168,28 +172,51 @@ def test_http_get_stops_after_too_many_redirects(server):
     assert len(server.seen) == 4
 
 
-@pytest.mark.parametrize("url, why", [
-    ("file:///etc/passwd", "only http and https"), ("ftp://example.com/", "only http and https"),
-    ("gopher://127.0.0.1/", "only http and https"), ("http://", "no host"),
-    ("http://[::1]:1/", "::1 is a loopback address"), ("http://0.0.0.0:1/", "0.0.0.0 is a unspecified address"),
-    ("http://169.254.169.254/latest/", "cloud metadata"), ("http://[fd00:ec2::254]/", "cloud metadata"),
-    ("http://2130706433:1/", "loopback"),  # 127.0.0.1 written as a number, caught after resolution
-])
+@pytest.mark.parametrize(
+    "url, why",
+    [
+        ("file:///etc/passwd", "only http and https"),
+        ("ftp://example.com/", "only http and https"),
+        ("gopher://127.0.0.1/", "only http and https"),
+        ("http://", "no host"),
+        ("http://[::1]:1/", "::1 is a loopback address"),
+        ("http://0.0.0.0:1/", "0.0.0.0 is a unspecified address"),
+        ("http://169.254.169.254/latest/", "cloud metadata"),
+        ("http://[fd00:ec2::254]/", "cloud metadata"),
+        ("http://2130706433:1/", "loopback"),  # 127.0.0.1 written as a number, caught after resolution
+    ],
+)
 def test_http_get_refuses_schemes_and_addresses(url, why, connects):
     with pytest.raises(ToolError, match=why):
         fetch(url, Settings())
     assert connects == []
 
 
-@pytest.mark.parametrize("address, refused", [
-    ("127.0.0.1", "loopback"), ("10.1.2.3", "private"), ("172.16.0.1", "private"), ("192.168.0.1", "private"),
-    ("100.64.0.1", "not a public"), ("169.254.1.1", "link-local"), ("224.0.0.1", "multicast"),
-    ("240.0.0.1", "reserved"), ("fe80::1", "link-local"), ("fc00::1", "private"), ("ff02::1", "multicast"),
-    ("::ffff:10.0.0.1", "private"), ("64:ff9b::a00:1", "address"), ("2002:a00:1::", "private"),
-    ("169.254.169.254", "cloud metadata"), ("100.100.100.200", "cloud metadata"), ("fd00:ec2::254", "cloud metadata"),
-    ("168.63.129.16", "cloud metadata"),
-    ("93.184.215.14", None), ("2606:4700::1111", None),
-])
+@pytest.mark.parametrize(
+    "address, refused",
+    [
+        ("127.0.0.1", "loopback"),
+        ("10.1.2.3", "private"),
+        ("172.16.0.1", "private"),
+        ("192.168.0.1", "private"),
+        ("100.64.0.1", "not a public"),
+        ("169.254.1.1", "link-local"),
+        ("224.0.0.1", "multicast"),
+        ("240.0.0.1", "reserved"),
+        ("fe80::1", "link-local"),
+        ("fc00::1", "private"),
+        ("ff02::1", "multicast"),
+        ("::ffff:10.0.0.1", "private"),
+        ("64:ff9b::a00:1", "address"),
+        ("2002:a00:1::", "private"),
+        ("169.254.169.254", "cloud metadata"),
+        ("100.100.100.200", "cloud metadata"),
+        ("fd00:ec2::254", "cloud metadata"),
+        ("168.63.129.16", "cloud metadata"),
+        ("93.184.215.14", None),
+        ("2606:4700::1111", None),
+    ],
+)
 def test_non_public_addresses_are_refused_naming_their_kind_and_public_ones_pass(address, refused):
     problem = address_problem(address, [])
     assert (problem is None) if refused is None else (refused in problem)
@@ -230,9 +257,29 @@ def test_https_requests_carry_the_name_for_sni_and_certificate_checks(monkeypatc
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl to make a test certificate")
 def test_https_connects_to_the_checked_address_and_verifies_the_name(tmp_path, monkeypatch):
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=example.test", "-addext", "subjectAltName=DNS:example.test"],
-                   check=True, capture_output=True, timeout=30)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=example.test",
+            "-addext",
+            "subjectAltName=DNS:example.test",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     srv.seen, srv.routes = [], {"/hello": (200, {"Content-Type": "text/plain"}, b"over tls")}
     server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -256,5 +303,3 @@ def test_bad_http_allow_networks_is_a_config_error(tmp_path, value, why):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"http_allow_networks": value}))
     with pytest.raises(UsageError, match=why):
         load_settings(tmp_path, env={})
-
-

@@ -38,8 +38,8 @@ def bombs() -> dict[str, tuple[str, bytes]]:
     gz = _compressed(_zeros(), 31)
     deflated = _compressed(_zeros(), 15)
     return {
-        "/gzip-gzip": ("gzip, gzip", gzip.compress(gz)),             # the reproduction
-        "/gzip": ("gzip", gz),                                       # one layer, 1.7 MB raw
+        "/gzip-gzip": ("gzip, gzip", gzip.compress(gz)),  # the reproduction
+        "/gzip": ("gzip", gz),  # one layer, 1.7 MB raw
         "/deflate-gzip": ("deflate, gzip", gzip.compress(deflated)),  # zlib-wrapped inside gzip
         "/x-gzip-identity-deflate": ("x-gzip, identity, deflate", zlib.compress(gz)),
         "/gzip-x3": ("gzip, gzip, gzip", gzip.compress(gzip.compress(gz))),
@@ -91,8 +91,9 @@ print(json.dumps({"peak_kb": peak_kb, "out": out[:400], "size": len(out)}))
 
 
 def _fetch_in_child(url: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", _CHILD, url], capture_output=True, text=True, timeout=120, cwd=REPO,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, url], capture_output=True, text=True, timeout=120, cwd=REPO, check=False
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 
@@ -105,8 +106,13 @@ def test_a_decompression_bomb_is_cut_at_the_cap_and_the_agent_stays_under_200_mb
     assert got["size"] < 65536 + 1000  # the cap (default http_max_bytes) plus the head and the marker
 
 
-@pytest.mark.parametrize("path, why", [("/gzip-x3", "3 content encodings; http_get decodes at most 2"),
-                                       ("/br", "content encoding 'br' is not supported")])
+@pytest.mark.parametrize(
+    "path, why",
+    [
+        ("/gzip-x3", "3 content encodings; http_get decodes at most 2"),
+        ("/br", "content encoding 'br' is not supported"),
+    ],
+)
 def test_more_layers_or_another_encoding_is_refused_before_decoding(server, path, why):
     got = _fetch_in_child(server + path)
     assert got["peak_kb"] < PEAK_LIMIT_KB
@@ -123,7 +129,7 @@ def test_the_decoder_never_gives_more_than_its_limit_whatever_the_chunking():
     for size in (1, 7, 4096, len(data)):
         decoder, total = BoundedDecoder(layers("deflate, gzip"), 100_000), 0
         for start in range(0, len(data), size):
-            total += len(decoder.feed(data[start:start + size]))
+            total += len(decoder.feed(data[start : start + size]))
             if decoder.full:
                 break
         assert total == 100_000 and decoder.full

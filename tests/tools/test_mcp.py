@@ -147,16 +147,28 @@ def notes_of(home: Path) -> str:
 
 @pytest.mark.slow
 def test_time_and_git_servers_from_the_index_work_in_a_real_cycle_and_stop_with_it(home, tmp_path, repo):
-    configure(home, mcp_servers={"time": TIME_SERVER,
-                     "git": {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository", str(repo)],
-                             "tools_enabled": ["git_status", "git_log"]}})
-    proc = run_scripted(home, tmp_path, [
-        {"tool": "time__get_current_time", "args": {"timezone": "UTC"}},
-        {"tool": "git__git_log", "args": {"repo_path": str(repo)}},
-        {"tool": "git__git_status", "args": {"repo_path": str(repo)}},
-        {"tool": "git__git_commit", "args": {"repo_path": str(repo), "message": "not enabled"}},
-        DONE,
-    ])
+    configure(
+        home,
+        mcp_servers={
+            "time": TIME_SERVER,
+            "git": {
+                "command": sys.executable,
+                "args": ["-m", "mcp_server_git", "--repository", str(repo)],
+                "tools_enabled": ["git_status", "git_log"],
+            },
+        },
+    )
+    proc = run_scripted(
+        home,
+        tmp_path,
+        [
+            {"tool": "time__get_current_time", "args": {"timezone": "UTC"}},
+            {"tool": "git__git_log", "args": {"repo_path": str(repo)}},
+            {"tool": "git__git_status", "args": {"repo_path": str(repo)}},
+            {"tool": "git__git_commit", "args": {"repo_path": str(repo), "message": "not enabled"}},
+            DONE,
+        ],
+    )
     assert proc.returncode == 0, proc.stderr
     notes = notes_of(home)
     assert '[TOOL] time__get_current_time({"timezone": "UTC"}) -> {; "timezone": "UTC",; "datetime": ' in notes
@@ -167,8 +179,11 @@ def test_time_and_git_servers_from_the_index_work_in_a_real_cycle_and_stop_with_
 
 
 def test_agent_tools_lists_mcp_tools_with_their_server_under_the_same_policy(home):
-    configure(home, mcp_servers={"time": {**TIME_SERVER, "tools_enabled": ["get_current_time", "time__convert_time"]}},
-              tools_disabled=["time__convert_time"])
+    configure(
+        home,
+        mcp_servers={"time": {**TIME_SERVER, "tools_enabled": ["get_current_time", "time__convert_time"]}},
+        tools_disabled=["time__convert_time"],
+    )
     result = run_cli("tools", "--home", str(home))
     assert result.exit_code == 0, result.stderr
     assert "time__get_current_time  [mcp:time]" in result.stdout
@@ -182,8 +197,11 @@ def test_agent_tools_lists_mcp_tools_with_their_server_under_the_same_policy(hom
 
 def test_agent_doctor_starts_each_server_and_lists_its_tools(home):
     run_cli("init", str(home))
-    configure(home, mcp_servers={"time": TIME_SERVER, "gone": {"command": "no-such-mcp-server-command"}},
-              model="scripted:script.yaml")
+    configure(
+        home,
+        mcp_servers={"time": TIME_SERVER, "gone": {"command": "no-such-mcp-server-command"}},
+        model="scripted:script.yaml",
+    )
     write_script(home, [DONE])
     result = run_cli("doctor", "--home", str(home))
     assert result.exit_code == 1  # one server fails
@@ -204,8 +222,10 @@ def test_a_server_that_does_not_exist_leaves_a_note_and_the_cycle_goes_on(home, 
     proc = run_scripted(home, tmp_path, [{"tool": "time__get_current_time", "args": {"timezone": "UTC"}}, DONE])
     assert proc.returncode == 0, proc.stderr
     notes = notes_of(home)
-    assert ("[TOOL ERROR] MCP server 'gone' not started: command not found: no-such-mcp-server-command "
-            "(its tools are not offered)") in notes
+    assert (
+        "[TOOL ERROR] MCP server 'gone' not started: command not found: no-such-mcp-server-command "
+        "(its tools are not offered)"
+    ) in notes
     assert '"timezone": "UTC"' in notes and "[COMPLETED] finished" in notes
     assert "agent: warning: MCP server 'gone' not started" in proc.stderr
 
@@ -235,16 +255,20 @@ def test_a_server_that_exits_at_start_shows_its_stderr(home, tmp_path):
 @pytest.mark.slow
 def test_a_server_that_crashes_mid_cycle_turns_its_calls_into_tool_errors(home, tmp_path, misbehaving):
     configure(home, mcp_servers={"bad": misbehaving, "time": TIME_SERVER})
-    proc = run_scripted(home, tmp_path, [
-        {"tool": "bad__echo", "args": {"text": "still here"}},
-        {"tool": "bad__named", "args": {"ctx": "c", "remote": "r", "server_name": "s"}},
-        {"tool": "bad__norm", "args": {"point": {"x": 3, "y": -4}, "scale": 2}},
-        {"tool": "bad__norm", "args": {"point": {"x": "three"}}},
-        {"tool": "bad__crash", "args": {}},
-        {"tool": "bad__echo", "args": {"text": "anyone?"}},
-        {"tool": "time__get_current_time", "args": {"timezone": "UTC"}},
-        DONE,
-    ])
+    proc = run_scripted(
+        home,
+        tmp_path,
+        [
+            {"tool": "bad__echo", "args": {"text": "still here"}},
+            {"tool": "bad__named", "args": {"ctx": "c", "remote": "r", "server_name": "s"}},
+            {"tool": "bad__norm", "args": {"point": {"x": 3, "y": -4}, "scale": 2}},
+            {"tool": "bad__norm", "args": {"point": {"x": "three"}}},
+            {"tool": "bad__crash", "args": {}},
+            {"tool": "bad__echo", "args": {"text": "anyone?"}},
+            {"tool": "time__get_current_time", "args": {"timezone": "UTC"}},
+            DONE,
+        ],
+    )
     assert proc.returncode == 0, proc.stderr
     notes = notes_of(home)
     assert '[TOOL] bad__echo({"text": "still here"}) -> still here' in notes
@@ -254,16 +278,18 @@ def test_a_server_that_crashes_mid_cycle_turns_its_calls_into_tool_errors(home, 
     crash = next(line for line in notes.splitlines() if line.startswith("[TOOL ERROR] bad__crash({})"))
     assert crash.startswith("[TOOL ERROR] bad__crash({}): MCP server 'bad' exited during the cycle; its stderr ends: ")
     assert crash.endswith("misbehaving server: crashing now")
-    assert ('[TOOL ERROR] bad__echo({"text": "anyone?"}): MCP server \'bad\' is not running: '
-            'exited during the cycle') in notes
+    assert (
+        '[TOOL ERROR] bad__echo({"text": "anyone?"}): MCP server \'bad\' is not running: exited during the cycle'
+    ) in notes
     assert '"timezone": "UTC"' in notes and "[COMPLETED] finished" in notes
 
 
 @pytest.mark.slow
 def test_a_call_that_hangs_past_mcp_timeout_is_a_tool_error_and_the_server_is_killed(home, tmp_path, misbehaving):
     configure(home, mcp_servers={"bad": misbehaving}, mcp_timeout=2)
-    proc = run_scripted(home, tmp_path, [{"tool": "bad__hang", "args": {}}, {"tool": "echo", "args": {"message": "on"}},
-                                      DONE])
+    proc = run_scripted(
+        home, tmp_path, [{"tool": "bad__hang", "args": {}}, {"tool": "echo", "args": {"message": "on"}}, DONE]
+    )
     assert proc.returncode == 0, proc.stderr
     notes = notes_of(home)
     assert "[TOOL ERROR] bad__hang({}): MCP server 'bad' did not answer within 2s (mcp_timeout)" in notes
@@ -276,8 +302,13 @@ def test_a_cycle_killed_by_sigterm_stops_its_servers(home, tmp_path, misbehaving
     configure(home, mcp_servers={"bad": misbehaving}, mcp_timeout=3600)
     script = write_script(tmp_path, [{"tool": "bad__hang", "args": {}}, DONE])
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL")}
-    agent = subprocess.Popen([sys.executable, "-m", "agent", "run", "--home", str(home), "--model",
-                              f"scripted:{script}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert " started (model " in agent.stdout.readline()  # printed once the servers are up
     assert any("misbehaving_server.py" in p for p in processes_in(home).values())
     agent.terminate()  # before or during the hanging call: either way the cycle fails and stops its servers
@@ -292,8 +323,13 @@ def test_servers_die_with_an_agent_killed_by_sigkill(home, tmp_path, misbehaving
     configure(home, mcp_servers={"bad": misbehaving, "time": TIME_SERVER}, mcp_timeout=3600)
     script = write_script(tmp_path, [{"tool": "bad__hang", "args": {}}, DONE])
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL")}
-    agent = subprocess.Popen([sys.executable, "-m", "agent", "run", "--home", str(home), "--model",
-                              f"scripted:{script}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert " started (model " in agent.stdout.readline()  # printed once the servers are up
     servers = processes_in(home)
     assert len(servers) == 2, servers
@@ -305,12 +341,19 @@ def test_servers_die_with_an_agent_killed_by_sigkill(home, tmp_path, misbehaving
 
 @pytest.mark.slow
 def test_secrets_in_the_agents_environment_do_not_reach_the_server(home, tmp_path, misbehaving):
-    configure(home, mcp_servers={"bad": {**misbehaving,
-                                         "env": {"GIVEN": "${AGENT_TEST_PLAIN}", "LITERAL": "as-written"}}})
-    proc = run_scripted(home, tmp_path, [{"tool": "bad__env", "args": {"name": name}} for name in
-                                      ("OPENAI_API_KEY", "MY_SERVICE_TOKEN", "AGENT_TEST_PLAIN", "GIVEN", "LITERAL")]
-                     + [DONE], env={"OPENAI_API_KEY": SECRET, "MY_SERVICE_TOKEN": "tok-abcdefgh-123",
-                                    "AGENT_TEST_PLAIN": "plain-value"})
+    configure(
+        home, mcp_servers={"bad": {**misbehaving, "env": {"GIVEN": "${AGENT_TEST_PLAIN}", "LITERAL": "as-written"}}}
+    )
+    proc = run_scripted(
+        home,
+        tmp_path,
+        [
+            {"tool": "bad__env", "args": {"name": name}}
+            for name in ("OPENAI_API_KEY", "MY_SERVICE_TOKEN", "AGENT_TEST_PLAIN", "GIVEN", "LITERAL")
+        ]
+        + [DONE],
+        env={"OPENAI_API_KEY": SECRET, "MY_SERVICE_TOKEN": "tok-abcdefgh-123", "AGENT_TEST_PLAIN": "plain-value"},
+    )
     assert proc.returncode == 0, proc.stderr
     notes = notes_of(home)
     assert '[TOOL] bad__env({"name": "OPENAI_API_KEY"}) -> <unset>' in notes
@@ -323,12 +366,26 @@ def test_secrets_in_the_agents_environment_do_not_reach_the_server(home, tmp_pat
 @pytest.mark.slow
 def test_a_result_holding_a_secret_is_redacted_everywhere(home, tmp_path, misbehaving):
     # The operator hands the server a key on purpose; whatever it sends back is still redacted.
-    configure(home, mcp_servers={"bad": {**misbehaving, "env": {"UPSTREAM_KEY": "${OPENAI_API_KEY}",
-                                                    "SERVICE_TOKEN": "literal-token-987654"}}})
-    proc = run_scripted(home, tmp_path, [{"tool": "bad__env", "args": {"name": "UPSTREAM_KEY"}},
-                                      {"tool": "bad__env", "args": {"name": "SERVICE_TOKEN"}},
-                                      {"tool": "bad__echo", "args": {"text": f"leak {SECRET} leak"}}, DONE],
-                     env={"OPENAI_API_KEY": SECRET})
+    configure(
+        home,
+        mcp_servers={
+            "bad": {
+                **misbehaving,
+                "env": {"UPSTREAM_KEY": "${OPENAI_API_KEY}", "SERVICE_TOKEN": "literal-token-987654"},
+            }
+        },
+    )
+    proc = run_scripted(
+        home,
+        tmp_path,
+        [
+            {"tool": "bad__env", "args": {"name": "UPSTREAM_KEY"}},
+            {"tool": "bad__env", "args": {"name": "SERVICE_TOKEN"}},
+            {"tool": "bad__echo", "args": {"text": f"leak {SECRET} leak"}},
+            DONE,
+        ],
+        env={"OPENAI_API_KEY": SECRET},
+    )
     assert proc.returncode == 0, proc.stderr
     notes = notes_of(home)
     assert '[TOOL] bad__env({"name": "UPSTREAM_KEY"}) -> [REDACTED]' in notes
@@ -352,21 +409,30 @@ def test_an_env_reference_to_an_unset_variable_leaves_the_server_out(home, tmp_p
 # ------------------------------------------------------------------------------ configuration
 
 
-@pytest.mark.parametrize("servers, fragment", [
-    (["time"], "setting 'mcp_servers' must be a mapping"),
-    ({"time": "mcp-server-time"}, "setting 'mcp_servers.time' must be a mapping"),
-    ({"time": {"args": ["x"]}}, "setting 'mcp_servers.time' is missing 'command'"),
-    ({"time": {"command": "x", "cmd": "y"}}, "setting 'mcp_servers.time' has an unexpected key 'cmd'"),
-    ({"time": {"command": "x", "args": "-m x"}}, "setting 'mcp_servers.time.args' must be a list of strings"),
-    ({"time": {"command": "x", "args": [1]}}, "setting 'mcp_servers.time.args[0]' must be a string"),
-    ({"time": {"command": "x", "env": {"A": 1}}}, "setting 'mcp_servers.time.env.A' must be a string"),
-    ({"time": {"command": "x", "env": {"A B": "1"}}}, "'mcp_servers.time.env': 'A B' is not an environment variable"),
-    ({"time": {"command": "x", "tools_enabled": "a"}}, "'mcp_servers.time.tools_enabled' must be a list of strings"),
-    ({"time": {"command": "  "}}, "setting 'mcp_servers.time.command' is empty"),
-    ({"my server": {"command": "x"}}, "server name 'my server' must be"),
-    ({"x" * 40: {"command": "x"}}, "must be up to 32 letters"),
-    ({"time": {"command": "x\0y"}}, "setting 'mcp_servers.time' holds a NUL byte"),
-])
+@pytest.mark.parametrize(
+    "servers, fragment",
+    [
+        (["time"], "setting 'mcp_servers' must be a mapping"),
+        ({"time": "mcp-server-time"}, "setting 'mcp_servers.time' must be a mapping"),
+        ({"time": {"args": ["x"]}}, "setting 'mcp_servers.time' is missing 'command'"),
+        ({"time": {"command": "x", "cmd": "y"}}, "setting 'mcp_servers.time' has an unexpected key 'cmd'"),
+        ({"time": {"command": "x", "args": "-m x"}}, "setting 'mcp_servers.time.args' must be a list of strings"),
+        ({"time": {"command": "x", "args": [1]}}, "setting 'mcp_servers.time.args[0]' must be a string"),
+        ({"time": {"command": "x", "env": {"A": 1}}}, "setting 'mcp_servers.time.env.A' must be a string"),
+        (
+            {"time": {"command": "x", "env": {"A B": "1"}}},
+            "'mcp_servers.time.env': 'A B' is not an environment variable",
+        ),
+        (
+            {"time": {"command": "x", "tools_enabled": "a"}},
+            "'mcp_servers.time.tools_enabled' must be a list of strings",
+        ),
+        ({"time": {"command": "  "}}, "setting 'mcp_servers.time.command' is empty"),
+        ({"my server": {"command": "x"}}, "server name 'my server' must be"),
+        ({"x" * 40: {"command": "x"}}, "must be up to 32 letters"),
+        ({"time": {"command": "x\0y"}}, "setting 'mcp_servers.time' holds a NUL byte"),
+    ],
+)
 def test_bad_mcp_server_config_exits_2_naming_the_key_and_writes_nothing(home, tmp_path, servers, fragment):
     configure(home, mcp_servers=servers)
     write_active(home, {"notes": "keep"})
@@ -386,11 +452,14 @@ def test_mcp_timeouts_must_be_positive(home, tmp_path, setting):
 # ---------------------------------------------------------------------- names, schemas, results
 
 
-@pytest.mark.parametrize("server, remote, expected", [
-    ("time", "get_current_time", "time__get_current_time"),
-    ("my-server", "get.time now", "my_server__get_time_now"),
-    ("s", "ünïcode-tööl", "s___n_code_t__l"),
-])
+@pytest.mark.parametrize(
+    "server, remote, expected",
+    [
+        ("time", "get_current_time", "time__get_current_time"),
+        ("my-server", "get.time now", "my_server__get_time_now"),
+        ("s", "ünïcode-tööl", "s___n_code_t__l"),
+    ],
+)
 def test_mcp_tool_names_are_prefixed_and_fit_the_tool_name_pattern(server, remote, expected):
     assert tool_name(server, remote) == expected
 
@@ -401,7 +470,11 @@ def test_long_mcp_tool_names_are_cut_and_stay_distinct():
 
 
 HOSTILE_SCHEMAS = [
-    None, [], "string", 42, {},
+    None,
+    [],
+    "string",
+    42,
+    {},
     {"type": "object"},
     {"type": "object", "properties": []},
     {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a", "missing", 3]},
@@ -432,11 +505,18 @@ def test_any_input_schema_gives_a_usable_tool_without_crashing(input_schema):
 
 
 def test_what_the_checker_can_read_is_kept_and_checked():
-    schema = args_schema_of({"type": "object", "required": ["tz", "n"], "properties": {
-        "tz": {"type": "string", "description": "a zone"},
-        "n": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
-        "mode": {"enum": ["a", "b"]},
-        "ref": {"$ref": "#/$defs/X"}}})
+    schema = args_schema_of(
+        {
+            "type": "object",
+            "required": ["tz", "n"],
+            "properties": {
+                "tz": {"type": "string", "description": "a zone"},
+                "n": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+                "mode": {"enum": ["a", "b"]},
+                "ref": {"$ref": "#/$defs/X"},
+            },
+        }
+    )
     tool = Tool("s__t", "d", schema, None)
     assert tool.signature() == "s__t(tz: string, n: integer or null, mode?: value, ref?: value)"
     assert tool.check_args({"tz": "UTC", "n": None}) is None
@@ -449,19 +529,23 @@ def test_what_the_checker_can_read_is_kept_and_checked():
 def test_results_become_text_and_are_capped():
     assert result_text({"content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}) == "one\ntwo"
     assert result_text({"content": [], "structuredContent": {"a": 1}}) == '{"a": 1}'
-    assert result_text({"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]}) == \
-        "[image image/png content not shown]"
+    assert (
+        result_text({"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]})
+        == "[image image/png content not shown]"
+    )
     assert result_text({"content": [{"type": "resource", "resource": {"uri": "file:///x", "text": "body"}}]}) == "body"
     assert result_text({"content": ["junk", {"type": "resource_link", "uri": "file:///y"}]}).endswith(
-        "[resource link file:///y]")
+        "[resource link file:///y]"
+    )
     big = result_text({"content": [{"type": "text", "text": "x" * 100_000}]})
     assert len(big) < 66_000 and big.endswith(f"[result cut at {mcp_convert.MAX_RESULT_CHARS} characters]")
 
 
 def test_readable_schema_keeps_nothing_it_cannot_check():
     assert readable_schema({"type": "string", "pattern": "^a", "$ref": "x", "format": "uri"}) == {"type": "string"}
-    assert readable_schema({"oneOf": [{"type": "string"}, {"type": "integer"}]}) == \
-        {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+    assert readable_schema({"oneOf": [{"type": "string"}, {"type": "integer"}]}) == {
+        "anyOf": [{"type": "string"}, {"type": "integer"}]
+    }
 
 
 def test_a_server_command_is_found_like_a_shell_would_and_wrapped_to_die_with_the_agent(tmp_path):
@@ -487,8 +571,10 @@ def test_clashing_mcp_tool_names_are_skipped_and_reported(tmp_path):
     finally:
         servers.close()
     assert registry["echo"].source == "built-in" and registry["my_s__t"].source == "mcp:my-s"
-    assert warnings == ["MCP tool 'my_s__t' of server 'my_s' skipped: another MCP tool has the same name",
-                        "MCP tool 'echo' skipped: a tool with that name already exists"]
+    assert warnings == [
+        "MCP tool 'my_s__t' of server 'my_s' skipped: another MCP tool has the same name",
+        "MCP tool 'echo' skipped: a tool with that name already exists",
+    ]
     only = build_registry(settings.replace(tools_enabled=["my_s__t"]), entry_points=[], mcp=servers, warn=print)
     assert only.names() == ["my_s__t", "update_scratchpad", "done"]
 
@@ -505,11 +591,11 @@ def test_the_mcp_package_missing_is_a_problem_per_server_not_a_crash(monkeypatch
 
 def test_processes_in_sees_a_process_started_in_the_folder(tmp_path):
     """The leak check itself works: a child started in the folder is seen, then gone."""
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], cwd=tmp_path,
-                             stdin=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], cwd=tmp_path, stdin=subprocess.PIPE
+    )
     try:
         assert any("sys.stdin.read()" in p for p in processes_in(tmp_path).values())
     finally:
         child.communicate(b"")
     assert processes_in(tmp_path) == {}
-

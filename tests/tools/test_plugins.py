@@ -7,10 +7,10 @@ import json
 import os
 import shutil
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from agent.config import Settings
 from agent.tools import build_registry, plugins
@@ -39,11 +39,16 @@ def install_example_plugin(site: Path) -> None:
 
 
 BROKEN = {
-    "broken-import": ({"oops": "broken_plugin_mod:tool"}, {"broken_plugin_mod": "raise ImportError('no numpy here')\n"}),
+    "broken-import": (
+        {"oops": "broken_plugin_mod:tool"},
+        {"broken_plugin_mod": "raise ImportError('no numpy here')\n"},
+    ),
     "broken-object": ({"thing": "broken_plugin_obj:VALUE"}, {"broken_plugin_obj": "VALUE = 42\n"}),
     "broken-nodoc": ({"nodoc": "broken_plugin_nodoc:f"}, {"broken_plugin_nodoc": "def f(x: str):\n    return x\n"}),
-    "broken-clash": ({"clash": "broken_plugin_clash:shell"},
-                     {"broken_plugin_clash": "def shell(command: str) -> str:\n    '''Pretend.'''\n    return 'x'\n"}),
+    "broken-clash": (
+        {"clash": "broken_plugin_clash:shell"},
+        {"broken_plugin_clash": "def shell(command: str) -> str:\n    '''Pretend.'''\n    return 'x'\n"},
+    ),
     "broken-missing": ({"gone": "no_such_module_anywhere:tool"}, {}),
 }
 
@@ -84,7 +89,10 @@ def test_broken_plugins_are_reported_and_skipped(site):
     assert "shout" in registry and registry["shell"].source == "built-in"
     report = "\n".join(warnings)
     assert len(warnings) == 5
-    assert "plugin broken-import (entry point 'oops = broken_plugin_mod:tool') skipped: ImportError: no numpy here" in report
+    assert (
+        "plugin broken-import (entry point 'oops = broken_plugin_mod:tool') skipped: ImportError: no numpy here"
+        in report
+    )
     assert "plugin broken-object" in report and "must name a function, a Tool or a list of them, got int" in report
     assert "plugin broken-nodoc" in report and "needs a docstring" in report
     assert "plugin broken-clash" in report and "tool 'shell' skipped: a tool with that name already exists" in report
@@ -127,8 +135,12 @@ def test_agent_tools_lists_each_tool_with_its_arguments_and_source(site, home):
     listed = json.loads(run_cli("tools", "--home", str(home), "--json").stdout)
     by_name = {t["name"]: t for t in listed}
     assert by_name["shout"]["source"] == "plugin:agent-plugin-example" and "http_get" not in by_name
-    assert by_name["write_file"]["arguments"][0] == {"name": "path", "type": "string", "required": True,
-                                                     "description": 'a path relative to the workspace, e.g. "hello.txt"'}
+    assert by_name["write_file"]["arguments"][0] == {
+        "name": "path",
+        "type": "string",
+        "required": True,
+        "description": 'a path relative to the workspace, e.g. "hello.txt"',
+    }
 
 
 def test_the_example_plugin_works_end_to_end_in_a_real_cycle_despite_a_broken_plugin(tmp_path):
@@ -137,9 +149,14 @@ def test_the_example_plugin_works_end_to_end_in_a_real_cycle_despite_a_broken_pl
     make_dist(site, "broken-import", *BROKEN["broken-import"])
     home = tmp_path / "home"
     home.mkdir()
-    script = write_script(tmp_path, [{"tool": "shout", "args": {"text": "plugins work"}},
-                                     {"tool": "repeat", "args": {"text": "ok", "times": 3}},
-                                     {"tool": "done", "args": {"summary": "used the plugin"}}])
+    script = write_script(
+        tmp_path,
+        [
+            {"tool": "shout", "args": {"text": "plugins work"}},
+            {"tool": "repeat", "args": {"text": "ok", "times": 3}},
+            {"tool": "done", "args": {"summary": "used the plugin"}},
+        ],
+    )
     env = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
     proc = run_agent_process("run", "--home", str(home), "--model", f"scripted:{script}", env=env)
     assert proc.returncode == 0, proc.stderr

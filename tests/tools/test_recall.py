@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.tags import Tag
 from agent.store.home import Home
 from agent.store.recall_index import index_path
+from agent.tags import Tag
 from agent.tools import ToolError
 from agent.tools.recall import MATCH_CHARS, RESULT_CHARS, recall
 from tests.helpers import ARCHIVED_SAMPLE, archive_items, read_yaml, run_cli, write_active, write_script
@@ -27,10 +27,12 @@ def test_recall_finds_archived_notes_and_completed_tasks_best_match_first(home):
     assert lines[0] == "2 archived item(s), best match first:"
     assert lines[1] == "[20260101_000000] note: The backup job failed on Tuesday: disk full"
     assert "nginx" not in answer
-    assert ask(home, "nginx logs") == ("1 archived item(s), best match first:\n[20260101_000000] completed task: "
-                                       "Rotate the nginx logs — rotated and compressed 4 files")
+    assert ask(home, "nginx logs") == (
+        "1 archived item(s), best match first:\n[20260101_000000] completed task: "
+        "Rotate the nginx logs — rotated and compressed 4 files"
+    )
     assert "Check the weather" in ask(home, "WEATHER")  # case and stems do not matter
-    assert ask(home, "compressing") .endswith("rotated and compressed 4 files")
+    assert ask(home, "compressing").endswith("rotated and compressed 4 files")
 
 
 def test_recall_says_when_nothing_matches_or_nothing_was_archived(home):
@@ -40,10 +42,35 @@ def test_recall_says_when_nothing_matches_or_nothing_was_archived(home):
     assert ask(home, "zebra") == "no archived note or task matches 'zebra'"
 
 
-HOSTILE_QUERIES = ['"', '""', "'", "NEAR(", "NEAR(disk backup, 2)", "*", "disk*", "^disk", "-disk", "+disk",
-                   "text:disk", "kind:note", "disk AND", "OR OR OR", "NOT", "(((", ")", "disk\" OR \"x",
-                   "\0disk", "dïsk ünïcode", "😀 disk", "a" * 10_000, "disk " * 5_000, "x" * 100_000 + " disk",
-                   "rowid=1; DROP TABLE entries; --", "{disk}", "disk:*"]
+HOSTILE_QUERIES = [
+    '"',
+    '""',
+    "'",
+    "NEAR(",
+    "NEAR(disk backup, 2)",
+    "*",
+    "disk*",
+    "^disk",
+    "-disk",
+    "+disk",
+    "text:disk",
+    "kind:note",
+    "disk AND",
+    "OR OR OR",
+    "NOT",
+    "(((",
+    ")",
+    'disk" OR "x',
+    "\0disk",
+    "dïsk ünïcode",
+    "😀 disk",
+    "a" * 10_000,
+    "disk " * 5_000,
+    "x" * 100_000 + " disk",
+    "rowid=1; DROP TABLE entries; --",
+    "{disk}",
+    "disk:*",
+]
 
 
 @pytest.mark.parametrize("query", HOSTILE_QUERIES)
@@ -85,16 +112,28 @@ def test_a_model_finds_what_an_earlier_cycle_archived(home, tmp_path):
     """End to end: a cycle's notes overflow the budget into the archive; the next cycle recalls them."""
     (home / "config.yaml").write_text("notes_budget: 200\ncompleted_window: 1\n")
     write_active(home, {"current_task": "Note the capybara", "pending_actions": ["Second task", "Third task"]})
-    first = write_script(tmp_path, [{"tool": "echo", "args": {"message": "the capybara sleeps in box 7 " + "z" * 150}},
-                                    {"tool": "echo", "args": {"message": "filler " * 20}},
-                                    {"tool": "done", "args": {"summary": "noted where the capybara sleeps"}}], "a.yaml")
+    first = write_script(
+        tmp_path,
+        [
+            {"tool": "echo", "args": {"message": "the capybara sleeps in box 7 " + "z" * 150}},
+            {"tool": "echo", "args": {"message": "filler " * 20}},
+            {"tool": "done", "args": {"summary": "noted where the capybara sleeps"}},
+        ],
+        "a.yaml",
+    )
     assert run_cli("run", "--home", str(home), "--model", f"scripted:{first}").exit_code == 0
     second = write_script(tmp_path, [{"tool": "done", "args": {"summary": "second"}}], "b.yaml")
     assert run_cli("run", "--home", str(home), "--model", f"scripted:{second}").exit_code == 0
     assert "box 7" not in read_yaml(home / "scratchpad" / "active.yaml")["notes"]
     (home / "config.yaml").write_text("notes_budget: 4000\n")  # room for the recall note itself
-    third = write_script(tmp_path, [{"tool": "recall", "args": {"query": "where does the capybara sleep?"}},
-                                    {"tool": "done", "args": {"summary": "found it"}}], "c.yaml")
+    third = write_script(
+        tmp_path,
+        [
+            {"tool": "recall", "args": {"query": "where does the capybara sleep?"}},
+            {"tool": "done", "args": {"summary": "found it"}},
+        ],
+        "c.yaml",
+    )
     assert run_cli("run", "--home", str(home), "--model", f"scripted:{third}").exit_code == 0
     notes = read_yaml(home / "scratchpad" / "active.yaml")["notes"]
     assert '[TOOL] recall({"query": "where does the capybara sleep?"}) -> 2 archived item(s)' in notes

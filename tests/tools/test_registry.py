@@ -28,8 +28,9 @@ def test_a_cycle_offers_the_built_in_tools_then_the_control_tools_in_that_order(
 
 def test_a_disabled_tool_is_not_offered_and_not_run(home, tmp_path):
     (home / "config.yaml").write_text(yaml.safe_dump({"tools_disabled": ["echo", "http_get"]}))
-    script = write_script(tmp_path, [{"tool": "echo", "args": {"message": "hi"}},
-                                     {"tool": "done", "args": {"summary": "s"}}])
+    script = write_script(
+        tmp_path, [{"tool": "echo", "args": {"message": "hi"}}, {"tool": "done", "args": {"summary": "s"}}]
+    )
     result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}")
     assert result.exit_code == 0
     notes = read_yaml(home / "scratchpad" / "active.yaml")["notes"]
@@ -51,8 +52,6 @@ def test_the_control_tools_cannot_be_disabled(tmp_path):
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"tools_disabled": ["done"]}))
     with pytest.raises(UsageError, match="'done' cannot be disabled"):
         load_settings(tmp_path, env={})
-
-
 
 
 # ---------------------------------------------------------------------------------------- layers
@@ -77,7 +76,9 @@ def test_base_imports_no_tool_and_only_the_package_init_imports_the_registry():
 
 
 def test_building_a_registry_imports_no_http_client():
-    probe = ("import sys\nfrom agent.config import Settings\nfrom agent.tools import build_registry\n"
-             "build_registry(Settings(), entry_points=[])\nprint(sorted(m for m in sys.modules if m.startswith('httpx')))")
+    probe = (
+        "import sys\nfrom agent.config import Settings\nfrom agent.tools import build_registry\n"
+        "build_registry(Settings(), entry_points=[])\nprint(sorted(m for m in sys.modules if m.startswith('httpx')))"
+    )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "[]"

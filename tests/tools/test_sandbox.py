@@ -63,7 +63,9 @@ def test_explicit_policies_need_no_probe_and_any_carries_a_warning(tmp_path):
 @pytest.mark.usefixtures("sandbox_required")
 def test_the_sandboxed_shell_runs_a_command_line_in_the_workspace(tmp_path):
     home = _home(tmp_path)
-    kind, note = call(ctx_for(home, shell_policy="sandbox"), "shell", command="echo a b | wc -w > n.txt; cat n.txt; pwd")
+    kind, note = call(
+        ctx_for(home, shell_policy="sandbox"), "shell", command="echo a b | wc -w > n.txt; cat n.txt; pwd"
+    )
     assert kind is Tag.TOOL and note.endswith("-> 2; /workspace")
     assert (home / "workspace" / "n.txt").read_text() == "2\n"
 

@@ -31,20 +31,23 @@ def test_shell_refuses_to_run_when_the_workspace_is_not_a_folder(tmp_path):
     assert kind is Tag.TOOL_ERROR and "is not a folder; commands run there" in note
 
 
-@pytest.mark.parametrize("command, why", [
-    ("rm -rf scratchpad", "command 'rm' is not allowed"),
-    ("/bin/ls", "command '/bin/ls' is not allowed"),
-    ("sh -c ls", "command 'sh' is not allowed"),
-    ("cat /etc/passwd", "argument '/etc/passwd' names a path outside the workspace"),
-    ("cat ../secret", "argument '../secret' names a path outside the workspace"),
-    ("head --lines=1 ~/.bashrc", "argument '~/.bashrc' names a path outside the workspace"),
-    ("date -f/etc/passwd", "option '-f' (in '-f/etc/passwd') is not allowed for date"),
-    ("tail --file=/etc/passwd", "option '--file=/etc/passwd' is not allowed for tail"),
-    ("wc -xf/etc/passwd", "option '-x' (in '-xf/etc/passwd') is not allowed for wc"),
-    ("cat -f../x", "option '-f' (in '-f../x') is not allowed for cat"),
-    ("", "the command is empty"),
-    ("echo 'unclosed", "cannot split the command"),
-])
+@pytest.mark.parametrize(
+    "command, why",
+    [
+        ("rm -rf scratchpad", "command 'rm' is not allowed"),
+        ("/bin/ls", "command '/bin/ls' is not allowed"),
+        ("sh -c ls", "command 'sh' is not allowed"),
+        ("cat /etc/passwd", "argument '/etc/passwd' names a path outside the workspace"),
+        ("cat ../secret", "argument '../secret' names a path outside the workspace"),
+        ("head --lines=1 ~/.bashrc", "argument '~/.bashrc' names a path outside the workspace"),
+        ("date -f/etc/passwd", "option '-f' (in '-f/etc/passwd') is not allowed for date"),
+        ("tail --file=/etc/passwd", "option '--file=/etc/passwd' is not allowed for tail"),
+        ("wc -xf/etc/passwd", "option '-x' (in '-xf/etc/passwd') is not allowed for wc"),
+        ("cat -f../x", "option '-f' (in '-f../x') is not allowed for cat"),
+        ("", "the command is empty"),
+        ("echo 'unclosed", "cannot split the command"),
+    ],
+)
 def test_shell_allowlist_refuses_commands_and_paths_outside_it(tmp_path, command, why):
     kind, note = call(ctx_for(tmp_path), "shell", command=command)
     assert kind is Tag.TOOL_ERROR and why in note

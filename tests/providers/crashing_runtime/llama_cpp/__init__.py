@@ -30,8 +30,10 @@ class Llama:
     def create_chat_completion(self, messages, **options) -> dict:
         _decode()
         text = os.environ.get("CRASHING_RUNTIME_REPLY", '{"tool": "done", "args": {"summary": "decoded"}}')
-        return {"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5}}
+        return {
+            "choices": [{"message": {"content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+        }
 
     def create_completion(self, prompt: str, max_tokens: int = 16, **options) -> dict:
         _decode()
