@@ -62,6 +62,17 @@ def response_format_for(kind: str, action_schema: dict) -> dict | None:
     return None
 
 
+def error_text(exc: Exception) -> str:
+    """Everything an HTTP error says, lower-cased: its message, its body and the raw response text."""
+    texts = [str(exc), str(getattr(exc, "body", "") or "")]
+    response = getattr(exc, "response", None)
+    try:
+        texts.append(response.text if response is not None else "")
+    except Exception:  # a body that cannot be decoded: the other texts still count
+        pass
+    return " ".join(texts).lower()
+
+
 def rejects_response_format(exc: Exception) -> bool:
     """Whether an HTTP error is the endpoint refusing the response_format we sent (not any error).
 
@@ -69,16 +80,9 @@ def rejects_response_format(exc: Exception) -> bool:
     'json_object'" (a validation error on body.response_format.type); older vLLM and other
     FastAPI servers answer 422 with that field in `loc`; others 400 naming response_format.
     """
-    status = getattr(exc, "status_code", None)
-    if status not in (400, 415, 422, 500, 501):
+    if getattr(exc, "status_code", None) not in (400, 415, 422, 500, 501):
         return False
-    texts = [str(exc), str(getattr(exc, "body", "") or "")]
-    response = getattr(exc, "response", None)
-    try:
-        texts.append(response.text if response is not None else "")
-    except Exception:  # a body that cannot be decoded: the other texts still count
-        pass
-    text = " ".join(texts).lower()
+    text = error_text(exc)
     return "response_format" in text or "json_schema" in text or "'text' or 'json_object'" in text
 
 

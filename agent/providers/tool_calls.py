@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from .base import ToolCall
+from .format_ladder import error_text
 
 # Sent with every native request: "auto" is OpenAI's default when tools are present, and the one
 # value llama-cpp-python's chatml-function-calling format takes besides a named tool ("required"
@@ -164,16 +165,9 @@ def rejects_tools(exc: Exception) -> bool:
     """Whether an HTTP error is the endpoint refusing `tools` (not any error): OpenAI-style servers
     answer 400 naming tools/tool_choice/functions ("does not support tools", Ollama); FastAPI
     servers 422 with the field in `loc`; a few 500 or 501."""
-    status = getattr(exc, "status_code", None)
-    if status not in (400, 404, 415, 422, 500, 501):
+    if getattr(exc, "status_code", None) not in (400, 404, 415, 422, 500, 501):
         return False
-    texts = [str(exc), str(getattr(exc, "body", "") or "")]
-    response = getattr(exc, "response", None)
-    try:
-        texts.append(response.text if response is not None else "")
-    except Exception:  # a body that cannot be decoded: the other texts still count
-        pass
-    return bool(_NAMES_TOOLS.search(" ".join(texts).lower()))
+    return bool(_NAMES_TOOLS.search(error_text(exc)))
 
 
 def names_strict(exc: Exception) -> bool:
