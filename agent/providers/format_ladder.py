@@ -20,7 +20,7 @@ from typing import Callable
 from ..outcomes import DiskError
 from ..store.files import atomic_write
 from .base import Log
-from .local import bounded_schema
+from .local_runtime import bounded_schema
 
 # "json_object_schema" is {"type": "json_object", "schema": ...}: llama-cpp-python's server
 # refuses json_schema but takes this, and builds a grammar from the schema.

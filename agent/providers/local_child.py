@@ -17,7 +17,7 @@ from typing import Any
 
 from ..config import Settings
 from .base import Log, ModelError, Request
-from .local import LocalRuntime
+from .local_runtime import LocalRuntime
 from .threads import set_wait_policy
 
 

@@ -234,6 +234,7 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
     "tempfile",
     "asyncio",
     "agent.providers.local",
+    "agent.providers.local_runtime",
     "agent.providers.guidance",
     "agent.providers.openai_compat",
     "agent.providers.client_log",

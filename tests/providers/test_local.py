@@ -181,7 +181,7 @@ def test_a_grammar_llama_cpp_would_refuse_is_caught_before_it_can_crash_the_proc
 @pytest.mark.slow
 @needs_embedded_model
 def test_a_refused_guided_grammar_falls_back_to_the_whole_schema_and_a_refused_schema_is_a_model_error(monkeypatch):
-    import agent.providers.local as local
+    import agent.providers.local_runtime as local
 
     monkeypatch.setenv(LOCAL_CACHE_ENV, "off")  # never the user's ~/.cache
     model = LocalRuntime(bundled_model_path(), Settings())  # in this process: guided_schema is patched here
