@@ -23,14 +23,14 @@ import re
 from typing import Any, Callable, Iterator
 
 from .config import Settings
-from .dispatcher import Outcome, add_note, dispatch
 from .escape import escape_controls
 from .outcomes import InvalidScratchpad, LimitReached, StopReason, UsageError
 from .secrets import Secrets
+from .state import add_note
 from .store.files import atomic_write
 from .store.home import Home
 from .store.lock import file_lock
-from .tags import Tag
+from .tags import Outcome, Tag
 from .tools import Registry, ToolContext
 
 PENDING, APPROVED, DENIED, RAN = "pending", "approved", "denied", "ran"
@@ -193,9 +193,16 @@ def _parked(home: Home, cycle_id: str, tool: str, args: dict) -> dict:
 
 
 def run_decided(
-    home: Home, cycle_id: str, state: dict, registry: Registry, ctx: ToolContext, log: Callable[[str], None]
+    home: Home,
+    cycle_id: str,
+    state: dict,
+    registry: Registry,
+    ctx: ToolContext,
+    log: Callable[[str], None],
+    dispatch: Callable[[dict, str, Registry, ToolContext], tuple[dict, Outcome]],
 ) -> dict:
-    """Run the approved calls and note the denials the model has not heard of yet; the new state."""
+    """Run the approved calls (through the cycle's `dispatch`) and note the denials the model has not
+    heard of yet; the new state."""
     for warning in pattern_warnings(ctx.settings, registry):
         log(f"warning: {warning}")
     if not approvals_file(home).exists():  # nothing was ever parked (decide needs a parked call)

@@ -26,12 +26,13 @@ from . import idle, interrupts, journal, memory, prompt, stalls
 from . import state as state_rules
 from .aftercare import after_cycle
 from .config import Settings
-from .dispatcher import add_note, dispatch
+from .dispatcher import dispatch
 from .limits import Limits
 from .outcomes import Interrupted, LimitReached, StopReason
 from .providers import Model, Request
 from .report import CycleReport, Reporter, SafeReporter, killed_notes
 from .secrets import Secrets
+from .state import add_note
 from .store.crash import clean_after_crash
 from .store.cycle_log import CycleLog
 from .store.home import Home
@@ -165,9 +166,10 @@ class _Run:
         if settings.approval_required or self.home.approvals.exists():  # else agent/approvals.py is never imported
             from . import approvals
 
-            state = approvals.run_decided(self.home, report.cycle_id, state, self.registry, ctx, self.log)
+            state = approvals.run_decided(self.home, report.cycle_id, state, self.registry, ctx, self.log, dispatch)
             gated = approvals.gate(settings)
         system = prompt.system_prompt(self.rules, self.registry)
+        examples = tuple(prompt.split_examples(system)[1])  # the rules' examples, as chat turns
         action_schema = self.registry.action_schema()
         self.model.start(self.log)
         for note in [Tag.TOOL_ERROR.line(p) for p in self.registry.problems] + killed_notes(self.killed):
@@ -190,6 +192,7 @@ class _Run:
                         task=shown["current_task"] or None,
                         last_result=None if result == prompt.NOTHING_YET else result,
                         timeout=limits.seconds_left(),
+                        examples=examples,
                     ),
                 )
                 report.usage.add(completion.usage)

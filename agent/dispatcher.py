@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import checks
@@ -25,32 +24,18 @@ from .escape import escape_controls
 from .jsonschema import describe
 from .replies import ReplyError, parse_reply
 from .replies import clip_line as _clip
-from .secrets import Secrets
-from .state import COUNT_LINE, FIELD_SCHEMAS, FIELDS, RUNTIME_FIELDS, field_problem, field_size_problem, pending_counted
-from .tags import Tag
+from .state import (
+    COUNT_LINE,
+    FIELD_SCHEMAS,
+    FIELDS,
+    RUNTIME_FIELDS,
+    add_note,
+    field_problem,
+    field_size_problem,
+    pending_counted,
+)
+from .tags import Outcome, Tag
 from .tools import Registry, ToolContext, ToolError
-
-
-@dataclass(frozen=True)
-class Outcome:
-    kind: Tag  # the note's tag: what happened (Tag.action names it in the counts)
-    note: str
-    tool: str | None = None
-    args: Any = None
-
-    @property
-    def done(self) -> bool:
-        return self.kind is Tag.COMPLETED
-
-    def redacted(self, secrets: Secrets) -> "Outcome":
-        """This outcome as it may be shown (progress lines, cron mail)."""
-        return dataclasses.replace(self, note=secrets.redact_text(self.note), args=secrets.redact(self.args))
-
-
-def add_note(state: dict, line: str) -> None:
-    """Append one note line: whatever `line` holds (an endpoint's error, a server's text) stays one line."""
-    line = escape_controls(line)
-    state["notes"] = f"{state['notes']}\n{line}" if state["notes"] else line
 
 
 def apply_update(state: dict, args: dict, pending_added: bool = False) -> tuple[dict, str | None]:

@@ -26,12 +26,12 @@ from typing import Callable
 from . import journal
 from .aftercare import after_cycle
 from .config import Settings
-from .dispatcher import add_note
 from .escape import escape_controls
 from .inbox import apply_inbox
 from .outcomes import InvalidScratchpad, StopReason
 from .report import CycleReport
 from .secrets import Secrets
+from .state import add_note
 from .store.home import Home
 from .tags import Tag
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from .dispatcher import add_note
 from .outcomes import UsageError
 from .queue_edits import apply_edit, describe
+from .state import add_note
 from .store.home import Home
 from .store.inbox import empty_inbox, has_queued, inbox_lock, queued_edits
 from .store.state_file import state_size_problem, write_state

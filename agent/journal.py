@@ -26,12 +26,12 @@ import json
 from typing import Any, Callable
 
 from .config import Settings
-from .dispatcher import add_note
 from .escape import escape_controls
 from .outcomes import DiskError
 from .replies import clip_line
 from .report import CycleReport
 from .secrets import Secrets
+from .state import add_note
 from .store.files import append_jsonl, read_jsonl
 from .store.home import Home
 from .tags import Tag

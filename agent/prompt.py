@@ -7,7 +7,8 @@ left out), then, last, where the model looks most, the iteration, the task, the 
 previous action and one line saying what to do now.
 
 The rules' `## Examples` section holds worked steps (`Task:` / `Last result:` / `Action:`).
-`chat_messages` turns them into real user/assistant turns, each user turn rendered by
+`split_examples` renders them as (user, reply) pairs the cycle passes in each `Request`, and the
+models' `chat_messages` turns them into real user/assistant turns, each user turn rendered by
 `user_prompt` itself, so an example looks exactly like the message the model will answer.
 Small models copy such turns far more reliably than examples written inside the system text.
 
@@ -23,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from .outcomes import UsageError
+from .providers.base import EXAMPLES_HEADING
 from .safe_yaml import FileRefused, dump_yaml, read_text_file
 from .state import count_line, pending_counted
 from .tools import Registry
 
 TOOLS_MARKER = "{{tools}}"
-EXAMPLES_HEADING = "## Examples"
 NOTHING_YET = "none yet"
 
 
@@ -175,16 +176,6 @@ def split_examples(system: str) -> tuple[str, list[tuple[str, str]]]:
         turns.append((user_prompt(state, iteration, 10), json.dumps(action)))
     rest = system[:start] + ("" if following < 0 else system[following:])
     return rest.rstrip() + "\n", turns
-
-
-def chat_messages(system: str, user: str) -> list[dict]:
-    """The messages for a chat model: system, the examples as turns, then this step's message."""
-    rest, turns = split_examples(system)
-    messages = [{"role": "system", "content": rest}]
-    for example_user, example_reply in turns:
-        messages += [{"role": "user", "content": example_user}, {"role": "assistant", "content": example_reply}]
-    messages.append({"role": "user", "content": user})
-    return messages
 
 
 # ------------------------------------------------------------------------- fitting the prompt

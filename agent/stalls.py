@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from .config import Settings
-from .dispatcher import add_note
 from .outcomes import StopReason
 from .secrets import Secrets
+from .state import add_note
 from .store.home import Home, index_newest_first
 from .tags import Tag
 

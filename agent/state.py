@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from .escape import escape_controls
 from .jsonschema import check, describe
 
 # Each field's type, written once as JSON Schema: validation, the update_scratchpad tool's
@@ -172,3 +173,9 @@ def invariant_problems(before: dict, after: dict) -> list[str]:
             if after.get(name) != before.get(name):
                 found.append(f"runtime-owned field '{name}' was changed during the cycle")
     return found
+
+
+def add_note(state: dict, line: str) -> None:
+    """Append one note line: whatever `line` holds (an endpoint's error, a server's text) stays one line."""
+    line = escape_controls(line)
+    state["notes"] = f"{state['notes']}\n{line}" if state["notes"] else line

@@ -6,7 +6,13 @@ A note line starts with a tag, `[TOOL] echo({"message": "hi"}) -> hi`. Writers b
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .secrets import Secrets
 
 
 class Tag(str, enum.Enum):
@@ -50,3 +56,21 @@ class Tag(str, enum.Enum):
     @property
     def is_error(self) -> bool:
         return self in (Tag.PARSE_ERROR, Tag.UNKNOWN_TOOL, Tag.TOOL_ERROR, Tag.CHECK_FAILED)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one action did: its tag, the note line it leaves, and the call it was."""
+
+    kind: Tag  # the note's tag: what happened (Tag.action names it in the counts)
+    note: str
+    tool: str | None = None
+    args: Any = None
+
+    @property
+    def done(self) -> bool:
+        return self.kind is Tag.COMPLETED
+
+    def redacted(self, secrets: Secrets) -> "Outcome":
+        """This outcome as it may be shown (progress lines, cron mail)."""
+        return dataclasses.replace(self, note=secrets.redact_text(self.note), args=secrets.redact(self.args))

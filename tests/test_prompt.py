@@ -12,7 +12,6 @@ from agent.outcomes import UsageError
 from agent.prompt import (
     NOTHING_YET,
     TOOLS_MARKER,
-    chat_messages,
     default_rules,
     last_result,
     next_step,
@@ -21,6 +20,7 @@ from agent.prompt import (
     system_prompt,
     user_prompt,
 )
+from agent.providers.base import Request, chat_messages
 from agent.state import fresh_state
 from agent.tags import Tag
 from agent.tools import build_registry
@@ -66,7 +66,8 @@ def test_examples_become_chat_turns_rendered_like_a_real_user_message():
     assert "## Examples" not in rest and "Be brief." in rest
     assert [json.loads(reply)["tool"] for _, reply in turns] == ["echo", "shell"]
     assert turns[0][0] == user_prompt(fresh_state() | {"current_task": "Echo hi"}, 1, 10)
-    messages = chat_messages(RULES, "now")
+    messages = chat_messages(Request(RULES, "now", {}, examples=tuple(turns)))
+    assert "## Examples" not in messages[0]["content"] and messages[0]["content"].startswith(rest.rstrip())
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert messages[-1]["content"] == "now"
 

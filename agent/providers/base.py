@@ -30,6 +30,26 @@ class Request:
     last_result: str | None = None  # what the previous action of this cycle did; None before the first
     timeout: float | None = None  # seconds left in the cycle's time budget; None: no budget
     purpose: str = "action"  # what the call is for, as the transcript records it: "action" or "reflect"
+    examples: tuple = ()  # the system text's examples as (user turn, reply) pairs, for chat_messages
+
+
+EXAMPLES_HEADING = "## Examples"
+
+
+def chat_messages(request: Request) -> list[dict]:
+    """The messages for a chat model: the system text without its examples section, the examples as
+    user/assistant turns, then this step's message. With no examples: system and user only."""
+    system = request.system
+    start = system.find(f"\n{EXAMPLES_HEADING}\n")
+    if not request.examples or start < 0:
+        return [{"role": "system", "content": system}, {"role": "user", "content": request.user}]
+    following = system.find("\n## ", start + len(EXAMPLES_HEADING) + 2)
+    rest = system[:start] + ("" if following < 0 else system[following:])
+    messages = [{"role": "system", "content": rest.rstrip() + "\n"}]
+    for example_user, example_reply in request.examples:
+        messages += [{"role": "user", "content": example_user}, {"role": "assistant", "content": example_reply}]
+    messages.append({"role": "user", "content": request.user})
+    return messages
 
 
 @dataclass

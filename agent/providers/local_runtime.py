@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings
-from ..prompt import chat_messages
-from .base import Completion, Log, ModelError, ModelUnavailable, Request, Usage
+from .base import Completion, Log, ModelError, ModelUnavailable, Request, Usage, chat_messages
 from .guidance import commands_to_narrow, guided_schema
 from .local_cache import PrefixCache, common_prefix, local_cache_dir
 from .threads import set_wait_policy, thread_count
@@ -175,7 +174,7 @@ class LocalRuntime:
                 "embedded model: llama.cpp refuses the grammar of this home's tools "
                 "(a tool name or argument with a quote or backslash?); see `agent tools`"
             )
-        messages = chat_messages(request.system, request.user)  # the rules' examples as chat turns
+        messages = chat_messages(request)  # the rules' examples as chat turns
         try:
             response = self.llm.create_chat_completion(
                 messages=messages,

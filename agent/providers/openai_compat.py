@@ -11,10 +11,9 @@ from typing import Any, Mapping
 
 from ..config import Settings
 from ..outcomes import UsageError
-from ..prompt import chat_messages
 from ..secrets import Secrets, api_key, model_base_url, request_headers, without_credentials
 from ..store.home import Home
-from .base import Completion, Log, ModelError, ModelTimeout, ModelUnavailable, Request, Usage
+from .base import Completion, Log, ModelError, ModelTimeout, ModelUnavailable, Request, Usage, chat_messages
 from .client_log import client_messages_to
 from .format_ladder import (
     LADDER,
@@ -172,7 +171,7 @@ class OpenAIModel:
     def messages(self, request: Request) -> list[dict]:
         """System and user; with chat_examples, the rules' examples as chat turns in between."""
         if self.chat_examples:
-            return chat_messages(request.system, request.user)
+            return chat_messages(request)
         return [{"role": "system", "content": request.system}, {"role": "user", "content": request.user}]
 
     def complete(self, request: Request) -> Completion:

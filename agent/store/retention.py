@@ -27,10 +27,12 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from ..config import Settings
 from ..outcomes import UsageError
+
+if TYPE_CHECKING:  # a type only: config sits above the store
+    from ..config import Settings
 from .home import Home
 from .ids import CYCLE_FILE_FORMS, SNAPSHOT_LABELS, cycle_started
 

@@ -16,12 +16,11 @@ from rich.console import Console
 from agent import cycle
 from agent.cli.live import LiveReporter
 from agent.config import Settings, load_settings
-from agent.dispatcher import Outcome
 from agent.providers.base import Usage
 from agent.providers.scripted import ScriptedModel
 from agent.report import CycleReport
 from agent.store.home import Home
-from agent.tags import Tag
+from agent.tags import Outcome, Tag
 from tests.cli.helpers import ANSI, DONE_REPLIES, done, echo, run_cycle
 from tests.helpers import REPO, read_yaml, run_cli, tree_digest, write_active, write_script
 

@@ -15,8 +15,9 @@ import pytest
 
 import agent.providers.local
 from agent.config import Settings
-from agent.prompt import chat_messages, default_rules, system_prompt, user_prompt
+from agent.prompt import default_rules, split_examples, system_prompt, user_prompt
 from agent.providers import ModelError, ModelUnavailable, Request
+from agent.providers.base import chat_messages
 from agent.providers.local import LocalModel, LocalRuntime, bounded_schema, bundled_model_path
 from agent.providers.local_cache import LOCAL_CACHE_ENV, common_prefix, local_cache_dir
 from agent.tags import Tag
@@ -131,8 +132,11 @@ def test_the_example_turns_and_system_message_are_the_same_for_every_step():
     """The grammar changes per step; the messages before the step's own (and so the prompt cache) do not."""
     system = system_prompt(default_rules(), build_registry(Settings()))
     state = {"current_task": "Echo the word hi", "pending_actions": [], "notes": ""}
-    one = chat_messages(system, user_prompt(state, 1, 10))
-    two = chat_messages(system, user_prompt(dict(state, current_task="List the folder docs"), 1, 10))
+    examples = tuple(split_examples(system)[1])
+    one = chat_messages(Request(system, user_prompt(state, 1, 10), {}, examples=examples))
+    two = chat_messages(
+        Request(system, user_prompt(dict(state, current_task="List the folder docs"), 1, 10), {}, examples=examples)
+    )
     assert one[:-1] == two[:-1] and one[-1] != two[-1]
     assert [m["role"] for m in one[:3]] == ["system", "user", "assistant"]  # the examples became turns
 

@@ -22,11 +22,10 @@ from urllib.parse import quote
 import pytest
 
 from agent.cli.live import LiveReporter
-from agent.dispatcher import Outcome
 from agent.outcomes import StopReason
 from agent.providers import Usage
 from agent.secrets import Secrets
-from agent.tags import Tag
+from agent.tags import Outcome, Tag
 from tests.helpers import make_home, read_yaml, run_agent_process, run_cli, tree_digest, write_active, write_script
 from tests.providers.openai_server import OpenAIServer, Reply
 
