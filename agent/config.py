@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import jsonschema
-from .jsonschema import schema_for
-from .outcomes import StopReason, UsageError
-from .setting_checks import (
+import agent.common.jsonschema as jsonschema
+from agent.common.jsonschema import schema_for
+from agent.common.outcomes import StopReason, UsageError
+from agent.setting_checks import (
     FALLBACK_MODELS_SCHEMA,
     MCP_SERVER_SCHEMA,
     MODEL_BUDGETS_SCHEMA,
@@ -26,8 +26,8 @@ from .setting_checks import (
     check_model_settings,
     check_prices,
 )
-from .setting_checks import MOST_SECONDS as MOST_SECONDS  # the --wait flags' bound too
-from .store.home import Home
+from agent.setting_checks import MOST_SECONDS as MOST_SECONDS  # the --wait flags' bound too
+from agent.store.home import Home
 
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
 
@@ -460,7 +460,7 @@ def read_config_file(path: Path) -> dict:
     """The settings in a home's config.yaml ({} when there is none), keys checked."""
     import yaml
 
-    from .safe_yaml import FileRefused, load_yaml, read_text_file
+    from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file
 
     try:
         text = read_text_file(path, "config file", MAX_CONFIG_BYTES)

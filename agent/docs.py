@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .config import field_docs
+from agent.config import field_docs
 
 
 def settings_table() -> str:

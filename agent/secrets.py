@@ -12,9 +12,9 @@ What counts as a secret (CLAUDE.md, "What counts as a secret"):
 - the credentials in `base_url` (`user:pass@`) and every `extra_headers` value (and each word of
   it, for "Bearer TOKEN"), under the same rule as the API key.
 
-Each secret is redacted in every form `agent.secret_forms.forms` lists (escaped, URL-encoded,
+Each secret is redacted in every form `agent.common.secret_forms.forms` lists (escaped, URL-encoded,
 base64, hex, reversed), and so is every fragment of a form of `FRAGMENT` (8) characters or more
-(`agent.secret_fragments`: a key printed in two pieces is still the key); a URL that carries any
+(`agent.common.secret_fragments`: a key printed in two pieces is still the key); a URL that carries any
 of them is refused (`found_in`).
 """
 
@@ -26,9 +26,9 @@ import re
 from typing import Any, Iterable, Mapping
 from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
-from .outcomes import UsageError
-from .secret_forms import forms
-from .secret_fragments import Fragments
+from agent.common.outcomes import UsageError
+from agent.common.secret_forms import forms
+from agent.common.secret_fragments import Fragments
 
 REDACTED = "[REDACTED]"
 

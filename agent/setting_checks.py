@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .outcomes import UsageError
+from agent.common.outcomes import UsageError
 
 # One MCP server in config.yaml (mcp_servers: {name: this}).
 MCP_SERVER_SCHEMA = {

@@ -11,8 +11,8 @@ import json
 import re
 from typing import Any
 
-from .escape import escape_controls
-from .jsonschema import check, describe
+from agent.common.escape import escape_controls
+from agent.common.jsonschema import check, describe
 
 # Each field's type, written once as JSON Schema: validation, the update_scratchpad tool's
 # argument schema and the type names in messages all come from here.
@@ -62,7 +62,7 @@ def count_line(state: dict) -> str:
 
 
 def pending_counted(state: dict, guided: bool) -> bool:
-    """Whether a guided model sees the pending actions as a count only (`agent/prompt.py`): while
+    """Whether a guided model sees the pending actions as a count only (`agent/cycle/prompt.py`): while
     it has a current task, a small model copies the next queued task's words into this one. The
     dispatcher then reads that model's `pending_actions` update as additions, never as the whole
     queue it was not shown."""

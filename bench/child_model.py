@@ -46,13 +46,13 @@ PATHS = ("in-process", "child")
 
 
 def _model(path: str, settings):
-    from agent.providers.local import LocalModel, LocalRuntime, bundled_model_path
+    from agent.models.local.model import LocalModel, LocalRuntime, bundled_model_path
 
     return (LocalRuntime if path == "in-process" else LocalModel)(bundled_model_path(), settings)
 
 
 def _cycle(home: Path, model, settings) -> tuple[float, int]:
-    from agent.cycle import run_cycle
+    from agent.cycle.run import run_cycle
     from agent.store.home import Home
 
     (home / "scratchpad").mkdir(parents=True, exist_ok=True)

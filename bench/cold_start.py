@@ -9,7 +9,7 @@ Four commands run in turn, round after round, in one session (so machine noise h
 
 The medians of wall time and of CPU time (user + system, from the kernel's child accounting) and
 two ratios of each are printed: scripted / floor (target: at most 2.0x) and openai / bare
-(target: at most 1.1x). The server is tests/providers/openai_server.py on 127.0.0.1, answering
+(target: at most 1.1x). The server is tests/models/openai_server.py on 127.0.0.1, answering
 every request at once with the same `done` reply, so both openai commands measure start-up and
 the request's round trip, not a model. Byte-code is written and used (PYTHONDONTWRITEBYTECODE is
 dropped, and a first untimed round compiles it), as in any installed copy. The load average is
@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.providers.openai_server import OpenAIServer, Reply  # noqa: E402
+from tests.models.openai_server import OpenAIServer, Reply  # noqa: E402
 
 KEY = "sk-bench-0123456789abcdef"
 DONE = json.dumps({"tool": "done", "args": {"summary": "done"}})

@@ -40,7 +40,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.local_tasks import TaskRun, load_average, run_task, select_tasks  # noqa: E402
-from tests.providers.llama_server import SERVER_ALIAS, LlamaServer  # noqa: E402
+from tests.models.llama_server import SERVER_ALIAS, LlamaServer  # noqa: E402
 
 # The openai: path with tool_calling fixed, against the same server: label, settings added to --config.
 SERVER_PATHS = {
@@ -52,7 +52,7 @@ SERVER_PATHS = {
 
 def default_threads() -> int:
     from agent.config import Settings
-    from agent.providers.threads import thread_count
+    from agent.models.local.threads import thread_count
 
     return thread_count(Settings())[0]
 
@@ -153,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes for inspection")
     args = parser.parse_args(argv)
 
-    from agent.providers.local import bundled_model_path
-    from agent.providers.local_cache import LOCAL_CACHE_ENV
+    from agent.models.local.cache import LOCAL_CACHE_ENV
+    from agent.models.local.model import bundled_model_path
 
     model_path = bundled_model_path()
     if model_path is None:

@@ -49,8 +49,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from agent.config import load_settings  # noqa: E402
-from agent.cycle import run_cycle  # noqa: E402
-from agent.providers import ScriptedModel  # noqa: E402
+from agent.cycle.run import run_cycle  # noqa: E402
+from agent.models import ScriptedModel  # noqa: E402
 from agent.store.files import read_jsonl  # noqa: E402
 from agent.store.home import Home, read_index  # noqa: E402
 

@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.providers.openai_server import OpenAIServer, Reply  # noqa: E402
+from tests.models.openai_server import OpenAIServer, Reply  # noqa: E402
 
 EMPTY = "goals: []\ncurrent_task: null\npending_actions: []\ncompleted_tasks: []\nnotes: ''\nlast_updated: null\n"
 DONE = {"tool": "done", "args": {"summary": "nothing to do"}}

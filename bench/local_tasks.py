@@ -332,9 +332,9 @@ def run_cycle_in_process(home: Path, model: str | None, env: dict[str, str] | No
     the default is an empty one, so the caller's AGENT_MODEL and keys cannot leak in.
     """
     from agent.config import load_settings
-    from agent.cycle import run_cycle
-    from agent.providers import resolve_model
-    from agent.providers.resolve import anchor_model_path
+    from agent.cycle.run import run_cycle
+    from agent.models import resolve_model
+    from agent.models.resolve import anchor_model_path
     from agent.store.home import Home
 
     env = env or {}
@@ -459,7 +459,7 @@ def load_average() -> str:
 
 
 def model_label(model: str | None) -> str:
-    from agent.providers.local import bundled_model_path
+    from agent.models.local.model import bundled_model_path
 
     if model and model != "local":
         return model
@@ -539,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
 
     label = model_label(args.model)
-    from agent.providers.local_cache import LOCAL_CACHE_ENV
+    from agent.models.local.cache import LOCAL_CACHE_ENV
 
     cache_dir = tempfile.mkdtemp(prefix="bench-prompt-cache-")
     os.environ[LOCAL_CACHE_ENV] = "off" if args.cold else cache_dir

@@ -1,6 +1,6 @@
 """Long-run benchmark: many cycles in one home, each adding about 1 KB of notes.
 
-Runs the real runner (agent.cycle.Cycle) in-process with a scripted model, so every second
+Runs the real runner (agent.cycle.run.Cycle) in-process with a scripted model, so every second
 measured is runner overhead: prompt building, dispatch, four YAML writes with fsync, the archive,
 retention. Prints prompt bytes at chosen cycles, file sizes and counts, and overhead per cycle.
 
@@ -27,8 +27,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.config import load_settings  # noqa: E402
-from agent.cycle import run_cycle  # noqa: E402
-from agent.providers import ScriptedModel  # noqa: E402
+from agent.cycle.run import run_cycle  # noqa: E402
+from agent.models import ScriptedModel  # noqa: E402
 from agent.store.home import Home  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 """Prompt size, measured: bytes and tokens of every prompt over two real cycles.
 
 Runs two `agent` cycles in a fresh home made with the default template and rules, using the
-openai: provider against a local OpenAI-compatible server (tests/providers/openai_server.py) that plays
+openai: provider against a local OpenAI-compatible server (tests/models/openai_server.py) that plays
 a fixed script of replies and reports `usage` the way a real server does:
 
   * prompt_tokens: the chat prompt tokenized with the embedded model's tokenizer (SmolLM2, via
@@ -36,12 +36,12 @@ sys.path.insert(0, str(REPO))
 
 from agent.cli import main as cli_main  # noqa: E402
 from agent.config import load_settings  # noqa: E402
-from agent.cycle import run_cycle  # noqa: E402
-from agent.providers import resolve_model  # noqa: E402
-from agent.providers.local import bundled_model_path  # noqa: E402
-from agent.providers.local_cache import common_prefix  # noqa: E402
+from agent.cycle.run import run_cycle  # noqa: E402
+from agent.models import resolve_model  # noqa: E402
+from agent.models.local.cache import common_prefix  # noqa: E402
+from agent.models.local.model import bundled_model_path  # noqa: E402
 from agent.store.home import Home  # noqa: E402
-from tests.providers.openai_server import OpenAIServer, Reply, Request, usage  # noqa: E402
+from tests.models.openai_server import OpenAIServer, Reply, Request, usage  # noqa: E402
 
 # Two cycles on the default (empty) template: plan, act, finish; then act and finish again.
 CYCLES = [

@@ -23,14 +23,14 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("AGENT_HOME", "AGENT_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     # Most tests are about what a cycle does once it runs, often from an empty state: they run every
-    # cycle (idle: run, inherited by the agent processes they start). tests/test_idle.py, about when
+    # cycle (idle: run, inherited by the agent processes they start). tests/cycle/test_idle.py, about when
     # a cycle calls no model, unsets it.
     monkeypatch.setenv("AGENT_IDLE", "run")
 
 
 def embedded_model_missing(modules: tuple[str, ...] = ()) -> list[str]:
     """What the `[local]` extra would provide and is missing: llama_cpp (and `modules`), the bundled model."""
-    from agent.providers.local import bundled_model_path
+    from agent.models.local.model import bundled_model_path
 
     absent = [name for name in ("llama_cpp", *modules) if importlib.util.find_spec(name) is None]
     missing = [f"{', '.join(absent)} not importable (pip install -e '.[local]')"] if absent else []

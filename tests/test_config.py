@@ -7,8 +7,8 @@ import typing
 
 import pytest
 
+from agent.common.outcomes import UsageError
 from agent.config import Settings, check, load_settings
-from agent.outcomes import UsageError
 from agent.setting_checks import MOST_INTEGER
 from tests.helpers import run_cli, tree_digest, write_active, write_script
 

@@ -8,10 +8,10 @@ import re
 import subprocess
 from pathlib import Path
 
+from agent.common.outcomes import ExitCode
+from agent.cycle.prompt import default_rules
 from agent.docs import with_settings_table
-from agent.outcomes import ExitCode
-from agent.prompt import default_rules
-from agent.providers.local_worker import PORTABLE_CMAKE_ARGS
+from agent.models.local.worker import PORTABLE_CMAKE_ARGS
 from tests.helpers import REPO
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.outcomes import UsageError
+from agent.common.outcomes import UsageError
 from agent.setting_checks import MOST_INTEGER, MOST_SECONDS, check_constraints, check_mcp_server, check_prices
 
 

@@ -76,7 +76,7 @@ def main(ctx: click.Context) -> None:
     5 busy, 6 invalid scratchpad, 7 disk error, 8 awaiting approval, 9 stalled,
     10 budget exhausted.
     """
-    from .guard import guard_output
+    from agent.cli.guard import guard_output
 
     guard_output(ctx)  # nothing a command prints can drive the terminal
 

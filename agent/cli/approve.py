@@ -10,10 +10,10 @@ from pathlib import Path
 
 import click
 
-from ..approvals import NO_RESULT, RAN, call_lines, decide, read_approvals
-from ..escape import escape_controls
-from ..secrets import Secrets
-from .common import clip, existing_home, home_option, home_settings, json_option, print_json, reports_errors
+from agent.cli.common import clip, existing_home, home_option, home_settings, json_option, print_json, reports_errors
+from agent.common.escape import escape_controls
+from agent.gates.approvals import NO_RESULT, RAN, call_lines, decide, read_approvals
+from agent.secrets import Secrets
 
 
 def _secrets(home_dir: Path) -> Secrets:

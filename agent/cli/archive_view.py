@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterable, Iterator
 
-from ..escape import escape_controls, escape_tree
-from ..store.home import Home
-from ..store.tail import records_forwards
-from .common import task_text
+from agent.cli.common import task_text
+from agent.common.escape import escape_controls, escape_tree
+from agent.store.home import Home
+from agent.store.tail import records_forwards
 
 TASK, NOTE = "completed_task", "note"
 _NOTHING = object()

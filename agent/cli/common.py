@@ -13,11 +13,11 @@ from typing import Any
 
 import click
 
-from ..config import MOST_SECONDS, Settings, load_settings
-from ..escape import escape_controls, escape_json
-from ..outcomes import AgentError, ExitCode, UsageError
-from ..state import parse_time
-from ..store.home import Home
+from agent.common.escape import escape_controls, escape_json
+from agent.common.outcomes import AgentError, ExitCode, UsageError
+from agent.config import MOST_SECONDS, Settings, load_settings
+from agent.state import parse_time
+from agent.store.home import Home
 
 home_option = click.option(
     "--home",

@@ -6,8 +6,8 @@ import difflib
 import json
 from collections import Counter
 
-from ..state import FIELDS
-from .common import clip, task_text
+from agent.cli.common import clip, task_text
+from agent.state import FIELDS
 
 
 def _multiset_change(old: list, new: list) -> tuple[list, list]:

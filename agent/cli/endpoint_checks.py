@@ -17,15 +17,15 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ..config import Settings
-from ..outcomes import UsageError
-from ..providers import ModelError
-from ..providers.base import Request
-from ..providers.format_ladder import OPENAI_ENDPOINT
-from ..providers.openai_compat import OpenAIModel
-from ..secrets import api_key, is_loopback_url, model_base_url, request_headers, without_credentials
-from ..store.home import Home
-from ..tools import build_registry
+from agent.common.outcomes import UsageError
+from agent.config import Settings
+from agent.models import ModelError
+from agent.models.base import Request
+from agent.models.openai.compat import OpenAIModel
+from agent.models.openai.format_ladder import OPENAI_ENDPOINT
+from agent.secrets import api_key, is_loopback_url, model_base_url, request_headers, without_credentials
+from agent.store.home import Home
+from agent.tools import build_registry
 
 DOCTOR_TIMEOUT_FLOOR = 60.0  # seconds; at least request_timeout
 

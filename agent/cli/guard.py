@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ..escape import escape_output
+from agent.common.escape import escape_output
 
 
 class EscapingStream(io.TextIOBase):

@@ -1,6 +1,6 @@
 """One record per cycle, for `agent history` and `agent status`, from structured records only.
 
-A cycle that finishes appends its record to logs/index.jsonl (agent.cycle writes it); those
+A cycle that finishes appends its record to logs/index.jsonl (agent.cycle.run writes it); those
 records are used as they are. A cycle with snapshots or a log on disk but no record never
 finished: it was killed (kill -9, an out-of-memory kill, power loss), its record could not be
 written (disk full), or someone deleted the index. Such a cycle is shown from its snapshots, with
@@ -14,20 +14,20 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Iterable
 
-from ..outcomes import DiskError, InvalidScratchpad
-from ..store.home import Home, index_newest_first, read_index
-from ..store.ids import cycle_started, cycles_file, cycles_on_disk, has_files
-from ..store.lock import is_locked
-from ..store.state_file import read_state_file
-from ..store.totals import Totals
-from .common import clip
+from agent.cli.common import clip
+from agent.common.outcomes import DiskError, InvalidScratchpad
+from agent.store.home import Home, index_newest_first, read_index
+from agent.store.ids import cycle_started, cycles_file, cycles_on_disk, has_files
+from agent.store.lock import is_locked
+from agent.store.state_file import read_state_file
+from agent.store.totals import Totals
 
 KILLED = "killed"  # a before snapshot, no after one, no record: the process died before saving
 SAVED_NOTHING = object()  # the task after a cycle that has not saved (killed, running): shown as nothing at all
 INCOMPLETE = "incomplete"  # both snapshots, no record: it was lost (disk full, the index deleted)
 RUNNING = "running"  # on disk, no record yet, and a cycle holds the lock now
 
-# The fields of an index record (agent.cycle writes them); an unrecorded cycle has them all, as None
+# The fields of an index record (agent.cycle.run writes them); an unrecorded cycle has them all, as None
 # where its snapshots cannot tell.
 RECORD_FIELDS = (
     "cycle_id",
@@ -210,7 +210,7 @@ def table_lines(records: list[dict], width: int | None) -> list[str]:
 
 def stop_cell(record: dict) -> str:
     """The stop reason, with the calls with side effects the cycle made or found interrupted
-    (agent/journal.py): `done, 2 calls, 1 interrupted`."""
+    (agent/cycle/journal.py): `done, 2 calls, 1 interrupted`."""
     calls = record.get("calls") if isinstance(record.get("calls"), list) else []
     made = sum(1 for c in calls if isinstance(c, dict) and c.get("status") != "interrupted")
     cut = len(calls) - made

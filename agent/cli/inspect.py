@@ -13,17 +13,8 @@ from typing import Any
 
 import click
 
-from ..budgets import daily_totals
-from ..config import load_settings
-from ..escape import escape_controls, escape_json, escape_tree
-from ..outcomes import InvalidScratchpad, UsageError
-from ..providers.local import bundled_model_path, local_runtime_installed
-from ..state import FIELDS
-from ..store.home import Home, index_newest_first
-from ..store.state_file import load_state
-from ..store.totals import load_totals
-from .archive_view import NOTE, TASK, archived, archived_counts, json_pieces, note_lines, task_lines
-from .common import (
+from agent.cli.archive_view import NOTE, TASK, archived, archived_counts, json_pieces, note_lines, task_lines
+from agent.cli.common import (
     age,
     clip,
     echo,
@@ -38,8 +29,8 @@ from .common import (
     task_text,
     terminal_width,
 )
-from .diffing import summarize_change, summary_lines
-from .history import (
+from agent.cli.diffing import summarize_change, summary_lines
+from agent.cli.history import (
     KILLED,
     RUNNING,
     KnownCycles,
@@ -49,9 +40,18 @@ from .history import (
     recent_history,
     table_lines,
 )
-from .snapshots import latest_saved, resolve_snapshot
-from .spending import daily_lines, status_extras, with_costs
-from .waiting import approvals_status
+from agent.cli.snapshots import latest_saved, resolve_snapshot
+from agent.cli.spending import daily_lines, status_extras, with_costs
+from agent.cli.waiting import approvals_status
+from agent.common.escape import escape_controls, escape_json, escape_tree
+from agent.common.outcomes import InvalidScratchpad, UsageError
+from agent.config import load_settings
+from agent.gates.budgets import daily_totals
+from agent.models.local.model import bundled_model_path, local_runtime_installed
+from agent.state import FIELDS
+from agent.store.home import Home, index_newest_first
+from agent.store.state_file import load_state
+from agent.store.totals import load_totals
 
 # --------------------------------------------------------------------------------------- diff
 
@@ -230,7 +230,7 @@ def _configured_model(home_root: Path) -> tuple[str | None, str | None]:
 
 def _shell_policy(home_root: Path) -> dict | None:
     """The shell policy in force and why (None when the config cannot be read)."""
-    from ..tools.sandbox import policy_summary
+    from agent.tools.sandbox import policy_summary
 
     try:
         return policy_summary(home_root, load_settings(home_root))

@@ -15,10 +15,10 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from ..escape import escape_controls
-from .guard import raw
+from agent.cli.guard import raw
+from agent.common.escape import escape_controls
 
-# The style of each dispatcher outcome kind (agent.tags.Tag's `action` names).
+# The style of each dispatcher outcome kind (agent.common.tags.Tag's `action` names).
 KIND_STYLES = {
     "tool": "cyan",
     "update": "blue",
@@ -86,7 +86,7 @@ class LiveReporter:
                 (escape_controls(report.task_after or "(none)"), "bold"),
             )
         )
-        if report.idle:  # no model was called (agent/idle.py)
+        if report.idle:  # no model was called (agent/cycle/idle.py)
             self.console.print(Text("  " + escape_controls(report.idle), style="dim"))
         if report.error:
             self.console.print(

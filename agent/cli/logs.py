@@ -15,13 +15,13 @@ from pathlib import Path
 
 import click
 
-from ..escape import escape_controls
-from ..outcomes import UsageError
-from ..store.home import Home
-from ..store.ids import cycles_on_disk
-from ..transcript import read_transcript
-from .common import existing_home, home_option, reports_errors
-from .history import cycle_ids, cycle_running
+from agent.after.transcript import read_transcript
+from agent.cli.common import existing_home, home_option, reports_errors
+from agent.cli.history import cycle_ids, cycle_running
+from agent.common.escape import escape_controls
+from agent.common.outcomes import UsageError
+from agent.store.home import Home
+from agent.store.ids import cycles_on_disk
 
 # How often a follower looks for new lines (checking the lock adds ~0.1 s while a cycle runs).
 FOLLOW_POLL_SECONDS = 0.1

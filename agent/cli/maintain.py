@@ -13,24 +13,33 @@ from pathlib import Path
 
 import click
 
-from ..config import load_settings
-from ..escape import escape_controls
-from ..outcomes import AgentError, DiskError, InvalidScratchpad, UsageError
-from ..prompt import MAX_RULES_BYTES
-from ..providers import ModelCrashed, ModelError, ScriptedModel, resolve_model
-from ..providers.fallback import model_settings
-from ..providers.local import LocalModel
-from ..providers.local_worker import rebuild_command
-from ..providers.openai_compat import OpenAIModel
-from ..providers.resolve import anchor_model_path
-from ..safe_yaml import FileRefused, read_text_file
-from ..store.home import Home
-from ..store.lock import home_lock, is_locked
-from ..store.retention import delete_cycles, parse_duration, plan_prune, shown
-from ..store.state_file import read_state_file
-from ..store.totals import update_totals
-from .common import checked_home, existing_home, home_option, json_option, print_json, reports_errors, size, wait_option
-from .endpoint_checks import Check, key_check, openai_checks
+from agent.cli.common import (
+    checked_home,
+    existing_home,
+    home_option,
+    json_option,
+    print_json,
+    reports_errors,
+    size,
+    wait_option,
+)
+from agent.cli.endpoint_checks import Check, key_check, openai_checks
+from agent.common.escape import escape_controls
+from agent.common.outcomes import AgentError, DiskError, InvalidScratchpad, UsageError
+from agent.common.safe_yaml import FileRefused, read_text_file
+from agent.config import load_settings
+from agent.cycle.prompt import MAX_RULES_BYTES
+from agent.models import ModelCrashed, ModelError, ScriptedModel, resolve_model
+from agent.models.fallback import model_settings
+from agent.models.local.model import LocalModel
+from agent.models.local.worker import rebuild_command
+from agent.models.openai.compat import OpenAIModel
+from agent.models.resolve import anchor_model_path
+from agent.store.home import Home
+from agent.store.lock import home_lock, is_locked
+from agent.store.retention import delete_cycles, parse_duration, plan_prune, shown
+from agent.store.state_file import read_state_file
+from agent.store.totals import update_totals
 
 PROBE_TOKENS = 8  # tokens `agent doctor` has the embedded model decode
 
@@ -169,15 +178,15 @@ def _mcp_checks(home: Home, settings, env) -> list[Check]:
     means for approvals (a pattern that gates nothing) and the schema budget (tools left out)."""
     # Imported here, not at the top: asyncio and the SDK only when servers are configured, and
     # this check stays one self-contained block beside the model checks.
-    from ..approvals import pattern_warnings
-    from ..secrets import Secrets
-    from ..tools import ToolContext, build_registry
-    from ..tools.registry import SCHEMAS_LEFT_OUT
+    from agent.gates.approvals import pattern_warnings
+    from agent.secrets import Secrets
+    from agent.tools import ToolContext, build_registry
+    from agent.tools.registry import SCHEMAS_LEFT_OUT
 
     quiet = lambda problem: None  # noqa: E731 - each problem is a check line below
     servers = None
     if settings.mcp_servers:
-        from ..tools.mcp import McpServers
+        from agent.tools.mcp import McpServers
 
         with McpServers(ToolContext(home.root, settings, Secrets.from_settings(settings, env))) as servers:
             registry = build_registry(settings, mcp=servers, warn=quiet)
@@ -224,7 +233,7 @@ def _rules_check(home: Home) -> Check:
 
 def _shell_check(home: Home, settings) -> Check:
     """Which shell policy a cycle would use, and why; `any` and a sandbox that cannot start are named."""
-    from ..tools.sandbox import policy_in_force
+    from agent.tools.sandbox import policy_in_force
 
     found = policy_in_force(home.root, settings, remember=False)
     detail = f"{found.policy}: {found.why}"

@@ -13,8 +13,8 @@ from typing import Any, Callable, TextIO
 
 import click
 
-from ..escape import escape_controls
-from ..outcomes import StopReason
+from agent.common.escape import escape_controls
+from agent.common.outcomes import StopReason
 
 Reporter = Callable[..., None]
 
@@ -46,7 +46,7 @@ class PlainReporter:
             )
             if r.error:
                 self._line(f"  error: {r.error} (see logs/cycle_{r.cycle_id}.log)")
-            if r.idle:  # no model was called (agent/idle.py)
+            if r.idle:  # no model was called (agent/cycle/idle.py)
                 self._line(f"  {r.idle}")
 
     def close(self) -> None:
@@ -81,7 +81,7 @@ def make_reporter(as_json: bool, quiet: bool) -> Reporter:
     """Live progress for a person at a terminal; plain lines otherwise (on stderr under --json,
     so stdout holds only the JSON report)."""
     if sys.stdout.isatty() and not (as_json or quiet):
-        from .live import LiveReporter  # rich: only for a terminal
+        from agent.cli.live import LiveReporter  # rich: only for a terminal
 
         return LiveReporter()
     return PlainReporter(sys.stderr if as_json else sys.stdout, quiet)

@@ -5,12 +5,12 @@ can only leave them archived twice."""
 
 from __future__ import annotations
 
-from ..memory import Archived, append_archive, archive_records
-from ..outcomes import InvalidScratchpad
-from ..safe_yaml import FileRefused, read_text_file
-from ..store.home import Home
-from ..store.inbox import discard_queued
-from ..store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
+from agent.common.outcomes import InvalidScratchpad
+from agent.common.safe_yaml import FileRefused, read_text_file
+from agent.memory.bounding import Archived, append_archive, archive_records
+from agent.store.home import Home
+from agent.store.inbox import discard_queued
+from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
 
 REPLACED_STATE, DROPPED_EDIT = "replaced_state", "dropped_edit"  # archive kinds
 

@@ -19,20 +19,20 @@ from typing import Any
 
 import click
 
-from ..config import Settings, load_settings
-from ..cycle import run_cycle
-from ..dispatcher import ReplyError, parse_reply
-from ..escape import escape_controls
-from ..outcomes import UsageError
-from ..providers import resolve_model
-from ..providers.resolve import anchor_model_path
-from ..store.home import Home, read_index
-from ..store.state_file import read_state_file
-from ..store.walk import copy_tree, remove_tree
-from ..transcript import read_transcript
-from .common import clip, existing_home, home_option, print_json, reports_errors
-from .diffing import summarize_change, summary_lines
-from .logs import chosen_cycle
+from agent.after.transcript import read_transcript
+from agent.cli.common import clip, existing_home, home_option, print_json, reports_errors
+from agent.cli.diffing import summarize_change, summary_lines
+from agent.cli.logs import chosen_cycle
+from agent.common.escape import escape_controls
+from agent.common.outcomes import UsageError
+from agent.config import Settings, load_settings
+from agent.cycle.dispatch import ReplyError, parse_reply
+from agent.cycle.run import run_cycle
+from agent.models import resolve_model
+from agent.models.resolve import anchor_model_path
+from agent.store.home import Home, read_index
+from agent.store.state_file import read_state_file
+from agent.store.walk import copy_tree, remove_tree
 
 # Never copied into the scratch home: the runtime's own files, and version control.
 NOT_COPIED = (*(path.name for path in Home(Path()).runtime_files), ".git")

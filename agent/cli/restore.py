@@ -16,19 +16,19 @@ from pathlib import Path
 
 import click
 
-from ..escape import escape_controls
-from ..inbox import apply_inbox
-from ..memory import Archived, append_archive, archive_records
-from ..outcomes import InvalidScratchpad, UsageError
-from ..state import now_iso
-from ..store.home import Home
-from ..store.lock import home_lock
-from ..store.state_file import load_state, write_state
-from .common import existing_home, home_option, json_option, print_json, reports_errors, wait_option
-from .history import KnownCycles
-from .replacing import unusable_text
-from .setup import make_home
-from .snapshots import Side, resolve_snapshot
+from agent.cli.common import existing_home, home_option, json_option, print_json, reports_errors, wait_option
+from agent.cli.history import KnownCycles
+from agent.cli.replacing import unusable_text
+from agent.cli.setup import make_home
+from agent.cli.snapshots import Side, resolve_snapshot
+from agent.common.escape import escape_controls
+from agent.common.outcomes import InvalidScratchpad, UsageError
+from agent.memory.bounding import Archived, append_archive, archive_records
+from agent.memory.inbox import apply_inbox
+from agent.state import now_iso
+from agent.store.home import Home
+from agent.store.lock import home_lock
+from agent.store.state_file import load_state, write_state
 
 SPEC_HELP = "CYCLE is a cycle id (or `latest`), optionally ending in :before or :after (default :after)."
 

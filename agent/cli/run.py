@@ -13,13 +13,13 @@ from pathlib import Path
 
 import click
 
-from ..config import load_settings
-from ..cycle import run_cycle
-from ..providers import resolve_model
-from ..providers.fallback import FallbackModel
-from ..providers.resolve import anchor_model_path
-from .common import existing_home, home_option, reports_errors, wait_seconds
-from .progress import make_reporter
+from agent.cli.common import existing_home, home_option, reports_errors, wait_seconds
+from agent.cli.progress import make_reporter
+from agent.config import load_settings
+from agent.cycle.run import run_cycle
+from agent.models import resolve_model
+from agent.models.fallback import FallbackModel
+from agent.models.resolve import anchor_model_path
 
 
 @click.command()
@@ -68,7 +68,7 @@ def run(
     )
     chosen = resolve_model(settings, home.root)
     if isinstance(chosen, FallbackModel):  # a model over its own budget hands on to the next one
-        from ..budgets import model_budget_check  # here: a cycle without fallbacks never imports budgets
+        from agent.gates.budgets import model_budget_check  # here: a cycle without fallbacks never imports budgets
 
         chosen.spent = model_budget_check(home, settings, datetime.datetime.now(datetime.timezone.utc))
     reporter = make_reporter(as_json, quiet)

@@ -9,23 +9,23 @@ from pathlib import Path
 import click
 import yaml
 
-from .. import approvals
-from ..config import field_docs, load_settings
-from ..escape import escape_controls
-from ..jsonschema import type_name
-from ..outcomes import UsageError
-from ..prompt import default_rules
-from ..queue_edits import describe as describe_edit
-from ..store.files import atomic_write
-from ..store.home import Home, remove_stale_temporaries
-from ..store.ids import CYCLES_NAME
-from ..store.lock import home_lock
-from ..store.state_file import read_state_file, write_state
-from ..store.totals import totals_path
-from ..tools import CONTROL_TOOLS, open_registry
-from ..tools.workspace import ensure_workspace
-from .common import checked_home, echo, existing_home, home_option, print_json, reports_errors, wait_option
-from .replacing import archive_replaced
+import agent.gates.approvals as approvals
+from agent.cli.common import checked_home, echo, existing_home, home_option, print_json, reports_errors, wait_option
+from agent.cli.replacing import archive_replaced
+from agent.common.escape import escape_controls
+from agent.common.jsonschema import type_name
+from agent.common.outcomes import UsageError
+from agent.config import field_docs, load_settings
+from agent.cycle.prompt import default_rules
+from agent.memory.queue_edits import describe as describe_edit
+from agent.store.files import atomic_write
+from agent.store.home import Home, remove_stale_temporaries
+from agent.store.ids import CYCLES_NAME
+from agent.store.lock import home_lock
+from agent.store.state_file import read_state_file, write_state
+from agent.store.totals import totals_path
+from agent.tools import CONTROL_TOOLS, open_registry
+from agent.tools.workspace import ensure_workspace
 
 
 def template_path(home_root: Path, name: str) -> Path:

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..outcomes import UsageError
-from ..store.home import Home, index_newest_first
-from ..store.state_file import read_state_file
+from agent.common.outcomes import UsageError
+from agent.store.home import Home, index_newest_first
+from agent.store.state_file import read_state_file
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """What `status` and `history` say about stalls and spending: tokens and cost per cycle and per
-day, against the daily and monthly budgets (agent/budgets.py, agent/stalls.py)."""
+day, against the daily and monthly budgets (agent/gates/budgets.py, agent/gates/stalls.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..budgets import period_spending, record_cost, utc_day
-from ..config import Settings
-from ..escape import escape_controls
-from ..stalls import stall_status
-from ..store.totals import Totals
-from .common import home_settings
-from .history import cost_text, money
+from agent.cli.common import home_settings
+from agent.cli.history import cost_text, money
+from agent.common.escape import escape_controls
+from agent.config import Settings
+from agent.gates.budgets import period_spending, record_cost, utc_day
+from agent.gates.stalls import stall_status
+from agent.store.totals import Totals
 
 
 def with_costs(records: list[dict], prices: dict) -> list[dict]:

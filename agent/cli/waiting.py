@@ -1,12 +1,12 @@
-"""What `agent status` says of the calls parked for the operator (agent/approvals.py): how many
+"""What `agent status` says of the calls parked for the operator (agent/gates/approvals.py): how many
 wait, and since when. Its own module so that `status` loads no other command's module."""
 
 from __future__ import annotations
 
-from ..approvals import pending_calls
-from ..outcomes import InvalidScratchpad
-from ..store.home import Home
-from .common import age, clip, seconds_since
+from agent.cli.common import age, clip, seconds_since
+from agent.common.outcomes import InvalidScratchpad
+from agent.gates.approvals import pending_calls
+from agent.store.home import Home
 
 
 def approvals_status(home: Home) -> tuple[dict, list[str]]:

@@ -7,5 +7,5 @@
 - lock.py        the home's lock
 - retention.py   which old cycles' snapshots and logs to delete
 
-Hardened YAML is in agent/safe_yaml.py, a leaf, because config.py below this package reads YAML too.
+Hardened YAML is in agent/common/safe_yaml.py, a leaf, because config.py below this package reads YAML too.
 """

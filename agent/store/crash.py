@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .home import Home, remove_stale_temporaries
-from .ids import newest_cycle
-from .lock import Held
+from agent.store.home import Home, remove_stale_temporaries
+from agent.store.ids import newest_cycle
+from agent.store.lock import Held
 
 
 def unfinished_cycle(home: Home) -> str | None:

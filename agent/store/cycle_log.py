@@ -13,9 +13,9 @@ import datetime as _dt
 import os
 from pathlib import Path
 
-from ..escape import escape_controls
-from ..secrets import Secrets
-from .files import disk_error
+from agent.common.escape import escape_controls
+from agent.secrets import Secrets
+from agent.store.files import disk_error
 
 
 class CycleLog:

@@ -16,8 +16,8 @@ import re
 import signal
 from pathlib import Path
 
-from ..outcomes import DiskError
-from .walk import MAX_DEPTH, Walk
+from agent.common.outcomes import DiskError
+from agent.store.walk import MAX_DEPTH, Walk
 
 SECRET_DIR_MODE = 0o700
 SECRET_FILE_MODE = 0o600

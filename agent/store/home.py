@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .files import SECRET_DIR_MODE, append_jsonl, disk_error, read_jsonl, remove_temporaries
-from .tail import records_backwards
+from agent.store.files import SECRET_DIR_MODE, append_jsonl, disk_error, read_jsonl, remove_temporaries
+from agent.store.tail import records_backwards
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class Home:
         return self.logs / f"cycle_{cycle_id}.log"
 
     def transcript(self, cycle_id: str) -> Path:
-        """Every request and reply of the cycle (agent/transcript.py); kept and pruned with its log."""
+        """Every request and reply of the cycle (agent/after/transcript.py); kept and pruned with its log."""
         return self.logs / f"cycle_{cycle_id}.transcript.jsonl"
 
     def ensure_dirs(self) -> None:

@@ -33,9 +33,9 @@ import os
 import re
 from typing import Iterable
 
-from ..outcomes import InvalidScratchpad
-from .files import atomic_write
-from .home import Home, index_newest_first, read_index
+from agent.common.outcomes import InvalidScratchpad
+from agent.store.files import atomic_write
+from agent.store.home import Home, index_newest_first, read_index
 
 CYCLE_ID = re.compile(r"\d{8}_\d{6}(?:_\d{2})?")
 SECOND_FORMAT = "%Y%m%d_%H%M%S"

@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .files import append_jsonl, disk_error, fault_point, read_jsonl
-from .home import Home
-from .lock import file_lock
+from agent.store.files import append_jsonl, disk_error, fault_point, read_jsonl
+from agent.store.home import Home
+from agent.store.lock import file_lock
 
 
 def inbox_path(home: Home) -> Path:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ..outcomes import Busy
-from .files import SECRET_FILE_MODE, disk_error, fault_point
-from .home import Home
+from agent.common.outcomes import Busy
+from agent.store.files import SECRET_FILE_MODE, disk_error, fault_point
+from agent.store.home import Home
 
 # How long a lock must stay taken before a cycle reports busy, when no --wait was asked for.
 BUSY_GRACE_SECONDS = 0.1

@@ -25,9 +25,9 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from .files import SECRET_FILE_MODE, _temporary_path
-from .home import Home
-from .tail import lines_forwards
+from agent.store.files import SECRET_FILE_MODE, _temporary_path
+from agent.store.home import Home
+from agent.store.tail import lines_forwards
 
 INDEX_VERSION = 1  # PRAGMA user_version: an index written by another version is rebuilt
 FINGERPRINT_BYTES = 4096

@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..outcomes import UsageError
+from agent.common.outcomes import UsageError
 
 if TYPE_CHECKING:  # a type only: config sits above the store
-    from ..config import Settings
-from .home import Home
-from .ids import CYCLE_FILE_FORMS, SNAPSHOT_LABELS, cycle_started
+    from agent.config import Settings
+from agent.store.home import Home
+from agent.store.ids import CYCLE_FILE_FORMS, SNAPSHOT_LABELS, cycle_started
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from .files import _record_in
+from agent.store.files import _record_in
 
 BLOCK_BYTES = 64 * 1024
 

@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..state import parse_time
-from .files import _record_in, atomic_write
-from .home import Home
-from .ids import SNAPSHOT_LABELS
-from .tail import _decode, lines_forwards
+from agent.state import parse_time
+from agent.store.files import _record_in, atomic_write
+from agent.store.home import Home
+from agent.store.ids import SNAPSHOT_LABELS
+from agent.store.tail import _decode, lines_forwards
 
 TOTALS_NAME = "totals.json"
 TOTALS_VERSION = 1

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ..config import Settings
-from ..jsonschema import check, describe, schema_for, type_name
-from ..secrets import Secrets
-from ..state import FIELD_SCHEMAS, RUNTIME_FIELDS
+from agent.common.jsonschema import check, describe, schema_for, type_name
+from agent.config import Settings
+from agent.secrets import Secrets
+from agent.state import FIELD_SCHEMAS, RUNTIME_FIELDS
 
 
 class ToolError(Exception):
@@ -46,7 +46,7 @@ class ToolContext:
     home: Path
     settings: Settings
     secrets: Secrets | None = None  # None: the settings' secrets, read from the environment
-    journal: Any = None  # a cycle's journal of calls with side effects (agent/journal.py); None: none kept
+    journal: Any = None  # a cycle's journal of calls with side effects (agent/cycle/journal.py); None: none kept
 
     def __post_init__(self) -> None:
         if self.secrets is None:
@@ -68,7 +68,7 @@ class ToolContext:
 
     def run(self, tool: "Tool", args: dict) -> Any:
         """Run `tool` with `args`; a call with side effects is journaled before and after, when a
-        journal is kept (agent/journal.py), so a cycle killed mid-call leaves a trace of it."""
+        journal is kept (agent/cycle/journal.py), so a cycle killed mid-call leaves a trace of it."""
         if self.journal is None or not tool.side_effects:
             return tool.func(self, **args)
         return self.journal.around(tool.name, args, lambda: tool.func(self, **args))

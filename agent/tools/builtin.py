@@ -3,10 +3,10 @@ in the module of its kind: shell, files, http)."""
 
 from __future__ import annotations
 
-from .base import Tool, ToolContext
-from .files import append_file, list_dir, read_file, reading_precheck, write_file, writing_precheck
-from .http import http_get, http_precheck
-from .shell import allowed_argv, shell
+from agent.tools.base import Tool, ToolContext
+from agent.tools.files import append_file, list_dir, read_file, reading_precheck, write_file, writing_precheck
+from agent.tools.http import http_get, http_precheck
+from agent.tools.shell import allowed_argv, shell
 
 
 def echo(ctx: ToolContext, message: str) -> str:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..store.files import atomic_write
-from .base import ToolContext, ToolError
-from .quota import refuse_if_over
-from .workspace import confined_path
+from agent.store.files import atomic_write
+from agent.tools.base import ToolContext, ToolError
+from agent.tools.quota import refuse_if_over
+from agent.tools.workspace import confined_path
 
 MAX_LIST_ENTRIES = 200
 

@@ -16,10 +16,10 @@ import time
 from typing import TYPE_CHECKING, Callable
 from urllib.parse import unquote
 
-from ..config import Settings
-from ..secrets import REDACTED, Secrets
-from .base import ToolContext, ToolError
-from .http_decoding import BoundedDecoder, layers
+from agent.config import Settings
+from agent.secrets import REDACTED, Secrets
+from agent.tools.base import ToolContext, ToolError
+from agent.tools.http_decoding import BoundedDecoder, layers
 
 if TYPE_CHECKING:
     import socket

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import zlib
 
-from .base import ToolError
+from agent.tools.base import ToolError
 
 DECODED = ("gzip", "x-gzip", "deflate")
 MAX_LAYERS = 2

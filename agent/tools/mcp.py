@@ -37,9 +37,9 @@ import weakref
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ..secrets import Secrets
-from .base import Tool, ToolContext, ToolError
-from .mcp_convert import (
+from agent.secrets import Secrets
+from agent.tools.base import Tool, ToolContext, ToolError
+from agent.tools.mcp_convert import (
     MAX_DESCRIPTION_CHARS,
     args_schema_of,
     launch_command,

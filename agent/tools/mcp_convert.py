@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..config import Settings
-from ..secrets import SECRET_NAME
-from .base import TOOL_NAME, ToolError
+from agent.config import Settings
+from agent.secrets import SECRET_NAME
+from agent.tools.base import TOOL_NAME, ToolError
 
 MAX_DESCRIPTION_CHARS = 400
 MAX_SCHEMA_DEPTH = 8

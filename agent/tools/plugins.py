@@ -18,7 +18,7 @@ import os
 import sys
 from typing import Any, Iterable
 
-from .base import Tool
+from agent.tools.base import Tool
 
 # The entry-point group plugins declare. Spelled from the package name: it names a group, not a
 # module, and import checkers that read module-like strings as imports should not see one.

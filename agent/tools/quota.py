@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .base import ToolContext, ToolError
+from agent.tools.base import ToolContext, ToolError
 
 
 @dataclass(frozen=True)

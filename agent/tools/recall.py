@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..store.home import Home
-from .base import Tool, ToolContext, ToolError
+from agent.store.home import Home
+from agent.tools.base import Tool, ToolContext, ToolError
 
 if TYPE_CHECKING:
-    from ..store.recall_index import Match
+    from agent.store.recall_index import Match
 
 MAX_LIMIT = 10
 MATCH_CHARS = 300
@@ -36,7 +36,7 @@ def recall(ctx: ToolContext, query: str, limit: int = 3) -> str:
     """
     import sqlite3  # here, not at the top: a cycle that never recalls never loads SQLite
 
-    from ..store.recall_index import fts_query, search
+    from agent.store.recall_index import fts_query, search
 
     if not 1 <= limit <= MAX_LIMIT:
         raise ToolError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")

@@ -11,16 +11,16 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from ..config import Settings
-from ..secrets import Secrets
-from .base import CONTROL_TOOLS, Registry, ToolContext, control_tools
-from .builtin import TOOLS
-from .plugins import load_plugin_tools, warn_once
-from .recall import TOOL as RECALL
+from agent.config import Settings
+from agent.secrets import Secrets
+from agent.tools.base import CONTROL_TOOLS, Registry, ToolContext, control_tools
+from agent.tools.builtin import TOOLS
+from agent.tools.plugins import load_plugin_tools, warn_once
+from agent.tools.recall import TOOL as RECALL
 
 if TYPE_CHECKING:
-    from .base import Tool
-    from .mcp import McpServers
+    from agent.tools.base import Tool
+    from agent.tools.mcp import McpServers
 
 # The start of the problem that names the tools the schema budget left out (doctor looks for it).
 SCHEMAS_LEFT_OUT = "tools left out: their schemas would pass tool_schemas_max_bytes"
@@ -107,7 +107,7 @@ def open_registry(
     if not settings.mcp_servers:
         yield build_registry(settings, **options)
         return
-    from .mcp import McpServers  # coarse laziness: asyncio and the SDK only when servers are configured
+    from agent.tools.mcp import McpServers  # coarse laziness: asyncio and the SDK only when servers are configured
 
     with McpServers(ToolContext(home, settings, secrets)) as servers:
         yield build_registry(settings, mcp=servers, **options)

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..config import Settings
-from ..store.files import atomic_write
-from .children import die_with_parent
-from .sandbox_limits import CommandCgroup, ResourceLimits, nproc_prefix, process_limit_problem, set_rlimits
+from agent.config import Settings
+from agent.store.files import atomic_write
+from agent.tools.children import die_with_parent
+from agent.tools.sandbox_limits import CommandCgroup, ResourceLimits, nproc_prefix, process_limit_problem, set_rlimits
 
 if TYPE_CHECKING:  # imported where used: a cycle that runs no command pays for none of them
     import subprocess

@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from .base import ToolContext, ToolError
-from .children import die_with_parent, forget_group, record_group
-from .quota import quota_problem
-from .sandbox import WHOLE_HOME, Sandbox, SandboxUnavailable, policy_in_force, workspace_is_home
-from .shell_policy import POLICIES, option_refusal
-from .workspace import confined_path, workspace_root
+from agent.tools.base import ToolContext, ToolError
+from agent.tools.children import die_with_parent, forget_group, record_group
+from agent.tools.quota import quota_problem
+from agent.tools.sandbox import WHOLE_HOME, Sandbox, SandboxUnavailable, policy_in_force, workspace_is_home
+from agent.tools.shell_policy import POLICIES, option_refusal
+from agent.tools.workspace import confined_path, workspace_root
 
 if TYPE_CHECKING:
     import subprocess

@@ -12,9 +12,9 @@ import os
 import stat
 from pathlib import Path
 
-from ..config import Settings
-from ..store.home import Home
-from .base import ToolContext, ToolError
+from agent.config import Settings
+from agent.store.home import Home
+from agent.tools.base import ToolContext, ToolError
 
 # The runtime's own files and the templates `agent reset` installs, at the top of the home.
 RUNTIME_NAMES = frozenset(path.name for path in (*Home(Path()).runtime_files, *Home(Path()).operator_files))

@@ -10,7 +10,7 @@ import pytest
 
 from agent.cli.endpoint_checks import matching_id
 from tests.helpers import run_cli
-from tests.providers.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply
+from tests.models.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply
 
 KEY = "sk-doctor-test-5e1f0a9b3c7d"
 ONE_TOKEN = Reply.chat("{", finish_reason="length")

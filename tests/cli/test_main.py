@@ -13,7 +13,7 @@ import pytest
 
 import agent.cli
 from agent.cli import COMMANDS, main
-from agent.outcomes import ExitCode
+from agent.common.outcomes import ExitCode
 from tests.helpers import run_cli
 
 CLI_PACKAGE = Path(agent.cli.__file__).parent

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.memory import read_archive
+from agent.memory.bounding import read_archive
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import cycle_ids, done, json_out, run_cycle

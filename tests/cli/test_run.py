@@ -14,13 +14,13 @@ import pytest
 from rich.console import Console
 
 from agent import cycle
+from agent.after.report import CycleReport
 from agent.cli.live import LiveReporter
+from agent.common.tags import Outcome, Tag
 from agent.config import Settings, load_settings
-from agent.providers.base import Usage
-from agent.providers.scripted import ScriptedModel
-from agent.report import CycleReport
+from agent.models.base import Usage
+from agent.models.scripted import ScriptedModel
 from agent.store.home import Home
-from agent.tags import Outcome, Tag
 from tests.cli.helpers import ANSI, DONE_REPLIES, done, echo, run_cycle
 from tests.helpers import REPO, read_yaml, run_cli, tree_digest, write_active, write_script
 
@@ -232,16 +232,16 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
     "shutil",
     "tempfile",
     "asyncio",
-    "agent.providers.local",
-    "agent.providers.local_runtime",
-    "agent.providers.guidance",
-    "agent.providers.openai_compat",
-    "agent.providers.client_log",
+    "agent.models.local.model",
+    "agent.models.local.runtime",
+    "agent.models.local.guidance",
+    "agent.models.openai.compat",
+    "agent.models.openai.client_log",
     "agent.store.recall_index",
-    "agent.approvals",
-    "agent.budgets",
-    "agent.hooks",
-    "agent.metrics",
+    "agent.gates.approvals",
+    "agent.gates.budgets",
+    "agent.after.hooks",
+    "agent.after.metrics",
     "agent.tools.mcp",
 }
 
@@ -263,7 +263,7 @@ def test_a_scripted_cycle_imports_only_what_it_uses(home, tmp_path):
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     loaded = set(json.loads(proc.stdout.split("LOADED ", 1)[1]))
-    assert "agent.cycle" in loaded  # the probe saw a real cycle
+    assert "agent.cycle.run" in loaded  # the probe saw a real cycle
     assert not {
         name
         for name in loaded
@@ -288,7 +288,13 @@ def test_a_cycle_that_uses_a_feature_imports_it(home, tmp_path):
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     loaded = set(json.loads(proc.stdout.split("LOADED ", 1)[1]))
-    assert {"agent.budgets", "agent.approvals", "agent.metrics", "agent.hooks", "subprocess"} <= loaded
+    assert {
+        "agent.gates.budgets",
+        "agent.gates.approvals",
+        "agent.after.metrics",
+        "agent.after.hooks",
+        "subprocess",
+    } <= loaded
     assert (home / "agent.prom").exists()
 
 

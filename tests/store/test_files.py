@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from agent.outcomes import DiskError
-from agent.safe_yaml import FileRefused, read_text_file
+from agent.common.outcomes import DiskError
+from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.store.crash import clean_after_crash
 from agent.store.files import append_jsonl, atomic_write, read_jsonl
 from agent.store.home import Home, remove_stale_temporaries

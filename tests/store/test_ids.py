@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.outcomes import InvalidScratchpad
+from agent.common.outcomes import InvalidScratchpad
 from agent.store.home import Home
 from agent.store.ids import cycle_started, cycles_on_disk, following_cycle_id, new_cycle_id
 

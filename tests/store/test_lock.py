@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from agent.outcomes import Busy, DiskError
+from agent.common.outcomes import Busy, DiskError
 from agent.store.home import Home
 from agent.store.lock import BUSY_GRACE_SECONDS, file_lock, home_lock, is_locked
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
+from agent.common.outcomes import UsageError
 from agent.config import Settings, load_settings
-from agent.outcomes import UsageError
 from agent.store.home import Home
 from agent.store.retention import apply_retention, parse_duration, select_expired
 from tests.helpers import run_cli, write_script

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.outcomes import InvalidScratchpad
-from agent.safe_yaml import dump_yaml
+from agent.common.outcomes import InvalidScratchpad
+from agent.common.safe_yaml import dump_yaml
 from agent.state import fresh_state
 from agent.store.home import Home
 from agent.store.state_file import (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.budgets import bucket_spending, daily_totals
+from agent.gates.budgets import bucket_spending, daily_totals
 from agent.store.files import append_jsonl
 from agent.store.home import Home, read_index
 from agent.store.totals import load_totals, save_totals, scan_disk, totals_path, update_totals

@@ -26,13 +26,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-import agent.dispatcher
-from agent.outcomes import ExitCode
+import agent.cycle.dispatch
+from agent.common.outcomes import ExitCode
+from agent.common.tags import Tag
 from agent.store.crash import unfinished_cycle
 from agent.store.home import Home, read_index
 from agent.store.lock import is_locked
 from agent.store.state_file import read_state_file
-from agent.tags import Tag
 from tests.helpers import make_home, run_cli, tree_digest, wait_for, write_script
 
 ALLOW = "shell_allowlist: [sleep, mkdir, rmdir]\n"  # the commands these tests' scripts run (LockHolder adds cat)
@@ -92,7 +92,7 @@ def core(state: dict) -> dict:
 
 def without_interrupted(state: dict) -> dict:
     """The state without its [INTERRUPTED] note lines: the one thing a cycle adds to the state it
-    read before its before snapshot, when a kill cut a call with side effects (agent/journal.py)."""
+    read before its before snapshot, when a kill cut a call with side effects (agent/cycle/journal.py)."""
     lines = [line for line in state["notes"].split("\n") if not line.startswith(Tag.INTERRUPTED.value)]
     return dict(state, notes="\n".join(lines))
 
@@ -123,7 +123,7 @@ def assert_every_file_whole(home: Path) -> None:
 class Expected:
     """What one uninterrupted cycle of `script` makes of a given active.yaml, computed by running
     that cycle in-process in a scratch home (cached by the state's content). With `home`, its
-    journal of calls goes along: a cycle after a kill mid-call notes that call (agent/journal.py).
+    journal of calls goes along: a cycle after a kill mid-call notes that call (agent/cycle/journal.py).
     `after_a_kill`: the cycle before it was killed before saving (the cycle then starts with a note
     saying so)."""
 
@@ -311,7 +311,7 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
                 assert core(now) == new_core, f"kill {i} of home {n}: neither the old nor the new state"
             assert_every_file_whole(home)
             new_befores = set((home / "scratchpad").glob("*_before.yaml")) - befores
-            for before in new_befores:  # what was read, plus the note on a call a kill cut (agent/journal.py)
+            for before in new_befores:  # what was read, plus the note on a call a kill cut (agent/cycle/journal.py)
                 assert without_interrupted(read_state_file(before, home)) == without_interrupted(old)
             with stats_lock:
                 stats[outcome] += 1
@@ -392,7 +392,7 @@ def _processes_running(cmdline: bytes, cwd: Path) -> list[int]:
 
 SIGNAL_WHILE_WRITING_BEFORE = """
 import os, signal, sys
-import agent.cycle as cycle
+import agent.cycle.run as cycle
 real = cycle.write_state
 def write_state(path, state):
     if path.name.endswith("_before.yaml"):
@@ -616,7 +616,7 @@ def test_wait_queues_runs_and_resets_instead_of_exiting_busy(tmp_path: Path):
 def _buggy(change):
     """A dispatcher whose update_scratchpad applies the update and then `change`s the state:
     a stand-in for any bug in a model/tool path that corrupts what the cycle would save."""
-    real = agent.dispatcher.apply_update
+    real = agent.cycle.dispatch.apply_update
 
     def apply_update(state, args, *rest):
         new, refusal = real(state, args, *rest)
@@ -668,7 +668,7 @@ def test_broken_invariant_drops_the_cycle_changes(tmp_path: Path, monkeypatch, c
         "notes: before\nlast_updated: '2024-01-01T00:00:00+00:00'\n"
     )
     read = active_state(home)
-    monkeypatch.setattr(agent.dispatcher, "apply_update", _buggy(change))
+    monkeypatch.setattr(agent.cycle.dispatch, "apply_update", _buggy(change))
     # one buggy update, then the iteration cap ends the loop: the invariants see the bad state
     script = write_script(tmp_path, [WORK[1]])
     result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "--max-iterations", "1")

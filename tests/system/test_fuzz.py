@@ -13,14 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.common.outcomes import InvalidScratchpad
+from agent.common.safe_yaml import dump_yaml, load_yaml
+from agent.common.tags import Tag
 from agent.config import Settings
-from agent.dispatcher import dispatch
-from agent.outcomes import InvalidScratchpad
-from agent.safe_yaml import dump_yaml, load_yaml
+from agent.cycle.dispatch import dispatch
 from agent.secrets import Secrets
 from agent.state import FIELD_SCHEMAS, normalize, problems
 from agent.store.state_file import read_state_file
-from agent.tags import Tag
 from agent.tools import ToolContext, build_registry
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))

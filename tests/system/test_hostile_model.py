@@ -22,12 +22,12 @@ from urllib.parse import quote
 import pytest
 
 from agent.cli.live import LiveReporter
-from agent.outcomes import StopReason
-from agent.providers import Usage
+from agent.common.outcomes import StopReason
+from agent.common.tags import Outcome, Tag
+from agent.models import Usage
 from agent.secrets import Secrets
-from agent.tags import Outcome, Tag
 from tests.helpers import make_home, read_yaml, run_agent_process, run_cli, tree_digest, write_active, write_script
-from tests.providers.openai_server import OpenAIServer, Reply
+from tests.models.openai_server import OpenAIServer, Reply
 
 KEY = "sk-live-4f9a2c7e1b3d5f608a9c"
 TOKEN = "tok-deploy-71c3e9a5b2"
@@ -425,7 +425,7 @@ def test_the_live_display_escapes_model_text(payload_name: str) -> None:
 
     from rich.console import Console
 
-    from agent.report import CycleReport
+    from agent.after.report import CycleReport
 
     payload, raw_sequences = PAYLOADS[payload_name]
     out = io.StringIO()

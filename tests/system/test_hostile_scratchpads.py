@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.outcomes import ExitCode
-from agent.safe_yaml import load_yaml
+from agent.common.outcomes import ExitCode
+from agent.common.safe_yaml import load_yaml
 from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
 from tests.helpers import run_cli, tree_digest, write_script
 

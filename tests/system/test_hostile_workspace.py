@@ -28,7 +28,7 @@ def make_repository_home(tmp_path: Path, workspace: str) -> Path:
     home = tmp_path / "home"
     files = {
         "agent/__init__.py": "# the package\n",
-        "agent/cycle.py": "# the cycle\n",
+        "agent/cycle/run.py": "# the cycle\n",
         ".git/config": "[core]\n\trepositoryformatversion = 0\n",
         ".git/hooks/pre-commit.sample": "#!/bin/sh\n",
         "templates/default.yaml": "goals: []\ncurrent_task: null\npending_actions: []\ncompleted_tasks: []\nnotes: ''\n",
@@ -73,7 +73,7 @@ def attacks(home: Path, marker: Path, whole_home: bool) -> list[tuple[str, dict]
             ("write_file", {"path": "config.yaml", "content": "shell_policy: any\n"}),
             ("append_file", {"path": "bin/reset.sh", "content": f"touch {marker}\n"}),
             ("write_file", {"path": "Makefile", "content": f"all:\n\ttouch {marker}\n"}),
-            ("read_file", {"path": "agent/cycle.py"}),
+            ("read_file", {"path": "agent/cycle/run.py"}),
             ("shell", {"command": "cat agent/__init__.py"}),
             ("shell", {"command": "cat config.yaml"}),
         ]

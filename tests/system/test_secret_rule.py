@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from agent.common.escape import escape_json, escape_tree
+from agent.common.outcomes import UsageError
 from agent.config import Settings
-from agent.escape import escape_json, escape_tree
-from agent.outcomes import UsageError
 from agent.secrets import NO_KEY_PLACEHOLDER, REDACTED, Secrets, api_key, request_headers, without_credentials
 
 KEY = "sk-proj-Zq81mN0pL2vX7cRt"

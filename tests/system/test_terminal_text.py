@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.escape import escape_controls
+from agent.common.escape import escape_controls
 from tests.helpers import run_cli, write_active
-from tests.providers.openai_server import OpenAIServer, Reply
+from tests.models.openai_server import OpenAIServer, Reply
 
 # An OSC 52 clipboard write, a screen clear, a window title, a right-to-left override, and every
 # character str.splitlines splits on, each followed by a would-be forged line.

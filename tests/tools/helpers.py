@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from agent.common.tags import Tag
 from agent.config import Settings
-from agent.dispatcher import dispatch
+from agent.cycle.dispatch import dispatch
 from agent.state import fresh_state
-from agent.tags import Tag
 from agent.tools import Registry, ToolContext, build_registry
 
 

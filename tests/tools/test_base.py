@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from agent.dispatcher import dispatch
+from agent.common.tags import Tag
+from agent.cycle.dispatch import dispatch
 from agent.state import fresh_state
-from agent.tags import Tag
 from agent.tools import CONTROL_TOOLS, Registry, Tool, control_tools
 from tests.tools.helpers import call, ctx_for
 

@@ -9,9 +9,9 @@ import re
 import pytest
 import yaml
 
+from agent.common.outcomes import UsageError
+from agent.common.tags import Tag
 from agent.config import load_settings
-from agent.outcomes import UsageError
-from agent.tags import Tag
 from agent.tools.files import MAX_LIST_ENTRIES, list_dir, read_file
 from agent.tools.workspace import CODE_FOLDERS, DATA_SUFFIXES, READ_BY_NAME, RUNTIME_NAMES, ensure_workspace
 from tests.helpers import REPO, tree_digest
@@ -167,7 +167,7 @@ def test_a_symlink_in_the_workspace_to_a_dot_file_in_it_is_refused(fhome, ws):
     "path, why",
     [
         ("agent/__init__.py", "Python package (agent)"),
-        ("agent/cycle.txt", "Python package (agent)"),
+        ("agent/cycle/run.txt", "Python package (agent)"),
         ("yaml.py", "code"),
         ("sitecustomize.py", "code"),
         ("usercustomize.pth", "code"),

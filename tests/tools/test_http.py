@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 import agent.tools.http as http_tool
+from agent.common.outcomes import UsageError
+from agent.common.tags import Tag
 from agent.config import Settings, load_settings
-from agent.outcomes import UsageError
-from agent.tags import Tag
 from agent.tools import ToolError
 from agent.tools.http import address_problem, fetch
 from tests.tools.helpers import call, ctx_for

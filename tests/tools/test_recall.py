@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.common.tags import Tag
 from agent.store.home import Home
 from agent.store.recall_index import index_path
-from agent.tags import Tag
 from agent.tools import ToolError
 from agent.tools.recall import MATCH_CHARS, RESULT_CHARS, recall
 from tests.helpers import ARCHIVED_SAMPLE, archive_items, read_yaml, run_cli, write_active, write_script

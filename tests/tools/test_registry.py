@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from agent import prompt
+from agent.common.outcomes import UsageError
 from agent.config import Settings, load_settings
-from agent.outcomes import UsageError
 from agent.tools import CONTROL_TOOLS, build_registry
 from tests.helpers import REPO, read_yaml, run_cli, write_script
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.common.tags import Tag
 from agent.config import Settings
-from agent.tags import Tag
 from agent.tools.quota import workspace_usage
 from agent.tools.sandbox import MEMORY_FILE, policy_in_force
 from tests.sandbox_support import sandbox_required  # noqa: F401 - a fixture

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
+from agent.common.tags import Tag
 from agent.config import Settings
-from agent.tags import Tag
 from agent.tools import ToolContext, ToolError, build_registry
 from agent.tools.shell import shell
 from tests.tools.helpers import call, ctx_for

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
+from agent.common.tags import Tag
 from agent.config import DEFAULT_SHELL_ALLOWLIST
-from agent.tags import Tag
 from agent.tools.shell_policy import POLICIES, option_refusal
 from tests.helpers import tree_digest
 from tests.tools.helpers import call, ctx_for

@@ -1,0 +1,1 @@
+"""What a cycle leaves behind: its report, the transcript, and once it is saved, aftercare, the hook, metrics."""

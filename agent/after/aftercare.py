@@ -1,0 +1,62 @@
+"""What happens once a cycle's state is saved: its record, retention, and whatever else operators
+hang off the end of a cycle. Nothing here can change the cycle's result or its exit code."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from agent.after.report import CycleReport
+from agent.config import Settings
+from agent.secrets import Secrets
+from agent.store.home import Home, append_index
+from agent.store.retention import delete_cycles, retention_plan
+from agent.store.totals import update_totals
+
+
+def after_cycle(
+    home: Home,
+    settings: Settings,
+    report: CycleReport,
+    secrets: Secrets,
+    log: Callable[[str], None],
+    prune: bool = True,
+) -> None:
+    """Append the index record, then prune old cycles (the record is written first: history never
+    loses a cycle that retention removed the files of), then tell the operator's tools: the
+    metrics file, and the on_cycle_end command with the same record."""
+    # Each feature's module is imported only when it is in use (no prices, nothing parked, no
+    # metrics file, no hook: none of them is), so a plain cycle's start-up does not pay for it.
+    if settings.prices:
+        from agent.gates.budgets import cycle_cost
+
+        report.cost = cycle_cost(settings.prices, report.model, report.usage)
+    pending = {"pending_approvals": 0, "oldest_pending_approval": None}
+    if home.approvals.exists():
+        from agent.gates.approvals import pending_fields
+
+        pending = pending_fields(home)
+    record = secrets.redact(dict(report.index_record(), **pending))
+    append_index(home, record)
+    plan = retention_plan(home, settings, protect=[report.cycle_id]) if prune else None  # idle: nothing added
+    pruned = [] if plan is None else delete_cycles(plan)
+    if pruned:
+        log(f"retention: removed {len(pruned)} old snapshot/log file(s)")
+    keep_totals(home, report.cycle_id, [(path, plan.sizes.get(path, 0)) for path in pruned] if plan else [], log)
+    if settings.metrics_file is not None:
+        from agent.after.metrics import write_metrics
+
+        write_metrics(home, settings, record, log)
+    if settings.on_cycle_end:
+        from agent.after.hooks import run_cycle_end_hook
+
+        run_cycle_end_hook(home.root, settings, record, secrets, log)
+
+
+def keep_totals(home: Home, cycle_id: str, removed: list, log: Callable[[str], None]) -> None:
+    """Bring logs/totals.json up to date with the record just appended and the files this cycle wrote
+    and retention deleted (agent/store/totals.py). A failure is logged: the totals are derived data."""
+    written = [home.snapshot(cycle_id, "before"), home.snapshot(cycle_id, "after"), home.cycle_log(cycle_id)]
+    try:
+        update_totals(home, added=written, removed=removed)
+    except Exception as exc:  # the next reader recounts; never cost the cycle its result
+        log(f"{home.logs.name}/totals.json not updated: {type(exc).__name__}: {exc}")

@@ -1,0 +1,119 @@
+"""`on_cycle_end`: the operator's command, run after every saved cycle (or those `notify_on` names).
+
+The command is trusted (it comes from config.yaml), but it is still kept in a box: an argv list
+run without a shell, from the home, in its own session, with the secrets scrubbed from its
+environment and the cycle's index record as JSON on stdin. It is bounded by `hook_timeout` (then
+its whole process group is killed). Whatever happens to it (a non-zero exit, a timeout, a program
+not found) is written to the cycle log and nothing else: the cycle is already saved and its exit
+code is already decided.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+from agent.config import Settings
+from agent.secrets import Secrets
+
+# How much of the command's output a failure line in the cycle log quotes.
+OUTPUT_QUOTED = 500
+
+
+def wants_hook(settings: Settings, stop_reason: str) -> bool:
+    """Whether this cycle's stop reason runs on_cycle_end (notify_on unset: every one does)."""
+    return bool(settings.on_cycle_end) and (settings.notify_on is None or stop_reason in settings.notify_on)
+
+
+def run_cycle_end_hook(
+    root: Path, settings: Settings, record: dict, secrets: Secrets, log: Callable[[str], None]
+) -> str | None:
+    """Run on_cycle_end for a cycle whose (redacted) index record is `record`, if it should run.
+
+    Returns None when it succeeded or was not due, else the problem (also logged). Never raises.
+    """
+    if not wants_hook(settings, str(record.get("stop_reason"))):
+        return None
+    argv = list(settings.on_cycle_end or [])
+    started = time.monotonic()
+    try:
+        problem, output = _run(
+            argv, root, settings.hook_timeout, json.dumps(record).encode() + b"\n", hook_env(root, record, secrets)
+        )
+    except Exception as exc:  # whatever it is, the cycle has ended and stays as it ended
+        problem, output = f"could not run: {type(exc).__name__}: {exc}", ""
+    took = time.monotonic() - started
+    if problem is None:
+        log(f"on_cycle_end: {argv[0]} exited 0 in {took:.2f}s")
+        return None
+    tail = " ".join(output.split())[-OUTPUT_QUOTED:]
+    log(f"on_cycle_end failed: {argv[0]}: {problem} after {took:.2f}s" + (f"; output: {tail}" if tail else ""))
+    return problem
+
+
+def hook_env(root: Path, record: dict, secrets: Secrets) -> dict[str, str]:
+    """The environment without secrets, plus the outcome for scripts that do not read JSON."""
+    return {
+        **secrets.child_env(),
+        "AGENT_HOME": str(root),
+        "AGENT_CYCLE_ID": str(record.get("cycle_id")),
+        "AGENT_STOP_REASON": str(record.get("stop_reason")),
+        "AGENT_EXIT_CODE": str(record.get("exit_code")),
+    }
+
+
+def _run(argv: list[str], root: Path, timeout: float, stdin_data: bytes, env: dict[str, str]) -> tuple[str | None, str]:
+    """(the problem or None, the end of the command's stdout and stderr)."""
+    return run_command(argv, root, timeout, stdin_data, env)
+
+
+def run_command(
+    argv: list[str],
+    root: Path,
+    timeout: float,
+    stdin_data: bytes,
+    env: dict[str, str],
+    *,
+    stdout_only: bool = False,
+    keep: int = 4 * OUTPUT_QUOTED,
+    head: bool = False,
+    timeout_name: str = "hook_timeout",
+) -> tuple[str | None, str]:
+    """(the problem or None, `keep` bytes of the command's output: its end, or with `head` its start;
+    with `stdout_only` its stderr is dropped). Files, not pipes, carry the data both ways: a
+    command that ignores its stdin, or leaves a child holding its stdout, can neither block the
+    write nor the wait. Used by on_cycle_end and wake_when (agent/cycle/idle.py)."""
+    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as output:
+        stdin.write(stdin_data)
+        stdin.seek(0)
+        try:
+            process = subprocess.Popen(
+                argv,
+                cwd=root,
+                env=env,
+                stdin=stdin,
+                stdout=output,
+                stderr=subprocess.DEVNULL if stdout_only else subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            return f"program not found: {argv[0]}", ""
+        except PermissionError:
+            return f"not executable: {argv[0]}", ""
+        try:
+            code = process.wait(timeout=timeout)
+            problem = None if code == 0 else (f"killed by signal {-code}" if code < 0 else f"exit {code}")
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            problem = f"timed out after {timeout:g}s ({timeout_name}); its process group was killed"
+        output.seek(0 if head else max(0, output.seek(0, os.SEEK_END) - keep))  # a failure's end says most
+        return problem, output.read(keep).decode("utf-8", "replace")

@@ -1,0 +1,115 @@
+"""What one cycle did: the record printed by `agent run --json` and appended to logs/index.jsonl."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from agent.common.outcomes import StopReason
+from agent.common.tags import Tag
+from agent.models.base import Usage
+from agent.secrets import Secrets
+
+
+def killed_notes(cycle_id: str | None) -> list[str]:
+    """The note a cycle starts with when the one before it (`cycle_id`) died before saving."""
+    return (
+        []
+        if cycle_id is None
+        else [
+            Tag.CYCLE_FAILED.line(
+                f"cycle {cycle_id} was killed before it saved anything: by a signal no process can catch (SIGKILL, an "
+                f"out-of-memory kill) or a power loss; the state is as it read it (its log: logs/cycle_{cycle_id}.log)"
+            )
+        ]
+    )
+
+
+@dataclass
+class CycleReport:
+    cycle_id: str
+    started: str
+    model: str
+    stop_reason: str = StopReason.ERROR.value
+    exit_code: int = 4
+    iterations: int = 0
+    task_before: str | None = None
+    task_after: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    duration_s: float = 0.0
+    files: list[str] = field(default_factory=list)
+    error: str | None = None
+    prompt_bytes: list[int] = field(default_factory=list)
+    archived: int = 0  # items moved from active.yaml to logs/archive.jsonl this cycle
+    reflect: str | None = None  # None (off), "applied", or "kept unreflected: why"
+    actions: dict[str, int] = field(default_factory=dict)  # outcome kind -> how many this cycle
+    cost: float | None = None  # usage at the model's `prices`; None: the model has no price
+    stop_detail: str | None = None  # what the limit that stopped the loop said (redacted); not in the record
+    idle: str | None = None  # why no model was called (stop reason idle; agent/cycle/idle.py)
+    calls: list[dict] = field(default_factory=list)  # calls with side effects: {call, tool, status} (journal.py)
+
+    def count(self, kind: str) -> None:
+        self.actions[kind] = self.actions.get(kind, 0) + 1
+
+    def fail(self, exc: BaseException, secrets: Secrets) -> str:
+        """End as a failed cycle; the failure note for the state as read."""
+        kind = type(exc).__name__
+        error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
+        self.error = secrets.redact_text(f"{kind}: {error}")
+        self.end(StopReason.ERROR)
+        return Tag.CYCLE_FAILED.line(
+            f"cycle {self.cycle_id}: {kind}: {error} (traceback in logs/cycle_{self.cycle_id}.log)"
+        )
+
+    def stopped_by(self, stop: Exception, secrets: Secrets) -> str:
+        """Keep what a limit said when it stopped the loop (--quiet prints it for exits 8 and 10)."""
+        self.stop_detail = secrets.redact_text(str(stop))
+        return self.stop_detail
+
+    def end(self, reason: StopReason) -> None:
+        self.stop_reason, self.exit_code = reason.value, int(reason.exit_code)
+
+    def as_dict(self) -> dict:
+        return {
+            "cycle_id": self.cycle_id,
+            "started": self.started,
+            "duration_s": round(self.duration_s, 3),
+            "model": self.model,
+            "stop_reason": self.stop_reason,
+            "exit_code": self.exit_code,
+            "iterations": self.iterations,
+            "task_before": self.task_before,
+            "task_after": self.task_after,
+            "usage": self.usage.as_dict(),
+            "files": self.files,
+            "error": self.error,
+            "archived": self.archived,
+            "reflect": self.reflect,
+            "actions": self.actions,
+            "cost": self.cost,
+            "idle": self.idle,
+            "calls": self.calls,
+        }
+
+    def index_record(self) -> dict:
+        """The line logs/index.jsonl keeps for this cycle (history and status read only these)."""
+        record = self.as_dict()
+        record.pop("files")
+        return record
+
+
+Reporter = Callable[..., None]
+
+
+class SafeReporter:
+    """Progress output that fails (a closed pipe, `agent run | head -1`) never fails the cycle."""
+
+    def __init__(self, reporter: Reporter | None):
+        self.reporter = reporter
+
+    def __call__(self, event: str, **data) -> None:
+        if self.reporter is not None:
+            try:
+                self.reporter(event, **data)
+            except OSError:
+                self.reporter = None

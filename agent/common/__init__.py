@@ -1,0 +1,1 @@
+"""Leaf helpers every layer shares: outcomes and exit codes, note tags, escaping, JSON schema, YAML, secret forms."""

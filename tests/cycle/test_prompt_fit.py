@@ -1,0 +1,117 @@
+"""A state of legal updates too large for one prompt leaves the next cycle working: the prompt is
+clipped to `prompt_max_bytes` with a note; an endpoint's context_length_exceeded is a clear
+failure note, and failed cycles on one task stop with `stalled` (exit 9)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from agent import prompt
+from agent.config import Settings
+from tests.helpers import read_yaml, run_cli, write_active
+from tests.models.openai_server import OpenAIServer, Reply, Request
+
+CONTEXT_BYTES = 40_000  # what the test endpoint accepts (prompt_max_bytes 32768, plus the examples' turns)
+DONE = {"tool": "done", "args": {"summary": "finished"}}
+
+
+def _refusing_big_prompts(limit: int = CONTEXT_BYTES):
+    def reply(request: Request) -> Reply:
+        size = sum(len(str(m.get("content") or "").encode()) for m in request.messages)
+        if size > limit:
+            return Reply.error(
+                400,
+                body={
+                    "error": {
+                        "message": f"This model's maximum context length is 8192 tokens; your messages were {size // 4}",
+                        "type": "invalid_request_error",
+                        "param": "messages",
+                        "code": "context_length_exceeded",
+                    }
+                },
+            )
+        return Reply.chat(DONE)
+
+    return reply
+
+
+def _home(tmp_path: Path, state: dict, **config) -> Path:
+    home = tmp_path / "home"
+    assert run_cli("init", str(home)).exit_code == 0
+    config = {"max_retries": 0, "request_timeout": 5, "prompt_max_bytes": 32768, **config}
+    (home / "config.yaml").write_text(yaml.safe_dump(config))
+    write_active(home, state)
+    return home
+
+
+def _run(home: Path, server: OpenAIServer):
+    result = run_cli(
+        "run",
+        "--home",
+        str(home),
+        "--model",
+        "openai:test-model",
+        "--json",
+        env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-key-for-prompts"},
+    )
+    return result, json.loads([line for line in result.stdout.splitlines() if line.startswith("{")][-1])
+
+
+def _state(**fields) -> dict:
+    return {
+        "goals": [],
+        "current_task": "t",
+        "pending_actions": [],
+        "completed_tasks": [],
+        "notes": "",
+        "last_updated": None,
+        **fields,
+    }
+
+
+def test_six_60k_completed_tasks_and_a_huge_queued_task_are_clipped_and_the_cycles_go_on(tmp_path):
+    done = [{"task": f"task {i}", "summary": chr(ord("a") + i) * 60_000} for i in range(6)]
+    home = _home(tmp_path, _state(completed_tasks=done, pending_actions=["Q" * 60_000 + " the end"]))
+    with OpenAIServer(default=_refusing_big_prompts()) as server:
+        for _ in range(2):  # the second cycle has the 60,000-character task as its current task
+            result, report = _run(home, server)
+            assert report["exit_code"] == 0, result.stdout
+        users = [r.messages[-1]["content"] for r in server.chat_requests]
+    assert all("Note: the scratchpad is too large for one prompt" in u and "characters clipped" in u for u in users)
+    assert "the end" in users[-1] and "Now:" in users[-1]  # a clipped value keeps its head and its tail
+    assert len(read_yaml(home / "scratchpad" / "active.yaml")["completed_tasks"][0]["summary"]) == 60_000  # kept whole
+
+
+def test_many_short_items_are_cut_as_a_block_and_the_closing_lines_stay(tmp_path):
+    home = _home(tmp_path, _state(pending_actions=[f"queued item number {i} " + "x" * 40 for i in range(3000)]))
+    with OpenAIServer(default=_refusing_big_prompts()) as server:
+        result, report = _run(home, server)
+        user = server.chat_requests[0].messages[-1]["content"]
+    assert report["exit_code"] == 0, result.stdout
+    assert "the rest of the scratchpad is cut" in user and user.rstrip().splitlines()[-1].startswith("Now:")
+
+
+def test_a_prompt_the_endpoint_refuses_is_a_clear_note_and_repeated_failures_stall(tmp_path):
+    home = _home(tmp_path, _state(current_task="T" * 30_000), prompt_max_bytes=1_000_000, stall_cycles=2)
+    with OpenAIServer(default=_refusing_big_prompts(limit=20_000)) as server:
+        _, first = _run(home, server)
+        _, second = _run(home, server)
+    assert first["exit_code"] == 4 and "does not fit the endpoint's context window" in first["error"]
+    assert "maximum context length is 8192 tokens" in first["error"] and "lower prompt_max_bytes" in first["error"]
+    assert second["exit_code"] == 9 and second["stop_reason"] == "stalled"
+    assert "has ended 2 cycles in a row without done" in read_yaml(home / "scratchpad" / "active.yaml")["notes"]
+
+
+def test_the_fitted_prompt_never_passes_the_bound():
+    settings = Settings(prompt_max_bytes=6000)
+    for state in (
+        _state(notes="é" * 50_000),
+        _state(current_task="T" * 90_000),
+        _state(goals=[f"goal {i}" for i in range(5000)]),
+        _state(notes="short"),
+    ):
+        user = prompt.fitted_user_prompt("system " * 100, state, 1, settings)
+        assert len(user.encode()) + 700 <= 6000 and user.rstrip().splitlines()[-1].startswith("Now:")

@@ -1,0 +1,227 @@
+"""Budgets across cycles: daily and monthly tokens and cost, checked from the index before every
+model call; a spent budget stops the cycle with exit 10 and sends nothing."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.config import Settings
+from agent.gates.budgets import Budgets, cycle_cost, daily_totals
+from agent.models.base import Usage
+from agent.store.home import Home
+from tests.cli.helpers import done, echo, run_cycle
+from tests.helpers import configure, run_cli, tree_digest
+from tests.models.openai_server import OpenAIServer, Reply, usage
+
+KEY = "sk-test-0123456789abcdef0123"
+MODEL = "openai:test-model"
+PRICE = {MODEL: {"input": 2.0, "output": 10.0}}  # per million tokens
+TASK = {"current_task": "say hello", "pending_actions": ["rest"]}
+QUICK = {"max_retries": 0, "request_timeout": 5}
+
+
+@pytest.fixture
+def server():
+    with OpenAIServer() as srv:
+        yield srv
+
+
+def run(home: Path, server: OpenAIServer):
+    """`agent run --json` against the test server: (click Result, the report or None)."""
+    result = run_cli(
+        "run",
+        "--home",
+        str(home),
+        "--model",
+        MODEL,
+        "--json",
+        env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY},
+    )
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    return result, (json.loads(lines[-1]) if lines else None)
+
+
+def index(home: Path) -> list[dict]:
+    return [json.loads(line) for line in (home / "logs" / "index.jsonl").read_text().splitlines()]
+
+
+def test_a_spent_daily_token_budget_exits_10_and_sends_nothing(home, server):
+    configure(home, TASK, **QUICK, daily_token_budget=1000)
+    server.add(Reply.chat(echo("hi"), usage=usage(900, 200)))  # 1,100 tokens: the budget is spent mid-cycle
+    result, report = run(home, server)
+    assert result.exit_code == 10, result.output
+    assert report["stop_reason"] == "budget_exhausted" and len(server.chat_requests) == 1
+    result, report = run(home, server)
+    assert result.exit_code == 10
+    assert len(server.chat_requests) == 1  # the second cycle sent nothing
+    assert "daily token budget is spent: 1,100 of 1,000 tokens" in (home / "scratchpad" / "active.yaml").read_text()
+
+
+def test_the_index_records_each_cycles_cost_at_the_models_price(home, server):
+    configure(home, TASK, **QUICK, prices=PRICE)
+    server.add(Reply.chat(done("hi"), usage=usage(1000, 100)))
+    result, report = run(home, server)
+    assert result.exit_code == 0
+    expected = (1000 * 2.0 + 100 * 10.0) / 1_000_000
+    assert report["cost"] == pytest.approx(expected)
+    assert index(home)[-1]["cost"] == pytest.approx(expected)
+
+
+def test_a_model_without_a_price_records_a_null_cost(home):
+    assert run_cycle(home, [done("ok")]).exit_code == 0
+    assert index(home)[-1]["cost"] is None
+
+
+def test_a_spent_daily_cost_budget_exits_10_and_sends_nothing(home, server):
+    configure(home, TASK, **QUICK, prices=PRICE, daily_cost_budget=0.002)
+    server.add(Reply.chat(done("hi"), usage=usage(1000, 100)))  # 0.003
+    assert run(home, server)[0].exit_code == 0
+    result, report = run(home, server)
+    assert result.exit_code == 10 and report["stop_reason"] == "budget_exhausted"
+    assert len(server.chat_requests) == 1
+
+
+def test_a_cost_budget_for_a_model_with_no_price_exits_2_and_sends_nothing(home, server):
+    configure(home, TASK, **QUICK, prices={"openai:other": {"input": 1, "output": 1}}, monthly_cost_budget=5)
+    digest = tree_digest(home)
+    result, _ = run(home, server)
+    assert result.exit_code == 2
+    assert "'monthly_cost_budget' needs the price of model 'openai:test-model'" in result.stderr
+    assert server.requests == [] and tree_digest(home) == digest
+
+
+@pytest.mark.parametrize(
+    "prices, fragment",
+    [
+        ({MODEL: {"input": 1}}, f"'prices.{MODEL}' must have exactly the keys input and output"),
+        ({MODEL: {"input": 1, "output": 1, "cached": 0.5}}, f"'prices.{MODEL}' must have exactly the keys"),
+        ({MODEL: {"input": "cheap", "output": 1}}, f"'prices.{MODEL}.input' must be a number"),
+        ({MODEL: {"input": -1, "output": 1}}, f"'prices.{MODEL}.input' must be a number of 0 or more"),
+        ({MODEL: 3}, f"'prices.{MODEL}' must be a mapping"),
+        ([1, 2], "'prices' must be a mapping"),
+    ],
+)
+def test_prices_with_a_bad_shape_exit_2_naming_the_key(home, server, prices, fragment):
+    configure(home, TASK, **QUICK, prices=prices)
+    digest = tree_digest(home)
+    result, _ = run(home, server)
+    assert result.exit_code == 2 and fragment in result.stderr
+    assert server.requests == [] and tree_digest(home) == digest
+
+
+@pytest.mark.parametrize(
+    "key", ["daily_token_budget", "monthly_token_budget", "daily_cost_budget", "monthly_cost_budget"]
+)
+def test_a_budget_of_zero_or_less_exits_2_naming_it(home, server, key):
+    configure(home, TASK, **QUICK, **{key: 0})
+    result, _ = run(home, server)
+    assert result.exit_code == 2 and f"'{key}' must be greater than 0" in result.stderr
+
+
+def _write_index(home: Path, records: list[tuple[str, int]]) -> None:
+    (home / "logs").mkdir(parents=True, exist_ok=True)
+    with open(home / "logs" / "index.jsonl", "w") as handle:
+        for i, (started, tokens) in enumerate(records):
+            handle.write(
+                json.dumps(
+                    {
+                        "cycle_id": f"c{i}",
+                        "started": started,
+                        "model": MODEL,
+                        "usage": {"prompt_tokens": tokens, "completion_tokens": 0, "total_tokens": tokens},
+                    }
+                )
+                + "\n"
+            )
+
+
+def test_days_and_months_are_utc_and_only_this_months_records_count(home):
+    _write_index(
+        home,
+        [
+            ("2026-10-31T23:59:00+00:00", 5000),  # last month
+            ("2026-11-01T00:30:00+01:00", 7000),  # 2026-10-31 23:30 UTC: last month too
+            ("2026-11-02T10:00:00+00:00", 300),
+            ("2026-11-21T01:00:00+00:00", 40),
+        ],
+    )
+    now = _dt.datetime(2026, 11, 21, 12, 0, tzinfo=_dt.timezone.utc)
+    budgets = Budgets(Home.at(home), Settings(daily_token_budget=50, monthly_token_budget=350), MODEL, now)
+    assert budgets.problem(Usage()) is None
+    assert "daily token budget is spent" in budgets.problem(Usage(prompt_tokens=10))
+    assert "monthly token budget is spent: 350 of 350" in Budgets(
+        Home.at(home), Settings(monthly_token_budget=350), MODEL, now
+    ).problem(Usage(prompt_tokens=10))
+
+
+def test_a_long_index_counts_back_to_the_start_of_the_month(home):
+    _write_index(home, [("2026-11-01T00:00:00+00:00", 1)] * 50 + [("2026-11-21T00:00:00+00:00", 1)])
+    now = _dt.datetime(2026, 11, 21, 12, 0, tzinfo=_dt.timezone.utc)
+    budgets = Budgets(Home.at(home), Settings(monthly_token_budget=51), MODEL, now)
+    assert budgets.problem(Usage()) is not None and budgets.problem(Usage()).startswith("the monthly token")
+
+
+def test_cost_of_usage_and_of_unpriced_models():
+    assert cycle_cost(PRICE, MODEL, Usage(prompt_tokens=1_000_000, completion_tokens=500_000)) == 7.0
+    assert cycle_cost(PRICE, "openai:unknown", Usage(prompt_tokens=10)) is None
+    days = daily_totals([{"started": "2026-11-21T00:00:00+00:00", "model": "x", "usage": {"total_tokens": 5}}], PRICE)
+    assert days == [{"day": "2026-11-21", "cycles": 1, "tokens": 5, "cost": 0.0, "unpriced_cycles": 1}]
+
+
+def test_history_and_status_show_tokens_and_cost_per_cycle_and_per_day(home, server):
+    configure(home, TASK, **QUICK, prices=PRICE, daily_token_budget=100000)
+    server.add(Reply.chat(done("hi"), usage=usage(1000, 100)), Reply.chat(done("again"), usage=usage(1000, 100)))
+    assert run(home, server)[0].exit_code == 0 and run(home, server)[0].exit_code == 0
+    table = run_cli("history", "--home", str(home)).stdout.splitlines()
+    assert "COST" in table[0] and "0.0030" in table[1]
+    records = json.loads(run_cli("history", "--home", str(home), "--json").stdout)
+    assert [r["cost"] for r in records] == [pytest.approx(0.003)] * 2
+    daily = run_cli("history", "--home", str(home), "--daily").stdout.splitlines()
+    assert daily[0].split() == ["DAY", "(UTC)", "CYCLES", "TOKENS", "COST"] and daily[1].split()[1:] == [
+        "2",
+        "2,200",
+        "0.0060",
+    ]
+    [day] = json.loads(run_cli("history", "--home", str(home), "--daily", "--json").stdout)
+    assert day["tokens"] == 2200 and day["cost"] == pytest.approx(0.006)
+    status = run_cli("status", "--home", str(home)).stdout
+    assert "today:     2 cycle(s), 2,200 tokens of 100,000, cost 0.0060" in status
+    spent = json.loads(run_cli("status", "--home", str(home), "--json").stdout)["spending"]
+    assert spent["today"]["tokens"] == 2200 and spent["month"]["cost"] == pytest.approx(0.006)
+
+
+def test_under_quiet_a_spent_budget_prints_one_line_for_cron_mail(home, server):
+    configure(home, daily_token_budget=500)
+    server.add(Reply.chat(done("hi"), usage=usage(1000, 100)))
+    assert run(home, server)[0].exit_code == 0
+    result = run_cli(
+        "run",
+        "--home",
+        str(home),
+        "--model",
+        MODEL,
+        "--quiet",
+        env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY},
+    )
+    assert result.exit_code == 10 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("agent: budget exhausted, nothing sent to the model: ") and "daily" in line
+    assert "(exit 10;" in line
+
+
+def test_a_model_with_no_price_is_shown_unpriced_never_as_a_zero_cost(home, server):
+    configure(home)
+    server.add(Reply.chat(done("hi"), usage=usage(1000, 100)))
+    assert run(home, server)[0].exit_code == 0
+    status = run_cli("status", "--home", str(home)).stdout
+    assert "today:     1 cycle(s), 1,100 tokens, cost unpriced" in status and "0.0000" not in status
+    table = run_cli("history", "--home", str(home)).stdout.splitlines()
+    assert "unpriced" in table[1] and "0.0000" not in table[1]
+    daily = run_cli("history", "--home", str(home), "--daily").stdout.splitlines()
+    assert daily[1].split()[1:] == ["1", "1,100", "unpriced"]
+    spent = json.loads(run_cli("status", "--home", str(home), "--json").stdout)["spending"]
+    assert spent["today"]["unpriced_cycles"] == 1

@@ -1,0 +1,148 @@
+"""Stalls: a task that ends `stall_cycles` cycles in a row without done stops with exit 9, and
+an A/B/A/B alternation inside one cycle is caught like a repeated action."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.common.outcomes import LimitReached, StopReason
+from agent.config import Settings
+from agent.cycle.limits import Limits
+from agent.gates.stalls import judge, streak
+from agent.secrets import Secrets
+from agent.store.home import Home
+from tests.cli.helpers import done, echo, run_cycle
+from tests.helpers import read_yaml, run_cli, write_active
+
+
+@pytest.fixture
+def stuck_home(home: Path) -> Path:
+    (home / "config.yaml").write_text("stall_cycles: 3\nmax_iterations: 1\n")
+    write_active(home, {"current_task": "fix the build", "pending_actions": ["deploy"]})
+    return home
+
+
+def idle(home: Path):
+    """A cycle that ends without done: one echo, then the iteration cap."""
+    return run_cycle(home, [echo("thinking")])
+
+
+def test_the_stall_threshold_is_exactly_stall_cycles(stuck_home):
+    assert [idle(stuck_home).exit_code for _ in range(2)] == [3, 3]
+    result = idle(stuck_home)
+    assert result.exit_code == 9
+    notes = read_yaml(stuck_home / "scratchpad" / "active.yaml")["notes"]
+    assert "[STOPPED] stalled: task 'fix the build' has ended 3 cycles in a row without done" in notes
+    assert idle(stuck_home).exit_code == 9  # and stays stalled until something changes
+
+
+def test_done_ends_the_streak(stuck_home):
+    assert [idle(stuck_home).exit_code for _ in range(2)] == [3, 3]
+    assert run_cycle(stuck_home, [done("fixed")]).exit_code == 0  # now on "deploy"
+    assert [idle(stuck_home).exit_code for _ in range(2)] == [3, 3]
+    assert idle(stuck_home).exit_code == 9
+
+
+def test_an_operator_changing_the_task_ends_the_streak(stuck_home):
+    assert [idle(stuck_home).exit_code for _ in range(2)] == [3, 3]
+    state = read_yaml(stuck_home / "scratchpad" / "active.yaml")
+    write_active(stuck_home, dict(state, current_task="look at the logs"))
+    assert idle(stuck_home).exit_code == 3
+
+
+def test_failed_cycles_count_toward_the_streak(stuck_home):
+    assert idle(stuck_home).exit_code == 3
+    assert run_cycle(stuck_home, []).exit_code == 4  # the script ends at once: the cycle fails
+    assert idle(stuck_home).exit_code == 9
+
+
+def test_a_home_that_only_fails_stops_with_stalled(stuck_home):
+    assert [run_cycle(stuck_home, []).exit_code for _ in range(3)] == [4, 4, 9]
+
+
+def test_status_shows_the_stall(stuck_home):
+    for _ in range(3):
+        idle(stuck_home)
+    out = run_cli("status", "--home", str(stuck_home)).stdout
+    assert "stalled: task 'fix the build' has ended 3 cycles in a row without done" in out
+    data = json.loads(run_cli("status", "--home", str(stuck_home), "--json").stdout)
+    assert data["stall"]["stalled"] is True and data["stall"]["cycles"] == 3
+
+
+def test_status_counts_toward_a_stall_before_it_happens(stuck_home):
+    idle(stuck_home)
+    assert "1 of 3 cycles" in run_cli("status", "--home", str(stuck_home)).stdout
+
+
+def test_bad_stall_cycles_exits_2_naming_it(stuck_home):
+    (stuck_home / "config.yaml").write_text("stall_cycles: 0\n")
+    result = idle(stuck_home)
+    assert result.exit_code == 2 and "'stall_cycles' must be greater than 0" in result.stderr
+
+
+def test_the_streak_counts_failed_cycles_skips_approval_and_budget_cycles_and_stops_at_done():
+    rec = lambda reason, task="t": {"stop_reason": reason, "task_after": task}  # noqa: E731
+    records = [
+        rec("max_iterations"),
+        rec("done"),
+        rec("max_iterations"),
+        rec("error"),
+        rec("awaiting_approval"),
+        rec("budget_exhausted"),
+        rec("repeated_action"),
+        rec("stalled"),
+    ]
+    assert streak(records, "t") == 4
+    assert streak(records + [rec("max_iterations", "other")], "t") == 0
+
+
+def test_an_a_b_a_b_alternation_is_a_repeated_action():
+    limits = Limits(Settings(repeat_limit=3))
+    a, b = ("echo", {"message": "a"}), ("echo", {"message": "b"})
+    for tool, args in (a, b, a):
+        limits.after_reply(tool, args, False)
+    with pytest.raises(LimitReached) as stop:
+        limits.after_reply(*b, False)
+    assert stop.value.reason is StopReason.REPEATED_ACTION and "alternated" in str(stop.value)
+
+
+def test_a_b_a_c_is_not_an_alternation():
+    limits = Limits(Settings(repeat_limit=3))
+    for message in "abac":
+        limits.after_reply("echo", {"message": message}, False)
+
+
+def test_a_cycle_that_alternates_stops_with_repeated_action(home):
+    replies = [echo("a"), echo("b"), echo("a"), echo("b"), done("never")]
+    result = run_cycle(home, replies, "--json")
+    assert result.exit_code == 3
+    assert json.loads(result.stdout.splitlines()[-1])["stop_reason"] == "repeated_action"
+
+
+def test_a_streak_longer_than_the_tail_read_is_still_found(home):
+    records = [{"cycle_id": f"a{i}", "stop_reason": "max_iterations", "task_after": "t"} for i in range(4)]
+    records += [
+        {"cycle_id": f"b{i:03}", "stop_reason": "awaiting_approval", "task_after": "t", "error": "x" * 1000}
+        for i in range(100)
+    ]  # 100 KB of cycles that do not count, past the first tail read
+    (home / "logs").mkdir()
+    (home / "logs" / "index.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    state = {"current_task": "t", "notes": ""}
+    reason = judge(Home.at(home), Settings(stall_cycles=5), state, StopReason.MAX_ITERATIONS, Secrets())
+    assert reason is StopReason.STALLED and "has ended 5 cycles in a row" in state["notes"]
+    assert (
+        judge(Home.at(home), Settings(stall_cycles=6), state, StopReason.MAX_ITERATIONS, Secrets())
+        is StopReason.MAX_ITERATIONS
+    )
+
+
+def test_under_quiet_a_stall_prints_one_line_for_cron_mail(stuck_home):
+    for _ in range(2):
+        assert run_cycle(stuck_home, [echo("thinking")], "--quiet").stderr == ""
+    result = run_cycle(stuck_home, [echo("thinking")], "--quiet")
+    assert result.exit_code == 9 and result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert "stalled: task 'fix the build' has not advanced in stall_cycles cycles (exit 9;" in line

@@ -1,0 +1,209 @@
+"""Guidance for the small local model: the grammar is narrowed per step from the structured step."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.config import Settings
+from agent.models import Request
+from agent.models.local.guidance import (
+    commands_from_task,
+    focused_tools,
+    guided_schema,
+    paths_from_task,
+    rank_tools,
+    restrict_schema,
+    result_values,
+    summary_from_result,
+    task_commands,
+    task_paths,
+)
+from agent.models.local.model import bounded_schema, local_runtime_installed
+from agent.tools import build_registry
+
+DONE_WITH_UPTIME = "[TOOL] shell({...}) -> up 3 days"
+
+
+def _registry_schema() -> dict:
+    return build_registry(Settings()).action_schema()
+
+
+def _offered(schema: dict) -> list[str]:
+    return [option["properties"]["tool"]["const"] for option in schema["anyOf"]]
+
+
+@pytest.mark.parametrize(
+    "task, best",
+    [
+        ("Run the command uptime and report it", "shell"),
+        ("Show what is in the folder reports", "list_dir"),
+        ("Fetch https://example.org/ and tell me the status", "http_get"),
+        ("Put 'Buy bread' on the pending actions", "update_scratchpad"),
+        ("Echo the word hi", "echo"),
+    ],
+)
+def test_tools_are_ranked_by_the_words_their_own_definitions_share_with_the_task(task, best):
+    ranked = rank_tools(task, _registry_schema())
+
+    assert ranked[0][0] == best and ranked[0][1] > ranked[1][1]
+    assert "done" not in [name for name, _ in ranked]  # always on offer, never ranked
+
+
+def test_the_first_step_of_a_task_offers_only_the_relevant_tools_and_later_steps_also_done():
+    schema = _registry_schema()
+    first = focused_tools("Run the command uptime and report it", None, schema)
+    later = focused_tools("Run the command uptime and report it", DONE_WITH_UPTIME, schema)
+
+    assert first[0] == "shell" and "done" not in first and len(first) <= 2
+    assert later[0] == "shell" and later[-1] == "done"
+    assert _offered(restrict_schema(schema, later)) == [n for n in _offered(schema) if n in later]
+
+
+def test_with_no_task_or_no_matching_tool_every_tool_stays_on_offer():
+    schema = _registry_schema()
+    assert focused_tools(None, None, schema) is None
+    assert focused_tools("Ponder quietly", None, schema) is None
+    assert restrict_schema(schema, None) is schema
+
+
+def test_path_arguments_are_limited_to_words_of_the_task():
+    schema = _registry_schema()
+    shaped = paths_from_task("List the folder 'reports', then read reports/q1.txt.", schema)
+
+    by_tool = {o["properties"]["tool"]["const"]: o["properties"]["args"]["properties"] for o in shaped["anyOf"]}
+    choices = by_tool["list_dir"]["path"]["enum"]
+    assert "reports" in choices and "reports/q1.txt" in choices and "." in choices and "the" not in choices
+    assert by_tool["read_file"]["path"]["enum"] == choices and "enum" not in by_tool["write_file"]["content"]
+    assert "enum" not in by_tool["shell"]["command"]
+    assert "enum" not in schema["anyOf"][2]["properties"]["args"]["properties"]["path"]  # a copy
+    assert paths_from_task(None, schema) is schema
+    # the shaped schema still compiles to a llama.cpp grammar (when the runtime is installed)
+    if local_runtime_installed():
+        from llama_cpp import LlamaGrammar
+
+        LlamaGrammar.from_json_schema(json.dumps(bounded_schema(shaped)), verbose=False)
+
+
+def test_a_task_that_names_a_file_or_folder_offers_only_those_as_paths():
+    # "Write banana into fruit.txt": the 135M model wrote a file called banana when every word was offered
+    assert task_paths("Write banana into fruit.txt") == ["fruit.txt", "."]
+    assert task_paths("Find the CSV file in the folder reports and note its name.") == ["reports", "."]
+    assert task_paths("Read notes/today and config.ini.") == ["notes/today", "config.ini", "."]
+    # a task that names no file or folder still offers its words
+    assert task_paths("Echo the words purple elephant") == ["Echo", "words", "purple", "elephant", "."]
+    # a sentence's final full stop is not an extension
+    assert task_paths("Tidy up.") == ["Tidy", "up", "."]
+
+
+def test_the_guided_schema_comes_from_the_structured_step_not_from_the_user_text():
+    schema = _registry_schema()
+    # the user text names another task: only the structured fields count
+    request = Request(
+        system="S",
+        user="Task: Echo the word hi\nLast result: none yet\n",
+        schema=schema,
+        task="List the folder reports",
+        last_result=None,
+    )
+
+    guided = guided_schema(request)
+
+    assert _offered(guided)[0] == "list_dir" and "echo" not in _offered(guided) and "done" not in _offered(guided)
+    assert guided["anyOf"][0]["properties"]["args"]["properties"]["path"]["enum"] == ["reports", "."]
+    later = guided_schema(Request("S", "U", schema, task="List the folder reports", last_result="[TOOL] list_dir"))
+    assert _offered(later)[-1] == "done"
+
+
+def _args_of(schema: dict, tool: str) -> dict:
+    return next(o for o in schema["anyOf"] if o["properties"]["tool"]["const"] == tool)["properties"]["args"][
+        "properties"
+    ]
+
+
+def _compiles(schema: dict) -> None:
+    """The schema still becomes a llama.cpp grammar that llama.cpp accepts (when the runtime is installed)."""
+    if local_runtime_installed():
+        from llama_cpp import LlamaGrammar
+
+        LlamaGrammar.from_json_schema(json.dumps(bounded_schema(schema)), verbose=False)
+
+
+def test_a_command_line_the_task_spells_out_is_the_only_one_offered():
+    # the 135M model, asked to run `date -u`, wrote "date -u -u -n 10 -u -n 10 ..." until cut
+    allowed = Settings().shell_allowlist
+    assert task_commands("Run the command date -u and note the result", allowed) == ["date -u"]
+    assert task_commands("Run the command `date -u` and note the result", allowed) == ["date -u"]
+    assert task_commands("Run `ls -l reports` then `uname -a`; the command pwd is not needed", allowed) == [
+        "ls -l reports",
+        "uname -a",
+    ]  # backquotes, when there are any, are what the task spells out
+    assert task_commands("Run the command: uname -a.", allowed) == ["uname -a"]
+    # nothing that is not an allowed command line is offered alone
+    for task in (
+        "Report the uptime",
+        "Use the command line to print the date",
+        "Which command prints the date?",
+        "Run the command `date -u and note it",
+        "Run the command rm -rf . now",
+    ):
+        assert task_commands(task, allowed) == [], task
+    assert task_commands("Run the command rm -rf .", ()) == []  # shell_policy any: nothing narrowed
+    schema = _registry_schema()
+    shaped = commands_from_task("Run the command date -u and note the result", schema, allowed)
+    assert _args_of(shaped, "shell")["command"]["enum"] == ["date -u"]
+    assert commands_from_task("Report the uptime", schema, allowed) is schema
+    assert commands_from_task(None, schema, allowed) is schema
+    _compiles(shaped)
+
+
+def test_task_words_with_a_quote_or_backslash_are_never_offered():
+    # llama.cpp's converter leaves the backslash of an escaped quote unescaped, and the C++ grammar
+    # parser then crashes the process: a task the model wrote could brick every later cycle
+    allowed = Settings().shell_allowlist
+    assert task_commands('Run `grep "port" app.ini` and note it', allowed) == []
+    assert task_commands("Run `cat a\\b.txt`", allowed) == []
+    assert task_paths('Read name="bob.txt" and c:\\x.txt') == ["Read", "."]
+
+
+def test_a_repeated_folder_word_is_still_taken_as_the_folder_and_a_number_is_not_a_file():
+    assert task_paths("inbox: list the folder inbox") == ["inbox", "."]
+    assert task_paths("Round 3.14 to one digit") == ["Round", "3.14", "digit", "."]  # "one" is a stopword
+
+
+READ_INI = (
+    '[TOOL] read_file({"path": "settings.ini"}) -> [client]; timeout = 30; [server]; host = db.example.org; port = 5433'
+)
+LISTED = '[TOOL] list_dir({"path": "reports"}) -> README.md (16 bytes); draft.txt (9 bytes); q3-sales.csv (22 bytes)'
+
+
+def test_the_values_of_a_result_are_its_items_and_the_ones_that_share_a_word_with_the_task_come_alone():
+    assert result_values(READ_INI, "Read settings.ini and note the port of the server") == ["port = 5433", "5433"]
+    assert result_values(LISTED, "Find the CSV file in the folder reports") == ["q3-sales.csv"]
+    # no item shares a word: every item is offered
+    assert result_values(LISTED, "Note something") == ["README.md", "draft.txt", "q3-sales.csv"]
+    # only a tool's result has values: not an error, not the first step
+    assert result_values("[TOOL ERROR] read_file: no such file", "note it") == []
+    assert result_values(None, "note it") == []
+
+
+def test_result_text_that_could_be_grammar_syntax_is_never_offered():
+    # a file's content reaches the grammar: quotes, backslashes, brackets, bars and stars are left out
+    hostile = '[TOOL] read_file({"path": "x"}) -> a"b; c\\d; (e|f)*; g{1,9}; ok value; tab\there; ' + "x" * 81
+    assert result_values(hostile, "") == ["ok value"]
+
+
+def test_when_the_task_asks_for_something_done_must_start_with_a_value_the_last_step_found():
+    schema = _registry_schema()
+    task = "Read settings.ini and note the port of the server"
+    shaped = summary_from_result(task, READ_INI, schema)
+
+    pattern = _args_of(shaped, "done")["summary"]["pattern"]
+    assert pattern.startswith("^(port = 5433|5433)[") and pattern.endswith("]{0,60}$")
+    # only done is touched, and only when the task asks for something and a tool returned values
+    assert _args_of(shaped, "write_file") == _args_of(schema, "write_file")
+    assert summary_from_result("Write banana into fruit.txt", READ_INI, schema) is schema
+    assert summary_from_result(task, "[TOOL ERROR] read_file: no such file", schema) is schema
+    _compiles(shaped)
+    _compiles(summary_from_result("Find the CSV file", LISTED, schema))  # dots are written as [.]

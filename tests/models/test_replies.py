@@ -1,0 +1,81 @@
+"""Finding the action in a reply: a size cap, and a search whose work grows linearly with the
+reply however it is built (counted, not timed: CI machines are slow and busy)."""
+
+from __future__ import annotations
+
+import pytest
+
+import agent.models.replies as replies
+from agent.models.replies import DECODED_CHARS_PER_REPLY_CHAR, MAX_DECODE_ATTEMPTS, ReplyError, parse_reply
+
+ACTION = '{"tool": "echo", "args": {"message": "a } and a { in a string, and \\" an escaped quote"}}'
+
+
+@pytest.fixture
+def decoded(monkeypatch) -> list[int]:
+    """The length of every span the search decodes."""
+    spans: list[int] = []
+    real = replies.decode_span
+
+    def counting(span: str):
+        spans.append(len(span))
+        return real(span)
+
+    monkeypatch.setattr(replies, "decode_span", counting)
+    return spans
+
+
+HOSTILE = {
+    "open braces": "{" * 400_000,
+    "fences": "```" * 133_000,
+    "fence then whitespace": "```json" + " \n" * 200_000,
+    "nested braces": "x" + "{" * 200_000 + "}" * 200_000,
+    "empty objects": "x {}" * 100_000,
+    "unclosed keys": 'x {"a": ' * 50_000,
+}
+
+
+@pytest.mark.parametrize("reply", HOSTILE.values(), ids=HOSTILE.keys())
+def test_a_400_kb_hostile_reply_fails_after_linear_work(reply, decoded):
+    with pytest.raises(ReplyError):
+        parse_reply(reply, max_bytes=None)
+    assert len(decoded) <= max(MAX_DECODE_ATTEMPTS, reply.count("```"))
+    assert sum(decoded) <= (DECODED_CHARS_PER_REPLY_CHAR + 1) * len(reply)
+
+
+def test_an_action_after_unbalanced_prose_braces_and_quotes_is_found(decoded):
+    reply = 'Thinking {about "it}. Then I said "hi {' + " x" * 1000 + "\nAction: " + ACTION + " and }"
+    assert parse_reply(reply)["args"]["message"].startswith("a } and a {")
+
+
+def test_braces_and_escaped_quotes_inside_strings_do_not_split_an_object_in_prose():
+    assert parse_reply("Here you go: " + ACTION + " (done)")["tool"] == "echo"
+
+
+def test_a_reply_over_max_reply_bytes_is_refused_naming_its_size_before_any_parsing(decoded):
+    reply = ACTION + " " * 70_000
+    with pytest.raises(ReplyError, match=r"reply is 70,\d{3} bytes, over the 65,536-byte limit \(max_reply_bytes\)"):
+        parse_reply(reply, max_bytes=65536)
+    assert decoded == []
+    assert parse_reply(reply, max_bytes=None)["tool"] == "echo"
+
+
+def test_the_cap_counts_utf8_bytes_not_characters():
+    reply = '{"tool": "echo", "args": {"message": "' + "é" * 40_000 + '"}}'  # 40,000 chars, 80,000 bytes
+    with pytest.raises(ReplyError, match="over the 65,536-byte limit"):
+        parse_reply(reply, max_bytes=65536)
+
+
+def test_raw_control_characters_inside_json_strings_are_accepted_as_the_field_writes_them():
+    reply = '{"tool": "write_file", "args": {"path": "hello.txt", "content": "Hello!\nSecond line\tend\n"}}'
+    assert parse_reply(reply)["args"]["content"] == "Hello!\nSecond line\tend\n"
+    assert parse_reply(f"Here it is:\n```json\n{reply}\n```")["args"]["content"] == "Hello!\nSecond line\tend\n"
+    assert parse_reply(f"I will write it: {reply} and stop.")["args"]["path"] == "hello.txt"
+
+
+def test_a_parse_error_shows_the_reply_with_its_control_characters_escaped():
+    with pytest.raises(ReplyError) as refused:
+        parse_reply('{"tool": "echo", "args": {"message": "one\ntwo"}\n\x1b[2J')
+    message = str(refused.value)
+    assert message.endswith('"message": "one\\ntwo"}\\n\\x1b[2J\'')
+    assert "\n" not in message and "\x1b" not in message
