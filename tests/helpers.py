@@ -113,7 +113,7 @@ ARCHIVED_SAMPLE = [
 
 def archive_items(home: Path, items: list[tuple[str, object]], cycle_id: str = "20260101_000000") -> None:
     """Archive (kind, value) items the way bounded memory does, through memory's own writer."""
-    from agent import memory
+    from agent.memory import bounding as memory
 
     (home / "logs").mkdir(exist_ok=True)
     moved = [memory.Archived(kind, value, "notes_budget") for kind, value in items]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from agent import prompt
 from agent.config import Settings
+from agent.cycle import prompt
 from agent.cycle.run import run_cycle
 from agent.models import ScriptedModel
 from agent.store.home import Home

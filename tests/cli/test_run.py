@@ -13,11 +13,11 @@ import sys
 import pytest
 from rich.console import Console
 
-from agent import cycle
 from agent.after.report import CycleReport
 from agent.cli.live import LiveReporter
 from agent.common.tags import Outcome, Tag
 from agent.config import Settings, load_settings
+from agent.cycle import run as cycle
 from agent.models.base import Usage
 from agent.models.scripted import ScriptedModel
 from agent.store.home import Home

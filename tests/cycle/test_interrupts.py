@@ -7,8 +7,8 @@ import signal
 
 import pytest
 
-from agent import interrupts
 from agent.common.outcomes import Interrupted
+from agent.cycle import interrupts
 
 
 def test_a_signal_raises_interrupted_where_the_program_is():

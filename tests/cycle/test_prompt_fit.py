@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from agent import prompt
 from agent.config import Settings
+from agent.cycle import prompt
 from tests.helpers import read_yaml, run_cli, write_active
 from tests.models.openai_server import OpenAIServer, Reply, Request
 

@@ -307,7 +307,7 @@ def test_a_secret_in_a_failure_message_is_redacted_everywhere(home, tmp_path, mo
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     script = tmp_path / "s.yaml"
     script.write_text("[]\n")  # the first request fails; make its message carry the key
-    from agent import providers as models
+    from agent import models
 
     original = models.ScriptedModel.complete
 

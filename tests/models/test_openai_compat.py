@@ -16,10 +16,10 @@ from pathlib import Path
 import openai
 import pytest
 
-from agent import prompt
 from agent.common.outcomes import UsageError
 from agent.common.tags import Tag
 from agent.config import Settings
+from agent.cycle import prompt
 from agent.models import ModelError, ModelTimeout, ModelUnavailable
 from agent.models import Request as ModelRequest
 from agent.models.openai.compat import RESPONSE_FORMATS, OpenAIModel, openai_response_schema

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from agent.config import Settings
-from agent.models import threads
+from agent.models.local import threads
 from agent.models.local.threads import SPIN_COUNT, cores, others_running, set_wait_policy, thread_count
 
 

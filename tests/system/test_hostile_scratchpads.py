@@ -269,7 +269,7 @@ def test_only_safe_yaml_loaders_and_dumpers_in_the_code_base():
     assert offenders == []
     import yaml
 
-    from agent import safe_yaml as scratchpad
+    from agent.common import safe_yaml as scratchpad
 
     assert issubclass(scratchpad._StrictSafeLoader, (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
     assert issubclass(scratchpad._ReadableDumper, (yaml.SafeDumper, getattr(yaml, "CSafeDumper", yaml.SafeDumper)))

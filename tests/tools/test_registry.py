@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent import prompt
 from agent.common.outcomes import UsageError
 from agent.config import Settings, load_settings
+from agent.cycle import prompt
 from agent.tools import CONTROL_TOOLS, build_registry
 from tests.helpers import REPO, read_yaml, run_cli, write_script
 
