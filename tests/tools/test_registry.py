@@ -60,11 +60,13 @@ TOOLS_PACKAGE = REPO / "agent" / "tools"
 
 
 def _imported_siblings(module: Path) -> set[str]:
-    """The agent.tools modules a module imports (relative imports, at any level of the code)."""
+    """The agent.tools modules a module imports (at any level of the code)."""
     found = set()
     for node in ast.walk(ast.parse(module.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            found |= {node.module} if node.module else {alias.name for alias in node.names}
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("agent.tools."):
+            found.add(node.module.split(".")[2])
+        elif isinstance(node, ast.ImportFrom) and node.module == "agent.tools":
+            found |= {alias.name for alias in node.names if (TOOLS_PACKAGE / f"{alias.name}.py").exists()}
     return found
 
 
