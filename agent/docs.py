@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from agent.config import field_docs
 
+REFERENCE = Path(__file__).resolve().parent.parent / "CLAUDE.md"  # where the settings table lives
+
 
 def settings_table() -> str:
-    """The README's configuration table: every setting, its default and what it does."""
+    """The reference's settings table: every setting, its default and what it does."""
     rows = ["| setting | default | meaning |", "| --- | --- | --- |"]
     for name, doc, default in field_docs():
         shown = "unset" if default is None else json.dumps(default)
@@ -21,9 +24,9 @@ def settings_table() -> str:
 START, END = "<!-- settings-table:start", "<!-- settings-table:end -->"
 
 
-def with_settings_table(readme: str) -> str:
-    """The README text with the settings table between its markers regenerated."""
-    head, _, rest = readme.partition(START)
+def with_settings_table(text: str) -> str:
+    """The text with the settings table between its markers regenerated."""
+    head, _, rest = text.partition(START)
     marker_line, _, rest = rest.partition("\n")
     _, _, tail = rest.partition(END)
     return f"{head}{START}{marker_line}\n{settings_table()}\n{END}{tail}"
@@ -31,10 +34,8 @@ def with_settings_table(readme: str) -> str:
 
 if __name__ == "__main__":
     import sys
-    from pathlib import Path
 
     if sys.argv[1:] == ["--write"]:
-        readme = Path(__file__).resolve().parent.parent / "README.md"
-        readme.write_text(with_settings_table(readme.read_text()))
+        REFERENCE.write_text(with_settings_table(REFERENCE.read_text()))
     else:
         print(settings_table())

@@ -19,7 +19,7 @@ one includes loading the model), so they are what a cron user waits for; with --
 are each cycle's whole wall time (process start included) divided by its iterations. The
 embedded model's prompt cache goes to a temporary folder for the run, so the first cycle is
 cold and later ones reuse the saved prompt prefix, as repeated cron cycles do. The table it
-prints is markdown, ready for the README.
+prints is markdown, ready for docs/measurements.md.
 """
 
 from __future__ import annotations

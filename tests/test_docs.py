@@ -10,13 +10,13 @@ from pathlib import Path
 
 from agent.common.outcomes import ExitCode
 from agent.cycle.prompt import default_rules
-from agent.docs import with_settings_table
+from agent.docs import START, with_settings_table
 from agent.models.local.worker import PORTABLE_CMAKE_ARGS
 from tests.helpers import REPO
 
 
 def test_exit_code_table_in_claude_md_matches_the_code():
-    text = (REPO / "CLAUDE.md").read_text()
+    text = (REPO / "CLAUDE.md").read_text().split("\n## Exit codes\n", 1)[1].split("\n#", 1)[0]
     documented = {int(code) for code in re.findall(r"^\| (\d+) \|", text, re.MULTILINE)}
     assert documented == {int(code) for code in ExitCode}
 
@@ -25,9 +25,10 @@ def test_root_rules_md_is_the_packaged_default():
     assert (REPO / "rules.md").read_text() == default_rules()
 
 
-def test_readme_settings_table_lists_every_setting_with_its_default():
-    readme = (REPO / "README.md").read_text()
-    assert readme == with_settings_table(readme), "run: python -m agent.docs --write"
+def test_the_settings_table_in_claude_md_lists_every_setting_with_its_default():
+    reference = (REPO / "CLAUDE.md").read_text()
+    assert START in reference, "CLAUDE.md lost its settings-table markers"
+    assert reference == with_settings_table(reference), "run: python -m agent.docs --write"
 
 
 # ------------------------------------------------------------------ each fact in one place
@@ -198,3 +199,111 @@ def test_the_readme_set_up_builds_the_pinned_runtime_portable_without_pips_cache
     assert "python -m pytest" in block
     local = re.search(r"^local = \[(.*)\]$", (REPO / "pyproject.toml").read_text(), re.MULTILINE).group(1)
     assert re.search(r'"llama-cpp-python\[server\]==\d+\.\d+\.\d+"', local), local  # a tested version, no other
+
+
+def test_the_readme_is_a_five_minute_read():
+    lines = (REPO / "README.md").read_text().count("\n")
+    assert lines < 200, f"README.md has {lines} lines: the reference goes to CLAUDE.md, recipes and figures to docs/"
+
+
+# ------------------------------------------------------------------ links and files the docs name
+
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+_REPO_PATH = re.compile(r"(?<![\w/.~-])(?:bench|bin|tests|docs|\.ci)/[\w./-]*\w")
+
+
+def _anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives the headings of a Markdown file (code blocks left out)."""
+    found: set[str] = set()
+    fenced = False
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("#"):
+            slug = re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+            base, n = slug, 1
+            while slug in found:
+                slug, n = f"{base}-{n}", n + 1
+            found.add(slug)
+    return found
+
+
+def _broken_links(page: Path) -> list[str]:
+    broken = []
+    for target in _LINK.findall(page.read_text()):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto:
+        file, _, anchor = target.partition("#")
+        linked = (page.parent / file).resolve() if file else page
+        if not linked.exists():
+            broken.append(f"{page.name}: {target} (no such file)")
+        elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+            broken.append(f"{page.name}: {target} (no such heading)")
+    return broken
+
+
+def test_every_link_between_the_docs_reaches_a_file_and_heading():
+    broken = [problem for page in DOCS for problem in _broken_links(page)]
+    assert not broken, "links to nothing:\n" + "\n".join(broken)
+
+
+def test_the_link_check_finds_a_missing_heading_and_file(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Top\n## The embedded model's build\n```\n# not a heading\n```\n")
+    (tmp_path / "other.md").write_text(
+        "[a](page.md#the-embedded-models-build) [b](page.md#not-a-heading) [c](gone.md) [d](https://x.org/#y)\n"
+    )
+    assert _broken_links(tmp_path / "other.md") == [
+        "other.md: page.md#not-a-heading (no such heading)",
+        "other.md: gone.md (no such file)",
+    ]
+
+
+def test_every_repository_file_the_docs_name_exists():
+    missing = [
+        f"{path.name}: {named}"
+        for path in DOCS
+        for named in sorted(set(_REPO_PATH.findall(path.read_text())))
+        if not (REPO / named).exists()
+    ]
+    assert not missing, "the docs name files that do not exist:\n" + "\n".join(missing)
+
+
+def _test_names() -> set[str]:
+    return {
+        name for path in (REPO / "tests").rglob("test_*.py") for name in re.findall(r"def (test_\w+)", path.read_text())
+    }
+
+
+def _missing_tests(pages: list[Path]) -> list[str]:
+    defined = _test_names()
+    files = {str(path.relative_to(REPO / "tests")) for path in (REPO / "tests").rglob("test_*.py")}
+    missing = []
+    for page in pages:
+        for cited in sorted(set(re.findall(r"`((?:\w+/)*test_\w+(?:\.py|\*\w*|\[\w+\])?)`", page.read_text()))):
+            name = re.sub(r"\[\w+\]$", "", cited)
+            if name.endswith(".py"):
+                found = name.removeprefix("tests/") in files
+            elif "*" in name:
+                head, _, tail = name.partition("*")
+                found = any(test.startswith(head) and test.endswith(tail) for test in defined)
+            else:
+                found = name in defined
+            if not found:
+                missing.append(f"{page.name}: {cited}")
+    return missing
+
+
+def test_every_test_the_docs_cite_exists():
+    """ "What survives what" names the test that would fail without each guarantee: it must be there."""
+    missing = _missing_tests(DOCS)
+    assert not missing, "the docs cite tests that do not exist:\n" + "\n".join(missing)
+
+
+def test_the_test_citation_check_finds_a_test_that_is_gone(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "`test_every_test_the_docs_cite_exists`, `test_the_test_citation_*`, `test_docs.py`, "
+        "`system/test_gone.py`, `test_gone`, `test_gone_*`\n"
+    )
+    assert _missing_tests([page]) == ["page.md: system/test_gone.py", "page.md: test_gone", "page.md: test_gone_*"]

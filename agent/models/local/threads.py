@@ -1,7 +1,7 @@
 """How many threads the embedded model gets, and how they wait for each other.
 
 llama.cpp's CPU threads meet at an OpenMP barrier hundreds of times per token. Measured on 2
-cores (bench/busy_threads.py, README "Threads on a shared machine"):
+cores (bench/busy_threads.py, docs/measurements.md "Threads on a shared machine"):
 
 - threads that spin while they wait (libgomp's default) are the fastest on an idle machine and
   collapse on a busy one: when the OS parks one thread, the others spin through their time
