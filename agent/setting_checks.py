@@ -50,8 +50,12 @@ def check_constraints(name: str, value: object, rules: Mapping[str, Any]) -> Non
     choices = rules.get("choices")
     if choices is not None and value not in choices:
         raise UsageError(f"setting '{name}' must be one of {', '.join(choices)}, got {value!r}")
-    if not isinstance(value, (int, float)):
-        return
+    if isinstance(value, (int, float)):
+        _check_bounds(name, value, rules)
+
+
+def _check_bounds(name: str, value: float, rules: Mapping[str, Any]) -> None:
+    """The numeric constraints: between minimum and maximum, above, minimum, then the ceiling."""
     unit, minimum, above, maximum = rules.get("unit"), rules.get("minimum"), rules.get("above"), rules.get("maximum")
     units = f" {unit}" if unit else ""
     if minimum is not None and maximum is not None and not minimum <= value <= maximum:
@@ -63,12 +67,21 @@ def check_constraints(name: str, value: object, rules: Mapping[str, Any]) -> Non
     if minimum is not None and value < minimum:
         least = "0 or more" if minimum == 0 else f"at least {_shown(minimum)}{units}"
         raise UsageError(f"setting '{name}' must be {least}, got {value!r}")
-    if maximum is None and unit == "seconds":
-        maximum, units = MOST_SECONDS, " seconds (a day)"
-    elif maximum is None and isinstance(value, int):
-        maximum = MOST_INTEGER
-    if maximum is not None and value > maximum:
-        raise UsageError(f"setting '{name}' must be at most {_shown(maximum)}{units}, got {value!r}")
+    ceiling, units = _ceiling(value, unit, maximum, units)
+    if ceiling is not None and value > ceiling:
+        raise UsageError(f"setting '{name}' must be at most {_shown(ceiling)}{units}, got {value!r}")
+
+
+def _ceiling(value: float, unit: str | None, maximum: float | None, units: str) -> tuple[float | None, str]:
+    """(the most `value` may be, the units to name): its own maximum; else a day for seconds; else
+    MOST_INTEGER for a whole number; else none."""
+    if maximum is not None:
+        return maximum, units
+    if unit == "seconds":
+        return MOST_SECONDS, " seconds (a day)"
+    if isinstance(value, int):
+        return MOST_INTEGER, units
+    return None, units
 
 
 def _shown(number: float) -> str:

@@ -123,7 +123,7 @@ def side_by_side(columns: dict[str, list[TaskRun]]) -> str:
     return "\n".join(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=1, help="runs of each task on each path (default 1)")
     parser.add_argument(
@@ -151,6 +151,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", dest="json_path", help="also write every run's details to this file")
     parser.add_argument("--verbose", "-v", action="store_true", help="print each run as it ends")
     parser.add_argument("--keep", action="store_true", help="keep the temporary homes for inspection")
+    return parser
+
+
+def _stop_on_term() -> None:
+    import signal
+
+    def stop_on_term(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop_on_term)  # so the server is stopped on the way out
+
+
+def _start_server(server: LlamaServer, with_key: bool, chat_format: str | None, notes: list[str]) -> dict:
+    """Start the server; the environment the openai: paths run with."""
+    ready = server.start()
+    env = {"OPENAI_BASE_URL": server.base_url}  # no key: a loopback endpoint needs none
+    if with_key:
+        env["OPENAI_API_KEY"] = "sk-bench-dummy"
+    notes.append(f"llama_cpp.server ready in {ready:.1f}s on {server.base_url}, chat_format {chat_format or 'its own'}")
+    return env
+
+
+def _path_run(path: str, openai_config: dict, local_config: dict, env: dict) -> tuple[str, dict, dict]:
+    """(the model, the settings, the environment) a task runs with on `path`."""
+    if path in SERVER_PATHS:
+        return f"openai:{SERVER_ALIAS}", {**openai_config, **SERVER_PATHS[path][1]}, env
+    if path == "openai":
+        return f"openai:{SERVER_ALIAS}", openai_config, env
+    return "local", local_config, {}
+
+
+def _report(columns: dict[str, list[TaskRun]], notes: list[str], footer: str) -> None:
+    print(side_by_side(columns))
+    print()
+    if len(columns) == 2:
+        first, second = columns.values()
+        print(f"s/iteration ratio {' / '.join(columns)}, paired by task run (median): {paired_ratio(first, second)}")
+    for note in notes:
+        print(note)
+    print(footer)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
 
     from agent.models.local.cache import LOCAL_CACHE_ENV
@@ -168,12 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     openai_config = json.loads(args.config)
     local_config = {"local_threads": threads, **json.loads(args.local_config)}
 
-    import signal
-
-    def stop_on_term(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, stop_on_term)  # so the server is stopped on the way out
+    _stop_on_term()
     scratch = Path(tempfile.mkdtemp(prefix="bench-endpoints-"))
     os.environ[LOCAL_CACHE_ENV] = str(scratch / "prompt-cache")  # fresh: the first local cycle is cold
     load_start = load_average()
@@ -189,69 +228,29 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown path(s) {', '.join(unknown)} ({', '.join(labels)})")
     columns: dict[str, list[TaskRun]] = {labels[p]: [] for p in paths}
-    notes = []
+    notes: list[str] = []
     chat_format = args.chat_format or ("chatml-function-calling" if any("native" in p for p in paths) else None)
     server = LlamaServer(model_path, threads, args.context, scratch / "server.log", chat_format=chat_format)
     served = [p for p in paths if p != "local"]
     try:
-        env = {}
-        if served:
-            ready = server.start()
-            env = {"OPENAI_BASE_URL": server.base_url}  # no key: a loopback endpoint needs none
-            if args.with_key:
-                env["OPENAI_API_KEY"] = "sk-bench-dummy"
-            notes.append(
-                f"llama_cpp.server ready in {ready:.1f}s on {server.base_url}, chat_format {chat_format or 'its own'}"
-            )
+        env = _start_server(server, args.with_key, chat_format, notes) if served else {}
         for repeat in range(args.repeats):
             for task in tasks:
                 for path in paths:
-                    if path in SERVER_PATHS:
-                        config = {**openai_config, **SERVER_PATHS[path][1]}
-                        result = run_one(
-                            path,
-                            f"openai:{SERVER_ALIAS}",
-                            task,
-                            config,
-                            env,
-                            args.keep,
-                            args.verbose,
-                            repeat,
-                            args.repeats,
-                        )
-                    elif path == "openai":
-                        result = run_one(
-                            "openai",
-                            f"openai:{SERVER_ALIAS}",
-                            task,
-                            openai_config,
-                            env,
-                            args.keep,
-                            args.verbose,
-                            repeat,
-                            args.repeats,
-                        )
-                    else:
-                        result = run_one(
-                            "local", "local", task, local_config, {}, args.keep, args.verbose, repeat, args.repeats
-                        )
+                    model, config, path_env = _path_run(path, openai_config, local_config, env)
+                    result = run_one(path, model, task, config, path_env, args.keep, args.verbose, repeat, args.repeats)
                     columns[labels[path]].append(result)
         if served:
             notes.append(f"chat requests by HTTP status: {dict(sorted(server.statuses().items()))}")
     finally:
         server.stop()
     elapsed = time.monotonic() - started
-    print(side_by_side(columns))
-    print()
-    if len(columns) == 2:
-        first, second = columns.values()
-        print(f"s/iteration ratio {' / '.join(columns)}, paired by task run (median): {paired_ratio(first, second)}")
-    for note in notes:
-        print(note)
-    print(
+    _report(
+        columns,
+        notes,
         f"{args.repeats} run(s) per task per path, {len(tasks)} tasks, {threads} threads on both paths, "
         f"openai config {json.dumps(openai_config)}, {os.cpu_count()} cores, "
-        f"load average {load_start} at start / {load_average()} at end, {elapsed:.0f}s total."
+        f"load average {load_start} at start / {load_average()} at end, {elapsed:.0f}s total.",
     )
     if args.json_path:
         Path(args.json_path).write_text(

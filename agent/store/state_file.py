@@ -24,40 +24,51 @@ class StateTooLarge(InvalidScratchpad):
 def read_state_file(path: Path, home_root: Path) -> dict | None:
     """Read and validate a scratchpad file. None when it does not exist; InvalidScratchpad when
     it exists but cannot be used (the message names the file and the problem)."""
-
-    def invalid(problem: str) -> InvalidScratchpad:
-        return InvalidScratchpad(f"{path}: {problem}")
-
-    if Path(path).is_symlink():
-        try:
-            target = Path(path).resolve()
-        except (OSError, RuntimeError) as exc:  # a symlink loop
-            raise invalid(f"is a symlink that cannot be resolved ({exc})") from exc
-        if not target.is_relative_to(home_root.resolve()):
-            raise invalid(f"is a symlink to {target}, outside the home {home_root}; refusing to follow it")
-        if not target.exists():
-            raise invalid(f"is a symlink to {target}, which does not exist")
+    _refuse_a_symlink_out_of_the_home(path, home_root)
     try:
         text = read_text_file(path, "scratchpad", MAX_SCRATCHPAD_BYTES)
     except FileRefused as exc:
-        raise invalid(exc.problem) from exc
+        raise _invalid(path, exc.problem) from exc
     if text is None:
         return None
+    state = normalize(_mapping_in(path, text))
+    found = problems(state)
+    if found:
+        raise _invalid(path, "; ".join(found))
+    return state
+
+
+def _invalid(path: Path, problem: str) -> InvalidScratchpad:
+    return InvalidScratchpad(f"{path}: {problem}")
+
+
+def _refuse_a_symlink_out_of_the_home(path: Path, home_root: Path) -> None:
+    """A scratchpad may be a symlink only to an existing file inside the home."""
+    if not Path(path).is_symlink():
+        return
+    try:
+        target = Path(path).resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        raise _invalid(path, f"is a symlink that cannot be resolved ({exc})") from exc
+    if not target.is_relative_to(home_root.resolve()):
+        raise _invalid(path, f"is a symlink to {target}, outside the home {home_root}; refusing to follow it")
+    if not target.exists():
+        raise _invalid(path, f"is a symlink to {target}, which does not exist")
+
+
+def _mapping_in(path: Path, text: str) -> dict:
+    """The YAML mapping a scratchpad file holds; InvalidScratchpad when it is empty, not YAML or not a mapping."""
     if not text.strip():
-        raise invalid("is empty; run `agent reset` to start from a template, or delete the file")
+        raise _invalid(path, "is empty; run `agent reset` to start from a template, or delete the file")
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
-        raise invalid(yaml_problem(exc)) from exc
+        raise _invalid(path, yaml_problem(exc)) from exc
     except RecursionError as exc:
-        raise invalid("invalid YAML: nested too deeply") from exc
+        raise _invalid(path, "invalid YAML: nested too deeply") from exc
     if not isinstance(data, dict):
-        raise invalid(problems(data)[0])
-    state = normalize(data)
-    found = problems(state)
-    if found:
-        raise invalid("; ".join(found))
-    return state
+        raise _invalid(path, problems(data)[0])
+    return data
 
 
 def load_state(home: Home) -> dict:

@@ -93,6 +93,34 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(summary.split()), described
 
 
+def _with_context(func: Callable[..., Any], hints: dict) -> tuple[Callable[..., Any], list[inspect.Parameter]]:
+    """(`func` called as every tool is, with the context first; the parameters the model fills)."""
+    params = list(inspect.signature(func).parameters.values())
+    if params and _is_context(params[0], hints):
+        return func, params[1:]
+
+    @functools.wraps(func)  # a plain function: give it the same calling convention as the rest
+    def with_context(ctx: ToolContext, **kwargs: Any) -> Any:
+        return func(**kwargs)
+
+    return with_context, params
+
+
+def _param_schema(name: str, param: inspect.Parameter, hints: dict, described: dict[str, str]) -> dict:
+    """The JSON Schema of one parameter, from its annotation and its line in the docstring's Args."""
+    if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+        raise TypeError(f"tool {name}: *args/**kwargs cannot be described to a model")
+    if param.name not in hints:
+        raise TypeError(f"tool {name}: parameter '{param.name}' needs a type annotation")
+    try:
+        prop = schema_for(hints[param.name])
+    except TypeError as exc:
+        raise TypeError(f"tool {name}: parameter '{param.name}': {exc}") from None
+    if param.name in described:
+        prop["description"] = described[param.name]
+    return prop
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -130,31 +158,9 @@ class Tool:
         summary, described = _parse_docstring(func.__doc__ or "")
         if not summary:
             raise TypeError(f"tool {name} needs a docstring: it is the tool's description")
-        params = list(inspect.signature(func).parameters.values())
-        if params and _is_context(params[0], hints):
-            params = params[1:]
-        else:  # a plain function: give it the same calling convention as the rest
-            plain = func
-
-            @functools.wraps(plain)
-            def func(ctx: ToolContext, **kwargs: Any) -> Any:
-                return plain(**kwargs)
-
-        properties, required = {}, []
-        for param in params:
-            if param.kind not in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
-                raise TypeError(f"tool {name}: *args/**kwargs cannot be described to a model")
-            if param.name not in hints:
-                raise TypeError(f"tool {name}: parameter '{param.name}' needs a type annotation")
-            try:
-                prop = schema_for(hints[param.name])
-            except TypeError as exc:
-                raise TypeError(f"tool {name}: parameter '{param.name}': {exc}") from None
-            if param.name in described:
-                prop["description"] = described[param.name]
-            properties[param.name] = prop
-            if param.default is param.empty:
-                required.append(param.name)
+        func, params = _with_context(func, hints)
+        properties = {param.name: _param_schema(name, param, hints, described) for param in params}
+        required = [param.name for param in params if param.default is param.empty]
         args_schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
         return cls(name, summary, args_schema, func, source, example or {}, precheck, side_effects)
 

@@ -270,19 +270,8 @@ def _read_body(response: httpx.Response, url: httpx.URL, settings: Settings, dea
     cap = settings.http_max_bytes
     timed_out = f"timed out after {settings.http_timeout:g}s while reading {url}"
     decoder = BoundedDecoder(layers(response.headers.get("content-encoding")), cap + 1)
-    body, raw_read, cut = bytearray(), 0, False
     try:
-        for chunk in response.iter_raw():  # undecoded: the decoder is bounded, httpx's is not
-            raw_read += len(chunk)
-            body += decoder.feed(chunk)
-            if len(body) > cap or raw_read > cap:  # decoded or not, never more than the cap
-                del body[cap:]
-                cut = True
-                break  # stop reading and decoding: the rest never leaves the socket
-            if decoder.full:
-                break
-            if deadline.expired:
-                raise ToolError(timed_out)
+        body, cut = _read_capped(response, decoder, cap, deadline, timed_out)
     except httpx.TimeoutException:
         raise ToolError(timed_out) from None
     except httpx.HTTPError as exc:
@@ -291,12 +280,36 @@ def _read_body(response: httpx.Response, url: httpx.URL, settings: Settings, dea
         raise ToolError(f"reading {url} failed: {exc}") from None
     if deadline.expired and not cut:  # the watchdog's shutdown looked like the end of the body
         raise ToolError(timed_out)
-    try:
-        text = bytes(body).decode(response.charset_encoding or "utf-8", errors="replace")
-    except LookupError:  # a charset Python does not know
-        text = bytes(body).decode("utf-8", errors="replace")
+    text = _body_text(body, response.charset_encoding)
     kind = response.headers.get("content-type", "unknown type")
     head = f"HTTP {response.status_code} {response.reason_phrase} ({kind}) from {url}"
     if cut:
         text += f"\n[body cut at {cap} bytes; the rest was not read]"
     return f"{head}\n{text}"
+
+
+def _read_capped(
+    response: httpx.Response, decoder: BoundedDecoder, cap: int, deadline: _Deadline, timed_out: str
+) -> tuple[bytearray, bool]:
+    """(the decoded body, at most `cap` bytes; whether it was cut there). Reading stops at the cap,
+    decoded or raw, or when the decoder is full; ToolError(timed_out) once the deadline passes."""
+    body, raw_read = bytearray(), 0
+    for chunk in response.iter_raw():  # undecoded: the decoder is bounded, httpx's is not
+        raw_read += len(chunk)
+        body += decoder.feed(chunk)
+        if len(body) > cap or raw_read > cap:  # decoded or not, never more than the cap
+            del body[cap:]
+            return body, True  # stop reading and decoding: the rest never leaves the socket
+        if decoder.full:
+            break
+        if deadline.expired:
+            raise ToolError(timed_out)
+    return body, False
+
+
+def _body_text(body: bytearray, charset: str | None) -> str:
+    """The body as text in its declared charset (UTF-8 when none, or one Python does not know)."""
+    try:
+        return bytes(body).decode(charset or "utf-8", errors="replace")
+    except LookupError:  # a charset Python does not know
+        return bytes(body).decode("utf-8", errors="replace")

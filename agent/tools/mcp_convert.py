@@ -60,6 +60,11 @@ def readable_schema(node: Any, depth: int = 0) -> dict:
     """The part of a JSON schema our argument checks read; the rest ({} accepts anything) is dropped."""
     if not isinstance(node, dict) or depth > MAX_SCHEMA_DEPTH:
         return {}
+    return {**_readable_own(node), **_readable_nested(node, depth + 1)}
+
+
+def _readable_own(node: dict) -> dict[str, Any]:
+    """The keywords about the value itself: type, description, enum, const."""
     out: dict[str, Any] = {}
     kind = node.get("type")
     if isinstance(kind, str) and kind in _JSON_TYPES:
@@ -72,20 +77,27 @@ def readable_schema(node: Any, depth: int = 0) -> dict:
         out["enum"] = node["enum"]
     if "const" in node:
         out["const"] = node["const"]
+    return out
+
+
+def _readable_nested(node: dict, depth: int) -> dict[str, Any]:
+    """The keywords that hold schemas (anyOf/oneOf, items, properties, additionalProperties), each
+    read at `depth`, and required."""
+    out: dict[str, Any] = {}
     options = node.get("anyOf", node.get("oneOf"))
     if isinstance(options, list) and options:
-        reduced = [readable_schema(option, depth + 1) for option in options]
+        reduced = [readable_schema(option, depth) for option in options]
         if all(reduced):  # an option we cannot read may accept anything: then so do we
             out["anyOf"] = reduced
     if isinstance(node.get("items"), dict):
-        out["items"] = readable_schema(node["items"], depth + 1)
+        out["items"] = readable_schema(node["items"], depth)
     if isinstance(node.get("properties"), dict):
-        out["properties"] = {key: readable_schema(value, depth + 1) for key, value in node["properties"].items()}
+        out["properties"] = {key: readable_schema(value, depth) for key, value in node["properties"].items()}
     if isinstance(node.get("required"), list):
         out["required"] = [key for key in node["required"] if isinstance(key, str)]
     extra = node.get("additionalProperties")
     if extra is False or isinstance(extra, dict):
-        out["additionalProperties"] = False if extra is False else readable_schema(extra, depth + 1)
+        out["additionalProperties"] = False if extra is False else readable_schema(extra, depth)
     return out
 
 

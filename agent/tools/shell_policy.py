@@ -150,35 +150,54 @@ def option_refusal(command: str, policy: ArgumentPolicy, args: list[str]) -> tup
         arg = pending.pop(0)
         if options_ended or arg == "-" or not arg.startswith("-"):
             operands.append(arg)
-            continue
-        if arg == "--":
+        elif arg == "--":
             options_ended = True
-            continue
-        refused = f"option '{arg}' is not allowed for {command} (allowed: {policy.describe()})"
-        if arg.startswith("--"):
-            name, has_value, value = arg[2:].partition("=")
-            if name in policy.long_flags and not has_value:
-                continue
-            if name not in policy.long_valued:
+        else:
+            refused = _option_refusal(command, policy, arg, pending)
+            if refused:
                 return refused, operands
-            value = value if has_value else (pending.pop(0) if pending else None)
-            if value is None or not re.fullmatch(policy.long_valued[name], value):
-                return f"option '--{name}' needs a value matching {policy.long_valued[name]!r}", operands
+    return _operands_refusal(command, policy, operands)
+
+
+def _option_refusal(command: str, policy: ArgumentPolicy, arg: str, pending: list[str]) -> str | None:
+    """Why one option word is refused, or None; a value it takes from the next argument is popped from `pending`."""
+    if arg.startswith("--"):
+        return _long_option_refusal(command, policy, arg, pending)
+    if policy.obsolete_count and re.fullmatch(r"-\d{1,18}", arg):
+        return None
+    return _short_options_refusal(command, policy, arg, pending)
+
+
+def _long_option_refusal(command: str, policy: ArgumentPolicy, arg: str, pending: list[str]) -> str | None:
+    """--name matches a flag exactly; --name=VALUE or --name VALUE a valued option and its pattern."""
+    name, has_value, value = arg[2:].partition("=")
+    if name in policy.long_flags and not has_value:
+        return None
+    if name not in policy.long_valued:
+        return f"option '{arg}' is not allowed for {command} (allowed: {policy.describe()})"
+    value = value if has_value else (pending.pop(0) if pending else None)
+    if value is None or not re.fullmatch(policy.long_valued[name], value):
+        return f"option '--{name}' needs a value matching {policy.long_valued[name]!r}"
+    return None
+
+
+def _short_options_refusal(command: str, policy: ArgumentPolicy, arg: str, pending: list[str]) -> str | None:
+    """A cluster of short options (-la): each letter a flag, until one that takes a value takes the
+    rest of the cluster or else the next argument, as getopt does."""
+    for at, letter in enumerate(arg[1:], start=2):
+        if letter in policy.flags:
             continue
-        if policy.obsolete_count and re.fullmatch(r"-\d{1,18}", arg):
-            continue
-        for at, letter in enumerate(arg[1:], start=2):
-            if letter in policy.flags:
-                continue
-            if letter not in policy.valued:
-                return (
-                    f"option '-{letter}' (in '{arg}') is not allowed for {command} (allowed: {policy.describe()})",
-                    operands,
-                )
-            value = arg[at:] or (pending.pop(0) if pending else None)
-            if value is None or not re.fullmatch(policy.valued[letter], value):
-                return f"option '-{letter}' needs a value matching {policy.valued[letter]!r}", operands
-            break
+        if letter not in policy.valued:
+            return f"option '-{letter}' (in '{arg}') is not allowed for {command} (allowed: {policy.describe()})"
+        value = arg[at:] or (pending.pop(0) if pending else None)
+        if value is None or not re.fullmatch(policy.valued[letter], value):
+            return f"option '-{letter}' needs a value matching {policy.valued[letter]!r}"
+        return None
+    return None
+
+
+def _operands_refusal(command: str, policy: ArgumentPolicy, operands: list[str]) -> tuple[str | None, list[str]]:
+    """(why the operands are refused or None, the operands to check as paths) for the policy's kind."""
     if policy.operands == "paths":
         unclassified = next((op for op in operands if op.startswith("+")), None)
         if unclassified is not None:
@@ -186,10 +205,11 @@ def option_refusal(command: str, policy: ArgumentPolicy, args: list[str]) -> tup
                 f"operand '{unclassified}' is not a path the allowlist can classify (GNU tools read a leading "
                 f"'+' as an option: tail +f follows forever)"
             ), []
+        return None, operands
     if policy.operands == "none" and operands:
         return f"{command} takes no operands here, got '{operands[0]}'", []
     if policy.operands == "format":
         wrong = [op for op in operands if not op.startswith("+")]
         if wrong:
             return f"{command} takes only a +FORMAT operand here (any other would set the clock), got '{wrong[0]}'", []
-    return None, operands if policy.operands == "paths" else []
+    return None, []

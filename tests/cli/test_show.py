@@ -57,3 +57,21 @@ def test_show_refuses_an_invalid_scratchpad_with_exit_6(home):
     write_active(home, "goals: [unclosed")
     result = run_cli("show", "--home", str(home))
     assert result.exit_code == 6 and "active.yaml" in result.stderr
+
+
+def test_show_all_puts_each_archive_under_its_heading_in_order(worked_home):
+    (worked_home / "logs" / "archive.jsonl").write_text(
+        json.dumps(
+            {
+                "cycle_id": "20200101_000000",
+                "kind": "note",
+                "value": "only note",
+                "archived_at": "2020-01-01T00:00:00+00:00",
+            }
+        )
+        + "\n"
+    )
+    out = run_cli("show", "--all", "--home", str(worked_home)).stdout
+    assert "pending (0):\n  (none)\narchived completed (0, logs/archive.jsonl):\n  (none)\ncompleted (2):\n" in out
+    assert "  - two: did two\narchived notes (1 entries, logs/archive.jsonl):\n  only note\nnotes (3 lines):\n" in out
+    assert out.index("notes (3 lines):") < out.index("last updated:")

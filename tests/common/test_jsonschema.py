@@ -24,6 +24,13 @@ STRINGS = {"type": "array", "items": {"type": "string"}}
         ({}, {"type": "object", "required": ["k"]}, "'x' is missing 'k'"),
         ({"k": 1}, {"type": "object", "properties": {"k": {"type": "string"}}}, "'x.k' must be a string, got int 1"),
         ({1: "a"}, {"type": "object"}, "'x' has a key that is not a string: 1"),
+        ({"a": 1}, {"type": "object", "additionalProperties": {"type": "string"}}, "'x.a' must be a string, got int 1"),
+        ({"a": 1}, {"type": "object", "required": ["k"], "additionalProperties": False}, "'x' is missing 'k'"),
+        (
+            [{"k": "v"}, {"k": 2}],
+            {"items": {"properties": {"k": {"type": "string"}}}},
+            "'x[1].k' must be a string, got int 2",
+        ),
         ("c", {"enum": ["a", "b"]}, "'x' must be one of 'a', 'b', got str 'c'"),
         ("b", {"const": "a"}, "'x' must be 'a', got str 'b'"),
         (3, {"anyOf": [{"type": "string"}, {"type": "null"}]}, "'x' must be a string or null, got int 3"),
@@ -35,6 +42,7 @@ def test_check_names_the_path_and_the_expected_type(value, schema, problem):
 
 def test_without_a_path_the_value_is_named_plainly():
     assert check(1, {"type": "string"}) == "value must be a string, got int 1"
+    assert check({"k": 1}, {"additionalProperties": {"type": "string"}}) == "'k' must be a string, got int 1"
 
 
 @pytest.mark.parametrize(

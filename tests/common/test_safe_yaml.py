@@ -52,6 +52,12 @@ def test_an_alias_bomb_and_a_recursive_alias_are_refused():
     assert "inside its own anchor" in _problem("a: &a [*a]\n")
 
 
+def test_aliases_within_the_limit_load_and_scalar_aliases_count_too():
+    assert load_yaml("a: &s x\nb: &l [*s, *s]\nc: [*l, *s]\n") == {"a": "x", "b": ["x", "x"], "c": [["x", "x"], "x"]}
+    many = "a: &s x\nb: [" + ", ".join(["*s"] * (MAX_ALIAS_EXPANSION + 10)) + "]\n"
+    assert f"over {MAX_ALIAS_EXPANSION:,} more values" in _problem(many)
+
+
 def test_a_value_yaml_cannot_build_is_a_yaml_error():
     assert "a value cannot be read" in _problem("when: 2024-02-30\n")
 

@@ -233,68 +233,66 @@ class OpenAIServer:
         return usage(prompt, self.count_tokens(text(reply.body["choices"][0]["message"])))
 
 
+def _encoded(body: Any) -> bytes:
+    """A reply body as sent: JSON for a dict or list, a string encoded, bytes as they are."""
+    if isinstance(body, (dict, list)):
+        return json.dumps(body).encode()
+    if isinstance(body, str):
+        return body.encode()
+    return body or b""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Serves one OpenAIServer (`fake`, set by _handler_for): GET .../models and POST .../chat/completions."""
+
+    protocol_version = "HTTP/1.1"
+    fake: OpenAIServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+        pass
+
+    def _record(self, method: str) -> Request:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        return Request(method, self.path, {k.lower(): v for k, v in self.headers.items()}, raw, body)
+
+    def _send(self, reply: Reply) -> None:
+        if reply.delay and self.fake._closing.wait(reply.delay):
+            return
+        data = _encoded(reply.body)
+        try:
+            self.send_response(reply.status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for key, value in reply.headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:  # the client gave up (timeout) and closed the connection
+            self.close_connection = True
+
+    def do_GET(self) -> None:
+        request = self._record("GET")
+        if not self.path.rstrip("/").endswith("/models"):
+            self._send(Reply(404, {"error": {"message": f"no route {self.path}"}}))
+            return
+        with self.fake._lock:
+            self.fake.requests.append(request)
+        models = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "test"} for m in self.fake.models]
+        self._send(Reply(200, {"object": "list", "data": models}))
+
+    def do_POST(self) -> None:
+        request = self._record("POST")
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send(Reply(404, {"error": {"message": f"no route {self.path}"}}))
+            return
+        self._send(self.fake._next_reply(request))
+
+
 def _handler_for(server: OpenAIServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
-            pass
-
-        def _record(self, method: str) -> Request:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw) if raw else None
-            except ValueError:
-                body = None
-            return Request(method, self.path, {k.lower(): v for k, v in self.headers.items()}, raw, body)
-
-        def _send(self, reply: Reply) -> None:
-            if reply.delay and server._closing.wait(reply.delay):
-                return
-            if isinstance(reply.body, (dict, list)):
-                data, ctype = json.dumps(reply.body).encode(), "application/json"
-            elif isinstance(reply.body, str):
-                data, ctype = reply.body.encode(), "application/json"
-            else:
-                data, ctype = reply.body or b"", "application/json"
-            try:
-                self.send_response(reply.status)
-                self.send_header("content-type", ctype)
-                self.send_header("content-length", str(len(data)))
-                for key, value in reply.headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-                self.wfile.flush()
-            except OSError:  # the client gave up (timeout) and closed the connection
-                self.close_connection = True
-
-        def do_GET(self) -> None:
-            request = self._record("GET")
-            if self.path.rstrip("/").endswith("/models"):
-                with server._lock:
-                    server.requests.append(request)
-                self._send(
-                    Reply(
-                        200,
-                        {
-                            "object": "list",
-                            "data": [
-                                {"id": m, "object": "model", "created": 1700000000, "owned_by": "test"}
-                                for m in server.models
-                            ],
-                        },
-                    )
-                )
-            else:
-                self._send(Reply(404, {"error": {"message": f"no route {self.path}"}}))
-
-        def do_POST(self) -> None:
-            request = self._record("POST")
-            if not self.path.rstrip("/").endswith("/chat/completions"):
-                self._send(Reply(404, {"error": {"message": f"no route {self.path}"}}))
-                return
-            self._send(server._next_reply(request))
-
-    return Handler
+    return type("Handler", (_Handler,), {"fake": server})

@@ -79,3 +79,32 @@ def test_a_parse_error_shows_the_reply_with_its_control_characters_escaped():
     message = str(refused.value)
     assert message.endswith('"message": "one\\ntwo"}\\n\\x1b[2J\'')
     assert "\n" not in message and "\x1b" not in message
+
+
+@pytest.mark.parametrize(
+    "reply, problem",
+    [
+        (None, "reply is not text: NoneType None"),
+        ("  \n ", "reply is empty"),
+        ("[" * 100_000 + "]" * 100_000, "reply JSON is nested too deeply"),
+        ('{"tool": "done", "args": {"summary": "\\ud800"}}', "not valid Unicode"),
+        ('```{"tool": "a"}``` and ```{"tool": "\\udfff"}```', "not valid Unicode"),  # any action, not just the first
+        ("just prose", "no JSON object found in reply: 'just prose'"),
+        ("[1, 2]", "reply is a JSON list, not an object: '[1, 2]'"),
+        ('{"args": {}}', 'JSON object has no "tool" key'),
+        (
+            '```json\n[1]\n``` then {"x": 1}',
+            "reply is a JSON list, not an object",
+        ),  # a fence that decodes: no prose search
+    ],
+)
+def test_a_reply_without_a_usable_action_is_refused_saying_why(reply, problem):
+    with pytest.raises(ReplyError) as caught:
+        parse_reply(reply)
+    assert problem in str(caught.value)
+
+
+def test_the_first_action_is_taken_from_fences_before_prose():
+    reply = 'prose {"tool": "prose"} ```json\n{"note": 1}\n``` ```{"tool": "fenced"}```'
+    assert parse_reply(reply) == {"tool": "fenced"}
+    assert parse_reply('```[broken``` then {"tool": "prose", "args": {}}') == {"tool": "prose", "args": {}}

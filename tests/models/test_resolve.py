@@ -80,3 +80,8 @@ def test_a_relative_model_path_in_config_yaml_is_found_in_the_home_by_agent_run(
     (home / "config.yaml").write_text("model: scripted:replies.yaml\n")
     result = run_cli("run", "--home", str(home))
     assert result.exit_code == 0, result.output
+
+
+def test_scripted_without_a_file_is_a_usage_error_with_an_example(home):
+    with pytest.raises(UsageError, match="scripted: needs a file, e.g. --model scripted:replies.yaml"):
+        resolve_model(Settings(model="scripted:"), home, {})

@@ -256,6 +256,46 @@ def test_kill_at_every_write_step_of_reset(tmp_path: Path):
     assert kills >= 5
 
 
+def _calibrate(tmp_path: Path, script: Path) -> tuple[float, float, str]:
+    """How long a whole run takes here and now (spawn to exit), how long its cycle (lock taken to
+    saved), medians of three; and the config the homes use. Kills are spread over those spans."""
+    calib = make_home(tmp_path, ALLOW, "calibrate")
+    spans = []
+    for _ in range(3):
+        started = time.monotonic()
+        assert run_proc("run", "--home", str(calib), "--model", f"scripted:{script}", "-q").returncode == 0
+        spans.append(time.monotonic() - started)
+    inner = sorted(r["duration_s"] for r in read_index(Home.at(calib)))[1]
+    return sorted(spans)[1], inner, (calib / "config.yaml").read_text()
+
+
+def _kill_at_a_random_moment(proc, rng: random.Random, home: Path, logs: set, span: float, inner: float) -> None:
+    """SIGKILL `proc` (an `agent run` started when `home` held `logs`) at a random moment: 30% of the
+    time anywhere in its whole span, else inside the cycle proper (once its log exists)."""
+    if rng.random() < 0.3:  # anywhere from interpreter start-up to the end
+        time.sleep(rng.uniform(0, 1.1 * span))
+    else:  # inside the cycle proper: once its log exists, somewhere in its writes
+        deadline = time.monotonic() + 10
+        while (
+            not set((home / "logs").glob("cycle_*.log")) - logs and proc.poll() is None and time.monotonic() < deadline
+        ):
+            time.sleep(0.001)
+        time.sleep(rng.uniform(0, 1.2 * inner))
+    proc.kill()
+    proc.communicate(timeout=30)
+
+
+def _a_normal_run_proceeds(home: Path, now: dict, expected: Expected, script: Path) -> None:
+    """After kills, a normal run ends the state the journal implies and clears every leftover."""
+    after_a_kill = unfinished_cycle(Home.at(home)) is not None
+    want = expected.after(now, home, after_a_kill)  # from the journal as the next run finds it
+    nxt = run_proc("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
+    assert nxt.returncode == 0, nxt.stderr
+    assert core(active_state(home)) == want
+    assert leftovers(home) == []
+    assert not is_locked(Home.at(home))
+
+
 @pytest.mark.slow  # many real processes
 def test_random_sigkills_during_real_cycles(tmp_path: Path):
     """100 `agent run` processes SIGKILLed at random moments (two homes in parallel, each a chain
@@ -267,16 +307,7 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
     seed = int(os.environ.get("DURABILITY_SEED", random.randrange(1 << 30)))
     print(f"DURABILITY_SEED={seed}")
 
-    # How long does a whole run take here and now? Kills are spread over that span.
-    calib = make_home(tmp_path, ALLOW, "calibrate")
-    spans = []
-    for _ in range(3):
-        started = time.monotonic()
-        assert run_proc("run", "--home", str(calib), "--model", f"scripted:{script}", "-q").returncode == 0
-        spans.append(time.monotonic() - started)
-    span = sorted(spans)[1]  # spawn to exit
-    inner = sorted(r["duration_s"] for r in read_index(Home.at(calib)))[1]  # lock taken to saved
-    config = (calib / "config.yaml").read_text()
+    span, inner, config = _calibrate(tmp_path, script)
     expected = Expected(tmp_path, script, config)
     stats = {"old": 0, "new": 0, "mid-cycle": 0, "completed": 0}
     stats_lock = threading.Lock()
@@ -291,19 +322,7 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
             befores = set((home / "scratchpad").glob("*_before.yaml"))
             logs = set((home / "logs").glob("cycle_*.log"))
             proc = spawn("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
-            if rng.random() < 0.3:  # anywhere from interpreter start-up to the end
-                time.sleep(rng.uniform(0, 1.1 * span))
-            else:  # inside the cycle proper: once its log exists, somewhere in its writes
-                deadline = time.monotonic() + 10
-                while (
-                    not set((home / "logs").glob("cycle_*.log")) - logs
-                    and proc.poll() is None
-                    and time.monotonic() < deadline
-                ):
-                    time.sleep(0.001)
-                time.sleep(rng.uniform(0, 1.2 * inner))
-            proc.kill()
-            proc.communicate(timeout=30)
+            _kill_at_a_random_moment(proc, rng, home, logs, span, inner)
             now_bytes = (home / "scratchpad" / "active.yaml").read_bytes()
             now = active_state(home)
             outcome = "old" if now_bytes == old_bytes else "new"
@@ -320,13 +339,7 @@ def test_random_sigkills_during_real_cycles(tmp_path: Path):
                 elif new_befores and outcome == "old":
                     stats["mid-cycle"] += 1
             if i % 5 == 4:
-                after_a_kill = unfinished_cycle(Home.at(home)) is not None
-                want = expected.after(now, home, after_a_kill)  # from the journal as the next run finds it
-                nxt = run_proc("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
-                assert nxt.returncode == 0, nxt.stderr
-                assert core(active_state(home)) == want
-                assert leftovers(home) == []
-                assert not is_locked(Home.at(home))
+                _a_normal_run_proceeds(home, now, expected, script)
 
     with ThreadPoolExecutor(homes) as pool:
         for future in [pool.submit(chain, n) for n in range(homes)]:

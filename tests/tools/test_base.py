@@ -84,6 +84,7 @@ def test_plain_functions_without_a_context_are_tools_too(tmp_path):
 
     tool = Tool.from_function(twice)
     assert list(tool.args_schema["properties"]) == ["text"]
+    assert tool.func.__name__ == "twice" and tool.func.__doc__ == "Say it twice."
     assert call(ctx_for(tmp_path), "twice", Registry([tool]), text="ab") == (
         Tag.TOOL,
         '[TOOL] twice({"text": "ab"}) -> abab',
@@ -97,6 +98,8 @@ def test_plain_functions_without_a_context_are_tools_too(tmp_path):
         ("def f(ctx, x):\n    '''Doc.'''\n", "parameter 'x' needs a type annotation"),
         ("def f(ctx, x: dict):\n    '''Doc.'''\n", "parameter 'x': unsupported parameter type"),
         ("def f(ctx, *xs: str):\n    '''Doc.'''\n", "*args/**kwargs"),
+        ("def f(ctx, x: 'Nowhere'):\n    '''Doc.'''\n", "tool f: cannot read its type annotations: name 'Nowhere'"),
+        ("def f(x: str, **more: str):\n    '''Doc.'''\n", "tool f: *args/**kwargs"),
     ],
 )
 def test_functions_that_cannot_be_described_are_rejected_with_the_reason(source, message):
@@ -117,3 +120,28 @@ def test_control_tools_are_run_by_the_dispatcher_and_update_only_model_fields():
     assert [t.name for t in tools] == list(CONTROL_TOOLS) and all(t.func is None for t in tools)
     writable = tools[0].args_schema["properties"]
     assert "current_task" in writable and "last_updated" not in writable
+
+
+def test_what_is_not_a_function_or_has_a_bad_name_is_rejected():
+    with pytest.raises(TypeError, match="a tool must be a function, got int 3"):
+        Tool.from_function(3)
+    with pytest.raises(TypeError, match="tool name 'no-dash' must be letters, digits and underscores"):
+        Tool.from_function(lambda: None, name="no-dash")
+
+
+def test_the_schema_takes_descriptions_from_args_and_requires_what_has_no_default():
+    def look(ctx, path: str, limit: int = 5, *, deep: bool = False) -> str:
+        """Look at a path.
+
+        Args:
+            path: where to look
+            deep: go into folders
+        """
+
+    schema = Tool.from_function(look).args_schema
+    assert schema["required"] == ["path"]
+    assert schema["properties"] == {
+        "path": {"type": "string", "description": "where to look"},
+        "limit": {"type": "integer"},
+        "deep": {"type": "boolean", "description": "go into folders"},
+    }

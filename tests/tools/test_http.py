@@ -61,6 +61,15 @@ def _slow(handler):
     handler.server.release.wait(10)  # held until the test is over: the client must time out first
 
 
+def _stalls_mid_body(handler):
+    handler.send_response(200)
+    handler.send_header("Content-Length", "100")
+    handler.end_headers()
+    handler.wfile.write(b"first part")
+    handler.wfile.flush()
+    handler.server.release.wait(10)  # the rest never comes while the client waits
+
+
 @pytest.fixture
 def server():
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -77,6 +86,9 @@ def server():
         "/to-file": (302, {"Location": "file:///etc/passwd"}, b""),
         "/big": (200, {}, _big),
         "/slow": (200, {}, _slow),
+        "/stalls-mid-body": (200, {}, _stalls_mid_body),
+        "/latin1": (200, {"Content-Type": "text/plain; charset=latin-1"}, "héllo".encode("latin-1")),
+        "/unknown-charset": (200, {"Content-Type": "text/plain; charset=x-no-such"}, "héllo".encode()),
     }
     thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
@@ -237,6 +249,16 @@ def test_http_get_body_is_cut_at_the_cap_with_a_marker(server):
 def test_http_get_gives_up_on_a_silent_server_after_its_timeout(server):
     with pytest.raises(ToolError, match="timed out after 0.3s"):
         fetch(f"{server.base}/slow", Settings(http_timeout=0.3, **LOOPBACK))
+
+
+def test_http_get_gives_up_on_a_body_that_stops_mid_way_after_its_timeout(server):
+    with pytest.raises(ToolError, match=r"timed out after 0.3s while reading http://127.0.0.1:\d+/stalls-mid-body"):
+        fetch(f"{server.base}/stalls-mid-body", Settings(http_timeout=0.3, **LOOPBACK))
+
+
+def test_http_get_decodes_the_declared_charset_and_falls_back_to_utf8_for_an_unknown_one(server):
+    assert fetch(f"{server.base}/latin1", Settings(**LOOPBACK)).endswith("\nhéllo")
+    assert fetch(f"{server.base}/unknown-charset", Settings(**LOOPBACK)).endswith("\nhéllo")
 
 
 def test_https_requests_carry_the_name_for_sni_and_certificate_checks(monkeypatch):

@@ -546,6 +546,20 @@ def test_readable_schema_keeps_nothing_it_cannot_check():
     assert readable_schema({"oneOf": [{"type": "string"}, {"type": "integer"}]}) == {
         "anyOf": [{"type": "string"}, {"type": "integer"}]
     }
+    assert readable_schema({"anyOf": [{"type": "string"}, {"pattern": "^a"}]}) == {}  # one option accepts anything
+    assert readable_schema({"type": ["string", "nope"], "enum": [], "required": ["a", 1]}) == {"required": ["a"]}
+    assert readable_schema({"additionalProperties": True}) == {}
+    assert readable_schema({"additionalProperties": {"type": "string"}}) == {"additionalProperties": {"type": "string"}}
+
+
+def test_a_hostile_server_schema_nested_without_end_is_cut_at_the_depth_cap():
+    deep: dict = {"type": "string"}
+    for _ in range(100_000):
+        deep = {"type": "array", "items": deep}
+    reduced, levels = readable_schema(deep), 0
+    while "items" in reduced:
+        reduced, levels = reduced["items"], levels + 1
+    assert levels == mcp_convert.MAX_SCHEMA_DEPTH + 1 and reduced == {}
 
 
 def test_a_server_command_is_found_like_a_shell_would_and_wrapped_to_die_with_the_agent(tmp_path):

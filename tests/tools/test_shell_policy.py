@@ -197,3 +197,24 @@ def test_everything_after_a_double_dash_is_an_operand_checked_as_a_path(shome):
 def test_the_any_policy_is_an_explicit_opt_in_that_skips_every_argument_check(shome):
     kind, note = call(ctx_for(shome, shell_policy="any"), "shell", command="wc -c --files0-from=list.txt")
     assert kind is Tag.TOOL and "/etc/passwd" in note  # the risk the operator opted into
+
+
+@pytest.mark.parametrize(
+    "command, args, refusal, operands",
+    [
+        ("head", ["--lines"], "option '--lines' needs a value matching", []),
+        ("head", ["--lines=x"], "option '--lines' needs a value matching", []),
+        ("wc", ["--total", "x"], "option '--total' needs a value matching 'auto|always|only|never'", []),
+        ("ls", ["a", "-Z", "b"], "option '-Z' (in '-Z') is not allowed for ls (allowed: -1, ", ["a"]),
+        ("pwd", ["x"], "pwd takes no operands here, got 'x'", []),
+        ("date", ["0101"], "date takes only a +FORMAT operand here (any other would set the clock), got '0101'", []),
+        ("tail", ["+f"], "operand '+f' is not a path the allowlist can classify", []),
+        ("date", ["+%Y", "-d", "@0"], None, []),  # a +FORMAT is not a path to check
+        ("tail", ["a", "-5", "b"], None, ["a", "b"]),  # the obsolete count among operands
+        ("echo", ["-Z", "/etc"], None, []),  # echo's arguments are text it prints
+    ],
+)
+def test_each_refusal_names_the_option_or_operand_and_paths_are_returned_to_check(command, args, refusal, operands):
+    problem, paths = option_refusal(command, POLICIES[command], args)
+    assert (problem is None) == (refusal is None) and (refusal is None or problem.startswith(refusal)), problem
+    assert paths == operands
