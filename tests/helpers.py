@@ -18,6 +18,7 @@ import yaml
 from click.testing import CliRunner
 
 from agent.cli import main
+from agent.store.home import Home
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -51,6 +52,14 @@ def make_home(folder: Path, config: dict | str = "", name: str = "home") -> Path
     result = run_cli("init", str(home))
     assert result.exit_code == 0, result.output
     (home / "config.yaml").write_text(config if isinstance(config, str) else yaml.safe_dump(config))
+    return home
+
+
+def store_home(root: Path) -> Home:
+    """The Home at `root` with its private scratchpad/ and logs/ made: for tests that call the store,
+    memory or gates directly instead of running a command."""
+    home = Home.at(root)
+    home.ensure_dirs()
     return home
 
 

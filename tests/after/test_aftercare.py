@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
-from pathlib import Path
 
 from agent.after.aftercare import after_cycle, keep_totals
 from agent.after.report import CycleReport
@@ -17,6 +16,7 @@ from agent.secrets import Secrets
 from agent.store.home import Home, read_index
 from agent.store.ids import new_cycle_id
 from agent.store.totals import load_totals
+from tests.helpers import store_home
 
 SECRET = "sk-aftercare-0123456789"
 
@@ -33,14 +33,8 @@ def _cycle(home: Home, minute: int) -> CycleReport:
     return report
 
 
-def _home(root: Path) -> Home:
-    home = Home.at(root)
-    home.ensure_dirs()
-    return home
-
-
 def test_the_record_is_appended_redacted_with_its_cost_and_pending_approvals(home):
-    h = _home(home)
+    h = store_home(home)
     report = _cycle(h, 0)
     park_call(h, report.cycle_id, "shell", {"command": "rm -rf build"})
     lines: list[str] = []
@@ -54,7 +48,7 @@ def test_the_record_is_appended_redacted_with_its_cost_and_pending_approvals(hom
 
 
 def test_without_prices_or_approvals_the_record_says_so(home):
-    h = _home(home)
+    h = store_home(home)
     after_cycle(h, Settings(), _cycle(h, 0), Secrets(), [].append)
     [record] = read_index(h)
     assert record["cost"] is None and record["pending_approvals"] == 0 and record["oldest_pending_approval"] is None
@@ -62,7 +56,7 @@ def test_without_prices_or_approvals_the_record_says_so(home):
 
 
 def test_retention_removes_old_cycles_files_but_never_their_records(home):
-    h = _home(home)
+    h = store_home(home)
     reports, lines = [], []
     for minute in range(3):  # as cycles run: each one's files, then its aftercare
         reports.append(_cycle(h, minute))
@@ -78,14 +72,14 @@ def test_retention_removes_old_cycles_files_but_never_their_records(home):
 
 
 def test_prune_false_keeps_every_file(home):
-    h = _home(home)
+    h = store_home(home)
     for minute in range(2):
         after_cycle(h, Settings(keep_cycles=1), _cycle(h, minute), Secrets(), [].append, prune=False)
     assert len(list(h.scratchpad.glob("*_before.yaml"))) == 2
 
 
 def test_the_metrics_file_and_the_hook_get_the_same_redacted_record(home, tmp_path):
-    h = _home(home)
+    h = store_home(home)
     received = tmp_path / "hook.json"
     hook = [sys.executable, "-c", f"import sys; open({str(received)!r}, 'w').write(sys.stdin.read())"]
     settings = Settings(metrics_file="agent.prom", on_cycle_end=hook)
@@ -100,7 +94,7 @@ def test_the_metrics_file_and_the_hook_get_the_same_redacted_record(home, tmp_pa
 
 
 def test_totals_that_cannot_be_saved_are_logged_and_the_cycle_goes_on(home):
-    h = _home(home)
+    h = store_home(home)
     report = _cycle(h, 0)
     (h.logs / "totals.json").mkdir()  # a folder where the totals go
     lines: list[str] = []

@@ -9,21 +9,14 @@ import os
 from agent.cli.replacing import DROPPED_EDIT, REPLACED_STATE, archive_replaced, current_state
 from agent.memory.bounding import read_archive
 from agent.memory.queue_edits import goal_add, task_add
-from agent.store.home import Home
 from agent.store.inbox import queue_edit, queued_edits
-from tests.helpers import write_active
+from tests.helpers import store_home, write_active
 
 CYCLE = "20260101_000000_01"
 
 
-def _home(root) -> Home:
-    home = Home.at(root)
-    home.ensure_dirs()
-    return home
-
-
 def test_the_state_and_the_queued_edits_are_archived_and_the_inbox_emptied(home):
-    h = _home(home)
+    h = store_home(home)
     write_active(home, {"current_task": "a", "goals": ["g"]})
     edits = [queue_edit(h, task_add("b")), queue_edit(h, goal_add("g2"))]
     kept = archive_replaced(h, "reset", CYCLE)
@@ -38,7 +31,7 @@ def test_the_state_and_the_queued_edits_are_archived_and_the_inbox_emptied(home)
 
 
 def test_a_state_that_cannot_be_used_is_archived_as_its_text_with_the_problem(home):
-    h = _home(home)
+    h = store_home(home)
     write_active(home, "current_task: [broken\n\x00 not yaml")
     state, problem = current_state(h)
     assert state == "current_task: [broken\n\x00 not yaml" and problem
@@ -49,7 +42,7 @@ def test_a_state_that_cannot_be_used_is_archived_as_its_text_with_the_problem(ho
 
 
 def test_a_scratchpad_that_cannot_even_be_read_is_named_not_archived(home):
-    h = _home(home)
+    h = store_home(home)
     os.mkfifo(h.active)  # a FIFO where the file should be: reading it would hang
     archive_replaced(h, "reset", CYCLE)
     [record] = read_archive(h.archive)
@@ -57,7 +50,7 @@ def test_a_scratchpad_that_cannot_even_be_read_is_named_not_archived(home):
 
 
 def test_with_no_state_and_no_edits_nothing_is_written(home):
-    h = _home(home)
+    h = store_home(home)
     assert current_state(h) == (None, None)
     assert archive_replaced(h, "reset", CYCLE) == {"state": None, "edits": []}
     assert not h.archive.exists()

@@ -9,6 +9,7 @@ import yaml
 from agent.cli.snapshots import latest_saved, resolve_snapshot
 from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.store.home import Home, append_index
+from tests.helpers import store_home
 
 IDS = ["20260101_000000_01", "20260101_000100_01", "20260101_000200_01"]
 
@@ -16,8 +17,7 @@ IDS = ["20260101_000000_01", "20260101_000100_01", "20260101_000200_01"]
 @pytest.fixture
 def saved(home) -> Home:
     """Three cycles with snapshot pairs (task 0 -> 1 -> 2 -> 3), then an idle one with none."""
-    h = Home.at(home)
-    h.ensure_dirs()
+    h = store_home(home)
     for n, cycle_id in enumerate(IDS):
         h.snapshot(cycle_id, "before").write_text(yaml.safe_dump({"current_task": f"task {n}"}))
         h.snapshot(cycle_id, "after").write_text(yaml.safe_dump({"current_task": f"task {n + 1}"}))

@@ -12,6 +12,7 @@ from agent.cli.spending import daily_lines, spending, status_extras, with_costs
 from agent.config import Settings
 from agent.store.home import Home, append_index, index_newest_first
 from agent.store.totals import load_totals
+from tests.helpers import store_home
 
 PRICES = {"openai:m": {"input": 2.0, "output": 8.0}}
 NOW = dt.datetime.now(dt.timezone.utc)
@@ -33,8 +34,7 @@ def _record(n: int, model: str = "openai:m", started: dt.datetime = NOW, **field
 @pytest.fixture
 def spent(home) -> Home:
     """Three cycles today (two priced at 2.0 each, one of an unpriced model), one over a year ago."""
-    h = Home.at(home)
-    h.ensure_dirs()
+    h = store_home(home)
     append_index(h, _record(0, started=NOW - dt.timedelta(days=400)))
     for n, model in enumerate(["openai:m", "openai:m", "openai:free"], 1):
         append_index(h, _record(n, model))
@@ -69,8 +69,7 @@ def test_status_lines_say_spending_and_the_streak(spent: Home):
 
 
 def test_a_streak_below_the_threshold_says_how_far_and_a_model_written_task_is_escaped(home):
-    h = Home.at(home)
-    h.ensure_dirs()
+    h = store_home(home)
     task = "evil\x1b[2J task"
     append_index(h, _record(1, task_after=task))
     (home / "config.yaml").write_text("stall_cycles: [broken\n")  # a broken config: the defaults

@@ -8,23 +8,17 @@ import json
 
 from agent.cli.waiting import approvals_status
 from agent.gates.approvals import park_call
-from agent.store.home import Home
-
-
-def _home(root) -> Home:
-    home = Home.at(root)
-    home.ensure_dirs()
-    return home
+from tests.helpers import store_home
 
 
 def test_nothing_parked_says_nothing(home):
-    data, lines = approvals_status(_home(home))
+    data, lines = approvals_status(store_home(home))
     assert data == {"approvals": {"pending": 0, "ids": [], "oldest_parked": None, "oldest_age_s": None}}
     assert lines == []
 
 
 def test_pending_calls_are_counted_with_the_oldest_age(home):
-    h = _home(home)
+    h = store_home(home)
     park_call(h, "20260101_000000_01", "shell", {"command": "a"})
     park_call(h, "20260101_000000_01", "shell", {"command": "b"})
     records = json.loads(h.approvals.read_text())
@@ -41,7 +35,7 @@ def test_pending_calls_are_counted_with_the_oldest_age(home):
 
 
 def test_a_parked_time_that_is_not_one_leaves_the_age_out(home):
-    h = _home(home)
+    h = store_home(home)
     park_call(h, "20260101_000000_01", "shell", {"command": "a"})
     records = json.loads(h.approvals.read_text())
     records[0]["parked"] = "last tuesday"
@@ -52,7 +46,7 @@ def test_a_parked_time_that_is_not_one_leaves_the_age_out(home):
 
 
 def test_a_broken_approvals_file_is_reported_not_raised(home):
-    h = _home(home)
+    h = store_home(home)
     h.approvals.write_text("{not json" + "\x1b[2J" + "x" * 500)
     data, lines = approvals_status(h)
     assert data["approvals"] is None and "approvals.json: cannot be read" in data["approvals_error"]

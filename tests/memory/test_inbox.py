@@ -10,20 +10,13 @@ from agent.common.outcomes import DiskError
 from agent.memory.inbox import APPLIED_KEY, apply_inbox, without_marker
 from agent.memory.queue_edits import goal_add, task_add, task_drop
 from agent.state import fresh_state
-from agent.store.home import Home
 from agent.store.inbox import queue_edit, queued_edits
 from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
-from tests.helpers import tree_digest
-
-
-def _home(root) -> Home:
-    home = Home.at(root)
-    home.ensure_dirs()
-    return home
+from tests.helpers import store_home, tree_digest
 
 
 def test_nothing_queued_writes_nothing_and_drops_the_marker(home):
-    h = _home(home)
+    h = store_home(home)
     state = {**fresh_state(), APPLIED_KEY: ["old"]}
     result = apply_inbox(h, state)
     assert result.state == fresh_state() and result.messages == [] and result.refused == []
@@ -31,7 +24,7 @@ def test_nothing_queued_writes_nothing_and_drops_the_marker(home):
 
 
 def test_queued_edits_are_applied_in_order_saved_with_their_ids_and_the_inbox_emptied(home):
-    h = _home(home)
+    h = store_home(home)
     ids = [queue_edit(h, edit)["id"] for edit in (task_add("a"), task_add("b"), goal_add("g"), task_drop(0))]
     result = apply_inbox(h, fresh_state())
     assert result.messages == [
@@ -48,7 +41,7 @@ def test_queued_edits_are_applied_in_order_saved_with_their_ids_and_the_inbox_em
 
 
 def test_records_the_state_already_names_are_skipped_never_applied_twice(home):
-    h = _home(home)
+    h = store_home(home)
     done = queue_edit(h, task_add("applied before the kill"))
     fresh = queue_edit(h, task_add("new"))
     state = {**fresh_state(), "current_task": "applied before the kill", APPLIED_KEY: [done["id"], 7, None]}
@@ -58,14 +51,14 @@ def test_records_the_state_already_names_are_skipped_never_applied_twice(home):
 
 
 def test_only_already_applied_records_empty_the_inbox_without_a_write(home):
-    h = _home(home)
+    h = store_home(home)
     done = queue_edit(h, goal_add("g"))
     apply_inbox(h, {**fresh_state(), "goals": ["g"], APPLIED_KEY: [done["id"]]})
     assert not h.active.exists() and queued_edits(h) == []
 
 
 def test_hostile_records_become_inbox_notes_and_the_good_ones_still_apply(home):
-    h = _home(home)
+    h = store_home(home)
     h.inbox.write_text(
         '{"id": 7, "op": "task_add", "text": "numeric id"}\n'
         '{"id": "x1", "op": "\\u001b[2Jrm", "text": "?"}\n'
@@ -86,7 +79,7 @@ def test_hostile_records_become_inbox_notes_and_the_good_ones_still_apply(home):
 
 
 def test_an_edit_that_would_make_the_state_too_large_is_refused_and_the_rest_kept(home):
-    h = _home(home)
+    h = store_home(home)
     queue_edit(h, goal_add("x" * (MAX_SCRATCHPAD_BYTES + 10)))
     queue_edit(h, goal_add("small"))
     result = apply_inbox(h, fresh_state())
@@ -95,7 +88,7 @@ def test_an_edit_that_would_make_the_state_too_large_is_refused_and_the_rest_kep
 
 
 def test_a_state_that_cannot_be_saved_keeps_every_queued_record(home):
-    h = _home(home)
+    h = store_home(home)
     queue_edit(h, goal_add("g"))
     h.active.mkdir()  # a folder where active.yaml goes: the save fails
     frozen = tree_digest(home)

@@ -8,13 +8,13 @@ import json
 from agent.store.crash import Sweep, clean_after_crash, unfinished_cycle
 from agent.store.home import Home
 from agent.store.lock import Held
+from tests.helpers import store_home
 
 STALE = ".notes.txt.31337.deadbeef.tmp"  # named like atomic_write's temporary files
 
 
 def test_unfinished_cycle_is_the_newest_with_a_before_and_no_after(home):
-    h = Home.at(home)
-    h.ensure_dirs()
+    h = store_home(home)
     assert unfinished_cycle(h) is None  # no cycle yet
     h.snapshot("20260101_000000_01", "before").write_text("{}\n")
     assert unfinished_cycle(h) == "20260101_000000_01"
@@ -25,8 +25,7 @@ def test_unfinished_cycle_is_the_newest_with_a_before_and_no_after(home):
 
 
 def test_a_hand_broken_cycles_file_falls_back_to_listing_the_folders(home):
-    h = Home.at(home)
-    h.ensure_dirs()
+    h = store_home(home)
     h.snapshot("20260101_000000_01", "before").write_text("{}\n")
     for broken in ("{not json", json.dumps({"newest": 5, "unrecorded": []}), "[" * 100_000):
         (h.logs / "cycles.json").write_text(broken)
@@ -34,8 +33,7 @@ def test_a_hand_broken_cycles_file_falls_back_to_listing_the_folders(home):
 
 
 def test_the_workspace_is_swept_before_a_cycle_only_when_the_last_cycle_was_killed(home):
-    h = Home.at(home)
-    h.ensure_dirs()
+    h = store_home(home)
     workspace = home / "workspace"
     workspace.mkdir()
     stale = workspace / ".notes.txt.31337.deadbeef.tmp"
@@ -50,8 +48,7 @@ def test_the_workspace_is_swept_before_a_cycle_only_when_the_last_cycle_was_kill
 
 
 def test_a_killed_lock_holder_owes_a_sweep_even_when_every_cycle_finished(home):
-    h = Home.at(home)
-    h.ensure_dirs()
+    h = store_home(home)
     workspace = home / "workspace"
     workspace.mkdir()
     (workspace / STALE).write_text("x")

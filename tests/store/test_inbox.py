@@ -11,7 +11,7 @@ import pytest
 
 from agent.store.home import Home
 from agent.store.inbox import discard_queued, has_queued, inbox_lock, queue_edit, queued_edits
-from tests.helpers import wait_for
+from tests.helpers import store_home, wait_for
 
 
 def test_queued_edits_come_back_in_order_with_an_id_and_the_time(home):
@@ -68,8 +68,7 @@ def test_a_record_queued_while_the_inbox_is_being_emptied_waits_and_survives(hom
 
 
 def test_the_lock_is_a_kernel_lock_on_the_inbox_file_itself(home):
-    h = Home.at(home)
-    h.ensure_dirs()
+    h = store_home(home)
     with inbox_lock(h):
         with open(h.inbox, "a") as other, pytest.raises(BlockingIOError):
             fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

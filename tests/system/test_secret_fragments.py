@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import base64
 import http.server
-import os
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 from agent.secrets import REDACTED
-from tests.helpers import run_cli, write_script
+from tests.helpers import make_home, run_agent_process, write_script
 
 KEY = "sk-live-7Hq2ZxP9wLm4Rt8Vb3Nc6Ys1KdJ0Fg5A"
 TOKEN = "dpl-Qm3Wx8Ez5Rt2Yu7Io4Pa9Sd"
@@ -29,23 +27,16 @@ def _leaks(text: str, *secrets: str) -> list[str]:
 
 
 def _home(tmp_path: Path, config: str = "") -> Path:
-    home = tmp_path / "home"
-    assert run_cli("init", str(home)).exit_code == 0
-    (home / "config.yaml").write_text("shell_allowlist: [head, tail, cut, cat]\nsecret_env: [DEPLOY_TOKEN]\n" + config)
+    home = make_home(tmp_path, "shell_allowlist: [head, tail, cut, cat]\nsecret_env: [DEPLOY_TOKEN]\n" + config)
     (home / "workspace" / "keys.txt").write_text(f"{KEY}\n{TOKEN}\n")
     return home
 
 
 def _run(home: Path, replies: list) -> subprocess.CompletedProcess:
     script = write_script(home.parent, replies)
-    env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL", "AGENT_TEST_KILL_AT")}
-    env.update(OPENAI_API_KEY=KEY, DEPLOY_TOKEN=TOKEN)
-    return subprocess.run(
-        [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
+    env = {"OPENAI_API_KEY": KEY, "DEPLOY_TOKEN": TOKEN}
+    return run_agent_process(
+        "run", "--home", str(home), "--model", f"scripted:{script}", "--json", env=env, timeout=120
     )
 
 
