@@ -67,6 +67,16 @@ def read_yaml(path: Path):
     return yaml.safe_load(path.read_text())
 
 
+def read_active(home: Path) -> dict:
+    """The home's scratchpad/active.yaml, as YAML reads it."""
+    return read_yaml(home / "scratchpad" / "active.yaml")
+
+
+def leaked_pieces(text: str, *secrets: str) -> list[str]:
+    """Every 8-character piece of any of `secrets` found in `text` (a secret shown in pieces is shown)."""
+    return [s[i : i + 8] for s in secrets for i in range(len(s) - 7) if s[i : i + 8] in text]
+
+
 def tree_digest(root: Path) -> dict[str, str]:
     """Relative path -> sha256 of every file below root (to prove nothing changed).
 

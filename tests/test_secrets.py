@@ -23,6 +23,7 @@ from agent.secrets import (
     url_credentials,
     without_credentials,
 )
+from tests.helpers import leaked_pieces
 
 KEY = "sk-proj-Zq81mN0pL2vX7cRt"
 LIVE_KEY = "sk-live-7Hq2ZxP9wLm4Rt8Vb3Nc6Ys1KdJ0Fg5A"
@@ -113,11 +114,6 @@ def test_ordinary_text_carries_no_secret() -> None:
     assert Secrets([KEY]).found_in("https://example.com/search?q=the+weather+in+paris") is None
 
 
-def _leaks(text: str, secret: str) -> list[str]:
-    """Every 8-character piece of `secret` found in `text`."""
-    return [secret[i : i + 8] for i in range(len(secret) - 7) if secret[i : i + 8] in text]
-
-
 def test_redaction_works_at_any_nesting_depth():
     """10,000 levels: ten times Python's recursion limit, so a recursive redact would fail."""
     secrets = Secrets.from_settings(Settings(secret_env=["DEPLOY_TOKEN"]), {"DEPLOY_TOKEN": TOKEN})
@@ -142,7 +138,7 @@ def test_any_fragment_anywhere_in_any_text_is_redacted(before, after, start, siz
     secrets = Secrets([LIVE_KEY])
     piece = LIVE_KEY[start : start + size]
     shown = secrets.redact_text(before + piece + after)
-    assert not _leaks(shown, LIVE_KEY) and REDACTED in shown
+    assert not leaked_pieces(shown, LIVE_KEY) and REDACTED in shown
     assert secrets.found_in(f"https://x.example/{before}{piece}{after}") is not None
 
 

@@ -12,18 +12,10 @@ from pathlib import Path
 import pytest
 
 from agent.secrets import REDACTED
-from tests.helpers import make_home, run_agent_process, write_script
+from tests.helpers import leaked_pieces, make_home, run_agent_process, write_script
 
 KEY = "sk-live-7Hq2ZxP9wLm4Rt8Vb3Nc6Ys1KdJ0Fg5A"
 TOKEN = "dpl-Qm3Wx8Ez5Rt2Yu7Io4Pa9Sd"
-
-
-def _pieces(secret: str) -> list[str]:
-    return [secret[i : i + 8] for i in range(len(secret) - 7)]
-
-
-def _leaks(text: str, *secrets: str) -> list[str]:
-    return [p for s in secrets for p in _pieces(s) if p in text]
 
 
 def _home(tmp_path: Path, config: str = "") -> Path:
@@ -62,7 +54,7 @@ def test_no_fragment_of_a_secret_reaches_the_state_log_transcript_or_output(tmp_
     replies = [{"tool": "shell", "args": {"command": c}} for c in commands]
     result = _run(home, [*replies, {"tool": "done", "args": {"summary": "read it"}}])
     assert result.returncode == 0, result.stderr
-    assert not _leaks(_home_text(home) + result.stdout + result.stderr, KEY, TOKEN)
+    assert not leaked_pieces(_home_text(home) + result.stdout + result.stderr, KEY, TOKEN)
     assert REDACTED in (home / "scratchpad" / "active.yaml").read_text()
 
 
