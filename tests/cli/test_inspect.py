@@ -14,14 +14,17 @@ from agent.cli.inspect import _configured_model, _current_task, _last_cycle, _la
 from agent.store.home import Home
 from tests.helpers import write_active
 
-AN_HOUR_AGO = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)).isoformat()
+
+def _ago(seconds: float) -> str:
+    """A time stamp `seconds` before now (made in the test, not at import: the suite may run long)."""
+    return (dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=seconds)).isoformat()
 
 
 def test_the_last_cycle_ended_its_duration_after_it_started():
     last = _last_cycle(
         {
             "cycle_id": "c",
-            "started": AN_HOUR_AGO,
+            "started": _ago(3630),
             "duration_s": 600,
             "source": "index",
             "stop_reason": "done",
@@ -29,13 +32,13 @@ def test_the_last_cycle_ended_its_duration_after_it_started():
             "model": "openai:m",
         }
     )
-    assert 2990 < last["age_s"] < 3100 and 3590 < last["started_age_s"] < 3700
-    assert _last_cycle_line(last) == "c done (exit 0) on openai:m, ended 50m ago"
+    assert 3030 <= last["age_s"] < 3060 and 3630 <= last["started_age_s"] < 3660
+    assert _last_cycle_line(last) == "c done (exit 0) on openai:m, ended 50m ago"  # 30 s to spare
 
 
 @pytest.mark.parametrize("duration", [None, "600", True, [1], -0.0])
 def test_a_duration_that_is_not_a_number_counts_as_none(duration):
-    last = _last_cycle({"cycle_id": "c", "started": AN_HOUR_AGO, "duration_s": duration, "source": "index"})
+    last = _last_cycle({"cycle_id": "c", "started": _ago(3630), "duration_s": duration, "source": "index"})
     assert 3590 < last["age_s"] < 3700
 
 
@@ -54,7 +57,7 @@ def test_a_record_without_a_usable_start_has_no_age():
     ],
 )
 def test_a_cycle_without_a_record_says_why_and_when_it_started(reason: str, said: str):
-    last = _last_cycle({"cycle_id": "c", "started": AN_HOUR_AGO, "source": "snapshots", "stop_reason": reason})
+    last = _last_cycle({"cycle_id": "c", "started": _ago(3630), "source": "snapshots", "stop_reason": reason})
     assert last["age_s"] is None
     assert _last_cycle_line(last) == f"c {reason}{said}, started 1h ago"
 
