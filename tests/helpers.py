@@ -18,6 +18,7 @@ import yaml
 from click.testing import CliRunner
 
 from agent.cli import main
+from agent.store.home import Home
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -54,8 +55,26 @@ def make_home(folder: Path, config: dict | str = "", name: str = "home") -> Path
     return home
 
 
+def store_home(root: Path) -> Home:
+    """The Home at `root` with its private scratchpad/ and logs/ made: for tests that call the store,
+    memory or gates directly instead of running a command."""
+    home = Home.at(root)
+    home.ensure_dirs()
+    return home
+
+
 def read_yaml(path: Path):
     return yaml.safe_load(path.read_text())
+
+
+def read_active(home: Path) -> dict:
+    """The home's scratchpad/active.yaml, as YAML reads it."""
+    return read_yaml(home / "scratchpad" / "active.yaml")
+
+
+def leaked_pieces(text: str, *secrets: str) -> list[str]:
+    """Every 8-character piece of any of `secrets` found in `text` (a secret shown in pieces is shown)."""
+    return [s[i : i + 8] for s in secrets for i in range(len(s) - 7) if s[i : i + 8] in text]
 
 
 def tree_digest(root: Path) -> dict[str, str]:

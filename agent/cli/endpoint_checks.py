@@ -114,7 +114,7 @@ def probe_models_endpoint(base_url: str, headers: dict[str, str], model_name: st
             f"cannot reach {shown} within {timeout:g}s: {reason}",
             "start the server, or fix base_url / OPENAI_BASE_URL",
         )
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser goes
         return Check(
             "endpoint",
             False,

@@ -131,6 +131,7 @@ def _well_formed(record: Any) -> bool:
     return (
         isinstance(record, dict)
         and isinstance(record.get("id"), str)
+        and isinstance(record.get("cycle_id"), str)  # `agent approvals` shows it
         and isinstance(record.get("tool"), str)
         and isinstance(record.get("args"), dict)
         and record.get("status") in STATUSES

@@ -1,8 +1,7 @@
-"""`agent diff` over real homes, and the field-level change summary behind it."""
+"""`agent diff` over real homes (the field-level summary behind it: tests/cli/test_diffing.py)."""
 
 from __future__ import annotations
 
-from agent.cli.diffing import summarize_change, summary_lines
 from tests.cli.helpers import ANSI, cycle_ids, json_out
 from tests.helpers import run_cli, tree_digest
 
@@ -77,40 +76,3 @@ def test_diff_of_a_pruned_cycle_exits_2_saying_its_snapshot_was_pruned(worked_ho
     assert run_cli("prune", "--keep", "1", "--home", str(worked_home)).exit_code == 0
     result = run_cli("diff", first, "--home", str(worked_home))
     assert result.exit_code == 2 and "pruned" in result.stderr
-
-
-def test_summarize_change_counts_repeats_and_reorders():
-    old = {
-        "current_task": "a",
-        "pending_actions": ["x", "y", "x"],
-        "completed_tasks": ["a0"],
-        "goals": [],
-        "notes": "l1\nl2",
-        "last_updated": None,
-    }
-    new = dict(old, pending_actions=["y", "x", "x"], notes="l1\nl2b\nl3")
-    summary = summarize_change(old, new)
-    assert summary["pending"] == {"added": [], "removed": [], "reordered": True, "before": 3, "after": 3}
-    assert summary["notes"] == {"lines_added": 2, "lines_removed": 1}
-    assert summary["task"]["changed"] is False
-
-
-def test_summarize_change_lists_repeated_additions_and_removals_once_per_copy():
-    old = {"pending_actions": ["x", "x", "y"], "goals": ["g"]}
-    new = {"pending_actions": ["x", "z", "z"], "goals": ["g", "g"]}
-    summary = summarize_change(old, new)
-    assert summary["pending"]["added"] == ["z", "z"] and summary["pending"]["removed"] == ["x", "y"]
-    assert summary["goals"] == {"added": ["g"], "removed": []}
-
-
-def test_diff_tells_archived_completed_tasks_from_hand_edits():
-    old = {"completed_tasks": ["a", "b", "c"], "current_task": None}
-    archived = summarize_change(old, {"completed_tasks": ["b", "c", "d"], "current_task": None})
-    assert "-1 oldest moved to logs/archive.jsonl" in summary_lines(archived)[1]
-    edited = summarize_change(old, {"completed_tasks": ["a", "c"], "current_task": None})
-    assert "edited by hand?" in summary_lines(edited)[1]
-
-
-def test_summary_lines_name_other_changed_fields():
-    summary = summarize_change({"owner": "me"}, {"owner": "you", "extra": 1})
-    assert summary_lines(summary)[-1] == "other fields changed: extra, owner"

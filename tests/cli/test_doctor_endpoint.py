@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli.endpoint_checks import matching_id
 from tests.helpers import run_cli
 from tests.models.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply
 
@@ -79,16 +78,3 @@ def test_a_redirecting_endpoint_is_not_followed_with_the_key(home: Path, server:
         result, checks = doctor_json(home, env={"OPENAI_API_KEY": KEY})
         assert result.exit_code == 1 and not checks["chat"]["ok"]
         assert collector.requests == []
-
-
-@pytest.mark.parametrize(
-    "wanted, listed, found",
-    [
-        ("smollm2", ["smollm2"], "smollm2"),
-        ("llama3", ["llama3:latest"], "llama3:latest"),  # Ollama
-        ("smollm2", ["/models/SmolLM2.gguf"], "/models/SmolLM2.gguf"),  # llama_cpp.server without an alias
-        ("gpt-4o-mini", ["gpt-4o", "o1"], None),
-    ],
-)
-def test_model_ids_match_loosely(wanted: str, listed: list[str], found: str | None) -> None:
-    assert matching_id(wanted, listed) == found

@@ -15,11 +15,8 @@ import pytest
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import done, echo, json_out, run_cycle
+from tests.helpers import read_active as active
 from tests.helpers import read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active
-
-
-def active(home: Path) -> dict:
-    return read_yaml(home / "scratchpad" / "active.yaml")
 
 
 def inbox_lines(home: Path) -> list[str]:

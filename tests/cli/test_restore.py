@@ -3,19 +3,14 @@ replaced state is archived, never deleted; unknown or pruned cycles exit 2 namin
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from agent.memory.bounding import read_archive
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import cycle_ids, done, json_out, run_cycle
+from tests.helpers import read_active as active
 from tests.helpers import read_yaml, run_cli, tree_digest, write_active
-
-
-def active(home: Path) -> dict:
-    return read_yaml(home / "scratchpad" / "active.yaml")
 
 
 def core(state: dict) -> dict:

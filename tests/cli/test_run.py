@@ -3,7 +3,6 @@ terminal, and a lean start-up."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import pty
@@ -11,18 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from rich.console import Console
 
-from agent.after.report import CycleReport
-from agent.cli.live import LiveReporter
-from agent.common.tags import Outcome, Tag
-from agent.config import Settings, load_settings
-from agent.cycle import run as cycle
-from agent.models.base import Usage
-from agent.models.scripted import ScriptedModel
-from agent.store.home import Home
+from agent.config import load_settings
 from tests.cli.helpers import ANSI, DONE_REPLIES, done, echo, run_cycle
-from tests.helpers import REPO, read_yaml, run_cli, tree_digest, write_active, write_script
+from tests.helpers import read_yaml, run_cli, tree_digest, write_active, write_script
 
 # --------------------------------------------------------------------------------- configuration
 
@@ -132,49 +123,6 @@ def test_run_quiet_prints_nothing_but_a_failure(home):
     failed = run_cycle(home, [], "--quiet")
     assert failed.exit_code == 4 and failed.stdout == ""
     assert "failed: ScriptEnded" in failed.stderr and "logs/cycle_" in failed.stderr
-
-
-def test_live_reporter_draws_iterations_tools_and_tokens():
-    buffer = io.StringIO()
-    reporter = LiveReporter(Console(file=buffer, force_terminal=True, width=120))
-    reporter("start", cycle_id="20260101_000000", model="openai:m", task="count [sheep]")
-    reporter(
-        "iteration",
-        n=1,
-        max=5,
-        outcome=Outcome(Tag.TOOL, "[TOOL] echo({'message': 'hi'}) -> hi", "echo"),
-        usage=Usage(prompt_tokens=1200, completion_tokens=34),
-    )
-    reporter("something_new", detail="ignored")
-    report = CycleReport(
-        "20260101_000000",
-        "2026-01-01T00:00:00+00:00",
-        "openai:m",
-        stop_reason="done",
-        exit_code=0,
-        iterations=1,
-        task_before="count [sheep]",
-        task_after=None,
-        usage=Usage(prompt_tokens=1200, completion_tokens=34),
-    )
-    reporter("end", report=report)
-    out = buffer.getvalue()
-    assert ANSI in out
-    assert "[TOOL] echo({'message': 'hi'}) -> hi" in out  # rich markup in notes is printed, not parsed
-    assert "1/5" in out and "1,234 tokens" in out and "count [sheep]" in out
-    assert "done" in out and "(exit 0)" in out
-    assert reporter.live is None
-
-
-def test_live_reporter_follows_a_real_cycle(home):
-    buffer = io.StringIO()
-    reporter = LiveReporter(Console(file=buffer, force_terminal=True, width=120))
-    script = write_script(home.parent, [echo("hi"), {"tool": "nope", "args": {}}, done("ok")])
-    report = cycle.run_cycle(Home.at(home), Settings(idle="run"), ScriptedModel(script), reporter)
-    out = buffer.getvalue()
-    assert report.exit_code == 0
-    for text in (report.cycle_id, "[TOOL] echo", "[UNKNOWN TOOL]", "[COMPLETED] ok", "after 3 iteration(s)"):
-        assert text in out
 
 
 def test_run_on_a_terminal_shows_live_progress(home, tmp_path):
@@ -296,28 +244,3 @@ def test_a_cycle_that_uses_a_feature_imports_it(home, tmp_path):
         "subprocess",
     } <= loaded
     assert (home / "agent.prom").exists()
-
-
-def test_the_cron_mail_table_in_operations_md_shows_the_lines_quiet_prints():
-    """docs/operations.md names, per exit code, the one line --quiet prints; it must be the real one."""
-    import re
-
-    from agent.cli.progress import quiet_line
-
-    rows = {}
-    for line in (REPO / "docs" / "operations.md").read_text().splitlines():
-        match = re.match(r"\| (\d+) \| `+(.+?)`+ \|$", line)
-        if match:
-            rows[int(match.group(1))] = match.group(2)
-    report = CycleReport("20261124_101500_01", "2026-11-24T10:15:00+00:00", "openai:m", task_after="fix the build")
-    stops = [
-        (8, "awaiting_approval", "call 3 to shell awaits the operator (agent approve 3 / agent deny 3)"),
-        (9, "stalled", None),
-        (10, "budget_exhausted", "the daily token budget is spent: 1,100 of 500 tokens used in UTC day 2026-11-24"),
-    ]
-    for code, reason, detail in stops:
-        report.stop_reason, report.exit_code, report.stop_detail = reason, code, detail
-        documented = rows[code].replace("<id>", report.cycle_id).replace("<n>", "3").replace("<tool>", "shell")
-        documented = documented.replace("<task>", "fix the build")
-        printed = quiet_line(report)
-        assert printed.startswith(documented.removesuffix("...)")), (code, printed, documented)

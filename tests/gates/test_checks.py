@@ -13,6 +13,7 @@ from agent.gates.checks import checked_tasks_removed, run_check
 from agent.secrets import Secrets
 from agent.tools import ToolContext
 from tests.cli.helpers import done, json_out, run_cycle
+from tests.helpers import read_active as active
 from tests.helpers import read_yaml, run_cli, snapshots, tree_digest, write_active
 
 HELLO_CHECK = "grep -qx hello hello.txt"
@@ -24,10 +25,6 @@ def write(path: str, content: str) -> dict:
 
 def update(**fields) -> dict:
     return {"tool": "update_scratchpad", "args": fields}
-
-
-def active(home: Path) -> dict:
-    return read_yaml(home / "scratchpad" / "active.yaml")
 
 
 @pytest.fixture

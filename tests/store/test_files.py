@@ -15,7 +15,6 @@ import pytest
 
 from agent.common.outcomes import DiskError
 from agent.common.safe_yaml import FileRefused, read_text_file
-from agent.store.crash import clean_after_crash
 from agent.store.files import append_jsonl, atomic_write, read_jsonl
 from agent.store.home import Home, remove_stale_temporaries
 
@@ -284,33 +283,3 @@ def test_read_text_file_refuses_what_is_not_bounded_utf8_text(tmp_path, make, me
     with pytest.raises(FileRefused, match=message) as refused:
         read_text_file(tmp_path / "config.yaml", "config file", 100)
     assert refused.value.path == tmp_path / "config.yaml" and str(refused.value).startswith(f"{tmp_path}/config.yaml: ")
-
-
-def test_the_cycle_log_stops_at_its_size_limit_with_one_marker_line(tmp_path):
-    from agent.secrets import Secrets
-    from agent.store.cycle_log import CycleLog
-
-    path = tmp_path / "cycle.log"
-    with CycleLog(path, Secrets([]), max_bytes=100_000) as log:
-        for _ in range(1000):
-            log("r" * 1000)  # a model that floods the log with raw replies
-    text = path.read_text()
-    assert len(text.encode()) <= 100_000
-    assert text.splitlines()[-1].endswith("[log cut here: over its size limit; the transcript and index keep the rest]")
-    assert text.count("log cut here") == 1
-
-
-def test_the_workspace_is_swept_before_a_cycle_only_when_the_last_cycle_was_killed(home):
-    h = Home.at(home)
-    h.ensure_dirs()
-    workspace = home / "workspace"
-    workspace.mkdir()
-    stale = workspace / ".notes.txt.31337.deadbeef.tmp"
-    stale.write_text("x")
-    assert clean_after_crash(h, workspace) == [] and stale.exists()  # no cycle yet
-    for cycle_id in ("20260101_000000_01", "20260101_000100_01"):
-        (h.scratchpad / f"{cycle_id}_before.yaml").write_text("{}\n")
-        (h.scratchpad / f"{cycle_id}_after.yaml").write_text("{}\n")
-    assert clean_after_crash(h, workspace) == [] and stale.exists()  # every cycle finished: not walked
-    (h.scratchpad / "20260101_000200_01_before.yaml").write_text("{}\n")  # killed: no after snapshot
-    assert clean_after_crash(h, workspace) == [stale] and not stale.exists()

@@ -22,10 +22,9 @@ import threading
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.cli.helpers import done
-from tests.helpers import read_yaml, run_cli, tree_digest, write_script
+from tests.helpers import make_home, read_yaml, run_cli, tree_digest, write_script
 from tests.sandbox_support import sandbox_required  # noqa: F401 - a fixture
 
 KEY = "sk-live-9d2e4b6a8c1f3e5d7b90"
@@ -76,9 +75,8 @@ class Collector:
         self.server.server_close()
 
 
-def make_home(tmp_path: Path, config: dict | None = None) -> Path:
-    home = tmp_path / "home"
-    assert run_cli("init", str(home)).exit_code == 0
+def sandbox_home(tmp_path: Path, config: dict | None = None) -> Path:
+    """A home made by `agent init` with the sandbox in force, keys beside it, a file in its workspace."""
     settings = {
         "shell_policy": "sandbox",
         "secret_env": ["DEPLOY_TOKEN"],
@@ -89,7 +87,7 @@ def make_home(tmp_path: Path, config: dict | None = None) -> Path:
         "shell_timeout": 20,
         **(config or {}),
     }
-    (home / "config.yaml").write_text(yaml.safe_dump(settings))
+    home = make_home(tmp_path, settings)
     (home / ".env").write_text(f"OPENAI_API_KEY={KEY}\nDEPLOY_TOKEN={TOKEN}\n")
     (home / "workspace").mkdir(exist_ok=True)
     (home / "workspace" / "inside.txt").write_text("inside\n")
@@ -187,7 +185,7 @@ def test_a_hostile_model_in_the_sandbox_reaches_nothing_outside_its_workspace(tm
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "secret.txt").write_text(f"the operator's secret {KEY}\n")
-    home = make_home(tmp_path)
+    home = sandbox_home(tmp_path)
     sleeper = subprocess.Popen(["sleep", "300"])
     try:
         with Collector() as collector:
@@ -219,7 +217,7 @@ def test_a_hostile_model_in_the_sandbox_reaches_nothing_outside_its_workspace(tm
 def test_the_network_is_reachable_only_when_sandbox_network_is_set(tmp_path):
     """The collector test's counterpart: with the opt-in, the same request arrives."""
     with Collector() as collector:
-        home = make_home(tmp_path, {"sandbox_network": True})
+        home = sandbox_home(tmp_path, {"sandbox_network": True})
         command = (
             f"python3 -c \"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{collector.port}/hi')\""
         )
@@ -240,7 +238,7 @@ def test_the_network_is_reachable_only_when_sandbox_network_is_set(tmp_path):
     ],
 )
 def test_a_fork_bomb_a_memory_hog_and_a_disk_filler_are_stopped_and_the_cycle_goes_on(tmp_path, attack, stopped_by):
-    home = make_home(
+    home = sandbox_home(
         tmp_path,
         {
             "sandbox_max_processes": 64,
@@ -275,7 +273,7 @@ def test_a_fork_bomb_a_memory_hog_and_a_disk_filler_are_stopped_and_the_cycle_go
 
 
 def test_a_sandboxed_task_writes_and_runs_a_python_script(tmp_path):
-    home = make_home(tmp_path)
+    home = sandbox_home(tmp_path)
     run_cli("task", "add", "count the words", "--check", 'test "$(cat count.txt)" = 3', "--home", str(home))
     script = "import sys\nwords = open('text.txt').read().split()\nprint(len(words))\n"
     replies = [
@@ -290,7 +288,7 @@ def test_a_sandboxed_task_writes_and_runs_a_python_script(tmp_path):
 
 
 def test_git_init_and_commit_pipes_redirection_sort_and_awk_work_in_the_workspace(tmp_path):
-    home = make_home(tmp_path)
+    home = sandbox_home(tmp_path)
     commands = [
         (
             "git init -q repo && cd repo && git config user.email agent@example.com && git config user.name agent"
@@ -344,7 +342,7 @@ def test_a_forged_check_cannot_pass_an_invalid_result_nor_reach_a_secret(tmp_pat
         bin_dir.mkdir()
         (bin_dir / "python3").symlink_to("/usr/bin/python3")
         monkeypatch.setenv("PATH", str(bin_dir))
-    home = make_home(tmp_path, {"shell_policy": "auto"})
+    home = sandbox_home(tmp_path, {"shell_policy": "auto"})
     check = "python3 -c 'import json; json.load(open(\"report.json\"))'"
     run_cli("task", "add", "write the report", "--check", check, "--home", str(home))
     replies = [
@@ -364,7 +362,7 @@ def test_a_forged_check_cannot_pass_an_invalid_result_nor_reach_a_secret(tmp_pat
 
 
 def test_a_check_in_the_sandbox_sees_the_workspace_read_only(tmp_path):
-    home = make_home(tmp_path)
+    home = sandbox_home(tmp_path)
     run_cli(
         "task",
         "add",
@@ -379,7 +377,7 @@ def test_a_check_in_the_sandbox_sees_the_workspace_read_only(tmp_path):
 
 
 def test_the_cycle_log_doctor_and_status_say_which_policy_is_in_force_and_why(tmp_path):
-    home = make_home(tmp_path, {"shell_policy": "auto", "model": f"scripted:{write_script(tmp_path, [done('x')])}"})
+    home = sandbox_home(tmp_path, {"shell_policy": "auto", "model": f"scripted:{write_script(tmp_path, [done('x')])}"})
     assert run(home, [done("x")]).exit_code == 0
     log = next((home / "logs").glob("cycle_*.log")).read_text()
     assert "shell policy: sandbox (auto: bubblewrap works here" in log
@@ -393,7 +391,7 @@ def test_the_cycle_log_doctor_and_status_say_which_policy_is_in_force_and_why(tm
 
 
 def test_shell_policy_any_warns_in_doctor_and_in_every_cycle_log(tmp_path):
-    home = make_home(tmp_path, {"shell_policy": "any", "model": f"scripted:{write_script(tmp_path, [done('x')])}"})
+    home = sandbox_home(tmp_path, {"shell_policy": "any", "model": f"scripted:{write_script(tmp_path, [done('x')])}"})
     assert run(home, [done("x")]).exit_code == 0
     log = next((home / "logs").glob("cycle_*.log")).read_text()
     assert (
@@ -407,7 +405,7 @@ def test_shell_policy_any_warns_in_doctor_and_in_every_cycle_log(tmp_path):
 
 def test_the_sandbox_dies_with_the_agent(tmp_path):
     """kill -9 of an agent running a sandboxed command: nothing of the sandbox is left."""
-    home = make_home(tmp_path)
+    home = sandbox_home(tmp_path)
     fifo = home / "workspace" / "started.fifo"
     os.mkfifo(fifo)
     marker = "sleep 300; echo late-i22"
@@ -443,7 +441,7 @@ def test_the_sandbox_dies_with_the_agent(tmp_path):
 def test_a_fifo_the_sandboxed_model_made_does_not_break_a_replay(tmp_path):
     """Only the sandbox can make a FIFO in the workspace; `agent replay` copies the workspace and
     skips it (copying a FIFO fails, reading one blocks) instead of failing with a traceback."""
-    home = make_home(tmp_path)
+    home = sandbox_home(tmp_path)
     run_cli("task", "add", "t", "--home", str(home))
     assert run(home, [shell("mkfifo pipe && echo made > made.txt"), done("x")]).exit_code == 0
     assert (home / "workspace" / "pipe").is_fifo()

@@ -5,51 +5,30 @@ from __future__ import annotations
 
 import base64
 import http.server
-import os
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import settings as hsettings
-from hypothesis import strategies as st
 
-from agent.config import Settings
-from agent.secrets import REDACTED, Secrets
-from tests.helpers import run_cli, write_script
+from agent.secrets import REDACTED
+from tests.helpers import leaked_pieces, make_home, run_agent_process, write_script
 
 KEY = "sk-live-7Hq2ZxP9wLm4Rt8Vb3Nc6Ys1KdJ0Fg5A"
 TOKEN = "dpl-Qm3Wx8Ez5Rt2Yu7Io4Pa9Sd"
 
 
-def _pieces(secret: str) -> list[str]:
-    return [secret[i : i + 8] for i in range(len(secret) - 7)]
-
-
-def _leaks(text: str, *secrets: str) -> list[str]:
-    return [p for s in secrets for p in _pieces(s) if p in text]
-
-
 def _home(tmp_path: Path, config: str = "") -> Path:
-    home = tmp_path / "home"
-    assert run_cli("init", str(home)).exit_code == 0
-    (home / "config.yaml").write_text("shell_allowlist: [head, tail, cut, cat]\nsecret_env: [DEPLOY_TOKEN]\n" + config)
+    home = make_home(tmp_path, "shell_allowlist: [head, tail, cut, cat]\nsecret_env: [DEPLOY_TOKEN]\n" + config)
     (home / "workspace" / "keys.txt").write_text(f"{KEY}\n{TOKEN}\n")
     return home
 
 
 def _run(home: Path, replies: list) -> subprocess.CompletedProcess:
     script = write_script(home.parent, replies)
-    env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL", "AGENT_TEST_KILL_AT")}
-    env.update(OPENAI_API_KEY=KEY, DEPLOY_TOKEN=TOKEN)
-    return subprocess.run(
-        [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
+    env = {"OPENAI_API_KEY": KEY, "DEPLOY_TOKEN": TOKEN}
+    return run_agent_process(
+        "run", "--home", str(home), "--model", f"scripted:{script}", "--json", env=env, timeout=120
     )
 
 
@@ -75,7 +54,7 @@ def test_no_fragment_of_a_secret_reaches_the_state_log_transcript_or_output(tmp_
     replies = [{"tool": "shell", "args": {"command": c}} for c in commands]
     result = _run(home, [*replies, {"tool": "done", "args": {"summary": "read it"}}])
     assert result.returncode == 0, result.stderr
-    assert not _leaks(_home_text(home) + result.stdout + result.stderr, KEY, TOKEN)
+    assert not leaked_pieces(_home_text(home) + result.stdout + result.stderr, KEY, TOKEN)
     assert REDACTED in (home / "scratchpad" / "active.yaml").read_text()
 
 
@@ -129,25 +108,3 @@ def test_http_get_refuses_a_url_carrying_a_fragment_and_sends_nothing(tmp_path, 
     assert result.returncode == 0, result.stderr
     assert _Collector.seen == ["/fine"]  # the server saw only the clean call
     assert (home / "scratchpad" / "active.yaml").read_text().count("the URL carried a secret") == len(pieces)
-
-
-@hsettings(max_examples=200, deadline=None)
-@given(
-    before=st.text(max_size=60),
-    after=st.text(max_size=60),
-    start=st.integers(0, len(KEY) - 8),
-    size=st.integers(8, len(KEY)),
-)
-def test_any_fragment_anywhere_in_any_text_is_redacted(before, after, start, size):
-    secrets = Secrets([KEY])
-    piece = KEY[start : start + size]
-    shown = secrets.redact_text(before + piece + after)
-    assert not _leaks(shown, KEY) and REDACTED in shown
-    assert secrets.found_in(f"https://x.example/{before}{piece}{after}") is not None
-
-
-def test_text_without_a_fragment_is_left_as_it_is():
-    secrets = Secrets.from_settings(Settings(), {"OPENAI_API_KEY": KEY})
-    text = "sk-live is a prefix, 7Hq2ZxP is seven characters, and " + KEY[:7] + "|" + KEY[7:14]
-    assert secrets.redact_text(text) == text
-    assert secrets.found_in("https://example.com/?q=" + KEY[:7]) is None

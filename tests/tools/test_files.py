@@ -294,13 +294,6 @@ def test_a_workspace_naming_a_runtime_folder_or_dot_folder_is_refused(fhome, wor
     assert ensure_workspace(fhome, ctx_for(fhome, workspace=workspace).settings) is None
 
 
-def test_ensure_workspace_creates_the_folder_and_keeps_an_existing_one(fhome, ws):
-    settings = ctx_for(fhome).settings
-    assert ensure_workspace(fhome, settings) == ws.resolve() and (ws / "inside.txt").exists()
-    (fhome / "other").mkdir()
-    assert ensure_workspace(fhome / "other", settings) == (fhome / "other" / "workspace").resolve()
-
-
 def test_a_workspace_symlinked_out_of_the_home_is_refused(fhome):
     (fhome / "work").symlink_to(fhome.parent / "outdir")
     kind, note = call(ctx_for(fhome, workspace="work"), "write_file", path="x.txt", content="x")

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from agent.config import Settings
-from agent.tools import TOOL_NAME, Tool, ToolContext, ToolError, build_registry, mcp_convert, open_registry
+from agent.tools import Tool, ToolContext, build_registry, open_registry
 from agent.tools.mcp import McpServers
-from agent.tools.mcp_convert import args_schema_of, launch_command, readable_schema, result_text, tool_name
+from agent.tools.mcp_convert import args_schema_of
 from tests.helpers import configure, read_yaml, run_agent_process, run_cli, tree_digest, write_active, write_script
 
 TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
@@ -450,127 +450,6 @@ def test_mcp_timeouts_must_be_positive(home, tmp_path, setting):
 
 
 # ---------------------------------------------------------------------- names, schemas, results
-
-
-@pytest.mark.parametrize(
-    "server, remote, expected",
-    [
-        ("time", "get_current_time", "time__get_current_time"),
-        ("my-server", "get.time now", "my_server__get_time_now"),
-        ("s", "ünïcode-tööl", "s___n_code_t__l"),
-    ],
-)
-def test_mcp_tool_names_are_prefixed_and_fit_the_tool_name_pattern(server, remote, expected):
-    assert tool_name(server, remote) == expected
-
-
-def test_long_mcp_tool_names_are_cut_and_stay_distinct():
-    first, second = tool_name("server", "a" * 100 + "1"), tool_name("server", "a" * 100 + "2")
-    assert TOOL_NAME.fullmatch(first) and TOOL_NAME.fullmatch(second) and first != second
-
-
-HOSTILE_SCHEMAS = [
-    None,
-    [],
-    "string",
-    42,
-    {},
-    {"type": "object"},
-    {"type": "object", "properties": []},
-    {"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "required": ["a", "missing", 3]},
-    {"type": "object", "properties": {"a": {"type": "frobnicate"}, "b": {"type": ["string", 7]}}},
-    {"type": "object", "properties": {"a": {"items": [{"type": "string"}], "type": "array"}}},
-    {"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}, {"not": {}}]}}},
-    {"type": "object", "properties": {"a": {"anyOf": []}, "b": {"enum": []}, "c": {"type": []}}},
-    {"type": "object", "properties": {"ctx": {"type": "string"}, "": {"type": "integer"}}},
-    {"type": "object", "properties": {"a": {"allOf": [{"type": "string"}], "minLength": 2, "format": "uri"}}},
-]
-
-
-def _nested(depth: int) -> dict:
-    node: dict = {"type": "string"}
-    for _ in range(depth):
-        node = {"type": "object", "properties": {"a": node}}
-    return node
-
-
-@pytest.mark.parametrize("input_schema", HOSTILE_SCHEMAS + [_nested(200)])
-def test_any_input_schema_gives_a_usable_tool_without_crashing(input_schema):
-    schema = args_schema_of(input_schema)
-    tool = Tool("srv__t", "a tool", schema, lambda ctx, **kw: "ok", source="mcp:srv")
-    tool.signature(), tool.prompt_line(), json.dumps(tool.action_schema())
-    for args in ({}, {"a": "x"}, {"a": 1}, {"a": {"b": [1]}}, {"ctx": "x"}, {"": 1}, {"zzz": 1}, [], "x"):
-        problem = tool.check_args(args)
-        assert problem is None or isinstance(problem, str)
-
-
-def test_what_the_checker_can_read_is_kept_and_checked():
-    schema = args_schema_of(
-        {
-            "type": "object",
-            "required": ["tz", "n"],
-            "properties": {
-                "tz": {"type": "string", "description": "a zone"},
-                "n": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
-                "mode": {"enum": ["a", "b"]},
-                "ref": {"$ref": "#/$defs/X"},
-            },
-        }
-    )
-    tool = Tool("s__t", "d", schema, None)
-    assert tool.signature() == "s__t(tz: string, n: integer or null, mode?: value, ref?: value)"
-    assert tool.check_args({"tz": "UTC", "n": None}) is None
-    assert "must be a string" in tool.check_args({"tz": 5, "n": 1})
-    assert "must be one of 'a', 'b'" in tool.check_args({"tz": "UTC", "n": 1, "mode": "c"})
-    assert tool.check_args({"tz": "UTC", "n": 1, "ref": {"anything": ["goes"]}}) is None
-    assert "unexpected argument 'other'" in tool.check_args({"tz": "UTC", "n": 1, "other": 1})
-
-
-def test_results_become_text_and_are_capped():
-    assert result_text({"content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}) == "one\ntwo"
-    assert result_text({"content": [], "structuredContent": {"a": 1}}) == '{"a": 1}'
-    assert (
-        result_text({"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]})
-        == "[image image/png content not shown]"
-    )
-    assert result_text({"content": [{"type": "resource", "resource": {"uri": "file:///x", "text": "body"}}]}) == "body"
-    assert result_text({"content": ["junk", {"type": "resource_link", "uri": "file:///y"}]}).endswith(
-        "[resource link file:///y]"
-    )
-    big = result_text({"content": [{"type": "text", "text": "x" * 100_000}]})
-    assert len(big) < 66_000 and big.endswith(f"[result cut at {mcp_convert.MAX_RESULT_CHARS} characters]")
-
-
-def test_readable_schema_keeps_nothing_it_cannot_check():
-    assert readable_schema({"type": "string", "pattern": "^a", "$ref": "x", "format": "uri"}) == {"type": "string"}
-    assert readable_schema({"oneOf": [{"type": "string"}, {"type": "integer"}]}) == {
-        "anyOf": [{"type": "string"}, {"type": "integer"}]
-    }
-    assert readable_schema({"anyOf": [{"type": "string"}, {"pattern": "^a"}]}) == {}  # one option accepts anything
-    assert readable_schema({"type": ["string", "nope"], "enum": [], "required": ["a", 1]}) == {"required": ["a"]}
-    assert readable_schema({"additionalProperties": True}) == {}
-    assert readable_schema({"additionalProperties": {"type": "string"}}) == {"additionalProperties": {"type": "string"}}
-
-
-def test_a_hostile_server_schema_nested_without_end_is_cut_at_the_depth_cap():
-    deep: dict = {"type": "string"}
-    for _ in range(100_000):
-        deep = {"type": "array", "items": deep}
-    reduced, levels = readable_schema(deep), 0
-    while "items" in reduced:
-        reduced, levels = reduced["items"], levels + 1
-    assert levels == mcp_convert.MAX_SCHEMA_DEPTH + 1 and reduced == {}
-
-
-def test_a_server_command_is_found_like_a_shell_would_and_wrapped_to_die_with_the_agent(tmp_path):
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin" / "plain.txt").write_text("not a program")
-    argv = launch_command("python3", ["-m", "x"], {"PATH": os.environ["PATH"]}, tmp_path)
-    assert argv[:2] == [sys.executable, "-I"] and argv[-3:-2][0].endswith("/python3") and argv[-2:] == ["-m", "x"]
-    with pytest.raises(ToolError, match="command not found: no-such-program"):
-        launch_command("no-such-program", [], {"PATH": os.environ["PATH"]}, tmp_path)
-    with pytest.raises(ToolError, match="cannot run bin/plain.txt: .* is not executable"):
-        launch_command("bin/plain.txt", [], {}, tmp_path)  # a relative path is relative to the home
 
 
 def test_clashing_mcp_tool_names_are_skipped_and_reported(tmp_path):

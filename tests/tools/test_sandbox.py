@@ -5,14 +5,12 @@ against the sandbox itself is tests/system/test_sandbox.py."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from agent.common.tags import Tag
 from agent.config import Settings
-from agent.tools.quota import workspace_usage
 from agent.tools.sandbox import MEMORY_FILE, policy_in_force
 from tests.sandbox_support import sandbox_required  # noqa: F401 - a fixture
 from tests.tools.helpers import call, ctx_for
@@ -70,33 +68,6 @@ def test_the_sandboxed_shell_runs_a_command_line_in_the_workspace(tmp_path):
     assert (home / "workspace" / "n.txt").read_text() == "2\n"
 
 
-def test_the_quota_walk_stops_one_entry_past_the_file_limit(tmp_path):
-    for i in range(50):
-        (tmp_path / f"f{i}").write_text("x")
-    assert workspace_usage(tmp_path, 10).files == 11 and not workspace_usage(tmp_path, 10).complete
-    usage = workspace_usage(tmp_path, 1000)
-    assert usage.complete and usage.files == 50 and usage.bytes >= 50
-
-
-def test_the_quota_walk_is_iterative_whatever_the_depth(tmp_path):
-    """A folder nested deeper than Python's recursion limit is walked without a RecursionError."""
-    depth = 1200
-    fd = os.open(tmp_path, os.O_RDONLY)
-    try:
-        for _ in range(depth):  # relative mkdir/open: no path ever gets long
-            os.mkdir("d", dir_fd=fd)
-            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-    finally:
-        os.close(fd)
-    try:
-        usage = workspace_usage(tmp_path, 100_000)
-    finally:
-        os.system(f"rm -rf {tmp_path}/d")  # shutil.rmtree would be recursive too
-    assert usage.complete and usage.files == depth
-
-
 def test_file_tools_refuse_a_write_past_the_workspace_quota_and_the_cycle_goes_on(tmp_path):
     home = _home(tmp_path)
     ctx = ctx_for(home, workspace_max_bytes=20_000, workspace_max_files=3)
@@ -140,34 +111,3 @@ def test_a_whole_home_workspace_never_gets_the_sandbox(tmp_path):
     kind, note = call(ctx_for(home, workspace=".", shell_policy="sandbox"), "shell", command="cat .env")
     assert kind is Tag.TOOL_ERROR and "the sandbox will not run: the workspace is the whole home" in note
     assert not sandbox_for_checks(home, Settings(workspace="."))
-
-
-def test_what_a_dead_agent_left_in_its_sandbox_cgroup_is_killed_by_the_next_command(tmp_path):
-    """An agent killed while bwrap sets up can leave bwrap waiting; its cgroup (named for the
-    dead agent's pid) is emptied and removed when any agent next makes a sandbox."""
-    import subprocess
-
-    from agent.tools.sandbox_limits import CGROUP_PREFIX, CommandCgroup, ResourceLimits, _own_cgroup_folders
-
-    folders = _own_cgroup_folders()
-    if "pids" not in folders:
-        pytest.skip("no pids cgroup can be made here (RLIMIT_NPROC bounds the sandbox instead)")
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    stale = folders["pids"] / f"{CGROUP_PREFIX}{gone.pid}.0"
-    try:
-        stale.mkdir()
-    except OSError as exc:
-        pytest.skip(f"cannot make a cgroup here: {exc}")
-    left = subprocess.Popen(["sleep", "300"])
-    try:
-        (stale / "cgroup.procs").write_text(str(left.pid))
-        made = CommandCgroup.create(ResourceLimits(1 << 30, 64, 1 << 20))
-        made.remove()
-        assert left.wait(timeout=30) == -9
-    finally:
-        left.kill()
-        left.wait()
-        if stale.exists():
-            CommandCgroup.create(ResourceLimits(1 << 30, 64, 1 << 20)).remove()  # now empty: removed
-    assert not stale.exists()

@@ -1,0 +1,92 @@
+"""What `agent run` prints off a terminal (agent/cli/progress.py): one plain line per event, no
+control codes, and under --quiet one line only for a cycle that needs a person."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+from agent.after.report import CycleReport
+from agent.cli.progress import PlainReporter, make_reporter, quiet_line
+from agent.common.tags import Outcome, Tag
+from agent.models.base import Usage
+from tests.helpers import REPO
+
+HOSTILE = "two\nlines \x1b[2J\u202e"
+
+
+def _report(**fields) -> CycleReport:
+    report = CycleReport("20261124_101500_01", "2026-11-24T10:15:00+00:00", "openai:m", task_after="fix the build")
+    for key, value in fields.items():
+        setattr(report, key, value)
+    return report
+
+
+def test_plain_lines_say_each_event_on_one_escaped_line():
+    stream = io.StringIO()
+    reporter = PlainReporter(stream, quiet=False)
+    reporter("start", cycle_id="20261124_101500_01", model="openai:m", task=HOSTILE)
+    reporter("iteration", n=1, max=3, outcome=Outcome(Tag.TOOL, f"[TOOL] {HOSTILE}", "echo"), usage=Usage(10, 2))
+    reporter("iteration", n=2, max=3, outcome=Outcome(Tag.TOOL, "[TOOL] quiet", "echo"), usage=Usage())
+    reporter("unknown_event", anything=1)
+    reporter("end", report=_report(stop_reason="done", exit_code=0, iterations=2, error=HOSTILE, idle="idle: why"))
+    reporter.close()
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "cycle 20261124_101500_01 started (model openai:m); task: two lines \\x1b[2J\\u202e"
+    assert lines[1] == "  1/3 [TOOL] two lines \\x1b[2J\\u202e [12 tokens]"
+    assert lines[2] == "  2/3 [TOOL] quiet"
+    assert lines[3].startswith("cycle 20261124_101500_01 done after 2 iteration(s) in 0.0s (exit 0); task: (none)")
+    assert lines[4] == "  error: two lines \\x1b[2J\\u202e (see logs/cycle_20261124_101500_01.log)"
+    assert lines[5] == "  idle: why" and len(lines) == 6
+    assert "\x1b" not in stream.getvalue()
+
+
+def test_quiet_prints_only_the_end_of_a_cycle_that_needs_a_person(capsys):
+    stream = io.StringIO()
+    reporter = PlainReporter(stream, quiet=True)
+    reporter("start", cycle_id="x", model="m", task="t")
+    reporter("end", report=_report(stop_reason="done", exit_code=0))
+    assert stream.getvalue() == "" and capsys.readouterr().err == ""
+    reporter("end", report=_report(error=f"ValueError: {HOSTILE}"))
+    err = capsys.readouterr().err
+    assert err == (
+        "agent: cycle 20261124_101500_01 failed: ValueError: two\\nlines \\x1b[2J\\u202e "
+        "(see logs/cycle_20261124_101500_01.log)\n"
+    )
+
+
+@pytest.mark.parametrize("reason", ["done", "max_iterations", "idle", "model_error"])
+def test_quiet_says_nothing_of_a_cycle_that_needs_no_one(reason: str):
+    assert quiet_line(_report(stop_reason=reason)) is None
+
+
+def test_off_a_terminal_the_reporter_is_plain_on_stdout_or_on_stderr_under_json(capsys):
+    plain = make_reporter(as_json=False, quiet=False)
+    assert isinstance(plain, PlainReporter)
+    under_json = make_reporter(as_json=True, quiet=False)
+    under_json("start", cycle_id="c", model="m", task=None)
+    captured = capsys.readouterr()
+    assert captured.out == "" and "cycle c started (model m); task: (none)" in captured.err
+
+
+def test_the_cron_mail_table_in_operations_md_shows_the_lines_quiet_prints():
+    """docs/operations.md names, per exit code, the one line --quiet prints; it must be the real one."""
+    rows = {}
+    for line in (REPO / "docs" / "operations.md").read_text().splitlines():
+        match = re.match(r"\| (\d+) \| `+(.+?)`+ \|$", line)
+        if match:
+            rows[int(match.group(1))] = match.group(2)
+    report = CycleReport("20261124_101500_01", "2026-11-24T10:15:00+00:00", "openai:m", task_after="fix the build")
+    stops = [
+        (8, "awaiting_approval", "call 3 to shell awaits the operator (agent approve 3 / agent deny 3)"),
+        (9, "stalled", None),
+        (10, "budget_exhausted", "the daily token budget is spent: 1,100 of 500 tokens used in UTC day 2026-11-24"),
+    ]
+    for code, reason, detail in stops:
+        report.stop_reason, report.exit_code, report.stop_detail = reason, code, detail
+        documented = rows[code].replace("<id>", report.cycle_id).replace("<n>", "3").replace("<tool>", "shell")
+        documented = documented.replace("<task>", "fix the build")
+        printed = quiet_line(report)
+        assert printed.startswith(documented.removesuffix("...)")), (code, printed, documented)

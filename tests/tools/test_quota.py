@@ -1,0 +1,93 @@
+"""The workspace quota (agent/tools/quota.py): an iterative, bounded walk of what the model made,
+and the refusal a file tool gives before a write that would go over. The file tools' own refusals
+are in tests/tools/test_sandbox.py."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agent.tools.base import ToolError
+from agent.tools.quota import quota_problem, refuse_if_over, workspace_usage
+from tests.tools.helpers import ctx_for
+
+
+def test_the_quota_walk_stops_one_entry_past_the_file_limit(tmp_path: Path):
+    for i in range(50):
+        (tmp_path / f"f{i}").write_text("x")
+    assert workspace_usage(tmp_path, 10).files == 11 and not workspace_usage(tmp_path, 10).complete
+    usage = workspace_usage(tmp_path, 1000)
+    assert usage.complete and usage.files == 50 and usage.bytes >= 50
+
+
+@pytest.mark.slow  # making and removing 1,200 nested folders takes seconds
+def test_the_quota_walk_is_iterative_whatever_the_depth(tmp_path):
+    """A folder nested deeper than Python's recursion limit is walked without a RecursionError."""
+    depth = 1200
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        for _ in range(depth):  # relative mkdir/open: no path ever gets long
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    try:
+        usage = workspace_usage(tmp_path, 100_000)
+    finally:
+        os.system(f"rm -rf {tmp_path}/d")  # shutil.rmtree would be recursive too
+    assert usage.complete and usage.files == depth
+
+
+def test_links_are_counted_never_followed_and_a_sparse_file_costs_its_blocks(tmp_path: Path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for n in range(20):
+        (outside / f"f{n}").write_bytes(b"x" * 4096)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    os.symlink(outside, workspace / "link")
+    with open(workspace / "sparse", "wb") as sparse:
+        sparse.truncate(1 << 30)  # 1 GiB long, nothing written
+    usage = workspace_usage(workspace, 100)
+    assert usage.files == 2 and usage.complete
+    assert usage.bytes < 1 << 20
+
+
+def test_a_missing_workspace_uses_nothing(tmp_path: Path):
+    usage = workspace_usage(tmp_path / "missing", 10)
+    assert (usage.bytes, usage.files, usage.complete) == (0, 0, True)
+
+
+def _ctx(tmp_path: Path, **settings):
+    (tmp_path / "workspace").mkdir(exist_ok=True)
+    return ctx_for(tmp_path, **settings)
+
+
+def test_the_problem_names_the_setting_it_is_over(tmp_path: Path):
+    ctx = _ctx(tmp_path, workspace_max_files=3, workspace_max_bytes=100_000)
+    for n in range(3):
+        (tmp_path / "workspace" / f"f{n}").write_bytes(b"x" * 4096)
+    assert quota_problem(ctx) is None
+    assert quota_problem(ctx, new_files=1) == (
+        "the workspace holds 3 (+1) files and folders, over workspace_max_files (3)"
+    )
+    (tmp_path / "workspace" / "f3").write_text("one too many")
+    assert quota_problem(ctx) == "the workspace holds 4+ files and folders, over workspace_max_files (3)"
+    (tmp_path / "workspace" / "f3").unlink()
+    assert quota_problem(ctx, adding=100_000).startswith("the workspace would take ")
+    assert quota_problem(ctx, adding=100_000).endswith("bytes, over workspace_max_bytes (100000)")
+
+
+def test_refuse_if_over_is_a_tool_error_saying_what_to_do(tmp_path: Path):
+    ctx = _ctx(tmp_path, workspace_max_bytes=8192)
+    (tmp_path / "workspace" / "big").write_bytes(b"x" * 20_000)
+    with pytest.raises(
+        ToolError, match=r"the workspace takes \d+ bytes, over workspace_max_bytes \(8192\); writes are refused"
+    ):
+        refuse_if_over(ctx)
+    (tmp_path / "workspace" / "big").unlink()
+    refuse_if_over(ctx, adding=10)  # under: no error
