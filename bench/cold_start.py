@@ -11,7 +11,9 @@ The medians of wall time and of CPU time (user + system, from the kernel's child
 two ratios of each are printed: scripted / floor (target: at most 2.0x) and openai / bare
 (target: at most 1.1x). The server is tests/models/openai_server.py on 127.0.0.1, answering
 every request at once with the same `done` reply, so both openai commands measure start-up and
-the request's round trip, not a model. Byte-code is written and used (PYTHONDONTWRITEBYTECODE is
+the request's round trip, not a model. The openai home names the model and the server in its
+config.yaml, as an operator's would. Before each of its runs, each home's state is written
+afresh with one current task (untimed), so every cycle does the same work instead of going idle. Byte-code is written and used (PYTHONDONTWRITEBYTECODE is
 dropped, and a first untimed round compiles it), as in any installed copy. The load average is
 printed before and after: on a shared machine read the ratios, not the milliseconds.
 
@@ -39,6 +41,14 @@ from tests.models.openai_server import OpenAIServer, Reply  # noqa: E402
 
 KEY = "sk-bench-0123456789abcdef"
 DONE = json.dumps({"tool": "done", "args": {"summary": "done"}})
+STATE = """\
+goals: [Measure a cold start]
+current_task: Say hello
+pending_actions: []
+completed_tasks: []
+notes: ''
+last_updated: null
+"""
 BARE_CLIENT = """\
 import sys
 from openai import OpenAI
@@ -55,6 +65,12 @@ def timed(argv: list[str], env: dict) -> tuple[float, float]:
     wall = time.perf_counter() - began
     now = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (now.ru_utime - used.ru_utime) + (now.ru_stime - used.ru_stime)
+
+
+def with_task(home: Path) -> Path:
+    """`home`, its state reset to one current task (so the cycle works rather than idles)."""
+    (home / "scratchpad" / "active.yaml").write_text(STATE)
+    return home
 
 
 def load() -> str:
@@ -77,26 +93,31 @@ def main() -> None:
             subprocess.run(
                 [sys.executable, "-m", "agent", "init", str(home)], check=True, env=env, stdout=subprocess.DEVNULL
             )
+        with (openai_home / "config.yaml").open("a") as config:
+            config.write(f"model: openai:test-model\nbase_url: {server.base_url}\n")
         script = Path(tmp) / "script.yaml"
         replies = [json.dumps({"tool": "echo", "args": {"message": f"step {i}"}}) for i in range(4)] + [DONE]
         script.write_text("\n".join(f"- {json.dumps(r)}" for r in replies) + "\n")
         agent = [sys.executable, "-m", "agent", "run", "-q", "--max-iterations", "5"]
-        commands = {
-            "floor": ([sys.executable, "-c", "import yaml, click"], env),
-            "scripted": ([*agent, "--home", str(scripted_home), "--model", f"scripted:{script}"], env),
-            "bare": ([sys.executable, "-c", BARE_CLIENT, server.base_url, KEY], env),
-            "openai": (
-                [*agent, "--home", str(openai_home), "--model", "openai:test-model"],
-                dict(env, OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY=KEY),
-            ),
+        commands = {  # name: (argv, environment, home to give a task first)
+            "floor": ([sys.executable, "-c", "import yaml, click"], env, None),
+            "scripted": ([*agent, "--home", str(scripted_home), "--model", f"scripted:{script}"], env, scripted_home),
+            "bare": ([sys.executable, "-c", BARE_CLIENT, server.base_url, KEY], env, None),
+            "openai": ([*agent, "--home", str(openai_home)], dict(env, OPENAI_API_KEY=KEY), openai_home),
         }
-        for argv, command_env in commands.values():  # compile byte-code, warm the file cache, and let
-            timed(argv, command_env)  # the openai home remember the response format
+        for argv, command_env, home in commands.values():  # compile byte-code, warm the file cache,
+            home and with_task(home)  # and let the openai home remember the response format
+            timed(argv, command_env)
         started_load = load()
         runs: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for _ in range(args.runs):
-            for name, (argv, command_env) in commands.items():
+            for name, (argv, command_env, home) in commands.items():
+                home and with_task(home)
                 runs[name].append(timed(argv, command_env))
+        for home, iterations in ((scripted_home, 5), (openai_home, 1)):  # the cycles did work, not idle
+            last = json.loads((home / "logs" / "index.jsonl").read_text().splitlines()[-1])
+            if (last.get("stop_reason"), last.get("iterations")) != ("done", iterations):
+                raise SystemExit(f"{home.name}: the last cycle was not a {iterations}-iteration done: {last}")
     wall = {name: statistics.median(w for w, _ in values) * 1000 for name, values in runs.items()}
     cpu = {name: statistics.median(c for _, c in values) * 1000 for name, values in runs.items()}
     print(
