@@ -10,8 +10,10 @@ Four commands run in turn, round after round, in one session (so machine noise h
 The medians of wall time and of CPU time (user + system, from the kernel's child accounting) and
 two ratios of each are printed: scripted / floor (target: at most 2.0x) and openai / bare
 (target: at most 1.1x). The server is tests/models/openai_server.py on 127.0.0.1, answering
-every request at once with the same `done` reply, so both openai commands measure start-up and
-the request's round trip, not a model. The openai home names the model and the server in its
+every request at once with the same `done` (a native tool call when the request offers tools, as
+OpenAI's own endpoint would, else as text), so both openai commands measure start-up and the
+request's round trip, not a model; the untimed first round lets the openai home remember that the
+endpoint takes tool calls, so the timed cycles send what a steady-state cron cycle sends. The openai home names the model and the server in its
 config.yaml, as an operator's would. Before each of its runs, each home's state is written
 afresh with one current task (untimed), so every cycle does the same work instead of going idle. Byte-code is written and used (PYTHONDONTWRITEBYTECODE is
 dropped, and a first untimed round compiles it), as in any installed copy. The load average is
@@ -37,7 +39,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tests.models.openai_server import OpenAIServer, Reply  # noqa: E402
+from tests.models.openai_server import OpenAIServer, Reply, Request  # noqa: E402
 
 KEY = "sk-bench-0123456789abcdef"
 DONE = json.dumps({"tool": "done", "args": {"summary": "done"}})
@@ -67,6 +69,11 @@ def timed(argv: list[str], env: dict) -> tuple[float, float]:
     return wall, (now.ru_utime - used.ru_utime) + (now.ru_stime - used.ru_stime)
 
 
+def answer(request: Request) -> Reply:
+    """`done`: a native call when the request offers tools, else as text."""
+    return Reply.calls(("done", {"summary": "done"})) if request.tools else Reply.chat(DONE)
+
+
 def with_task(home: Path) -> Path:
     """`home`, its state reset to one current task (so the cycle works rather than idles)."""
     (home / "scratchpad" / "active.yaml").write_text(STATE)
@@ -87,7 +94,7 @@ def main() -> None:
         if k not in ("AGENT_MODEL", "AGENT_HOME", "OPENAI_BASE_URL", "OPENAI_API_KEY", "PYTHONDONTWRITEBYTECODE")
     }
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    with tempfile.TemporaryDirectory() as tmp, OpenAIServer(default=Reply.chat(DONE)) as server:
+    with tempfile.TemporaryDirectory() as tmp, OpenAIServer(default=answer) as server:
         scripted_home, openai_home = Path(tmp) / "scripted", Path(tmp) / "openai"
         for home in (scripted_home, openai_home):
             subprocess.run(
@@ -106,7 +113,7 @@ def main() -> None:
             "openai": ([*agent, "--home", str(openai_home)], dict(env, OPENAI_API_KEY=KEY), openai_home),
         }
         for argv, command_env, home in commands.values():  # compile byte-code, warm the file cache,
-            home and with_task(home)  # and let the openai home remember the response format
+            home and with_task(home)  # and let the openai home remember that the endpoint takes tools
             timed(argv, command_env)
         started_load = load()
         runs: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
