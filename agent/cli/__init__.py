@@ -11,11 +11,12 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
 import click
+
+from agent.common.imports import import_frozen
 
 # name -> "module:attribute" of the click command; loaded on first use.
 COMMANDS = {
@@ -58,7 +59,8 @@ class LazyGroup(click.Group):
 
     def _load(self, cmd_name: str) -> click.Command:
         module_name, _, attribute = self.lazy_subcommands[cmd_name].partition(":")
-        command = getattr(importlib.import_module(module_name), attribute)
+        # a cycle's ~80 modules: agent/common/imports.py
+        command = getattr(import_frozen(module_name), attribute)
         if not isinstance(command, click.Command):
             raise TypeError(f"{self.lazy_subcommands[cmd_name]} is not a click command")
         return command
