@@ -16,8 +16,6 @@ import sys
 
 import click
 
-from agent.common.imports import import_frozen
-
 # name -> "module:attribute" of the click command; loaded on first use.
 COMMANDS = {
     "run": "agent.cli.run:run",
@@ -58,6 +56,8 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def _load(self, cmd_name: str) -> click.Command:
+        from agent.common.imports import import_frozen  # here: importing the CLI loads nothing of the package
+
         module_name, _, attribute = self.lazy_subcommands[cmd_name].partition(":")
         # a cycle's ~80 modules: agent/common/imports.py
         command = getattr(import_frozen(module_name), attribute)
