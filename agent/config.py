@@ -7,7 +7,7 @@ Unknown keys and wrongly typed values are a usage error (exit 2) naming the key.
 from __future__ import annotations
 
 import dataclasses
-import difflib
+import functools
 import os
 import typing
 from dataclasses import dataclass, field
@@ -54,6 +54,9 @@ def _doc(
 
 @dataclass
 class Settings:
+    """Every setting of a home, each with its doc and its own constraints (`_doc`)."""
+
+    # (A class docstring also spares @dataclass from rendering a signature of every field as one at import.)
     model: str | None = _doc(
         "PROVIDER[:NAME]: local, local:FILE.gguf, openai:NAME or scripted:FILE. "
         "Unset: the embedded model when installed.",
@@ -401,12 +404,19 @@ def field_docs() -> list[tuple[str, str, Any]]:
     return out
 
 
+@functools.cache
+def _schemas() -> dict[str, dict]:
+    """Each setting's JSON Schema (from its annotation, else _FIELD_SCHEMAS), built once per process."""
+    hints = typing.get_type_hints(Settings)
+    return {f.name: _FIELD_SCHEMAS.get(f.name) or schema_for(hints[f.name]) for f in dataclasses.fields(Settings)}
+
+
 def check(settings: Settings) -> Settings:
     """Raise UsageError naming the first setting whose value is unusable."""
-    hints = typing.get_type_hints(Settings)
+    schemas = _schemas()
     for f in dataclasses.fields(Settings):
         value = getattr(settings, f.name)
-        problem = jsonschema.check(value, _FIELD_SCHEMAS.get(f.name) or schema_for(hints[f.name]), f.name)
+        problem = jsonschema.check(value, schemas[f.name], f.name)
         if problem:
             raise UsageError(f"setting {problem}")
         check_constraints(f.name, value, f.metadata)
@@ -484,6 +494,8 @@ def read_config_file(path: Path) -> dict:
                     f"{path}: key '{key}': never put the API key in the config file; "
                     f"put it in an environment variable and name that with 'api_key_env'"
                 )
+            import difflib  # only for a mistyped key
+
             close = difflib.get_close_matches(str(key), sorted(known), n=3, cutoff=0.6)
             if close:
                 raise UsageError(

@@ -27,6 +27,8 @@ def killed_notes(cycle_id: str | None) -> list[str]:
 
 @dataclass
 class CycleReport:
+    """What one cycle did: the stop reason and exit code, counts, usage and files (`as_dict` is `run --json`)."""
+
     cycle_id: str
     started: str
     model: str

@@ -11,7 +11,6 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
@@ -57,8 +56,11 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def _load(self, cmd_name: str) -> click.Command:
+        from agent.common.imports import import_frozen  # here: importing the CLI loads nothing of the package
+
         module_name, _, attribute = self.lazy_subcommands[cmd_name].partition(":")
-        command = getattr(importlib.import_module(module_name), attribute)
+        # a cycle's ~80 modules: agent/common/imports.py
+        command = getattr(import_frozen(module_name), attribute)
         if not isinstance(command, click.Command):
             raise TypeError(f"{self.lazy_subcommands[cmd_name]} is not a click command")
         return command

@@ -11,8 +11,11 @@
     guidance.py       per-step narrowing of the grammar for a small local model
 
 Heavy libraries (openai, llama_cpp) are imported only by the model that uses them, when a
-cycle starts it.
+cycle starts it; `resolve_model` and `ScriptedModel` load on first use, so importing base.py
+(as nearly every module does) never brings in the model front door or the scripted reader.
 """
+
+from typing import Any
 
 from agent.models.base import (
     Completion,
@@ -25,8 +28,6 @@ from agent.models.base import (
     ScriptEnded,
     Usage,
 )
-from agent.models.resolve import resolve_model
-from agent.models.scripted import ScriptedModel
 
 __all__ = [
     "Completion",
@@ -41,3 +42,15 @@ __all__ = [
     "Usage",
     "resolve_model",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "resolve_model":
+        from agent.models.resolve import resolve_model
+
+        return resolve_model
+    if name == "ScriptedModel":
+        from agent.models.scripted import ScriptedModel
+
+        return ScriptedModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

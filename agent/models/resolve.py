@@ -15,7 +15,6 @@ from agent.common.outcomes import UsageError
 from agent.config import Settings
 from agent.models.base import Model
 from agent.models.fallback import FallbackModel, model_settings
-from agent.models.scripted import ScriptedModel
 
 FILE_PROVIDERS = ("local", "scripted")  # providers whose NAME is a file path
 
@@ -53,7 +52,8 @@ def resolve_model(settings: Settings, home_root: Path, env: Mapping[str, str] | 
 def _resolve_one(settings: Settings, home_root: Path, env: Mapping[str, str] | None = None) -> Model:
     env = os.environ if env is None else env
     # Each provider is imported only when it is the one named: a scripted cycle never loads the
-    # embedded model's code, nor the openai provider's (and its logging).
+    # embedded model's code, nor the openai provider's (and its logging), and an openai: cycle
+    # neither the embedded model's nor the scripted reader.
     if not settings.model:
         return _default_model(settings)
     spec = anchor_model_path(settings.model, home_root)
@@ -83,6 +83,8 @@ def _default_model(settings: Settings) -> Model:
 def _scripted_model(rest: str, settings: Settings, env: Mapping[str, str], home_root: Path) -> Model:
     if not rest:
         raise UsageError("scripted: needs a file, e.g. --model scripted:replies.yaml")
+    from agent.models.scripted import ScriptedModel
+
     return ScriptedModel(Path(rest))
 
 

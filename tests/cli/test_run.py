@@ -14,6 +14,7 @@ import pytest
 from agent.config import load_settings
 from tests.cli.helpers import ANSI, DONE_REPLIES, done, echo, run_cycle
 from tests.helpers import read_yaml, run_cli, tree_digest, write_active, write_script
+from tests.models.openai_server import OpenAIServer, Reply, Request
 
 # --------------------------------------------------------------------------------- configuration
 
@@ -194,28 +195,85 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
 }
 
 
+# What a plain openai: cycle (the same, on an endpoint that takes native tool calls) must not
+# import: the openai client needs httpx, pydantic, logging, sockets and the rest, but nothing
+# else heavy; and the other providers' code stays off its path.
+NOT_IMPORTED_BY_AN_OPENAI_CYCLE = {
+    "rich",
+    "llama_cpp",
+    "mcp",
+    "mcp_types",
+    "sqlite3",
+    "ctypes",
+    "agent.models.local.model",
+    "agent.models.local.runtime",
+    "agent.models.local.cache",
+    "agent.models.local.threads",
+    "agent.models.local.worker",
+    "agent.models.local.child",
+    "agent.models.scripted",
+    "agent.store.recall_index",
+    "agent.gates.approvals",
+    "agent.gates.budgets",
+    "agent.after.hooks",
+    "agent.after.metrics",
+    "agent.tools.mcp",
+}
+
+
+def modules_a_cycle_loads(home, *flags: str, env: dict | None = None) -> set[str]:
+    """The modules a fresh `agent run` process has loaded when it exits, after one cycle on a task
+    (a cycle with nothing to do would call no model), which must end with done."""
+    write_active(home, {"goals": ["g"], "current_task": "say hi", "pending_actions": []})
+    probe = (
+        "import atexit, json, sys\n"
+        "atexit.register(lambda: print('LOADED', json.dumps(sorted(sys.modules))))\n"
+        f"sys.argv = ['agent', 'run', '--home', {str(home)!r}, '--json', *{list(flags)!r}]\n"
+        "from agent.cli import entry\n"
+        "entry()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    report, loaded = proc.stdout.split("LOADED ", 1)
+    assert json.loads(report)["stop_reason"] == "done"  # the probe saw a real cycle, not an idle one
+    return set(json.loads(loaded))
+
+
 def test_a_scripted_cycle_imports_only_what_it_uses(home, tmp_path):
     script = write_script(tmp_path, [echo("hi"), done("ok")])
     assert run_cli("init", str(home)).exit_code == 0  # rules.md of its own, as every real home has
     # A home's first cycle probes the shell sandbox once (remembered in logs/sandbox.json): the
     # cycles cron runs after it are the ones measured.
+    write_active(home, {"goals": ["g"], "current_task": "say hi", "pending_actions": []})
     assert run_cli("run", "--home", str(home), "--model", f"scripted:{script}").exit_code == 0
     assert (home / "logs" / "sandbox.json").exists()
-    probe = (
-        "import atexit, json, sys\n"
-        "atexit.register(lambda: print('LOADED', json.dumps(sorted(sys.modules))))\n"
-        f"sys.argv = ['agent', 'run', '--home', {str(home)!r}, '--model', 'scripted:{script}']\n"
-        "from agent.cli import entry\n"
-        "entry()\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    loaded = set(json.loads(proc.stdout.split("LOADED ", 1)[1]))
-    assert "agent.cycle.run" in loaded  # the probe saw a real cycle
+    loaded = modules_a_cycle_loads(home, "--model", f"scripted:{script}")
     assert not {
         name
         for name in loaded
         if name.split(".")[0] in NOT_IMPORTED_BY_A_PLAIN_CYCLE or name in NOT_IMPORTED_BY_A_PLAIN_CYCLE
+    }
+
+
+def test_an_openai_cycle_imports_only_what_it_uses(home):
+    def answer(request: Request) -> Reply:  # done, as a native call when tools are offered
+        return Reply.calls(("done", {"summary": "ok"})) if request.tools else Reply.chat(done("ok"))
+
+    with OpenAIServer(default=answer) as server:
+        assert run_cli("init", str(home)).exit_code == 0
+        with (home / "config.yaml").open("a") as config:
+            config.write(f"model: openai:test-model\nbase_url: {server.base_url}\n")
+        # the first cycle probes the sandbox and the endpoint's format (both remembered in logs/)
+        write_active(home, {"goals": ["g"], "current_task": "say hi", "pending_actions": []})
+        assert run_cli("run", "--home", str(home)).exit_code == 0
+        assert json.loads((home / "logs" / "endpoint.json").read_text())["response_format"] == "tool_calls"
+        env = {k: v for k, v in os.environ.items() if k not in ("AGENT_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY")}
+        loaded = modules_a_cycle_loads(home, env=env)
+    assert {"openai", "agent.models.openai.compat", "agent.cycle.run"} <= loaded
+    assert not {
+        name
+        for name in loaded
+        if name.split(".")[0] in NOT_IMPORTED_BY_AN_OPENAI_CYCLE or name in NOT_IMPORTED_BY_AN_OPENAI_CYCLE
     }
 
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from agent.common.imports import import_frozen
 from agent.common.outcomes import UsageError
 from agent.config import Settings
 from agent.models.base import Completion, Log, ModelError, ModelTimeout, ModelUnavailable, Request, Usage, chat_messages
@@ -129,7 +130,7 @@ class OpenAIModel:
         self._log: Log = lambda _msg: None
 
     def start(self, log: Log) -> None:
-        import openai
+        openai = import_frozen("openai")  # hundreds of pydantic models: agent/common/imports.py
 
         self._log = log
         self.client = openai.OpenAI(

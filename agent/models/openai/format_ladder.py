@@ -19,7 +19,6 @@ from typing import Callable
 
 from agent.common.outcomes import DiskError
 from agent.models.base import Log
-from agent.models.local.runtime import bounded_schema
 from agent.store.files import atomic_write
 
 # "json_object_schema" is {"type": "json_object", "schema": ...}: llama-cpp-python's server
@@ -56,6 +55,8 @@ def response_format_for(kind: str, action_schema: dict) -> dict | None:
         # with its own arguments (the root form let a small model give echo a `command`), strings
         # bounded as the embedded model's are. Over the bench: 0 parse errors, against 3 with
         # openai_response_schema and 21 with no schema.
+        from agent.models.local.runtime import bounded_schema  # here: other rungs never load the local runtime
+
         return {"type": "json_object", "schema": bounded_schema(action_schema)}
     if kind == "json_object":
         return {"type": "json_object"}
@@ -95,13 +96,16 @@ class EndpointMemory:
     record for another endpoint or model, unreadable or foreign content, or (`native_probed`) a
     record written before native calls were probed: nothing remembered. Writes are atomic; a failed
     write is only logged (the next cycle probes again). Retention prunes cycle files only.
+    `recall` reads the file; `record` reuses that reading until this object changes the file (a
+    cycle's start asks for the rung, then whether it was strict: one read).
     """
 
     def __init__(self, path: Path | None, endpoint: str, model: str):
         self.path, self.endpoint, self.model = path, endpoint, model
+        self._read: dict | None = None  # the record as `recall` last read it; None: read again
 
     def recall(self, native_probed: bool = False) -> str | None:
-        data = self.record()
+        data = self._read = self._load()
         if native_probed and "tool_calling" not in data:
             return None
         kind = data.get("response_format")
@@ -109,6 +113,11 @@ class EndpointMemory:
 
     def record(self) -> dict:
         """The record for this endpoint and model ({} when there is none)."""
+        if self._read is None:
+            self._read = self._load()
+        return self._read
+
+    def _load(self) -> dict:
         if self.path is None:
             return {}
         try:
@@ -134,6 +143,7 @@ class EndpointMemory:
         self._write(lambda path: path.unlink(missing_ok=True), log)
 
     def _write(self, change: Callable[[Path], None], log: Log) -> None:
+        self._read = None  # read again when next asked
         if self.path is None or not self.path.parent.is_dir():
             return
         try:
