@@ -66,6 +66,7 @@ class Outcome:
     note: str
     tool: str | None = None
     args: Any = None
+    result: str | None = None  # a tool that ran (Tag.TOOL): its result as the note shows it, after "-> "
 
     @property
     def done(self) -> bool:
@@ -73,4 +74,7 @@ class Outcome:
 
     def redacted(self, secrets: Secrets) -> "Outcome":
         """This outcome as it may be shown (progress lines, cron mail)."""
-        return dataclasses.replace(self, note=secrets.redact_text(self.note), args=secrets.redact(self.args))
+        result = None if self.result is None else secrets.redact_text(self.result)
+        return dataclasses.replace(
+            self, note=secrets.redact_text(self.note), args=secrets.redact(self.args), result=result
+        )
