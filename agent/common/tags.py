@@ -74,7 +74,10 @@ class Outcome:
 
     def redacted(self, secrets: Secrets) -> "Outcome":
         """This outcome as it may be shown (progress lines, cron mail)."""
-        result = None if self.result is None else secrets.redact_text(self.result)
         return dataclasses.replace(
-            self, note=secrets.redact_text(self.note), args=secrets.redact(self.args), result=result
+            self,
+            note=secrets.redact_text(self.note),
+            tool=secrets.redact(self.tool),  # an unknown tool's name is whatever the model sent
+            args=secrets.redact(self.args),
+            result=secrets.redact(self.result),  # None stays None: redact leaves non-strings alone
         )
