@@ -7,7 +7,6 @@ import json
 import os
 
 import pytest
-import yaml
 
 from agent.common.outcomes import UsageError
 from agent.common.tags import Tag
@@ -120,13 +119,3 @@ def test_an_examples_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
     with pytest.raises(UsageError, match="named pipe"):
         worked.read_examples(tmp_path / "examples.yaml")
     assert worked.read_examples(tmp_path / "missing.yaml") == worked.packaged_examples()
-
-
-def test_json_and_yaml_read_the_same_and_a_repeated_key_is_refused_either_way():
-    as_yaml = "# mine\n- task: t\n  action: {tool: echo, args: {message: hi}}\n"
-    as_json = '# mine\n[{"task": "t", "action": {"tool": "echo", "args": {"message": "hi"}}}]\n'
-    assert worked.parse_examples(as_yaml, "a") == worked.parse_examples(as_json, "b")
-    assert worked.packaged_examples() == yaml.safe_load(worked.default_examples())  # the packaged file is both
-    for text in ('[{"task": "t", "task": "u", "action": {"tool": "done", "args": {}}}]', "- {task: t, task: u}\n"):
-        with pytest.raises(UsageError, match="duplicate key 'task'"):
-            worked.parse_examples(text, "examples.yaml")
