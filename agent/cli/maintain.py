@@ -231,6 +231,28 @@ def _rules_check(home: Home) -> Check:
     return Check("rules", True, f"{home.rules.name}: {len(text.splitlines())} lines")
 
 
+def _examples_check(home: Home) -> Check:
+    """The worked examples (agent/cycle/examples.py): a bad examples.yaml fails every cycle (exit 2);
+    a rules.md from before examples were data still holds them as text, so the model reads them twice."""
+    from agent.cycle.examples import read_examples
+
+    try:
+        examples = read_examples(home.examples)
+    except UsageError as exc:
+        return Check("examples", False, str(exc), f"fix {home.examples}, or remove it for the packaged examples")
+    with contextlib.suppress(FileRefused):  # an unreadable rules.md is the rules check's to report
+        if "\n## Examples\n" in (read_text_file(home.rules, "rules file", MAX_RULES_BYTES) or ""):
+            return Check(
+                "examples",
+                True,
+                f"{home.rules.name} holds an '## Examples' section: the model gets those and {home.examples.name}'s",
+                f"move them into {home.examples} (agent/templates/examples.yaml shows the form) and delete the section",
+                warning=True,
+            )
+    source = home.examples.name if home.examples.exists() else "the packaged examples"
+    return Check("examples", True, f"{source}: {len(examples)} example(s)")
+
+
 def _shell_check(home: Home, settings) -> Check:
     """Which shell policy a cycle would use, and why; `any` and a sandbox that cannot start are named."""
     from agent.tools.sandbox import policy_in_force
@@ -266,6 +288,7 @@ def doctor_checks(home: Home, env=None, model: str | None = None) -> list[Check]
     except UsageError as exc:
         checks.append(Check("config", False, str(exc), f"edit {home.config} (`agent init` writes a commented one)"))
     checks.append(_rules_check(home))
+    checks.append(_examples_check(home))
     try:
         state = read_state_file(home.active, home.root)
         checks.append(

@@ -84,9 +84,20 @@ class Interrupted(BaseException):
     """SIGTERM arrived during a cycle. A BaseException, like KeyboardInterrupt."""
 
 
+class Done(Exception):
+    """Raised inside the loop when the model's `done` was accepted: the cycle ends with stop reason done."""
+
+
 class LimitReached(Exception):
     """Raised inside the loop when a limit ends the cycle; carries the stop reason."""
 
     def __init__(self, reason: StopReason, message: str):
         super().__init__(message)
         self.reason = reason
+
+
+class Parked(LimitReached):
+    """Raised inside the loop when a gated call was parked for the operator (agent/gates/approvals.py)."""
+
+    def __init__(self, message: str):
+        super().__init__(StopReason.AWAITING_APPROVAL, message)

@@ -66,6 +66,7 @@ class Outcome:
     note: str
     tool: str | None = None
     args: Any = None
+    result: str | None = None  # a tool that ran (Tag.TOOL): its result as the note shows it, after "-> "
 
     @property
     def done(self) -> bool:
@@ -73,4 +74,10 @@ class Outcome:
 
     def redacted(self, secrets: Secrets) -> "Outcome":
         """This outcome as it may be shown (progress lines, cron mail)."""
-        return dataclasses.replace(self, note=secrets.redact_text(self.note), args=secrets.redact(self.args))
+        return dataclasses.replace(
+            self,
+            note=secrets.redact_text(self.note),
+            tool=secrets.redact(self.tool),  # an unknown tool's name is whatever the model sent
+            args=secrets.redact(self.args),
+            result=secrets.redact(self.result),  # None stays None: redact leaves non-strings alone
+        )

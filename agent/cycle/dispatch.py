@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-from typing import Any, Callable
+from typing import Any
 
 import agent.gates.checks as checks
 from agent.common.escape import escape_controls
@@ -35,7 +35,7 @@ from agent.state import (
     field_size_problem,
     pending_counted,
 )
-from agent.tools import Registry, ToolContext, ToolError
+from agent.tools import NeedsApproval, Registry, Tool, ToolContext, ToolError
 
 
 def apply_update(state: dict, args: dict, pending_added: bool = False) -> tuple[dict, str | None]:
@@ -98,12 +98,12 @@ def dispatch(
     reply: Any,
     registry: Registry,
     ctx: ToolContext,
-    gated: Callable[[str], bool] = lambda name: False,
     cut_at: int | None = None,
     guided: bool = False,
 ) -> tuple[dict, Outcome]:
     """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt).
-    A valid call to a tool `gated` names is not run: it comes back as an APPROVAL outcome, not noted.
+    A valid call the registry's gate holds (agent/gates/approvals.py) is not run: it comes back
+    as an APPROVAL outcome, not noted.
     `cut_at`: the reply was cut at this many tokens (finish_reason "length"); one that then does
     not parse is reported as cut, not as whatever its truncated JSON happens to lack.
     `guided`: the model was prompted as a guided one (see `state.pending_counted`)."""
@@ -152,17 +152,20 @@ def dispatch(
             return _noted(state, Outcome(Tag.CHECK_FAILED, note, name, args))
         summary = _clip(args["summary"], max(clip, 200))
         return apply_done(state, summary), Outcome(Tag.COMPLETED, Tag.COMPLETED.line(summary), name, args)
+    return _run_tool(state, tool, args, ctx)
+
+
+def _run_tool(state: dict, tool: Tool, args: dict, ctx: ToolContext) -> tuple[dict, Outcome]:
+    """Run a registered tool with valid (redacted) arguments: its result, or why it failed, noted."""
+    name, clip = tool.name, ctx.settings.note_result_chars
     shown_args = _clip(ctx.secrets.redact_text(json.dumps(args, ensure_ascii=False)), 200)
     # Redacted before clipping: a cut must never leave the first half of a key in the notes.
-    if gated(name) and (refused := tool.refusal(ctx, args)):  # refused anyway: never ask the operator
-        why = _clip(ctx.secrets.redact_text(refused), clip)
-        return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))
-    if gated(name):  # the note is the parker's to write: it knows the call's id
+    try:
+        result = ctx.run(tool, args)  # journaled when it has side effects (agent/cycle/journal.py)
+    except NeedsApproval:  # the note is the parker's to write: it knows the call's id
         return copy.deepcopy(state), Outcome(
             Tag.APPROVAL, Tag.APPROVAL.line(f"{name}({shown_args}) needs approval"), name, args
         )
-    try:
-        result = ctx.run(tool, args)  # journaled when it has side effects (agent/cycle/journal.py)
     except ToolError as exc:
         why = _clip(ctx.secrets.redact_text(str(exc)), clip)
         return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}({shown_args}): {why}"), name, args))
@@ -177,8 +180,8 @@ def dispatch(
                 args,
             ),
         )
-    note = Tag.TOOL.line(f"{name}({shown_args}) -> {_clip(ctx.secrets.redact_text(_one_line(result)), clip)}")
-    return _noted(state, Outcome(Tag.TOOL, note, name, args))
+    shown = _clip(ctx.secrets.redact_text(_one_line(result)), clip)
+    return _noted(state, Outcome(Tag.TOOL, Tag.TOOL.line(f"{name}({shown_args}) -> {shown}"), name, args, shown))
 
 
 def _one_line(result: Any) -> str:
@@ -190,7 +193,8 @@ def _one_line(result: Any) -> str:
 def _noted(state: dict, outcome: Outcome) -> tuple[dict, Outcome]:
     # One line, whatever the model put in names and values (an argument NAME with a newline, a
     # field name with an escape sequence): no forged note lines, nothing that drives a terminal.
-    outcome = dataclasses.replace(outcome, note=escape_controls(outcome.note))
+    result = None if outcome.result is None else escape_controls(outcome.result)
+    outcome = dataclasses.replace(outcome, note=escape_controls(outcome.note), result=result)
     new = copy.deepcopy(state)
     add_note(new, outcome.note)
     return new, outcome

@@ -6,11 +6,9 @@ The user message is laid out for the smallest models: the scratchpad as YAML (em
 left out), then, last, where the model looks most, the iteration, the task, the result of the
 previous action and one line saying what to do now.
 
-The rules' `## Examples` section holds worked steps (`Task:` / `Last result:` / `Action:`).
-`split_examples` renders them as (user, reply) pairs the cycle passes in each `Request`, and the
-models' `chat_messages` turns them into real user/assistant turns, each user turn rendered by
-`user_prompt` itself, so an example looks exactly like the message the model will answer.
-Small models copy such turns far more reliably than examples written inside the system text.
+The worked examples are data (agent/cycle/examples.py): each is rendered by `user_prompt` itself
+and passed in each `Request` as a (user, reply) turn, so an example looks exactly like the message
+the model will answer.
 
 For the embedded model the *grammar* (never the messages, so the prompt cache still hits) is
 shaped per step from the task: see agent/models/local/guidance.py.
@@ -18,14 +16,13 @@ shaped per step from the task: see agent/models/local/guidance.py.
 
 from __future__ import annotations
 
-import json
-import re
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from agent.common.outcomes import UsageError
 from agent.common.safe_yaml import FileRefused, dump_yaml, read_text_file
-from agent.models.base import EXAMPLES_HEADING
+from agent.common.tags import Outcome, Tag
 from agent.state import count_line, pending_counted
 from agent.tools import Registry
 
@@ -55,50 +52,27 @@ def read_rules(path: Path) -> str:
 
 
 def system_prompt(rules: str, registry: Registry) -> str:
-    """The rules with the tool list filled in, minus examples of tools this home does not offer."""
-    rules = _without_examples_of_missing_tools(rules, registry)
+    """The rules with the tool list filled in."""
     listing = registry.prompt_listing()
     if TOOLS_MARKER in rules:
         return rules.replace(TOOLS_MARKER, listing)
     return f"{rules.rstrip()}\n\n## Tools\n\n{listing}\n"
 
 
-def _without_examples_of_missing_tools(rules: str, registry: Registry) -> str:
-    """Drop example blocks whose action calls a disabled tool: the model would copy them."""
-    start = rules.find(f"\n{EXAMPLES_HEADING}\n")
-    if start < 0:
-        return rules
-    body_start = start + len(EXAMPLES_HEADING) + 2
-    following = rules.find("\n## ", body_start)
-    body = rules[body_start:] if following < 0 else rules[body_start:following]
-    kept = []
-    for block in body.split("\n\n"):
-        named = re.findall(r'"tool":\s*"([^"]+)"|\[TOOL\] (\w+)\(', block)
-        if all(name in registry for pair in named for name in pair if name):
-            kept.append(block)
-    return rules[:body_start] + "\n\n".join(kept) + ("" if following < 0 else rules[following:])
-
-
 # ------------------------------------------------------------------------------- user message
 
 
-def last_result(state: dict, iteration: int) -> str:
-    """What the previous action of this cycle did: the newest note; "none yet" on the first step."""
-    if iteration <= 1:
-        return NOTHING_YET
-    lines = [line for line in (state.get("notes") or "").splitlines() if line.strip()]
-    return lines[-1] if lines else NOTHING_YET
-
-
-def next_step(state: dict, result: str) -> str:
-    """One plain instruction for this step, derived only from the state and the last result."""
+def next_step(state: dict, previous: Outcome | None) -> str:
+    """One plain instruction for this step, from the state and what the previous action did (its tag)."""
     if not state.get("current_task"):
         if state.get("pending_actions"):
             return "There is no current task: call done to start the next pending action."
         return "There is nothing to do: call done."
-    if result == NOTHING_YET:
+    if previous is None:
         return "Call the tool that does the task."
-    if result.startswith(("[TOOL ERROR]", "[PARSE ERROR]", "[UNKNOWN TOOL]")):
+    if previous.kind is Tag.CHECK_FAILED:
+        return "The task's check failed: fix what it reports, then call done again."
+    if previous.kind.is_error:
         return "The last action failed: call a tool with fixed arguments, or call done and say why."
     return "If the last result finishes the task, call done. Otherwise call the next tool."
 
@@ -108,9 +82,15 @@ def _compact(state: dict) -> dict:
 
 
 def user_prompt(
-    state: dict, iteration: int, max_iterations: int, warnings: list[str] | None = None, guided: bool = False
+    state: dict,
+    iteration: int,
+    max_iterations: int,
+    warnings: list[str] | None = None,
+    guided: bool = False,
+    previous: Outcome | None = None,
 ) -> str:
-    """The changing part: the scratchpad as YAML, then where this iteration stands.
+    """The changing part: the scratchpad as YAML, then where this iteration stands and what the
+    `previous` action of this cycle did (None: this is its first).
 
     For a `guided` model the pending actions show as a count while there is a current task: the
     135M model, asked to "Write banana into fruit.txt" with "Echo the words purple elephant"
@@ -120,7 +100,6 @@ def user_prompt(
     if pending_counted(state, guided):
         compact["pending_actions"] = count_line(state)
     scratchpad = dump_yaml(compact).rstrip() if compact else "(empty)"
-    result = last_result(state, iteration)
     lines = [
         "## Scratchpad",
         "",
@@ -128,54 +107,14 @@ def user_prompt(
         "",
         f"Iteration {iteration} of {max_iterations}.",
         f"Task: {state.get('current_task') or 'none'}",
-        f"Last result: {result}",
+        f"Last result: {NOTHING_YET if previous is None else previous.note}",
     ]
     lines.extend(warnings or [])
     if iteration >= max_iterations:
         lines.append("Now: this is the LAST iteration: call done with a summary of what was done.")
     else:
-        lines.append(f"Now: {next_step(state, result)}")
+        lines.append(f"Now: {next_step(state, previous)}")
     return "\n".join(lines) + "\n"
-
-
-# ---------------------------------------------------------------------------------- examples
-
-_EXAMPLE = re.compile(r"^Task: (?P<task>.*)\nLast result: (?P<result>.*)\nAction: (?P<action>\{.*\})$")
-
-
-def split_examples(system: str) -> tuple[str, list[tuple[str, str]]]:
-    """(system text without its examples, [(user turn, assistant reply)]) from the rules' examples.
-
-    A system text with no `## Examples` section, or one whose blocks do not all parse, is
-    returned unchanged with no turns: the examples then simply stay where they are.
-    """
-    start = system.find(f"\n{EXAMPLES_HEADING}\n")
-    if start < 0:
-        return system, []
-    body_start = start + len(EXAMPLES_HEADING) + 2
-    following = system.find("\n## ", body_start)
-    body = system[body_start:] if following < 0 else system[body_start:following]
-    turns = []
-    for block in (b.strip() for b in body.split("\n\n")):
-        if not block:
-            continue
-        match = _EXAMPLE.match(block)
-        if not match:
-            return system, []
-        try:
-            action = json.loads(match["action"])
-        except ValueError:
-            return system, []
-        task, result = match["task"].strip(), match["result"].strip()
-        state = {
-            "current_task": None if task == "none" else task,
-            "pending_actions": [],
-            "notes": "" if result == NOTHING_YET else result,
-        }
-        iteration = 1 if result == NOTHING_YET else 2
-        turns.append((user_prompt(state, iteration, 10), json.dumps(action)))
-    rest = system[:start] + ("" if following < 0 else system[following:])
-    return rest.rstrip() + "\n", turns
 
 
 # ------------------------------------------------------------------------- fitting the prompt
@@ -206,11 +145,17 @@ def clip_strings(value: Any, cap: int) -> Any:
 
 
 def fitted_user_prompt(
-    system: str, state: dict, iteration: int, settings: Any, warnings: list[str] | None = None, guided: bool = False
+    system: str,
+    state: dict,
+    iteration: int,
+    settings: Any,
+    warnings: list[str] | None = None,
+    guided: bool = False,
+    previous: Outcome | None = None,
 ) -> str:
     """`user_prompt`, clipped so that system + user fit `prompt_max_bytes` (when they can at all)."""
     max_iterations, max_bytes, warnings = settings.max_iterations, settings.prompt_max_bytes, list(warnings or [])
-    user = user_prompt(state, iteration, max_iterations, warnings, guided)
+    user = user_prompt(state, iteration, max_iterations, warnings, guided, previous)
     room = max(max_bytes - len(system.encode()), max_bytes // 4)  # a huge system prompt never empties the user's
     full = len(user.encode())
     if full <= room:
@@ -221,7 +166,8 @@ def fitted_user_prompt(
     )
     cap = max(SMALLEST_CLIP, room // 4)
     while True:
-        user = user_prompt(clip_strings(state, cap), iteration, max_iterations, [*warnings, note], guided)
+        clipped = previous and dataclasses.replace(previous, note=clip_text(previous.note, cap))
+        user = user_prompt(clip_strings(state, cap), iteration, max_iterations, [*warnings, note], guided, clipped)
         if len(user.encode()) <= room or cap <= SMALLEST_CLIP:
             break
         cap //= 2

@@ -16,6 +16,7 @@ atomically, so approving never waits for a running cycle and never races it. A c
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import fnmatch
 import json
@@ -23,7 +24,7 @@ import re
 from typing import Any, Callable, Iterator
 
 from agent.common.escape import escape_controls
-from agent.common.outcomes import InvalidScratchpad, LimitReached, StopReason, UsageError
+from agent.common.outcomes import InvalidScratchpad, Parked, UsageError
 from agent.common.tags import Outcome, Tag
 from agent.config import Settings
 from agent.secrets import Secrets
@@ -31,7 +32,7 @@ from agent.state import add_note
 from agent.store.files import atomic_write
 from agent.store.home import Home
 from agent.store.lock import file_lock
-from agent.tools import Registry, ToolContext
+from agent.tools import NeedsApproval, Registry, Tool, ToolContext, ToolError
 
 PENDING, APPROVED, DENIED, RAN = "pending", "approved", "denied", "ran"
 STATUSES = (PENDING, APPROVED, DENIED, RAN)
@@ -55,6 +56,25 @@ def gate(settings: Settings) -> Callable[[str], bool]:
     as the operator wrote it or as the server's tools are exposed."""
     forms = [form for found in _patterns(settings).values() for form in found]
     return lambda name: any(fnmatch.fnmatchcase(name, form) for form in forms)
+
+
+def gated_registry(registry: Registry, settings: Settings) -> Registry:
+    """`registry` with each tool `approval_required` names wrapped in the gate: a call the tool's
+    precheck refuses fails with its ToolError, as it would ungated; any other is held, never run
+    (NeedsApproval: the dispatcher returns it as an APPROVAL outcome, and the cycle parks it)."""
+    needs = gate(settings)
+    held = [_held(tool) if tool.func is not None and needs(tool.name) else tool for tool in registry]
+    return Registry(held, registry.disabled, registry.problems)
+
+
+def _held(tool: Tool) -> Tool:
+    def hold(ctx: ToolContext, **args: Any) -> Any:
+        refused = tool.refusal(ctx, args)  # refused anyway: never ask the operator
+        if refused:
+            raise ToolError(refused)
+        raise NeedsApproval(tool.name)
+
+    return dataclasses.replace(tool, func=hold, side_effects=False)  # nothing runs: nothing to journal
 
 
 def pattern_warnings(settings: Settings, registry: Registry) -> list[str]:
@@ -155,11 +175,10 @@ def shown_call(record: dict) -> str:
 
 def park(home: Home, cycle_id: str, state: dict, outcome: Outcome, secrets: Secrets) -> None:
     """Record a gated call (the same call already pending keeps its id), note it, and end the
-    cycle: raises LimitReached(AWAITING_APPROVAL)."""
+    cycle: raises Parked (stop reason awaiting_approval)."""
     record = _parked(home, cycle_id, outcome.tool, secrets.redact(outcome.args))
     add_note(state, Tag.APPROVAL.line(f"call {record['id']} parked for the operator: {shown_call(record)}"))
-    raise LimitReached(
-        StopReason.AWAITING_APPROVAL,
+    raise Parked(
         f"call {record['id']} to {outcome.tool} awaits the operator "
         f"(agent approve {record['id']} / agent deny {record['id']})",
     )

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from agent.common.tags import Outcome
+
 Log = Callable[[str], None]
 
 
@@ -18,8 +20,8 @@ Log = Callable[[str], None]
 class Request:
     """One model call, as the cycle builds it.
 
-    `system`, `user` and `schema` are what is sent. `task` and `last_result` are the same step
-    as structured fields, so a provider that shapes its output per step (the guided local model)
+    `system`, `user` and `schema` are what is sent. `task` and `previous` are the same step as
+    structured fields, so a provider that shapes its output per step (the guided local model)
     never parses them back out of `user`.
     """
 
@@ -27,29 +29,34 @@ class Request:
     user: str  # the changing part: scratchpad, iteration, task, last result, what to do now
     schema: dict  # the action schema: {"anyOf": [one option per tool]}
     task: str | None = None  # the current task; None when there is none
-    last_result: str | None = None  # what the previous action of this cycle did; None before the first
+    previous: Outcome | None = None  # what the previous action of this cycle did (redacted); None before the first
     timeout: float | None = None  # seconds left in the cycle's time budget; None: no budget
     purpose: str = "action"  # what the call is for, as the transcript records it: "action" or "reflect"
-    examples: tuple = ()  # the system text's examples as (user turn, reply) pairs, for chat_messages
+    examples: tuple = ()  # worked steps as (user turn, reply) pairs, for chat_messages (agent/cycle/examples.py)
+    examples_text: str = ""  # the same examples as a section of system text, for a model sent no turns
 
-
-EXAMPLES_HEADING = "## Examples"
+    @classmethod
+    def from_fields(cls, fields: dict) -> "Request":
+        """A Request from its `dataclasses.asdict` (as the embedded model's child process receives it)."""
+        previous = fields.get("previous")
+        return cls(**{**fields, "previous": None if previous is None else Outcome(**previous)})
 
 
 def chat_messages(request: Request) -> list[dict]:
-    """The messages for a chat model: the system text without its examples section, the examples as
-    user/assistant turns, then this step's message. With no examples: system and user only."""
-    system = request.system
-    start = system.find(f"\n{EXAMPLES_HEADING}\n")
-    if not request.examples or start < 0:
-        return [{"role": "system", "content": system}, {"role": "user", "content": request.user}]
-    following = system.find("\n## ", start + len(EXAMPLES_HEADING) + 2)
-    rest = system[:start] + ("" if following < 0 else system[following:])
-    messages = [{"role": "system", "content": rest.rstrip() + "\n"}]
+    """The messages for a chat model: the system text, the examples as user/assistant turns, then
+    this step's message."""
+    messages = [{"role": "system", "content": request.system}]
     for example_user, example_reply in request.examples:
         messages += [{"role": "user", "content": example_user}, {"role": "assistant", "content": example_reply}]
     messages.append({"role": "user", "content": request.user})
     return messages
+
+
+def system_with_examples(request: Request) -> str:
+    """The system text with the examples written into it, for a model sent no example turns."""
+    if not request.examples_text:
+        return request.system
+    return f"{request.system.rstrip()}\n\n{request.examples_text}"
 
 
 @dataclass

@@ -39,6 +39,11 @@ class Home:
         return self.root / "rules.md"
 
     @property
+    def examples(self) -> Path:
+        """The worked examples the model is shown; none here: the packaged ones (agent/cycle/examples.py)."""
+        return self.root / "examples.yaml"
+
+    @property
     def config(self) -> Path:
         return self.root / "config.yaml"
 
@@ -85,7 +90,7 @@ class Home:
     @property
     def operator_files(self) -> tuple[Path, ...]:
         """What the operator writes at the top of the home (a replay copies them; the tools never reach them)."""
-        return (self.config, self.rules, self.templates)
+        return (self.config, self.rules, self.examples, self.templates)
 
     @property
     def runtime_files(self) -> tuple[Path, ...]:

@@ -12,13 +12,23 @@
 - registry.py: build_registry and open_registry, the assembly above all of them, filtered by config.
 """
 
-from agent.tools.base import CONTROL_TOOLS, TOOL_NAME, Registry, Tool, ToolContext, ToolError, control_tools
+from agent.tools.base import (
+    CONTROL_TOOLS,
+    TOOL_NAME,
+    NeedsApproval,
+    Registry,
+    Tool,
+    ToolContext,
+    ToolError,
+    control_tools,
+)
 from agent.tools.registry import build_registry, open_registry
 from agent.tools.sandbox import policy_line
 
 __all__ = [
     "CONTROL_TOOLS",
     "TOOL_NAME",
+    "NeedsApproval",
     "Registry",
     "Tool",
     "ToolContext",

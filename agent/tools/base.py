@@ -39,6 +39,10 @@ class ToolError(Exception):
     """A tool refused or failed; becomes a [TOOL ERROR] note. The message is shown to the model."""
 
 
+class NeedsApproval(Exception):
+    """A gated tool's call was held, not run: the operator decides (agent/gates/approvals.py)."""
+
+
 @dataclass
 class ToolContext:
     """What a tool may know about the cycle it runs in."""

@@ -65,7 +65,7 @@ def protection(home: Path, workspace: Path, path: Path) -> str | None:
     """Why the model may not read, write or list `path` (absolute, inside the home), or None.
 
     Whatever the workspace, these are refused:
-    - the runtime's files at the top of the home: scratchpad/, logs/, config.yaml, rules.md,
+    - the runtime's files at the top of the home: scratchpad/, logs/, config.yaml, rules.md, examples.yaml,
       .agent.lock, and templates/ (which `agent reset` installs);
     - every dot-file and dot-folder at any depth (.git, .env, .bashrc, .ssh, .venv, ...).
     When the workspace is the whole home (`workspace: "."`), every file that a build tool,

@@ -180,6 +180,7 @@ def test_doctor_passes_a_healthy_scripted_home(healthy_home):
         "home",
         "config",
         "rules",
+        "examples",
         "scratchpad",
         "model",
         "shell",
@@ -264,6 +265,16 @@ def test_doctor_fails_on_an_unreadable_rules_md(healthy_home):
     (healthy_home / "rules.md").write_bytes(b"\xff\xfe not utf-8")
     result = doctor(healthy_home, "--json")
     assert result.exit_code == 1 and not checks_of(result)["rules"]["ok"]
+
+
+def test_doctor_fails_on_a_bad_examples_yaml_and_warns_on_examples_left_in_rules_md(healthy_home):
+    (healthy_home / "examples.yaml").write_text("- {task: t}\n")
+    result = doctor(healthy_home, "--json")
+    assert result.exit_code == 1 and "'examples[0]' is missing 'action'" in checks_of(result)["examples"]["detail"]
+    (healthy_home / "examples.yaml").unlink()
+    with (healthy_home / "rules.md").open("a") as rules:
+        rules.write("\n## Examples\n\nTask: x\nLast result: none yet\nAction: {}\n")
+    assert checks_of(doctor(healthy_home, "--json"))["examples"]["warning"] is True
 
 
 def test_doctor_reports_a_held_lock_without_failing(healthy_home):

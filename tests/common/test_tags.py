@@ -9,6 +9,7 @@ import pytest
 from agent.common.tags import Tag
 from agent.config import Settings
 from agent.cycle.dispatch import dispatch
+from agent.gates.approvals import gated_registry
 from agent.state import fresh_state
 from agent.tools import ToolContext, build_registry
 
@@ -54,11 +55,11 @@ def test_a_line_is_split_back_into_its_tag_and_text():
     ],
 )
 def test_an_outcomes_kind_is_the_tag_of_its_note(home, reply, kind):
-    ctx = ToolContext(home, Settings())
     gated = isinstance(reply, dict) and reply.pop("gated", False)
-    registry = build_registry(ctx.settings, entry_points=[])
+    ctx = ToolContext(home, Settings(approval_required=["echo"] if gated else []))
+    registry = gated_registry(build_registry(ctx.settings, entry_points=[]), ctx.settings)
     text = reply if isinstance(reply, str) else json.dumps(reply)
-    _, outcome = dispatch(fresh_state(), text, registry, ctx, gated=lambda name: gated)
+    _, outcome = dispatch(fresh_state(), text, registry, ctx)
     assert outcome.kind is kind
     assert Tag.of(outcome.note)[0] is kind
     assert outcome.done == (kind is Tag.COMPLETED)

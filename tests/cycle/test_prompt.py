@@ -1,43 +1,29 @@
-"""Prompt assembly: a stable system message, the changing user message, the rules' examples as turns."""
+"""Prompt assembly: a stable system message, the changing user message, the next step from the last Outcome."""
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
 
 from agent.common.outcomes import UsageError
-from agent.common.tags import Tag
+from agent.common.tags import Outcome, Tag
 from agent.config import Settings
 from agent.cycle.prompt import (
     NOTHING_YET,
     TOOLS_MARKER,
     default_rules,
-    last_result,
     next_step,
     read_rules,
-    split_examples,
     system_prompt,
     user_prompt,
 )
-from agent.models.base import Request, chat_messages
 from agent.state import fresh_state
 from agent.tools import build_registry
 
 RULES = f"""You are an agent.
 
 {TOOLS_MARKER}
-
-## Examples
-
-Task: Echo hi
-Last result: none yet
-Action: {{"tool": "echo", "args": {{"message": "hi"}}}}
-
-Task: Run ls
-Last result: none yet
-Action: {{"tool": "shell", "args": {{"command": "ls"}}}}
 
 ## After
 Be brief.
@@ -56,36 +42,14 @@ def test_the_system_prompt_lists_the_tools_where_the_marker_is_and_is_stable():
     assert system_prompt("Rules.", registry).endswith(f"## Tools\n\n{registry.prompt_listing()}\n")
 
 
-def test_examples_of_a_disabled_tool_are_left_out():
-    system = system_prompt(RULES, _registry(shell_policy="off"))
-    assert '"tool": "echo"' in system and '"tool": "shell"' not in system and "Be brief." in system
-
-
-def test_examples_become_chat_turns_rendered_like_a_real_user_message():
-    rest, turns = split_examples(RULES)
-    assert "## Examples" not in rest and "Be brief." in rest
-    assert [json.loads(reply)["tool"] for _, reply in turns] == ["echo", "shell"]
-    assert turns[0][0] == user_prompt(fresh_state() | {"current_task": "Echo hi"}, 1, 10)
-    messages = chat_messages(Request(RULES, "now", {}, examples=tuple(turns)))
-    assert "## Examples" not in messages[0]["content"] and messages[0]["content"].startswith(rest.rstrip())
-    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant", "user"]
-    assert messages[-1]["content"] == "now"
-
-
-def test_examples_that_do_not_parse_stay_in_the_system_text():
-    rules = "Rules.\n\n## Examples\n\nsomething free-form\n"
-    assert split_examples(rules) == (rules, [])
-    assert split_examples("No examples.") == ("No examples.", [])
-
-
-def test_the_packaged_rules_examples_all_parse():
-    _, turns = split_examples(default_rules())
-    assert len(turns) >= 4
+def test_the_packaged_rules_hold_no_examples_they_are_data():
+    assert "## Examples" not in default_rules() and "Task:" not in default_rules()
 
 
 def test_the_user_prompt_ends_with_the_task_the_last_result_and_one_instruction():
-    state = fresh_state() | {"current_task": "Echo hi", "notes": Tag.TOOL.line("echo(...) -> hi")}
-    text = user_prompt(state, 2, 5, warnings=["WARNING: careful"])
+    state = fresh_state() | {"current_task": "Echo hi", "notes": "an older note"}
+    previous = Outcome(Tag.TOOL, Tag.TOOL.line("echo(...) -> hi"), "echo", {}, "hi")
+    text = user_prompt(state, 2, 5, warnings=["WARNING: careful"], previous=previous)
     lines = text.splitlines()
     assert lines[-5:] == [
         "Iteration 2 of 5.",
@@ -104,27 +68,47 @@ def test_a_guided_model_sees_the_queue_as_a_count_while_it_has_a_task():
     assert "- B" in user_prompt(state, 1, 5)
 
 
+def _after(tag: Tag) -> Outcome:
+    return Outcome(tag, tag.line("x"), "echo", {})
+
+
 @pytest.mark.parametrize(
-    "state, result, says",
+    "state, previous, says",
     [
-        ({}, NOTHING_YET, "There is nothing to do: call done."),
-        (
-            {"pending_actions": ["x"]},
-            NOTHING_YET,
-            "There is no current task: call done to start the next pending action.",
-        ),
-        ({"current_task": "t"}, NOTHING_YET, "Call the tool that does the task."),
-        ({"current_task": "t"}, Tag.TOOL_ERROR.line("x"), "The last action failed"),
+        ({}, None, "There is nothing to do: call done."),
+        ({"pending_actions": ["x"]}, None, "There is no current task: call done to start the next pending action."),
+        ({"current_task": "t"}, None, "Call the tool that does the task."),
+        ({"current_task": "t"}, _after(Tag.TOOL), "If the last result finishes the task, call done."),
+        ({"current_task": "t"}, _after(Tag.UPDATE), "If the last result finishes the task, call done."),
+        ({"current_task": "t"}, _after(Tag.TOOL_ERROR), "The last action failed"),
+        ({"current_task": "t"}, _after(Tag.PARSE_ERROR), "The last action failed"),
+        ({"current_task": "t"}, _after(Tag.UNKNOWN_TOOL), "The last action failed"),
+        ({"current_task": "t"}, _after(Tag.CHECK_FAILED), "The task's check failed: fix what it reports"),
     ],
 )
-def test_next_step_follows_the_state_and_the_last_result(state, result, says):
-    assert next_step(fresh_state() | state, result).startswith(says)
+def test_next_step_follows_the_state_and_the_tag_of_the_previous_outcome(state, previous, says):
+    assert next_step(fresh_state() | state, previous).startswith(says)
 
 
-def test_last_result_is_the_newest_note_after_the_first_step():
-    state = fresh_state() | {"notes": "old\n\n[TOOL] new\n"}
-    assert last_result(state, 1) == NOTHING_YET
-    assert last_result(state, 2) == "[TOOL] new"
+def test_after_a_failed_check_the_model_is_never_told_the_last_result_may_finish_the_task():
+    previous = Outcome(Tag.CHECK_FAILED, Tag.CHECK_FAILED.line("check `test -f out.txt` exited 1"), "done", {})
+    text = user_prompt(fresh_state() | {"current_task": "Write out.txt"}, 2, 5, previous=previous)
+    assert "Last result: [CHECK FAILED] check `test -f out.txt` exited 1" in text
+    assert "If the last result finishes the task" not in text
+    assert text.splitlines()[-1] == "Now: The task's check failed: fix what it reports, then call done again."
+
+
+def test_every_error_tag_gets_a_failure_instruction():
+    task = fresh_state() | {"current_task": "t"}
+    finished = next_step(task, _after(Tag.TOOL))
+    for tag in Tag:
+        if tag.is_error:
+            assert next_step(task, _after(tag)) != finished, tag
+
+
+def test_the_first_step_shows_no_last_result_whatever_the_notes_say():
+    state = fresh_state() | {"current_task": "t", "notes": "[TOOL] old -> from an earlier cycle"}
+    assert f"Last result: {NOTHING_YET}" in user_prompt(state, 1, 5)
 
 
 def test_read_rules_falls_back_to_the_packaged_rules_and_refuses_a_fifo(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from agent.common.tags import Tag
 from agent.config import Settings
 from agent.cycle.dispatch import dispatch
-from agent.gates.approvals import gate
+from agent.gates.approvals import gate, gated_registry
 from agent.state import fresh_state
 from agent.store.home import Home
 from agent.store.lock import home_lock
@@ -185,9 +185,8 @@ def test_the_models_tools_cannot_reach_the_approvals_file(home):
 def test_dispatch_returns_a_gated_call_as_parked_and_leaves_the_state_alone(tmp_path):
     settings = Settings(approval_required=["echo"])
     state = fresh_state()
-    new, outcome = dispatch(
-        state, json.dumps(echo("hi")), build_registry(settings), ToolContext(tmp_path, settings), gate(settings)
-    )
+    registry = gated_registry(build_registry(settings), settings)
+    new, outcome = dispatch(state, json.dumps(echo("hi")), registry, ToolContext(tmp_path, settings))
     assert outcome.kind is Tag.APPROVAL and outcome.args == {"message": "hi"}
     assert new == state
 
@@ -268,7 +267,7 @@ def test_a_gated_call_the_policy_refuses_is_refused_at_once_with_the_same_tool_e
     registry = build_registry(ctx.settings)
     ungated_ctx = ToolContext(tmp_path, Settings(shell_policy="allowlist"))
     ungated_state, ungated = dispatch(fresh_state(), json.dumps(call), registry, ungated_ctx)
-    state, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx, gate(ctx.settings))
+    state, outcome = dispatch(fresh_state(), json.dumps(call), gated_registry(registry, ctx.settings), ctx)
     assert outcome.kind is Tag.TOOL_ERROR and refusal in outcome.note
     assert outcome.note == ungated.note and state["notes"] == ungated_state["notes"]
 
@@ -276,13 +275,13 @@ def test_a_gated_call_the_policy_refuses_is_refused_at_once_with_the_same_tool_e
 def test_a_gated_call_the_policy_allows_is_still_parked_and_nothing_is_resolved_or_run(tmp_path):
     (tmp_path / "workspace").mkdir()
     ctx = ToolContext(tmp_path, Settings(approval_required=["shell", "http_get", "write_file"]))
-    registry = build_registry(ctx.settings)
+    registry = gated_registry(build_registry(ctx.settings), ctx.settings)
     for call in (
         {"tool": "shell", "args": {"command": "uname"}},
         {"tool": "http_get", "args": {"url": "https://no-such-host.invalid/"}},  # no DNS query before approval
         {"tool": "write_file", "args": {"path": "new.txt", "content": "x"}},
     ):
-        _, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx, gate(ctx.settings))
+        _, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx)
         assert outcome.kind is Tag.APPROVAL, outcome.note
     assert list((tmp_path / "workspace").iterdir()) == []
 

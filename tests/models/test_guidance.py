@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from agent.common.tags import Outcome, Tag
 from agent.config import Settings
 from agent.models import Request
 from agent.models.local.guidance import (
@@ -23,7 +24,14 @@ from agent.models.local.guidance import (
 from agent.models.local.model import bounded_schema, local_runtime_installed
 from agent.tools import build_registry
 
-DONE_WITH_UPTIME = "[TOOL] shell({...}) -> up 3 days"
+
+def _ran(tool: str, args: dict, result: str) -> Outcome:
+    """The outcome of a tool call that returned `result`, as the dispatcher makes it."""
+    return Outcome(Tag.TOOL, Tag.TOOL.line(f"{tool}({json.dumps(args)}) -> {result}"), tool, args, result)
+
+
+DONE_WITH_UPTIME = _ran("shell", {"command": "uptime"}, "up 3 days")
+NO_SUCH_FILE = Outcome(Tag.TOOL_ERROR, "[TOOL ERROR] read_file: no such file", "read_file", {"path": "x"})
 
 
 def _registry_schema() -> dict:
@@ -105,14 +113,15 @@ def test_the_guided_schema_comes_from_the_structured_step_not_from_the_user_text
         user="Task: Echo the word hi\nLast result: none yet\n",
         schema=schema,
         task="List the folder reports",
-        last_result=None,
+        previous=None,
     )
 
     guided = guided_schema(request)
 
     assert _offered(guided)[0] == "list_dir" and "echo" not in _offered(guided) and "done" not in _offered(guided)
     assert guided["anyOf"][0]["properties"]["args"]["properties"]["path"]["enum"] == ["reports", "."]
-    later = guided_schema(Request("S", "U", schema, task="List the folder reports", last_result="[TOOL] list_dir"))
+    listed = _ran("list_dir", {"path": "reports"}, "a.txt (1 bytes)")
+    later = guided_schema(Request("S", "U", schema, task="List the folder reports", previous=listed))
     assert _offered(later)[-1] == "done"
 
 
@@ -172,10 +181,10 @@ def test_a_repeated_folder_word_is_still_taken_as_the_folder_and_a_number_is_not
     assert task_paths("Round 3.14 to one digit") == ["Round", "3.14", "digit", "."]  # "one" is a stopword
 
 
-READ_INI = (
-    '[TOOL] read_file({"path": "settings.ini"}) -> [client]; timeout = 30; [server]; host = db.example.org; port = 5433'
+READ_INI = _ran(
+    "read_file", {"path": "settings.ini"}, "[client]; timeout = 30; [server]; host = db.example.org; port = 5433"
 )
-LISTED = '[TOOL] list_dir({"path": "reports"}) -> README.md (16 bytes); draft.txt (9 bytes); q3-sales.csv (22 bytes)'
+LISTED = _ran("list_dir", {"path": "reports"}, "README.md (16 bytes); draft.txt (9 bytes); q3-sales.csv (22 bytes)")
 
 
 def test_the_values_of_a_result_are_its_items_and_the_ones_that_share_a_word_with_the_task_come_alone():
@@ -184,13 +193,13 @@ def test_the_values_of_a_result_are_its_items_and_the_ones_that_share_a_word_wit
     # no item shares a word: every item is offered
     assert result_values(LISTED, "Note something") == ["README.md", "draft.txt", "q3-sales.csv"]
     # only a tool's result has values: not an error, not the first step
-    assert result_values("[TOOL ERROR] read_file: no such file", "note it") == []
+    assert result_values(NO_SUCH_FILE, "note it") == []
     assert result_values(None, "note it") == []
 
 
 def test_result_text_that_could_be_grammar_syntax_is_never_offered():
     # a file's content reaches the grammar: quotes, backslashes, brackets, bars and stars are left out
-    hostile = '[TOOL] read_file({"path": "x"}) -> a"b; c\\d; (e|f)*; g{1,9}; ok value; tab\there; ' + "x" * 81
+    hostile = _ran("read_file", {"path": "x"}, 'a"b; c\\d; (e|f)*; g{1,9}; ok value; tab\there; ' + "x" * 81)
     assert result_values(hostile, "") == ["ok value"]
 
 
@@ -204,6 +213,6 @@ def test_when_the_task_asks_for_something_done_must_start_with_a_value_the_last_
     # only done is touched, and only when the task asks for something and a tool returned values
     assert _args_of(shaped, "write_file") == _args_of(schema, "write_file")
     assert summary_from_result("Write banana into fruit.txt", READ_INI, schema) is schema
-    assert summary_from_result(task, "[TOOL ERROR] read_file: no such file", schema) is schema
+    assert summary_from_result(task, NO_SUCH_FILE, schema) is schema
     _compiles(shaped)
     _compiles(summary_from_result("Find the CSV file", LISTED, schema))  # dots are written as [.]

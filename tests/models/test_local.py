@@ -16,7 +16,8 @@ import pytest
 import agent.models.local.model
 from agent.common.tags import Tag
 from agent.config import Settings
-from agent.cycle.prompt import default_rules, split_examples, system_prompt, user_prompt
+from agent.cycle import examples as worked
+from agent.cycle.prompt import default_rules, system_prompt, user_prompt
 from agent.models import ModelError, ModelUnavailable, Request
 from agent.models.base import chat_messages
 from agent.models.local.cache import LOCAL_CACHE_ENV, common_prefix, local_cache_dir
@@ -130,9 +131,10 @@ def test_guidance_is_on_for_the_bundled_model_and_off_for_other_gguf_files(tmp_p
 
 def test_the_example_turns_and_system_message_are_the_same_for_every_step():
     """The grammar changes per step; the messages before the step's own (and so the prompt cache) do not."""
-    system = system_prompt(default_rules(), build_registry(Settings()))
+    registry = build_registry(Settings())
+    system = system_prompt(default_rules(), registry)
     state = {"current_task": "Echo the word hi", "pending_actions": [], "notes": ""}
-    examples = tuple(split_examples(system)[1])
+    examples = worked.turns(worked.offered(worked.packaged_examples(), registry))
     one = chat_messages(Request(system, user_prompt(state, 1, 10), {}, examples=examples))
     two = chat_messages(
         Request(system, user_prompt(dict(state, current_task="List the folder docs"), 1, 10), {}, examples=examples)
@@ -198,7 +200,6 @@ def test_a_refused_guided_grammar_falls_back_to_the_whole_schema_and_a_refused_s
         "Task: Echo the words hi\nLast result: none yet\n",
         schema,
         task="Echo the words hi",
-        last_result=None,
     )
 
     reply = json.loads(model.complete(request).text)

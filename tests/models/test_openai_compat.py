@@ -94,8 +94,9 @@ def test_request_shape_rules_system_state_user_and_json_schema(home: Path, serve
     body = request.body
     assert body["model"] == "test-model"
     assert body["temperature"] == 0.25 and body["max_tokens"] == 77
-    system, user = body["messages"]
+    system, *examples, user = body["messages"]  # the packaged examples as turns between (agent/cycle/examples.py)
     assert system["role"] == "system" and user["role"] == "user"
+    assert [m["role"] for m in examples] == ["user", "assistant"] * (len(examples) // 2) and examples
     registry = build_registry(Settings())
     assert system["content"] == prompt.system_prompt((home / "rules.md").read_text(), registry)
     assert system["content"].startswith("# House rules\n\nBe brief.")

@@ -31,7 +31,15 @@ def test_every_path_of_a_home_is_inside_it_and_distinct(tmp_path):
 
 
 def test_the_tools_never_reach_the_runtimes_or_the_operators_files():
-    assert RUNTIME_NAMES == {"scratchpad", "logs", ".agent.lock", "config.yaml", "rules.md", "templates"}
+    assert RUNTIME_NAMES == {
+        "scratchpad",
+        "logs",
+        ".agent.lock",
+        "config.yaml",
+        "rules.md",
+        "examples.yaml",
+        "templates",
+    }
 
 
 def test_no_module_but_home_spells_a_homes_file_name():

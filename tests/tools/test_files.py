@@ -121,6 +121,7 @@ def test_a_relative_runtime_name_in_the_workspace_is_just_a_file_there(fhome, ws
         "config.yaml",
         ".agent.lock",
         "rules.md",
+        "examples.yaml",
         "./scratchpad/x",
         "templates/default.yaml",
     ],

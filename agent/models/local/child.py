@@ -31,7 +31,7 @@ def _answer(runtime_box: list, op: str, args: list, log: Log) -> Any:
         return None
     runtime = runtime_box[0]
     if op == "complete":
-        completion = runtime.complete(Request(**args[0]))
+        completion = runtime.complete(Request.from_fields(args[0]))
         return {
             "text": completion.text,
             "usage": dataclasses.asdict(completion.usage),

@@ -1,7 +1,7 @@
 """Guidance for a small local model: the grammar, never the messages, is shaped per step.
 
 A 135M model picks the wrong tool and invents file names. So for each step the action schema
-it must follow is narrowed from the structured step (`Request.task`, `Request.last_result`):
+it must follow is narrowed from the structured step (`Request.task`, `Request.previous`):
 `focused_tools` offers only the tools whose own definitions share the most words with the task
 (and `done` once something was done), and `paths_from_task` limits `path` arguments to words
 of the task. The messages stay byte-identical, so the prompt cache still hits.
@@ -13,6 +13,7 @@ import math
 import re
 from typing import Collection
 
+from agent.common.tags import Outcome, Tag
 from agent.config import Settings
 from agent.models.base import Request
 
@@ -70,12 +71,12 @@ def rank_tools(task: str, action_schema: dict) -> list[tuple[str, float]]:
     return sorted(scores, key=lambda pair: -pair[1])
 
 
-def focused_tools(task: str | None, last_result: str | None, action_schema: dict, keep: int = 2) -> list[str] | None:
+def focused_tools(task: str | None, previous: Outcome | None, action_schema: dict, keep: int = 2) -> list[str] | None:
     """The tools worth offering a small model for one step of `task`.
 
     None (every tool stays on offer) when there is no task or the task shares no word with
     any tool. Otherwise the best `keep` tools, each scoring at least half the best score, and
-    `done`, except on the first step (no `last_result`): nothing has been done yet, so the
+    `done`, except on the first step (no `previous` outcome): nothing has been done yet, so the
     task cannot be finished yet either.
     """
     if not task or keep <= 0:
@@ -85,7 +86,7 @@ def focused_tools(task: str | None, last_result: str | None, action_schema: dict
         return None
     best = ranked[0][1]
     names = [name for name, score in ranked[:keep] if score >= best / 2]
-    return names if last_result is None else names + ["done"]
+    return names if previous is None else names + ["done"]
 
 
 def restrict_schema(action_schema: dict, names: list[str] | None) -> dict:
@@ -182,12 +183,12 @@ _SUMMARY_TAIL = r"[ a-zA-Z0-9.,:=/'_%#@!?-]{0,60}"
 _VALUE = re.compile(r"[ a-zA-Z0-9._,:/@#%=-]+")
 
 
-def result_values(last_result: str | None, task: str = "") -> list[str]:
-    """The values a tool result lists ("a; b; key = value"): each item and each item's value. When
-    some items share a word with the task ("the port" and "port = 5433"), only those."""
-    if not last_result or not last_result.startswith("[TOOL] ") or ") -> " not in last_result:
+def result_values(previous: Outcome | None, task: str = "") -> list[str]:
+    """The values the previous step's tool result lists ("a; b; key = value"): each item and each
+    item's value. When some items share a word with the task ("the port" and "port = 5433"), only those."""
+    if previous is None or previous.kind is not Tag.TOOL or not previous.result:
         return []
-    items = [_SIZE.sub("", item.strip()) for item in last_result.partition(") -> ")[2].split(";")]
+    items = [_SIZE.sub("", item.strip()) for item in previous.result.split(";")]
     items = [item for item in items if item and len(item) <= 80 and _VALUE.fullmatch(item)]
     items = [item for item in items if words(item) & words(task)] or items
     values = []
@@ -203,11 +204,11 @@ def _pattern_literal(text: str) -> str:
     return text.replace(".", "[.]")
 
 
-def summary_from_result(task: str | None, last_result: str | None, action_schema: dict) -> dict:
+def summary_from_result(task: str | None, previous: Outcome | None, action_schema: dict) -> dict:
     """When the task asks for something (note, find, which ...) and the last step's tool returned
     values, `done`'s summary must start with one of them. The 135M model read "port = 5433" and
     summed up "The server is not available"; it can pick a value far better than it can copy one."""
-    values = result_values(last_result, task or "")
+    values = result_values(previous, task or "")
     if not values or not words(task or "") & ASKING_WORDS:
         return action_schema
     pattern = "^(" + "|".join(_pattern_literal(v) for v in values) + ")" + _SUMMARY_TAIL + "$"
@@ -225,6 +226,6 @@ def guided_schema(request: Request, commands: Collection[str] = ()) -> dict:
     """The action schema narrowed for this step: the relevant tools only, paths and command lines
     (of the `commands` the shell may run) from the task, and a summary that starts with a value
     the last step found."""
-    schema = restrict_schema(request.schema, focused_tools(request.task, request.last_result, request.schema))
+    schema = restrict_schema(request.schema, focused_tools(request.task, request.previous, request.schema))
     schema = commands_from_task(request.task, paths_from_task(request.task, schema), commands)
-    return summary_from_result(request.task, request.last_result, schema)
+    return summary_from_result(request.task, request.previous, schema)

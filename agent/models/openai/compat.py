@@ -12,7 +12,17 @@ from typing import Any, Mapping
 from agent.common.imports import import_frozen
 from agent.common.outcomes import UsageError
 from agent.config import Settings
-from agent.models.base import Completion, Log, ModelError, ModelTimeout, ModelUnavailable, Request, Usage, chat_messages
+from agent.models.base import (
+    Completion,
+    Log,
+    ModelError,
+    ModelTimeout,
+    ModelUnavailable,
+    Request,
+    Usage,
+    chat_messages,
+    system_with_examples,
+)
 from agent.models.local.guidance import commands_to_narrow, guided_schema
 from agent.models.openai.client_log import client_messages_to
 from agent.models.openai.format_ladder import (
@@ -173,7 +183,7 @@ class OpenAIModel:
         """System and user; with chat_examples, the rules' examples as chat turns in between."""
         if self.chat_examples:
             return chat_messages(request)
-        return [{"role": "system", "content": request.system}, {"role": "user", "content": request.user}]
+        return [{"role": "system", "content": system_with_examples(request)}, {"role": "user", "content": request.user}]
 
     def complete(self, request: Request) -> Completion:
         deadline = None if request.timeout is None else time.monotonic() + request.timeout
@@ -194,7 +204,7 @@ class OpenAIModel:
                 tools = function_tools(request.schema, self.strict)
                 shown = native_messages(messages)
                 if self.settings.tool_results == "messages":
-                    shown = with_previous(shown, self.previous, request.last_result)
+                    shown = with_previous(shown, self.previous, request.previous and request.previous.note)
                 kwargs.update(messages=shown, tools=tools, tool_choice=TOOL_CHOICE)
             response_format = response_format_for(kind, schema) if tools is None else None
             if response_format is not None:
