@@ -26,7 +26,6 @@ from typing import Any
 from agent.common.outcomes import UsageError
 from agent.common.safe_yaml import FileRefused, dump_yaml, read_text_file
 from agent.models.base import EXAMPLES_HEADING
-from agent.state import count_line, pending_counted
 from agent.tools import Registry
 
 TOOLS_MARKER = "{{tools}}"
@@ -107,18 +106,9 @@ def _compact(state: dict) -> dict:
     return {k: v for k, v in state.items() if v not in (None, "", [], {}) and k != "last_updated"}
 
 
-def user_prompt(
-    state: dict, iteration: int, max_iterations: int, warnings: list[str] | None = None, guided: bool = False
-) -> str:
-    """The changing part: the scratchpad as YAML, then where this iteration stands.
-
-    For a `guided` model the pending actions show as a count while there is a current task: the
-    135M model, asked to "Write banana into fruit.txt" with "Echo the words purple elephant"
-    queued, wrote "purple elephant banana"; shown "1 more after this task", it writes "banana".
-    """
+def user_prompt(state: dict, iteration: int, max_iterations: int, warnings: list[str] | None = None) -> str:
+    """The changing part: the scratchpad as YAML, then where this iteration stands."""
     compact = _compact(state)
-    if pending_counted(state, guided):
-        compact["pending_actions"] = count_line(state)
     scratchpad = dump_yaml(compact).rstrip() if compact else "(empty)"
     result = last_result(state, iteration)
     lines = [
@@ -206,11 +196,11 @@ def clip_strings(value: Any, cap: int) -> Any:
 
 
 def fitted_user_prompt(
-    system: str, state: dict, iteration: int, settings: Any, warnings: list[str] | None = None, guided: bool = False
+    system: str, state: dict, iteration: int, settings: Any, warnings: list[str] | None = None
 ) -> str:
     """`user_prompt`, clipped so that system + user fit `prompt_max_bytes` (when they can at all)."""
     max_iterations, max_bytes, warnings = settings.max_iterations, settings.prompt_max_bytes, list(warnings or [])
-    user = user_prompt(state, iteration, max_iterations, warnings, guided)
+    user = user_prompt(state, iteration, max_iterations, warnings)
     room = max(max_bytes - len(system.encode()), max_bytes // 4)  # a huge system prompt never empties the user's
     full = len(user.encode())
     if full <= room:
@@ -221,7 +211,7 @@ def fitted_user_prompt(
     )
     cap = max(SMALLEST_CLIP, room // 4)
     while True:
-        user = user_prompt(clip_strings(state, cap), iteration, max_iterations, [*warnings, note], guided)
+        user = user_prompt(clip_strings(state, cap), iteration, max_iterations, [*warnings, note])
         if len(user.encode()) <= room or cap <= SMALLEST_CLIP:
             break
         cap //= 2

@@ -161,7 +161,7 @@ class _Run:
 
     def _loop(self, state: dict, report: CycleReport) -> tuple[dict, StopReason]:
         """Prompt -> model -> dispatcher until done or a limit."""
-        settings, secrets, guided = self.settings, self.secrets, getattr(self.model, "guided", False)
+        settings, secrets = self.settings, self.secrets
         budgets = self.budgets
         limits = self.limits = Limits(
             settings, budgets and (lambda: budgets.problem(report.usage))
@@ -186,7 +186,7 @@ class _Run:
                 limits.before_call()
                 n = report.iterations = report.iterations + 1
                 shown = secrets.redact(state)  # what the model sees, and what guidance may offer it
-                user = prompt.fitted_user_prompt(system, shown, n, settings, limits.warnings(), guided)
+                user = prompt.fitted_user_prompt(system, shown, n, settings, limits.warnings())
                 report.prompt_bytes.append(len(system.encode()) + len(user.encode()))
                 self.log(f"iteration {n}: prompt {report.prompt_bytes[-1]} bytes")
                 result = prompt.last_result(shown, n)
@@ -208,7 +208,13 @@ class _Run:
                 self.log(f"iteration {n}: reply {reply!r} usage {completion.usage.as_dict()}")
                 for action in completion.replies():  # the text, or each native call in turn: one action each
                     state, outcome = dispatch(
-                        state, action, self.registry, ctx, gated or (lambda name: False), completion.cut_at, guided
+                        state,
+                        action,
+                        self.registry,
+                        ctx,
+                        gated or (lambda name: False),
+                        completion.cut_at,
+                        completion.schema,
                     )
                     report.count(outcome.kind.action)
                     self.log(f"iteration {n}: {outcome.note}")

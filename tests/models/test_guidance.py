@@ -19,6 +19,7 @@ from agent.models.local.guidance import (
     summary_from_result,
     task_commands,
     task_paths,
+    without_queue,
 )
 from agent.models.local.model import bounded_schema, local_runtime_installed
 from agent.tools import build_registry
@@ -114,6 +115,36 @@ def test_the_guided_schema_comes_from_the_structured_step_not_from_the_user_text
     assert guided["anyOf"][0]["properties"]["args"]["properties"]["path"]["enum"] == ["reports", "."]
     later = guided_schema(Request("S", "U", schema, task="List the folder reports", last_result="[TOOL] list_dir"))
     assert _offered(later)[-1] == "done"
+
+
+@pytest.mark.parametrize(
+    "task, last_result",
+    [(None, None), ("Update the scratchpad", None), ("Add the pending action 'x' to the queue", "[TOOL] x")],
+)
+def test_a_guided_model_is_never_offered_the_queue(task, last_result):
+    schema = _registry_schema()
+    guided = guided_schema(Request("S", "U", schema, task=task, last_result=last_result))
+    offered = [o for o in guided["anyOf"] if o["properties"]["tool"]["const"] == "update_scratchpad"]
+    for option in offered:
+        args = option["properties"]["args"]
+        assert "pending_actions" not in args["properties"] and "goals" in args["properties"]
+        assert args["additionalProperties"] is False  # so a reply that sends it anyway does not follow it
+    assert offered or task  # with no task every tool stays on offer, update_scratchpad without the queue
+    _compiles(guided)
+
+
+def test_without_queue_leaves_every_other_tool_and_the_given_schema_as_they_are():
+    schema = _registry_schema()
+    kept = json.dumps(schema)
+    narrowed = without_queue(schema)
+    assert json.dumps(schema) == kept  # a copy: the registry's schema is untouched
+    assert "pending_actions" in _args_of(schema, "update_scratchpad")
+    assert set(_args_of(narrowed, "update_scratchpad")) == set(_args_of(schema, "update_scratchpad")) - {
+        "pending_actions"
+    }
+    others = [o for o in schema["anyOf"] if o["properties"]["tool"]["const"] != "update_scratchpad"]
+    assert [o for o in narrowed["anyOf"] if o["properties"]["tool"]["const"] != "update_scratchpad"] == others
+    assert json.dumps(without_queue(schema)) == json.dumps(narrowed)  # the same every step: byte-stable
 
 
 def _args_of(schema: dict, tool: str) -> dict:

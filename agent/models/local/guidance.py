@@ -1,10 +1,15 @@
-"""Guidance for a small local model: the grammar, never the messages, is shaped per step.
+"""Guidance for a small model (`guided`): the schema it is offered, never the messages, is
+narrowed per step, and nothing else about the cycle changes.
 
 A 135M model picks the wrong tool and invents file names. So for each step the action schema
 it must follow is narrowed from the structured step (`Request.task`, `Request.last_result`):
 `focused_tools` offers only the tools whose own definitions share the most words with the task
 (and `done` once something was done), and `paths_from_task` limits `path` arguments to words
-of the task. The messages stay byte-identical, so the prompt cache still hits.
+of the task. `without_queue` keeps `pending_actions` out of update_scratchpad in every step:
+such a model copies the next queued task's words into this one and would replace the queue
+with them, so the queue stays the operator's and `done`'s. The messages stay byte-identical, so
+the prompt cache still hits; the provider returns the schema it offered (`Completion.schema`)
+and the dispatcher refuses a call outside it.
 """
 
 from __future__ import annotations
@@ -221,10 +226,28 @@ def commands_to_narrow(settings: Settings) -> tuple[str, ...]:
     return tuple(settings.shell_allowlist) if settings.shell_policy in ("auto", "sandbox", "allowlist") else ()
 
 
+QUEUE_FIELD = "pending_actions"
+
+
+def without_queue(action_schema: dict) -> dict:
+    """The action schema with `pending_actions` left out of update_scratchpad's arguments (the
+    same in every step, so a tool list sent with every request stays byte-stable)."""
+    options = []
+    for option in action_schema.get("anyOf", []):
+        args = option["properties"]["args"]
+        if _tool_name(option) == "update_scratchpad" and QUEUE_FIELD in args.get("properties", {}):
+            kept = {key: value for key, value in args["properties"].items() if key != QUEUE_FIELD}
+            args = {**args, "properties": kept, "required": [k for k in args.get("required", []) if k != QUEUE_FIELD]}
+            option = {**option, "properties": {**option["properties"], "args": args}}
+        options.append(option)
+    return {**action_schema, "anyOf": options}
+
+
 def guided_schema(request: Request, commands: Collection[str] = ()) -> dict:
-    """The action schema narrowed for this step: the relevant tools only, paths and command lines
-    (of the `commands` the shell may run) from the task, and a summary that starts with a value
-    the last step found."""
-    schema = restrict_schema(request.schema, focused_tools(request.task, request.last_result, request.schema))
+    """The action schema narrowed for this step: no pending_actions, the relevant tools only,
+    paths and command lines (of the `commands` the shell may run) from the task, and a summary
+    that starts with a value the last step found."""
+    schema = without_queue(request.schema)
+    schema = restrict_schema(schema, focused_tools(request.task, request.last_result, schema))
     schema = commands_from_task(request.task, paths_from_task(request.task, schema), commands)
     return summary_from_result(request.task, request.last_result, schema)
