@@ -195,7 +195,7 @@ def test_a_refused_guided_grammar_falls_back_to_every_tool_without_the_queue_and
     lines = []
     model.start(lines.append)
     schema = build_registry(Settings()).action_schema()
-    monkeypatch.setattr(local, "guided_schema", lambda request, commands: _with_quote_in_an_enum(request.schema))
+    monkeypatch.setattr(local, "guided_schema", lambda request: _with_quote_in_an_enum(request.schema))
     request = Request(
         "Reply with one JSON action.",
         "Task: Echo the words hi\nLast result: none yet\n",

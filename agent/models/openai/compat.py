@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from agent.common.outcomes import UsageError
 from agent.config import Settings
 from agent.models.base import Completion, Log, ModelError, ModelTimeout, ModelUnavailable, Request, Usage, chat_messages
-from agent.models.local.guidance import commands_to_narrow, guided_schema, without_queue
+from agent.models.local.guidance import guided_schema, without_queue
 from agent.models.openai.client_log import client_messages_to
 from agent.models.openai.format_ladder import (
     LADDER,
@@ -178,7 +178,7 @@ class OpenAIModel:
         deadline = None if request.timeout is None else time.monotonic() + request.timeout
         messages = self.messages(request)
         # a small model behind the endpoint: the schema, never the messages, is narrowed per step
-        schema = guided_schema(request, commands_to_narrow(self.settings)) if self.guided else request.schema
+        schema = guided_schema(request) if self.guided else request.schema
         while True:
             probing = self.format is None
             kind = self.sent_as = self.ladder[self.probe_from] if probing else self.format
