@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from agent.common.tags import Tag
 from agent.config import Settings
 from agent.cycle.dispatch import ReplyError, dispatch, parse_reply
-from agent.models.local.guidance import paths_from_task, without_queue
+from agent.models.local.guidance import without_queue
 from agent.state import fresh_state, problems
 from agent.tools import ToolContext, build_registry
 
@@ -270,8 +271,10 @@ def test_a_reply_that_sends_the_queue_it_was_not_offered_is_refused_whole(ctx, r
 
 def test_a_tool_or_a_value_outside_the_offered_schema_is_refused_and_never_runs(ctx, registry, tmp_path):
     schema = registry.action_schema()
-    offered = {**schema, "anyOf": [o for o in schema["anyOf"] if o["properties"]["tool"]["const"] == "write_file"]}
-    offered = paths_from_task("Write banana into fruit.txt", offered)  # path: fruit.txt or "."
+    offered = copy.deepcopy(
+        {**schema, "anyOf": [o for o in schema["anyOf"] if o["properties"]["tool"]["const"] == "write_file"]}
+    )
+    offered["anyOf"][0]["properties"]["args"]["properties"]["path"]["enum"] = ["fruit.txt", "."]
     before = state_with(current_task="Write banana into fruit.txt")
 
     after, outcome = dispatch(before, act("done", summary="s"), registry, ctx, offered=offered)

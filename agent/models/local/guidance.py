@@ -1,11 +1,11 @@
 """Guidance for a small model (`guided`): the schema it is offered, never the messages, is
 narrowed per step, and nothing else about the cycle changes.
 
-A 135M model picks the wrong tool and invents file names. So for each step the action schema
+A 135M model picks the wrong tool and makes up what it was asked to report. So for each step the action schema
 it must follow is narrowed from the structured step (`Request.task`, `Request.last_result`):
 `focused_tools` offers only the tools whose own definitions share the most words with the task
-(and `done` once something was done), and `paths_from_task` limits `path` arguments to words
-of the task. `without_queue` keeps `pending_actions` out of update_scratchpad in every step:
+(and `done` once something was done), and `summary_from_result` has `done`'s summary start with
+a value the last tool returned. `without_queue` keeps `pending_actions` out of update_scratchpad in every step:
 such a model copies the next queued task's words into this one and would replace the queue
 with them, so the queue stays the operator's and `done`'s. The messages stay byte-identical, so
 the prompt cache still hits; the provider returns the schema it offered (`Completion.schema`)
@@ -21,8 +21,8 @@ from agent.models.base import Request
 
 # Each narrowing here stays only while it raises the held-out tasks of bench/local_tasks.py
 # (`--tasks held-out`). A stopword list, suffix stemming, command lines taken from the task
-# (after "command", or in backquotes), a list of asking words gating the summary and a list of
-# folder words did not (issue 24), so they are gone.
+# (after "command", or in backquotes), a list of asking words gating the summary, a list of
+# folder words and paths limited to the task's words did not (issue 24), so they are gone.
 
 
 def words(text: str) -> set[str]:
@@ -92,32 +92,6 @@ def restrict_schema(action_schema: dict, names: list[str] | None) -> dict:
     return {**action_schema, "anyOf": kept} if kept else action_schema
 
 
-def grammar_safe(value: str) -> bool:
-    """Whether a value taken from a task or a result may become a literal in a grammar. llama.cpp's
-    converter leaves a backslash unescaped, and the C++ parser crashes the process on what results
-    (a segfault, so not even a failed cycle is saved): quotes, backslashes and control characters
-    are never offered."""
-    return bool(value) and not re.search(r'["\\\x00-\x1f\x7f]', value)
-
-
-def task_paths(task: str) -> list[str]:
-    """The words of a task that could be a path (quotes and end punctuation removed), and ".".
-
-    When the task names a file (a word with an extension or a slash), only those are offered:
-    "Write banana into fruit.txt" must not write a file called banana. Otherwise every word is.
-    """
-    found, named = [], []
-    for raw in task.split():
-        word = raw.strip("'\"`()[]{}<>,;:!?").rstrip(".")
-        if not grammar_safe(word):
-            continue
-        if re.search(r"\w\.[A-Za-z]\w*$", word) or "/" in word:
-            named.append(word)
-        found.append(word)
-    chosen = list(dict.fromkeys(named or found))
-    return chosen + (["."] if "." not in chosen else [])
-
-
 def _narrowed(action_schema: dict, arg: str, narrowing: dict, tool: str | None = None) -> dict:
     """The action schema with `narrowing` added to argument `arg` of every tool that has one (or of `tool`)."""
     options = []
@@ -129,17 +103,6 @@ def _narrowed(action_schema: dict, arg: str, narrowing: dict, tool: str | None =
             option = {**option, "properties": {**option["properties"], "args": args}}
         options.append(option)
     return {**action_schema, "anyOf": options}
-
-
-def paths_from_task(task: str | None, action_schema: dict) -> dict:
-    """The action schema with every `path` argument limited to a word of the task (or ".").
-
-    A small model invents paths ("inbox.txt" for the folder inbox); the task names the real
-    one. Without a task the schema is returned unchanged.
-    """
-    if not task:
-        return action_schema
-    return _narrowed(action_schema, "path", {"enum": task_paths(task)})
 
 
 _SIZE = re.compile(r"\s*\(\d[\d,]* bytes\)$")
@@ -201,9 +164,8 @@ def without_queue(action_schema: dict) -> dict:
 
 
 def guided_schema(request: Request) -> dict:
-    """The action schema narrowed for this step: no pending_actions, the relevant tools only,
-    paths from the task, and a summary that starts with a value the last step found."""
+    """The action schema narrowed for this step: no pending_actions, the relevant tools only, and
+    a summary that starts with a value the last step found."""
     schema = without_queue(request.schema)
     schema = restrict_schema(schema, focused_tools(request.task, request.last_result, schema))
-    schema = paths_from_task(request.task, schema)
     return summary_from_result(request.task, request.last_result, schema)
