@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import re
 from typing import Any
 
 from agent.common.escape import escape_controls
@@ -51,22 +50,6 @@ RUNTIME_FIELDS = frozenset({"last_updated"})
 def fresh_state() -> dict:
     """A new default state. Each call returns new objects."""
     return {name: factory() for name, factory in FIELDS.items()}
-
-
-# How the prompt shows a guided model its pending actions while it has a task (`pending_counted`).
-COUNT_LINE = re.compile(r"(\d+) more after this task")
-
-
-def count_line(state: dict) -> str:
-    return f"{len(state['pending_actions'])} more after this task"
-
-
-def pending_counted(state: dict, guided: bool) -> bool:
-    """Whether a guided model sees the pending actions as a count only (`agent/cycle/prompt.py`): while
-    it has a current task, a small model copies the next queued task's words into this one. The
-    dispatcher then reads that model's `pending_actions` update as additions, never as the whole
-    queue it was not shown."""
-    return bool(guided and state.get("current_task") and state.get("pending_actions"))
 
 
 def field_problem(name: str, value: Any) -> str | None:

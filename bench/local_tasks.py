@@ -28,6 +28,7 @@ import argparse
 import datetime as _dt
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -292,6 +293,57 @@ def _greet_check(home: Path, final: dict):
     return content.strip().lower() == "hello world", f"greeting.txt holds {content[:60]!r}"
 
 
+# Five more held-out tasks (issue 24), written once with the help unchanged, never tuned on.
+def _lines_setup(home: Path) -> dict:
+    (home / "workspace").mkdir(exist_ok=True)
+    (home / "workspace" / "data.csv").write_text("".join(f"row{n},{n * 3}\n" for n in range(7)))
+    return state("Count the lines in the file data.csv and note the number")
+
+
+def _lines_check(home: Path, final: dict):
+    summaries = _completed_summaries(final)
+    ok = any(re.search(r"\b7\b", s) for s in summaries)
+    return ok, f"summaries {summaries[:2]!r}, shell results {_tool_results(final, 'shell')[:2]}"
+
+
+def _version_setup(home: Path) -> dict:
+    (home / "workspace").mkdir(exist_ok=True)
+    (home / "workspace" / "VERSION").write_text("2.7.13\n")
+    return state("Read the file VERSION and note the version number")
+
+
+def _nested_setup(home: Path) -> dict:
+    (home / "workspace" / "out").mkdir(parents=True)
+    return state("Write the word ready into the file out/status.txt")
+
+
+def _nested_check(home: Path, final: dict):
+    path = home / "workspace" / "out" / "status.txt"
+    content = path.read_text(errors="replace") if path.is_file() else "(no file)"
+    return content.strip().lower() == "ready", f"out/status.txt holds {content[:60]!r}"
+
+
+def _goal_setup(home: Path) -> dict:
+    return state("Add the goal 'Keep the garden green' to the scratchpad")
+
+
+def _goal_check(home: Path, final: dict):
+    ok = any("keep the garden green" in str(goal).lower() for goal in final["goals"])
+    return ok, f"goals {final['goals']!r}"
+
+
+def _mixed_setup(home: Path) -> dict:
+    return state("Echo the word alpha", pending=["Write the word beta into b.txt"])
+
+
+def _mixed_check(home: Path, final: dict):
+    path = home / "workspace" / "b.txt"
+    content = path.read_text(errors="replace") if path.is_file() else "(no file)"
+    echoed = any("alpha" in r.lower() for r in _tool_results(final, "echo"))
+    ok = echoed and content.strip().lower() == "beta" and len(final["completed_tasks"]) == 2
+    return ok, f"echoed alpha: {echoed}, b.txt holds {content[:40]!r}, completed {len(final['completed_tasks'])}/2"
+
+
 TASKS = [
     Task("echo", "echo a given message", _echo_setup, _echo_check),
     Task("write_file", "write a word into a file", _write_setup, _write_check),
@@ -318,6 +370,11 @@ HELD_OUT_TASKS = [
     Task("uname", "run a named command and note it", _uname_setup, _uname_check),
     Task("owner", "read a file and name the owner in the summary", _owner_setup, _summary_check("Dana")),
     Task("greeting", "write two words into a file", _greet_setup, _greet_check),
+    Task("count_lines", "count a file's lines and state the number", _lines_setup, _lines_check),
+    Task("version", "read a file without an extension, state its value", _version_setup, _summary_check("2.7.13")),
+    Task("nested_write", "write a word into a file in a folder", _nested_setup, _nested_check),
+    Task("set_goal", "add a goal with update_scratchpad", _goal_setup, _goal_check),
+    Task("mixed_queue", "two queued tasks with different tools, over 2 cycles", _mixed_setup, _mixed_check, cycles=2),
 ]
 ALL_TASKS = TASKS + HARD_TASKS + HELD_OUT_TASKS
 

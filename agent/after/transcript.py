@@ -122,10 +122,6 @@ class RecordedModel:
     def name(self) -> str:  # the model in use: with fallback_models, the one that answered
         return self.model.name
 
-    @property
-    def guided(self) -> bool:
-        return getattr(self.model, "guided", False)
-
     def start(self, log: Log) -> None:
         self.model.start(log)
 

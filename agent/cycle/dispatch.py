@@ -21,49 +21,30 @@ from typing import Any
 
 import agent.gates.checks as checks
 from agent.common.escape import escape_controls
-from agent.common.jsonschema import describe
+from agent.common.jsonschema import check, describe
 from agent.common.tags import Outcome, Tag
 from agent.models.replies import ReplyError, parse_reply
 from agent.models.replies import clip_line as _clip
-from agent.state import (
-    COUNT_LINE,
-    FIELD_SCHEMAS,
-    FIELDS,
-    RUNTIME_FIELDS,
-    add_note,
-    field_problem,
-    field_size_problem,
-    pending_counted,
-)
+from agent.state import FIELD_SCHEMAS, FIELDS, RUNTIME_FIELDS, add_note, field_problem, field_size_problem
 from agent.tools import NeedsApproval, Registry, Tool, ToolContext, ToolError
 
 
-def apply_update(state: dict, args: dict, pending_added: bool = False) -> tuple[dict, str | None]:
+def apply_update(state: dict, args: dict) -> tuple[dict, str | None]:
     """update_scratchpad: (new state, None), or (state unchanged, why it was refused).
 
-    completed_tasks is extended (never shrunk), pending_actions replaced, other fields set.
-    With `pending_added` (the model was shown the pending actions as a count only), its
-    pending_actions are added after the queue it could not see, never put in its place.
-    The update is all or nothing: one bad or oversized field refuses the whole call.
+    completed_tasks is extended (never shrunk), pending_actions replaced, other fields set: the
+    same for every model. The update is all or nothing: one bad or oversized field refuses the
+    whole call.
     """
-    for key, value in args.items():
-        if key in RUNTIME_FIELDS:
-            return state, f"field '{key}' is set by the runtime, not by the model"
-        if key not in FIELD_SCHEMAS:
-            return state, f"unknown field '{key}' (fields: {', '.join(k for k in FIELDS if k not in RUNTIME_FIELDS)})"
-        problem = field_problem(key, value) or field_size_problem(key, value)
-        if problem:
-            return state, problem
+    refusal = _update_problem(args)
+    if refusal:
+        return state, refusal
     new = copy.deepcopy(state)
     for key, value in args.items():
         if key == "completed_tasks":
             new["completed_tasks"].extend(copy.deepcopy(value))
-        elif not (key == "pending_actions" and pending_added):
+        else:
             new[key] = copy.deepcopy(value)
-    if pending_added and "pending_actions" in args:  # after current_task: a task moved from it is added
-        new["pending_actions"] += added_actions(new, args["pending_actions"])
-        if too_large := field_size_problem("pending_actions", new["pending_actions"]):
-            return state, too_large
     dodged = checks.checked_tasks_removed(state, new)
     if dodged:
         return state, (
@@ -73,11 +54,17 @@ def apply_update(state: dict, args: dict, pending_added: bool = False) -> tuple[
     return new, None
 
 
-def added_actions(state: dict, proposed: list[str]) -> list[str]:
-    """What a model shown only the count of pending actions adds to `state`'s queue: what is not
-    queued or current already, and not the count line it was shown ("2 more after this task")."""
-    queued = {state["current_task"], *state["pending_actions"]}
-    return [a for a in dict.fromkeys(proposed) if a not in queued and not COUNT_LINE.fullmatch(a)]
+def _update_problem(args: dict) -> str | None:
+    """Why update_scratchpad may not write `args` (a runtime or unknown field, a bad or oversized value)."""
+    for key, value in args.items():
+        if key in RUNTIME_FIELDS:
+            return f"field '{key}' is set by the runtime, not by the model"
+        if key not in FIELD_SCHEMAS:
+            return f"unknown field '{key}' (fields: {', '.join(k for k in FIELDS if k not in RUNTIME_FIELDS)})"
+        problem = field_problem(key, value) or field_size_problem(key, value)
+        if problem:
+            return problem
+    return None
 
 
 def apply_done(state: dict, summary: str) -> dict:
@@ -99,15 +86,35 @@ def dispatch(
     registry: Registry,
     ctx: ToolContext,
     cut_at: int | None = None,
-    guided: bool = False,
+    offered: dict | None = None,
 ) -> tuple[dict, Outcome]:
     """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt).
     A valid call the registry's gate holds (agent/gates/approvals.py) is not run: it comes back
     as an APPROVAL outcome, not noted.
     `cut_at`: the reply was cut at this many tokens (finish_reason "length"); one that then does
     not parse is reported as cut, not as whatever its truncated JSON happens to lack.
-    `guided`: the model was prompted as a guided one (see `state.pending_counted`)."""
-    clip = ctx.settings.note_result_chars
+    `offered`: the action schema the model was asked to follow (`Completion.schema`), when it
+    offered less than the registry: a call outside it is refused like bad arguments."""
+    action = _action(reply, registry, ctx, cut_at, offered)
+    if isinstance(action, Outcome):
+        return _noted(state, action)
+    name, args = action
+    if name == "update_scratchpad":
+        new, refusal = apply_update(state, args)
+        if refusal:
+            return _noted(
+                state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}"), name, args)
+            )
+        return _noted(new, Outcome(Tag.UPDATE, Tag.UPDATE.line(", ".join(args) or "nothing"), name, args))
+    if name == "done":
+        return _done(state, args, ctx)
+    return _run_tool(state, registry[name], args, ctx)
+
+
+def _action(
+    reply: Any, registry: Registry, ctx: ToolContext, cut_at: int | None, offered: dict | None
+) -> Outcome | tuple[str, dict]:
+    """(tool name, redacted args) of a reply that calls a tool as offered, else the Outcome saying why not."""
     try:
         action = parse_reply(reply, ctx.settings.max_reply_bytes)
     except ReplyError as exc:
@@ -116,43 +123,38 @@ def dispatch(
             if cut_at is None
             else f"the reply was cut at max_output_tokens ({cut_at}) before its JSON closed; raise max_output_tokens"
         )
-        return _noted(state, Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(problem)))
+        return Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(problem))
     name, args = action["tool"], action.get("args", {})
     if not isinstance(name, str):
-        return _noted(
-            state, Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {describe(name)}'))
-        )
+        return Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {describe(name)}'))
     if name not in registry:
         listed = ", ".join(registry.names())
-        return _noted(
-            state, Outcome(Tag.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(f"{_clip(name, 60)} (tools: {listed})"), name, args)
-        )
-    tool = registry[name]
-    if args is None:
-        args = {}
-    problem = tool.check_args(args)
+        return Outcome(Tag.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(f"{_clip(name, 60)} (tools: {listed})"), name, args)
+    args = {} if args is None else args
+    problem = registry[name].check_args(args) or _not_offered(offered, name, args)
     if problem:
-        return _noted(state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}: {problem}"), name, args))
-    args = ctx.secrets.redact(args)  # no tool ever receives a secret from the model (to send, write or echo)
-    if name == "update_scratchpad":
-        added = pending_counted(state, guided) and "pending_actions" in args
-        new, refusal = apply_update(state, args, added)
-        if refusal:
-            return _noted(
-                state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}"), name, args)
-            )
-        grew = len(new["pending_actions"]) - len(state["pending_actions"])
-        told = f"pending_actions ({grew} added to the queue)" if grew else "pending_actions (nothing new for the queue)"
-        fields = ", ".join(told if added and k == "pending_actions" else k for k in args)
-        return _noted(new, Outcome(Tag.UPDATE, Tag.UPDATE.line(fields or "nothing"), name, args))
-    if name == "done":
-        refusal = checks.done_refusal(state, ctx)  # runs the task's acceptance check, if it has one
-        if refusal:
-            note = Tag.CHECK_FAILED.line(_clip(ctx.secrets.redact_text(refusal), clip + 200))
-            return _noted(state, Outcome(Tag.CHECK_FAILED, note, name, args))
-        summary = _clip(args["summary"], max(clip, 200))
-        return apply_done(state, summary), Outcome(Tag.COMPLETED, Tag.COMPLETED.line(summary), name, args)
-    return _run_tool(state, tool, args, ctx)
+        return Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}: {problem}"), name, args)
+    return name, ctx.secrets.redact(args)  # no tool ever receives a secret from the model (to send, write or echo)
+
+
+def _not_offered(offered: dict | None, name: str, args: dict) -> str | None:
+    """Why a call the registry accepts is outside the narrower action schema the model was offered."""
+    if offered is None:
+        return None
+    options = [o for o in offered.get("anyOf", []) if o["properties"]["tool"].get("const") == name]
+    if not options:
+        return "not offered for this step"
+    problem = check(args, options[0]["properties"]["args"], "args")
+    return f"not as offered for this step: {problem}" if problem else None
+
+
+def _done(state: dict, args: dict, ctx: ToolContext) -> tuple[dict, Outcome]:
+    refusal = checks.done_refusal(state, ctx)  # runs the task's acceptance check, if it has one
+    if refusal:
+        note = Tag.CHECK_FAILED.line(_clip(ctx.secrets.redact_text(refusal), ctx.settings.note_result_chars + 200))
+        return _noted(state, Outcome(Tag.CHECK_FAILED, note, "done", args))
+    summary = _clip(args["summary"], max(ctx.settings.note_result_chars, 200))
+    return apply_done(state, summary), Outcome(Tag.COMPLETED, Tag.COMPLETED.line(summary), "done", args)
 
 
 def _run_tool(state: dict, tool: Tool, args: dict, ctx: ToolContext) -> tuple[dict, Outcome]:

@@ -51,7 +51,6 @@ class Loop:
         self.schema = registry.action_schema()
         self.report, self.limits, self.events, self.log = report, limits, events, log
         self.park = park  # records a gated call and raises Parked
-        self.guided = getattr(model, "guided", False)
         self.previous: Outcome | None = None  # what the last action did (redacted); None before the first
 
     def run(self) -> tuple[dict, StopReason]:
@@ -75,9 +74,7 @@ class Loop:
         limits.before_call()
         n = report.iterations = report.iterations + 1
         shown = self.secrets.redact(self.state)  # what the model sees, and what guidance may offer it
-        user = prompt.fitted_user_prompt(
-            self.system, shown, n, self.settings, limits.warnings(), self.guided, self.previous
-        )
+        user = prompt.fitted_user_prompt(self.system, shown, n, self.settings, limits.warnings(), self.previous)
         report.prompt_bytes.append(len(self.system.encode()) + len(user.encode()))
         self.log(f"iteration {n}: prompt {report.prompt_bytes[-1]} bytes")
         request = Request(
@@ -100,7 +97,9 @@ class Loop:
     def execute(self, completion: Completion) -> None:
         """The reply's text, or each native call in turn: one action each, one event each."""
         for action in completion.replies():
-            self.state, outcome = dispatch(self.state, action, self.registry, self.ctx, completion.cut_at, self.guided)
+            self.state, outcome = dispatch(
+                self.state, action, self.registry, self.ctx, completion.cut_at, completion.schema
+            )
             self.events.emit(Step(self.report.iterations, outcome))
             if outcome.kind is Tag.APPROVAL:  # raises Parked: later calls never run
                 self.park(self.state, outcome)

@@ -23,7 +23,6 @@ from typing import Any
 from agent.common.outcomes import UsageError
 from agent.common.safe_yaml import FileRefused, dump_yaml, read_text_file
 from agent.common.tags import Outcome, Tag
-from agent.state import count_line, pending_counted
 from agent.tools import Registry
 
 TOOLS_MARKER = "{{tools}}"
@@ -86,19 +85,11 @@ def user_prompt(
     iteration: int,
     max_iterations: int,
     warnings: list[str] | None = None,
-    guided: bool = False,
     previous: Outcome | None = None,
 ) -> str:
     """The changing part: the scratchpad as YAML, then where this iteration stands and what the
-    `previous` action of this cycle did (None: this is its first).
-
-    For a `guided` model the pending actions show as a count while there is a current task: the
-    135M model, asked to "Write banana into fruit.txt" with "Echo the words purple elephant"
-    queued, wrote "purple elephant banana"; shown "1 more after this task", it writes "banana".
-    """
+    `previous` action of this cycle did (None: this is its first)."""
     compact = _compact(state)
-    if pending_counted(state, guided):
-        compact["pending_actions"] = count_line(state)
     scratchpad = dump_yaml(compact).rstrip() if compact else "(empty)"
     lines = [
         "## Scratchpad",
@@ -150,12 +141,11 @@ def fitted_user_prompt(
     iteration: int,
     settings: Any,
     warnings: list[str] | None = None,
-    guided: bool = False,
     previous: Outcome | None = None,
 ) -> str:
     """`user_prompt`, clipped so that system + user fit `prompt_max_bytes` (when they can at all)."""
     max_iterations, max_bytes, warnings = settings.max_iterations, settings.prompt_max_bytes, list(warnings or [])
-    user = user_prompt(state, iteration, max_iterations, warnings, guided, previous)
+    user = user_prompt(state, iteration, max_iterations, warnings, previous)
     room = max(max_bytes - len(system.encode()), max_bytes // 4)  # a huge system prompt never empties the user's
     full = len(user.encode())
     if full <= room:
@@ -167,7 +157,7 @@ def fitted_user_prompt(
     cap = max(SMALLEST_CLIP, room // 4)
     while True:
         clipped = previous and dataclasses.replace(previous, note=clip_text(previous.note, cap))
-        user = user_prompt(clip_strings(state, cap), iteration, max_iterations, [*warnings, note], guided, clipped)
+        user = user_prompt(clip_strings(state, cap), iteration, max_iterations, [*warnings, note], clipped)
         if len(user.encode()) <= room or cap <= SMALLEST_CLIP:
             break
         cap //= 2

@@ -21,8 +21,8 @@ class Request:
     """One model call, as the cycle builds it.
 
     `system`, `user` and `schema` are what is sent. `task` and `previous` are the same step as
-    structured fields, so a provider that shapes its output per step (the guided local model)
-    never parses them back out of `user`.
+    structured fields, so a provider that narrows the schema per step (a guided model:
+    agent/models/local/guidance.py) never parses them back out of `user`.
     """
 
     system: str  # byte-stable across iterations and cycles: prompt caches hit on it
@@ -109,6 +109,9 @@ class Completion:
     limit: int | None = None  # the most tokens the reply could have (max_output_tokens as sent)
     calls: list[ToolCall] = field(default_factory=list)  # native tool calls, in the order the reply gave them
     tools: list[dict] | None = None  # the function definitions sent with the request; None: none were sent
+    # the action schema the reply was asked to follow when the provider narrowed the request's (a
+    # guided model); the dispatcher refuses a call outside it. None: the request's schema
+    schema: dict | None = None
 
     @property
     def cut_at(self) -> int | None:
@@ -128,7 +131,6 @@ class Completion:
 
 class Model(Protocol):
     name: str
-    guided: bool  # its output is narrowed per step (guidance.py); the prompt then counts the queue
 
     def start(self, log: Log) -> None:
         """Get ready for one cycle (load weights, open a client); `log` writes to the cycle log."""

@@ -53,10 +53,6 @@ class FallbackModel:
     def name(self) -> str:
         return self.models[self.current].name
 
-    @property
-    def guided(self) -> bool:
-        return bool(getattr(self.models[self.current], "guided", False))
-
     def start(self, log: Log) -> None:
         """Models are started when first asked (and a budget checked): one that is down costs its
         start only when the cycle gets to it."""

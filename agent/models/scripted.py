@@ -47,8 +47,6 @@ class ScriptedModel:
     Asking past the end raises ScriptEnded.
     """
 
-    guided = False  # a test may set it to see what a guided model is shown
-
     def __init__(self, path: Path):
         self._use(f"scripted:{path}", read_script(path))
 

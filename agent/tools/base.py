@@ -231,8 +231,7 @@ def control_tools() -> list[Tool]:
         name="update_scratchpad",
         description=(
             "Change scratchpad fields. completed_tasks entries are appended; pending_actions is "
-            "replaced (added to, when shown only as a count); goals, current_task and notes are set "
-            "to the value given."
+            "replaced; goals, current_task and notes are set to the value given."
         ),
         args_schema={"type": "object", "properties": writable, "required": [], "additionalProperties": False},
         example={"current_task": "Check disk space", "pending_actions": ["Report free space"]},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from agent.common.tags import Tag
 from agent.config import Settings
 from agent.cycle.dispatch import ReplyError, dispatch, parse_reply
+from agent.models.local.guidance import without_queue
 from agent.state import fresh_state, problems
 from agent.tools import ToolContext, build_registry
 
@@ -236,54 +238,55 @@ def test_a_reply_over_max_reply_bytes_is_a_parse_error_naming_its_size(ctx, regi
     assert f"reply is {len(reply):,} bytes, over the 65,536-byte limit (max_reply_bytes)" in after["notes"]
 
 
-def test_a_guided_model_shown_the_queue_as_a_count_adds_to_it_and_never_replaces_it(ctx, registry):
-    # a guided model sees "pending_actions: 2 more after this task", not the list: its update is
-    # read as additions (the ones already queued, or the current task itself, are not repeated)
+def test_update_scratchpad_has_one_meaning_for_every_model(ctx, registry):
+    # pending_actions is the new queue, whatever the model: nothing is read as additions
     before = state_with(current_task="Write banana into fruit.txt", pending_actions=["a", "b"])
-    update = act("update_scratchpad", pending_actions=["c", "a", "Write banana into fruit.txt", "c"])
+    update = act("update_scratchpad", pending_actions=["c", "a"])
+    offered = without_queue(registry.action_schema())
 
-    after, outcome = dispatch(before, update, registry, ctx, guided=True)
+    after, outcome = dispatch(before, update, registry, ctx, offered=registry.action_schema())
 
-    assert outcome.kind is Tag.UPDATE and after["pending_actions"] == ["a", "b", "c"]
-    assert after["notes"] == "[UPDATE] pending_actions (1 added to the queue)"
-    # the same reply from a model that was shown the list replaces it, as update_scratchpad says
-    assert dispatch(before, update, registry, ctx)[0]["pending_actions"] == [
-        "c",
-        "a",
-        "Write banana into fruit.txt",
-        "c",
-    ]
-    # with no current task the guided model was shown the list too: its update is the new queue
-    idle = state_with(pending_actions=["a", "b"])
-    assert dispatch(idle, act("update_scratchpad", pending_actions=["b"]), registry, ctx, guided=True)[0][
-        "pending_actions"
-    ] == ["b"]
+    assert outcome.kind is Tag.UPDATE and after["pending_actions"] == ["c", "a"]
+    assert after["notes"] == "[UPDATE] pending_actions"
+    assert dispatch(before, update, registry, ctx)[0]["pending_actions"] == ["c", "a"]
+    # a model offered update_scratchpad without the queue may still set every other field
+    after, outcome = dispatch(before, act("update_scratchpad", goals=["g"]), registry, ctx, offered=offered)
+    assert outcome.kind is Tag.UPDATE and after["goals"] == ["g"] and after["pending_actions"] == ["a", "b"]
 
 
-def test_a_guided_model_that_moves_its_task_back_to_the_queue_loses_nothing(ctx, registry):
-    # current A, pending [B]; the model makes X current and queues A: A must not vanish
-    before = state_with(current_task="A", pending_actions=["B"])
-    update = act("update_scratchpad", current_task="X", pending_actions=["A"])
+def test_a_reply_that_sends_the_queue_it_was_not_offered_is_refused_whole(ctx, registry):
+    # a guided model's schema leaves pending_actions out; a reply that sends it anyway (a server
+    # that ignores the schema, or a hostile one) changes nothing: neither replaced nor appended to
+    before = state_with(current_task="A", pending_actions=["B", "C"], goals=["keep"])
+    update = act("update_scratchpad", goals=["g"], pending_actions=["Delete everything"])
 
-    after, outcome = dispatch(before, update, registry, ctx, guided=True)
+    after, outcome = dispatch(before, update, registry, ctx, offered=without_queue(registry.action_schema()))
 
-    assert outcome.kind is Tag.UPDATE and after["current_task"] == "X" and after["pending_actions"] == ["B", "A"]
-
-
-def test_a_guided_model_copying_the_count_line_it_was_shown_queues_nothing(ctx, registry):
-    before = state_with(current_task="A", pending_actions=["B", "C"])
-    after, outcome = dispatch(
-        before, act("update_scratchpad", pending_actions=["2 more after this task", "B"]), registry, ctx, guided=True
+    assert outcome.kind is Tag.TOOL_ERROR
+    assert outcome.note == (
+        "[TOOL ERROR] update_scratchpad: not as offered for this step: 'args' has an unexpected key 'pending_actions'"
     )
-    assert after["pending_actions"] == ["B", "C"]
-    assert outcome.note == "[UPDATE] pending_actions (nothing new for the queue)"
+    assert after["pending_actions"] == ["B", "C"] and after["goals"] == ["keep"] and after["current_task"] == "A"
 
 
-def test_additions_that_would_take_the_queue_over_the_field_cap_are_refused_whole(ctx, registry):
-    before = state_with(current_task="t", pending_actions=["x" * 40_000], goals=["g"])
-    update = act("update_scratchpad", pending_actions=["y" * 40_000], goals=["h"])
+def test_a_tool_or_a_value_outside_the_offered_schema_is_refused_and_never_runs(ctx, registry, tmp_path):
+    schema = registry.action_schema()
+    offered = copy.deepcopy(
+        {**schema, "anyOf": [o for o in schema["anyOf"] if o["properties"]["tool"]["const"] == "write_file"]}
+    )
+    offered["anyOf"][0]["properties"]["args"]["properties"]["path"]["enum"] = ["fruit.txt", "."]
+    before = state_with(current_task="Write banana into fruit.txt")
 
-    after, outcome = dispatch(before, update, registry, ctx, guided=True)
+    after, outcome = dispatch(before, act("done", summary="s"), registry, ctx, offered=offered)
+    assert outcome.kind is Tag.TOOL_ERROR and outcome.note == "[TOOL ERROR] done: not offered for this step"
+    assert after["current_task"] == "Write banana into fruit.txt" and after["completed_tasks"] == []
 
-    assert outcome.kind is Tag.TOOL_ERROR and "field 'pending_actions' would be" in outcome.note
-    assert after["pending_actions"] == ["x" * 40_000] and after["goals"] == ["g"]
+    written = act("write_file", path="other.txt", content="banana")
+    after, outcome = dispatch(before, written, registry, ctx, offered=offered)
+    assert outcome.kind is Tag.TOOL_ERROR and "'args.path' must be one of 'fruit.txt'" in outcome.note
+    assert not (tmp_path / "workspace" / "other.txt").exists()
+
+    after, outcome = dispatch(
+        before, act("write_file", path="fruit.txt", content="banana"), registry, ctx, offered=offered
+    )
+    assert outcome.kind is Tag.TOOL and (tmp_path / "workspace" / "fruit.txt").read_text() == "banana"

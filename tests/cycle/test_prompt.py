@@ -62,10 +62,9 @@ def test_the_user_prompt_ends_with_the_task_the_last_result_and_one_instruction(
     assert user_prompt(state, 5, 5).splitlines()[-1].startswith("Now: this is the LAST iteration")
 
 
-def test_a_guided_model_sees_the_queue_as_a_count_while_it_has_a_task():
+def test_every_model_sees_the_whole_queue():
     state = fresh_state() | {"current_task": "A", "pending_actions": ["B", "C"]}
-    assert "2 more after this task" in user_prompt(state, 1, 5, guided=True)
-    assert "- B" in user_prompt(state, 1, 5)
+    assert "pending_actions:\n- B\n- C\n" in user_prompt(state, 1, 5)
 
 
 def _after(tag: Tag) -> Outcome:

@@ -115,8 +115,7 @@ def test_the_last_iteration_prompt_says_it_is_the_last(home, tmp_path):
     assert "LAST iteration" not in user_prompt(fresh_state(), 1, 2)
 
 
-def test_a_guided_model_sees_the_pending_actions_as_a_count_while_it_has_a_task(home):
-    # the 135M model wrote "purple elephant banana" into fruit.txt when it saw the next task's words
+def test_every_model_sees_the_whole_queue_and_its_update_replaces_it(home):
     write_active(
         home, dict(DEMO, current_task="Write banana into fruit.txt", pending_actions=["Echo the words purple elephant"])
     )
@@ -126,20 +125,15 @@ def test_a_guided_model_sees_the_pending_actions_as_a_count_while_it_has_a_task(
             {"tool": "done", "args": {"summary": "wrote banana"}},
         ]
     )
-    model.guided = True
     asked = []
     answer = model.complete
     model.complete = lambda request: asked.append(request) or answer(request)
     run_cycle(Home.at(home), Settings(), model)
 
-    first = asked[0].user
-    assert "pending_actions: 1 more after this task" in first and "purple elephant" not in first
-    assert "pending_actions: 2 more after this task" in asked[1].user
-    # its update was taken as an addition: the queue it was not shown is still there
+    assert "pending_actions:\n- Echo the words purple elephant\n" in asked[0].user
+    assert "pending_actions:\n- Water plants\n" in asked[1].user and "purple elephant" not in asked[1].user
     state = read_yaml(home / "scratchpad" / "active.yaml")
-    assert state["current_task"] == "Echo the words purple elephant" and state["pending_actions"] == ["Water plants"]
-    # an unguided model sees the list
-    assert "purple elephant" in user_prompt(dict(DEMO, current_task="t", pending_actions=["purple elephant"]), 1, 9)
+    assert state["current_task"] == "Water plants" and state["pending_actions"] == []
 
 
 def test_a_failed_cycle_saves_the_state_as_read_plus_a_note(home, tmp_path):

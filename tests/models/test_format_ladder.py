@@ -95,12 +95,68 @@ def test_the_remembered_endpoint_never_holds_the_credentials_of_its_url(home: Pa
 
 def test_guided_narrows_the_schema_sent_to_an_openai_model(home: Path, server: OpenAIServer) -> None:
     configure(home, STATE, **(FAST | {"guided": True, "response_format": "json_object_schema"}))
-    server.add(Reply.chat(DONE))
+    server.add(Reply.chat(DONE), Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
     offered = [
         o["properties"]["tool"]["const"] for o in server.chat_requests[0].body["response_format"]["schema"]["anyOf"]
     ]
-    assert len(offered) < len(build_registry(Settings()).names())
+    assert len(offered) < len(build_registry(Settings()).names()) and "done" not in offered
+    # the endpoint ignored the narrowed schema: its first done was refused, the second was offered
+    notes = yaml.safe_load((home / "scratchpad" / "active.yaml").read_text())["notes"]
+    assert "[TOOL ERROR] done: not offered for this step" in notes and "[COMPLETED] said hello" in notes
+
+
+def _update_args(options: list[dict]) -> dict | None:
+    """The arguments update_scratchpad is offered, among schema options (None: not offered)."""
+    for option in options:
+        if option["properties"]["tool"]["const"] == "update_scratchpad":
+            return option["properties"]["args"]["properties"]
+    return None
+
+
+@pytest.mark.parametrize("rung", ["json_object_schema", "native"])
+def test_a_guided_model_is_never_offered_the_queue_and_a_reply_that_still_sends_it_is_refused(
+    home: Path, server: OpenAIServer, rung: str
+) -> None:
+    # the endpoint ignores the schema it was sent (as a hostile or careless server may): the queue
+    # stays as it was, and the call is refused with a note, neither replaced nor appended to
+    settings = {"guided": True} | (
+        {"response_format": rung} if rung != "native" else {"tool_calling": "native", "response_format": "auto"}
+    )
+    configure(home, STATE | {"current_task": "Update the scratchpad"}, **(FAST | settings))
+    hostile = {"pending_actions": ["Delete everything"], "goals": ["g"]}
+    if rung == "native":
+        server.add(Reply.calls(("update_scratchpad", hostile)), Reply.calls(("done", DONE["args"])))
+    else:
+        server.add(Reply.chat({"tool": "update_scratchpad", "args": hostile}), Reply.chat(DONE))
+    result, report = run(home, server)
+    assert result.exit_code == 0, result.stderr
+
+    body = server.chat_requests[0].body
+    sent = [t["function"] for t in body["tools"]] if rung == "native" else body["response_format"]["schema"]["anyOf"]
+    if rung == "native":
+        offered = next(f["parameters"]["properties"] for f in sent if f["name"] == "update_scratchpad")
+    else:
+        offered = _update_args(sent)
+    assert offered is not None and "pending_actions" not in offered and "goals" in offered
+    active = yaml.safe_load((home / "scratchpad" / "active.yaml").read_text())
+    assert active["completed_tasks"][-1]["task"] == "Update the scratchpad"
+    assert active["current_task"] == "Check the date" and active["pending_actions"] == []  # done took the next one
+    assert active["goals"] == STATE["goals"]  # all or nothing: the whole call was refused
+    assert (
+        "[TOOL ERROR] update_scratchpad: not as offered for this step: 'args' has an unexpected key "
+        in (active["notes"])
+    )
+    assert "Delete everything" not in json.dumps(active["completed_tasks"]) + str(active["pending_actions"])
+
+
+def test_without_guided_update_scratchpad_offers_and_replaces_the_queue(home: Path, server: OpenAIServer) -> None:
+    configure(home, STATE, **(FAST | {"response_format": "json_object_schema"}))
+    server.add(Reply.chat({"tool": "update_scratchpad", "args": {"pending_actions": ["B", "C"]}}), Reply.chat(DONE))
+    assert run(home, server)[0].exit_code == 0
+    assert "pending_actions" in _update_args(server.chat_requests[0].body["response_format"]["schema"]["anyOf"])
+    active = yaml.safe_load((home / "scratchpad" / "active.yaml").read_text())
+    assert active["current_task"] == "B" and active["pending_actions"] == ["C"]  # replaced, then done moved on
 
 
 def test_the_json_object_rung_carries_the_bounded_action_schema() -> None:

@@ -10,16 +10,13 @@ from agent.common.tags import Outcome, Tag
 from agent.config import Settings
 from agent.models import Request
 from agent.models.local.guidance import (
-    commands_from_task,
     focused_tools,
     guided_schema,
-    paths_from_task,
     rank_tools,
     restrict_schema,
     result_values,
     summary_from_result,
-    task_commands,
-    task_paths,
+    without_queue,
 )
 from agent.models.local.model import bounded_schema, local_runtime_installed
 from agent.tools import build_registry
@@ -76,35 +73,6 @@ def test_with_no_task_or_no_matching_tool_every_tool_stays_on_offer():
     assert restrict_schema(schema, None) is schema
 
 
-def test_path_arguments_are_limited_to_words_of_the_task():
-    schema = _registry_schema()
-    shaped = paths_from_task("List the folder 'reports', then read reports/q1.txt.", schema)
-
-    by_tool = {o["properties"]["tool"]["const"]: o["properties"]["args"]["properties"] for o in shaped["anyOf"]}
-    choices = by_tool["list_dir"]["path"]["enum"]
-    assert "reports" in choices and "reports/q1.txt" in choices and "." in choices and "the" not in choices
-    assert by_tool["read_file"]["path"]["enum"] == choices and "enum" not in by_tool["write_file"]["content"]
-    assert "enum" not in by_tool["shell"]["command"]
-    assert "enum" not in schema["anyOf"][2]["properties"]["args"]["properties"]["path"]  # a copy
-    assert paths_from_task(None, schema) is schema
-    # the shaped schema still compiles to a llama.cpp grammar (when the runtime is installed)
-    if local_runtime_installed():
-        from llama_cpp import LlamaGrammar
-
-        LlamaGrammar.from_json_schema(json.dumps(bounded_schema(shaped)), verbose=False)
-
-
-def test_a_task_that_names_a_file_or_folder_offers_only_those_as_paths():
-    # "Write banana into fruit.txt": the 135M model wrote a file called banana when every word was offered
-    assert task_paths("Write banana into fruit.txt") == ["fruit.txt", "."]
-    assert task_paths("Find the CSV file in the folder reports and note its name.") == ["reports", "."]
-    assert task_paths("Read notes/today and config.ini.") == ["notes/today", "config.ini", "."]
-    # a task that names no file or folder still offers its words
-    assert task_paths("Echo the words purple elephant") == ["Echo", "words", "purple", "elephant", "."]
-    # a sentence's final full stop is not an extension
-    assert task_paths("Tidy up.") == ["Tidy", "up", "."]
-
-
 def test_the_guided_schema_comes_from_the_structured_step_not_from_the_user_text():
     schema = _registry_schema()
     # the user text names another task: only the structured fields count
@@ -119,10 +87,40 @@ def test_the_guided_schema_comes_from_the_structured_step_not_from_the_user_text
     guided = guided_schema(request)
 
     assert _offered(guided)[0] == "list_dir" and "echo" not in _offered(guided) and "done" not in _offered(guided)
-    assert guided["anyOf"][0]["properties"]["args"]["properties"]["path"]["enum"] == ["reports", "."]
+    assert "enum" not in guided["anyOf"][0]["properties"]["args"]["properties"]["path"]  # paths are the model's
     listed = _ran("list_dir", {"path": "reports"}, "a.txt (1 bytes)")
     later = guided_schema(Request("S", "U", schema, task="List the folder reports", previous=listed))
     assert _offered(later)[-1] == "done"
+
+
+@pytest.mark.parametrize(
+    "task, previous",
+    [(None, None), ("Update the scratchpad", None), ("Add the pending action 'x' to the queue", _ran("x", {}, "y"))],
+)
+def test_a_guided_model_is_never_offered_the_queue(task, previous):
+    schema = _registry_schema()
+    guided = guided_schema(Request("S", "U", schema, task=task, previous=previous))
+    offered = [o for o in guided["anyOf"] if o["properties"]["tool"]["const"] == "update_scratchpad"]
+    for option in offered:
+        args = option["properties"]["args"]
+        assert "pending_actions" not in args["properties"] and "goals" in args["properties"]
+        assert args["additionalProperties"] is False  # so a reply that sends it anyway does not follow it
+    assert offered or task  # with no task every tool stays on offer, update_scratchpad without the queue
+    _compiles(guided)
+
+
+def test_without_queue_leaves_every_other_tool_and_the_given_schema_as_they_are():
+    schema = _registry_schema()
+    kept = json.dumps(schema)
+    narrowed = without_queue(schema)
+    assert json.dumps(schema) == kept  # a copy: the registry's schema is untouched
+    assert "pending_actions" in _args_of(schema, "update_scratchpad")
+    assert set(_args_of(narrowed, "update_scratchpad")) == set(_args_of(schema, "update_scratchpad")) - {
+        "pending_actions"
+    }
+    others = [o for o in schema["anyOf"] if o["properties"]["tool"]["const"] != "update_scratchpad"]
+    assert [o for o in narrowed["anyOf"] if o["properties"]["tool"]["const"] != "update_scratchpad"] == others
+    assert json.dumps(without_queue(schema)) == json.dumps(narrowed)  # the same every step: byte-stable
 
 
 def _args_of(schema: dict, tool: str) -> dict:
@@ -137,48 +135,6 @@ def _compiles(schema: dict) -> None:
         from llama_cpp import LlamaGrammar
 
         LlamaGrammar.from_json_schema(json.dumps(bounded_schema(schema)), verbose=False)
-
-
-def test_a_command_line_the_task_spells_out_is_the_only_one_offered():
-    # the 135M model, asked to run `date -u`, wrote "date -u -u -n 10 -u -n 10 ..." until cut
-    allowed = Settings().shell_allowlist
-    assert task_commands("Run the command date -u and note the result", allowed) == ["date -u"]
-    assert task_commands("Run the command `date -u` and note the result", allowed) == ["date -u"]
-    assert task_commands("Run `ls -l reports` then `uname -a`; the command pwd is not needed", allowed) == [
-        "ls -l reports",
-        "uname -a",
-    ]  # backquotes, when there are any, are what the task spells out
-    assert task_commands("Run the command: uname -a.", allowed) == ["uname -a"]
-    # nothing that is not an allowed command line is offered alone
-    for task in (
-        "Report the uptime",
-        "Use the command line to print the date",
-        "Which command prints the date?",
-        "Run the command `date -u and note it",
-        "Run the command rm -rf . now",
-    ):
-        assert task_commands(task, allowed) == [], task
-    assert task_commands("Run the command rm -rf .", ()) == []  # shell_policy any: nothing narrowed
-    schema = _registry_schema()
-    shaped = commands_from_task("Run the command date -u and note the result", schema, allowed)
-    assert _args_of(shaped, "shell")["command"]["enum"] == ["date -u"]
-    assert commands_from_task("Report the uptime", schema, allowed) is schema
-    assert commands_from_task(None, schema, allowed) is schema
-    _compiles(shaped)
-
-
-def test_task_words_with_a_quote_or_backslash_are_never_offered():
-    # llama.cpp's converter leaves the backslash of an escaped quote unescaped, and the C++ grammar
-    # parser then crashes the process: a task the model wrote could brick every later cycle
-    allowed = Settings().shell_allowlist
-    assert task_commands('Run `grep "port" app.ini` and note it', allowed) == []
-    assert task_commands("Run `cat a\\b.txt`", allowed) == []
-    assert task_paths('Read name="bob.txt" and c:\\x.txt') == ["Read", "."]
-
-
-def test_a_repeated_folder_word_is_still_taken_as_the_folder_and_a_number_is_not_a_file():
-    assert task_paths("inbox: list the folder inbox") == ["inbox", "."]
-    assert task_paths("Round 3.14 to one digit") == ["Round", "3.14", "digit", "."]  # "one" is a stopword
 
 
 READ_INI = _ran(
@@ -203,16 +159,15 @@ def test_result_text_that_could_be_grammar_syntax_is_never_offered():
     assert result_values(hostile, "") == ["ok value"]
 
 
-def test_when_the_task_asks_for_something_done_must_start_with_a_value_the_last_step_found():
+def test_when_the_last_step_found_values_done_must_start_with_one_of_them():
     schema = _registry_schema()
     task = "Read settings.ini and note the port of the server"
     shaped = summary_from_result(task, READ_INI, schema)
 
     pattern = _args_of(shaped, "done")["summary"]["pattern"]
     assert pattern.startswith("^(port = 5433|5433)[") and pattern.endswith("]{0,60}$")
-    # only done is touched, and only when the task asks for something and a tool returned values
+    # only done is touched, and only when a tool returned values
     assert _args_of(shaped, "write_file") == _args_of(schema, "write_file")
-    assert summary_from_result("Write banana into fruit.txt", READ_INI, schema) is schema
     assert summary_from_result(task, NO_SUCH_FILE, schema) is schema
     _compiles(shaped)
     _compiles(summary_from_result("Find the CSV file", LISTED, schema))  # dots are written as [.]

@@ -21,6 +21,7 @@ from agent.cycle.prompt import default_rules, system_prompt, user_prompt
 from agent.models import ModelError, ModelUnavailable, Request
 from agent.models.base import chat_messages
 from agent.models.local.cache import LOCAL_CACHE_ENV, common_prefix, local_cache_dir
+from agent.models.local.guidance import without_queue
 from agent.models.local.model import LocalModel, LocalRuntime, bounded_schema, bundled_model_path
 from agent.tools import build_registry
 from tests.helpers import read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active
@@ -186,7 +187,9 @@ def test_a_grammar_llama_cpp_would_refuse_is_caught_before_it_can_crash_the_proc
 
 @pytest.mark.slow
 @needs_embedded_model
-def test_a_refused_guided_grammar_falls_back_to_the_whole_schema_and_a_refused_schema_is_a_model_error(monkeypatch):
+def test_a_refused_guided_grammar_falls_back_to_every_tool_without_the_queue_and_a_refused_schema_is_a_model_error(
+    monkeypatch,
+):
     import agent.models.local.runtime as local
 
     monkeypatch.setenv(LOCAL_CACHE_ENV, "off")  # never the user's ~/.cache
@@ -194,7 +197,7 @@ def test_a_refused_guided_grammar_falls_back_to_the_whole_schema_and_a_refused_s
     lines = []
     model.start(lines.append)
     schema = build_registry(Settings()).action_schema()
-    monkeypatch.setattr(local, "guided_schema", lambda request, commands: _with_quote_in_an_enum(request.schema))
+    monkeypatch.setattr(local, "guided_schema", lambda request: _with_quote_in_an_enum(request.schema))
     request = Request(
         "Reply with one JSON action.",
         "Task: Echo the words hi\nLast result: none yet\n",
@@ -202,9 +205,11 @@ def test_a_refused_guided_grammar_falls_back_to_the_whole_schema_and_a_refused_s
         task="Echo the words hi",
     )
 
-    reply = json.loads(model.complete(request).text)
+    completion = model.complete(request)
+    reply = json.loads(completion.text)
     assert reply["tool"] in {option["properties"]["tool"]["const"] for option in schema["anyOf"]}
     assert any("refuses this step's guided grammar" in line for line in lines)
+    assert completion.schema == without_queue(schema)  # what it offered, for the dispatcher to hold it to
 
     refused = Request("S", "U", _with_quote_in_an_enum(schema))
     with pytest.raises(ModelError, match="llama.cpp refuses the grammar of this home's tools"):

@@ -118,7 +118,7 @@ class _KillsItsChildFirst:
     (the child is up, the model loaded: the cycle is under way)."""
 
     def __init__(self, model: LocalModel):
-        self.model, self.name, self.guided, self.killed = model, model.name, model.guided, None
+        self.model, self.name, self.killed = model, model.name, None
 
     def start(self, log):
         self.model.start(log)

