@@ -349,7 +349,7 @@ TASKS = [
     Task("write_file", "write a word into a file", _write_setup, _write_check),
     Task("date", "run `date -u` and note it", _date_setup, _date_check),
     Task("read_fact", "read a file and note a fact from it", _read_setup, _read_check),
-    Task("idle", "signal done when there is nothing to do", _idle_setup, _idle_check),
+    Task("idle", "nothing to do: the cycle ends idle (or done) and touches nothing", _idle_setup, _idle_check),
     Task("queue", "work through 3 queued tasks over 3 cycles", _queue_setup, _queue_check, cycles=3),
     Task("list_dir", "list a directory and note a file name", _ls_setup, _ls_check),
     Task("plan", "add a pending action with update_scratchpad", _plan_setup, _plan_check),
@@ -484,7 +484,8 @@ def run_task(
     cycles = [runner(home, model, env) for _ in range(task.cycles)]
     final = yaml.safe_load((home / "scratchpad" / "active.yaml").read_text())
     effect, detail = task.check(home, final)
-    ended_done = all(c.stop_reason == "done" for c in cycles)
+    # an idle cycle (nothing to do: no model is called, idle: skip) ends as cleanly as a done one
+    ended_done = all(c.stop_reason in ("done", "idle") for c in cycles)
     if not keep:
         import shutil
 
