@@ -29,7 +29,7 @@ from agent.store.home import Home
 from agent.store.lock import is_locked
 from tests.helpers import read_yaml, run_agent_process, write_active
 
-CRASHING_RUNTIME = Path(__file__).parent / "crashing_runtime"
+CRASHING_RUNTIME = Path(__file__).parent.parent / "crashing_runtime"
 HOOK = "import sys; open('hook_ran.json', 'w').write(sys.stdin.read())"  # the record it was given, in the home
 STATE = {
     "goals": [],

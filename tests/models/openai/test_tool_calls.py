@@ -13,8 +13,8 @@ from agent.config import Settings
 from agent.models.openai.tool_calls import EXAMPLE_RESULT, MAX_CALLS_PER_REPLY, function_tools, strict_allowed
 from agent.tools import build_registry
 from tests.helpers import configure, read_yaml, run_cli, write_script
+from tests.models.openai.test_compat import DONE, FAST, KEY, STATE, cycle_log, run  # noqa: F401
 from tests.models.openai_server import OpenAIServer, Reply
-from tests.models.test_openai_compat import DONE, FAST, KEY, STATE, cycle_log, run  # noqa: F401
 
 NATIVE = {"tool_calling": "native"}
 TOOLS_REFUSED = Reply.error(400, "tools is not supported for this model", retry_after_ms=None)

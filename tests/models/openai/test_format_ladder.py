@@ -13,8 +13,7 @@ from agent.config import Settings, load_settings
 from agent.models.openai.format_ladder import EndpointMemory, response_format_for
 from agent.tools import build_registry
 from tests.helpers import configure
-from tests.models.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply
-from tests.models.test_openai_compat import (
+from tests.models.openai.test_compat import (
     DONE,
     FAST,
     STATE,
@@ -22,6 +21,7 @@ from tests.models.test_openai_compat import (
     cycle_log,
     run,  # noqa: F401
 )
+from tests.models.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply
 
 
 def _memory(home: Path) -> dict:
