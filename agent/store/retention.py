@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ..config import Settings
-from ..outcomes import UsageError
+from ..outcomes import DiskError, UsageError
 from .home import Home
 from .ids import CYCLE_FILE_FORMS, cycle_started
 
@@ -137,6 +137,9 @@ class CyclesOnDisk:
                 else:
                     self._db.executemany("INSERT OR IGNORE INTO cycle VALUES (?)", ((i,) for i in batch))
             self.count: int = self._db.execute("SELECT count(*) FROM cycle").fetchone()[0]
+        except sqlite3.Error as exc:  # the temporary file could not be written (TMPDIR full or read-only)
+            self._db.close()
+            raise DiskError(f"could not list the cycles on disk in a temporary database: {exc}") from None
         except BaseException:
             self._db.close()
             raise
