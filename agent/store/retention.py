@@ -29,11 +29,10 @@ import itertools
 import operator
 import os
 import re
-import sqlite3
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from ..config import Settings
 from ..outcomes import DiskError, UsageError
@@ -107,6 +106,7 @@ def _making_pattern(folder: str) -> re.Pattern:
 _MAKING = {folder: _making_pattern(folder) for folder in ("scratchpad", "logs")}
 _BATCH = 256  # ids per INSERT statement
 CACHE_KIB = 2048  # SQLite's page cache for the id table; beyond it the table spills to a temporary file
+IN_MEMORY_NAMES = 8192  # cycle files whose ids are sorted in memory; more go to SQLite
 
 
 def _cycle_ids(folders: dict[str, int]) -> Iterator[str]:
@@ -120,37 +120,55 @@ def _cycle_ids(folders: dict[str, int]) -> Iterator[str]:
 
 class CyclesOnDisk:
     """The ids of the cycles with a snapshot or a log on disk, oldest first, from one streamed listing
-    per folder (names only: no stat) into a temporary SQLite table. Its memory is SQLite's page cache
-    (`CACHE_KIB`; more spills to a temporary file that SQLite has already unlinked), whatever the
-    number of cycles on disk. Use as a context manager."""
+    per folder (names only: no stat). Up to `IN_MEMORY_NAMES` cycle files (what retention keeps,
+    500 cycles by default, is far fewer) they are sorted in memory; beyond, they go to a temporary
+    SQLite table whose memory is its page cache (`CACHE_KIB`; more spills to a temporary file that
+    SQLite has already unlinked), whatever the number of cycles on disk. Use as a context manager."""
 
     def __init__(self, folders: dict[str, int]):
+        self._db: Any = None
+        ids = _cycle_ids(folders)
+        first = set(itertools.islice(ids, IN_MEMORY_NAMES))
+        more = next(ids, None)
+        if more is None:
+            self._sorted = sorted(first)
+            self.count: int = len(self._sorted)
+        else:
+            self._sorted = []
+            self._fill(itertools.chain(first, [more], ids))
+
+    def _fill(self, ids: Iterator[str]) -> None:
+        import sqlite3  # here: a cycle whose retention keeps a few hundred cycles never loads it
+
         self._db = sqlite3.connect("")  # "": a private temporary database, gone when closed
         try:
             self._db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             self._db.execute("CREATE TABLE cycle (id TEXT PRIMARY KEY) WITHOUT ROWID")
             insert = "INSERT OR IGNORE INTO cycle VALUES " + ",".join(["(?)"] * _BATCH)
-            ids = _cycle_ids(folders)
             while batch := list(itertools.islice(ids, _BATCH)):
                 if len(batch) == _BATCH:
                     self._db.execute(insert, batch)
                 else:
                     self._db.executemany("INSERT OR IGNORE INTO cycle VALUES (?)", ((i,) for i in batch))
-            self.count: int = self._db.execute("SELECT count(*) FROM cycle").fetchone()[0]
+            self.count = self._db.execute("SELECT count(*) FROM cycle").fetchone()[0]
         except sqlite3.Error as exc:  # the temporary file could not be written (TMPDIR full or read-only)
-            self._db.close()
+            self.close()
             raise DiskError(f"could not list the cycles on disk in a temporary database: {exc}") from None
         except BaseException:
-            self._db.close()
+            self.close()
             raise
 
     def oldest(self, limit: int) -> Iterator[str]:
         """The `limit` oldest ids, oldest first, streamed."""
+        if self._db is None:
+            yield from self._sorted[: max(0, limit)]
+            return
         for (cycle_id,) in self._db.execute("SELECT id FROM cycle ORDER BY id LIMIT ?", (max(0, limit),)):
             yield cycle_id
 
     def close(self) -> None:
-        self._db.close()
+        if self._db is not None:
+            self._db.close()
 
     def __enter__(self) -> CyclesOnDisk:
         return self

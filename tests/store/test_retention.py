@@ -163,11 +163,14 @@ NOISE = ["active.yaml", "index.jsonl", "20260230_000000_before.yaml", "cycle_202
     keep_cycles=st.one_of(st.none(), st.integers(0, 12)),
     keep_hours=st.one_of(st.none(), st.integers(0, 60)),
     protect=st.lists(st.sampled_from(ID_POOL), max_size=2),
+    in_memory=st.sampled_from([3, 8192]),
 )
 def test_prune_cycles_removes_exactly_what_select_expired_names_and_nothing_else(
-    tmp_path_factory, files, keep_cycles, keep_hours, protect
+    tmp_path_factory, monkeypatch, files, keep_cycles, keep_hours, protect, in_memory
 ):
-    """The streamed prune (SQLite, prefix by id order) against the rule spelled out on a list."""
+    """The streamed prune (prefix by id order; ids sorted in memory, or in SQLite past a few)
+    against the rule spelled out on a list."""
+    monkeypatch.setattr(retention, "IN_MEMORY_NAMES", in_memory)
     h = Home.at(tmp_path_factory.mktemp("home"))
     h.ensure_dirs()
     _lay_out(h, files, NOISE)
@@ -273,6 +276,7 @@ def test_automatic_retention_deletes_at_most_its_batch_per_cycle_oldest_first(ho
 def test_the_id_table_spills_to_a_file_not_memory(home, start_cycle, monkeypatch):
     """With a page cache far smaller than the table, SQLite writes pages out and the answer is the same."""
     monkeypatch.setattr(retention, "CACHE_KIB", 1)
+    monkeypatch.setattr(retention, "IN_MEMORY_NAMES", 100)
     h = Home.at(home)
     h.ensure_dirs()
     for n in range(3000):
