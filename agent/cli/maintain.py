@@ -70,7 +70,7 @@ def prune(
     # reader of stdout never holds up a cycle), in bounded memory however many files go.
     with _Spool() as cycles, _Spool() as files, _Spool() as deleted:
 
-        def on_file(name: str, size: int, was_deleted: bool) -> None:
+        def on_file(name: str, nbytes: int, was_deleted: bool) -> None:
             if as_json:
                 files.item(name)
                 if was_deleted:
