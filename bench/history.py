@@ -19,7 +19,8 @@ load falls on all sizes alike), each measured as a separate process whose time a
   diff       `agent diff` (the latest cycle)
   show-all   `agent show --all` (the whole archive, to /dev/null), once
   recall     the first recall (its index deleted before), once
-  prune      `agent prune --keep K` deleting up to 10,000 expired cycles (snapshot pair, log, transcript), once
+  prune      `agent prune --keep K` deleting up to 10,000 expired cycles (snapshot pair, log, transcript), once,
+             after an `os.sync()` (what a prune deletes is old: written back long ago, not minutes ago)
 
 plus the one-off recount of the running totals (what the first command after an upgrade pays), and
 disk bytes per cycle. Medians of `--repeats` runs.
@@ -247,6 +248,9 @@ def main() -> None:
             record("show --all", made["size"], measure(args.code, agent("show", "--all", "--home", root)))
             (made["root"] / "logs" / "recall.sqlite3").unlink(missing_ok=True)
             record("first recall", made["size"], measure(args.code, [sys.executable, "-c", RECALL, root]))
+            # The files a prune deletes are old, long written back; the fabricated ones are minutes old
+            # and the kernel may still be writing them, and an unlink then waits for that: sync first
+            os.sync()
             on_disk = made["files_for"] + args.repeats
             keep = max(on_disk - 10_000, on_disk // 2)  # 10,000 expired cycles where there are that many
             made["pruned"] = on_disk - keep

@@ -21,7 +21,7 @@ from agent.cli.history import cycle_ids, cycle_running
 from agent.common.escape import escape_controls
 from agent.common.outcomes import UsageError
 from agent.store.home import Home
-from agent.store.ids import cycles_on_disk
+from agent.store.ids import cycle_started, cycles_on_disk, newest_cycle
 
 # How often a follower looks for new lines (checking the lock adds ~0.1 s while a cycle runs).
 FOLLOW_POLL_SECONDS = 0.1
@@ -29,7 +29,11 @@ FOLLOW_POLL_SECONDS = 0.1
 
 def chosen_cycle(home: Home, cycle_id: str | None) -> str:
     """The cycle asked for (`latest` or none: the newest with a log; idle cycles write none), or a
-    usage error naming it."""
+    usage error naming it. A cycle with its log on disk (the latest: the newest id given, from
+    logs/cycles.json) is chosen without listing a folder or reading the index."""
+    wanted = newest_cycle(home) if cycle_id in (None, "latest") else cycle_id
+    if wanted and cycle_started(wanted) and home.cycle_log(wanted).is_file():
+        return wanted
     if cycle_id in (None, "latest"):
         logged = next((i for i in reversed(cycles_on_disk(home)) if home.cycle_log(i).is_file()), None)
         if logged:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import stat
 import sys
@@ -24,7 +25,7 @@ from agent.cli.common import (
     wait_option,
 )
 from agent.cli.endpoint_checks import Check, key_check, openai_checks
-from agent.common.escape import escape_controls
+from agent.common.escape import escape_controls, escape_json
 from agent.common.outcomes import AgentError, DiskError, InvalidScratchpad, UsageError
 from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.config import load_settings
@@ -37,11 +38,12 @@ from agent.models.openai.compat import OpenAIModel
 from agent.models.resolve import anchor_model_path
 from agent.store.home import Home
 from agent.store.lock import home_lock, is_locked
-from agent.store.retention import delete_cycles, parse_duration, plan_prune, shown
+from agent.store.retention import parse_duration, prune_cycles
 from agent.store.state_file import read_state_file
 from agent.store.totals import update_totals
 
 PROBE_TOKENS = 8  # tokens `agent doctor` has the embedded model decode
+SPOOL_BYTES = 1 << 20  # what `agent prune` holds of its listing in memory; more goes to a temporary file
 
 # -------------------------------------------------------------------------------------- prune
 
@@ -72,22 +74,78 @@ def prune(
         raise UsageError("say what to keep: --keep N and/or --older-than DURATION (add --dry-run to preview)")
     keep_days = None if older_than is None else parse_duration(older_than) / 86400
     home = existing_home(home_dir)
-    with home_lock(home, wait=lock_wait):
-        plan = plan_prune(home, keep_cycles, keep_days)
-        deleted = [] if dry_run else delete_cycles(plan)
-        if deleted:
-            with contextlib.suppress(DiskError):  # derived data: status shows stale disk use until a recount
-                update_totals(home, removed=[(path, plan.sizes.get(path, 0)) for path in deleted])
-    if as_json:
-        print_json(dict(plan.as_dict(home.root), dry_run=dry_run, deleted=[shown(p) for p in deleted]))
-        return
     verb = "would remove" if dry_run else "removed"
-    if plan.files:  # one write: thousands of lines at a time
-        click.echo("\n".join(f"{verb} {shown(path)}" for path in plan.files))
+    # What is printed is spooled while the lock is held and printed once it is released (a slow
+    # reader of stdout never holds up a cycle), in bounded memory however many files go.
+    with _Spool() as cycles, _Spool() as files, _Spool() as deleted:
+
+        def on_file(name: str, nbytes: int, was_deleted: bool) -> None:
+            if as_json:
+                files.item(name)
+                if was_deleted:
+                    deleted.item(name)
+            else:
+                files.add(f"{verb} {name}\n")
+
+        with home_lock(home, wait=lock_wait):
+            found = prune_cycles(
+                home,
+                keep_cycles,
+                keep_days,
+                dry_run=dry_run,
+                on_cycle=cycles.item if as_json else None,
+                on_file=on_file,
+            )
+            if found.deleted:
+                with contextlib.suppress(DiskError):  # derived data: status shows stale disk use until a recount
+                    update_totals(home, removed=found.tally())
+        if as_json:
+            click.echo('{\n  "removed_cycles": ', nl=False)
+            cycles.echo_list()
+            click.echo(f',\n  "kept_cycles": {found.kept},\n  "files": ', nl=False)
+            files.echo_list()
+            click.echo(f',\n  "bytes": {found.bytes},\n  "dry_run": {json.dumps(dry_run)},\n  "deleted": ', nl=False)
+            deleted.echo_list()
+            click.echo("\n}")
+            return
+        files.echo()
     click.echo(
-        f"{verb} {len(plan.remove)} cycle(s), {len(plan.files)} file(s), {size(plan.bytes)}; "
-        f"kept {len(plan.keep)} cycle(s)"
+        f"{verb} {found.cycles} cycle(s), {found.files} file(s), {size(found.bytes)}; kept {found.kept} cycle(s)"
     )
+
+
+class _Spool:
+    """Text written now and printed later: in memory up to SPOOL_BYTES, then in a temporary file."""
+
+    def __init__(self) -> None:
+        self.file = tempfile.SpooledTemporaryFile(SPOOL_BYTES, mode="w+", encoding="utf-8")
+        self.count = 0
+
+    def add(self, text: str) -> None:
+        self.file.write(text)
+        self.count += 1
+
+    def item(self, value: str) -> None:
+        """One string of a JSON list (as json.dumps(indent=2) lays out a list two levels in)."""
+        self.add(("," if self.count else "") + "\n    " + escape_json(json.dumps(value, ensure_ascii=False)))
+
+    def echo(self) -> None:
+        self.file.seek(0)
+        while chunk := self.file.read(1 << 16):
+            click.echo(chunk, nl=False)
+
+    def echo_list(self) -> None:
+        click.echo("[", nl=False)
+        if self.count:
+            self.echo()
+            click.echo("\n  ", nl=False)
+        click.echo("]", nl=False)
+
+    def __enter__(self) -> _Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.file.close()
 
 
 # ------------------------------------------------------------------------------------- doctor

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -33,7 +34,7 @@ def latest_saved(home: Home, cycles: Sequence[str]) -> str:
     if not cycles:
         raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
     newest = list(cycles[-3:])
-    ids = (*reversed(newest), *(r["cycle_id"] for r in index_newest_first(home)))
+    ids = itertools.chain(reversed(newest), (r["cycle_id"] for r in index_newest_first(home)))  # lazily
     return next((c for c in ids if home.snapshot(c, "before").is_file()), newest[-1])
 
 

@@ -14,27 +14,35 @@ history.
 "Newest" is by id order, which is the order the cycles ran (see ids.py), never by the time
 written in an id: a clock that was wrong when an id was made must not get newer cycles pruned.
 
-`select_expired` is pure (ids in, ids out); `plan_prune` and `delete_cycles` do the I/O.
-`apply_retention` is what the cycle runner calls, while it holds the home's lock.
+`select_expired` is the rule, pure (ids in, ids out). `prune_cycles` applies it to a home in one
+streamed pass, in bounded memory (`CyclesOnDisk`, `expired_cycles`): `agent prune` uses it.
+`apply_retention` (`retention_plan`, then `delete_cycles`) is what the cycle runner calls while it
+holds the home's lock; it deletes at most `AUTO_PRUNE_CYCLES` expired cycles per cycle, the oldest,
+so a cycle's time stays bounded when retention is turned on over a long history.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import itertools
+import operator
 import os
 import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-from agent.common.outcomes import UsageError
+from agent.common.outcomes import DiskError, UsageError
+from agent.store.home import Home
+from agent.store.ids import CYCLE_FILE_FORMS, cycle_started
 
 if TYPE_CHECKING:  # a type only: config sits above the store
     from agent.config import Settings
-from agent.store.home import Home
-from agent.store.ids import CYCLE_FILE_FORMS, SNAPSHOT_LABELS, cycle_started
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+AUTO_PRUNE_CYCLES = 1000  # expired cycles a cycle's automatic retention deletes at most; the next cycle goes on
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
@@ -46,15 +54,6 @@ def parse_duration(text: str) -> float:
     if not match:
         raise UsageError(f"duration '{text}' is not a number followed by a unit: s, m, h, d or w (e.g. 7d, 12h)")
     return float(match.group(1)) * _UNITS[match.group(2).lower()]
-
-
-def cycle_files(home: Home, cycle_id: str) -> list[Path]:
-    """The files one cycle left that exist now (its snapshot pair, its log and its transcript)."""
-    paths = [home.snapshot(cycle_id, label) for label in SNAPSHOT_LABELS] + [
-        home.cycle_log(cycle_id),
-        home.transcript(cycle_id),
-    ]
-    return [p for p in paths if p.is_file()]
 
 
 def select_expired(
@@ -85,49 +84,252 @@ def select_expired(
     return [i for i in ids if i not in kept]
 
 
+# A cycle id that `cycle_started` accepts, as a regular expression: the shape of CYCLE_ID, with the
+# clock's ranges (hour 00-23, minute and second 00-59) and the calendar's (year 0001-9999; a month's
+# days; 29 February in leap years only). Tests hold it to `cycle_started`. Matching names with it
+# keeps a listing's every step in C: no Python call per name.
+_LEAP_YEAR = r"(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
+_DATE = (
+    r"(?!0000)(?:\d{4}(?:(?:0[1-9]|1[0-2])(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])(?:29|30)|(?:0[13578]|1[02])31)"
+    rf"|{_LEAP_YEAR}0229)"
+)
+VALID_ID = rf"{_DATE}_(?:[01]\d|2[0-3])[0-5]\d[0-5]\d(?:_\d{{2}})?"
+
+
+def _making_pattern(folder: str) -> re.Pattern:
+    """The names in `folder` of the files that alone make a cycle on disk (CYCLE_FILE_FORMS), the id
+    their one group."""
+    forms = [(prefix, suffix) for where, prefix, suffix, making in CYCLE_FILE_FORMS if making and where == folder]
+    (prefix,) = {prefix for prefix, _ in forms}  # one prefix per folder: the id is always group 1
+    suffixes = "|".join(re.escape(suffix) for _, suffix in forms)
+    return re.compile(f"{re.escape(prefix)}({VALID_ID})(?:{suffixes})")
+
+
+_MAKING = {folder: _making_pattern(folder) for folder in ("scratchpad", "logs")}
+_BATCH = 256  # ids per INSERT statement
+CACHE_KIB = 2048  # SQLite's page cache for the id table; beyond it the table spills to a temporary file
+IN_MEMORY_NAMES = 8192  # cycle files whose ids are sorted in memory; more go to SQLite
+
+
+def _cycle_ids(folders: dict[str, int]) -> Iterator[str]:
+    """The id of every file that makes a cycle on disk, streamed (one entry of a folder at a time);
+    an id comes once per such file. `folders`: open scratchpad/ and logs/, by name."""
+    for name, fd in folders.items():
+        with os.scandir(fd) as entries:
+            names = map(operator.attrgetter("name"), entries)
+            yield from map(operator.itemgetter(1), filter(None, map(_MAKING[name].fullmatch, names)))
+
+
+class CyclesOnDisk:
+    """The ids of the cycles with a snapshot or a log on disk, oldest first, from one streamed listing
+    per folder (names only: no stat). Up to `IN_MEMORY_NAMES` cycle files (what retention keeps,
+    500 cycles by default, is far fewer) they are sorted in memory; beyond, they go to a temporary
+    SQLite table whose memory is its page cache (`CACHE_KIB`; more spills to a temporary file that
+    SQLite has already unlinked), whatever the number of cycles on disk. Use as a context manager."""
+
+    def __init__(self, folders: dict[str, int]):
+        self._db: Any = None
+        ids = _cycle_ids(folders)
+        first = set(itertools.islice(ids, IN_MEMORY_NAMES))
+        more = next(ids, None)
+        if more is None:
+            self._sorted = sorted(first)
+            self.count: int = len(self._sorted)
+        else:
+            self._sorted = []
+            self._fill(itertools.chain(first, [more], ids))
+
+    def _fill(self, ids: Iterator[str]) -> None:
+        import sqlite3  # here: a cycle whose retention keeps a few hundred cycles never loads it
+
+        self._db = sqlite3.connect("")  # "": a private temporary database, gone when closed
+        try:
+            self._db.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+            self._db.execute("CREATE TABLE cycle (id TEXT PRIMARY KEY) WITHOUT ROWID")
+            insert = "INSERT OR IGNORE INTO cycle VALUES " + ",".join(["(?)"] * _BATCH)
+            while batch := list(itertools.islice(ids, _BATCH)):
+                if len(batch) == _BATCH:
+                    self._db.execute(insert, batch)
+                else:
+                    self._db.executemany("INSERT OR IGNORE INTO cycle VALUES (?)", ((i,) for i in batch))
+            self.count = self._db.execute("SELECT count(*) FROM cycle").fetchone()[0]
+        except sqlite3.Error as exc:  # the temporary file could not be written (TMPDIR full or read-only)
+            self.close()
+            raise DiskError(f"could not list the cycles on disk in a temporary database: {exc}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def oldest(self, limit: int) -> Iterator[str]:
+        """The `limit` oldest ids, oldest first, streamed."""
+        if self._db is None:
+            yield from self._sorted[: max(0, limit)]
+            return
+        for (cycle_id,) in self._db.execute("SELECT id FROM cycle ORDER BY id LIMIT ?", (max(0, limit),)):
+            yield cycle_id
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+
+    def __enter__(self) -> CyclesOnDisk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def expired_cycles(
+    cycles: CyclesOnDisk,
+    keep_cycles: int | None = None,
+    keep_days: float | None = None,
+    now: _dt.datetime | None = None,
+    protect: Iterable[str] = (),
+) -> Iterator[str]:
+    """The ids no keep rule keeps, oldest first, streamed: what `select_expired` returns, without
+    holding the ids. Ids sort by time, so what expires is a prefix: the cycles before the newest
+    `keep_cycles`, and of them those that started before the `keep_days` cutoff."""
+    if keep_cycles is None and keep_days is None:
+        return
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    protected = set(protect)
+    limit = cycles.count if keep_cycles is None else cycles.count - keep_cycles
+    cutoff = None
+    if keep_days is not None:
+        limit = min(limit, cycles.count - 1)  # a clock now fast, or all cycles old: the newest still stays
+        try:
+            cutoff = now - _dt.timedelta(days=keep_days)
+        except OverflowError:  # "older than" beyond the calendar: nothing is that old
+            return
+    for cycle_id in cycles.oldest(limit):
+        if cutoff is not None and cycle_started(cycle_id) >= cutoff:
+            return  # every id after this one started no earlier
+        if cycle_id not in protected:
+            yield cycle_id
+
+
+@dataclass
+class Pruned:
+    """What a prune found (and, unless a dry run, deleted): counts, never the lists themselves."""
+
+    cycles: int = 0  # expired cycles
+    kept: int = 0  # cycles on disk the rules keep
+    files: int = 0  # their files (regular files, or links to one)
+    bytes: int = 0
+    deleted: int = 0  # files actually deleted
+    removed: dict[str, list[int]] = field(default_factory=dict)  # per kind ("snapshots", "logs"): [files, bytes]
+
+    def tally(self) -> list[tuple[Path, int, int]]:
+        """What was deleted, for `update_totals(removed=...)`: one (a name of the kind, bytes, files) per kind."""
+        names = {"snapshots": Path("x_before.yaml"), "logs": Path("cycle_x.log")}
+        return [(names[kind], size, files) for kind, (files, size) in self.removed.items() if kind in names]
+
+
+# The files that do not alone make a cycle on disk (its transcript) go first: a prune killed midway
+# leaves a cycle that the next listing still sees, never a transcript no prune would find.
+_DELETION_ORDER = sorted(enumerate(CYCLE_FILE_FORMS), key=lambda form: form[1][3])
+_KIND = {0: "snapshots", 1: "snapshots", 2: "logs"}  # places in CYCLE_FILE_FORMS; the transcript is not counted
+
+
+def prune_cycles(
+    home: Home,
+    keep_cycles: int | None = None,
+    keep_days: float | None = None,
+    now: _dt.datetime | None = None,
+    protect: Iterable[str] = (),
+    dry_run: bool = False,
+    limit: int | None = None,
+    on_cycle: Callable[[str], None] | None = None,
+    on_file: Callable[[str, int, bool], None] | None = None,
+) -> Pruned:
+    """Delete the files of the cycles no rule keeps (oldest first; at most `limit` cycles when given),
+    streaming: each expired id is heard of by `on_cycle`, then each of its files that is a regular
+    file (or a link to one) is sized and, unless `dry_run`, unlinked, and heard of by
+    `on_file(shown path, size, deleted)`. Call while holding the lock.
+
+    Time: one listing of each folder (names only) plus a stat and an unlink per expired file; memory:
+    bounded, whatever the cycles on disk and however many expire. Killed midway, it leaves the
+    oldest cycles gone, at most one in part (still listed: the next prune finishes it), the rest whole."""
+    result = Pruned()
+    folders = open_folders(home)
+    try:
+        with CyclesOnDisk(folders) as cycles:
+            expired = expired_cycles(cycles, keep_cycles, keep_days, now, protect)
+            for cycle_id in itertools.islice(expired, limit):
+                result.cycles += 1
+                if on_cycle is not None:
+                    on_cycle(cycle_id)
+                for place, (where, prefix, suffix, _) in _DELETION_ORDER:
+                    if where in folders:
+                        _prune_file(
+                            result, place, where, folders[where], f"{prefix}{cycle_id}{suffix}", dry_run, on_file
+                        )
+            result.kept = cycles.count - result.cycles
+    finally:
+        for fd in folders.values():
+            os.close(fd)
+    return result
+
+
+def _prune_file(
+    result: Pruned,
+    place: int,
+    where: str,
+    folder: int,
+    name: str,
+    dry_run: bool,
+    on_file: Callable[[str, int, bool], None] | None,
+) -> None:
+    """One of an expired cycle's files, in the folder open as `folder`: sized and (unless `dry_run`)
+    unlinked when it is a regular file (or a link to one, as Path.is_file says), counted in `result`."""
+    try:
+        info = os.stat(name, dir_fd=folder)
+    except OSError:
+        return  # not there (or gone since the listing)
+    if not stat.S_ISREG(info.st_mode):
+        return
+    result.files += 1
+    result.bytes += info.st_size
+    deleted = False
+    if not dry_run:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name, dir_fd=folder)
+            deleted = True
+    if deleted:
+        result.deleted += 1
+        if place in _KIND:
+            kind = result.removed.setdefault(_KIND[place], [0, 0])
+            kind[0] += 1
+            kind[1] += info.st_size
+    if on_file is not None:
+        on_file(f"{where}/{name}", info.st_size, deleted)
+
+
+def open_folders(home: Home) -> dict[str, int]:
+    """scratchpad/ and logs/ opened (those that exist), by the name CYCLE_FILE_FORMS gives them: each
+    listed, and its files unlinked, through one descriptor. The caller closes them."""
+    folders: dict[str, int] = {}
+    for folder in (home.scratchpad, home.logs):
+        try:
+            folders[folder.name] = os.open(folder, _DIR_FLAGS)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except BaseException:
+            for fd in folders.values():
+                os.close(fd)
+            raise
+    return folders
+
+
 @dataclass
 class PrunePlan:
     """What a prune would delete (or did): cycle ids, their files and the bytes they hold."""
 
     remove: list[str] = field(default_factory=list)
-    keep: list[str] = field(default_factory=list)
+    kept: int = 0
     files: list[Path] = field(default_factory=list)
     bytes: int = 0
     sizes: dict[Path, int] = field(default_factory=dict)  # each file's size when planned
-
-    def as_dict(self, root: Path) -> dict[str, Any]:
-        return {
-            "removed_cycles": self.remove,
-            "kept_cycles": len(self.keep),
-            "files": [shown(p) for p in self.files],
-            "bytes": self.bytes,
-        }
-
-
-def shown(path: Path) -> str:
-    """A cycle file's path as the operator sees it: relative to the home (`scratchpad/...`, `logs/...`)."""
-    return f"{path.parent.name}/{path.name}"
-
-
-def _files_by_cycle(home: Home) -> dict[str, list[int]]:
-    """Each cycle on disk (a snapshot or a log) and which of its files there are (places in
-    CYCLE_FILE_FORMS, in order): names only, from one listing per folder, sorted by id."""
-    names: dict[str, list[str]] = {}
-    for folder in (home.scratchpad, home.logs):
-        try:
-            names[folder.name] = os.listdir(folder)
-        except FileNotFoundError:
-            names[folder.name] = []
-    present = [
-        {
-            name[len(prefix) : -len(suffix)]
-            for name in names[where]
-            if name.endswith(suffix) and name.startswith(prefix) and len(name) > len(prefix) + len(suffix)
-        }
-        for where, prefix, suffix, _ in CYCLE_FILE_FORMS
-    ]  # a set of ids per form: one pass each
-    on_disk = set().union(*(ids for ids, form in zip(present, CYCLE_FILE_FORMS) if form[3]))
-    return {i: [place for place, ids in enumerate(present) if i in ids] for i in sorted(on_disk) if cycle_started(i)}
 
 
 def plan_prune(
@@ -136,24 +338,19 @@ def plan_prune(
     keep_days: float | None = None,
     now: _dt.datetime | None = None,
     protect: Iterable[str] = (),
+    limit: int | None = None,
 ) -> PrunePlan:
-    """Which cycles and files the rules would remove. Reads only, in time linear in the files on disk."""
-    files = _files_by_cycle(home)
-    ids = sorted(files)
-    doomed = select_expired(ids, keep_cycles, keep_days, now, protect)
-    gone = set(doomed)  # built once: linear in the cycles on disk, however many expire
-    plan = PrunePlan(remove=doomed, keep=[i for i in ids if i not in gone])
-    folders = {"scratchpad": home.scratchpad, "logs": home.logs}
-    for cycle_id in doomed:
-        for place in files[cycle_id]:
-            folder, prefix, suffix, _ = CYCLE_FILE_FORMS[place]
-            path = folders[folder] / f"{prefix}{cycle_id}{suffix}"
-            with contextlib.suppress(OSError):
-                info = os.stat(path)
-                if stat.S_ISREG(info.st_mode):  # a regular file, or a link to one, as Path.is_file says
-                    plan.files.append(path)
-                    plan.sizes[path] = info.st_size
-                    plan.bytes += info.st_size
+    """Which cycles and files the rules would remove (at most `limit` cycles, oldest first); reads only.
+    Holds the expired cycles' paths: for a bounded `limit`; `prune_cycles` streams any number."""
+    plan = PrunePlan()
+
+    def on_file(name: str, size: int, deleted: bool) -> None:
+        path = home.root / name
+        plan.files.append(path)
+        plan.sizes[path] = size
+
+    found = prune_cycles(home, keep_cycles, keep_days, now, protect, True, limit, plan.remove.append, on_file)
+    plan.kept, plan.bytes = found.kept, found.bytes
     return plan
 
 
@@ -185,4 +382,4 @@ def retention_plan(
     """What automatic retention would delete; None when retention is off (nothing on disk is read)."""
     if settings.keep_cycles is None and settings.keep_days is None:
         return None
-    return plan_prune(home, settings.keep_cycles, settings.keep_days, now, protect)
+    return plan_prune(home, settings.keep_cycles, settings.keep_days, now, protect, limit=AUTO_PRUNE_CYCLES)

@@ -132,15 +132,16 @@ class Totals:
         self.months = {month: self.months[month] for month in months}
         self.days = {day: bucket for day, bucket in self.days.items() if day[:7] in months}
 
-    def change_disk(self, added: Iterable[Path] = (), removed: Iterable[tuple[Path, int]] = ()) -> None:
-        """Count files a cycle wrote (`added`, sized now) and files deleted (`removed`, with their sizes)."""
+    def change_disk(self, added: Iterable[Path] = (), removed: Iterable[tuple] = ()) -> None:
+        """Count files a cycle wrote (`added`, sized now) and files deleted (`removed`: (path, size) per
+        file, or (a path of the kind, bytes, files) for many at once)."""
         if self.recounted:
             return
         for path in added:
             with contextlib.suppress(OSError):
                 _tally(self.disk, path, path.stat().st_size, +1)
-        for path, size in removed:
-            _tally(self.disk, path, size, -1)
+        for path, size, *files in removed:
+            _tally(self.disk, path, size, -1, files[0] if files else 1)
 
     def as_json(self) -> dict:
         return {
@@ -163,10 +164,10 @@ def _kind(path: Path) -> str | None:
     return None
 
 
-def _tally(disk: dict[str, list[int]], path: Path, size: int, sign: int) -> None:
+def _tally(disk: dict[str, list[int]], path: Path, size: int, sign: int, files: int = 1) -> None:
     kind = _kind(path)
     if kind is not None:
-        disk[kind][0] = max(0, disk[kind][0] + sign)
+        disk[kind][0] = max(0, disk[kind][0] + sign * files)
         disk[kind][1] = max(0, disk[kind][1] + sign * size)
 
 
@@ -249,7 +250,7 @@ def save_totals(home: Home, totals: Totals) -> None:
     atomic_write(totals_path(home), json.dumps(totals.as_json(), separators=(",", ":")).encode("utf-8"))
 
 
-def update_totals(home: Home, added: Iterable[Path] = (), removed: Iterable[tuple[Path, int]] = ()) -> Totals:
+def update_totals(home: Home, added: Iterable[Path] = (), removed: Iterable[tuple] = ()) -> Totals:
     """Catch the totals up with the index, count files written and deleted, and save them (under the lock)."""
     totals = load_totals(home)
     totals.change_disk(added, removed)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from agent.cli import snapshots
+from agent.store.home import Home
 from tests.cli.helpers import ANSI, cycle_ids, json_out
 from tests.helpers import run_cli, tree_digest
 
@@ -76,3 +78,20 @@ def test_diff_of_a_pruned_cycle_exits_2_saying_its_snapshot_was_pruned(worked_ho
     assert run_cli("prune", "--keep", "1", "--home", str(worked_home)).exit_code == 0
     result = run_cli("diff", first, "--home", str(worked_home))
     assert result.exit_code == 2 and "pruned" in result.stderr
+
+
+def test_the_latest_saved_cycle_is_found_reading_the_index_only_as_far_as_needed(worked_home, monkeypatch):
+    """`agent diff` at any history: the newest cycle with a snapshot pair, the index read backwards
+    lazily, never the whole of it."""
+    ids = cycle_ids(worked_home)
+    h = Home.at(worked_home)
+
+    def index_newest_first(home):
+        yield {"cycle_id": ids[0]}
+        raise AssertionError("read the index past the cycle it needed")
+
+    monkeypatch.setattr(snapshots, "index_newest_first", index_newest_first)
+    assert snapshots.latest_saved(h, ids) == ids[-1]
+    for label in ("before", "after"):  # the newest cycle left no pair (an idle cycle writes none)
+        h.snapshot(ids[-1], label).unlink()
+    assert snapshots.latest_saved(h, ids[-1:]) == ids[0]

@@ -11,6 +11,7 @@ import threading
 import pytest
 import yaml
 
+from agent.cli import logs as logs_cli
 from tests.cli.helpers import ANSI, cycle_ids, done, echo, run_cycle
 from tests.helpers import run_cli, wait_for, write_active, write_script
 
@@ -138,3 +139,19 @@ def test_logs_follow_prints_a_running_cycles_lines_and_exits_when_it_ends(home):
             if process is not None and process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+def test_logs_of_a_cycle_with_its_log_reads_no_index_and_lists_no_folder(home, monkeypatch):
+    """`agent logs` and `agent logs ID` cost the same at any history: the id's log is looked up by name."""
+    write_active(home, STATE)
+    run_cycle(home, [done("first")])
+    run_cycle(home, [echo("second cycle"), done("second")])
+    first, second = cycle_ids(home)
+
+    def whole_history(*args):
+        raise AssertionError("read the whole index or listed a folder")
+
+    monkeypatch.setattr(logs_cli, "cycle_ids", whole_history)
+    monkeypatch.setattr(logs_cli, "cycles_on_disk", whole_history)
+    assert f"cycle {second} model=" in run_cli("logs", "--home", str(home)).stdout
+    assert f"cycle {first} ended: done" in run_cli("logs", first, "--home", str(home)).stdout

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from agent.cli import maintain
 from agent.store.home import Home
 from agent.store.lock import home_lock
+from agent.store.totals import load_totals, scan_disk
 from tests.cli.helpers import cycle_ids, done, json_out, run_cycle
 from tests.helpers import run_cli, snapshots, tree_digest, write_active, write_script
 
@@ -286,3 +288,21 @@ def test_doctor_reports_a_held_lock_without_failing(healthy_home):
 def test_doctor_on_a_missing_home_fails_and_suggests_agent_init(tmp_path):
     result = doctor(tmp_path / "nope")
     assert result.exit_code == 1 and "FAIL home" in result.stdout and "agent init" in result.stdout
+
+
+def test_prune_listing_passes_through_a_temporary_file_and_stays_whole(four_cycles, monkeypatch):
+    """What prune prints is spooled while the lock is held; past SPOOL_BYTES in a file, the same text."""
+    monkeypatch.setattr(maintain, "SPOOL_BYTES", 16)
+    ids = cycle_ids(four_cycles)
+    dry = run_cli("prune", "--keep", "1", "--dry-run", "--home", str(four_cycles))
+    listed = [line.split(" ", 2)[2] for line in dry.stdout.splitlines()[:-1]]
+    assert len(listed) == 12 and all(line.startswith("would remove ") for line in dry.stdout.splitlines()[:-1])
+    raw = run_cli("prune", "--keep", "1", "--json", "--dry-run", "--home", str(four_cycles)).stdout
+    assert raw == json.dumps(json.loads(raw), indent=2) + "\n"  # laid out as every other --json
+    data = json_out(run_cli("prune", "--keep", "1", "--json", "--home", str(four_cycles)))
+    assert data["removed_cycles"] == ids[:3] and data["kept_cycles"] == 1 and data["dry_run"] is False
+    assert data["files"] == data["deleted"] == listed and data["bytes"] > 0
+    totals = load_totals(Home.at(four_cycles)).disk  # kept by prune: what a recount finds
+    assert [totals[k][0] for k in totals] == [scan_disk(Home.at(four_cycles))[k][0] for k in totals]
+    again = json_out(run_cli("prune", "--keep", "1", "--json", "--home", str(four_cycles)))
+    assert again == {"removed_cycles": [], "kept_cycles": 1, "files": [], "bytes": 0, "dry_run": False, "deleted": []}

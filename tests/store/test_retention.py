@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agent.common.outcomes import UsageError
 from agent.config import Settings, load_settings
+from agent.store import retention
 from agent.store.home import Home
-from agent.store.retention import apply_retention, parse_duration, select_expired
-from tests.helpers import run_cli, write_script
+from agent.store.ids import CYCLE_FILE_FORMS, cycle_started, cycles_on_disk
+from agent.store.ids import cycle_of as ids_cycle_of
+from agent.store.retention import VALID_ID, apply_retention, parse_duration, prune_cycles, select_expired
+from agent.store.totals import load_totals, scan_disk, totals_path
+from tests.helpers import run_cli, tree_digest, write_script
 
 NOW = _dt.datetime(2026, 1, 10, tzinfo=_dt.timezone.utc)
 
@@ -119,3 +126,160 @@ def test_retention_settings_load_and_keep_cycles_0_is_refused(home):
     (home / "config.yaml").write_text("keep_cycles: 0\n")
     with pytest.raises(UsageError, match="keep_cycles"):
         load_settings(home)
+
+
+# ------------------------------------------------------------------- streamed, in bounded memory
+
+
+def test_the_id_pattern_accepts_exactly_what_cycle_started_accepts():
+    """A listing keeps names with VALID_ID, in C; it must agree with cycle_started on every date
+    (month and day lengths, leap years by the 4/100/400 rule, year 0) and every clock field."""
+    pattern = re.compile(VALID_ID)
+    years = ["0000", "0001", "0004", "0100", "0400", "1900", "2000", "2023", "2024", "2100", "9999"]
+    dates = [f"{y}{m:02d}{d:02d}" for y in years for m in range(14) for d in range(33)]
+    times = ["000000", "235959", "240000", "236000", "230060", "995959"]
+    ids = [f"{date}_{t}" for date in dates for t in ("120000", *times[:2])] + [f"20240229_{t}" for t in times]
+    ids += [f"20240229_120000{s}" for s in ("_01", "_00", "_99", "_1", "_001", "_ab", "x")] + ["2024022_120000"]
+    for cycle_id in ids:
+        assert bool(pattern.fullmatch(cycle_id)) == (cycle_started(cycle_id) is not None), cycle_id
+
+
+def _lay_out(h: Home, files: list[tuple[str, int]], noise: list[str]) -> None:
+    for cycle_id, place in files:
+        where, prefix, suffix, _ = CYCLE_FILE_FORMS[place]
+        (h.root / where / f"{prefix}{cycle_id}{suffix}").write_text(cycle_id)
+    for name in noise:
+        (h.scratchpad / name).write_text("x")
+        (h.logs / name).write_text("x")
+
+
+ID_POOL = [f"2026010{d}_0{h}0000{s}" for d in (1, 2) for h in range(4) for s in ("", "_01", "_02")]
+NOISE = ["active.yaml", "index.jsonl", "20260230_000000_before.yaml", "cycle_20260101_250000.log", "x_after.yaml"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    files=st.lists(st.tuples(st.sampled_from(ID_POOL), st.integers(0, 3)), unique=True, max_size=40),
+    keep_cycles=st.one_of(st.none(), st.integers(0, 12)),
+    keep_hours=st.one_of(st.none(), st.integers(0, 60)),
+    protect=st.lists(st.sampled_from(ID_POOL), max_size=2),
+    in_memory=st.sampled_from([3, 8192]),
+)
+def test_prune_cycles_removes_exactly_what_select_expired_names_and_nothing_else(
+    tmp_path_factory, monkeypatch, files, keep_cycles, keep_hours, protect, in_memory
+):
+    """The streamed prune (prefix by id order; ids sorted in memory, or in SQLite past a few)
+    against the rule spelled out on a list."""
+    monkeypatch.setattr(retention, "IN_MEMORY_NAMES", in_memory)
+    h = Home.at(tmp_path_factory.mktemp("home"))
+    h.ensure_dirs()
+    _lay_out(h, files, NOISE)
+    keep_days = None if keep_hours is None else keep_hours / 24
+    now = _dt.datetime(2026, 1, 2, 12, tzinfo=_dt.timezone.utc)
+    expected = select_expired(cycles_on_disk(h), keep_cycles, keep_days, now, protect)
+    doomed = sorted(
+        (
+            f"{CYCLE_FILE_FORMS[p][0]}/{CYCLE_FILE_FORMS[p][1]}{i}{CYCLE_FILE_FORMS[p][2]}"
+            for i, p in files
+            if i in expected
+        ),
+        key=lambda name: (expected.index(cycle_id_in(name)), name),
+    )
+    before = tree_digest(h.root)
+    seen_cycles, seen_files = [], []
+    found = prune_cycles(
+        h,
+        keep_cycles,
+        keep_days,
+        now,
+        protect,
+        dry_run=True,
+        on_cycle=seen_cycles.append,
+        on_file=lambda name, size, deleted: seen_files.append((name, deleted)),
+    )
+    assert tree_digest(h.root) == before  # a dry run deletes nothing
+    assert seen_cycles == expected and sorted(seen_files) == sorted((n, False) for n in doomed)
+    assert (found.cycles, found.files, found.deleted) == (len(expected), len(doomed), 0)
+    assert found.kept == len(cycles_on_disk(h)) - len(expected)
+    found = prune_cycles(h, keep_cycles, keep_days, now, protect)
+    assert found.deleted == len(doomed)
+    after = tree_digest(h.root)
+    assert sorted(set(before) - set(after)) == sorted(doomed) and all(after[p] == before[p] for p in after)
+
+
+def cycle_id_in(shown: str) -> str:
+    name = shown.split("/", 1)[1]
+    return ids_cycle_of(shown.split("/", 1)[0], name)[0]
+
+
+def test_prune_cycles_leaves_links_and_folders_named_like_cycle_files(home):
+    h = Home.at(home)
+    h.ensure_dirs()
+    outside = home.parent / "outside.txt"
+    outside.write_text("keep me")
+    old = "20250101_000000_01"
+    (h.scratchpad / f"{old}_before.yaml").symlink_to(outside)  # a link to a file: deleted, not its target
+    (h.scratchpad / f"{old}_after.yaml").mkdir()  # a folder: left alone
+    h.cycle_log("20250102_000000_01").write_text("log")
+    found = prune_cycles(h, keep_cycles=1)
+    assert (found.cycles, found.deleted) == (1, 1)
+    assert outside.read_text() == "keep me" and not (h.scratchpad / f"{old}_before.yaml").is_symlink()
+    assert (h.scratchpad / f"{old}_after.yaml").is_dir() and h.cycle_log("20250102_000000_01").exists()
+
+
+def test_a_prune_killed_midway_is_finished_by_the_next_and_cycles_run_meanwhile(home, tmp_path):
+    """Stopped after a few files (as a killed process would be), the next cycle runs and the next
+    prune deletes the rest."""
+    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
+    ids = [json.loads(run(home, script, "--json").stdout)["cycle_id"] for _ in range(4)]
+    h = Home.at(home)
+
+    class Killed(Exception):
+        pass
+
+    def die_after_two(name, size, deleted):
+        if die_after_two.n == 2:
+            raise Killed
+        die_after_two.n += 1
+
+    die_after_two.n = 0
+    h.transcript(ids[0]).write_text("{}\n")
+    with pytest.raises(Killed):
+        prune_cycles(h, keep_cycles=1, on_file=die_after_two)
+    left = sorted(p.name for p in (*h.scratchpad.glob(f"{ids[0]}_*"), *h.logs.glob(f"cycle_{ids[0]}*")))
+    assert left == [f"cycle_{ids[0]}.log"]  # its transcript went first, then its snapshots
+    assert cycles_on_disk(h) == ids  # still listed, so the next prune finishes it
+    assert run(home, script).exit_code == 0
+    assert run_cli("prune", "--keep", "2", "--home", str(home)).exit_code == 0
+    assert len(cycles_on_disk(h)) == 2 and ids[3] in cycles_on_disk(h)
+    assert not [p for i in ids[:3] for p in (*h.scratchpad.glob(f"{i}_*"), *h.logs.glob(f"cycle_{i}*"))]
+    # the killed prune never saved the totals: they count its snapshots until a recount (documented)
+    kept, on_disk = load_totals(h).disk, scan_disk(h)
+    assert kept["snapshots"][0] - on_disk["snapshots"][0] == 2 and kept["logs"][0] == on_disk["logs"][0]
+    totals_path(h).unlink()
+    assert load_totals(h).disk == on_disk
+
+
+def test_automatic_retention_deletes_at_most_its_batch_per_cycle_oldest_first(home, start_cycle, monkeypatch):
+    monkeypatch.setattr(retention, "AUTO_PRUNE_CYCLES", 2)
+    h = Home.at(home)
+    h.ensure_dirs()
+    ids = [start_cycle(h, NOW) for _ in range(6)]
+    apply_retention(h, Settings(keep_cycles=1), protect=[ids[-1]])
+    assert ids_on_disk(h) == ids[2:]
+    apply_retention(h, Settings(keep_cycles=1), protect=[ids[-1]])
+    assert ids_on_disk(h) == ids[4:]
+    apply_retention(h, Settings(keep_cycles=1), protect=[ids[-1]])
+    assert ids_on_disk(h) == ids[5:]
+
+
+def test_the_id_table_spills_to_a_file_not_memory(home, start_cycle, monkeypatch):
+    """With a page cache far smaller than the table, SQLite writes pages out and the answer is the same."""
+    monkeypatch.setattr(retention, "CACHE_KIB", 1)
+    monkeypatch.setattr(retention, "IN_MEMORY_NAMES", 100)
+    h = Home.at(home)
+    h.ensure_dirs()
+    for n in range(3000):
+        h.snapshot(f"20260101_{n // 3600:02d}{n // 60 % 60:02d}{n % 60:02d}_01", "before").write_text("")
+    found = prune_cycles(h, keep_cycles=1000, dry_run=True)
+    assert (found.cycles, found.kept, found.files) == (2000, 1000, 2000)
