@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from agent.common.tags import Outcome
+from agent.common.tags import Outcome, Tag
 
 Log = Callable[[str], None]
 
@@ -39,7 +39,9 @@ class Request:
     def from_fields(cls, fields: dict) -> "Request":
         """A Request from its `dataclasses.asdict` (as the embedded model's child process receives it)."""
         previous = fields.get("previous")
-        return cls(**{**fields, "previous": None if previous is None else Outcome(**previous)})
+        if previous is not None:  # its tag arrives as the tag's text: made a Tag again, or `is` fails
+            previous = Outcome(**{**previous, "kind": Tag(previous["kind"])})
+        return cls(**{**fields, "previous": previous})
 
 
 def chat_messages(request: Request) -> list[dict]:

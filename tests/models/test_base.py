@@ -38,6 +38,7 @@ def test_a_request_survives_the_trip_to_the_embedded_models_child_process():
     over_the_pipe = json.loads(json.dumps(dataclasses.asdict(request)))  # tuples arrive as lists
     again = Request.from_fields(over_the_pipe)
     assert again.previous == previous and again.task == "say hi" and again.timeout == 3.5
+    assert again.previous.kind is Tag.TOOL  # a guided model tells a tool's result by `is Tag.TOOL`
     assert chat_messages(again) == chat_messages(request)
     assert Request.from_fields(json.loads(json.dumps(dataclasses.asdict(Request("s", "u", SCHEMA))))).previous is None
 
