@@ -56,7 +56,8 @@ def run(cycles: int, config: str, checkpoints: list[int]) -> dict:
             script = script_for(n, Path(tmp))
             moment = start + dt.timedelta(minutes=15 * n)  # as if cron ran every 15 minutes
             began = time.perf_counter()
-            report = run_cycle(home, settings, ScriptedModel(script), clock=lambda m=moment: m)
+            # force: the home has no task, so an unforced cycle would be idle and call no model
+            report = run_cycle(home, settings, ScriptedModel(script), clock=lambda m=moment: m, force=True)
             overheads.append(time.perf_counter() - began)
             assert report.stop_reason == "done", report.as_dict()
             if n in checkpoints:
