@@ -155,8 +155,8 @@ class Settings:
         "Threads for the embedded model; unset: one fewer than the cores no other "
         "process is running on when the model loads, at least one (it never takes the "
         "last free core). They spin briefly, then sleep (GOMP_SPINCOUNT=10000 unless "
-        "OMP_WAIT_POLICY or it is set), so a machine that gets busy costs seconds, not "
-        "minutes (see docs/measurements.md).",
+        "OMP_WAIT_POLICY or it is set), so a machine that gets busy slows it a little, not "
+        "many times over (see docs/measurements.md).",
         above=0,
         default=None,
     )
