@@ -158,7 +158,8 @@ class Settings:
         "Threads for the embedded model; unset: one fewer than the cores no other "
         "process is running on when the model loads, at least one (it never takes the "
         "last free core). They spin briefly, then sleep (GOMP_SPINCOUNT=10000 unless "
-        "OMP_WAIT_POLICY or it is set), so a busy machine costs ~1.6x, not 10-80x.",
+        "OMP_WAIT_POLICY or it is set), so a machine that gets busy slows it a little, not "
+        "many times over (see docs/measurements.md).",
         above=0,
         default=None,
     )
@@ -267,8 +268,8 @@ class Settings:
     )
     chat_examples: bool | None = _doc(
         "Send the rules' examples to an openai: model as chat turns, not system text. "
-        "Unset: on (a 135M model through llama_cpp.server: 1 -> 3 of 8 bench tasks; "
-        "prompt +46%, a stable prefix caches absorb).",
+        "Unset: on (it helps a small model through a server, for a larger prompt in the "
+        "stable prefix that caches absorb; see docs/measurements.md).",
         default=None,
     )
     extra_body: dict[str, Any] = _doc(

@@ -5,8 +5,9 @@ measured is runner overhead: prompt building, dispatch, four YAML writes with fs
 retention. Prints prompt bytes at chosen cycles, file sizes and counts, and overhead per cycle.
 
 The bounded run uses the default settings. The unbounded comparison (notes_budget and
-completed_window unset, like the design this project grew from) is run for fewer cycles, because
-its cost grows with every cycle, and projected linearly to the full count; the projection is labelled.
+completed_window unset, prompt_max_bytes out of reach, like the design this project grew from) is
+run for fewer cycles, because its cost grows with every cycle, and projected linearly to the full
+count; the projection is labelled.
 
     python bench/longrun.py                 # 1000 cycles, unbounded comparison over 100
     python bench/longrun.py --cycles 200 --unbounded-cycles 50
@@ -56,7 +57,8 @@ def run(cycles: int, config: str, checkpoints: list[int]) -> dict:
             script = script_for(n, Path(tmp))
             moment = start + dt.timedelta(minutes=15 * n)  # as if cron ran every 15 minutes
             began = time.perf_counter()
-            report = run_cycle(home, settings, ScriptedModel(script), clock=lambda m=moment: m)
+            # force: the home has no task, so an unforced cycle would be idle and call no model
+            report = run_cycle(home, settings, ScriptedModel(script), clock=lambda m=moment: m, force=True)
             overheads.append(time.perf_counter() - began)
             assert report.stop_reason == "done", report.as_dict()
             if n in checkpoints:
@@ -89,7 +91,9 @@ def main() -> None:
     bounded = run(args.cycles, "", points)
     bounded_secs = time.perf_counter() - began
     upoints = [p for p in (10, args.unbounded_cycles) if p <= args.unbounded_cycles]
-    unbounded = run(args.unbounded_cycles, "notes_budget: null\ncompleted_window: null\nkeep_cycles: null\n", upoints)
+    # the original design had no prompt bound either: prompt_max_bytes (default 96 KiB) would clip it
+    unbounded_config = "notes_budget: null\ncompleted_window: null\nkeep_cycles: null\nprompt_max_bytes: 1000000000\n"
+    unbounded = run(args.unbounded_cycles, unbounded_config, upoints)
 
     # unbounded prompts grow linearly: project from the two measured points
     (a, pa), (b, pb) = sorted(unbounded["prompts"].items())[:2]
