@@ -267,7 +267,7 @@ class Settings:
         default="auto",
     )
     chat_examples: bool | None = _doc(
-        "Send the rules' examples to an openai: model as chat turns, not system text. "
+        "Send the examples (examples.yaml) to an openai: model as chat turns, not system text. "
         "Unset: on (it helps a small model through a server, for a larger prompt in the "
         "stable prefix that caches absorb; see docs/measurements.md).",
         default=None,
