@@ -95,6 +95,12 @@ def run_cli(*args: str, env: dict | None = None):
     return runner.invoke(main, list(args), env=env, catch_exceptions=False)
 
 
+def run_openai(home: Path, base_url: str, *flags: str, env: dict | None = None):
+    """`agent run --json` on an `openai:` model at `base_url` (a stub server's); click's Result."""
+    full_env = {"OPENAI_BASE_URL": base_url, **(env or {})}
+    return run_cli("run", "--home", str(home), "--model", "openai:test-model", "--json", *flags, env=full_env)
+
+
 def run_agent_process(*args: str, env: dict | None = None, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
     """Run `python -m agent ARGS` as a real process."""
     full_env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL", "OPENAI_API_KEY")}

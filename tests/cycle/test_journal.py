@@ -19,7 +19,7 @@ from agent.cycle.journal import Journal, note_interrupted
 from agent.secrets import Secrets
 from agent.store.files import read_jsonl
 from agent.store.home import Home
-from tests.helpers import read_yaml, run_cli, wait_for, write_active, write_script
+from tests.helpers import read_yaml, run_cli, run_openai, wait_for, write_active, write_script
 from tests.models.openai_server import OpenAIServer, Reply
 
 # A tiny real MCP server: `send` records that it started, then blocks on a FIFO the test holds.
@@ -104,15 +104,7 @@ def test_a_call_cut_by_sigkill_is_not_repeated_and_the_next_prompt_says_so(home,
     agent.wait(timeout=60)
 
     with OpenAIServer(default=Reply.chat({"tool": "done", "args": {"summary": "checked the phone"}})) as model:
-        result = run_cli(
-            "run",
-            "--home",
-            str(home),
-            "--model",
-            "openai:test-model",
-            "--json",
-            env={"OPENAI_BASE_URL": model.base_url},
-        )
+        result = run_openai(home, model.base_url)
     assert result.exit_code == 0, result.output
     assert calls.read_text() == "backup finished\n"  # not called again
     prompt = " ".join(model.chat_requests[0].messages[-1]["content"].split())  # YAML folds long lines

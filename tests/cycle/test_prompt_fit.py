@@ -11,7 +11,7 @@ import yaml
 
 from agent.config import Settings
 from agent.cycle import prompt
-from tests.helpers import read_yaml, run_cli, write_active
+from tests.helpers import read_yaml, run_cli, run_openai, write_active
 from tests.models.openai_server import OpenAIServer, Reply, Request
 
 CONTEXT_BYTES = 40_000  # what the test endpoint accepts (prompt_max_bytes 32768, plus the examples' turns)
@@ -48,15 +48,7 @@ def _home(tmp_path: Path, state: dict, **config) -> Path:
 
 
 def _run(home: Path, server: OpenAIServer):
-    result = run_cli(
-        "run",
-        "--home",
-        str(home),
-        "--model",
-        "openai:test-model",
-        "--json",
-        env={"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "sk-test-key-for-prompts"},
-    )
+    result = run_openai(home, server.base_url, env={"OPENAI_API_KEY": "sk-test-key-for-prompts"})
     return result, json.loads([line for line in result.stdout.splitlines() if line.startswith("{")][-1])
 
 

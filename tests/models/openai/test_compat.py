@@ -24,7 +24,7 @@ from agent.models import ModelError, ModelTimeout, ModelUnavailable
 from agent.models import Request as ModelRequest
 from agent.models.openai.compat import RESPONSE_FORMATS, OpenAIModel, openai_response_schema
 from agent.tools import build_registry
-from tests.helpers import REPO, configure, read_yaml, run_cli, snapshots, tree_digest
+from tests.helpers import REPO, configure, read_yaml, run_cli, run_openai, snapshots, tree_digest
 from tests.models.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply, Request, usage
 
 KEY = "sk-test-7f3a9c1e5b2d4f6a8c0e1234"
@@ -48,11 +48,9 @@ DONE = {"tool": "done", "args": {"summary": "said hello"}}
 
 def run(home: Path, server: OpenAIServer, *flags: str, env: dict | None = None, key: str | None = KEY):
     """`agent run --json` against the server: (click Result, the --json report or None)."""
-    full_env = {"OPENAI_BASE_URL": server.base_url}
-    if key is not None:
-        full_env["OPENAI_API_KEY"] = key
-    full_env.update(env or {})
-    result = run_cli("run", "--home", str(home), "--model", "openai:test-model", "--json", *flags, env=full_env)
+    result = run_openai(
+        home, server.base_url, *flags, env=({} if key is None else {"OPENAI_API_KEY": key}) | (env or {})
+    )
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     return result, (json.loads(lines[-1]) if lines else None)
 
@@ -361,15 +359,7 @@ def test_unreachable_endpoint_exits_4(home: Path, server: OpenAIServer) -> None:
     configure(home, STATE, **(FAST | {"max_retries": 0}))
     url = server.base_url
     server.stop()
-    result = run_cli(
-        "run",
-        "--home",
-        str(home),
-        "--model",
-        "openai:test-model",
-        "--json",
-        env={"OPENAI_BASE_URL": url, "OPENAI_API_KEY": KEY},
-    )
+    result = run_openai(home, url, env={"OPENAI_API_KEY": KEY})
     report = json.loads(result.stdout.splitlines()[-1])
     assert result.exit_code == 4
     assert_saved_as_read_plus_note(home, report, "cannot reach the model endpoint", url)
