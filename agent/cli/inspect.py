@@ -35,7 +35,6 @@ from agent.cli.history import (
     RUNNING,
     KnownCycles,
     cycle_running,
-    history_records,
     history_summary,
     recent_history,
     table_lines,
@@ -46,7 +45,7 @@ from agent.cli.waiting import approvals_status
 from agent.common.escape import escape_controls, escape_json, escape_tree
 from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.config import load_settings
-from agent.gates.budgets import daily_totals
+from agent.gates.budgets import newest_days
 from agent.models.local.model import bundled_model_path, local_runtime_installed
 from agent.state import FIELDS
 from agent.store.home import Home, index_newest_first
@@ -141,9 +140,8 @@ def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
     """
     home = existing_home(home_dir)
     running = cycle_running(home)
-    if daily:  # every day there is: the whole index, on purpose
-        records = list(reversed(daily_totals(history_records(home, running), home_settings(home.root).prices)))
-        records = records[:limit] if limit else records
+    if daily:  # the index read backwards, as far as the newest `limit` days go (0: all)
+        records = newest_days(index_newest_first(home), home_settings(home.root).prices, limit)
     else:  # --limit N: only the index's last records are read (0: all)
         records = list(reversed(with_costs(recent_history(home, running, limit), home_settings(home.root).prices)))
     if as_json:

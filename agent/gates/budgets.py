@@ -14,7 +14,7 @@ is a usage error (exit 2) before anything is read, written or sent.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from agent.common.outcomes import UsageError
 from agent.config import Settings
@@ -63,22 +63,41 @@ def utc_day(started: Any) -> str | None:
     return None if when is None else when.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d")
 
 
-def daily_totals(records: list[dict], prices: dict[str, dict[str, float]]) -> list[dict]:
+def daily_totals(records: Iterable[dict], prices: dict[str, dict[str, float]]) -> list[dict]:
     """Per UTC day, oldest first: cycles, tokens, cost (of the priced cycles) and unpriced cycles."""
     days: dict[str, dict] = {}
     for record in records:
-        day = utc_day(record.get("started"))
-        if day is None or record.get("source", "index") != "index":
-            continue
-        total = days.setdefault(day, {"day": day, "cycles": 0, "tokens": 0, "cost": 0.0, "unpriced_cycles": 0})
-        cost = record_cost(record, prices)
-        total["cycles"] += 1
-        total["tokens"] += record_tokens(record)
-        if cost is None:
-            total["unpriced_cycles"] += record_tokens(record) > 0
-        else:
-            total["cost"] = round(total["cost"] + cost, 8)
+        _add_to_day(days, record, prices)
     return [days[d] for d in sorted(days)]
+
+
+def newest_days(records: Iterable[dict], prices: dict[str, dict[str, float]], limit: int = 0) -> list[dict]:
+    """`daily_totals` of the newest `limit` days (0: all), newest first, from `records` given newest
+    first (the index read backwards): reading stops at the first record of an older day than those,
+    so time and memory grow with the days shown, not with the history. Every record counts, as in
+    the running totals that budgets and `status` read. A record whose clock was wrong, dated into a
+    day already passed, is counted only if it is read before the reading stops."""
+    days: dict[str, dict] = {}
+    for record in records:
+        day = utc_day(record.get("started"))
+        if limit and day is not None and day not in days and len(days) >= limit:
+            break
+        _add_to_day(days, record, prices)
+    return [days[d] for d in sorted(days, reverse=True)]
+
+
+def _add_to_day(days: dict[str, dict], record: dict, prices: dict[str, dict[str, float]]) -> None:
+    day = utc_day(record.get("started"))
+    if day is None or record.get("source", "index") != "index":
+        return
+    total = days.setdefault(day, {"day": day, "cycles": 0, "tokens": 0, "cost": 0.0, "unpriced_cycles": 0})
+    cost = record_cost(record, prices)
+    total["cycles"] += 1
+    total["tokens"] += record_tokens(record)
+    if cost is None:
+        total["unpriced_cycles"] += record_tokens(record) > 0
+    else:
+        total["cost"] = round(total["cost"] + cost, 8)
 
 
 def bucket_spending(bucket: dict | None, prices: dict[str, dict[str, float]]) -> dict:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.config import Settings
-from agent.gates.budgets import Budgets, cycle_cost, daily_totals
+from agent.gates.budgets import Budgets, cycle_cost, daily_totals, newest_days
 from agent.models.base import Usage
 from agent.store.home import Home
 from tests.cli.helpers import done, echo, run_cycle
@@ -170,6 +170,56 @@ def test_cost_of_usage_and_of_unpriced_models():
     assert cycle_cost(PRICE, "openai:unknown", Usage(prompt_tokens=10)) is None
     days = daily_totals([{"started": "2026-11-21T00:00:00+00:00", "model": "x", "usage": {"total_tokens": 5}}], PRICE)
     assert days == [{"day": "2026-11-21", "cycles": 1, "tokens": 5, "cost": 0.0, "unpriced_cycles": 1}]
+
+
+def _day_records(days: int, per_day: int) -> list[dict]:
+    """Index records, oldest first: `per_day` cycles on each of `days` UTC days from 1 November."""
+    start = _dt.datetime(2026, 11, 1, tzinfo=_dt.timezone.utc)
+    return [
+        {
+            "cycle_id": f"c{d:03d}{n}",
+            "started": (start + _dt.timedelta(days=d, hours=n)).isoformat(),
+            "model": MODEL,
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+            "cost": 0.0003,
+        }
+        for d in range(days)
+        for n in range(per_day)
+    ]
+
+
+def test_newest_days_are_the_whole_index_totals_of_those_days_newest_first():
+    records = _day_records(9, 3)
+    whole = daily_totals(records, PRICE)
+    assert newest_days(reversed(records), PRICE) == whole[::-1]  # 0: every day
+    for limit in (1, 2, 5, 9, 20):
+        assert newest_days(reversed(records), PRICE, limit) == whole[::-1][:limit]
+
+
+def test_newest_days_read_no_further_back_than_the_days_shown():
+    """The index is read backwards; an older day's first record ends the reading."""
+    records = _day_records(1000, 4)
+    read = []
+
+    def backwards():
+        for record in reversed(records):
+            read.append(record)
+            yield record
+
+    days = newest_days(backwards(), PRICE, 2)
+    assert [d["day"] for d in days] == ["2029-07-27", "2029-07-26"] and days[0]["cycles"] == 4
+    assert len(read) == 2 * 4 + 1
+
+
+def test_newest_days_skip_records_without_a_time_and_count_unpriced_usage():
+    records = [
+        {"started": "2026-11-21T01:00:00+00:00", "model": "x", "usage": {"total_tokens": 5}},
+        {"started": "not a time", "usage": {"total_tokens": 7}},
+        {"started": None},
+    ]
+    assert newest_days(reversed(records), PRICE, 1) == [
+        {"day": "2026-11-21", "cycles": 1, "tokens": 5, "cost": 0.0, "unpriced_cycles": 1}
+    ]
 
 
 def test_history_and_status_show_tokens_and_cost_per_cycle_and_per_day(home, server):
