@@ -19,8 +19,12 @@ load falls on all sizes alike), each measured as a separate process whose time a
   diff       `agent diff` (the latest cycle)
   show-all   `agent show --all` (the whole archive, to /dev/null), once
   recall     the first recall (its index deleted before), once
+  daily      `agent history --daily` (the newest 20 days)
   prune      `agent prune --keep K` deleting up to 10,000 expired cycles (snapshot pair, log, transcript), once,
              after an `os.sync()` (what a prune deletes is old: written back long ago, not minutes ago)
+  floor      just before each prune, the same number of files with the same contents, made and synced
+             the same way in a folder beside the home, unlinked by a bare loop: what the kernel alone
+             takes to delete them on this filesystem, the floor under any prune
 
 plus the one-off recount of the running totals (what the first command after an upgrade pays), and
 disk bytes per cycle. Medians of `--repeats` runs.
@@ -68,6 +72,13 @@ took = time.perf_counter() - began
 usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(done.returncode, took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
 sys.stderr.write(done.stderr.decode(errors="replace")[-400:])
+"""
+FLOOR = """
+import os, sys
+for folder in ("scratchpad", "logs"):
+    fd = os.open(os.path.join(sys.argv[1], folder), os.O_RDONLY | os.O_DIRECTORY)
+    for name in sorted(os.listdir(fd)):
+        os.unlink(name, dir_fd=fd)
 """
 RECALL = (
     "import sys; from agent.store.home import Home; from agent.store.recall_index import search; "
@@ -168,6 +179,22 @@ def fabricate(templates: dict, root: Path, size: int, with_files: int, full_tran
     }
 
 
+def floor_files(templates: dict, folder: Path, count: int, full_transcripts: bool) -> Path:
+    """`count` cycles' files as `fabricate` writes them, in `folder`/scratchpad and `folder`/logs."""
+    home = Home.at(folder)
+    home.scratchpad.mkdir(parents=True)
+    home.logs.mkdir()
+    cycles = templates["cycles"]
+    for i in range(count):
+        cid, files = f"{i:08d}_000000_01", cycles[i % len(cycles)]["files"]
+        for label in ("before", "after"):
+            home.snapshot(cid, label).write_bytes(files[label])
+        home.cycle_log(cid).write_bytes(files.get("log", b""))
+        if "transcript" in files:
+            home.transcript(cid).write_bytes(files["transcript"] if full_transcripts else b"")
+    return folder
+
+
 def measure(code: Path, argv: list[str]) -> tuple[float, float, float]:
     """(seconds, peak MB, CPU seconds) of one process running argv."""
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL")}
@@ -177,6 +204,20 @@ def measure(code: Path, argv: list[str]) -> tuple[float, float, float]:
     if code_ not in ("0", "3"):
         raise SystemExit(f"{argv} exited {code_}: {out.stderr}")
     return float(took), int(rss) / 1024, float(cpu)
+
+
+def filesystem(folder: Path) -> str:
+    """The type and mount options of the filesystem `folder` is on (from /proc/self/mounts), or '?'."""
+    try:
+        mounts = [line.split() for line in Path("/proc/self/mounts").read_text().splitlines()]
+    except OSError:
+        return "?"
+    path, best = str(folder.resolve()), None
+    for fields in mounts:
+        point = fields[1].replace("\\040", " ")
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and (best is None or len(point) >= len(best[1])):
+            best = fields
+    return "?" if best is None else f"{best[2]} on {best[0]}, mounted {best[3]}"
 
 
 def agent(*args: str) -> list[str]:
@@ -197,7 +238,7 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     print(
         f"# history bench: sizes {sizes}, {args.repeats} repeats, code {args.code}, {os.cpu_count()} cores, "
-        f"load average before {os.getloadavg()}"
+        f"load average before {os.getloadavg()}, homes in {folder} ({filesystem(folder)})"
     )
     try:
         templates = make_templates(folder)
@@ -243,17 +284,26 @@ def main() -> None:
                     measure(args.code, agent("history", "--home", root, "--limit", "20")),
                 )
                 record("diff", made["size"], measure(args.code, agent("diff", "--home", root)))
+                record("history --daily", made["size"], measure(args.code, agent("history", "--home", root, "--daily")))
         for made in homes:
             root = str(made["root"])
             record("show --all", made["size"], measure(args.code, agent("show", "--all", "--home", root)))
             (made["root"] / "logs" / "recall.sqlite3").unlink(missing_ok=True)
             record("first recall", made["size"], measure(args.code, [sys.executable, "-c", RECALL, root]))
-            # The files a prune deletes are old, long written back; the fabricated ones are minutes old
-            # and the kernel may still be writing them, and an unlink then waits for that: sync first
-            os.sync()
             on_disk = made["files_for"] + args.repeats
             keep = max(on_disk - 10_000, on_disk // 2)  # 10,000 expired cycles where there are that many
             made["pruned"] = on_disk - keep
+            floor = floor_files(templates, folder / f"floor-{made['size']}", made["pruned"], args.transcripts)
+            # The files a prune deletes are old, long written back; the fabricated ones are minutes old
+            # and the kernel may still be writing them, and an unlink then waits for that: sync first
+            os.sync()
+            record(
+                "bare unlink of as many files (floor)",
+                made["size"],
+                measure(args.code, [sys.executable, "-c", FLOOR, str(floor)]),
+            )
+            shutil.rmtree(floor)
+            os.sync()
             record(
                 "prune --dry-run (plan only)",
                 made["size"],

@@ -229,6 +229,17 @@ class Pruned:
 # leaves a cycle that the next listing still sees, never a transcript no prune would find.
 _DELETION_ORDER = sorted(enumerate(CYCLE_FILE_FORMS), key=lambda form: form[1][3])
 _KIND = {0: "snapshots", 1: "snapshots", 2: "logs"}  # places in CYCLE_FILE_FORMS; the transcript is not counted
+BATCH_CYCLES = 256  # expired cycles whose files are deleted, folder by folder at once, before the next ones
+
+
+@dataclass
+class _Found:
+    """One of an expired cycle's files: its place in CYCLE_FILE_FORMS, its name shown, size, deleted."""
+
+    place: int
+    shown: str
+    size: int
+    deleted: bool
 
 
 def prune_cycles(
@@ -247,23 +258,28 @@ def prune_cycles(
     file (or a link to one) is sized and, unless `dry_run`, unlinked, and heard of by
     `on_file(shown path, size, deleted)`. Call while holding the lock.
 
-    Time: one listing of each folder (names only) plus a stat and an unlink per expired file; memory:
-    bounded, whatever the cycles on disk and however many expire. Killed midway, it leaves the
-    oldest cycles gone, at most one in part (still listed: the next prune finishes it), the rest whole."""
+    Time: one listing of each folder (names only) plus a stat and an unlink per expired file; the
+    unlinks in scratchpad/ and in logs/ run at the same time, one thread each (the kernel's work of
+    freeing the files is most of a prune's time, and the two folders do not wait on each other).
+    Memory: bounded, whatever the cycles on disk and however many expire. Killed midway, it leaves
+    the oldest cycles gone, those of at most one batch (`BATCH_CYCLES`) in part, each still listed
+    (a cycle's transcript goes before its log), so the next prune finishes them; the rest whole."""
     result = Pruned()
     folders = open_folders(home)
     try:
-        with CyclesOnDisk(folders) as cycles:
-            expired = expired_cycles(cycles, keep_cycles, keep_days, now, protect)
-            for cycle_id in itertools.islice(expired, limit):
-                result.cycles += 1
+        with CyclesOnDisk(folders) as cycles, _FolderWorkers(len(folders) if not dry_run else 1) as workers:
+            expired = itertools.islice(expired_cycles(cycles, keep_cycles, keep_days, now, protect), limit)
+            while batch := list(itertools.islice(expired, BATCH_CYCLES)):
+                result.cycles += len(batch)
                 if on_cycle is not None:
-                    on_cycle(cycle_id)
-                for place, (where, prefix, suffix, _) in _DELETION_ORDER:
-                    if where in folders:
-                        _prune_file(
-                            result, place, where, folders[where], f"{prefix}{cycle_id}{suffix}", dry_run, on_file
-                        )
+                    for cycle_id in batch:
+                        on_cycle(cycle_id)
+                found, failure = workers.run({where: (fd, batch, dry_run) for where, fd in folders.items()})
+                for files in itertools.zip_longest(*found.values(), fillvalue=()):  # cycle by cycle, in order
+                    for one in sorted(itertools.chain(*files), key=_reported_order):
+                        _count(result, one, on_file)
+                if failure is not None:
+                    raise failure
             result.kept = cycles.count - result.cycles
     finally:
         for fd in folders.values():
@@ -271,38 +287,83 @@ def prune_cycles(
     return result
 
 
-def _prune_file(
-    result: Pruned,
-    place: int,
-    where: str,
-    folder: int,
-    name: str,
-    dry_run: bool,
-    on_file: Callable[[str, int, bool], None] | None,
-) -> None:
-    """One of an expired cycle's files, in the folder open as `folder`: sized and (unless `dry_run`)
-    unlinked when it is a regular file (or a link to one, as Path.is_file says), counted in `result`."""
-    try:
-        info = os.stat(name, dir_fd=folder)
-    except OSError:
-        return  # not there (or gone since the listing)
-    if not stat.S_ISREG(info.st_mode):
-        return
+_POSITION = {place: n for n, (place, _) in enumerate(_DELETION_ORDER)}
+
+
+def _reported_order(one: _Found) -> int:
+    """A cycle's files are reported in the order they are deleted in (whichever folder each is in)."""
+    return _POSITION[one.place]
+
+
+def _prune_folder(where: str, folder: int, batch: list[str], dry_run: bool, found: list[list[_Found]]) -> None:
+    """The batch's files in one folder (open as `folder`), cycle by cycle in `_DELETION_ORDER`: each
+    regular file (or link to one, as Path.is_file says) sized and, unless `dry_run`, unlinked;
+    appended to `found` (one list per cycle) as it goes, so what was deleted is known if this stops."""
+    forms = [(place, prefix, suffix) for place, (w, prefix, suffix, _) in _DELETION_ORDER if w == where]
+    for cycle_id in batch:
+        files: list[_Found] = []
+        found.append(files)
+        for place, prefix, suffix in forms:
+            name = f"{prefix}{cycle_id}{suffix}"
+            try:
+                info = os.stat(name, dir_fd=folder)
+            except OSError:
+                continue  # not there (or gone since the listing)
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            one = _Found(place, f"{where}/{name}", info.st_size, False)
+            if not dry_run:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=folder)
+                    one.deleted = True
+            files.append(one)
+
+
+def _count(result: Pruned, one: _Found, on_file: Callable[[str, int, bool], None] | None) -> None:
     result.files += 1
-    result.bytes += info.st_size
-    deleted = False
-    if not dry_run:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(name, dir_fd=folder)
-            deleted = True
-    if deleted:
+    result.bytes += one.size
+    if one.deleted:
         result.deleted += 1
-        if place in _KIND:
-            kind = result.removed.setdefault(_KIND[place], [0, 0])
+        if one.place in _KIND:
+            kind = result.removed.setdefault(_KIND[one.place], [0, 0])
             kind[0] += 1
-            kind[1] += info.st_size
+            kind[1] += one.size
     if on_file is not None:
-        on_file(f"{where}/{name}", info.st_size, deleted)
+        on_file(one.shown, one.size, one.deleted)
+
+
+class _FolderWorkers:
+    """Runs `_prune_folder` for each folder: in this thread when one worker is asked for, else one
+    thread per folder. `run` waits for all of them and returns what each found (up to where it
+    stopped) and the first failure, if one failed. A context manager: leaving it waits for the
+    threads to finish."""
+
+    def __init__(self, count: int):
+        self._pool: Any = None
+        if count > 1:
+            from concurrent.futures import ThreadPoolExecutor  # here: a dry run, or one folder, never loads it
+
+            self._pool = ThreadPoolExecutor(count, thread_name_prefix="prune")
+
+    def run(self, jobs: dict[str, tuple[int, list[str], bool]]) -> tuple[dict[str, list[list[_Found]]], Any]:
+        found: dict[str, list[list[_Found]]] = {where: [] for where in jobs}
+        if self._pool is None:
+            try:
+                for where, (fd, batch, dry_run) in jobs.items():
+                    _prune_folder(where, fd, batch, dry_run, found[where])
+            except Exception as exc:  # as a thread's failure is: reported after what was found
+                return found, exc
+            return found, None
+        futures = [self._pool.submit(_prune_folder, where, *job, found[where]) for where, job in jobs.items()]
+        failures = [f.exception() for f in futures]  # waits for every one
+        return found, next((f for f in failures if f is not None), None)
+
+    def __enter__(self) -> _FolderWorkers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
 
 
 def open_folders(home: Home) -> dict[str, int]:
