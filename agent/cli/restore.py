@@ -94,8 +94,8 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
 @json_option
 @reports_errors
 def fork(home_dir: Path, cycle: str, directory: Path, as_json: bool) -> None:
-    """Start a new home in DIRECTORY from a cycle's snapshot, with this home's rules.md and
-    config.yaml (the workspace's files are not copied). DIRECTORY must not hold a state yet."""
+    """Start a new home in DIRECTORY from a cycle's snapshot, with this home's rules.md, config.yaml
+    and examples.yaml (the workspace's files are not copied). DIRECTORY must not hold a state yet."""
     home = existing_home(home_dir)
     side = _snapshot(home, cycle)
     target = Home.at(directory)
@@ -106,7 +106,11 @@ def fork(home_dir: Path, cycle: str, directory: Path, as_json: bool) -> None:
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
     made, kept = make_home(
-        target, dict(side.state, last_updated=now_iso()), rules=source_text(home.rules), config=source_text(home.config)
+        target,
+        dict(side.state, last_updated=now_iso()),
+        rules=source_text(home.rules),
+        config=source_text(home.config),
+        examples=source_text(home.examples),
     )
     data = {"home": str(target.root), "forked_from": str(home.root / side.label), "created": made, "kept": kept}
     if as_json:

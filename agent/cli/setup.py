@@ -69,10 +69,11 @@ def config_template() -> str:
 
 
 def make_home(
-    home: Home, first_state: dict, rules: str | None = None, config: str | None = None
+    home: Home, first_state: dict, rules: str | None = None, config: str | None = None, examples: str | None = None
 ) -> tuple[list[str], list[str]]:
-    """Create the home's folders, then rules.md, config.yaml (the given texts, else the defaults)
-    and active.yaml (`first_state`) where they are missing, and the workspace. Returns (created, kept) paths."""
+    """Create the home's folders, then rules.md, config.yaml (the given texts, else the defaults),
+    examples.yaml (only when a text is given: else the packaged examples apply) and active.yaml
+    (`first_state`) where they are missing, and the workspace. Returns (created, kept) paths."""
     settings = load_settings(home.root)  # a broken config.yaml already there: exit 2, nothing made
     try:
         home.root.mkdir(parents=True, exist_ok=True)
@@ -83,8 +84,11 @@ def make_home(
     for path, make in (
         (home.rules, lambda p: atomic_write(p, (default_rules() if rules is None else rules).encode())),
         (home.config, lambda p: atomic_write(p, (config_template() if config is None else config).encode())),
+        (home.examples, None if examples is None else lambda p: atomic_write(p, examples.encode())),
         (home.active, lambda p: write_state(p, first_state)),
     ):
+        if make is None:
+            continue
         if path.exists():
             kept.append(str(path.relative_to(home.root)))
         else:

@@ -107,6 +107,17 @@ def test_fork_starts_a_new_home_from_a_snapshot_with_this_home_s_rules_and_confi
     assert active(worked_home)["current_task"] == "three"  # the source home is untouched
 
 
+def test_fork_carries_the_home_s_own_examples_and_none_when_it_has_none(worked_home, tmp_path):
+    examples = "- task: say hi\n  action: {tool: done, args: {summary: said hi}}\n"
+    first = cycle_ids(worked_home)[0]
+    plain = json_out(run_cli("fork", first, str(tmp_path / "plain"), "--home", str(worked_home), "--json"))
+    assert "examples.yaml" not in plain["created"] and not (tmp_path / "plain" / "examples.yaml").exists()
+    (worked_home / "examples.yaml").write_text(examples)
+    data = json_out(run_cli("fork", first, str(tmp_path / "own"), "--home", str(worked_home), "--json"))
+    assert "examples.yaml" in data["created"] and (tmp_path / "own" / "examples.yaml").read_text() == examples
+    assert run_cycle(tmp_path / "own", [done("did two on the branch")]).exit_code == 0  # and they load
+
+
 def test_fork_into_a_home_that_already_has_a_state_exits_2(worked_home, tmp_path):
     other = tmp_path / "other"
     assert run_cli("init", str(other)).exit_code == 0
