@@ -347,7 +347,7 @@ class Settings:
     )
 
     prompt_max_bytes: int = _doc(
-        "Most bytes of one prompt (system and user message). A scratchpad that does not "
+        "Most bytes of one prompt (system message, example turns and user message). A scratchpad that does not "
         "fit is shown clipped, with a note saying so; the state itself is kept whole.",
         above=0,
         unit="bytes",

@@ -48,6 +48,9 @@ class Loop:
         self.settings, self.secrets = ctx.settings, ctx.secrets
         self.system = system  # byte-stable across iterations and cycles, as the examples are: prompt caches hit
         self.examples, self.examples_text = worked.turns(examples), worked.section(examples)
+        # a model is sent the turns or the text: the prompt is fitted with room for the larger
+        turn_bytes = sum(len(user.encode()) + len(reply.encode()) for user, reply in self.examples)
+        self.examples_bytes = max(turn_bytes, len(self.examples_text.encode()))
         self.schema = registry.action_schema()
         self.report, self.limits, self.events, self.log = report, limits, events, log
         self.park = park  # records a gated call and raises Parked
@@ -74,7 +77,9 @@ class Loop:
         limits.before_call()
         n = report.iterations = report.iterations + 1
         shown = self.secrets.redact(self.state)  # what the model sees, and what guidance may offer it
-        user = prompt.fitted_user_prompt(self.system, shown, n, self.settings, limits.warnings(), self.previous)
+        user = prompt.fitted_user_prompt(
+            self.system, shown, n, self.settings, limits.warnings(), self.previous, self.examples_bytes
+        )
         report.prompt_bytes.append(len(self.system.encode()) + len(user.encode()))
         self.log(f"iteration {n}: prompt {report.prompt_bytes[-1]} bytes")
         request = Request(

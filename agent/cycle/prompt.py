@@ -142,11 +142,13 @@ def fitted_user_prompt(
     settings: Any,
     warnings: list[str] | None = None,
     previous: Outcome | None = None,
+    others: int = 0,
 ) -> str:
-    """`user_prompt`, clipped so that system + user fit `prompt_max_bytes` (when they can at all)."""
+    """`user_prompt`, clipped so that the system text, `others` bytes sent besides (the example
+    turns) and the user message fit `prompt_max_bytes` (when they can at all)."""
     max_iterations, max_bytes, warnings = settings.max_iterations, settings.prompt_max_bytes, list(warnings or [])
     user = user_prompt(state, iteration, max_iterations, warnings, previous)
-    room = max(max_bytes - len(system.encode()), max_bytes // 4)  # a huge system prompt never empties the user's
+    room = max(max_bytes - len(system.encode()) - others, max_bytes // 4)  # a huge system never empties the user's
     full = len(user.encode())
     if full <= room:
         return user

@@ -14,7 +14,7 @@ from agent.cycle import prompt
 from tests.helpers import read_yaml, run_cli, run_openai, write_active
 from tests.models.openai_server import OpenAIServer, Reply, Request
 
-CONTEXT_BYTES = 40_000  # what the test endpoint accepts (prompt_max_bytes 32768, plus the examples' turns)
+CONTEXT_BYTES = 32768  # what the test endpoint accepts: prompt_max_bytes, the example turns counted
 DONE = {"tool": "done", "args": {"summary": "finished"}}
 
 
@@ -107,3 +107,5 @@ def test_the_fitted_prompt_never_passes_the_bound():
     ):
         user = prompt.fitted_user_prompt("system " * 100, state, 1, settings)
         assert len(user.encode()) + 700 <= 6000 and user.rstrip().splitlines()[-1].startswith("Now:")
+        user = prompt.fitted_user_prompt("system " * 100, state, 1, settings, others=2000)  # the example turns
+        assert len(user.encode()) + 700 + 2000 <= 6000 and user.rstrip().splitlines()[-1].startswith("Now:")
