@@ -7,7 +7,8 @@ the inbox are applied to the state being replaced first (a restore means "exactl
 A restore also repairs a home whose active.yaml cannot be read: its raw text is archived instead.
 
 `agent fork CYCLE[:before|:after] DIR` starts a new home from a snapshot: what `agent init DIR`
-makes, with the source home's rules.md and config.yaml, and that snapshot as its state.
+makes, with the source home's rules.md, config.yaml and examples.yaml (read as a cycle reads them:
+regular files within their size limits, UTF-8), and that snapshot as its state.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from agent.cli.setup import make_home
 from agent.cli.snapshots import Side, resolve_snapshot
 from agent.common.escape import escape_controls
 from agent.common.outcomes import InvalidScratchpad, UsageError
+from agent.common.safe_yaml import FileRefused, read_text_file
+from agent.config import MAX_CONFIG_BYTES
+from agent.cycle.examples import MAX_EXAMPLES_BYTES
+from agent.cycle.prompt import MAX_RULES_BYTES
 from agent.memory.bounding import Archived, append_archive, archive_records
 from agent.memory.inbox import apply_inbox
 from agent.state import now_iso
@@ -102,15 +107,14 @@ def fork(home_dir: Path, cycle: str, directory: Path, as_json: bool) -> None:
     if target.active.exists() or target.active.is_symlink():
         raise UsageError(f"{target.root} is already a home with a state ({target.active}); fork into a new folder")
 
-    def source_text(path: Path) -> str | None:
-        return path.read_text(encoding="utf-8") if path.is_file() else None
-
+    try:  # all read before anything is made: a refused file leaves no half-made home
+        rules = read_text_file(home.rules, "rules file", MAX_RULES_BYTES)
+        config = read_text_file(home.config, "config file", MAX_CONFIG_BYTES)
+        examples = read_text_file(home.examples, "examples file", MAX_EXAMPLES_BYTES)
+    except FileRefused as exc:
+        raise UsageError(f"cannot fork: {exc}") from None
     made, kept = make_home(
-        target,
-        dict(side.state, last_updated=now_iso()),
-        rules=source_text(home.rules),
-        config=source_text(home.config),
-        examples=source_text(home.examples),
+        target, dict(side.state, last_updated=now_iso()), rules=rules, config=config, examples=examples
     )
     data = {"home": str(target.root), "forked_from": str(home.root / side.label), "created": made, "kept": kept}
     if as_json:

@@ -22,6 +22,7 @@ from agent.models.base import Usage
 from agent.setting_checks import MODEL_BUDGET_KEYS
 from agent.state import parse_time
 from agent.store.home import Home, read_index
+from agent.store.ids import cycle_started
 from agent.store.totals import Totals, load_totals
 
 FIRST_TAIL_BYTES = 256 * 1024  # a month of index records is read from the end, growing until it is all there
@@ -73,17 +74,32 @@ def daily_totals(records: Iterable[dict], prices: dict[str, dict[str, float]]) -
 
 def newest_days(records: Iterable[dict], prices: dict[str, dict[str, float]], limit: int = 0) -> list[dict]:
     """`daily_totals` of the newest `limit` days (0: all), newest first, from `records` given newest
-    first (the index read backwards): reading stops at the first record of an older day than those,
-    so time and memory grow with the days shown, not with the history. Every record counts, as in
-    the running totals that budgets and `status` read. A record whose clock was wrong, dated into a
-    day already passed, is counted only if it is read before the reading stops."""
+    first (the index read backwards), so that time and memory grow with the days shown, not with the
+    history. Every record counts, as in the running totals that budgets and `status` read.
+
+    A record is counted in the day it `started`, and reading stops at the first record whose cycle
+    id is dated before the oldest of the `limit` newest days found: ids keep running order even when
+    the clock steps back, and a cycle never started after the time in its id, so every record
+    further back started before that day too (a clock that stepped back dates a record into an
+    earlier day, but never hides the records around it)."""
     days: dict[str, dict] = {}
+    oldest_shown = None  # with `limit` days found: the oldest of the newest `limit`
     for record in records:
-        day = utc_day(record.get("started"))
-        if limit and day is not None and day not in days and len(days) >= limit:
+        if oldest_shown is not None and _id_day(record) < oldest_shown:
             break
+        known = len(days)
         _add_to_day(days, record, prices)
-    return [days[d] for d in sorted(days, reverse=True)]
+        if limit and len(days) >= limit and len(days) != known:
+            oldest_shown = sorted(days, reverse=True)[limit - 1]
+    return [days[d] for d in sorted(days, reverse=True)[: limit or None]]
+
+
+def _id_day(record: dict) -> str:
+    """'YYYY-MM-DD' of the time in a record's cycle id; '9999-12-31' (never stops the reading) if none."""
+    cycle_id = record.get("cycle_id")
+    if not isinstance(cycle_id, str) or cycle_started(cycle_id) is None:
+        return "9999-12-31"
+    return f"{cycle_id[0:4]}-{cycle_id[4:6]}-{cycle_id[6:8]}"
 
 
 def _add_to_day(days: dict[str, dict], record: dict, prices: dict[str, dict[str, float]]) -> None:

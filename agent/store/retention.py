@@ -295,12 +295,17 @@ def _reported_order(one: _Found) -> int:
     return _POSITION[one.place]
 
 
-def _prune_folder(where: str, folder: int, batch: list[str], dry_run: bool, found: list[list[_Found]]) -> None:
+def _prune_folder(
+    where: str, folder: int, batch: list[str], dry_run: bool, found: list[list[_Found]], stop: Any = None
+) -> None:
     """The batch's files in one folder (open as `folder`), cycle by cycle in `_DELETION_ORDER`: each
     regular file (or link to one, as Path.is_file says) sized and, unless `dry_run`, unlinked;
-    appended to `found` (one list per cycle) as it goes, so what was deleted is known if this stops."""
+    appended to `found` (one list per cycle) as it goes, so what was deleted is known if this stops.
+    Returns early, before its next cycle, once the `stop` event (when given) is set."""
     forms = [(place, prefix, suffix) for place, (w, prefix, suffix, _) in _DELETION_ORDER if w == where]
     for cycle_id in batch:
+        if stop is not None and stop.is_set():
+            return
         files: list[_Found] = []
         found.append(files)
         for place, prefix, suffix in forms:
@@ -335,15 +340,19 @@ def _count(result: Pruned, one: _Found, on_file: Callable[[str, int, bool], None
 class _FolderWorkers:
     """Runs `_prune_folder` for each folder: in this thread when one worker is asked for, else one
     thread per folder. `run` waits for all of them and returns what each found (up to where it
-    stopped) and the first failure, if one failed. A context manager: leaving it waits for the
-    threads to finish."""
+    stopped) and the first failure, if one failed. Interrupted while it waits (Ctrl-C), it stops the
+    threads at their next cycle, waits for them (a second interrupt does not cut that short: the
+    folders stay open and the lock held until no thread can unlink), and returns the interrupt as
+    the failure. A context manager: leaving it waits for the threads to finish."""
 
     def __init__(self, count: int):
         self._pool: Any = None
         if count > 1:
-            from concurrent.futures import ThreadPoolExecutor  # here: a dry run, or one folder, never loads it
+            import threading  # here: a dry run, or one folder, never loads these
+            from concurrent.futures import ThreadPoolExecutor, wait
 
-            self._pool = ThreadPoolExecutor(count, thread_name_prefix="prune")
+            self._pool, self._wait = ThreadPoolExecutor(count, thread_name_prefix="prune"), wait
+            self._stop = threading.Event()
 
     def run(self, jobs: dict[str, tuple[int, list[str], bool]]) -> tuple[dict[str, list[list[_Found]]], Any]:
         found: dict[str, list[list[_Found]]] = {where: [] for where in jobs}
@@ -354,9 +363,19 @@ class _FolderWorkers:
             except Exception as exc:  # as a thread's failure is: reported after what was found
                 return found, exc
             return found, None
-        futures = [self._pool.submit(_prune_folder, where, *job, found[where]) for where, job in jobs.items()]
-        failures = [f.exception() for f in futures]  # waits for every one
-        return found, next((f for f in failures if f is not None), None)
+        futures = [
+            self._pool.submit(_prune_folder, where, *job, found[where], self._stop) for where, job in jobs.items()
+        ]
+        interrupted = None
+        while True:
+            try:
+                self._wait(futures)
+                break
+            except BaseException as exc:  # KeyboardInterrupt: stop the threads, and still wait for them
+                self._stop.set()
+                interrupted = interrupted or exc
+        failures = [f.exception() for f in futures]
+        return found, interrupted or next((f for f in failures if f is not None), None)
 
     def __enter__(self) -> _FolderWorkers:
         return self

@@ -118,6 +118,18 @@ def test_fork_carries_the_home_s_own_examples_and_none_when_it_has_none(worked_h
     assert run_cycle(tmp_path / "own", [done("did two on the branch")]).exit_code == 0  # and they load
 
 
+def test_fork_refuses_a_home_file_a_cycle_would_refuse_and_makes_nothing(worked_home, tmp_path):
+    first = cycle_ids(worked_home)[0]
+    (worked_home / "examples.yaml").write_bytes(b"- task: \xff\xfe\n")  # not UTF-8
+    result = run_cli("fork", first, str(tmp_path / "bad"), "--home", str(worked_home))
+    assert result.exit_code == 2 and "examples.yaml" in result.stderr and "UTF-8" in result.stderr
+    assert "Traceback" not in result.output + result.stderr and not (tmp_path / "bad").exists()
+    (worked_home / "examples.yaml").write_bytes(b"#" * 300_000)  # past the examples file's limit
+    result = run_cli("fork", first, str(tmp_path / "big"), "--home", str(worked_home))
+    assert result.exit_code == 2 and "300,000 bytes, over the 262,144-byte limit" in result.stderr
+    assert not (tmp_path / "big").exists()
+
+
 def test_fork_into_a_home_that_already_has_a_state_exits_2(worked_home, tmp_path):
     other = tmp_path / "other"
     assert run_cli("init", str(other)).exit_code == 0

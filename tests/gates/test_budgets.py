@@ -175,17 +175,18 @@ def test_cost_of_usage_and_of_unpriced_models():
 def _day_records(days: int, per_day: int) -> list[dict]:
     """Index records, oldest first: `per_day` cycles on each of `days` UTC days from 1 November."""
     start = _dt.datetime(2026, 11, 1, tzinfo=_dt.timezone.utc)
-    return [
-        {
-            "cycle_id": f"c{d:03d}{n}",
-            "started": (start + _dt.timedelta(days=d, hours=n)).isoformat(),
-            "model": MODEL,
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-            "cost": 0.0003,
-        }
-        for d in range(days)
-        for n in range(per_day)
-    ]
+    moments = [start + _dt.timedelta(days=d, hours=n) for d in range(days) for n in range(per_day)]
+    return [_record(moment, moment) for moment in moments]
+
+
+def _record(started: _dt.datetime, id_time: _dt.datetime) -> dict:
+    return {
+        "cycle_id": id_time.strftime("%Y%m%d_%H%M%S") + "_01",
+        "started": started.isoformat(),
+        "model": MODEL,
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+        "cost": 0.0003,
+    }
 
 
 def test_newest_days_are_the_whole_index_totals_of_those_days_newest_first():
@@ -209,6 +210,20 @@ def test_newest_days_read_no_further_back_than_the_days_shown():
     days = newest_days(backwards(), PRICE, 2)
     assert [d["day"] for d in days] == ["2029-07-27", "2029-07-26"] and days[0]["cycles"] == 4
     assert len(read) == 2 * 4 + 1
+
+
+def test_a_clock_that_stepped_back_dates_one_record_a_day_early_and_hides_none():
+    """The third of four cycles on 2 January started by a clock an hour slow: its id still sorts
+    after the second's, so it is counted on 1 January and the two before it still on 2 January."""
+    day = _dt.datetime(2026, 1, 2, 0, 30, tzinfo=_dt.timezone.utc)
+    records = [_record(day - _dt.timedelta(days=1), day - _dt.timedelta(days=1))]
+    records += [_record(day + _dt.timedelta(minutes=m), day + _dt.timedelta(minutes=m)) for m in (0, 10)]
+    records += [_record(day - _dt.timedelta(hours=1), day + _dt.timedelta(minutes=11))]  # slow clock, later id
+    records += [_record(day + _dt.timedelta(minutes=20), day + _dt.timedelta(minutes=20))]
+    whole = daily_totals(records, PRICE)[::-1]
+    assert [(d["day"], d["cycles"]) for d in whole] == [("2026-01-02", 3), ("2026-01-01", 2)]
+    assert newest_days(reversed(records), PRICE, 1) == whole[:1]
+    assert newest_days(reversed(records), PRICE, 2) == whole
 
 
 def test_newest_days_skip_records_without_a_time_and_count_unpriced_usage():

@@ -296,6 +296,60 @@ def test_a_prune_killed_after_any_number_of_files_leaves_every_cycle_in_part_lis
     )
 
 
+def test_ctrl_c_during_a_prune_stops_both_folders_at_their_next_cycle_and_reports_what_went(home, monkeypatch):
+    """SIGINT while the threads delete: each stops before its next cycle, the prune waits for them
+    (the folders stay open, the lock held) and hears of every file deleted, then the interrupt."""
+    import concurrent.futures
+    import signal
+
+    h = Home.at(home)
+    h.ensure_dirs()
+    ids = [f"20260101_0000{n:02d}_01" for n in range(6)]
+    for cycle_id in ids:
+        for where, prefix, suffix, _ in CYCLE_FILE_FORMS:
+            (h.root / where / f"{prefix}{cycle_id}{suffix}").write_text("x")
+    stops, waiting, held = [], threading.Event(), threading.Event()
+    real_folder, real_wait, real_unlink = retention._prune_folder, concurrent.futures.wait, os.unlink
+
+    def recording(*args):
+        stops.append(args[-1])
+        return real_folder(*args)
+
+    def waiting_for(futures):
+        waiting.set()
+        return real_wait(futures)
+
+    def unlink(name, *, dir_fd=None):
+        if name == f"{ids[0]}_before.yaml":  # scratchpad's thread holds here until told to stop
+            held.set()
+            assert stops[0].wait(30)
+        return real_unlink(name, dir_fd=dir_fd)
+
+    monkeypatch.setattr(retention, "_prune_folder", recording)
+    monkeypatch.setattr(concurrent.futures, "wait", waiting_for)
+    monkeypatch.setattr(os, "unlink", unlink)
+
+    def interrupt():
+        assert held.wait(30) and waiting.wait(30)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt)
+    interrupter.start()
+    heard = []
+    with pytest.raises(KeyboardInterrupt):
+        prune_cycles(h, keep_cycles=1, on_file=lambda name, size, deleted: heard.append(name))
+    interrupter.join()
+    assert not [t for t in threading.enumerate() if t.name.startswith("prune")]
+    snapshots = sorted(p.name for p in h.scratchpad.glob("2026*"))
+    assert snapshots == sorted(f"{i}_{label}.yaml" for i in ids[1:] for label in ("before", "after"))
+    gone = {f"scratchpad/{ids[0]}_before.yaml", f"scratchpad/{ids[0]}_after.yaml"}
+    gone |= {
+        f"logs/{p}{i}{x}" for i in ids for _, p, x, _ in CYCLE_FILE_FORMS[2:] if not (h.logs / f"{p}{i}{x}").exists()
+    }
+    assert sorted(heard) == sorted(gone)  # every file deleted was heard of
+    assert set(cycles_on_disk(h)) == set(ids[1:])  # the rest still listed
+
+
 def test_a_prune_that_cannot_delete_reports_what_it_deleted_then_fails(home, monkeypatch):
     """One folder's unlink failing (a read-only file system): the other's deletions are counted, and
     the error reaches the caller."""
