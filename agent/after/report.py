@@ -41,9 +41,8 @@ class CycleReport:
     duration_s: float = 0.0
     files: list[str] = field(default_factory=list)
     error: str | None = None
-    prompt_bytes: list[int] = field(
-        default_factory=list
-    )  # per request: system + user (the example turns, the same every time, not counted)
+    # per request: the system and user messages (the example turns, the same every time, not counted)
+    prompt_bytes: list[int] = field(default_factory=list)
     archived: int = 0  # items moved from active.yaml to logs/archive.jsonl this cycle
     reflect: str | None = None  # None (off), "applied", or "kept unreflected: why"
     actions: dict[str, int] = field(default_factory=dict)  # outcome kind -> how many this cycle
