@@ -88,14 +88,19 @@ def prune(
                 files.add(f"{verb} {name}\n")
 
         with home_lock(home, wait=lock_wait):
-            found = prune_cycles(
-                home,
-                keep_cycles,
-                keep_days,
-                dry_run=dry_run,
-                on_cycle=cycles.item if as_json else None,
-                on_file=on_file,
-            )
+            try:
+                found = prune_cycles(
+                    home,
+                    keep_cycles,
+                    keep_days,
+                    dry_run=dry_run,
+                    on_cycle=cycles.item if as_json else None,
+                    on_file=on_file,
+                )
+            except (OSError, DiskError):  # a read-only or failing disk midway: say what did go, then why
+                if not as_json:
+                    files.echo()
+                raise
             if found.deleted:
                 with contextlib.suppress(DiskError):  # derived data: status shows stale disk use until a recount
                     update_totals(home, removed=found.tally())

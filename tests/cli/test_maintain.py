@@ -81,6 +81,25 @@ def test_prune_bad_input_is_a_usage_error_and_removes_nothing(four_cycles, args,
     assert tree_digest(four_cycles) == before
 
 
+def test_a_prune_the_disk_stops_midway_says_what_it_removed_then_why(four_cycles, monkeypatch):
+    """logs/ read-only (EROFS on every unlink there): the snapshots that did go are listed, then
+    one line naming the file that could not be removed, exit 7, no traceback."""
+    real = os.unlink
+
+    def unlink(name, *, dir_fd=None):
+        if str(name).startswith("cycle_"):
+            raise OSError(30, "Read-only file system", name)
+        return real(name, dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    result = run_cli("prune", "--keep", "1", "--home", str(four_cycles))
+    assert result.exit_code == 7 and "Traceback" not in result.stdout + result.stderr
+    removed = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("removed ")]
+    assert removed and all(name.startswith("scratchpad/") for name in removed)
+    assert all(not (four_cycles / name).exists() for name in removed)
+    assert "Read-only file system" in result.stderr and "cannot use cycle_" in result.stderr
+
+
 def test_prune_is_busy_while_a_cycle_runs(four_cycles):
     before = tree_digest(four_cycles)
     with home_lock(Home.at(four_cycles)):
