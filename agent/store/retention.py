@@ -340,10 +340,11 @@ def _count(result: Pruned, one: _Found, on_file: Callable[[str, int, bool], None
 class _FolderWorkers:
     """Runs `_prune_folder` for each folder: in this thread when one worker is asked for, else one
     thread per folder. `run` waits for all of them and returns what each found (up to where it
-    stopped) and the first failure, if one failed. Interrupted while it waits (Ctrl-C), it stops the
-    threads at their next cycle, waits for them (a second interrupt does not cut that short: the
-    folders stay open and the lock held until no thread can unlink), and returns the interrupt as
-    the failure. A context manager: leaving it waits for the threads to finish."""
+    stopped) and the first failure, if one failed. Ctrl-C while the threads delete does not raise in
+    the middle of that wait (`_stop_on_sigint`): it stops the threads at their next cycle, and once
+    they have stopped `run` returns a KeyboardInterrupt as the failure; so the folders stay open and
+    the lock held until no thread can unlink, and a second Ctrl-C does not cut that short. A context
+    manager: leaving it waits for the threads to finish."""
 
     def __init__(self, count: int):
         self._pool: Any = None
@@ -363,18 +364,13 @@ class _FolderWorkers:
             except Exception as exc:  # as a thread's failure is: reported after what was found
                 return found, exc
             return found, None
-        futures = [
-            self._pool.submit(_prune_folder, where, *job, found[where], self._stop) for where, job in jobs.items()
-        ]
-        interrupted = None
-        while True:
-            try:
-                self._wait(futures)
-                break
-            except BaseException as exc:  # KeyboardInterrupt: stop the threads, and still wait for them
-                self._stop.set()
-                interrupted = interrupted or exc
+        with _stop_on_sigint(self._stop) as heard:
+            futures = [
+                self._pool.submit(_prune_folder, where, *job, found[where], self._stop) for where, job in jobs.items()
+            ]
+            self._wait(futures)
         failures = [f.exception() for f in futures]
+        interrupted = KeyboardInterrupt() if heard else None
         return found, interrupted or next((f for f in failures if f is not None), None)
 
     def __enter__(self) -> _FolderWorkers:
@@ -383,6 +379,31 @@ class _FolderWorkers:
     def __exit__(self, *exc: object) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+
+
+@contextlib.contextmanager
+def _stop_on_sigint(stop: Any) -> Iterator[list[int]]:
+    """Within: SIGINT (Ctrl-C) sets `stop` and is noted in the list given, instead of raising a
+    KeyboardInterrupt wherever the main thread happens to be (inside a lock's bookkeeping, say).
+    Only from the main thread, and only over Python's own handler: an ignored SIGINT stays ignored."""
+    import signal
+    import threading
+
+    heard: list[int] = []
+    own = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if threading.current_thread() is not threading.main_thread() or not own:
+        yield heard
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        heard.append(signum)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield heard
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def open_folders(home: Home) -> dict[str, int]:
