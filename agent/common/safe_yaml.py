@@ -209,6 +209,12 @@ def _check_shape(text: str) -> None:
         walk = _ShapeWalk()
         while loader.check_event():
             walk.step(loader.get_event())
+    except yaml.MarkedYAMLError as exc:
+        # PyYAML 6.0.4's scanner refuses deep flow nesting itself, reading ahead of the events this
+        # walk sees: the same refusal, said the same way whichever version is installed
+        if "maximum nesting depth" not in str(exc.problem):
+            raise
+        raise YAMLShapeError(f"nested more than {MAX_YAML_DEPTH} levels deep", exc.problem_mark) from None
     finally:
         loader.dispose()
 
