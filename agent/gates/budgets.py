@@ -97,9 +97,8 @@ def newest_days(records: Iterable[dict], prices: dict[str, dict[str, float]], li
 def _id_day(record: dict) -> str:
     """'YYYY-MM-DD' of the time in a record's cycle id; '9999-12-31' (never stops the reading) if none."""
     cycle_id = record.get("cycle_id")
-    if not isinstance(cycle_id, str) or cycle_started(cycle_id) is None:
-        return "9999-12-31"
-    return f"{cycle_id[0:4]}-{cycle_id[4:6]}-{cycle_id[6:8]}"
+    started = cycle_started(cycle_id) if isinstance(cycle_id, str) else None
+    return "9999-12-31" if started is None else started.strftime("%Y-%m-%d")
 
 
 def _add_to_day(days: dict[str, dict], record: dict, prices: dict[str, dict[str, float]]) -> None:
