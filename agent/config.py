@@ -145,7 +145,7 @@ class Settings:
     workspace: str = _doc(
         "Folder inside the home that the file tools and the shell are confined to (created if "
         "missing). '.': the whole home, minus the runtime's files, templates, dot-files and code "
-        "(an opt-in; see CLAUDE.md).",
+        "(an opt-in; see docs/reference.md).",
         default="workspace",
     )
     secret_env: list[str] = _doc(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from agent.config import field_docs
 
-REFERENCE = Path(__file__).resolve().parent.parent / "CLAUDE.md"  # where the settings table lives
+REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"  # where the settings table lives
 
 
 def settings_table() -> str:

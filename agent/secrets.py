@@ -3,7 +3,7 @@
 Every writer (snapshots, logs, the index, printed output), every prompt builder and every tool
 asks one `Secrets` object. It is built once per command from the settings and the environment.
 
-What counts as a secret (CLAUDE.md, "What counts as a secret"):
+What counts as a secret (docs/reference.md, "What counts as a secret"):
 
 - the API key (`api_key_env`, and OPENAI_API_KEY), stripped of surrounding whitespace, unless it
   is shorter than MIN_SECRET_LENGTH or a known placeholder (PLACEHOLDER_KEYS);

@@ -16,8 +16,8 @@ from agent.models.local.worker import PORTABLE_CMAKE_ARGS
 from tests.helpers import REPO
 
 
-def test_exit_code_table_in_claude_md_matches_the_code():
-    text = (REPO / "CLAUDE.md").read_text().split("\n## Exit codes\n", 1)[1].split("\n#", 1)[0]
+def test_exit_code_table_in_the_reference_matches_the_code():
+    text = (REPO / "docs" / "reference.md").read_text().split("\n## Exit codes\n", 1)[1].split("\n#", 1)[0]
     documented = {int(code) for code in re.findall(r"^\| (\d+) \|", text, re.MULTILINE)}
     assert documented == {int(code) for code in ExitCode}
 
@@ -26,15 +26,21 @@ def test_root_rules_md_is_the_packaged_default():
     assert (REPO / "rules.md").read_text() == default_rules()
 
 
-def test_the_settings_table_in_claude_md_lists_every_setting_with_its_default():
-    reference = (REPO / "CLAUDE.md").read_text()
-    assert START in reference, "CLAUDE.md lost its settings-table markers"
+def test_the_settings_table_in_the_reference_lists_every_setting_with_its_default():
+    reference = (REPO / "docs" / "reference.md").read_text()
+    assert START in reference, "docs/reference.md lost its settings-table markers"
     assert reference == with_settings_table(reference), "run: python -m agent.docs --write"
 
 
 # ------------------------------------------------------------------ each fact in one place
 
-DOCS = [REPO / "README.md", REPO / "CLAUDE.md", REPO / "SCRATCHPAD.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = [
+    REPO / "README.md",
+    REPO / "AGENTS.md",
+    REPO / "CLAUDE.md",
+    REPO / "SCRATCHPAD.md",
+    *sorted((REPO / "docs").glob("*.md")),
+]
 _ITEM = re.compile(r"(?:[-*+]|\d+\.)\s")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`*\[(])")
 _BOLD_LEAD = re.compile(r"(?:[-*+]|\d+\.)?\s*\*\*([^*]+)\*\*")
@@ -214,7 +220,9 @@ def test_the_readme_set_up_builds_the_pinned_runtime_portable_without_pips_cache
 
 def test_the_readme_is_a_five_minute_read():
     lines = (REPO / "README.md").read_text().count("\n")
-    assert lines < 200, f"README.md has {lines} lines: the reference goes to CLAUDE.md, recipes and figures to docs/"
+    assert lines < 200, (
+        f"README.md has {lines} lines: the reference goes to docs/reference.md, recipes and figures to docs/"
+    )
 
 
 # ------------------------------------------------------------------ links and files the docs name
@@ -318,3 +326,109 @@ def test_the_test_citation_check_finds_a_test_that_is_gone(tmp_path):
         "`system/test_gone.py`, `test_gone`, `test_gone_*`\n"
     )
     assert _missing_tests([page]) == ["page.md: system/test_gone.py", "page.md: test_gone", "page.md: test_gone_*"]
+
+
+# ------------------------------------------------------------------ the code's own docstrings
+
+_PY_NAME = re.compile(r"(?<![\w./-])((?:[\w-]+/)*\w+\.py)\b")
+_SUBPACKAGE = re.compile(r"(?<![\w./-])([a-z_]\w*)/(?![\w/])")
+
+
+def _docstrings(root: Path) -> Iterator[tuple[Path, str]]:
+    import ast
+
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        texts = [ast.get_docstring(tree) or ""]
+        texts += [
+            ast.get_docstring(node) or ""
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        ]
+        yield path, "\n".join(texts)
+
+
+def _stale_in_docstrings(root: Path) -> list[str]:
+    """Code a docstring names that does not exist: dotted names (agent.x.y), paths (agent/x.py), and
+    bare file names (x.py, store/x.py), which must be a file beside the module, in agent/ or in the repository."""
+    stale = []
+    for path, text in _docstrings(root):
+        where = path.relative_to(root.parent)
+        stale += [f"{where}: {ref}" for ref in sorted(_code_references(text)) if not _exists_under(root.parent, ref)]
+        for name in sorted({name for name in _PY_NAME.findall(text) if not name.startswith("agent/")}):
+            places = (path.parent / name, root / name, root.parent / name)
+            if not any(place.is_file() for place in places):
+                stale.append(f"{where}: {name}")
+    return stale
+
+
+def _exists_under(repo: Path, reference: str) -> bool:
+    """`_exists` for the repository; for another tree (the planted test), read without importing: the longest
+    prefix that is a module, then each remaining name defined at the top of its source."""
+    if repo == REPO:
+        return _exists(reference)
+    if "/" in reference:
+        return (repo / reference).exists()
+    parts = reference.split(".")
+    for cut in range(len(parts), 0, -1):
+        where = repo / Path(*parts[:cut])
+        module = where.with_suffix(".py") if where.with_suffix(".py").is_file() else where / "__init__.py"
+        if module.is_file():
+            source = module.read_text()
+            return all(re.search(rf"^(?:def|class) {name}\b|^{name} =", source, re.M) for name in parts[cut:])
+    return False
+
+
+def _package_listings(root: Path) -> list[str]:
+    """Every package whose docstring does not list exactly its modules (x.py) and subpackages (x/)."""
+    import ast
+
+    wrong = []
+    for init in sorted(root.rglob("__init__.py")):
+        folder = init.parent
+        text = ast.get_docstring(ast.parse(init.read_text())) or ""
+        listed = {name for name in _PY_NAME.findall(text) if "/" not in name} | {
+            f"{name}/" for name in _SUBPACKAGE.findall(text)
+        }
+        actual = {p.name for p in folder.glob("*.py") if p.name not in ("__init__.py", "__main__.py")} | {
+            f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").is_file()
+        }
+        if listed & actual != actual or listed - actual - {f"{p.name}/" for p in folder.iterdir() if p.is_dir()}:
+            missing, extra = sorted(actual - listed), sorted(listed - actual)
+            wrong.append(f"{folder.relative_to(root.parent)}: not listed {missing}, listed but gone {extra}")
+    return wrong
+
+
+def test_every_module_docstring_names_code_that_exists():
+    stale = _stale_in_docstrings(REPO / "agent")
+    assert not stale, "docstrings name code that does not exist:\n" + "\n".join(stale)
+
+
+def test_every_package_docstring_lists_exactly_its_modules():
+    wrong = _package_listings(REPO / "agent")
+    assert not wrong, "package docstrings out of step with their folders:\n" + "\n".join(wrong)
+
+
+def test_the_docstring_checks_find_each_planted_stale_name(tmp_path):
+    pkg = tmp_path / "agent" / "things"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "sub" / "__init__.py").write_text('"""A subpackage: leaf.py."""\n')
+    (pkg / "sub" / "leaf.py").write_text('"""A leaf."""\n')
+    (tmp_path / "agent" / "__init__.py").write_text('"""The top: things/."""\n')
+    (pkg / "__init__.py").write_text('"""Things:\n\n- real.py  a real one\n- gone.py  a module that left\n"""\n')
+    (pkg / "real.py").write_text(
+        '"""Uses agent.things.real, agent.things.vanished and agent/things/old.py, beside helper.py."""\n\n'
+        'def f():\n    """Calls agent.things.sub.leaf and agent.nowhere."""\n'
+    )
+    (pkg / "unlisted.py").write_text('"""Not in the package docstring."""\n')
+    stale = _stale_in_docstrings(tmp_path / "agent")
+    assert stale == [
+        "agent/things/__init__.py: gone.py",
+        "agent/things/real.py: agent.nowhere",
+        "agent/things/real.py: agent.things.vanished",
+        "agent/things/real.py: agent/things/old.py",
+        "agent/things/real.py: helper.py",
+    ]
+    assert _package_listings(tmp_path / "agent") == [
+        "agent/things: not listed ['sub/', 'unlisted.py'], listed but gone ['gone.py']"
+    ]

@@ -1,4 +1,4 @@
-"""What counts as a secret (CLAUDE.md, "What counts as a secret"), and the forms it is found in."""
+"""What counts as a secret (docs/reference.md, "What counts as a secret"), and the forms it is found in."""
 
 from __future__ import annotations
 

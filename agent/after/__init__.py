@@ -1,1 +1,8 @@
-"""What a cycle leaves behind: its report, the transcript, and once it is saved, aftercare, the hook, metrics."""
+"""What a cycle leaves behind, once its state is saved:
+
+- report.py      its record (`agent run --json`, the index)
+- transcript.py  every request and reply of the cycle, exactly
+- aftercare.py   the record appended, retention, then the hook and the metrics
+- hooks.py       `on_cycle_end`, the operator's command
+- metrics.py     `metrics_file`, for node_exporter's textfile collector
+"""

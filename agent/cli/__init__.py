@@ -3,10 +3,23 @@
 Each command lives in a module of this package and is imported only when it is used (click's
 documented lazy-subcommand pattern), so the `agent run` that cron starts every few minutes does
 not load diff, history, doctor and the rest. `agent --help` lists every command (and so imports
-them all). Commands never import this module: what they share is in agent/cli/common.py.
+them all). Commands never import this module: what they share is in common.py.
 
 Errors print one line (`agent: error: ...`) to stderr and exit with the code from
 outcomes.ExitCode; data goes to stdout, and every command that prints data has --json.
+
+- run.py, progress.py, live.py       `agent run`, and what it prints while a cycle runs
+- setup.py                           `init`, `reset`, `tools`
+- steer.py                           `task` and `goal`
+- inspect.py, diffing.py, history.py, spending.py, waiting.py, archive_view.py
+                                     `diff`, `history`, `show`, `status`, and what they compute
+- logs.py                            `logs`
+- restore.py, snapshots.py, replacing.py
+                                     `restore` and `fork`, naming a snapshot, keeping what is replaced
+- replay.py                          `replay`
+- approve.py                         `approvals`, `approve`, `deny`
+- maintain.py, endpoint_checks.py    `prune` and `doctor`
+- common.py, guard.py                what the commands share; the escape every printed line goes through
 """
 
 from __future__ import annotations

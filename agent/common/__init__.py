@@ -1,2 +1,10 @@
-"""Leaf helpers every layer shares: outcomes and exit codes, note tags, escaping, JSON schema, YAML, secret forms,
-importing a large module (imports.py)."""
+"""Leaf helpers every layer shares:
+
+- outcomes.py          exit codes, stop reasons, and the exceptions that carry them
+- tags.py              note tags, one definition for every writer and reader
+- escape.py            model text made safe to print or log as one line
+- jsonschema.py        the JSON Schema subset the tools and the state use
+- safe_yaml.py         hardened YAML
+- secret_forms.py      the shapes a secret takes in text; secret_fragments.py, finding any fragment of one
+- imports.py           a large module's first import, without the garbage collector
+"""

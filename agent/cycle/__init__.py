@@ -1,2 +1,11 @@
-"""The core loop: one cycle's steps (run), the model loop and its events, its limits, the dispatcher,
-the prompt and the worked examples, idle cycles, the journal of calls."""
+"""The core loop of one cycle:
+
+- run.py         the cycle's steps, from the lock to the exit code
+- loop.py        the model loop: prompt -> model -> dispatcher; events.py, one event per action
+- limits.py      every limit that ends a cycle without `done`
+- dispatch.py    one reply to a state change and a tagged note
+- prompt.py      the system and user messages; examples.py, the worked examples
+- idle.py        idle cycles and `wake_when`
+- journal.py     the journal of calls with side effects
+- interrupts.py  signals during a cycle
+"""

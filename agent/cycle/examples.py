@@ -1,6 +1,6 @@
 """The worked examples the model sees before each step of its own: data, never prose parsed back.
 
-They live in agent/templates/examples.yaml, or in the home's own examples.yaml, which replaces
+They live in the packaged templates/examples.yaml, or in the home's own examples.yaml, which replaces
 it (as a home's rules.md replaces the packaged rules). Each example is a task, the result of the
 previous action (an Outcome's note and the tool it called; left out on a first step) and the
 action to reply with. `turns` renders each as a (user message, reply) pair, the user message by

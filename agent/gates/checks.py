@@ -17,7 +17,7 @@ passes; anything else refuses the done. Wherever the sandbox works (and the poli
 `any`), it runs in the same sandbox as the model's commands with the workspace read-only, so
 a check that runs the model's code cannot reach a secret or change what it checks; elsewhere
 it runs with secrets removed from its environment. Either way Python does not import from the
-workspace (PYTHONSAFEPATH=1): a `json.py` the model planted is not the `json` a check imports.
+workspace (PYTHONSAFEPATH=1): a `json` module file the model planted is not the `json` a check imports.
 """
 
 from __future__ import annotations

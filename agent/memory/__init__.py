@@ -1,1 +1,6 @@
-"""The agent's memory beyond the state's own rules (agent/state.py): bounding and reflection, queue edits, the inbox."""
+"""The agent's memory beyond the state's own rules (agent/state.py):
+
+- bounding.py     the notes budget and the completed window, into the archive; the reflect step
+- queue_edits.py  the operator's edits to the queue and the goals, as data
+- inbox.py        applying the edits queued while a cycle ran
+"""

@@ -1,14 +1,12 @@
 """Models: scripted replies, any OpenAI-compatible endpoint, or an embedded GGUF model.
 
-    base.py           Request, Completion, Usage, the Model protocol, the ModelError kinds
-    resolve.py        resolve_model: settings.model -> a checked Model (UsageError otherwise)
-    scripted.py       replies from a file (scripted:FILE) or from memory (tests)
-    openai_compat.py  any OpenAI-compatible chat endpoint (openai:NAME)
-    local.py          a GGUF file run by llama-cpp-python (local, local:FILE), in a child process
-    local_worker.py   the child process the embedded model runs in, and how its death becomes ModelCrashed
-    local_child.py    what runs in that child
-    local_cache.py    the embedded model's prompt-prefix cache between cycles
-    guidance.py       per-step narrowing of the grammar for a small local model
+- base.py      Request, Completion, Usage, the Model protocol, the ModelError kinds
+- resolve.py   resolve_model: settings.model -> a checked Model (UsageError otherwise)
+- fallback.py  fallback_models: going on with the next model
+- replies.py   finding the action in a reply's text
+- scripted.py  replies from a file (scripted:FILE) or from memory (tests)
+- openai/      any OpenAI-compatible chat endpoint (openai:NAME)
+- local/       the embedded GGUF model (local, local:FILE), in a child process, with a small model's help
 
 Heavy libraries (openai, llama_cpp) are imported only by the model that uses them, when a
 cycle starts it; `resolve_model` and `ScriptedModel` load on first use, so importing base.py

@@ -15,7 +15,7 @@ A request the model refused for another reason (a 400, a malformed body) or that
 budget cut is not retried elsewhere: another model would not fix it. The last model's error ends
 the cycle as it would without fallbacks. `name` is always the model in use, so the index
 record, `status` and the metrics name the model that answered; each OpenAI-compatible model
-remembers its own response format (format_ladder.py keys it by endpoint and model).
+remembers its own response format (openai/format_ladder.py keys it by endpoint and model).
 """
 
 from __future__ import annotations

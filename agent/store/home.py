@@ -70,7 +70,7 @@ class Home:
 
     @property
     def approvals(self) -> Path:
-        """Calls to gated tools parked for the operator (approvals.py), and that file's own lock."""
+        """Calls to gated tools parked for the operator (agent/gates/approvals.py), and that file's own lock."""
         return self.scratchpad / "approvals.json"
 
     @property
@@ -84,7 +84,7 @@ class Home:
 
     @property
     def endpoint_memory(self) -> Path:
-        """The response format each openai: endpoint and model accepted (providers/format_ladder.py)."""
+        """The response format each openai: endpoint and model accepted (agent/models/openai/format_ladder.py)."""
         return self.logs / "endpoint.json"
 
     @property

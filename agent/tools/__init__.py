@@ -3,12 +3,14 @@
 - base.py: Tool (one typed function, described once), ToolContext, ToolError, Registry, and
   the dispatcher's control tools (update_scratchpad, done). Imports no tool implementation.
 - shell.py, files.py, http.py: the built-in tools, each with its own safety checks;
-  builtin.py lists them in prompt order (with echo).
+  builtin.py lists them in prompt order (with echo). http_decoding.py bounds a body's decoding;
+  shell_policy.py is the allowlist's argument policy; workspace.py the one folder they reach.
 - recall.py: the recall tool (search what bounded memory archived; the index is in agent/store/).
 - plugins.py: tools from installed packages (the `agent.tools` entry-point group).
 - mcp.py, mcp_convert.py: tools from MCP servers (config's `mcp_servers`), started per cycle.
 - sandbox.py (+ sandbox_limits.py, quota.py): where the shell's commands and acceptance checks run,
   and which shell policy is in force (`policy_line`).
+- children.py: commands the tools start never outlive the agent.
 - registry.py: build_registry and open_registry, the assembly above all of them, filtered by config.
 """
 

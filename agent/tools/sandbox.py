@@ -1,7 +1,7 @@
 """The sandbox: where the model's commands (and the operator's acceptance checks) run, kept in
 the workspace by the kernel rather than by a list of allowed commands.
 
-One bubblewrap sandbox per command line, run by `/bin/sh -c` (the engine and why: CLAUDE.md,
+One bubblewrap sandbox per command line, run by `/bin/sh -c` (the engine and why: docs/reference.md,
 "Threat model"). Inside:
 - the workspace, mounted at /workspace (read-only for checks, or once over its quota), is the
   only writable place besides a private /tmp (a tmpfs of at most `sandbox_max_memory`);

@@ -1,4 +1,4 @@
-"""The shell tool: one command line, under the home's shell policy (CLAUDE.md, "Threat model").
+"""The shell tool: one command line, under the home's shell policy (docs/reference.md, "Threat model").
 
 - sandbox (what `auto` picks where it works): any command line, run by `/bin/sh -c` in a
   bubblewrap sandbox that keeps it in the workspace (sandbox.py), within the workspace quota

@@ -361,8 +361,8 @@ def test_file_tool_bad_paths_are_explained(fhome, ws, tool, args, why):
     assert kind is Tag.TOOL_ERROR and why in note
 
 
-def test_claude_md_lists_exactly_what_the_protection_rule_refuses():
-    reference = (REPO / "CLAUDE.md").read_text()
+def test_the_reference_lists_exactly_what_the_protection_rule_refuses():
+    reference = (REPO / "docs" / "reference.md").read_text()
     table = reference.split("### The workspace")[1].split("### The shell")[0]
     listed = set(re.findall(r"[\w.*-]+", table.replace("`", " ")))
     for name in sorted(RUNTIME_NAMES | CODE_FOLDERS) + list(READ_BY_NAME):

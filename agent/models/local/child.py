@@ -1,5 +1,5 @@
-"""The embedded model's child process (started by local_worker.Worker): a LocalRuntime serving
-the parent's calls over two pipes until the parent closes them. See local_worker.py for the
+"""The embedded model's child process (started by worker.Worker): a LocalRuntime serving
+the parent's calls over two pipes until the parent closes them. See worker.py for the
 protocol and why the model runs here.
 """
 

@@ -1,5 +1,5 @@
-"""The embedded model as a cycle uses it: `LocalModel` runs `LocalRuntime` (local_runtime.py) in a
-child process of its own (local_worker.py, local_child.py), so a crash in native code is a failed
+"""The embedded model as a cycle uses it: `LocalModel` runs `LocalRuntime` (runtime.py) in a
+child process of its own (worker.py, child.py), so a crash in native code is a failed
 cycle, never a dead cron job.
 """
 
@@ -45,7 +45,7 @@ __all__ = [
 
 
 class LocalModel:
-    """The embedded model as a cycle uses it: a LocalRuntime in a child process (local_worker.py).
+    """The embedded model as a cycle uses it: a LocalRuntime in a child process (worker.py).
 
     The child lives as long as this object (cycles in one process share it, and its KV cache).
     If it dies (SIGSEGV, SIGABRT, an OOM kill), the call raises ModelCrashed, a ModelError, so

@@ -1,9 +1,9 @@
 """The embedded model itself: a GGUF file run by llama-cpp-python in this process, its output
 constrained by a grammar built from the action schema.
 
-`LocalRuntime` is what the child process (local_child.py) serves; a cycle uses it through
+`LocalRuntime` is what the child process (child.py) serves; a cycle uses it through
 `local.LocalModel`, which runs it in that child. llama_cpp is imported only in its `start()`.
-This module never imports local.py or local_worker.py: the child needs only this.
+This module never imports model.py or worker.py: the child needs only this.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class LocalRuntime:
 
     The prompt is reused wherever it is byte-stable: the rules' examples are sent as chat turns
     after an unchanging system message, the KV cache keeps what a cycle already evaluated, and
-    the first call's state is saved for the next cycle (local_cache.py). With guidance on (the
+    the first call's state is saved for the next cycle (cache.py). With guidance on (the
     default for the bundled 135M model), the grammar is narrowed to this step (guidance.py), and
     the reply says which schema it followed (`Completion.schema`).
     A generation is bounded by LOCAL_MAX_TOKENS; `Request.timeout` is applied by LocalModel,

@@ -6,7 +6,7 @@ ModelCrashed (a ModelError), so the cycle fails like any model error: exit 4, a 
 naming the signal, the index record, the hook. The lock stays with the parent (a child gets no
 inherited descriptor but its two pipes), and a new child starts for the next cycle.
 
-The parent runs `Worker`; the child runs local_child.py (`python -m agent.models.local.child R W`).
+The parent runs `Worker`; the child runs child.py (`python -m agent.models.local.child R W`).
 Both sides speak JSON, one message per pipe write: the parent sends `{"op": ..., "args": [...]}`
 (Settings and Request as their fields); the child answers any number of `{"log": line}`
 messages, then one `{"reply": ...}` or `{"error": kind, "message": ...}`.
@@ -37,7 +37,7 @@ PORTABLE_CMAKE_ARGS = "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"  # as the README's s
 
 
 def rebuild_command() -> str:
-    """The command that rebuilds the installed llama-cpp-python portable (CLAUDE.md, "The embedded model's build")."""
+    """The command that rebuilds the installed llama-cpp-python portable (docs/reference.md, "The embedded model's build")."""
     try:
         version = "==" + importlib.metadata.version("llama-cpp-python")
     except importlib.metadata.PackageNotFoundError:
