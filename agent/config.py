@@ -21,12 +21,15 @@ from agent.setting_checks import (
     FALLBACK_MODELS_SCHEMA,
     MCP_SERVER_SCHEMA,
     MODEL_BUDGETS_SCHEMA,
+    SectionSpec,
     check_constraints,
     check_mcp_server,
     check_model_settings,
     check_prices,
+    section_specs,
 )
 from agent.setting_checks import MOST_SECONDS as MOST_SECONDS  # the --wait flags' bound too
+from agent.state import taken_keys
 from agent.store.home import Home
 
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
@@ -361,6 +364,25 @@ class Settings:
         default=32768,
     )
 
+    sections: dict[str, dict[str, Any]] = _doc(
+        "The operator's own parts of the scratchpad, each a top-level key of active.yaml: name -> {kind: text "
+        "(limit in characters) or list (limit in entries, entry_chars each, default 500), description, read_only, "
+        "when_full: archive or refuse, surface}. Unset: msa's six fields only (see SCRATCHPAD.md).",
+        default_factory=dict,
+    )
+    consolidate_max_loss: float = _doc(
+        "The share of a list section's entries that may leave it in one cycle (by REMOVE or eviction, always at "
+        "least one) or in one consolidation (merged or archived).",
+        minimum=0,
+        maximum=1,
+        default=0.25,
+    )
+
+    @property
+    def section_specs(self) -> tuple[SectionSpec, ...]:
+        """The checked `sections`, in config order (empty: a home without sections)."""
+        return section_specs(self.sections, taken_keys())
+
     @property
     def budgeted(self) -> bool:
         """Whether a daily or monthly budget is set: only then does a cycle read what earlier ones spent."""
@@ -424,6 +446,7 @@ def check(settings: Settings) -> Settings:
     check_hook_settings(settings)
     check_prices(settings.prices)
     check_model_settings(settings.fallback_models, settings.model_budgets)
+    section_specs(settings.sections, taken_keys())
     return settings
 
 
