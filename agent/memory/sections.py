@@ -159,7 +159,7 @@ def weakest_first(entries: list[dict]) -> list[dict]:
     )
 
 
-def _new_id(state: dict, name: str) -> str:
+def next_id(state: dict, name: str) -> str:
     """The next id of section `name` (its counter under SECTION_IDS_KEY, advanced in `state`)."""
     counters = state.setdefault(SECTION_IDS_KEY, {})
     number = counters.get(name, 0) + 1
@@ -169,7 +169,7 @@ def _new_id(state: dict, name: str) -> str:
 
 def _new_entry(state: dict, spec: SectionSpec, text: str, by: str, stamp: Stamp) -> dict:
     return {
-        "id": _new_id(state, spec.name),
+        "id": next_id(state, spec.name),
         "text": text,
         "by": by,
         "added": stamp.cycle,
