@@ -491,9 +491,7 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 def read_config_file(path: Path) -> dict:
     """The settings in a home's config.yaml ({} when there is none), keys checked."""
-    import yaml
-
-    from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file
+    from agent.common.safe_yaml import FileRefused, read_text_file
 
     try:
         text = read_text_file(path, "config file", MAX_CONFIG_BYTES)
@@ -501,6 +499,15 @@ def read_config_file(path: Path) -> dict:
         raise UsageError(str(exc)) from exc
     if text is None:
         return {}
+    return config_values(text, path)
+
+
+def config_values(text: str, path: Path) -> dict:
+    """The settings config.yaml's `text` holds (read from `path`, named in messages), keys checked."""
+    import yaml
+
+    from agent.common.safe_yaml import load_yaml
+
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
@@ -537,13 +544,19 @@ def load_settings(home_root: Path, env: typing.Mapping[str, str] | None = None, 
     """Defaults < config.yaml < environment < flags (a flag left as None does not override)."""
     env = os.environ if env is None else env
     values = read_config_file(Home(home_root).config)
-    for old, new in RENAMED.items():
-        if old in values:
-            values.setdefault(new, values.pop(old))
     for var, key in ENV_OVERRIDES.items():
         if env.get(var):
             values[key] = env[var]
     values.update({k: v for k, v in flags.items() if v is not None})
+    return settings_from(values)
+
+
+def settings_from(values: dict) -> Settings:
+    """Checked settings from config.yaml's `values` (old names read as their new ones)."""
+    values = dict(values)
+    for old, new in RENAMED.items():
+        if old in values:
+            values.setdefault(new, values.pop(old))
     try:
         settings = Settings(**values)
     except TypeError as exc:  # only reachable through a bad flag name, a programming error
