@@ -644,3 +644,21 @@ def test_many_random_edits_keep_every_limit_and_lose_nothing():
     present = {e["id"] for spec in SPECS if spec.is_list for e in state[spec.name]}
     assert set(issued) == present | set(left)
     assert not present & set(left)
+
+
+def test_wake_twice_changes_nothing_the_second_time():
+    once = settle({**fresh_state(), "known": ["a"], "now": None}, SPECS, DAY1)
+    twice = settle(once.state, SPECS, DAY2)
+    assert twice.state == once.state and twice.leaving == () and twice.notes == ()
+    assert state_problems(once.state, SPECS) == []
+
+
+def test_the_reflect_tool_offers_notes_and_the_writable_sections_only():
+    from agent.memory.sections import REFLECT_RULES, reflect_tool
+
+    tool = reflect_tool(SPECS)
+    assert tool.name == "update_scratchpad"
+    assert list(tool.args_schema["properties"]) == ["notes", "now", "known", "unknown", "tell"]
+    assert tool.check_args({}) is None and tool.check_args({"known": "APPEND: x", "notes": "CLEAR"}) is None
+    assert tool.check_args({"purpose": "x"}).startswith("unexpected argument 'purpose'")
+    assert "Minimal" in REFLECT_RULES and "Honest" in REFLECT_RULES and "Forward-looking" in REFLECT_RULES
