@@ -295,11 +295,20 @@ def _appended_text(state: dict, spec: SectionSpec, old: str, line: str, ctx: _Co
             f"replace or CLEAR it first"
         )
     lines = new.split("\n")
-    cut = 0
-    while len("\n".join(lines[cut:])) > spec.limit:
-        cut += 1
+    cut = _oldest_lines_over(lines, spec.limit)
     ctx.leaving.append(Leaving(spec.name, "\n".join(lines[:cut]), "trim"))
     return "\n".join(lines[cut:])
+
+
+def _oldest_lines_over(lines: list[str], limit: int) -> int:
+    """How many of the first `lines` must go for the rest, joined by newlines, to fit `limit`
+    characters (one pass from the newest line back)."""
+    size = -1
+    for index in range(len(lines) - 1, -1, -1):
+        size += len(lines[index]) + 1
+        if size > limit:
+            return index + 1
+    return 0
 
 
 def _list_edit(state: dict, spec: SectionSpec, value: str, ctx: _Context) -> None:
@@ -582,9 +591,7 @@ def _settle_text(state: dict, spec: SectionSpec, leaving: list, notes: list) -> 
     if len(text) <= spec.limit or spec.read_only or spec.when_full == "refuse":
         return
     lines = text.split("\n")
-    cut = 0
-    while cut < len(lines) and len("\n".join(lines[cut:])) > spec.limit:
-        cut += 1
+    cut = _oldest_lines_over(lines, spec.limit)
     leaving.append(Leaving(name, "\n".join(lines[:cut]), "limit"))
     state[name] = "\n".join(lines[cut:])
     notes.append(f"{name}: its limit is {spec.limit} characters: archived its {cut} oldest line(s)")

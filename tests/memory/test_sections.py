@@ -662,3 +662,21 @@ def test_the_reflect_tool_offers_notes_and_the_writable_sections_only():
     assert tool.check_args({}) is None and tool.check_args({"known": "APPEND: x", "notes": "CLEAR"}) is None
     assert tool.check_args({"purpose": "x"}).startswith("unexpected argument 'purpose'")
     assert "Minimal" in REFLECT_RULES and "Honest" in REFLECT_RULES and "Forward-looking" in REFLECT_RULES
+
+
+@pytest.mark.parametrize("limit", [1, 5, 6, 7, 11, 12, 100])
+def test_trimming_a_text_keeps_the_most_newest_lines_that_fit(limit):
+    from agent.memory.sections import _oldest_lines_over
+
+    lines = ["aaaaa", "bb", "c", "dddd"]
+    cut = _oldest_lines_over(lines, limit)
+    assert len("\n".join(lines[cut:])) <= limit
+    assert cut == 0 or len("\n".join(lines[cut - 1 :])) > limit
+
+
+def test_an_append_to_a_text_of_many_short_lines_stays_linear():
+    spec = specs_of({"log": {"kind": "text", "limit": 100_000}})
+    state = {**fresh_state(), "log": "\n".join("x" for _ in range(50_000))}
+    change = apply_edits(state, spec, {"log": "APPEND: " + "y" * 50}, start=state, max_loss=0.25, stamp=DAY1)
+    assert change.state["log"].endswith("y" * 50) and len(change.state["log"]) <= 100_000
+    assert change.leaving[0].value == "\n".join("x" for _ in range(25))  # 99,999 + 51 - 25 x 2 = 100,000
