@@ -457,19 +457,25 @@ def _operator_line(state: dict, spec: SectionSpec, line: str, ctx: _Context) -> 
 
 
 def kind_conflict(state: dict, specs: Iterable[SectionSpec]) -> str | None:
-    """Why active.yaml cannot be used with these sections because a section's kind changed (a list
-    in config.yaml over text in the file, or the reverse): a usage error, exit 2. None: it can."""
+    """Why active.yaml cannot be used with these sections because a section's key holds something
+    else (text where config.yaml says list, a list where it says text: the kind changed; or an
+    operator's key of that name holding a mapping or a number): a usage error, exit 2. None: it can."""
     for spec in specs:
         value = state.get(spec.name)
-        if value is None:
+        if value is None or isinstance(value, list if spec.is_list else str):
             continue
-        if spec.is_list and isinstance(value, str) or not spec.is_list and isinstance(value, list):
+        kind = "a list" if spec.is_list else "text"
+        if isinstance(value, (str, list)):
             held = "text" if isinstance(value, str) else "a list"
             return (
-                f"section '{spec.name}' is {'a list' if spec.is_list else 'text'} in config.yaml, but active.yaml "
-                f"holds {held} under '{spec.name}': its kind changed; restore the kind, or rename the key in "
-                f"active.yaml (it is then kept as an operator key) and start the section anew"
+                f"section '{spec.name}' is {kind} in config.yaml, but active.yaml holds {held} under "
+                f"'{spec.name}': its kind changed; restore the kind, or rename the key in active.yaml "
+                f"(it is then kept as an operator key) and start the section anew"
             )
+        return (
+            f"section '{spec.name}' is {kind} in config.yaml, but active.yaml already uses '{spec.name}' for "
+            f"{describe(value)}; rename that key in active.yaml, or name the section otherwise"
+        )
     return None
 
 

@@ -189,6 +189,15 @@ def test_a_changed_kind_is_named():
     )
 
 
+def test_a_key_the_state_already_uses_for_something_else_is_named():
+    for value in ({"host": "nas"}, 42, True):
+        state = {**fresh_state(), "known": value}
+        assert kind_conflict(state, SPECS).startswith(
+            "section 'known' is a list in config.yaml, but active.yaml already uses 'known' for "
+        )
+    assert "already uses 'now' for dict" in kind_conflict({**fresh_state(), "now": {"a": 1}}, SPECS)
+
+
 @pytest.mark.parametrize(
     "value, problem",
     [
