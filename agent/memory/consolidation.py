@@ -45,7 +45,7 @@ from agent.memory.sections import (
     specs_by_name,
 )
 from agent.models.replies import ReplyError, parse_reply
-from agent.setting_checks import SectionSpec
+from agent.setting_checks import SECTION_NAME, SectionSpec
 from agent.tools import Tool
 
 TOOL_NAME = "consolidate"
@@ -55,6 +55,14 @@ MOST_VIOLATIONS = 20
 REPLY_SLACK_BYTES = 4096
 # Bytes one id may take in a reply, quotes, comma and some whitespace included.
 ID_BYTES = 64
+
+
+def _shown(value: Any) -> str:
+    """A name or id the model sent, as a message shows it: as is when it could be one of ours (short,
+    plain), else described (clipped, its type named): a 10,000-character id never fills a message."""
+    if isinstance(value, str) and len(value) <= 64 and value.isprintable() and " " not in value:
+        return value
+    return describe(value)
 
 
 @dataclass(frozen=True)
@@ -217,7 +225,8 @@ def _shape(args: Any, specs: tuple[SectionSpec, ...], held: int, found: _Violati
 
 def _section_problem(name: Any, spec: SectionSpec | None, items: Any) -> str | None:
     if spec is None:
-        return f"(e) {describe(name)} is not a section of config.yaml"
+        shown = f"'{name}'" if isinstance(name, str) and SECTION_NAME.fullmatch(name) else describe(name)
+        return f"(e) {shown} is not a section of config.yaml"
     if not spec.is_list:
         return f"(e) '{name}' is a text section: consolidation rewrites list sections only"
     if spec.read_only:
@@ -234,7 +243,7 @@ def _archive_by_section(archive: list, sections: dict, owner: dict, found: _Viol
     for entry_id in archive:
         section = owner.get(entry_id)
         if section is None:
-            found.add(f"(a) archive names {entry_id}, which no section held")
+            found.add(f"(a) archive names {_shown(entry_id)}, which no section held")
         elif section not in sections:
             found.add(
                 f"(a) archive names {entry_id} of '{section}', a section the reply does not rewrite "
@@ -285,7 +294,9 @@ def _check_item(
     if forged:
         found.add(f"{where} sets the runtime-owned field '{forged[0]}': only the runtime writes it")
     elif unexpected:
-        found.add(f'{where} has an unexpected key \'{unexpected[0]}\' (an entry is {{"id"}} or {{"text", "cites"}})')
+        found.add(
+            f'{where} has an unexpected key {_shown(unexpected[0])} (an entry is {{"id"}} or {{"text", "cites"}})'
+        )
     elif "id" in item and ("text" in item or "cites" in item):
         found.add(
             f'{where} has an id and a text: keep an entry as {{"id"}} alone, or reword it as a successor citing it'
@@ -307,7 +318,7 @@ def _place(
     if entry_id not in before:
         other = owner.get(entry_id)
         whose = f"an entry of '{other}', not of '{spec.name}'" if other else f"which '{spec.name}' never held"
-        found.add(f"(a) {where} {'keeps' if how == 'kept' else 'cites'} {entry_id}, {whose}")
+        found.add(f"(a) {where} {'keeps' if how == 'kept' else 'cites'} {_shown(entry_id)}, {whose}")
         return False
     places.setdefault(entry_id, []).append(how)
     return True

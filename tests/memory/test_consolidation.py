@@ -304,7 +304,7 @@ def test_a_rewritten_read_only_section_is_reverted():
 
 def test_a_text_section_or_an_unknown_one_is_reverted():
     reverted_with({"sections": {"now": []}}, "(e) 'now' is a text section: consolidation rewrites list sections only")
-    reverted_with({"sections": {"goals": []}}, "(e) str 'goals' is not a section of config.yaml")
+    reverted_with({"sections": {"goals": []}}, "(e) 'goals' is not a section of config.yaml")
 
 
 def test_ten_thousand_entries_are_refused_by_their_count_in_bounded_memory():
@@ -384,7 +384,7 @@ def test_a_successor_that_picks_its_own_id_is_reverted():
         ({"sections": {"known": ["known-1"]}}, 'known[0] must be {"id": ID} or {"text": TEXT, "cites": [IDS]}'),
         ({"sections": {"known": [{"id": 1}]}}, "(a) known[0]: an id must be a string, got int 1"),
         ({"sections": {"known": [{"id": ["known-1"]}]}}, "(a) known[0]: an id must be a string, got list"),
-        ({"sections": {"known": [{"note": "x"}]}}, "known[0] has an unexpected key 'note'"),
+        ({"sections": {"known": [{"note": "x"}]}}, "known[0] has an unexpected key note (an entry is"),
         ({"sections": {"known": [{"text": "x", "cites": "known-3"}]}}, "(c) known[0] cites nothing"),
     ],
 )
@@ -447,3 +447,12 @@ def test_a_reply_of_the_largest_honest_size_fits_the_cap():
     assert len(text.encode()) <= reply_cap(full, SPECS)
     assert isinstance(check_consolidation(full, SPECS, reply["args"], max_loss=0.25, stamp=RUN), Accepted)
     assert spec.entry_chars == 80
+
+
+def test_a_long_or_odd_id_is_shown_clipped_in_the_violation():
+    reply = good_reply()
+    reply["sections"]["known"][2]["cites"].append("k" * 10_000)
+    result = reverted_with(reply, "(a) known[2] cites str 'kkkk")
+    assert max(len(v) for v in result.violations) < 300
+    reverted_with({"sections": {"known": []}, "archive": ["a\nforged line"]}, "archive names str 'a\\nforged line'")
+    reverted_with({"sections": {"x" * 500: []}}, "(e) str 'xxxx")
