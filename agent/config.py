@@ -21,12 +21,15 @@ from agent.setting_checks import (
     FALLBACK_MODELS_SCHEMA,
     MCP_SERVER_SCHEMA,
     MODEL_BUDGETS_SCHEMA,
+    SectionSpec,
     check_constraints,
     check_mcp_server,
     check_model_settings,
     check_prices,
+    section_specs,
 )
 from agent.setting_checks import MOST_SECONDS as MOST_SECONDS  # the --wait flags' bound too
+from agent.state import taken_keys
 from agent.store.home import Home
 
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
@@ -361,6 +364,25 @@ class Settings:
         default=32768,
     )
 
+    sections: dict[str, dict[str, Any]] = _doc(
+        "The operator's own parts of the scratchpad, each a top-level key of active.yaml: name -> {kind: text "
+        "(limit in characters) or list (limit in entries, entry_chars each, default 500), description, read_only, "
+        "when_full: archive or refuse, surface}. Unset: msa's six fields only (see SCRATCHPAD.md).",
+        default_factory=dict,
+    )
+    consolidate_max_loss: float = _doc(
+        "The share of a list section's entries that may leave it in one cycle (by REMOVE or eviction, always at "
+        "least one) or in one consolidation (merged or archived).",
+        minimum=0,
+        maximum=1,
+        default=0.25,
+    )
+
+    @property
+    def section_specs(self) -> tuple[SectionSpec, ...]:
+        """The checked `sections`, in config order (empty: a home without sections)."""
+        return section_specs(self.sections, taken_keys())
+
     @property
     def budgeted(self) -> bool:
         """Whether a daily or monthly budget is set: only then does a cycle read what earlier ones spent."""
@@ -424,6 +446,7 @@ def check(settings: Settings) -> Settings:
     check_hook_settings(settings)
     check_prices(settings.prices)
     check_model_settings(settings.fallback_models, settings.model_budgets)
+    section_specs(settings.sections, taken_keys())
     return settings
 
 
@@ -468,9 +491,7 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 def read_config_file(path: Path) -> dict:
     """The settings in a home's config.yaml ({} when there is none), keys checked."""
-    import yaml
-
-    from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file
+    from agent.common.safe_yaml import FileRefused, read_text_file
 
     try:
         text = read_text_file(path, "config file", MAX_CONFIG_BYTES)
@@ -478,6 +499,15 @@ def read_config_file(path: Path) -> dict:
         raise UsageError(str(exc)) from exc
     if text is None:
         return {}
+    return config_values(text, path)
+
+
+def config_values(text: str, path: Path) -> dict:
+    """The settings config.yaml's `text` holds (read from `path`, named in messages), keys checked."""
+    import yaml
+
+    from agent.common.safe_yaml import load_yaml
+
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
@@ -514,13 +544,19 @@ def load_settings(home_root: Path, env: typing.Mapping[str, str] | None = None, 
     """Defaults < config.yaml < environment < flags (a flag left as None does not override)."""
     env = os.environ if env is None else env
     values = read_config_file(Home(home_root).config)
-    for old, new in RENAMED.items():
-        if old in values:
-            values.setdefault(new, values.pop(old))
     for var, key in ENV_OVERRIDES.items():
         if env.get(var):
             values[key] = env[var]
     values.update({k: v for k, v in flags.items() if v is not None})
+    return settings_from(values)
+
+
+def settings_from(values: dict) -> Settings:
+    """Checked settings from config.yaml's `values` (old names read as their new ones)."""
+    values = dict(values)
+    for old, new in RENAMED.items():
+        if old in values:
+            values.setdefault(new, values.pop(old))
     try:
         settings = Settings(**values)
     except TypeError as exc:  # only reachable through a bad flag name, a programming error

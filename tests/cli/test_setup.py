@@ -253,3 +253,126 @@ def test_reset_clean_on_a_terminal_deletes_after_a_yes(home):
     code, output = _reset_on_a_terminal(home, b"y")
     assert code == 0 and "removed 7 snapshot/log file(s)" in output
     assert not snapshots(home, "before")
+
+
+# ------------------------------------------------------------------------------- templates' config part
+
+
+def test_init_from_the_recursive_template_writes_its_sections_into_config_yaml(tmp_path):
+    target = tmp_path / "h"
+    data = json_out(run_cli("init", str(target), "--template", "recursive", "--json"))
+    assert "config.yaml" in data["created"]
+    settings = load_settings(target, env={})
+    assert [s.name for s in settings.section_specs] == [
+        "purpose",
+        "boundaries",
+        "path",
+        "scratch",
+        "confidence",
+        "known",
+        "believed",
+        "unknown",
+        "tell",
+    ]
+    assert settings.reflect is True
+    config = (target / "config.yaml").read_text()
+    assert config.startswith("# Settings") and "# From the `recursive` template" in config
+    assert "# sections:" not in config and "# reflect:" not in config  # the template's own, not listed twice
+    assert "# max_iterations: 10" in config  # every other setting, commented as usual
+    state = read_yaml(target / "scratchpad/active.yaml")
+    assert state["known"] == [] and state["purpose"] == ""
+
+
+def test_reset_refuses_a_template_whose_sections_the_home_lacks_and_changes_nothing(home):
+    write_active(home, {"notes": "keep me"})
+    digest = tree_digest(home)
+    result = run_cli("reset", "--home", str(home), "--template", "recursive")
+    assert result.exit_code == 2
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1
+    assert "template 'recursive' needs sections that" in line and "config.yaml does not define" in line
+    assert "purpose, boundaries, path, scratch, confidence, known, believed, unknown, tell;" in line
+    assert "add them (config.yaml is never rewritten): {sections: {purpose: {kind: text, limit: 600," in line
+    assert tree_digest(home) == digest
+
+
+def test_reset_from_a_template_whose_sections_the_home_has_never_rewrites_config_yaml(tmp_path):
+    target = tmp_path / "h"
+    assert run_cli("init", str(target), "--template", "recursive").exit_code == 0
+    config = target / "config.yaml"
+    config.write_text(config.read_text().replace("limit: 20", "limit: 25"))  # the operator's own tuning
+    before = config.read_bytes()
+    write_active(target, {"notes": "old"})
+    assert run_cli("reset", "--home", str(target), "--template", "recursive").exit_code == 0
+    assert config.read_bytes() == before
+    assert read_yaml(target / "scratchpad/active.yaml")["tell"] == []
+    assert run_cli("reset", "--home", str(target)).exit_code == 0  # a template without sections: fine
+    assert config.read_bytes() == before
+
+
+def test_reset_refuses_a_template_section_of_another_kind(home):
+    (home / "config.yaml").write_text("sections: {known: {kind: text, limit: 500}}\n")
+    (home / "templates").mkdir()
+    (home / "templates/facts.yaml").write_text("known: []\n")
+    (home / "templates/facts.config.yaml").write_text("sections: {known: {kind: list, limit: 20}}\n")
+    write_active(home, {"notes": "keep me"})
+    digest = tree_digest(home)
+    result = run_cli("reset", "--home", str(home), "--template", "facts")
+    assert result.exit_code == 2 and "needs sections" in result.stderr and ": known;" in result.stderr
+    assert tree_digest(home) == digest
+
+
+def test_a_template_with_a_bad_config_part_exits_2_naming_it_and_changes_nothing(home):
+    (home / "templates").mkdir()
+    (home / "templates/mine.yaml").write_text("notes: ''\n")
+    part = home / "templates/mine.config.yaml"
+    write_active(home, {"notes": "keep me"})
+    digest_files = {}
+    for text, message in (
+        ("sections: {known: {kind: list, limit: 0}}\n", "setting 'sections.known.limit' must be between 1 and 1000"),
+        ("sections: {notes: {kind: text, limit: 9}}\n", "'notes' is already a key of active.yaml"),
+        ("nonsense_key: 1\n", "unknown key 'nonsense_key'"),
+        ("- a list\n", "must be a mapping of settings"),
+    ):
+        part.write_text(text)
+        digest_files = tree_digest(home)
+        result = run_cli("reset", "--home", str(home), "--template", "mine")
+        assert result.exit_code == 2, result.output
+        assert str(part) in result.stderr and message in result.stderr
+        assert tree_digest(home) == digest_files
+        made = run_cli("init", str(home.parent / "new"), "--template", "mine")
+        assert made.exit_code == 2 and not (home.parent / "new").exists()
+
+
+def test_init_into_a_home_whose_config_lacks_the_templates_sections_exits_2_and_creates_nothing(home):
+    (home / "config.yaml").write_text("max_iterations: 5\n")
+    result = run_cli("init", str(home), "--template", "recursive")
+    assert result.exit_code == 2 and "template 'recursive' needs sections" in result.stderr
+    assert sorted(p.name for p in home.iterdir()) == ["config.yaml"]
+
+
+def test_a_config_part_is_not_a_template_of_its_own():
+    from agent.cli.setup import packaged_templates
+
+    assert "recursive" in packaged_templates() and "recursive.config" not in packaged_templates()
+    result = run_cli("init", "somewhere", "--template", "recursive.config")
+    assert result.exit_code == 2 and "template name 'recursive.config' is not a plain name" in result.stderr
+
+
+def test_the_recursive_templates_memory_when_full_fits_its_stated_size():
+    """Its comment says: full, the prompt shows about 15,000 characters of it."""
+    from agent.cli.setup import read_template
+    from agent.config import settings_from
+    from agent.memory.sections import render
+
+    specs = settings_from(read_template(REPO, "recursive").settings).section_specs
+    state = dict(fresh_state())
+    for spec in specs:
+        if spec.is_list:
+            state[spec.name] = [
+                {"id": f"{spec.name}-{n}", "text": "x" * spec.entry_chars, "by": "model", "added": "a", "days": 12}
+                for n in range(100, 100 + spec.limit)
+            ]
+        else:
+            state[spec.name] = "y" * spec.limit
+    assert 14_000 < len(render(state, specs)) < 15_500
