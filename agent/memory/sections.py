@@ -134,10 +134,17 @@ def same_text(a: str, b: str) -> bool:
     return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
 
 
+# The most digits an id's number is read with: ids the runtime makes never get near it, and int()
+# refuses strings past 4,300 digits.
+ID_DIGITS = 18
+ID_NUMBER = re.compile(f"[0-9]{{1,{ID_DIGITS}}}")
+
+
 def id_number(entry_id: Any) -> int:
-    """The counter part of an id `<section>-<n>` (0 for an id of another form)."""
+    """The counter part of an id `<section>-<n>` (0 for an id of another form: a hand-written
+    "known-²" or "known-٣" is not a number the runtime wrote, nor are 5,000 digits)."""
     number = str(entry_id).rpartition("-")[2]
-    return int(number) if number.isdigit() else 0
+    return int(number) if ID_NUMBER.fullmatch(number) else 0
 
 
 def most_lost(count: int, max_loss: float) -> int:

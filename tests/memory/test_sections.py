@@ -130,6 +130,18 @@ def test_wake_never_lowers_a_counter_and_raises_one_below_the_highest_id():
     assert settle(state, SPECS, DAY1).state[SECTION_IDS_KEY]["known"] == 40
 
 
+@pytest.mark.parametrize("number", ["\u00b2", "\u2460", "\u0663", "9" * 5000, "12x"])
+def test_a_hand_written_id_whose_number_is_odd_never_breaks_wake_or_eviction(number):
+    # "known-²" is a digit to str.isdigit() but not to int(); 5,000 digits are past int()'s limit.
+    state = with_known("a", "b", "c")
+    state["known"][0]["id"] = f"known-{number}"
+    assert state_problems(state, SPECS) == []
+    woke = settle(state, SPECS, DAY2).state
+    assert woke[SECTION_IDS_KEY]["known"] == 3
+    full = applied(applied(woke, known="APPEND: d"), known="APPEND: e")  # evicts the weakest
+    assert [e["id"] for e in full["known"]] == ["known-2", "known-3", "known-4", "known-5"]
+
+
 def test_a_lowered_limit_archives_the_weakest_model_entries_at_wake_with_a_note():
     state = with_known("a", "b", "c", "d")
     state = applied(state, known="APPEND: a", stamp=DAY2)  # a: 2 days
