@@ -508,7 +508,7 @@ def state_problems(state: dict, specs: Iterable[SectionSpec]) -> list[str]:
                     found.append(f"{where}: id {item['id']} is also {seen[item['id']]}")
                 seen[item["id"]] = where
     counters = state.get(SECTION_IDS_KEY)
-    if counters is not None and not (
+    if SECTION_IDS_KEY in state and not (
         isinstance(counters, dict)
         and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counters.values())
     ):

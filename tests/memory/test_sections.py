@@ -11,6 +11,7 @@ import random
 
 import pytest
 
+from agent.common.jsonschema import describe
 from agent.common.safe_yaml import dump_yaml, load_yaml
 from agent.memory.sections import (
     Change,
@@ -236,6 +237,15 @@ def test_a_hand_broken_section_is_an_invalid_scratchpad_naming_the_entry(value, 
     state = {**fresh_state(), "known": value}
     found = state_problems(state, SPECS)
     assert found and problem in found[0]
+
+
+@pytest.mark.parametrize("counters", [None, [], "known: 3", {"known": -1}, {"known": True}, {"known": 1.5}])
+def test_counters_that_are_not_a_mapping_of_whole_numbers_are_an_invalid_scratchpad(counters):
+    # `section_ids:` left empty by hand loads as null; wake would then crash making the next id.
+    state = {**with_known("a"), SECTION_IDS_KEY: counters}
+    assert state_problems(state, SPECS) == [
+        f"'{SECTION_IDS_KEY}' must map section names to whole numbers, got {describe(counters)}"
+    ]
 
 
 def test_an_id_in_two_places_is_an_invalid_scratchpad():
