@@ -489,7 +489,11 @@ def kind_conflict(state: dict, specs: Iterable[SectionSpec]) -> str | None:
 def state_problems(state: dict, specs: Iterable[SectionSpec]) -> list[str]:
     """Every reason the sections in `state` are not valid (an invalid scratchpad, exit 6), kind
     changes aside (`kind_conflict`). A list item that is a plain string, or a mapping with a text
-    and no id, is valid: `settle` adopts it as the operator's entry."""
+    and no id, is valid: `settle` adopts it as the operator's entry. No sections: no problem (a
+    home without sections keeps every key as it is, `section_ids` too)."""
+    specs = tuple(specs)
+    if not specs:
+        return []
     found, seen = [], {}
     for spec in specs:
         value = state.get(spec.name)

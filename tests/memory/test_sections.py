@@ -96,6 +96,12 @@ def test_without_sections_every_function_leaves_the_state_byte_for_byte_as_it_wa
     assert dump_yaml(state) == text
 
 
+def test_without_sections_no_key_of_the_state_is_a_problem():
+    # A home without sections keeps any key as it is, `section_ids` too (one whose sections were all removed).
+    state = {**fresh_state(), SECTION_IDS_KEY: "anything", "known": 3}
+    assert state_problems(state, ()) == [] and kind_conflict(state, ()) is None
+
+
 # ------------------------------------------------------------------------------------ wake
 
 
