@@ -557,12 +557,29 @@ def settle(state: dict, specs: Iterable[SectionSpec], stamp: Stamp) -> Change:
     if not specs:
         return Change(state)
     new, leaving, notes = copy.deepcopy(state), [], []
+    _raise_counters(new, specs)
     for spec in specs:
         if spec.is_list:
             _settle_list(new, spec, stamp, leaving, notes)
         else:
             _settle_text(new, spec, leaving, notes)
     return Change(new, tuple(leaving), tuple(notes))
+
+
+def _raise_counters(state: dict, specs: tuple[SectionSpec, ...]) -> None:
+    """Each list section's counter at least the highest id of its form in any list section (an entry
+    moved by hand to another section keeps its id, and that id must never be issued again)."""
+    names = {spec.name for spec in specs if spec.is_list}
+    highest: dict[str, int] = {}
+    for spec in specs:
+        items = state.get(spec.name) if spec.is_list else None
+        for item in items if isinstance(items, list) else ():
+            prefix = str(item.get("id", "")).rpartition("-")[0] if isinstance(item, dict) else ""
+            if prefix in names:
+                highest[prefix] = max(highest.get(prefix, 0), id_number(item["id"]))
+    for name, number in highest.items():
+        if number > state.get(SECTION_IDS_KEY, {}).get(name, 0):
+            state.setdefault(SECTION_IDS_KEY, {})[name] = number
 
 
 def _settle_list(state: dict, spec: SectionSpec, stamp: Stamp, leaving: list, notes: list) -> None:
@@ -572,12 +589,6 @@ def _settle_list(state: dict, spec: SectionSpec, stamp: Stamp, leaving: list, no
         items = []
     elif not isinstance(items, list):
         return  # a kind changed: kind_conflict refuses such a state before wake gets here
-    highest = max(
-        (id_number(i["id"]) for i in items if isinstance(i, dict) and str(i.get("id", "")).startswith(f"{name}-")),
-        default=0,
-    )
-    if highest > state.get(SECTION_IDS_KEY, {}).get(name, 0):
-        state.setdefault(SECTION_IDS_KEY, {})[name] = highest
     entries, adopted = [], []
     for item in items:
         if isinstance(item, dict) and "id" in item:

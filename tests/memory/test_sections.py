@@ -149,6 +149,18 @@ def test_a_hand_written_id_whose_number_is_odd_never_breaks_wake_or_eviction(num
     assert [e["id"] for e in full["known"]] == ["known-2", "known-3", "known-4", "known-5"]
 
 
+def test_wake_raises_a_counter_past_its_ids_that_sit_in_another_section():
+    # The operator moved known-1 to tell by hand (or copied it from another home): known must never
+    # issue known-1 again, neither adopting a plain string at this wake nor appending later.
+    moved = with_known("a")["known"][0]
+    state = {**fresh_state(), "known": ["adopted"], "tell": [moved]}
+    woke = settle(state, SPECS, DAY2).state
+    assert [e["id"] for e in woke["known"]] == ["known-2"]
+    later = applied(woke, known="APPEND: b")
+    assert [e["id"] for e in later["known"]] == ["known-2", "known-3"]
+    assert state_problems(later, SPECS) == []
+
+
 def test_a_lowered_limit_archives_the_weakest_model_entries_at_wake_with_a_note():
     state = with_known("a", "b", "c", "d")
     state = applied(state, known="APPEND: a", stamp=DAY2)  # a: 2 days
