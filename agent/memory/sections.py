@@ -273,7 +273,12 @@ def _text_edit(state: dict, spec: SectionSpec, value: str, ctx: _Context) -> Non
         return
     if value.startswith(REMOVE):
         raise _Refused(f"section '{name}' is text: '{REMOVE} <id>' is for list sections (send CLEAR, or its new text)")
-    new = "" if value.strip() == CLEAR else value.strip()
+    _replace_text(state, spec, "" if value.strip() == CLEAR else value.strip(), ctx)
+
+
+def _replace_text(state: dict, spec: SectionSpec, new: str, ctx: _Context) -> None:
+    """The text replaced by `new` ('' empties it), the old one archived; refused when too long."""
+    name, old = spec.name, text_of(state, spec)
     if len(new) > spec.limit:
         raise _Refused(
             f"section '{name}' holds at most {spec.limit} characters; this text is {len(new)} "
@@ -428,7 +433,7 @@ OPERATOR_OPS = ("add", "drop", "set")
 
 def operator_edit(state: dict, spec: SectionSpec | None, op: str, value: str, stamp: Stamp) -> Change:
     """`agent memory add SECTION TEXT` (an entry, or a line of a text section), `drop SECTION ID`
-    (a list entry) or `set SECTION TEXT` (a text section's whole text; '' empties it), written as
+    (a list entry) or `set SECTION TEXT` (a text section's whole text, as given; '' empties it), written as
     the operator: read-only sections too, the per-cycle bound not applied; limits hold (a full list
     makes room from the model's entries, like when_full: archive, unless it says refuse)."""
     if spec is None:
@@ -441,7 +446,7 @@ def operator_edit(state: dict, spec: SectionSpec | None, op: str, value: str, st
         elif op == "drop" and spec.is_list:
             _remove_entry(new, spec, value.strip(), ctx)
         elif op == "set" and not spec.is_list:
-            _text_edit(new, spec, value if value.strip() else CLEAR, ctx)
+            _replace_text(new, spec, value.strip(), ctx)  # as given: a prefix is no command here
         else:
             kind = "a list: use add and drop" if spec.is_list else "text: use add and set"
             raise _Refused(f"section '{spec.name}' is {kind}")

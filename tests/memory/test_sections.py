@@ -567,6 +567,15 @@ def test_the_operator_writes_read_only_sections_and_may_not_exceed_a_limit():
     assert operator_edit(change.state, spec, "set", "", DAY1).state["purpose"] == ""
 
 
+@pytest.mark.parametrize("text", ["APPEND: only this", "REMOVE: known-1", "CLEAR"])
+def test_the_operators_set_writes_the_text_as_given_prefixes_and_all(text):
+    # `agent memory set now TEXT` sets TEXT: the model's prefixes are not commands here.
+    state = operator_edit(woken(), BY_NAME["now"], "set", "old", DAY1).state
+    change = operator_edit(state, BY_NAME["now"], "set", text, DAY1)
+    assert change.refusal is None and change.state["now"] == text
+    assert change.leaving == (Leaving("now", "old", "set"),)
+
+
 def test_the_operator_restating_a_model_entry_makes_it_the_operators():
     state = with_known("The NAS is at 10.0.0.5")
     change = operator_edit(state, BY_NAME["known"], "add", "the NAS is at 10.0.0.5", DAY2)
