@@ -15,7 +15,8 @@ citation-superset invariant of seed 002, with a bounded loss):
   (b) entries after >= ceil((1 - consolidate_max_loss) x entries before): merging n into one costs n - 1;
   (c) successors earn nothing: `days` the least of their sources', `merged_from` their sources,
       `by: model`; a successor cites at least one id, and its text is one line, no longer than its
-      sources' texts together and within entry_chars;
+      sources' texts together, within entry_chars, and says what no other entry after the run says
+      (whitespace and case aside, as APPEND matches);
   (d) an operator entry is kept as it is (never merged, never archived); an entry stated on 2 days
       or more is kept or has a successor, never archived bare;
   (e) nothing else changes: only writable list sections may be named, and every limit holds.
@@ -42,6 +43,7 @@ from agent.memory.sections import (
     entries_of,
     most_lost,
     next_id,
+    said,
     specs_by_name,
 )
 from agent.models.replies import ReplyError, parse_reply
@@ -270,6 +272,7 @@ def _check_section(
     places: dict[str, list[str]] = {}
     for index, item in enumerate(items):
         _check_item(spec, index, item, before, owner, places, found)
+    _check_repeats(spec, items, before, found)
     for entry_id in archived:
         places.setdefault(entry_id, []).append("archived")
     for entry_id, entry in before.items():
@@ -344,6 +347,25 @@ def _check_successor(
     budget = sum(len(before[c].get("text", "")) for c in sources)
     if len(sources) == len(cites) and len(text) > budget:
         found.add(f"(c) {where} is {len(text)} characters, longer than its sources together ({budget})")
+
+
+def _check_repeats(spec: SectionSpec, items: list, before: dict, found: _Violations) -> None:
+    """A successor says something no other entry after the run says (whitespace and case aside, as
+    APPEND matches): a successor repeating a kept entry would drop what its sources said while its
+    ids add up, and give the repeated statement days it never earned."""
+    first: dict[str, tuple[str, bool]] = {}  # what is said -> where first, and whether by a successor
+    for index, item in enumerate(items):
+        successor = isinstance(item, dict) and "id" not in item
+        kept = isinstance(item, dict) and isinstance(item.get("id"), str)
+        text = item.get("text") if successor else before.get(item["id"], {}).get("text") if kept else None
+        if not isinstance(text, str):
+            continue
+        where, key = f"{spec.name}[{index}]", said(text)
+        if key in first and (successor or first[key][1]):
+            found.add(
+                f"(c) {where} says what {first[key][0]} says (case and spacing aside): cite what it repeats instead"
+            )
+        first.setdefault(key, (where, successor))
 
 
 def _check_places(spec: SectionSpec, entry_id: str, entry: dict, where: list[str], found: _Violations) -> None:

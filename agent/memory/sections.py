@@ -129,9 +129,14 @@ def text_of(state: dict, spec: SectionSpec) -> str:
     return value if isinstance(value, str) else ""
 
 
+def said(text: str) -> str:
+    """What a statement says, whitespace and case aside: equal for two that say the same."""
+    return " ".join(text.split()).casefold()
+
+
 def same_text(a: str, b: str) -> bool:
     """Whether two statements say the same, whitespace and case aside."""
-    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+    return said(a) == said(b)
 
 
 # The most digits an id's number is read with: ids the runtime makes never get near it, and int()

@@ -258,6 +258,30 @@ def test_a_successor_whose_text_is_not_one_line_is_reverted(text):
     reverted_with(reply, "(c) known[2]: a successor's text must be one line of text")
 
 
+def test_a_successor_that_repeats_a_kept_entry_is_reverted():
+    # known-2 (2 days) "merged" into a copy of known-3: the NAS's address is gone from the section, the
+    # check's ids all add up, and "Backups run at 02:00" stands twice, once with 2 days it never earned.
+    reply = {
+        "sections": {
+            "known": [
+                *kept("known-1", "known-3", "known-4", "known-5", "known-6", "known-7", "known-8"),
+                {"text": "backups  run at 02:00", "cites": ["known-2"]},
+            ]
+        }
+    }
+    reverted_with(reply, "(c) known[7] says what known[1] says (case and spacing aside)")
+    reply["sections"]["known"].insert(0, reply["sections"]["known"].pop())  # the successor first
+    reverted_with(reply, "(c) known[2] says what known[0] says (case and spacing aside)")
+
+
+def test_two_successors_saying_the_same_are_reverted():
+    reply = good_reply()
+    reply["sections"]["known"] = [e for e in reply["sections"]["known"] if e.get("id") != "known-8"]
+    reply["sections"]["known"].append({"text": "The printer is on floor 2", "cites": ["known-8"]})
+    reply["sections"]["known"][3] = {"text": "The printer is on floor 2", "cites": ["known-5"]}
+    reverted_with(reply, "(c) known[5] says what known[3] says (case and spacing aside)")
+
+
 # ------------------------------------------------------------------------ hostile replies (d)
 
 
@@ -441,7 +465,11 @@ def test_a_reply_of_the_largest_honest_size_fits_the_cap():
     ]
     reply = {
         "tool": "consolidate",
-        "args": {"sections": {"known": [{"text": "\u00e9" * 80, "cites": [f"known-{n}"]} for n in range(1, 13)]}},
+        "args": {
+            "sections": {
+                "known": [{"text": "\u00e9" * 79 + chr(0x4E00 + n), "cites": [f"known-{n}"]} for n in range(1, 13)]
+            }
+        },
     }
     text = json.dumps(reply, indent=2)  # escaped: six bytes a character
     assert len(text.encode()) <= reply_cap(full, SPECS)
