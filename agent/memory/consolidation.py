@@ -53,6 +53,8 @@ from agent.tools import Tool
 TOOL_NAME = "consolidate"
 # Violations listed at most (a reply that breaks every rule 10,000 times gets a bounded answer).
 MOST_VIOLATIONS = 20
+# Places of one id a violation names at most (an id cited by 1,000 successors gets one short line).
+PLACES_SHOWN = 3
 # Bytes a reply may take beyond its entries: the JSON's frame, whitespace, a little prose.
 REPLY_SLACK_BYTES = 4096
 # Bytes one id may take in a reply, quotes, comma and some whitespace included.
@@ -377,7 +379,8 @@ def _check_places(spec: SectionSpec, entry_id: str, entry: dict, where: list[str
         )
         return
     if len(where) > 1:
-        found.add(f"(a) {name}: {entry_id} is in {len(where)} places ({', '.join(where)}); it must be in exactly one")
+        shown = ", ".join(where[:PLACES_SHOWN]) + (", ..." if len(where) > PLACES_SHOWN else "")
+        found.add(f"(a) {name}: {entry_id} is in {len(where)} places ({shown}); it must be in exactly one")
         return
     if entry.get("by") == OPERATOR and where != ["kept"]:
         found.add(f"(d) {name}: {entry_id} is the operator's: keep it as it is; it is never merged or archived")

@@ -430,6 +430,23 @@ def test_a_reply_breaking_every_rule_gets_a_bounded_answer():
     assert result.violations[-1] == f"... and {100 + 1 - MOST_VIOLATIONS} more"
 
 
+def test_an_id_in_a_thousand_places_gets_a_violation_of_one_short_line():
+    # Each of 1,000 successors cites known-1 (and its own id): the violation must not list 1,000 places.
+    wide = copy.deepcopy(STATE)
+    wide["known"] = [
+        {"id": f"known-{n}", "text": f"fact {n}", "by": "model", "added": "a", "days": 1, "last_day": "2026-01-01"}
+        for n in range(1, 1001)
+    ]
+    many = section_specs({"known": {"kind": "list", "limit": 1000, "entry_chars": 300}}, taken_keys())
+    items = [{"text": f"f {n}", "cites": ["known-1", f"known-{n}"]} for n in range(2, 1001)]
+    result = check_consolidation(wide, many, {"sections": {"known": items}}, max_loss=0.25, stamp=RUN)
+    assert isinstance(result, Reverted)
+    assert result.violations[0].startswith(
+        "(a) known: known-1 is in 999 places (cited by known[0], cited by known[1], "
+    )
+    assert max(len(v) for v in result.violations) < 300
+
+
 def test_a_cut_loss_fraction_of_zero_allows_rewording_but_no_shrink():
     reply = {"sections": {"unknown": [{"text": "Printer owner?", "cites": ["unknown-1"]}, {"id": "unknown-2"}]}}
     assert isinstance(consolidate(reply, max_loss=0), Accepted)
