@@ -44,6 +44,7 @@ from agent.memory.sections import (
     most_lost,
     next_id,
     said,
+    shown_id,
     specs_by_name,
 )
 from agent.models.replies import ReplyError, parse_reply
@@ -59,14 +60,6 @@ PLACES_SHOWN = 3
 REPLY_SLACK_BYTES = 4096
 # Bytes one id may take in a reply, quotes, comma and some whitespace included.
 ID_BYTES = 64
-
-
-def _shown(value: Any) -> str:
-    """A name or id the model sent, as a message shows it: as is when it could be one of ours (short,
-    plain), else described (clipped, its type named): a 10,000-character id never fills a message."""
-    if isinstance(value, str) and len(value) <= 64 and value.isprintable() and " " not in value:
-        return value
-    return describe(value)
 
 
 @dataclass(frozen=True)
@@ -247,7 +240,7 @@ def _archive_by_section(archive: list, sections: dict, owner: dict, found: _Viol
     for entry_id in archive:
         section = owner.get(entry_id)
         if section is None:
-            found.add(f"(a) archive names {_shown(entry_id)}, which no section held")
+            found.add(f"(a) archive names {shown_id(entry_id)}, which no section held")
         elif section not in sections:
             found.add(
                 f"(a) archive names {entry_id} of '{section}', a section the reply does not rewrite "
@@ -300,7 +293,7 @@ def _check_item(
         found.add(f"{where} sets the runtime-owned field '{forged[0]}': only the runtime writes it")
     elif unexpected:
         found.add(
-            f'{where} has an unexpected key {_shown(unexpected[0])} (an entry is {{"id"}} or {{"text", "cites"}})'
+            f'{where} has an unexpected key {shown_id(unexpected[0])} (an entry is {{"id"}} or {{"text", "cites"}})'
         )
     elif "id" in item and ("text" in item or "cites" in item):
         found.add(
@@ -323,7 +316,7 @@ def _place(
     if entry_id not in before:
         other = owner.get(entry_id)
         whose = f"an entry of '{other}', not of '{spec.name}'" if other else f"which '{spec.name}' never held"
-        found.add(f"(a) {where} {'keeps' if how == 'kept' else 'cites'} {_shown(entry_id)}, {whose}")
+        found.add(f"(a) {where} {'keeps' if how == 'kept' else 'cites'} {shown_id(entry_id)}, {whose}")
         return False
     places.setdefault(entry_id, []).append(how)
     return True

@@ -152,6 +152,14 @@ def id_number(entry_id: Any) -> int:
     return int(number) if ID_NUMBER.fullmatch(number) else 0
 
 
+def shown_id(value: Any) -> str:
+    """A name or id the model sent, as a message shows it: as is when it could be one of ours (short,
+    plain), else described (clipped, its type named): a 10,000-character id never fills a message."""
+    if isinstance(value, str) and len(value) <= 64 and value.isprintable() and " " not in value:
+        return value
+    return describe(value)
+
+
 def most_lost(count: int, max_loss: float) -> int:
     """How many of `count` entries may leave at a fraction `max_loss`: floor(max_loss x count),
     computed exactly (0.29 x 100 is 29, not 28.999...)."""
@@ -422,7 +430,8 @@ def _remove_entry(state: dict, spec: SectionSpec, entry_id: str, ctx: _Context) 
     found = next((e for e in entries if e.get("id") == entry_id), None)
     if found is None:
         ids = ", ".join(str(e.get("id")) for e in entries[:20]) + (", ..." if len(entries) > 20 else "")
-        raise _Refused(f"section '{name}' has no entry '{entry_id}' (its ids: {ids or 'none, it is empty'})")
+        shown = f"'{entry_id}'" if shown_id(entry_id) == entry_id else shown_id(entry_id)
+        raise _Refused(f"section '{name}' has no entry {shown} (its ids: {ids or 'none, it is empty'})")
     if found.get("by") == OPERATOR and ctx.by != OPERATOR:
         raise _Refused(f"entry {entry_id} of '{name}' is the operator's: only `agent memory drop` removes it")
     _check_bound(state, spec, [found], ctx, f"remove {entry_id}")

@@ -350,6 +350,13 @@ def test_remove_of_an_id_the_section_lacks_lists_its_ids():
     )
 
 
+def test_a_remove_of_a_huge_id_is_refused_naming_it_clipped():
+    # The refusal becomes a [TOOL ERROR] note: 100,000 characters sent must not come back whole.
+    change = edit(with_known("a"), known="REMOVE: " + "x" * 100_000)
+    assert change.refusal.startswith("section 'known' has no entry str 'xxxx")
+    assert len(change.refusal) < 200
+
+
 def test_the_model_cannot_remove_the_operators_entry():
     state = operator_edit(woken(), BY_NAME["known"], "add", "Never reboot the NAS", DAY1).state
     change = edit(state, known="REMOVE: known-1")
