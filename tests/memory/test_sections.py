@@ -12,6 +12,7 @@ import random
 import pytest
 
 from agent.common.jsonschema import describe
+from agent.common.outcomes import UsageError
 from agent.common.safe_yaml import dump_yaml, load_yaml
 from agent.memory.sections import (
     Change,
@@ -100,6 +101,29 @@ def test_without_sections_no_key_of_the_state_is_a_problem():
     # A home without sections keeps any key as it is, `section_ids` too (one whose sections were all removed).
     state = {**fresh_state(), SECTION_IDS_KEY: "anything", "known": 3}
     assert state_problems(state, ()) == [] and kind_conflict(state, ()) is None
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ({"kind": True, "limit": 3}, "setting 'sections.s.kind' must be one of text, list, got bool True"),
+        ({"kind": ["list"], "limit": 3}, "setting 'sections.s.kind' must be one of text, list, got list"),
+        (
+            {"kind": "list", "limit": 3, "when_full": True},
+            "'sections.s.when_full' must be one of archive, refuse, got bool",
+        ),
+        ({"kind": "list", "limit": 3, "when_full": None}, "'sections.s.when_full' must be one of archive, refuse, got"),
+        (
+            {"kind": "list", "limit": 3, "when_full": {"a": 1}},
+            "'sections.s.when_full' must be one of archive, refuse, got dict",
+        ),
+    ],
+)
+def test_a_sections_kind_and_when_full_are_one_of_their_words(raw, message):
+    # `kind: yes` (YAML's true) crashed on a KeyError; `when_full: true` or an empty `when_full:` was taken.
+    with pytest.raises(UsageError) as caught:
+        specs_of({"s": raw})
+    assert message in str(caught.value)
 
 
 # ------------------------------------------------------------------------------------ wake
