@@ -713,7 +713,7 @@ def _list_lines(state: dict, spec: SectionSpec) -> list[str]:
     lines = []
     for entry in entries:
         days = entry.get("days", 1)
-        tags = [str(entry.get("id")), f"{days} day{'s' if days != 1 else ''}"]
+        tags = [escape_controls(entry.get("id")), f"{days} day{'s' if days != 1 else ''}"]
         if entry.get("by") == OPERATOR:
             tags.append("operator")
         lines.append(f"- [{', '.join(tags)}] {escape_controls(entry.get('text', ''))}")
