@@ -280,15 +280,13 @@ def _section_spec(name: Any, raw: Any, reserved: Mapping[str, str]) -> SectionSp
     for key in raw:
         if key not in SECTION_KEYS:
             raise UsageError(f"setting '{where}': unknown key {key!r} (keys: {', '.join(SECTION_KEYS)})")
-    kind = _required(raw, where, "kind", "text or list")
-    check_constraints(f"{where}.kind", kind, {"choices": SECTION_KINDS})
+    kind = _word(raw, where, "kind", SECTION_KINDS)
     limit = _whole(raw, where, "limit", *SECTION_LIMITS[kind])
     if kind == "text" and "entry_chars" in raw:
         raise UsageError(f"setting '{where}.entry_chars' is for list sections; a text section's limit is in characters")
     entry_chars = _whole(raw, where, "entry_chars", MOST_ENTRY_CHARS, "characters", DEFAULT_ENTRY_CHARS)
     description = _description(raw, where)
-    when_full = raw.get("when_full", "archive")
-    check_constraints(f"{where}.when_full", when_full, {"choices": WHEN_FULL})
+    when_full = _word(raw, where, "when_full", WHEN_FULL, "archive")
     flags = {key: raw.get(key, False) for key in ("read_only", "surface")}
     for key, value in flags.items():
         if not isinstance(value, bool):
@@ -314,6 +312,15 @@ def _description(raw: Mapping, where: str) -> str:
             f"setting '{where}.description' is {len(description)} characters, over {MOST_DESCRIPTION_CHARS}"
         )
     return description.strip()
+
+
+def _word(raw: Mapping, where: str, key: str, words: tuple[str, ...], default: str | None = None) -> str:
+    """A key of a section that is one of `words` (a YAML `yes` or an empty value is none of them)."""
+    value = raw.get(key, default) if default is not None else _required(raw, where, key, " or ".join(words))
+    if not isinstance(value, str):
+        raise UsageError(f"setting '{where}.{key}' must be one of {', '.join(words)}, got {describe(value)}")
+    check_constraints(f"{where}.{key}", value, {"choices": words})
+    return value
 
 
 def _required(raw: Mapping, where: str, key: str, what: str) -> Any:

@@ -15,7 +15,8 @@ citation-superset invariant of seed 002, with a bounded loss):
   (b) entries after >= ceil((1 - consolidate_max_loss) x entries before): merging n into one costs n - 1;
   (c) successors earn nothing: `days` the least of their sources', `merged_from` their sources,
       `by: model`; a successor cites at least one id, and its text is one line, no longer than its
-      sources' texts together and within entry_chars;
+      sources' texts together, within entry_chars, and says what no other entry after the run says
+      (whitespace and case aside, as APPEND matches);
   (d) an operator entry is kept as it is (never merged, never archived); an entry stated on 2 days
       or more is kept or has a successor, never archived bare;
   (e) nothing else changes: only writable list sections may be named, and every limit holds.
@@ -42,6 +43,8 @@ from agent.memory.sections import (
     entries_of,
     most_lost,
     next_id,
+    said,
+    shown_id,
     specs_by_name,
 )
 from agent.models.replies import ReplyError, parse_reply
@@ -51,18 +54,12 @@ from agent.tools import Tool
 TOOL_NAME = "consolidate"
 # Violations listed at most (a reply that breaks every rule 10,000 times gets a bounded answer).
 MOST_VIOLATIONS = 20
+# Places of one id a violation names at most (an id cited by 1,000 successors gets one short line).
+PLACES_SHOWN = 3
 # Bytes a reply may take beyond its entries: the JSON's frame, whitespace, a little prose.
 REPLY_SLACK_BYTES = 4096
 # Bytes one id may take in a reply, quotes, comma and some whitespace included.
 ID_BYTES = 64
-
-
-def _shown(value: Any) -> str:
-    """A name or id the model sent, as a message shows it: as is when it could be one of ours (short,
-    plain), else described (clipped, its type named): a 10,000-character id never fills a message."""
-    if isinstance(value, str) and len(value) <= 64 and value.isprintable() and " " not in value:
-        return value
-    return describe(value)
 
 
 @dataclass(frozen=True)
@@ -243,7 +240,7 @@ def _archive_by_section(archive: list, sections: dict, owner: dict, found: _Viol
     for entry_id in archive:
         section = owner.get(entry_id)
         if section is None:
-            found.add(f"(a) archive names {_shown(entry_id)}, which no section held")
+            found.add(f"(a) archive names {shown_id(entry_id)}, which no section held")
         elif section not in sections:
             found.add(
                 f"(a) archive names {entry_id} of '{section}', a section the reply does not rewrite "
@@ -270,6 +267,7 @@ def _check_section(
     places: dict[str, list[str]] = {}
     for index, item in enumerate(items):
         _check_item(spec, index, item, before, owner, places, found)
+    _check_repeats(spec, items, before, found)
     for entry_id in archived:
         places.setdefault(entry_id, []).append("archived")
     for entry_id, entry in before.items():
@@ -295,7 +293,7 @@ def _check_item(
         found.add(f"{where} sets the runtime-owned field '{forged[0]}': only the runtime writes it")
     elif unexpected:
         found.add(
-            f'{where} has an unexpected key {_shown(unexpected[0])} (an entry is {{"id"}} or {{"text", "cites"}})'
+            f'{where} has an unexpected key {shown_id(unexpected[0])} (an entry is {{"id"}} or {{"text", "cites"}})'
         )
     elif "id" in item and ("text" in item or "cites" in item):
         found.add(
@@ -318,7 +316,7 @@ def _place(
     if entry_id not in before:
         other = owner.get(entry_id)
         whose = f"an entry of '{other}', not of '{spec.name}'" if other else f"which '{spec.name}' never held"
-        found.add(f"(a) {where} {'keeps' if how == 'kept' else 'cites'} {_shown(entry_id)}, {whose}")
+        found.add(f"(a) {where} {'keeps' if how == 'kept' else 'cites'} {shown_id(entry_id)}, {whose}")
         return False
     places.setdefault(entry_id, []).append(how)
     return True
@@ -346,6 +344,25 @@ def _check_successor(
         found.add(f"(c) {where} is {len(text)} characters, longer than its sources together ({budget})")
 
 
+def _check_repeats(spec: SectionSpec, items: list, before: dict, found: _Violations) -> None:
+    """A successor says something no other entry after the run says (whitespace and case aside, as
+    APPEND matches): a successor repeating a kept entry would drop what its sources said while its
+    ids add up, and give the repeated statement days it never earned."""
+    first: dict[str, tuple[str, bool]] = {}  # what is said -> where first, and whether by a successor
+    for index, item in enumerate(items):
+        successor = isinstance(item, dict) and "id" not in item
+        kept = isinstance(item, dict) and isinstance(item.get("id"), str)
+        text = item.get("text") if successor else before.get(item["id"], {}).get("text") if kept else None
+        if not isinstance(text, str):
+            continue
+        where, key = f"{spec.name}[{index}]", said(text)
+        if key in first and (successor or first[key][1]):
+            found.add(
+                f"(c) {where} says what {first[key][0]} says (case and spacing aside): cite what it repeats instead"
+            )
+        first.setdefault(key, (where, successor))
+
+
 def _check_places(spec: SectionSpec, entry_id: str, entry: dict, where: list[str], found: _Violations) -> None:
     name = spec.name
     if not where:
@@ -355,7 +372,8 @@ def _check_places(spec: SectionSpec, entry_id: str, entry: dict, where: list[str
         )
         return
     if len(where) > 1:
-        found.add(f"(a) {name}: {entry_id} is in {len(where)} places ({', '.join(where)}); it must be in exactly one")
+        shown = ", ".join(where[:PLACES_SHOWN]) + (", ..." if len(where) > PLACES_SHOWN else "")
+        found.add(f"(a) {name}: {entry_id} is in {len(where)} places ({shown}); it must be in exactly one")
         return
     if entry.get("by") == OPERATOR and where != ["kept"]:
         found.add(f"(d) {name}: {entry_id} is the operator's: keep it as it is; it is never merged or archived")

@@ -129,15 +129,35 @@ def text_of(state: dict, spec: SectionSpec) -> str:
     return value if isinstance(value, str) else ""
 
 
+def said(text: str) -> str:
+    """What a statement says, whitespace and case aside: equal for two that say the same."""
+    return " ".join(text.split()).casefold()
+
+
 def same_text(a: str, b: str) -> bool:
     """Whether two statements say the same, whitespace and case aside."""
-    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+    return said(a) == said(b)
+
+
+# The most digits an id's number is read with: ids the runtime makes never get near it, and int()
+# refuses strings past 4,300 digits.
+ID_DIGITS = 18
+ID_NUMBER = re.compile(f"[0-9]{{1,{ID_DIGITS}}}")
 
 
 def id_number(entry_id: Any) -> int:
-    """The counter part of an id `<section>-<n>` (0 for an id of another form)."""
+    """The counter part of an id `<section>-<n>` (0 for an id of another form: a hand-written
+    "known-²" or "known-٣" is not a number the runtime wrote, nor are 5,000 digits)."""
     number = str(entry_id).rpartition("-")[2]
-    return int(number) if number.isdigit() else 0
+    return int(number) if ID_NUMBER.fullmatch(number) else 0
+
+
+def shown_id(value: Any) -> str:
+    """A name or id the model sent, as a message shows it: as is when it could be one of ours (short,
+    plain), else described (clipped, its type named): a 10,000-character id never fills a message."""
+    if isinstance(value, str) and len(value) <= 64 and value.isprintable() and " " not in value:
+        return value
+    return describe(value)
 
 
 def most_lost(count: int, max_loss: float) -> int:
@@ -266,7 +286,12 @@ def _text_edit(state: dict, spec: SectionSpec, value: str, ctx: _Context) -> Non
         return
     if value.startswith(REMOVE):
         raise _Refused(f"section '{name}' is text: '{REMOVE} <id>' is for list sections (send CLEAR, or its new text)")
-    new = "" if value.strip() == CLEAR else value.strip()
+    _replace_text(state, spec, "" if value.strip() == CLEAR else value.strip(), ctx)
+
+
+def _replace_text(state: dict, spec: SectionSpec, new: str, ctx: _Context) -> None:
+    """The text replaced by `new` ('' empties it), the old one archived; refused when too long."""
+    name, old = spec.name, text_of(state, spec)
     if len(new) > spec.limit:
         raise _Refused(
             f"section '{name}' holds at most {spec.limit} characters; this text is {len(new)} "
@@ -405,7 +430,8 @@ def _remove_entry(state: dict, spec: SectionSpec, entry_id: str, ctx: _Context) 
     found = next((e for e in entries if e.get("id") == entry_id), None)
     if found is None:
         ids = ", ".join(str(e.get("id")) for e in entries[:20]) + (", ..." if len(entries) > 20 else "")
-        raise _Refused(f"section '{name}' has no entry '{entry_id}' (its ids: {ids or 'none, it is empty'})")
+        shown = f"'{entry_id}'" if shown_id(entry_id) == entry_id else shown_id(entry_id)
+        raise _Refused(f"section '{name}' has no entry {shown} (its ids: {ids or 'none, it is empty'})")
     if found.get("by") == OPERATOR and ctx.by != OPERATOR:
         raise _Refused(f"entry {entry_id} of '{name}' is the operator's: only `agent memory drop` removes it")
     _check_bound(state, spec, [found], ctx, f"remove {entry_id}")
@@ -421,7 +447,7 @@ OPERATOR_OPS = ("add", "drop", "set")
 
 def operator_edit(state: dict, spec: SectionSpec | None, op: str, value: str, stamp: Stamp) -> Change:
     """`agent memory add SECTION TEXT` (an entry, or a line of a text section), `drop SECTION ID`
-    (a list entry) or `set SECTION TEXT` (a text section's whole text; '' empties it), written as
+    (a list entry) or `set SECTION TEXT` (a text section's whole text, as given; '' empties it), written as
     the operator: read-only sections too, the per-cycle bound not applied; limits hold (a full list
     makes room from the model's entries, like when_full: archive, unless it says refuse)."""
     if spec is None:
@@ -434,7 +460,7 @@ def operator_edit(state: dict, spec: SectionSpec | None, op: str, value: str, st
         elif op == "drop" and spec.is_list:
             _remove_entry(new, spec, value.strip(), ctx)
         elif op == "set" and not spec.is_list:
-            _text_edit(new, spec, value if value.strip() else CLEAR, ctx)
+            _replace_text(new, spec, value.strip(), ctx)  # as given: a prefix is no command here
         else:
             kind = "a list: use add and drop" if spec.is_list else "text: use add and set"
             raise _Refused(f"section '{spec.name}' is {kind}")
@@ -482,7 +508,11 @@ def kind_conflict(state: dict, specs: Iterable[SectionSpec]) -> str | None:
 def state_problems(state: dict, specs: Iterable[SectionSpec]) -> list[str]:
     """Every reason the sections in `state` are not valid (an invalid scratchpad, exit 6), kind
     changes aside (`kind_conflict`). A list item that is a plain string, or a mapping with a text
-    and no id, is valid: `settle` adopts it as the operator's entry."""
+    and no id, is valid: `settle` adopts it as the operator's entry. No sections: no problem (a
+    home without sections keeps every key as it is, `section_ids` too)."""
+    specs = tuple(specs)
+    if not specs:
+        return []
     found, seen = [], {}
     for spec in specs:
         value = state.get(spec.name)
@@ -501,7 +531,7 @@ def state_problems(state: dict, specs: Iterable[SectionSpec]) -> list[str]:
                     found.append(f"{where}: id {item['id']} is also {seen[item['id']]}")
                 seen[item["id"]] = where
     counters = state.get(SECTION_IDS_KEY)
-    if counters is not None and not (
+    if SECTION_IDS_KEY in state and not (
         isinstance(counters, dict)
         and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counters.values())
     ):
@@ -546,12 +576,29 @@ def settle(state: dict, specs: Iterable[SectionSpec], stamp: Stamp) -> Change:
     if not specs:
         return Change(state)
     new, leaving, notes = copy.deepcopy(state), [], []
+    _raise_counters(new, specs)
     for spec in specs:
         if spec.is_list:
             _settle_list(new, spec, stamp, leaving, notes)
         else:
             _settle_text(new, spec, leaving, notes)
     return Change(new, tuple(leaving), tuple(notes))
+
+
+def _raise_counters(state: dict, specs: tuple[SectionSpec, ...]) -> None:
+    """Each list section's counter at least the highest id of its form in any list section (an entry
+    moved by hand to another section keeps its id, and that id must never be issued again)."""
+    names = {spec.name for spec in specs if spec.is_list}
+    highest: dict[str, int] = {}
+    for spec in specs:
+        items = state.get(spec.name) if spec.is_list else None
+        for item in items if isinstance(items, list) else ():
+            prefix = str(item.get("id", "")).rpartition("-")[0] if isinstance(item, dict) else ""
+            if prefix in names:
+                highest[prefix] = max(highest.get(prefix, 0), id_number(item["id"]))
+    for name, number in highest.items():
+        if number > state.get(SECTION_IDS_KEY, {}).get(name, 0):
+            state.setdefault(SECTION_IDS_KEY, {})[name] = number
 
 
 def _settle_list(state: dict, spec: SectionSpec, stamp: Stamp, leaving: list, notes: list) -> None:
@@ -561,12 +608,6 @@ def _settle_list(state: dict, spec: SectionSpec, stamp: Stamp, leaving: list, no
         items = []
     elif not isinstance(items, list):
         return  # a kind changed: kind_conflict refuses such a state before wake gets here
-    highest = max(
-        (id_number(i["id"]) for i in items if isinstance(i, dict) and str(i.get("id", "")).startswith(f"{name}-")),
-        default=0,
-    )
-    if highest > state.get(SECTION_IDS_KEY, {}).get(name, 0):
-        state.setdefault(SECTION_IDS_KEY, {})[name] = highest
     entries, adopted = [], []
     for item in items:
         if isinstance(item, dict) and "id" in item:
@@ -672,7 +713,7 @@ def _list_lines(state: dict, spec: SectionSpec) -> list[str]:
     lines = []
     for entry in entries:
         days = entry.get("days", 1)
-        tags = [str(entry.get("id")), f"{days} day{'s' if days != 1 else ''}"]
+        tags = [escape_controls(entry.get("id")), f"{days} day{'s' if days != 1 else ''}"]
         if entry.get("by") == OPERATOR:
             tags.append("operator")
         lines.append(f"- [{', '.join(tags)}] {escape_controls(entry.get('text', ''))}")

@@ -258,6 +258,30 @@ def test_a_successor_whose_text_is_not_one_line_is_reverted(text):
     reverted_with(reply, "(c) known[2]: a successor's text must be one line of text")
 
 
+def test_a_successor_that_repeats_a_kept_entry_is_reverted():
+    # known-2 (2 days) "merged" into a copy of known-3: the NAS's address is gone from the section, the
+    # check's ids all add up, and "Backups run at 02:00" stands twice, once with 2 days it never earned.
+    reply = {
+        "sections": {
+            "known": [
+                *kept("known-1", "known-3", "known-4", "known-5", "known-6", "known-7", "known-8"),
+                {"text": "backups  run at 02:00", "cites": ["known-2"]},
+            ]
+        }
+    }
+    reverted_with(reply, "(c) known[7] says what known[1] says (case and spacing aside)")
+    reply["sections"]["known"].insert(0, reply["sections"]["known"].pop())  # the successor first
+    reverted_with(reply, "(c) known[2] says what known[0] says (case and spacing aside)")
+
+
+def test_two_successors_saying_the_same_are_reverted():
+    reply = good_reply()
+    reply["sections"]["known"] = [e for e in reply["sections"]["known"] if e.get("id") != "known-8"]
+    reply["sections"]["known"].append({"text": "The printer is on floor 2", "cites": ["known-8"]})
+    reply["sections"]["known"][3] = {"text": "The printer is on floor 2", "cites": ["known-5"]}
+    reverted_with(reply, "(c) known[5] says what known[3] says (case and spacing aside)")
+
+
 # ------------------------------------------------------------------------ hostile replies (d)
 
 
@@ -406,6 +430,23 @@ def test_a_reply_breaking_every_rule_gets_a_bounded_answer():
     assert result.violations[-1] == f"... and {100 + 1 - MOST_VIOLATIONS} more"
 
 
+def test_an_id_in_a_thousand_places_gets_a_violation_of_one_short_line():
+    # Each of 1,000 successors cites known-1 (and its own id): the violation must not list 1,000 places.
+    wide = copy.deepcopy(STATE)
+    wide["known"] = [
+        {"id": f"known-{n}", "text": f"fact {n}", "by": "model", "added": "a", "days": 1, "last_day": "2026-01-01"}
+        for n in range(1, 1001)
+    ]
+    many = section_specs({"known": {"kind": "list", "limit": 1000, "entry_chars": 300}}, taken_keys())
+    items = [{"text": f"f {n}", "cites": ["known-1", f"known-{n}"]} for n in range(2, 1001)]
+    result = check_consolidation(wide, many, {"sections": {"known": items}}, max_loss=0.25, stamp=RUN)
+    assert isinstance(result, Reverted)
+    assert result.violations[0].startswith(
+        "(a) known: known-1 is in 999 places (cited by known[0], cited by known[1], "
+    )
+    assert max(len(v) for v in result.violations) < 300
+
+
 def test_a_cut_loss_fraction_of_zero_allows_rewording_but_no_shrink():
     reply = {"sections": {"unknown": [{"text": "Printer owner?", "cites": ["unknown-1"]}, {"id": "unknown-2"}]}}
     assert isinstance(consolidate(reply, max_loss=0), Accepted)
@@ -441,7 +482,11 @@ def test_a_reply_of_the_largest_honest_size_fits_the_cap():
     ]
     reply = {
         "tool": "consolidate",
-        "args": {"sections": {"known": [{"text": "\u00e9" * 80, "cites": [f"known-{n}"]} for n in range(1, 13)]}},
+        "args": {
+            "sections": {
+                "known": [{"text": "\u00e9" * 79 + chr(0x4E00 + n), "cites": [f"known-{n}"]} for n in range(1, 13)]
+            }
+        },
     }
     text = json.dumps(reply, indent=2)  # escaped: six bytes a character
     assert len(text.encode()) <= reply_cap(full, SPECS)
