@@ -17,6 +17,7 @@ shaped per step from the task: see agent/models/local/guidance.py.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,23 @@ def system_prompt(rules: str, registry: Registry) -> str:
     if TOOLS_MARKER in rules:
         return rules.replace(TOOLS_MARKER, listing)
     return f"{rules.rstrip()}\n\n## Tools\n\n{listing}\n"
+
+
+@dataclass(frozen=True)
+class Preamble:
+    """What every request of a cycle carries before the state, byte-stable across iterations and
+    cycles so prompt caches hit: the system message, and the worked examples both as (user, reply)
+    turns and as one section of text (a model is sent one or the other; agent/cycle/examples.py)."""
+
+    system: str
+    examples: tuple[tuple[str, str], ...] = ()
+    examples_text: str = ""
+
+    @property
+    def examples_bytes(self) -> int:
+        """The larger of the two forms: the user message is fitted with room for either."""
+        turn_bytes = sum(len(user.encode()) + len(reply.encode()) for user, reply in self.examples)
+        return max(turn_bytes, len(self.examples_text.encode()))
 
 
 # ------------------------------------------------------------------------------- user message

@@ -27,19 +27,19 @@ import agent.cycle.idle as idle
 import agent.cycle.interrupts as interrupts
 import agent.cycle.journal as journal
 import agent.cycle.prompt as prompt
-import agent.gates.stalls as stalls
 import agent.memory.bounding as memory
 import agent.state as state_rules
 from agent.after.aftercare import after_cycle
 from agent.after.report import CycleReport, Reporter, SafeReporter, killed_notes
 from agent.after.transcript import Transcript
-from agent.common.outcomes import Interrupted, StopReason
-from agent.common.tags import Outcome, Tag
+from agent.common.outcomes import Held, Interrupted, StopReason
+from agent.common.tags import Tag
 from agent.config import Settings
 from agent.cycle.dispatch import dispatch
-from agent.cycle.events import Events, Step
-from agent.cycle.limits import Limits
+from agent.cycle.events import Step
 from agent.cycle.loop import Loop
+from agent.gates.base import Gate, Tools
+from agent.gates.registry import check_gates, open_gates
 from agent.models import Model
 from agent.models.base import Log
 from agent.secrets import Secrets
@@ -63,10 +63,13 @@ def run_cycle(
     registry: Registry | None = None,
     clock: Callable[[], _dt.datetime] | None = None,
     force: bool = False,
+    secrets: Secrets | None = None,
 ) -> CycleReport:
-    """Run exactly one cycle in `home` and return what happened (the exit code is in the report)."""
+    """Run exactly one cycle in `home` and return what happened (the exit code is in the report).
+    `secrets`: the command's one Secrets (built from the settings when not given)."""
     now = (clock or (lambda: _dt.datetime.now(_dt.timezone.utc)))()
-    return _Run(home, settings, model, SafeReporter(reporter), registry, now, force).run()
+    secrets = secrets or Secrets.from_settings(settings)
+    return _Run(home, settings, model, SafeReporter(reporter), registry, now, force, secrets).run()
 
 
 class _Run:
@@ -82,18 +85,14 @@ class _Run:
         registry: Registry | None,
         now: _dt.datetime,
         force: bool,  # idle.wake: run even with nothing to do
+        secrets: Secrets,
     ):
         self.home, self.settings, self.model, self.report_event, self.given = home, settings, model, report, registry
-        self.now, self.force = now, force
-        self.secrets = Secrets.from_settings(settings)
+        self.now, self.force, self.secrets = now, force, secrets
         self.signals = interrupts.Deferred()
         self.rules = prompt.read_rules(home.rules)  # a bad rules.md is a usage error (exit 2), before the lock
         self.examples = worked.read_examples(home.examples)  # so is a bad examples.yaml
-        self.budgets = None  # a Budgets when one is set; agent/gates/budgets.py is imported only then
-        if settings.budgeted:
-            from agent.gates.budgets import Budgets
-
-            self.budgets = Budgets(home, settings, model.name, now)  # no price for a cost budget: exit 2
+        check_gates(settings, home, model.name)  # so is a cost budget with no price for the model
 
     def run(self) -> CycleReport:
         started = time.monotonic()
@@ -107,6 +106,8 @@ class _Run:
             cycle_id = new_cycle_id(home, self.now)  # 2, noted in logs/cycles.json
             report = CycleReport(cycle_id, self.now.isoformat(timespec="seconds"), self.model.name)
             before, why_idle = idle.wake(home, self.settings, state, report, self.force, secrets)  # 3
+            gates = None if why_idle else open_gates(home, self.settings, secrets, self.model, cycle_id, self.now)
+            why_idle = why_idle or _held(gates, before)
             if why_idle:  # nothing to do: no model, no snapshot pair, no log, no transcript; one index record
                 return idle.record(home, self.settings, report, why_idle, started, secrets, self.report_event)
             with (
@@ -119,7 +120,7 @@ class _Run:
                 log(policy_line(home.root, self.settings))  # probed once, remembered in logs/
                 self._write(home.snapshot(cycle_id, "before"), before, report)  # 4
                 self.report_event("start", cycle_id=cycle_id, model=model.name, task=report.task_before)
-                after, archived = self._attempt(before, report, model, registry, log, swept.killed)  # 5
+                after, archived = self._attempt(before, report, model, registry, log, swept.killed, gates)  # 5
                 noted_before_saving = self.signals.noted  # from here a signal is only noted
                 after, moved = memory.bound_memory(after, self.settings.notes_budget, self.settings.completed_window)
                 self._archive(log, archived + moved, report)
@@ -151,58 +152,54 @@ class _Run:
             log(f"archived {len(moved)} item(s) to {self.home.archive.name}")
 
     def _loop(
-        self, state: dict, report: CycleReport, model: Model, registry: Registry, log: Log, killed: str | None
-    ) -> Loop:
-        """The loop of this cycle, built whole once the approved calls have run and the notes it starts
-        with are in `state`: its limits, its tools (the gated ones wrapped), its prompt, its events."""
-        settings, secrets, budgets = self.settings, self.secrets, self.budgets
-        limits = Limits(settings, budgets and (lambda: budgets.problem(report.usage)))  # reflect: time left
+        self,
+        state: dict,
+        report: CycleReport,
+        model: Model,
+        registry: Registry,
+        log: Log,
+        killed: str | None,
+        gates: Gate,
+    ) -> tuple[Loop, dict]:
+        """The loop of this cycle, built whole, and the state it starts from: the gates have run what
+        they run before the model is asked anything, and the notes it starts with are in it."""
+        settings, secrets = self.settings, self.secrets
         ctx = ToolContext(self.home.root, settings, secrets, journal.Journal(self.home, report, secrets, log))
-        if (
-            settings.approval_required or self.home.approvals.exists()
-        ):  # else agent/gates/approvals.py is never imported
-            import agent.gates.approvals as approvals
-
-            state = approvals.run_decided(self.home, report.cycle_id, state, registry, ctx, log, dispatch)
-            registry = approvals.gated_registry(registry, settings)  # from here a gated call is held, not run
-        system = prompt.system_prompt(self.rules, registry)
-        examples = worked.offered(self.examples, registry)
+        tools = Tools(registry, ctx, log, lambda state, reply: dispatch(state, reply, registry, ctx))
+        state = gates.before_loop(state, tools)  # approvals: the calls the operator decided on
+        preamble = worked.preamble(prompt.system_prompt(self.rules, registry), worked.offered(self.examples, registry))
         model.start(log)
         for note in [Tag.TOOL_ERROR.line(p) for p in registry.problems] + killed_notes(killed):
             add_note(state, note)  # a plugin or MCP server left out, a killed cycle: said where people look
-        events = self._events(report, log)
-        return Loop(state, model, registry, ctx, system, examples, report, limits, events, log, self._parker(report))
-
-    def _events(self, report: CycleReport, log: Log) -> Events:
-        """The one sink of the loop's steps: the log line, the counts, the progress display."""
-        events = Events()
-        events.subscribe(lambda step: report.count(step.outcome.kind.action))
-        events.subscribe(lambda step: log(f"iteration {step.n}: {step.outcome.note}"))
-        events.subscribe(lambda step: self._progress(step, report))
-        return events
+        loop = Loop(model, tools, preamble, gates, report)
+        # the one sink of the loop's steps: the log line, the counts, the progress display
+        loop.events.subscribe(lambda step: report.count(step.outcome.kind.action))
+        loop.events.subscribe(lambda step: log(f"iteration {step.n}: {step.outcome.note}"))
+        loop.events.subscribe(lambda step: self._progress(step, report))
+        return loop, state
 
     def _progress(self, step: Step, report: CycleReport) -> None:
         outcome = step.outcome.redacted(self.secrets)
         self.report_event("iteration", n=step.n, max=self.settings.max_iterations, usage=report.usage, outcome=outcome)
 
-    def _parker(self, report: CycleReport) -> Callable[[dict, Outcome], None]:
-        def park(state: dict, outcome: Outcome) -> None:  # only a gated call's outcome gets here
-            import agent.gates.approvals as approvals
-
-            approvals.park(self.home, report.cycle_id, state, outcome, self.secrets)  # raises Parked
-
-        return park
-
     def _attempt(
-        self, before: dict, report: CycleReport, model: Model, registry: Registry, log: Log, killed: str | None
+        self,
+        before: dict,
+        report: CycleReport,
+        model: Model,
+        registry: Registry,
+        log: Log,
+        killed: str | None,
+        gates: Gate,
     ) -> tuple[dict, list[memory.Archived]]:
-        """Run the loop (and reflect); on any failure the state as read plus a failure note."""
+        """Run the loop (and reflect); on any failure the state as read plus a failure note. The gates
+        judge how it ended."""
         try:
             if self.signals.noted:  # arrived while waking or writing the before snapshot
                 raise Interrupted(self.signals.noted)
             with interrupts.raising():
-                loop = self._loop(copy.deepcopy(before), report, model, registry, log, killed)
-                after, reason = loop.run()
+                loop, state = self._loop(copy.deepcopy(before), report, model, registry, log, killed, gates)
+                after, reason = loop.run(state)
                 broken = state_rules.invariant_problems(before, after) + [p for p in [state_size_problem(after)] if p]
                 if broken:
                     raise state_rules.InvariantViolation("; ".join(broken))
@@ -216,5 +213,14 @@ class _Run:
             add_note(after, report.fail(exc, self.secrets))
             log(f"cycle failed: {report.error}")
             log.block(traceback.format_exc())
-        report.end(stalls.judge(self.home, self.settings, after, reason, self.secrets))
+        report.end(gates.on_end(after, reason))  # stalls: a task that keeps ending without done
         return after, archived
+
+
+def _held(gates: Gate, state: dict) -> str | None:
+    """Why a gate holds this cycle at wake (no model is called), or None."""
+    try:
+        gates.at_wake(state)
+    except Held as held:
+        return str(held)
+    return None
