@@ -24,16 +24,13 @@ import datetime as _dt
 import time
 from typing import TYPE_CHECKING, Callable
 
-import agent.cycle.examples as worked
-import agent.cycle.prompt as prompt
 from agent.after.aftercare import after_cycle
 from agent.after.report import CycleReport, SafeReporter
 from agent.after.transcript import Transcript
 from agent.cycle.idle import record as record_idle
 from agent.cycle.sleep import save, sleep
-from agent.cycle.wake import awake
+from agent.cycle.wake import Cycle, awake, given
 from agent.cycle.work import work
-from agent.gates.registry import check_gates
 from agent.secrets import Secrets
 from agent.store.cycle_log import CycleLog
 from agent.tools import open_registry, policy_line
@@ -60,59 +57,38 @@ def run_cycle(
     `secrets`: the command's one Secrets (built here from the settings when not given)."""
     now = (clock or (lambda: _dt.datetime.now(_dt.timezone.utc)))()
     secrets = secrets or Secrets.from_settings(settings)
-    return Cycle(home, settings, model, SafeReporter(reporter), registry, now, force, secrets).run()
+    return _run(given(home, settings, model, secrets, now, force, SafeReporter(reporter), registry))
 
 
-class Cycle:
-    """One cycle's inputs, read and checked before the lock; made for one cycle and dropped after it.
-    What exists only under the lock (the id, the log, the tools, the loop) is passed down, never kept."""
-
-    def __init__(
-        self,
-        home: Home,
-        settings: Settings,
-        model: Model,
-        progress: Reporter,
-        registry: Registry | None,
-        now: _dt.datetime,
-        force: bool,  # agent run --force: run even with nothing to do
-        secrets: Secrets,
-    ):
-        self.home, self.settings, self.model, self.progress, self.given = home, settings, model, progress, registry
-        self.now, self.force, self.secrets = now, force, secrets
-        self.rules = prompt.read_rules(home.rules)  # a bad rules.md is a usage error (exit 2), before the lock
-        self.examples = worked.read_examples(home.examples)  # so is a bad examples.yaml
-        check_gates(settings, home, model.name)  # so is a cost budget with no price for the model
-
-    def run(self) -> CycleReport:
-        started = time.monotonic()
-        home, settings, secrets = self.home, self.settings, self.secrets
-        tools = open_registry(settings, home.root, secrets, given=self.given)  # MCP servers: not for idle
-        with awake(home, settings, secrets, self.model, self.now, self.force) as woken:  # 1
-            report = woken.report
-            if woken.idle:  # no model, no snapshot pair, no log, no transcript; one index record
-                return record_idle(home, settings, report, woken.idle, started, secrets, self.progress)
-            with (
-                tools as registry,
-                CycleLog(home.cycle_log(report.cycle_id), secrets) as log,
-                Transcript(home.transcript(report.cycle_id), secrets, settings.transcript_max_bytes) as transcript,
-            ):
-                model = transcript.recording(self.model)  # every request and reply, exactly
-                log(f"cycle {report.cycle_id} model={model.name} home={home.root}{woken.swept.note}")
-                log(policy_line(home.root, settings))  # probed once, remembered in logs/
-                save(home, home.snapshot(report.cycle_id, "before"), woken.state, report, secrets)  # 2
-                self.progress("start", cycle_id=report.cycle_id, model=model.name, task=report.task_before)
-                after, archived = work(self, woken, model, registry, log)  # 3
-                noted_before_saving = woken.signals.noted  # from here a signal is only noted
-                after = sleep(home, settings, secrets, report, log, after, archived)  # 4
-                report.task_after, report.model = secrets.redact(after["current_task"]), model.name  # it answered
-                report.duration_s = time.monotonic() - started
-                if woken.signals.noted is not noted_before_saving:
-                    log(f"{woken.signals.noted} while saving: ignored, the cycle's result was saved")
-                after_cycle(home, settings, report, secrets, log)  # 5
-                log(
-                    f"cycle {report.cycle_id} ended: {report.stop_reason} after {report.iterations} iterations, "
-                    f"exit {report.exit_code}, tokens {report.usage.as_dict()}"
-                )
-        self.progress("end", report=report)
-        return report  # 6
+def _run(cycle: Cycle) -> CycleReport:
+    started = time.monotonic()
+    home, settings, secrets = cycle.home, cycle.settings, cycle.secrets
+    tools = open_registry(settings, home.root, secrets, given=cycle.registry)  # MCP servers: not for idle
+    with awake(cycle) as woken:  # 1
+        report = woken.report
+        if woken.idle:  # no model, no snapshot pair, no log, no transcript; one index record
+            return record_idle(home, settings, report, woken.idle, started, secrets, cycle.progress)
+        with (
+            tools as registry,
+            CycleLog(home.cycle_log(report.cycle_id), secrets) as log,
+            Transcript(home.transcript(report.cycle_id), secrets, settings.transcript_max_bytes) as transcript,
+        ):
+            model = transcript.recording(cycle.model)  # every request and reply, exactly
+            log(f"cycle {report.cycle_id} model={model.name} home={home.root}{woken.swept.note}")
+            log(policy_line(home.root, settings))  # probed once, remembered in logs/
+            save(home, home.snapshot(report.cycle_id, "before"), woken.state, report, secrets)  # 2
+            cycle.progress("start", cycle_id=report.cycle_id, model=model.name, task=report.task_before)
+            after, archived = work(cycle, woken, model, registry, log)  # 3
+            noted_before_saving = woken.signals.noted  # from here a signal is only noted
+            after = sleep(home, settings, secrets, report, log, after, archived)  # 4
+            report.task_after, report.model = secrets.redact(after["current_task"]), model.name  # it answered
+            report.duration_s = time.monotonic() - started
+            if woken.signals.noted is not noted_before_saving:
+                log(f"{woken.signals.noted} while saving: ignored, the cycle's result was saved")
+            after_cycle(home, settings, report, secrets, log)  # 5
+            log(
+                f"cycle {report.cycle_id} ended: {report.stop_reason} after {report.iterations} iterations, "
+                f"exit {report.exit_code}, tokens {report.usage.as_dict()}"
+            )
+    cycle.progress("end", report=report)
+    return report  # 6

@@ -36,8 +36,7 @@ from agent.tools import ToolContext
 
 if TYPE_CHECKING:
     from agent.cycle.events import Step
-    from agent.cycle.run import Cycle
-    from agent.cycle.wake import Woken
+    from agent.cycle.wake import Cycle, Woken
     from agent.models.base import Log, Model
     from agent.tools import Registry
 
