@@ -18,6 +18,7 @@ from agent.config import load_settings
 from agent.cycle.run import run_cycle
 from agent.models import resolve_model
 from agent.models.resolve import anchor_model_path
+from agent.secrets import Secrets
 
 
 @click.command()
@@ -64,10 +65,11 @@ def run(
         lock_wait=lock_wait,
         reflect=reflect,
     )
-    chosen = resolve_model(settings, home.root)
+    secrets = Secrets.from_settings(settings)  # the cycle's one: the model and the cycle share it
+    chosen = resolve_model(settings, home.root, secrets=secrets)
     reporter = make_reporter(as_json, quiet)
     try:
-        report = run_cycle(home, settings, chosen, reporter, force=force)
+        report = run_cycle(home, settings, chosen, reporter, force=force, secrets=secrets)
     finally:
         reporter.close()  # a live display must not outlive a crash
     if as_json:

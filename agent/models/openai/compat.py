@@ -15,6 +15,7 @@ from agent.config import Settings
 from agent.models.base import (
     Completion,
     Log,
+    ModelChoice,
     ModelError,
     ModelTimeout,
     ModelUnavailable,
@@ -109,7 +110,14 @@ class OpenAIModel:
     (and remembered) without its `user:pass@`.
     """
 
-    def __init__(self, model_name: str, settings: Settings, env: Mapping[str, str], home_root: Path | None = None):
+    def __init__(
+        self,
+        model_name: str,
+        settings: Settings,
+        env: Mapping[str, str],
+        home_root: Path | None = None,
+        secrets: Secrets | None = None,  # the command's one Secrets; None: built from the settings and env
+    ):
         if not model_name:
             raise UsageError("openai: needs a model name, e.g. --model openai:gpt-4o-mini")
         self.name = f"openai:{model_name}"
@@ -117,7 +125,7 @@ class OpenAIModel:
         self.settings = settings
         self._key = api_key(settings, env)  # stripped; control characters refused (exit 2)
         self._headers = request_headers(settings)  # the same for extra_headers
-        self._secrets = Secrets.from_settings(settings, env)  # were a server or a library to echo them
+        self._secrets = secrets or Secrets.from_settings(settings, env)  # were a server or a library to echo them
         self.base_url = model_base_url(settings, env)
         self.shown_url = without_credentials(self.base_url) or "api.openai.com"
         self.guided = bool(settings.guided)  # off unless asked: a capable model would only be hampered
@@ -418,3 +426,8 @@ def context_exceeded(exc: Any) -> bool:
             "exceed_context_size",
         )
     )
+
+
+def provider(choice: ModelChoice) -> OpenAIModel:
+    """`openai:NAME`: any OpenAI-compatible chat endpoint, the `agent.models` entry point."""
+    return OpenAIModel(choice.name, choice.settings, choice.env, choice.home, choice.secrets)
