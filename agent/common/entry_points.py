@@ -4,7 +4,7 @@ importlib.metadata answers the same question, but importing it (and the email pa
 metadata with) costs more than the rest of a cycle's start-up. This reads the entry_points.txt of
 each distribution on sys.path (its `.dist-info` or `.egg-info` folder), as importlib.metadata does:
 a distribution found twice counts where it is found first, and nothing is imported until an entry
-point is loaded.
+point is loaded. Each folder is read once per process, again only once something is installed in it.
 """
 
 from __future__ import annotations
@@ -13,12 +13,10 @@ import importlib
 import os
 import re
 import sys
-from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 
-@dataclass(frozen=True)
-class EntryPoint:
+class EntryPoint(NamedTuple):
     """One `name = value` line of a group, from the distribution `dist` (its name, normalized)."""
 
     dist: str
@@ -65,19 +63,43 @@ def declared(group: str, paths: Iterable[str] | None = None) -> list[EntryPoint]
     found: list[EntryPoint] = []
     seen: set[str] = set()
     for folder in sys.path if paths is None else paths:
-        try:
-            entries = sorted(os.scandir(folder or "."), key=lambda entry: entry.name)
-        except OSError:
-            continue
-        for entry in entries:
-            if not entry.name.endswith((".dist-info", ".egg-info")) or _dist_name(entry.name) in seen:
+        for dist, text in _distributions(folder):
+            if dist in seen:
                 continue
-            seen.add(_dist_name(entry.name))
+            seen.add(dist)
+            if f"[{group}]" in text:
+                found += [point for point in parse(text, dist) if point.group == group]
+    return found
+
+
+# folder -> (its mtime and link count when read, [(distribution, its entry_points.txt or "")]). A
+# distribution installed or removed is a folder added or removed: both change the pair, so a folder
+# is read again; a command asks several times (tools, providers) and reads each folder once.
+_read: dict[str, tuple[tuple[int, int], list[tuple[str, str]]]] = {}
+
+
+def _distributions(folder: str) -> list[tuple[str, str]]:
+    """The distributions installed in `folder`, by name order, each with its entry_points.txt."""
+    try:
+        info = os.stat(folder or ".")
+    except OSError:
+        return []
+    when = (info.st_mtime_ns, info.st_nlink)
+    known = _read.get(folder)
+    if known is not None and known[0] == when:
+        return known[1]
+    found = []
+    try:
+        entries = sorted(os.scandir(folder or "."), key=lambda entry: entry.name)
+    except OSError:
+        entries = []
+    for entry in entries:
+        if entry.name.endswith((".dist-info", ".egg-info")):
             try:
                 with open(os.path.join(entry.path, "entry_points.txt"), encoding="utf-8") as handle:
                     text = handle.read()
             except (OSError, UnicodeDecodeError):
-                continue
-            if f"[{group}]" in text:
-                found += [point for point in parse(text, _dist_name(entry.name)) if point.group == group]
+                text = ""
+            found.append((_dist_name(entry.name), text))
+    _read[folder] = (when, found)
     return found

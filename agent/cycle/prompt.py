@@ -17,9 +17,8 @@ shaped per step from the task: see agent/models/local/guidance.py.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent.common.outcomes import UsageError
 from agent.common.safe_yaml import FileRefused, dump_yaml, read_text_file
@@ -59,8 +58,7 @@ def system_prompt(rules: str, registry: Registry) -> str:
     return f"{rules.rstrip()}\n\n## Tools\n\n{listing}\n"
 
 
-@dataclass(frozen=True)
-class Preamble:
+class Preamble(NamedTuple):
     """What every request of a cycle carries before the state, byte-stable across iterations and
     cycles so prompt caches hit: the system message, and the worked examples both as (user, reply)
     turns and as one section of text (a model is sent one or the other; agent/cycle/examples.py)."""

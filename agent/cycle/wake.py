@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 import agent.cycle.examples as worked
 import agent.cycle.idle as idle
@@ -46,8 +45,7 @@ if TYPE_CHECKING:
     from agent.tools import Registry
 
 
-@dataclass(frozen=True)
-class Cycle:
+class Cycle(NamedTuple):
     """One cycle's inputs, read and checked before the lock; made for one cycle and dropped after it.
     What exists only under the lock (the id, the log, the tools, the loop) is passed down, never kept."""
 
@@ -80,8 +78,7 @@ def given(
     return Cycle(home, settings, model, secrets, now, force, progress, registry, rules, examples)
 
 
-@dataclass
-class Woken:
+class Woken(NamedTuple):
     """A cycle awake: the state it starts from (as read, the inbox applied, the wake's notes), its
     report, what a crash left, its gates, and why it calls no model (None: it runs)."""
 

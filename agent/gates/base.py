@@ -25,8 +25,7 @@ the state it is given (`agent.state.add_note`).
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from agent.common.outcomes import StopReason
 
@@ -39,8 +38,7 @@ if TYPE_CHECKING:
     from agent.tools import Registry, Tool, ToolContext
 
 
-@dataclass(frozen=True)
-class GateContext:
+class GateContext(NamedTuple):
     """What a gate may know of the cycle it guards."""
 
     home: Home
@@ -51,8 +49,7 @@ class GateContext:
     now: _dt.datetime  # when the cycle started (UTC)
 
 
-@dataclass(frozen=True)
-class Tools:
+class Tools(NamedTuple):
     """The cycle's tools, as the loop and `before_loop` see them: the registry offered to the model,
     the context calls run in, the cycle's log, and `run`, which applies one reply through the tools
     alone, no gate asked (how an approved call runs as it was parked)."""
@@ -63,8 +60,7 @@ class Tools:
     run: Callable[[dict, str], tuple[dict, Outcome]]
 
 
-@dataclass(frozen=True)
-class Action:
+class Action(NamedTuple):
     """A call the model asked for, valid for its tool (arguments redacted), before it is applied."""
 
     tool: Tool

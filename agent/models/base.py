@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, NamedTuple, Protocol
 
 from agent.common.tags import Outcome, Tag
 
@@ -141,8 +141,7 @@ class Model(Protocol):
     def complete(self, request: Request) -> Completion: ...
 
 
-@dataclass(frozen=True)
-class ModelChoice:
+class ModelChoice(NamedTuple):
     """What a provider is called with when `model` is PROVIDER:NAME (agent/models/resolve.py)."""
 
     name: (

@@ -189,3 +189,11 @@ def test_entry_points_are_read_as_importlib_reads_them(tmp_path):
     install_dist(second, "same_dist", GROUP, {"two": "m:b"})  # the same distribution, further along the path
     assert [p.name for p in declared(GROUP, [str(first), str(second)])] == ["one"]
     assert declared(GROUP, [str(tmp_path / "missing"), str(first / "same_dist-0.1.0.dist-info" / "METADATA")]) == []
+
+
+def test_a_package_installed_after_a_first_read_is_found_at_once(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    assert declared(GROUP, [str(site)]) == []
+    install_dist(site, "later", GROUP, {"late": "m:p"})  # at once: within the clock's resolution
+    assert [p.name for p in declared(GROUP, [str(site)])] == ["late"]
