@@ -190,16 +190,15 @@ def _run_tool(state: dict, action: Action, gates: Gate) -> tuple[dict, Outcome]:
 
 
 def _one_line(result: Any) -> str:
-    # a plugin's result may hold text that cannot be written as UTF-8: escape it, don't crash later
-    text = str(result).encode("utf-8", "backslashreplace").decode("utf-8")
-    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+    """A tool's result as one line: its lines joined (escaping is the note's, when it enters the state)."""
+    return "; ".join(line.strip() for line in str(result).splitlines() if line.strip())
 
 
 def _noted(state: dict, outcome: Outcome) -> tuple[dict, Outcome]:
-    # One line, whatever the model put in names and values (an argument NAME with a newline, a
-    # field name with an escape sequence): no forged note lines, nothing that drives a terminal.
-    result = None if outcome.result is None else escape_controls(outcome.result)
-    outcome = dataclasses.replace(outcome, note=escape_controls(outcome.note), result=result)
+    """`state` with the outcome's note added, escaped once as it enters the state (add_note): one
+    line whatever the model or a tool put in it (a newline in an argument's name, an escape sequence,
+    text that cannot be written as UTF-8), and the outcome says exactly that line."""
     new = copy.deepcopy(state)
-    add_note(new, outcome.note)
-    return new, outcome
+    note = add_note(new, outcome.note)
+    result = None if outcome.result is None else escape_controls(outcome.result)  # the same text, for its readers
+    return new, dataclasses.replace(outcome, note=note, result=result)

@@ -123,8 +123,8 @@ def turns(examples: list[dict]) -> tuple[tuple[str, str], ...]:
 
 
 def _user_message(example: dict) -> str:
-    before = previous(example)
-    state = {"current_task": example["task"], "pending_actions": [], "notes": "" if before is None else before.note}
+    before = previous(example)  # shown once, as the step's "Last result", as in the cycle's own prompts
+    state = {"current_task": example["task"], "pending_actions": [], "notes": ""}
     return user_prompt(state, 1 if before is None else 2, SHOWN_MAX_ITERATIONS, previous=before)
 
 
