@@ -25,7 +25,7 @@ from agent.models.base import (
     system_with_examples,
 )
 from agent.models.local.guidance import guided_schema, without_queue
-from agent.models.openai.client_log import client_messages_to
+from agent.models.openai.client_log import Attempts
 from agent.models.openai.format_ladder import (
     LADDER,
     OPENAI_ENDPOINT,
@@ -145,6 +145,7 @@ class OpenAIModel:
         self.strict = True  # strict function schemas, until the endpoint refuses them
         self.previous: tuple[str, list] | None = None  # the last native step (tool_results: messages)
         self.client = None
+        self.attempts = Attempts()  # its HTTP client's hooks: each retry in the cycle log
         self._log: Log = lambda _msg: None
 
     def start(self, log: Log) -> None:
@@ -157,6 +158,7 @@ class OpenAIModel:
             timeout=self.settings.request_timeout,
             max_retries=self.settings.max_retries,
             default_headers=self._headers or None,
+            http_client=openai.DefaultHttpxClient(event_hooks=self.attempts.hooks()),  # its retries: client_log.py
         )
         self.probe_from, self.strict, self.previous = 0, True, None
         mode, forced = self.settings.tool_calling, self.settings.response_format
@@ -204,7 +206,7 @@ class OpenAIModel:
             kwargs, tools = self._request(kind, request, messages, schema)
             started = time.monotonic()
             try:
-                with client_messages_to(self._log, self._short):
+                with self.attempts.during(self._log):
                     response = self._send(kwargs, deadline, probing)
             except _FormatRefused as refused:
                 self._step_down(kind, refused.exc)
