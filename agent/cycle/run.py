@@ -56,7 +56,7 @@ def run_cycle(
     """Run exactly one cycle in `home` and return what happened (the exit code is in the report).
     `secrets`: the command's one Secrets (built here from the settings when not given)."""
     now = (clock or (lambda: _dt.datetime.now(_dt.timezone.utc)))()
-    secrets = secrets or Secrets.from_settings(settings)
+    secrets = Secrets.from_settings(settings) if secrets is None else secrets
     return _run(given(home, settings, model, secrets, now, force, SafeReporter(reporter), registry))
 
 

@@ -97,7 +97,7 @@ def resolve_model(
     directory the command happens to run in (cron and systemd start it in / or $HOME).
     """
     env = os.environ if env is None else env
-    secrets = secrets or Secrets.from_settings(settings, env)
+    secrets = Secrets.from_settings(settings, env) if secrets is None else secrets
     if not (settings.fallback_models or settings.model_budgets):
         return _resolve_one(settings, home_root, env, secrets)
     models = []

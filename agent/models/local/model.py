@@ -57,7 +57,7 @@ class LocalModel:
         self.path = path
         self.name, self.guided = model_identity(path, settings)
         self.settings = settings
-        self.secrets = secrets or Secrets.from_settings(settings)  # the command's, when it gives it
+        self.secrets = Secrets.from_settings(settings) if secrets is None else secrets  # the command's, if given
         # started now: its interpreter and imports overlap the cycle's own start (bench/child_model.py)
         self.worker: Worker | None = self._new_worker()
 

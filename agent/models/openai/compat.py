@@ -125,7 +125,8 @@ class OpenAIModel:
         self.settings = settings
         self._key = api_key(settings, env)  # stripped; control characters refused (exit 2)
         self._headers = request_headers(settings)  # the same for extra_headers
-        self._secrets = secrets or Secrets.from_settings(settings, env)  # were a server or a library to echo them
+        # were a server or a library to echo them: the command's, when it gives it
+        self._secrets = Secrets.from_settings(settings, env) if secrets is None else secrets
         self.base_url = model_base_url(settings, env)
         self.shown_url = without_credentials(self.base_url) or "api.openai.com"
         self.guided = bool(settings.guided)  # off unless asked: a capable model would only be hampered
