@@ -35,6 +35,7 @@ from agent.store.state_file import state_size_problem
 from agent.tools import ToolContext
 
 if TYPE_CHECKING:
+    from agent.after.report import CycleReport
     from agent.cycle.events import Step
     from agent.cycle.wake import Cycle, Woken
     from agent.models.base import Log, Model
@@ -87,6 +88,6 @@ def _loop(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log
     return loop, state
 
 
-def _progress(cycle: Cycle, step: Step, report) -> None:
+def _progress(cycle: Cycle, step: Step, report: CycleReport) -> None:
     outcome = step.outcome.redacted(cycle.secrets)
     cycle.progress("iteration", n=step.n, max=cycle.settings.max_iterations, usage=report.usage, outcome=outcome)
