@@ -173,7 +173,9 @@ def invariant_problems(before: dict, after: dict) -> list[str]:
     return found
 
 
-def add_note(state: dict, line: str) -> None:
-    """Append one note line: whatever `line` holds (an endpoint's error, a server's text) stays one line."""
+def add_note(state: dict, line: str) -> str:
+    """Append one note line: whatever `line` holds (an endpoint's error, a server's text) stays one
+    line, escaped here, where it enters the state; the line as appended."""
     line = escape_controls(line)
     state["notes"] = f"{state['notes']}\n{line}" if state["notes"] else line
+    return line

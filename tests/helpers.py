@@ -143,3 +143,18 @@ def archive_items(home: Path, items: list[tuple[str, object]], cycle_id: str = "
     (home / "logs").mkdir(exist_ok=True)
     moved = [memory.Archived(kind, value, "notes_budget") for kind, value in items]
     memory.append_archive(home / "logs" / "archive.jsonl", memory.archive_records(moved, cycle_id))
+
+
+def install_dist(
+    site: Path, name: str, group: str, entry_points: dict[str, str], modules: dict[str, str] | None = None
+) -> Path:
+    """Install a distribution by hand, as pip lays one out: a .dist-info with METADATA and an
+    entry_points.txt declaring `entry_points` in `group`, plus top-level `modules` (name -> source)."""
+    info = site / f"{name.replace('-', '_')}-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
+    lines = [f"{key} = {value}" for key, value in entry_points.items()]
+    (info / "entry_points.txt").write_text(f"[{group}]\n" + "\n".join(lines) + "\n")
+    for module, source in (modules or {}).items():
+        (site / f"{module}.py").write_text(source)
+    return info

@@ -30,6 +30,7 @@ from agent.cycle.dispatch import ReplyError, parse_reply
 from agent.cycle.run import run_cycle
 from agent.models import resolve_model
 from agent.models.resolve import anchor_model_path
+from agent.secrets import Secrets
 from agent.store.home import Home, read_index
 from agent.store.state_file import read_state_file
 from agent.store.walk import copy_tree, remove_tree
@@ -164,7 +165,8 @@ def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool,
     settings = load_settings(home.root, model=anchor_model_path(model, Path.cwd())).replace(
         fallback_models=[], model_budgets={}
     )  # the model asked for, and only that one
-    chosen_model = resolve_model(settings, home.root)
+    secrets = Secrets.from_settings(settings)  # the replay's one: the model and the cycle share it
+    chosen_model = resolve_model(settings, home.root, secrets=secrets)
     # nothing outside the copy may hear of the replay
     settings = dataclasses.replace(settings, on_cycle_end=None, metrics_file=None, lock_wait=0.0)
     if settings.mcp_servers and not with_mcp:
@@ -181,7 +183,9 @@ def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool,
     try:
         scratch = make_scratch_home(home, settings, chosen, folder)
         click.echo(f"replaying cycle {chosen} on {chosen_model.name} in {folder}", err=True)
-        report = run_cycle(scratch, settings, chosen_model, force=True)  # it ran: wake_when and idle do not apply
+        report = run_cycle(
+            scratch, settings, chosen_model, force=True, secrets=secrets
+        )  # it ran: no wake_when, no idle
         recorded = side(recorded_record, home, chosen)
         replayed = side(report.index_record(), scratch, report.cycle_id)
     finally:

@@ -7,4 +7,5 @@
 - safe_yaml.py         hardened YAML
 - secret_forms.py      the shapes a secret takes in text; secret_fragments.py, finding any fragment of one
 - imports.py           a large module's first import, without the garbage collector
+- entry_points.py      what installed packages declare (tool plugins, model providers), read without importing them
 """

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from agent.gates.base import Action, Gate
 from agent.tools import ToolContext, ToolError
 from agent.tools.sandbox import CHECK_ENV, Sandbox, SandboxUnavailable, sandbox_for_checks
 from agent.tools.shell import run_capped
@@ -136,3 +137,20 @@ def done_refusal(state: dict, ctx: ToolContext) -> str | None:
         return None
     output = " ".join(result.output.split()) or "(no output)"
     return f"done refused: the check `{command}` {result.why}: {output}"
+
+
+class CheckGate(Gate):
+    """The operator's acceptance checks: `done` completes a checked task only when its check passes,
+    and update_scratchpad may not rename or drop a checked task to dodge it."""
+
+    def on_action(self, state: dict, action: Action) -> str | None:
+        dodged = [] if action.after is None else checked_tasks_removed(state, action.after)
+        if dodged:
+            return (
+                f"task '{dodged[0]}' has an operator check: it leaves the queue only through done "
+                f"(when the check passes) or `agent task drop`"
+            )
+        return None
+
+    def on_done(self, state: dict, action: Action) -> str | None:
+        return done_refusal(state, action.ctx)  # runs the task's acceptance check, if it has one

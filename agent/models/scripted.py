@@ -13,7 +13,7 @@ import yaml
 
 from agent.common.outcomes import UsageError
 from agent.common.safe_yaml import load_yaml
-from agent.models.base import Completion, Log, Request, ScriptEnded, Usage
+from agent.models.base import Completion, Log, ModelChoice, Request, ScriptEnded, Usage
 
 
 def reply_text(item: Any) -> str:
@@ -73,3 +73,13 @@ class ScriptedModel:
         reply = self.replies[self.position]
         self.position += 1
         return Completion(reply, Usage(calls=1))
+
+
+def provider(choice: ModelChoice) -> ScriptedModel:
+    """`scripted:FILE`: replies from a YAML file, the `agent.models` entry point."""
+    if not choice.name:
+        raise UsageError("scripted: needs a file, e.g. --model scripted:replies.yaml")
+    return ScriptedModel(Path(choice.name))
+
+
+provider.names_a_file = True  # scripted:FILE, a relative one found in the home

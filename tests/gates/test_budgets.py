@@ -9,11 +9,15 @@ from pathlib import Path
 
 import pytest
 
+from agent.common.outcomes import LimitReached, StopReason, UsageError
 from agent.config import Settings
-from agent.gates.budgets import Budgets, cycle_cost, daily_totals, newest_days
+from agent.gates.budgets import BudgetGate, Budgets, cycle_cost, daily_totals, newest_days
 from agent.models.base import Usage
+from agent.models.fallback import FallbackModel
+from agent.models.scripted import ScriptedModel
 from agent.store.home import Home
 from tests.cli.helpers import done, echo, run_cycle
+from tests.gates.helpers import made
 from tests.helpers import configure, run_cli, tree_digest
 from tests.models.openai_server import OpenAIServer, Reply, usage
 
@@ -163,6 +167,26 @@ def test_a_long_index_counts_back_to_the_start_of_the_month(home):
     now = _dt.datetime(2026, 11, 21, 12, 0, tzinfo=_dt.timezone.utc)
     budgets = Budgets(Home.at(home), Settings(monthly_token_budget=51), MODEL, now)
     assert budgets.problem(Usage()) is not None and budgets.problem(Usage()).startswith("the monthly token")
+
+
+def test_the_budget_gate_refuses_an_unpriced_cost_budget_and_stops_before_a_call_once_spent(home):
+    with pytest.raises(UsageError, match=f"setting 'daily_cost_budget' needs the price of model '{MODEL}'"):
+        BudgetGate.check(Settings(daily_cost_budget=1.0), MODEL)
+    BudgetGate.check(Settings(daily_cost_budget=1.0, prices=PRICE), MODEL)  # priced: nothing to say
+    _write_index(home, [("2024-01-05T08:00:00+00:00", 40)])  # today (the helpers' cycle runs on 2024-01-05)
+    gate = made(BudgetGate, home, Settings(daily_token_budget=50), model=ScriptedModel.from_replies([], name=MODEL))
+    gate.before_call(Usage(prompt_tokens=9))  # 49 of 50: the call may go
+    with pytest.raises(LimitReached, match="daily token budget is spent: 50 of 50 tokens") as stop:
+        gate.before_call(Usage(prompt_tokens=10))
+    assert stop.value.reason is StopReason.BUDGET_EXHAUSTED
+
+
+def test_the_budget_gate_tells_a_fallback_model_which_of_its_models_spent_its_own_budget(home):
+    _write_index(home, [("2024-01-05T08:00:00+00:00", 40)])  # all spent by MODEL
+    models = FallbackModel([ScriptedModel.from_replies([], name=MODEL), ScriptedModel.from_replies([], name="local")])
+    made(BudgetGate, home, Settings(model_budgets={MODEL: {"daily_tokens": 40}}), model=models)
+    assert "daily tokens budget (40 of 40" in models.spent(MODEL)
+    assert models.spent("local") is None
 
 
 def test_cost_of_usage_and_of_unpriced_models():

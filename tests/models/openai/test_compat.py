@@ -619,7 +619,20 @@ def test_client_retries_show_in_the_cycle_log(home: Path, server: OpenAIServer) 
     result, report = run(home, server)
     assert result.exit_code == 0, result.stderr
     log = cycle_log(home, report)
-    assert "openai client: Retrying request" in log and "HTTP status error: 503" in log
+    [retry] = [line for line in log.splitlines() if "openai client:" in line]
+    assert retry.endswith("s with HTTP 503") and "openai client: retry 1: the attempt before it ended after " in retry
+
+
+def test_a_retry_after_no_reply_shows_in_the_cycle_log_with_how_long_the_attempt_took(home, server) -> None:
+    configure(home, STATE, **(FAST | {"request_timeout": 0.5}))
+    server.add(Reply.chat(DONE))  # the probe
+    assert run(home, server)[0].exit_code == 0
+    server.add(Reply.chat(DONE, delay=5), Reply.chat(DONE))  # the first attempt outlasts request_timeout
+    result, report = run(home, server)
+    assert result.exit_code == 0, result.stderr
+    [retry] = [line for line in cycle_log(home, report).splitlines() if "openai client:" in line]
+    assert "retry 1: the attempt before it ended after 0." in retry or "after 1." in retry
+    assert retry.endswith("with no reply (a timeout or a lost connection)")
 
 
 def _started_model(server: OpenAIServer, lines: list[str] | None = None, **settings) -> OpenAIModel:
