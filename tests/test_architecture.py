@@ -98,8 +98,8 @@ LAYERS = [
     {"docs", "cli"},  # the operator's commands, and the settings table they document
     {"cycle"},  # the core loop: one cycle, its limits, the dispatcher, the prompt, idle cycles, the journal
     {"after"},  # what a cycle leaves behind: report, transcript, aftercare, hook, metrics
-    {"memory"},  # bounding and reflection, queue edits, the inbox
     {"gates"},  # approvals, checks, budgets, stalls
+    {"memory"},  # bounding and reflection, queue edits, the inbox, sections, consolidation
     {"tools"},  # what the model may call
     {"models"},  # the model interface and every model
     {"config"},  # settings

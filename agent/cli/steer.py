@@ -14,8 +14,8 @@ from pathlib import Path
 
 import click
 
-import agent.gates.checks as checks
 import agent.memory.queue_edits as queue_edits
+import agent.memory.task_checks as checks
 from agent.cli.common import echo, existing_home, home_option, json_option, print_json, reports_errors, wait_seconds
 from agent.common.outcomes import Busy, InvalidScratchpad, UsageError
 from agent.memory.inbox import apply_inbox

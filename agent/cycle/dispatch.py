@@ -19,7 +19,7 @@ import dataclasses
 import json
 from typing import Any
 
-import agent.gates.checks as checks
+import agent.memory.task_checks as checks
 from agent.common.escape import escape_controls
 from agent.common.jsonschema import check, describe
 from agent.common.tags import Outcome, Tag

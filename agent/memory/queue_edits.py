@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import agent.gates.checks as checks
+import agent.memory.task_checks as checks
 from agent.common.outcomes import UsageError
 
 OPS = ("task_add", "task_drop", "goal_add", "goal_drop")
