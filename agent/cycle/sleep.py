@@ -1,7 +1,8 @@
 """Sleep: what a cycle saves once its model's part is over, in an order a crash cannot harm.
 
     bound memory   notes past `notes_budget` and completed tasks past `completed_window` are
-                   appended to the archive first (fsynced), then leave the state
+                   appended to the archive first (fsynced), then leave the state; so are the
+                   entries that left a memory section during the cycle
     after          <id>_after.yaml: the state as the cycle left it (`last_updated` untouched)
     active         active.yaml: the same, `last_updated` stamped now
 
@@ -39,12 +40,18 @@ def sleep(
     report: CycleReport,
     log: Log,
     after: dict,
-    archived: list[memory.Archived],
+    archived: list,
 ) -> dict:
-    """Bound `after`'s memory (archiving what leaves it, with `archived`: what reflect moved out),
-    write the after snapshot and active.yaml; the state saved."""
+    """Bound `after`'s memory (archiving what leaves it, with `archived`: what reflect moved out and
+    the entries that left a section), write the after snapshot and active.yaml; the state saved."""
     after, moved = memory.bound_memory(after, settings.notes_budget, settings.completed_window)
-    _archive(home, secrets, log, archived + moved, report)
+    sections = [item for item in archived if not isinstance(item, memory.Archived)]
+    _archive(home, secrets, log, [item for item in archived if isinstance(item, memory.Archived)] + moved, report)
+    if sections:  # memory/sections.py Leaving: with the section and the id recall finds them by
+        from agent.memory.section_archive import archive_leaving
+
+        report.archived += archive_leaving(home, secrets, sections, report.cycle_id)
+        log(f"archived {len(sections)} section item(s) to {home.archive.name}")
     save(home, home.snapshot(report.cycle_id, "after"), after, report, secrets)
     save(home, home.active, dict(after, last_updated=state_rules.now_iso()), report, secrets)
     return after

@@ -6,7 +6,8 @@ cost budget with no price: exit 2, before anything is read or written). Then, aw
     take the home's lock (Busy: exit 5); from here a signal is only noted
     ready the home: its folders and workspace, what a killed cycle left (temporary files, commands
         still running, a cycle that saved nothing)
-    read active.yaml (InvalidScratchpad: exit 6, nothing written)
+    read active.yaml (InvalidScratchpad: exit 6, nothing written), and check it against the
+        sections config.yaml defines (a changed kind: exit 2; a hand-broken section: exit 6)
     name the cycle (noted in logs/cycles.json) and start its report
     apply the inbox; idle.py decides whether there is anything to do
     open the cycle's gates: any of them may hold it (Held), so that it calls no model
@@ -100,6 +101,10 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
         swept = clean_after_crash(home, ensure_workspace(home.root, settings), held)
         reap_recorded(home.root)  # commands a killed cycle left running
         state = load_state(home)  # an invalid active.yaml: exit 6 before anything is written
+        if settings.sections:  # a section's kind changed (exit 2) or a hand-broken one (exit 6): nothing written
+            from agent.memory.sections import checked
+
+            checked(state, settings.section_specs, home.active)
         cycle_id = new_cycle_id(home, now)  # noted in logs/cycles.json
         report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), model.name)
         before, why_idle = idle.wake(home, settings, state, report, cycle.force, secrets)

@@ -33,6 +33,7 @@ GATES: list[tuple[str, When]] = [
     ("agent.gates.budgets:BudgetGate", lambda s, home: s.budgeted or bool(s.model_budgets)),
     ("agent.gates.checks:CheckGate", always),
     ("agent.gates.stalls:StallGate", always),
+    ("agent.gates.memory:MemoryGate", lambda s, home: bool(s.sections)),  # last: a gate that holds comes first
 ]
 
 

@@ -6,4 +6,5 @@
 - inbox.py          applying the edits queued while a cycle ran
 - sections.py       the operator's sections: entries, edits, eviction, wake, the prompt's block
 - consolidation.py  checking and applying a consolidation of list sections (the citation invariant)
+- section_archive.py  what leaves a section, in the archive; the highest id each section archived
 """

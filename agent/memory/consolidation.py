@@ -18,7 +18,8 @@ citation-superset invariant of seed 002, with a bounded loss):
       sources' texts together, within entry_chars, and says what no other entry after the run says
       (whitespace and case aside, as APPEND matches);
   (d) an operator entry is kept as it is (never merged, never archived); an entry stated on 2 days
-      or more is kept or has a successor, never archived bare;
+      or more, or a successor of one (it carries `protected: true`), is kept or has a successor, never
+      archived bare;
   (e) nothing else changes: only writable list sections may be named, and every limit holds.
 
 Anything else is a list of violations and the caller keeps active.yaml byte-identical. The reply's
@@ -37,12 +38,14 @@ from agent.common.jsonschema import describe
 from agent.memory.sections import (
     MODEL,
     OPERATOR,
+    PROTECTED_DAYS,
     RUNTIME_ENTRY_KEYS,
     Leaving,
     Stamp,
     entries_of,
     most_lost,
     next_id,
+    protected,
     said,
     shown_id,
     specs_by_name,
@@ -377,11 +380,13 @@ def _check_places(spec: SectionSpec, entry_id: str, entry: dict, where: list[str
         return
     if entry.get("by") == OPERATOR and where != ["kept"]:
         found.add(f"(d) {name}: {entry_id} is the operator's: keep it as it is; it is never merged or archived")
-    elif where == ["archived"] and entry.get("days", 1) >= 2:
-        found.add(
-            f"(d) {name}: {entry_id} was stated on {entry['days']} days: keep it or cite it from a successor; "
-            f"it is never archived bare"
+    elif where == ["archived"] and protected(entry):
+        why = (
+            f"was stated on {entry['days']} days"
+            if entry.get("days", 1) >= PROTECTED_DAYS
+            else "succeeds a protected entry"
         )
+        found.add(f"(d) {name}: {entry_id} {why}: keep it or cite it from a successor; it is never archived bare")
 
 
 # ----------------------------------------------------------------------------------- applying
@@ -407,6 +412,8 @@ def _applied(state: dict, by_name: dict, sections: dict, archived: dict, stamp: 
                 "last_day": min(str(s.get("last_day")) for s in sources),
                 "merged_from": [s["id"] for s in sources],
             }
+            if any(protected(s) for s in sources):
+                successor["protected"] = True  # protection is not laundered by merging with a weaker entry
             entries.append(successor)
             merged += len(sources)
             leaving += [Leaving(name, copy.deepcopy(s), "consolidate", successor["id"]) for s in sources]

@@ -64,6 +64,11 @@ class Home:
         return self.logs / "archive.jsonl"
 
     @property
+    def section_ids(self) -> Path:
+        """The highest id of each section the archive holds (agent/memory/section_archive.py)."""
+        return self.logs / "section_ids.json"
+
+    @property
     def inbox(self) -> Path:
         """Operator edits queued while a cycle holds the lock (store/inbox.py)."""
         return self.scratchpad / "inbox.jsonl"

@@ -318,6 +318,40 @@ def test_a_protected_entry_may_be_merged():
     assert isinstance(consolidate(reply), Accepted)
 
 
+def test_a_successor_of_a_protected_entry_stays_protected_so_two_runs_cannot_launder_it():
+    merged = {
+        "sections": {
+            "known": [
+                {"text": "The NAS (10.0.0.5) backs up at 02:00", "cites": ["known-2", "known-3"]},
+                *kept("known-1", "known-4", "known-5", "known-6", "known-7", "known-8"),
+            ]
+        }
+    }
+    first = consolidate(merged)
+    successor = first.state["known"][0]
+    assert successor["days"] == 1 and successor["protected"] is True  # earns no days, keeps the protection
+    bare = {"sections": {"known": kept("known-1", "known-4", "known-5", "known-6", "known-7", "known-8")}}
+    bare["archive"] = ["known-9"]
+    reverted_with(bare, "(d) known: known-9 succeeds a protected entry: keep it or cite it", state=first.state)
+    again = {
+        "sections": {
+            "known": [{"text": "NAS 10.0.0.5, backups 02:00", "cites": ["known-9"]}, *bare["sections"]["known"]]
+        }
+    }
+    assert consolidate(again, first.state).state["known"][0]["protected"] is True  # and to its successor's successor
+
+
+def test_a_successor_of_unprotected_entries_carries_no_protection():
+    result = consolidate(good_reply())
+    assert "protected" not in result.state["known"][2]
+
+
+def test_the_model_cannot_forge_protection():
+    reply = good_reply()
+    reply["sections"]["known"][2]["protected"] = True
+    reverted_with(reply, "sets the runtime-owned field 'protected'")
+
+
 # ------------------------------------------------------------------------ hostile replies (e)
 
 

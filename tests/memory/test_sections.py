@@ -173,6 +173,22 @@ def test_a_hand_written_id_whose_number_is_odd_never_breaks_wake_or_eviction(num
     assert [e["id"] for e in full["known"]] == ["known-2", "known-3", "known-4", "known-5"]
 
 
+def test_wake_raises_a_counter_to_the_archives_highest_id_even_when_the_operator_deleted_the_counters():
+    state = with_known("a", "b")
+    del state[SECTION_IDS_KEY]
+    settled = settle(state, SPECS, DAY2, floor={"known": 40, "unknown": 3, "now": 9, "gone": 7}).state
+    assert settled[SECTION_IDS_KEY] == {"known": 40, "unknown": 3}  # lists only; a text has no ids
+    assert applied(settled, known="APPEND: c")["known"][-1]["id"] == "known-41"
+    assert settle(settled, SPECS, DAY2, floor={"known": 5}).state[SECTION_IDS_KEY]["known"] == 40  # never lowered
+
+
+def test_a_protected_successor_is_evicted_after_the_one_day_entries():
+    state = with_known("a", "b", "c", "d")
+    state["known"][0]["protected"] = True  # as a consolidation leaves a successor of a protected entry
+    change = edit(state, known="APPEND: e", max_loss=1)
+    assert [v.value["text"] for v in change.leaving] == ["b"]
+
+
 def test_wake_raises_a_counter_past_its_ids_that_sit_in_another_section():
     # The operator moved known-1 to tell by hand (or copied it from another home): known must never
     # issue known-1 again, neither adopting a plain string at this wake nor appending later.
@@ -250,7 +266,7 @@ def test_a_key_the_state_already_uses_for_something_else_is_named():
         assert kind_conflict(state, SPECS).startswith(
             "section 'known' is a list in config.yaml, but active.yaml already uses 'known' for "
         )
-    assert "already uses 'now' for dict" in kind_conflict({**fresh_state(), "now": {"a": 1}}, SPECS)
+    assert "already uses 'now' for a mapping;" in kind_conflict({**fresh_state(), "now": {"a": 1}}, SPECS)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,106 @@
+"""What leaves a section, in the archive: written before the state that lost it is saved, and read
+back by `recall` and `agent show --all` by section and id.
+
+Each list entry that leaves is one record `{"kind": "section_entry", "section": "known", "id":
+"known-12", "reason": ..., "replaced_by": "known-20" (a consolidation's successor), "value": the
+whole entry, "cycle_id", "archived_at"}` appended to logs/archive.jsonl beside the notes and tasks
+bounded memory moves there; a text section's old text is a `section_text` record without an id.
+
+Ids are never issued twice. The counters in active.yaml (`section_ids`) are the operator's to
+edit, so the runtime also keeps, in logs/section_ids.json, the highest id of each section that
+ever reached the archive (a successor named in `replaced_by` included), raised before the records
+are appended; at wake each counter is raised to it (`sections.settle`'s floor). A lost or broken
+file is as if empty: the counters in active.yaml then decide alone.
+
+A cycle that did not save (killed between the archive and active.yaml) leaves records of entries
+active.yaml still holds: readers skip a record whose entry is still in its section, and of two
+records of one id they show the last (ids are never reused: only the record of the saving cycle
+can follow one that did not save).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+from agent.memory.bounding import append_archive
+from agent.memory.sections import Leaving, id_number
+from agent.store.files import atomic_write
+
+if TYPE_CHECKING:
+    from agent.secrets import Secrets
+    from agent.store.home import Home
+
+SECTION_ENTRY, SECTION_TEXT = "section_entry", "section_text"
+KINDS = (SECTION_ENTRY, SECTION_TEXT)
+# The most bytes of logs/section_ids.json read (32 sections' names and numbers take a few hundred).
+MARK_BYTES = 64 * 1024
+
+
+def records(leaving: Iterable[Leaving], cycle_id: str) -> list[dict]:
+    """The archive records of what left sections in cycle (or operator command) `cycle_id`."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    found = []
+    for item in leaving:
+        kind = SECTION_ENTRY if isinstance(item.value, dict) else SECTION_TEXT
+        found.append({"cycle_id": cycle_id, "archived_at": stamp, "kind": kind, **item.record()})
+    return found
+
+
+def highest_ids(home: Home) -> dict[str, int]:
+    """The highest id number of each section the archive ever received ({} when the file is missing
+    or unreadable: the counters in active.yaml decide alone)."""
+    try:
+        with open(home.section_ids, "rb") as handle:
+            data = json.loads(handle.read(MARK_BYTES))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _raised(mark: dict[str, int], items: list[dict]) -> dict[str, int]:
+    raised = dict(mark)
+    for item in items:
+        for entry_id in (item.get("id"), item.get("replaced_by")):
+            if isinstance(entry_id, str):
+                section = entry_id.rpartition("-")[0]
+                if section and id_number(entry_id) > raised.get(section, 0):
+                    raised[section] = id_number(entry_id)
+    return raised
+
+
+def archive_leaving(home: Home, secrets: Secrets, leaving: Iterable[Leaving], cycle_id: str) -> int:
+    """Append what left sections to the archive (redacted), after raising the high-water mark of
+    each section's ids; how many records. Called before the state that lost them is saved."""
+    items = records(leaving, cycle_id)
+    if not items:
+        return 0
+    mark = highest_ids(home)
+    raised = _raised(mark, items)
+    if raised != mark:
+        atomic_write(home.section_ids, json.dumps(raised, sort_keys=True).encode())
+    append_archive(home.archive, secrets.redact(items))
+    return len(items)
+
+
+def still_held(record: dict, state: dict) -> bool:
+    """Whether the entry an archive record names is still in its section of `state` (the record is
+    then one a cycle that did not save left)."""
+    section, entry_id = record.get("section"), record.get("id")
+    held = state.get(section) if isinstance(section, str) else None
+    return (
+        isinstance(entry_id, str)
+        and isinstance(held, list)
+        and any(isinstance(e, dict) and e.get("id") == entry_id for e in held)
+    )
+
+
+def saved_entries(records_in_order: Iterable[dict], state: dict) -> Iterator[dict]:
+    """The section_entry records to show, in archive order: neither an entry `state` still holds
+    nor one that a later record of the same id supersedes. Two passes over a list of records."""
+    entries = [r for r in records_in_order if r.get("kind") == SECTION_ENTRY and not still_held(r, state)]
+    last = {(r.get("section"), r.get("id")): n for n, r in enumerate(entries)}
+    return (r for n, r in enumerate(entries) if last[(r.get("section"), r.get("id"))] == n)
