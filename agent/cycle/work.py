@@ -6,11 +6,11 @@
     the model started; the notes the loop starts with (a plugin or MCP server left out, a killed cycle)
     the loop, until done or a limit (loop.py); a signal now raises at once
     the invariants: a state the runtime would refuse to load is never saved
+    the gates judge how it ended (`on_end`: stalls)
     reflect, when it is on: after done; with sections, also after max_iterations or the time budget
 
 Any failure (the model, a bug, a signal, a broken invariant) leaves the state as read plus one
-failure note, and the traceback goes to the cycle's log. Then the gates judge how it ended
-(`on_end`: stalls).
+failure note, and the traceback goes to the cycle's log.
 """
 
 from __future__ import annotations
@@ -43,29 +43,40 @@ if TYPE_CHECKING:
 
 
 def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log) -> tuple[dict, list]:
-    """Run the loop (and reflect) on a copy of the woken state: (the state to save, what left memory
-    meanwhile: the notes reflect moved out, the entries that left a section). On any failure, the
-    state as read plus a failure note, and nothing left."""
+    """Run the loop on a copy of the woken state, have the gates judge how it ended, then reflect when
+    that allows it: (the state to save, what left memory meanwhile: the notes reflect moved out, the
+    entries that left a section). On any failure, the state as read plus a failure note, and nothing left."""
     before, report = woken.state, woken.report
+    loop, archived = None, []
     try:
         if woken.signals.noted:  # arrived while waking or writing the before snapshot
             raise Interrupted(woken.signals.noted)
         with interrupts.raising():
             loop, state = _loop(cycle, woken, model, registry, log)
-            archived: list = []  # what each accepted update_scratchpad moved out of a section
-            loop.events.subscribe(lambda step: archived.extend(step.outcome.leaving))
+            loop.events.subscribe(lambda step: archived.extend(step.outcome.leaving))  # an update's leaving
             after, reason = loop.run(state)
             _check_invariants(before, after, loop.tools.ctx.memory)
-            if cycle.settings.reflect and _reflects(reason, loop.tools.ctx.memory):
-                after, reflected, report.reflect = _reflect(cycle, loop, model, before, after, reason, log)
-                archived += reflected
     except (Exception, KeyboardInterrupt, Interrupted) as exc:
-        after, archived, reason = copy.deepcopy(before), [], StopReason.ERROR  # failed cycles count toward stalls
-        state_rules.add_note(after, report.fail(exc, cycle.secrets))
-        log(f"cycle failed: {report.error}")
-        log.block(traceback.format_exc())
-    report.end(woken.gates.on_end(after, reason))
+        loop, archived, (after, reason) = None, [], _failed(cycle, woken, exc, log)
+    reason = woken.gates.on_end(after, reason)  # stalls judged before reflect: never reflect after a stall
+    if loop is not None and cycle.settings.reflect and _reflects(reason, loop.tools.ctx.memory):
+        try:
+            with interrupts.raising():
+                after, reflected, report.reflect = _reflect(cycle, loop, model, before, after, reason, log)
+            archived += reflected
+        except (Exception, KeyboardInterrupt, Interrupted) as exc:  # a signal while reflecting
+            archived, (after, reason) = [], _failed(cycle, woken, exc, log)
+    report.end(reason)
     return after, archived
+
+
+def _failed(cycle: Cycle, woken: Woken, exc: BaseException, log: Log) -> tuple[dict, StopReason]:
+    """A failed cycle's state (as read, plus the failure note) and stop reason; the traceback logged."""
+    after = copy.deepcopy(woken.state)  # failed cycles count toward stalls
+    state_rules.add_note(after, woken.report.fail(exc, cycle.secrets))
+    log(f"cycle failed: {woken.report.error}")
+    log.block(traceback.format_exc())
+    return after, StopReason.ERROR
 
 
 def _check_invariants(before: dict, after: dict, sections: Any) -> None:

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tests.cli.helpers import done, run_cycle
-from tests.helpers import read_active, run_openai, snapshots
+from tests.helpers import read_active, read_yaml, run_openai, snapshots
 from tests.memory.homes import archived_sections, entry, known, notes, texts, update, with_sections
 from tests.models.openai_server import OpenAIServer, Reply
 
@@ -224,3 +224,79 @@ def test_at_most_a_share_of_a_lists_entries_leave_in_one_cycle(home):
     ]
     assert run_cycle(home, [update(known="REMOVE: known-2"), done("ok")]).exit_code == 0  # a new cycle, a new share
     assert texts(home, "known") == ["c", "d"]
+
+
+# -------------------------------------------------------------------------------- the prompt
+
+
+def user_messages(home) -> list[str]:
+    """The user message of every request the home's newest cycle sent (from its transcript)."""
+    transcript = sorted((home / "logs").glob("*.transcript.jsonl"))[-1]
+    lines = [json.loads(line) for line in transcript.read_text().splitlines()]
+    return [[m for m in line["messages"] if m["role"] == "user"][-1]["content"] for line in lines]
+
+
+MEMORY_STATE = {
+    **TASK,
+    "purpose": "Keep the NAS alive",
+    "known": [entry("known-1", "The NAS is at 10.0.0.5", days=3), entry("known-2", "Backups at 02:00", by="operator")],
+    "section_ids": {"known": 2},
+}
+
+
+def test_the_prompt_shows_each_section_with_its_fill_most_stable_first(home):
+    with_sections(home, MEMORY_STATE)
+    assert run_cycle(home, [update(known="APPEND: The VPN uses WireGuard"), done("ok")]).exit_code == 0
+    first, second = user_messages(home)
+    assert first.startswith(
+        "## Memory\n\n"
+        "### purpose (18/200 characters, read-only)\nWhat this agent is for.\n  Keep the NAS alive\n\n"
+        "### now (0/120 characters)\nWhat I am doing.\n(empty)\n\n"
+        "### known (2/4)\nFacts I am sure of.\n"
+        "- [known-1, 3 days] The NAS is at 10.0.0.5\n- [known-2, 1 day, operator] Backups at 02:00\n\n"
+    )
+    assert "### known (3/4)" in second and "- [known-3, 1 day] The VPN uses WireGuard" in second
+    for message in (first, second):  # shown once: never again in the scratchpad's YAML
+        scratchpad = message.partition("## Scratchpad")[2]
+        assert "10.0.0.5" not in scratchpad and "section_ids" not in scratchpad and "purpose" not in scratchpad
+    stable = first.index("### known")  # what a prompt cache keeps: everything before the first change
+    assert second[:stable] == first[:stable]
+
+
+@pytest.mark.parametrize("path", ["text", "native"])
+def test_the_fill_reaches_the_endpoint_over_http(home, path):
+    with_sections(home, MEMORY_STATE, tool_calling=path, **FAST)
+    with OpenAIServer() as server:
+        server.add(Reply.calls(("done", {"summary": "ok"})) if path == "native" else Reply.chat(done("ok")))
+        result = run_openai(home, server.base_url, env={"OPENAI_API_KEY": "sk-test"})
+        sent = server.chat_requests[0].body["messages"][-1]["content"]
+    assert result.exit_code == 0, result.output
+    assert "### purpose (18/200 characters, read-only)" in sent and "### known (2/4)" in sent
+    assert "- [known-1, 3 days] The NAS is at 10.0.0.5" in sent
+
+
+def test_a_home_without_sections_sends_the_same_prompt_as_before(home):
+    from agent.config import Settings
+    from agent.cycle.prompt import user_prompt
+
+    state = {**TASK, "goals": ["g"], "notes": "n", "completed_tasks": [], "last_updated": None}
+    with_sections(home, state, sections={})
+    assert run_cycle(home, [done("ok")]).exit_code == 0
+    (sent,) = user_messages(home)
+    assert sent.startswith("## Scratchpad\n\n") and "## Memory" not in sent
+    assert sent == user_prompt(read_yaml(snapshots(home, "before")[0]), 1, Settings().max_iterations)
+
+
+def test_sections_too_large_for_one_prompt_are_shown_clipped_and_the_cycle_runs(home):
+    big = {"kind": "list", "limit": 20, "entry_chars": 2000}
+    state = {
+        **TASK,
+        "known": [entry(f"known-{n}", f"{n} " + "x" * 1990) for n in range(1, 21)],
+        "section_ids": {"known": 20},
+    }
+    with_sections(home, state, sections={"known": big}, prompt_max_bytes=12000)
+    assert run_cycle(home, [done("ok")]).exit_code == 0
+    (sent,) = user_messages(home)
+    assert len(sent.encode()) < 12000 and "### known (20/20)" in sent and "characters clipped" in sent
+    assert sent.rstrip().endswith("Now: Call the tool that does the task.")
+    assert read_active(home)["known"] == state["known"]  # only what the model is shown is clipped
