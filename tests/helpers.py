@@ -39,7 +39,7 @@ def write_active(home: Path, state: dict | str) -> Path:
 
 def configure(home: Path, state: dict | str | None = None, **settings) -> Path:
     """Write the home's config.yaml from `settings` and, when given, its active.yaml; returns the home."""
-    home.mkdir(parents=True, exist_ok=True)
+    (home / "scratchpad").mkdir(parents=True, exist_ok=True)  # what makes a folder a home
     (home / "config.yaml").write_text(yaml.safe_dump(settings))
     if state is not None:
         write_active(home, state)

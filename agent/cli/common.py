@@ -7,6 +7,7 @@ import datetime as _dt
 import functools
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -107,12 +108,29 @@ def checked_home(home_dir: Path) -> Home:
     return home
 
 
-def existing_home(home_dir: Path) -> Home:
+def existing_folder(home_dir: Path) -> Home:
     """The home at `home_dir` (see `checked_home`), or a usage error (exit 2) when the folder
-    does not exist. Every command that uses a home comes through here."""
+    does not exist. Only `agent reset` takes any folder that exists (the README's set-up resets a
+    fresh clone); every other command wants a home (`existing_home`)."""
     home = checked_home(home_dir)
     if not home.root.is_dir():
-        raise UsageError(f"home {home.root} does not exist (create one with: agent init {home_dir})")
+        raise UsageError(f"home {home.root} does not exist (create one with: agent init {shlex.quote(str(home_dir))})")
+    return home
+
+
+def existing_home(home_dir: Path) -> Home:
+    """The home at `home_dir`: a folder with scratchpad/ (what `agent init` makes; a clone of the
+    repository has one), or a usage error (exit 2) saying how to make one. Every command that uses
+    a home comes through here, so none turns a folder it was pointed at by mistake into a home
+    (`agent task add` in the wrong folder used to leave scratchpad/, logs/ and a lock there).
+    `init`, `reset` and `fork`'s target make homes and are exempt."""
+    home = existing_folder(home_dir)
+    if not home.scratchpad.is_dir():
+        folder = shlex.quote(str(home_dir))
+        raise UsageError(
+            f"{home.root} is not an agent home (it has no scratchpad/ folder): make it one with "
+            f"`agent init {folder}`, or name the home with --home or AGENT_HOME"
+        )
     return home
 
 

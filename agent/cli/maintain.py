@@ -341,6 +341,10 @@ def doctor_checks(home: Home, env=None, model: str | None = None) -> list[Check]
     checks: list[Check] = []
     if not home.root.is_dir():
         return [Check("home", False, f"{home.root} does not exist", f"agent init {home.root}")]
+    if not home.scratchpad.is_dir():  # every other command refuses it (cli/common.py: existing_home)
+        return [
+            Check("home", False, f"{home.root} is not an agent home (no scratchpad/ folder)", f"agent init {home.root}")
+        ]
     checks.append(Check("home", True, str(home.root)))
     settings = None
     try:

@@ -11,7 +11,16 @@ import click
 import yaml
 
 import agent.gates.approvals as approvals
-from agent.cli.common import checked_home, echo, existing_home, home_option, print_json, reports_errors, wait_option
+from agent.cli.common import (
+    checked_home,
+    echo,
+    existing_folder,
+    existing_home,
+    home_option,
+    print_json,
+    reports_errors,
+    wait_option,
+)
 from agent.cli.replacing import archive_replaced
 from agent.common.escape import escape_controls
 from agent.common.jsonschema import type_name
@@ -214,7 +223,7 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
     Nothing is lost: the replaced state and every queued edit dropped with it are appended to
     logs/archive.jsonl (kinds replaced_state and dropped_edit) before active.yaml is replaced.
     """
-    home = existing_home(home_dir)
+    home = existing_folder(home_dir)  # reset makes a home of a folder (the README's set-up: a fresh clone)
     chosen = read_template(home.root, template)  # InvalidScratchpad (6) for a bad state, UsageError (2) config
     refuse_missing_sections(chosen, load_settings(home.root), home.config)
     source, state = chosen.path, chosen.state

@@ -79,6 +79,7 @@ def test_unusable_file_names_the_file_and_what_to_check():
 def test_a_missing_home_is_a_usage_error_saying_how_to_make_one(tmp_path: Path):
     with pytest.raises(UsageError, match=r"home .*/nowhere does not exist \(create one with: agent init .*nowhere\)"):
         existing_home(tmp_path / "nowhere")
+    (tmp_path / "scratchpad").mkdir()
     assert existing_home(tmp_path).root == tmp_path
 
 

@@ -115,3 +115,80 @@ def test_a_service_user_in_its_home_folder_runs_with_the_default_home(tmp_path, 
     result = run_cycle(tmp_path, [done("ok")])
     assert result.exit_code == 0
     assert run_cli("status", env={"HOME": str(tmp_path)}).exit_code == 0
+
+
+# Every command that uses a home, with arguments one real use takes; init and reset make homes.
+USES_OF_A_HOME = {
+    "run": ("run", "--model", "scripted:nowhere.yaml"),
+    "tools": ("tools",),
+    "diff": ("diff",),
+    "history": ("history",),
+    "show": ("show",),
+    "status": ("status",),
+    "task": ("task", "add", "typed in the wrong folder"),
+    "goal": ("goal", "add", "a goal"),
+    "prune": ("prune", "--keep", "1"),
+    "logs": ("logs",),
+    "replay": ("replay", "latest", "--model", "scripted:nowhere.yaml"),
+    "restore": ("restore", "latest"),
+    "fork": ("fork", "latest", "elsewhere"),
+    "approvals": ("approvals",),
+    "approve": ("approve", "1"),
+    "deny": ("deny", "1"),
+}
+
+
+def test_the_list_of_commands_that_want_a_home_is_every_command_but_those_that_make_one():
+    from agent.cli import COMMANDS
+
+    assert set(USES_OF_A_HOME) | {"init", "reset", "doctor"} == set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", sorted(USES_OF_A_HOME))
+def test_every_command_refuses_a_folder_that_is_not_a_home_and_makes_nothing_there(tmp_path, name):
+    folder = tmp_path / "random"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("somebody's files")
+    before = tree_digest(folder)
+    result = run_cli(*USES_OF_A_HOME[name], "--home", str(folder))
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"agent: error: {folder} is not an agent home (it has no scratchpad/ folder): make it one with "
+        f"`agent init {folder}`, or name the home with --home or AGENT_HOME\n"
+    )
+    assert tree_digest(folder) == before and sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_the_current_directory_is_refused_when_it_is_not_a_home(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("status")
+    assert result.exit_code == 2 and "is not an agent home" in result.stderr and "agent init" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_doctor_names_a_folder_that_is_not_a_home_as_a_failure(tmp_path):
+    result = run_cli("doctor", "--home", str(tmp_path))
+    assert result.exit_code == 1
+    assert f"FAIL home        {tmp_path} is not an agent home (no scratchpad/ folder)" in result.stdout
+    assert f"agent init {tmp_path}" in result.stdout and list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_with_scratchpad_is_a_home_as_a_fresh_clone_of_the_repository_is(tmp_path):
+    (tmp_path / "scratchpad").mkdir()
+    (tmp_path / "scratchpad" / ".gitkeep").touch()  # what the repository keeps
+    assert run_cli("task", "add", "first", "--home", str(tmp_path)).exit_code == 0
+    assert run_cli("status", "--home", str(tmp_path)).exit_code == 0
+
+
+def test_reset_and_init_make_a_home_of_a_plain_folder_and_fork_makes_one_of_its_target(tmp_path, home):
+    for command in (("reset", "--home"), ("init",)):
+        folder = tmp_path / command[0]
+        folder.mkdir()
+        assert run_cli(*command, str(folder)).exit_code == 0
+        assert (folder / "scratchpad" / "active.yaml").is_file()
+    assert run_cycle(home, [done("ok")]).exit_code == 0
+    target = tmp_path / "forked"
+    target.mkdir()
+    assert run_cli("fork", "latest", str(target), "--home", str(home)).exit_code == 0
+    assert (target / "scratchpad" / "active.yaml").is_file()

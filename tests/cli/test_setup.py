@@ -348,7 +348,8 @@ def test_init_into_a_home_whose_config_lacks_the_templates_sections_exits_2_and_
     (home / "config.yaml").write_text("max_iterations: 5\n")
     result = run_cli("init", str(home), "--template", "recursive")
     assert result.exit_code == 2 and "template 'recursive' needs sections" in result.stderr
-    assert sorted(p.name for p in home.iterdir()) == ["config.yaml"]
+    assert sorted(p.name for p in home.iterdir()) == ["config.yaml", "scratchpad"]
+    assert not any((home / "scratchpad").iterdir())
 
 
 def test_a_config_part_is_not_a_template_of_its_own():
