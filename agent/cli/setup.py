@@ -38,32 +38,44 @@ from agent.store.totals import totals_path
 from agent.tools import CONTROL_TOOLS, open_registry
 from agent.tools.workspace import ensure_workspace
 
+# A template is templates/NAME.yaml, the first active.yaml, and optionally templates/NAME.config.yaml,
+# settings that `agent init` writes into the new config.yaml (a template's sections, say).
+CONFIG_PART = ".config"
+# Names in a templates folder that are not templates: examples.yaml holds the packaged worked examples.
+NOT_TEMPLATES = ("examples",)
+
 
 def template_path(home_root: Path, name: str) -> Path:
     """A template by name: the home's templates/NAME.yaml, else the packaged one."""
     if not name or "/" in name or name.startswith(".") or name.endswith(CONFIG_PART):
         raise UsageError(f"template name '{name}' is not a plain name")
     own = Home(home_root).templates / f"{name}.yaml"
-    if own.is_file():
-        return own
-    packaged = Path(str(resources.files("agent").joinpath(f"templates/{name}.yaml")))
-    if packaged.is_file():
-        return packaged
+    packaged = _packaged_folder() / f"{name}.yaml"
+    for path in (own, packaged):
+        if name not in NOT_TEMPLATES and path.is_file():
+            return path
+    mine = template_names(own.parent)
     raise UsageError(
-        f"no template named '{name}' (looked in {own.parent} and the packaged templates: "
-        f"{', '.join(packaged_templates())})"
+        f"no template named '{name}' (templates: {', '.join(sorted(set(mine + packaged_templates())))}; "
+        f"a home's own go in {own.parent})"
     )
 
 
+def _packaged_folder() -> Path:
+    return Path(str(resources.files("agent").joinpath("templates")))
+
+
+def template_names(folder: Path) -> list[str]:
+    """The templates in `folder`: each NAME.yaml but a template's config part and the examples file."""
+    try:
+        names = [p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml") and p.is_file()]
+    except OSError:  # no templates/ folder (or an unreadable one): none of its own
+        return []
+    return sorted(name for name in names if not name.endswith(CONFIG_PART) and name not in NOT_TEMPLATES)
+
+
 def packaged_templates() -> list[str]:
-    folder = resources.files("agent").joinpath("templates")
-    names = (p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
-    return sorted(name for name in names if not name.endswith(CONFIG_PART))
-
-
-# A template is templates/NAME.yaml, the first active.yaml, and optionally templates/NAME.config.yaml,
-# settings that `agent init` writes into the new config.yaml (a template's sections, say).
-CONFIG_PART = ".config"
+    return template_names(_packaged_folder())
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ import os
 import stat
 import subprocess
 
+import pytest
+
 from agent.config import Settings, field_docs, load_settings
 from agent.state import fresh_state
 from agent.store.home import Home
@@ -102,6 +104,30 @@ def test_reset_unknown_template_exits_2_and_changes_nothing(home):
     result = run_cli("reset", "--home", str(home), "--template", "nope")
     assert result.exit_code == 2 and "no template named 'nope'" in result.stderr
     assert tree_digest(home) == digest
+
+
+def test_an_unknown_template_lists_only_templates_the_homes_own_among_them(home):
+    (home / "templates").mkdir()
+    (home / "templates" / "mine.yaml").write_text("current_task: mine\n")
+    (home / "templates" / "mine.config.yaml").write_text("max_iterations: 3\n")
+    result = run_cli("reset", "--home", str(home), "--template", "nope")
+    assert result.exit_code == 2
+    assert (
+        f"no template named 'nope' (templates: default, demo, mine, recursive; a home's own go in {home}/templates)"
+        in (result.stderr)
+    )
+
+
+@pytest.mark.parametrize("command", ["reset", "init"])
+def test_the_worked_examples_file_is_not_a_template(home, command):
+    write_active(home, {"notes": "keep me"})
+    digest = tree_digest(home)
+    args = ("reset", "--home", str(home)) if command == "reset" else ("init", str(home / "new"))
+    result = run_cli(*args, "--template", "examples")
+    assert result.exit_code == 2 and "no template named 'examples' (templates: default, demo, recursive;" in (
+        result.stderr
+    )
+    assert tree_digest(home) == digest and not (home / "new").exists()
 
 
 def test_reset_from_an_invalid_template_exits_6_and_changes_nothing(home):
