@@ -38,10 +38,10 @@ from agent.store.state_file import load_state, write_state
 SPEC_HELP = "CYCLE is a cycle id (or `latest`), optionally ending in :before or :after (default :after)."
 
 
-def _snapshot(home: Home, spec: str) -> Side:
+def _snapshot(home: Home, spec: str, under_lock: bool = False) -> Side:
     if spec.partition(":")[0] == "active":
         raise UsageError("name a cycle's snapshot (ID, ID:before or ID:after), not active")
-    return resolve_snapshot(home, spec, "after", KnownCycles(home))
+    return resolve_snapshot(home, spec, "after", KnownCycles(home), under_lock)
 
 
 def _replaced(home: Home) -> tuple[object, str]:
@@ -66,8 +66,10 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
       agent restore 20260401_100137:before   the state that cycle started from
     """
     home = existing_home(home_dir)
-    side = _snapshot(home, cycle)
-    with home_lock(home, wait=lock_wait):
+    if cycle.partition(":")[0] == "active":
+        _snapshot(home, cycle)  # a usage error, busy or not
+    with home_lock(home, wait=lock_wait):  # first: `latest` is then never a cycle still running (exit 5, or --wait)
+        side = _snapshot(home, cycle, under_lock=True)
         home.ensure_dirs()
         replaced, reason = _replaced(home)
         source_cycle = Path(side.label).name.rsplit("_", 1)[0]
