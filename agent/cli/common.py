@@ -54,7 +54,8 @@ def reports_errors(func):
         try:
             return func(*args, **kwargs)
         except AgentError as exc:
-            click.echo(f"agent: error: {escape_controls(exc, keep_newlines=True)}", err=True)
+            message = one_line(str(exc)) if kwargs.get("quiet") else escape_controls(exc, keep_newlines=True)
+            click.echo(f"agent: error: {message}", err=True)  # --quiet: cron mails one line
             sys.exit(int(exc.exit_code))
         except BrokenPipeError:
             silence_stdout()
@@ -64,6 +65,12 @@ def reports_errors(func):
             sys.exit(int(ExitCode.DISK))
 
     return wrapper
+
+
+def one_line(message: str) -> str:
+    """A message of several lines (a remedy indented under it) as one line, escaped: what `--quiet`
+    prints, since cron mails each line a job prints (docs/operations.md, the cron mail table)."""
+    return escape_controls(" ".join(message.split()))
 
 
 def unusable_file(exc: OSError) -> str:
