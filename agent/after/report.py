@@ -47,7 +47,7 @@ class CycleReport:
     reflect: str | None = None  # None (off), "applied", or "kept unreflected: why"
     actions: dict[str, int] = field(default_factory=dict)  # outcome kind -> how many this cycle
     cost: float | None = None  # usage at the model's `prices`; None: the model has no price
-    stop_detail: str | None = None  # what the limit that stopped the loop said (redacted); not in the record
+    stop_detail: str | None = None  # what the limit that stopped the loop said (redacted); `run --json`, not the record
     idle: str | None = None  # why no model was called (stop reason idle; agent/cycle/idle.py)
     calls: list[dict] = field(default_factory=list)  # calls with side effects: {call, tool, status} (journal.py)
 
@@ -92,12 +92,14 @@ class CycleReport:
             "cost": self.cost,
             "idle": self.idle,
             "calls": self.calls,
+            "stop_detail": self.stop_detail,
         }
 
     def index_record(self) -> dict:
         """The line logs/index.jsonl keeps for this cycle (history and status read only these)."""
         record = self.as_dict()
         record.pop("files")
+        record.pop("stop_detail")  # `run --json` and the terminal say it; the record keeps its fields
         return record
 
 

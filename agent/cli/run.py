@@ -71,7 +71,7 @@ def run(
         from agent.gates.budgets import model_budget_check  # here: a cycle without fallbacks never imports budgets
 
         chosen.spent = model_budget_check(home, settings, datetime.datetime.now(datetime.timezone.utc))
-    reporter = make_reporter(as_json, quiet)
+    reporter = make_reporter(as_json, quiet, settings.max_iterations)
     try:
         report = run_cycle(home, settings, chosen, reporter, force=force)
     finally:
