@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from tests.cli.helpers import done, run_cycle
-from tests.helpers import run_cli, tree_digest, write_active
+from tests.helpers import read_active, run_cli, tree_digest, write_active
+from tests.sandbox_support import sandbox_required
+
+
+def write(path: str, content: str) -> dict:
+    return {"tool": "write_file", "args": {"path": path, "content": content}}
+
 
 COMMANDS_WITH_A_HOME = [
     ("run",),
@@ -99,6 +105,33 @@ def test_the_demo_task_writes_hello_txt_into_the_workspace(tmp_path):
     )
     assert result.exit_code == 0
     assert (target / "workspace" / "hello.txt").read_text() == "hello" and not (target / "hello.txt").exists()
+
+
+@pytest.mark.usefixtures(sandbox_required.__name__)
+def test_the_demos_write_task_is_done_only_when_hello_txt_holds_hello(tmp_path):
+    """The README's demo: its second task has an acceptance check, run in the sandbox (the
+    workspace mounted read-only), so a done is accepted only when workspace/hello.txt holds hello."""
+    target = tmp_path / "demo"
+    assert run_cli("init", str(target), "--template", "demo").exit_code == 0
+    (target / "config.yaml").write_text("shell_policy: sandbox\nmax_iterations: 2\n")
+    assert run_cycle(target, [done("said hello")]).exit_code == 0
+    assert read_active(target)["current_task"] == "Write the word hello into hello.txt"
+    for replies in (
+        [done("wrote it"), done("wrote it, really")],
+        [write("hello.txt", "hello world\n"), done("wrote it")],
+    ):
+        assert run_cycle(target, replies).exit_code == 3  # refused: the task stays
+        assert read_active(target)["current_task"] == "Write the word hello into hello.txt"
+    notes = read_active(target)["notes"]
+    assert "[CHECK FAILED] done refused: the check `grep -qx hello hello.txt` exit" in notes
+    assert run_cycle(target, [write("hello.txt", "hello\n"), done("wrote hello")]).exit_code == 0
+    state = read_active(target)
+    assert state["current_task"] == "Run date -u and note the time" and "checks" not in state
+    assert state["completed_tasks"][-1] == {
+        "task": "Write the word hello into hello.txt",
+        "summary": "wrote hello",
+        "check": "passed",
+    }
 
 
 @pytest.mark.parametrize("command", COMMANDS_WITH_A_HOME)
