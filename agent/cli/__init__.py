@@ -14,8 +14,9 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 - inspect.py, diffing.py, history.py, spending.py, waiting.py, archive_view.py
                                      `diff`, `history`, `show`, `status`, and what they compute
 - logs.py                            `logs`
-- restore.py, snapshots.py, replacing.py
-                                     `restore` and `fork`, naming a snapshot, keeping what is replaced
+- restore.py, snapshots.py, replacing.py, isolation.py
+                                     `restore` and `fork`, naming a snapshot, keeping what is replaced,
+                                     what a fork or a replay's copy leaves out of config.yaml
 - replay.py                          `replay`
 - approve.py                         `approvals`, `approve`, `deny`
 - maintain.py, endpoint_checks.py    `prune` and `doctor`

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from dataclasses import dataclass, field
 from importlib import resources
@@ -17,6 +18,7 @@ from agent.cli.common import (
     existing_folder,
     existing_home,
     home_option,
+    one_line,
     print_json,
     reports_errors,
     wait_option,
@@ -198,14 +200,51 @@ def init(directory: Path, template: str, as_json: bool) -> None:
         refuse_missing_sections(chosen, load_settings(home.root), home.config)
     config = config_template(chosen.config, chosen.settings) if chosen.config else None
     made, kept = make_home(home, chosen.state, config=config)
+    steps = next_steps(home, directory)
     if as_json:
-        print_json({"home": str(home.root), "created": made, "kept": kept})
+        print_json({"home": str(home.root), "created": made, "kept": kept, "next": steps})
         return
     click.echo(
         f"home ready at {home.root}: created {', '.join(made) or 'nothing'}"
         + (f"; kept existing {', '.join(kept)}" if kept else "")
     )
-    click.echo(f"next: agent run --home {directory}")
+    print_steps(steps)
+
+
+# A first task the embedded model can do (it names its tool), for a home with an empty queue.
+FIRST_TASK = "Run date -u and note the time"
+
+
+def next_steps(home: Home, directory: Path) -> list[str]:
+    """The commands that take a new home to its first cycle that does something, each as it works
+    when typed: a task first when nothing is queued (a cycle with nothing to do calls no model),
+    then the run, with a model named when none is configured and the embedded one is missing."""
+    from agent.models import resolve_model  # here: only init and fork print these
+
+    where = f"--home {shlex.quote(str(directory))}"
+    settings = load_settings(home.root)
+    state = read_state_file(home.active, home.root) or {}
+    steps = []
+    if settings.idle == "skip" and not (state.get("current_task") or state.get("pending_actions")):
+        steps.append(f"agent task add {where} {shlex.quote(FIRST_TASK)}")
+    try:
+        resolve_model(settings, home.root)
+    except UsageError as exc:
+        if settings.model:  # configured, but not usable yet (a key, a file): doctor says what
+            return [*steps, f"agent doctor {where}   # {one_line(str(exc).splitlines()[0])}"]
+        return [*steps, f"agent run {where} --model openai:gpt-4o-mini   # {NO_MODEL_HINT}"]
+    return [*steps, f"agent run {where}"]
+
+
+NO_MODEL_HINT = (
+    "with OPENAI_API_KEY set (or OPENAI_BASE_URL for a local server): no model is configured and the "
+    "embedded one is not installed (pip install 'scratchpad-agent[local]')"
+)
+
+
+def print_steps(steps: list[str]) -> None:
+    for n, step in enumerate(steps):
+        click.echo(f"{'then' if n else 'next'}: {step}")
 
 
 # ---------------------------------------------------------------------------------------- reset
