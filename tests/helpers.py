@@ -110,6 +110,19 @@ def run_agent_process(*args: str, env: dict | None = None, timeout: float = 60, 
     )
 
 
+def mode_bits_bind_root() -> None:
+    """For preexec_fn: in the child before exec, drop the capabilities that let root ignore mode
+    bits (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH from the bounding set), so a folder chmod 000 or
+    555 stops it as it stops anyone (the suite runs as root in CI)."""
+    import ctypes
+
+    pr_capbset_drop, cap_dac_override, cap_dac_read_search = 24, 1, 2
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (cap_dac_override, cap_dac_read_search):
+        if libc.prctl(pr_capbset_drop, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
 def snapshots(home: Path, label: str) -> list[Path]:
     return sorted((home / "scratchpad").glob(f"*_{label}.yaml"))
 
