@@ -60,9 +60,7 @@ class CycleReport:
         error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
         self.error = secrets.redact_text(f"{kind}: {error}")
         self.end(StopReason.ERROR)
-        return Tag.CYCLE_FAILED.line(
-            f"cycle {self.cycle_id}: {kind}: {error} (traceback in logs/cycle_{self.cycle_id}.log)"
-        )
+        return Tag.CYCLE_FAILED.line(f"cycle {self.cycle_id}: {kind}: {error} (see logs/cycle_{self.cycle_id}.log)")
 
     def stopped_by(self, stop: Exception, secrets: Secrets) -> str:
         """Keep what a limit said when it stopped the loop (--quiet prints it for exits 8 and 10)."""

@@ -16,6 +16,7 @@ import click
 
 from agent.common.escape import escape_controls, escape_json
 from agent.common.outcomes import AgentError, ExitCode, UsageError
+from agent.common.plain import plain
 from agent.config import MOST_SECONDS, Settings, load_settings
 from agent.state import parse_time
 from agent.store.home import Home
@@ -176,8 +177,8 @@ def task_text(task: Any) -> str:
         name, summary = task.get("task"), task.get("summary")
         if name is not None or summary is not None:
             return f"{name or '(no task)'}: {summary or ''}".rstrip(": ")
-        return ", ".join(f"{k}={v}" for k, v in task.items())
-    return str(task)
+        return plain(task)
+    return plain(task)
 
 
 def age(seconds: float) -> str:

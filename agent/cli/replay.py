@@ -28,6 +28,7 @@ from agent.cli.isolation import SIDE_EFFECT_SETTINGS, without_settings
 from agent.cli.logs import chosen_cycle
 from agent.common.escape import escape_controls
 from agent.common.outcomes import UsageError
+from agent.common.plain import plain
 from agent.config import Settings, load_settings
 from agent.cycle.dispatch import ReplyError, parse_reply
 from agent.cycle.run import run_cycle
@@ -122,14 +123,14 @@ def side(record: dict, home: Home, cycle_id: str) -> dict:
 def _rows(outcome: dict) -> dict[str, str]:
     usage = outcome["usage"] if isinstance(outcome["usage"], dict) else {}
     rows = {
-        "model": str(outcome["model"]),
-        "stop reason": f"{outcome['stop_reason']} (exit {outcome['exit_code']})",
-        "iterations": str(outcome["iterations"]),
-        "tokens": str(usage.get("total_tokens", "-")),
+        "model": plain(outcome["model"], "(not recorded)"),
+        "stop reason": f"{plain(outcome['stop_reason'], '?')} (exit {plain(outcome['exit_code'], '?')})",
+        "iterations": plain(outcome["iterations"], "-"),
+        "tokens": plain(usage.get("total_tokens"), "-"),
         "actions": ", ".join(outcome["actions"]) or "(none)",
     }
     if outcome["error"]:
-        rows["error"] = str(outcome["error"])
+        rows["error"] = plain(outcome["error"])
     for line in summary_lines(outcome["change"]) if outcome["change"] else ["state: no after snapshot"]:
         label, _, text = line.partition(": ")
         if label != "last_updated":  # a snapshot never stamps it: always "unchanged"

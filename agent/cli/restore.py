@@ -137,7 +137,7 @@ def fork(home_dir: Path, cycle: str, directory: Path, keep_side_effects: bool, a
     made, kept = make_home(
         target, dict(side.state, last_updated=now_iso()), rules=rules, config=config, examples=examples
     )
-    dropped = dropped if "config.yaml" in made else []  # a config.yaml already there is the operator's, kept
+    dropped = dropped if target.config.name in made else []  # a config.yaml already there is the operator's, kept
     steps = next_steps(target, directory)
     data = {
         "home": str(target.root),

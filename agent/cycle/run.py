@@ -40,7 +40,7 @@ from agent.cycle.dispatch import dispatch
 from agent.cycle.events import Events, Step
 from agent.cycle.limits import Limits
 from agent.cycle.loop import Loop
-from agent.models import Model
+from agent.models import Model, ModelError
 from agent.models.base import Log
 from agent.secrets import Secrets
 from agent.state import add_note
@@ -132,7 +132,7 @@ class _Run:
                 after_cycle(home, self.settings, report, secrets, log)
                 log(
                     f"cycle {cycle_id} ended: {report.stop_reason} after {report.iterations} iterations, "
-                    f"exit {report.exit_code}, tokens {report.usage.as_dict()}"
+                    f"exit {report.exit_code}, {report.usage}"
                 )
         self.report_event("end", report=report)
         return report  # 8
@@ -215,6 +215,7 @@ class _Run:
             after, archived, reason = copy.deepcopy(before), [], StopReason.ERROR  # failed cycles count toward stalls
             add_note(after, report.fail(exc, self.secrets))
             log(f"cycle failed: {report.error}")
-            log.block(traceback.format_exc())
+            if not isinstance(exc, ModelError):  # a bug's traceback; an HTTP error or a timeout is its line above
+                log.block(traceback.format_exc())
         report.end(stalls.judge(self.home, self.settings, after, reason, self.secrets))
         return after, archived

@@ -119,7 +119,7 @@ def test_clip_puts_anything_on_one_cut_line(text, limit, shown: str):
         ({"task": "rotate logs", "summary": "4 files"}, "rotate logs: 4 files"),
         ({"task": "rotate logs"}, "rotate logs"),
         ({"summary": "orphan summary"}, "(no task): orphan summary"),
-        ({"other": 1, "more": "x"}, "other=1, more=x"),
+        ({"other": 1, "more": "x"}, "other: 1; more: x"),
         ("a plain string", "a plain string"),
         (42, "42"),
     ],
