@@ -176,8 +176,7 @@ def task_text(task: Any) -> str:
     if isinstance(task, dict):
         name, summary = task.get("task"), task.get("summary")
         if name is not None or summary is not None:
-            return f"{name or '(no task)'}: {summary or ''}".rstrip(": ")
-        return plain(task)
+            return f"{plain(name or None, '(no task)')}: {plain(summary, '')}".rstrip(": ")
     return plain(task)
 
 
