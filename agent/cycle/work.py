@@ -31,6 +31,7 @@ from agent.common.tags import Tag
 from agent.cycle.dispatch import dispatch
 from agent.cycle.loop import Loop
 from agent.gates.base import Tools
+from agent.models import ModelError
 from agent.store.state_file import state_size_problem
 from agent.tools import ToolContext
 
@@ -64,7 +65,8 @@ def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log)
         after, archived, reason = copy.deepcopy(before), [], StopReason.ERROR  # failed cycles count toward stalls
         state_rules.add_note(after, report.fail(exc, cycle.secrets))
         log(f"cycle failed: {report.error}")
-        log.block(traceback.format_exc())
+        if not isinstance(exc, ModelError):  # a bug's traceback; an HTTP error or a timeout is its line above
+            log.block(traceback.format_exc())
     report.end(woken.gates.on_end(after, reason))
     return after, archived
 
