@@ -506,12 +506,12 @@ def config_values(text: str, path: Path) -> dict:
     """The settings config.yaml's `text` holds (read from `path`, named in messages), keys checked."""
     import yaml
 
-    from agent.common.safe_yaml import load_yaml
+    from agent.common.safe_yaml import load_yaml, yaml_problem
 
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
-        raise UsageError(f"{path}: invalid YAML: {exc}") from exc
+        raise UsageError(f"{path}: {yaml_problem(exc)}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):

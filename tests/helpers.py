@@ -39,7 +39,7 @@ def write_active(home: Path, state: dict | str) -> Path:
 
 def configure(home: Path, state: dict | str | None = None, **settings) -> Path:
     """Write the home's config.yaml from `settings` and, when given, its active.yaml; returns the home."""
-    home.mkdir(parents=True, exist_ok=True)
+    (home / "scratchpad").mkdir(parents=True, exist_ok=True)  # what makes a folder a home
     (home / "config.yaml").write_text(yaml.safe_dump(settings))
     if state is not None:
         write_active(home, state)
@@ -108,6 +108,19 @@ def run_agent_process(*args: str, env: dict | None = None, timeout: float = 60, 
     return subprocess.run(
         [sys.executable, "-m", "agent", *args], capture_output=True, text=True, env=full_env, timeout=timeout, **kw
     )
+
+
+def mode_bits_bind_root() -> None:
+    """For preexec_fn: in the child before exec, drop the capabilities that let root ignore mode
+    bits (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH from the bounding set), so a folder chmod 000 or
+    555 stops it as it stops anyone (the suite runs as root in CI)."""
+    import ctypes
+
+    pr_capbset_drop, cap_dac_override, cap_dac_read_search = 24, 1, 2
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (cap_dac_override, cap_dac_read_search):
+        if libc.prctl(pr_capbset_drop, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
 
 def snapshots(home: Path, label: str) -> list[Path]:

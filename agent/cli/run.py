@@ -67,7 +67,7 @@ def run(
     )
     secrets = Secrets.from_settings(settings)  # the cycle's one: the model and the cycle share it
     chosen = resolve_model(settings, home.root, secrets=secrets)
-    reporter = make_reporter(as_json, quiet)
+    reporter = make_reporter(as_json, quiet, settings.max_iterations)
     try:
         report = run_cycle(home, settings, chosen, reporter, force=force, secrets=secrets)
     finally:

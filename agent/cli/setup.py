@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from dataclasses import dataclass, field
 from importlib import resources
@@ -11,7 +12,17 @@ import click
 import yaml
 
 import agent.gates.approvals as approvals
-from agent.cli.common import checked_home, echo, existing_home, home_option, print_json, reports_errors, wait_option
+from agent.cli.common import (
+    checked_home,
+    echo,
+    existing_folder,
+    existing_home,
+    home_option,
+    one_line,
+    print_json,
+    reports_errors,
+    wait_option,
+)
 from agent.cli.replacing import archive_replaced
 from agent.common.escape import escape_controls
 from agent.common.jsonschema import type_name
@@ -29,32 +40,44 @@ from agent.store.totals import totals_path
 from agent.tools import CONTROL_TOOLS, open_registry
 from agent.tools.workspace import ensure_workspace
 
+# A template is templates/NAME.yaml, the first active.yaml, and optionally templates/NAME.config.yaml,
+# settings that `agent init` writes into the new config.yaml (a template's sections, say).
+CONFIG_PART = ".config"
+# Names in a templates folder that are not templates: examples.yaml holds the packaged worked examples.
+NOT_TEMPLATES = ("examples",)
+
 
 def template_path(home_root: Path, name: str) -> Path:
     """A template by name: the home's templates/NAME.yaml, else the packaged one."""
     if not name or "/" in name or name.startswith(".") or name.endswith(CONFIG_PART):
         raise UsageError(f"template name '{name}' is not a plain name")
     own = Home(home_root).templates / f"{name}.yaml"
-    if own.is_file():
-        return own
-    packaged = Path(str(resources.files("agent").joinpath(f"templates/{name}.yaml")))
-    if packaged.is_file():
-        return packaged
+    packaged = _packaged_folder() / f"{name}.yaml"
+    for path in (own, packaged):
+        if name not in NOT_TEMPLATES and path.is_file():
+            return path
+    mine = template_names(own.parent)
     raise UsageError(
-        f"no template named '{name}' (looked in {own.parent} and the packaged templates: "
-        f"{', '.join(packaged_templates())})"
+        f"no template named '{name}' (templates: {', '.join(sorted(set(mine + packaged_templates())))}; "
+        f"a home's own go in {own.parent})"
     )
 
 
+def _packaged_folder() -> Path:
+    return Path(str(resources.files("agent").joinpath("templates")))
+
+
+def template_names(folder: Path) -> list[str]:
+    """The templates in `folder`: each NAME.yaml but a template's config part and the examples file."""
+    try:
+        names = [p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml") and p.is_file()]
+    except OSError:  # no templates/ folder (or an unreadable one): none of its own
+        return []
+    return sorted(name for name in names if not name.endswith(CONFIG_PART) and name not in NOT_TEMPLATES)
+
+
 def packaged_templates() -> list[str]:
-    folder = resources.files("agent").joinpath("templates")
-    names = (p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
-    return sorted(name for name in names if not name.endswith(CONFIG_PART))
-
-
-# A template is templates/NAME.yaml, the first active.yaml, and optionally templates/NAME.config.yaml,
-# settings that `agent init` writes into the new config.yaml (a template's sections, say).
-CONFIG_PART = ".config"
+    return template_names(_packaged_folder())
 
 
 @dataclass(frozen=True)
@@ -177,14 +200,51 @@ def init(directory: Path, template: str, as_json: bool) -> None:
         refuse_missing_sections(chosen, load_settings(home.root), home.config)
     config = config_template(chosen.config, chosen.settings) if chosen.config else None
     made, kept = make_home(home, chosen.state, config=config)
+    steps = next_steps(home, directory)
     if as_json:
-        print_json({"home": str(home.root), "created": made, "kept": kept})
+        print_json({"home": str(home.root), "created": made, "kept": kept, "next": steps})
         return
     click.echo(
         f"home ready at {home.root}: created {', '.join(made) or 'nothing'}"
         + (f"; kept existing {', '.join(kept)}" if kept else "")
     )
-    click.echo(f"next: agent run --home {directory}")
+    print_steps(steps)
+
+
+# A first task the embedded model can do (it names its tool), for a home with an empty queue.
+FIRST_TASK = "Run date -u and note the time"
+
+
+def next_steps(home: Home, directory: Path) -> list[str]:
+    """The commands that take a new home to its first cycle that does something, each as it works
+    when typed: a task first when nothing is queued (a cycle with nothing to do calls no model),
+    then the run, with a model named when none is configured and the embedded one is missing."""
+    from agent.models import resolve_model  # here: only init and fork print these
+
+    where = f"--home {shlex.quote(str(directory))}"
+    settings = load_settings(home.root)
+    state = read_state_file(home.active, home.root) or {}
+    steps = []
+    if settings.idle == "skip" and not (state.get("current_task") or state.get("pending_actions")):
+        steps.append(f"agent task add {where} {shlex.quote(FIRST_TASK)}")
+    try:
+        resolve_model(settings, home.root)
+    except UsageError as exc:
+        if settings.model:  # configured, but not usable yet (a key, a file): doctor says what
+            return [*steps, f"agent doctor {where}   # {one_line(str(exc).splitlines()[0])}"]
+        return [*steps, f"agent run {where} --model openai:gpt-4o-mini   # {NO_MODEL_HINT}"]
+    return [*steps, f"agent run {where}"]
+
+
+NO_MODEL_HINT = (
+    "with OPENAI_API_KEY set (or OPENAI_BASE_URL for a local server): no model is configured and the "
+    "embedded one is not installed (pip install 'scratchpad-agent[local]')"
+)
+
+
+def print_steps(steps: list[str]) -> None:
+    for n, step in enumerate(steps):
+        click.echo(f"{'then' if n else 'next'}: {step}")
 
 
 # ---------------------------------------------------------------------------------------- reset
@@ -214,7 +274,7 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
     Nothing is lost: the replaced state and every queued edit dropped with it are appended to
     logs/archive.jsonl (kinds replaced_state and dropped_edit) before active.yaml is replaced.
     """
-    home = existing_home(home_dir)
+    home = existing_folder(home_dir)  # reset makes a home of a folder (the README's set-up: a fresh clone)
     chosen = read_template(home.root, template)  # InvalidScratchpad (6) for a bad state, UsageError (2) config
     refuse_missing_sections(chosen, load_settings(home.root), home.config)
     source, state = chosen.path, chosen.state

@@ -90,7 +90,7 @@ class Loop:
         report.usage.add(completion.usage)
         limits.count_tokens(completion.usage.total_tokens)
         reply = self.secrets.redact_text(completion.shown)[:2000]  # redacted before the cut: no half key
-        self.log(f"iteration {n}: reply {reply!r} usage {completion.usage.as_dict()}")
+        self.log(f"iteration {n}: reply {reply!r} usage {completion.usage}")
         return completion
 
     def execute(self, completion: Completion) -> None:

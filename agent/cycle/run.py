@@ -88,7 +88,7 @@ def _run(cycle: Cycle) -> CycleReport:
             after_cycle(home, settings, report, secrets, log)  # 5
             log(
                 f"cycle {report.cycle_id} ended: {report.stop_reason} after {report.iterations} iterations, "
-                f"exit {report.exit_code}, tokens {report.usage.as_dict()}"
+                f"exit {report.exit_code}, {report.usage}"
             )
     cycle.progress("end", report=report)
     return report  # 6

@@ -31,6 +31,7 @@ from agent.common.tags import Tag
 from agent.cycle.dispatch import dispatch
 from agent.cycle.loop import Loop
 from agent.gates.base import Tools
+from agent.models import ModelError
 from agent.store.state_file import state_size_problem
 from agent.tools import ToolContext
 
@@ -75,7 +76,8 @@ def _failed(cycle: Cycle, woken: Woken, exc: BaseException, log: Log) -> tuple[d
     after = copy.deepcopy(woken.state)  # failed cycles count toward stalls
     state_rules.add_note(after, woken.report.fail(exc, cycle.secrets))
     log(f"cycle failed: {woken.report.error}")
-    log.block(traceback.format_exc())
+    if not isinstance(exc, ModelError):  # a bug's traceback; an HTTP error or a timeout is its line above
+        log.block(traceback.format_exc())
     return after, StopReason.ERROR
 
 

@@ -79,6 +79,12 @@ class Usage:
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    def __str__(self) -> str:
+        """For a log line: `1,200 prompt + 34 completion tokens (1,000 cached), 2 calls`."""
+        cached = f" ({self.cached_tokens:,} cached)" if self.cached_tokens else ""
+        calls = f", {self.calls} call{'' if self.calls == 1 else 's'}"
+        return f"{self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens{cached}{calls}"
+
     def as_dict(self) -> dict:
         return {
             "prompt_tokens": self.prompt_tokens,

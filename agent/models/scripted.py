@@ -12,7 +12,7 @@ from typing import Any, Iterable
 import yaml
 
 from agent.common.outcomes import UsageError
-from agent.common.safe_yaml import load_yaml
+from agent.common.safe_yaml import load_yaml, yaml_problem
 from agent.models.base import Completion, Log, ModelChoice, Request, ScriptEnded, Usage
 
 
@@ -35,7 +35,7 @@ def read_script(path: Path) -> list:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"scripted model file {path} cannot be read: {exc}") from None
     except yaml.YAMLError as exc:
-        raise UsageError(f"scripted model file {path} is not valid YAML: {exc}") from None
+        raise UsageError(f"scripted model file {path}: {yaml_problem(exc)}") from None
     if not isinstance(data, list):
         raise UsageError(f"scripted model file {path} must hold a YAML list of replies, got {type(data).__name__}")
     return data

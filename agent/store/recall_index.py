@@ -25,6 +25,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.common.plain import plain
 from agent.store.files import SECRET_FILE_MODE, _temporary_path
 from agent.store.home import Home
 from agent.store.tail import lines_forwards
@@ -78,9 +79,9 @@ def entry_text(record: dict) -> str:
     value = record.get("value")
     if isinstance(value, dict):
         task, summary = value.get("task"), value.get("summary")
-        rest = [f"{k}: {v}" for k, v in value.items() if k not in ("task", "summary")]
-        return " — ".join(str(part) for part in (task, summary, *rest) if part not in (None, ""))
-    return "" if value is None else str(value)
+        rest = [f"{k}: {plain(v)}" for k, v in value.items() if k not in ("task", "summary")]
+        return " — ".join(plain(part) for part in (task, summary, *rest) if part not in (None, ""))
+    return "" if value is None else plain(value)
 
 
 def _fingerprint(archive: Path, size: int) -> str:

@@ -7,12 +7,23 @@ import os
 import stat
 import subprocess
 
+import pytest
+
 from agent.config import Settings, field_docs, load_settings
 from agent.state import fresh_state
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import DONE_REPLIES, json_out, run_cycle
-from tests.helpers import REPO, read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active
+from tests.helpers import (
+    REPO,
+    read_yaml,
+    run_agent_process,
+    run_cli,
+    snapshots,
+    tree_digest,
+    write_active,
+    write_script,
+)
 
 # ----------------------------------------------------------------------------------------- init
 
@@ -102,6 +113,30 @@ def test_reset_unknown_template_exits_2_and_changes_nothing(home):
     result = run_cli("reset", "--home", str(home), "--template", "nope")
     assert result.exit_code == 2 and "no template named 'nope'" in result.stderr
     assert tree_digest(home) == digest
+
+
+def test_an_unknown_template_lists_only_templates_the_homes_own_among_them(home):
+    (home / "templates").mkdir()
+    (home / "templates" / "mine.yaml").write_text("current_task: mine\n")
+    (home / "templates" / "mine.config.yaml").write_text("max_iterations: 3\n")
+    result = run_cli("reset", "--home", str(home), "--template", "nope")
+    assert result.exit_code == 2
+    assert (
+        f"no template named 'nope' (templates: default, demo, mine, recursive; a home's own go in {home}/templates)"
+        in (result.stderr)
+    )
+
+
+@pytest.mark.parametrize("command", ["reset", "init"])
+def test_the_worked_examples_file_is_not_a_template(home, command):
+    write_active(home, {"notes": "keep me"})
+    digest = tree_digest(home)
+    args = ("reset", "--home", str(home)) if command == "reset" else ("init", str(home / "new"))
+    result = run_cli(*args, "--template", "examples")
+    assert result.exit_code == 2 and "no template named 'examples' (templates: default, demo, recursive;" in (
+        result.stderr
+    )
+    assert tree_digest(home) == digest and not (home / "new").exists()
 
 
 def test_reset_from_an_invalid_template_exits_6_and_changes_nothing(home):
@@ -348,7 +383,8 @@ def test_init_into_a_home_whose_config_lacks_the_templates_sections_exits_2_and_
     (home / "config.yaml").write_text("max_iterations: 5\n")
     result = run_cli("init", str(home), "--template", "recursive")
     assert result.exit_code == 2 and "template 'recursive' needs sections" in result.stderr
-    assert sorted(p.name for p in home.iterdir()) == ["config.yaml"]
+    assert sorted(p.name for p in home.iterdir()) == ["config.yaml", "scratchpad"]
+    assert not any((home / "scratchpad").iterdir())
 
 
 def test_a_config_part_is_not_a_template_of_its_own():
@@ -376,3 +412,59 @@ def test_the_recursive_templates_memory_when_full_fits_its_stated_size():
         else:
             state[spec.name] = "y" * spec.limit
     assert 14_000 < len(render(state, specs)) < 15_500
+
+
+# ------------------------------------------------------------------------- init's next steps
+
+
+def _steps(output: str) -> list[list[str]]:
+    """The commands init (or fork) says to run next, as argv lists without the leading `agent`."""
+    import shlex
+
+    steps = [line.split(": ", 1)[1] for line in output.splitlines() if line.startswith(("next: ", "then: "))]
+    return [shlex.split(step, comments=True)[1:] for step in steps]
+
+
+def test_inits_next_steps_are_commands_that_work_and_reach_a_cycle_that_calls_the_model(tmp_path, monkeypatch):
+    monkeypatch.delenv("AGENT_IDLE")  # as an operator has it: a cycle with nothing queued calls no model
+    monkeypatch.chdir(tmp_path)
+    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "noted the time"}}])
+    env = {"AGENT_MODEL": f"scripted:{script}"}
+    result = run_cli("init", "fresh", env=env)
+    steps = _steps(result.stdout)
+    assert steps == [["task", "add", "--home", "fresh", "Run date -u and note the time"], ["run", "--home", "fresh"]]
+    for step in steps:
+        assert run_cli(*step, env=env).exit_code == 0
+    record = json.loads((tmp_path / "fresh" / "logs" / "index.jsonl").read_text().splitlines()[-1])
+    assert record["stop_reason"] == "done" and record["iterations"] == 1  # the model was called: not idle
+
+
+def test_a_template_with_a_task_needs_only_the_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
+    result = run_cli("init", "demo", "--template", "demo", "--json", env={"AGENT_MODEL": f"scripted:{script}"})
+    assert json.loads(result.stdout)["next"] == ["agent run --home demo"]
+
+
+def test_with_no_model_anywhere_the_hint_names_one_and_works_once_an_endpoint_is_there(tmp_path, monkeypatch):
+    import agent.models.local.model
+    from tests.models.openai_server import OpenAIServer, Reply
+
+    monkeypatch.setattr(agent.models.local.model, "bundled_model_path", lambda: None)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("init", "my agent", "--template", "demo")
+    last = result.stdout.splitlines()[-1]
+    assert last.startswith("next: agent run --home 'my agent' --model openai:gpt-4o-mini   # with OPENAI_API_KEY set")
+    assert "the embedded one is not installed" in last
+    with OpenAIServer(default=Reply.chat({"tool": "done", "args": {"summary": "ok"}})) as server:
+        assert run_cli(*_steps(result.stdout)[-1], env={"OPENAI_BASE_URL": server.base_url}).exit_code == 0
+
+
+def test_a_configured_model_that_cannot_be_used_yet_points_at_doctor(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("init", "keyless", "--template", "demo", env={"AGENT_MODEL": "openai:gpt-4o"})
+    assert result.stdout.splitlines()[-1] == (
+        "next: agent doctor --home keyless   # the openai provider needs an API key: set the environment variable "
+        "OPENAI_API_KEY (a loopback base_url needs none)"
+    )
+    assert run_cli(*_steps(result.stdout)[-1], env={"AGENT_MODEL": "openai:gpt-4o"}).exit_code == 1  # it says what

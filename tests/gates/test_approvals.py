@@ -210,7 +210,7 @@ def test_answering_in_a_home_where_nothing_was_parked_exits_2_and_writes_nothing
     digest = tree_digest(home)
     result = run_cli("approve", "--home", str(home), "1")
     assert result.exit_code == 2 and "no parked call '1'" in result.stderr
-    assert tree_digest(home) == digest and not (home / "scratchpad").exists()
+    assert tree_digest(home) == digest and not (home / "logs").exists()
 
 
 def test_reset_denies_parked_and_approved_calls_and_drops_queued_edits_meant_for_the_old_memory(gated_home):

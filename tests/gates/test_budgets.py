@@ -314,3 +314,19 @@ def test_a_model_with_no_price_is_shown_unpriced_never_as_a_zero_cost(home, serv
     assert daily[1].split()[1:] == ["1", "1,100", "unpriced"]
     spent = json.loads(run_cli("status", "--home", str(home), "--json").stdout)["spending"]
     assert spent["today"]["unpriced_cycles"] == 1
+
+
+def test_a_spent_budget_is_named_on_the_terminal_and_in_json(home, server):
+    configure(home, TASK, **QUICK, daily_token_budget=500)
+    server.add(Reply.chat(echo("hi"), usage=usage(1000, 100)))
+    assert run(home, server)[0].exit_code == 10
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY}
+    shown = run_cli("run", "--home", str(home), "--model", MODEL, env=env)
+    assert shown.exit_code == 10
+    assert shown.stdout.splitlines()[-1] == (
+        f"  stopped: the daily token budget is spent: 1,100 of 500 tokens used in UTC day {index(home)[-1]['started'][:10]}"
+    )
+    result, report = run(home, server)
+    assert result.exit_code == 10 and report["error"] is None
+    assert report["stop_detail"].startswith("the daily token budget is spent: 1,100 of 500 tokens")
+    assert "stop_detail" not in index(home)[-1]  # the record keeps its fields

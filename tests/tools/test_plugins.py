@@ -142,7 +142,7 @@ def test_the_example_plugin_works_end_to_end_in_a_real_cycle_despite_a_broken_pl
     install_example_plugin(site)
     make_dist(site, "broken-import", *BROKEN["broken-import"])
     home = tmp_path / "home"
-    home.mkdir()
+    (home / "scratchpad").mkdir(parents=True)
     script = write_script(
         tmp_path,
         [

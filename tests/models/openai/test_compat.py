@@ -317,7 +317,8 @@ def test_500_forever_exits_4_with_the_state_as_read(home: Path, server: OpenAISe
     note = assert_saved_as_read_plus_note(home, report, "HTTP 500", "upstream exploded")
     assert "ModelUnavailable" in note
     assert "HTTP 500" in report["error"]
-    assert "Traceback" in cycle_log(home, report)
+    log = cycle_log(home, report)  # an ordinary HTTP error is its line, not a traceback
+    assert "cycle failed: ModelUnavailable: " in log and "HTTP 500" in log and "Traceback" not in log
     after = read_yaml(snapshots(home, "after")[-1])
     assert after["notes"] == read_yaml(home / "scratchpad" / "active.yaml")["notes"]
 
@@ -387,8 +388,8 @@ def test_usage_is_summed_over_the_cycle(home: Path, server: OpenAIServer) -> Non
     for key in ("started", "duration_s", "iterations", "stop_reason", "task_before", "task_after"):
         assert key in records[-1]
     log = cycle_log(home, report)
-    assert "'prompt_tokens': 120, 'completion_tokens': 12, 'cached_tokens': 96" in log  # per call
-    assert "'prompt_tokens': 360, 'completion_tokens': 36, 'cached_tokens': 96" in log  # per cycle
+    assert "usage 120 prompt + 12 completion tokens (96 cached), 1 call" in log  # per call
+    assert "exit 0, 360 prompt + 36 completion tokens (96 cached), 3 calls" in log  # the cycle
 
 
 def test_a_server_without_usage_counts_calls_only(home: Path, server: OpenAIServer) -> None:
