@@ -30,6 +30,7 @@ from agent.common.outcomes import InvalidScratchpad, StopReason
 from agent.common.tags import Tag
 from agent.config import Settings
 from agent.memory.inbox import apply_inbox
+from agent.memory.queue_edits import EditContext
 from agent.secrets import Secrets
 from agent.state import add_note
 from agent.store.home import Home
@@ -45,7 +46,7 @@ def wake(
     """Apply the inbox to `state` (read from active.yaml) and decide: (the state the cycle starts
     from, None) when it runs, or (that state, why it is idle) when no model is to be called.
     Sets the report's task_before."""
-    applied = apply_inbox(home, state)
+    applied = apply_inbox(home, state, _edit_context(home, settings, report), secrets)
     state = applied.state
     report.task_before = secrets.redact(state["current_task"])
     if settings.wake_when and not force:
@@ -72,6 +73,16 @@ def wake(
     elif not (force or applied.messages or applied.refused or _has_work(home, settings, state)):
         return state, NOTHING_TO_DO
     return journal.note_interrupted(home, settings, state, report), None
+
+
+def _edit_context(home: Home, settings: Settings, report: CycleReport) -> EditContext | None:
+    """What a queued memory edit needs: the sections and this cycle's stamp (None: no sections)."""
+    if not settings.sections:
+        return None
+    from agent.memory.section_archive import highest_ids
+    from agent.memory.sections import Stamp
+
+    return EditContext(settings.section_specs, Stamp.of(report.cycle_id), highest_ids(home))
 
 
 def wake_note(output: str, secrets: Secrets) -> str:

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent.common.outcomes import UsageError
 from agent.common.tags import Tag
-from agent.memory.queue_edits import apply_edit, describe
+from agent.memory.queue_edits import EditContext, apply_edit, describe
 from agent.state import add_note
 from agent.store.home import Home
 from agent.store.inbox import empty_inbox, has_queued, inbox_lock, queued_edits
@@ -49,18 +50,22 @@ def _applied_ids(state: dict) -> set[str]:
     return {i for i in ids if isinstance(i, str)} if isinstance(ids, list) else set()
 
 
-def apply_inbox(home: Home, state: dict) -> Applied:
+def apply_inbox(home: Home, state: dict, context: EditContext | None = None, secrets: Any = None) -> Applied:
     """Apply every queued edit to `state` (read from active.yaml under the home's lock), save the
-    result, empty the inbox. With nothing queued, nothing is written."""
+    result, empty the inbox. With nothing queued, nothing is written. A memory edit needs `context`
+    (the sections, the stamp); what memory edits move out of a section is archived (redacted by
+    `secrets`) before active.yaml is written."""
     result = Applied(without_marker(state))
     if not has_queued(home):
         return result
+    context = context or EditContext()
     with inbox_lock(home) as fd:
         already = _applied_ids(state)
         fresh = [r for r in queued_edits(home) if not (isinstance(r["id"], str) and r["id"] in already)]
         if fresh:
             for record in fresh:
-                _apply_one(result, record)
+                _apply_one(result, record, context)
+            archive_operator_leaving(home, context, secrets)
             write_state(
                 home.active, {**result.state, APPLIED_KEY: [r["id"] for r in fresh if isinstance(r["id"], str)]}
             )
@@ -68,16 +73,29 @@ def apply_inbox(home: Home, state: dict) -> Applied:
     return result
 
 
-def _apply_one(result: Applied, record: dict) -> None:
-    candidate = copy.deepcopy(result.state)
+def archive_operator_leaving(home: Home, context: EditContext, secrets: Any) -> None:
+    """Archive what the operator's memory edits moved out of a section (then forget it), before the
+    state that lost it is written."""
+    if context.leaving:
+        from agent.memory.section_archive import archive_leaving  # only a memory edit moves anything out
+        from agent.secrets import Secrets
+
+        stamp = context.stamp.cycle if context.stamp is not None else "operator"
+        archive_leaving(home, secrets or Secrets(), context.leaving, stamp)
+        context.leaving.clear()
+
+
+def _apply_one(result: Applied, record: dict, context: EditContext) -> None:
+    candidate, kept = copy.deepcopy(result.state), len(context.leaving)
     try:
         if not isinstance(record["id"], str):
             raise UsageError("the record's id is not text")
-        message = apply_edit(candidate, record)
+        message = apply_edit(candidate, record, context)
         too_large = state_size_problem(candidate)
         if too_large:
             raise UsageError(too_large)
     except UsageError as exc:
+        del context.leaving[kept:]  # the edit is not applied: nothing of it leaves
         note = Tag.INBOX.line(f"queued edit not applied: {describe(record)[:200]}: {exc}")
         add_note(result.state, note)
         result.refused.append(note)

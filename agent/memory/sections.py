@@ -653,6 +653,12 @@ def settle(state: dict, specs: Iterable[SectionSpec], stamp: Stamp, floor: Mappi
     return Change(new, tuple(leaving), tuple(notes))
 
 
+def raise_counters(state: dict, specs: Iterable[SectionSpec], floor: Mapping[str, int]) -> None:
+    """In place: each list section's counter past every id of its form in the state and `floor` (the
+    archive's highest ids), as at wake, before an operator's edit issues an id between two wakes."""
+    _raise_counters(state, tuple(specs), floor)
+
+
 def _raise_counters(state: dict, specs: tuple[SectionSpec, ...], floor: Mapping[str, int]) -> None:
     """Each list section's counter at least the highest id of its form in any list section (an entry
     moved by hand to another section keeps its id, and that id must never be issued again), and at
