@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from agent.common.outcomes import StopReason
+from agent.common.outcomes import StopReason, is_failure
 from agent.config import Settings
 from agent.store.files import atomic_write
 from agent.store.home import Home, read_index
@@ -35,11 +35,12 @@ def _label_value(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def consecutive(records: list[dict], stop_reason: str) -> int:
-    """How many of the newest records in a row ended with `stop_reason`."""
+def consecutive(records: list[dict], stop_reason: str | Callable[[Any], bool]) -> int:
+    """How many of the newest records in a row ended with `stop_reason` (or one it says yes to)."""
+    matches = stop_reason if callable(stop_reason) else (lambda reason: reason == stop_reason)
     count = 0
     for record in reversed(records):
-        if record.get("stop_reason") != stop_reason:
+        if not matches(record.get("stop_reason")):
             break
         count += 1
     return count
@@ -95,8 +96,8 @@ def metrics_text(home: str, record: dict, recent: list[dict]) -> str:
         ("last_cycle_duration_seconds", "Seconds the last cycle took.", [({}, record.get("duration_s"))]),
         (
             "consecutive_failures",
-            "Newest cycles in a row that failed (stop reason error).",
-            [({}, consecutive(recent, StopReason.ERROR.value))],
+            "Newest cycles in a row that failed (stop reason error, or a consolidation reverted).",
+            [({}, consecutive(recent, is_failure))],
         ),
         (
             "consecutive_stalls",

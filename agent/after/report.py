@@ -50,6 +50,8 @@ class CycleReport:
     stop_detail: str | None = None  # what the limit that stopped the loop said (redacted); `run --json`, not the record
     idle: str | None = None  # why no model was called (stop reason idle; agent/cycle/idle.py)
     calls: list[dict] = field(default_factory=list)  # calls with side effects: {call, tool, status} (journal.py)
+    violations: list[str] | None = None  # a reverted consolidation: why (the first few); in the record when set
+    surfaced: list[dict] | None = None  # a home with surface sections: what a person should know; when set
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
@@ -91,6 +93,9 @@ class CycleReport:
             "idle": self.idle,
             "calls": self.calls,
             "stop_detail": self.stop_detail,
+            # only where they apply: a home without sections keeps the record it always had
+            **({"violations": self.violations} if self.violations is not None else {}),
+            **({"surfaced": self.surfaced} if self.surfaced is not None else {}),
         }
 
     def index_record(self) -> dict:

@@ -12,6 +12,7 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 - setup.py                           `init`, `reset`, `tools`
 - steer.py                           `task` and `goal`
 - memory.py                          `memory`: the sections, shown and edited as the operator
+- consolidate.py                     `consolidate`: one consolidation of the sections
 - inspect.py, diffing.py, history.py, spending.py, waiting.py, archive_view.py
                                      `diff`, `history`, `show`, `status`, and what they compute
 - logs.py                            `logs`
@@ -46,6 +47,7 @@ COMMANDS = {
     "task": "agent.cli.steer:task",
     "goal": "agent.cli.steer:goal",
     "memory": "agent.cli.memory:memory",
+    "consolidate": "agent.cli.consolidate:consolidate",
     "prune": "agent.cli.maintain:prune",
     "doctor": "agent.cli.maintain:doctor",
     "logs": "agent.cli.logs:logs",

@@ -34,20 +34,40 @@ class StopReason(str, enum.Enum):
     BUDGET_EXHAUSTED = "budget_exhausted"
     ERROR = "error"
     IDLE = "idle"  # nothing to do, or wake_when said no: no model was called (agent/cycle/idle.py)
+    CONSOLIDATED = "consolidated"  # agent consolidate: the rewrite of the sections was accepted
+    CONSOLIDATION_REVERTED = "consolidation_reverted"  # agent consolidate: refused, active.yaml untouched
 
     @property
     def exit_code(self) -> ExitCode:
         return _EXIT_CODES.get(self, ExitCode.STOPPED)
 
+    @property
+    def is_failure(self) -> bool:
+        """Whether a cycle that ended so failed: what incidents, alerts and the failure counts count."""
+        return self in _FAILURES
+
 
 _EXIT_CODES = {
     StopReason.DONE: ExitCode.DONE,
     StopReason.IDLE: ExitCode.DONE,
+    StopReason.CONSOLIDATED: ExitCode.DONE,
     StopReason.ERROR: ExitCode.FAILED,
     StopReason.AWAITING_APPROVAL: ExitCode.AWAITING_APPROVAL,
     StopReason.STALLED: ExitCode.STALLED,
     StopReason.BUDGET_EXHAUSTED: ExitCode.BUDGET_EXHAUSTED,
 }
+
+
+# A failed cycle, and a consolidation the runtime had to revert (its model broke the invariant).
+_FAILURES = frozenset({StopReason.ERROR, StopReason.CONSOLIDATION_REVERTED})
+
+
+def is_failure(stop_reason: object) -> bool:
+    """`StopReason.is_failure` for a stop reason as a record holds it (text; anything else: no)."""
+    try:
+        return StopReason(stop_reason).is_failure
+    except ValueError:
+        return False
 
 
 class AgentError(Exception):

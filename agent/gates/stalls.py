@@ -28,6 +28,8 @@ NOT_COUNTED = {
     StopReason.AWAITING_APPROVAL.value,
     StopReason.BUDGET_EXHAUSTED.value,
     StopReason.IDLE.value,
+    StopReason.CONSOLIDATED.value,  # a consolidation is not a task's cycle: it neither counts nor ends a streak
+    StopReason.CONSOLIDATION_REVERTED.value,
 }  # idle: the model was not asked, so it did not fail to advance
 STREAK_READ_CAP = 1000  # index records read back at most: a longer streak is counted as this long
 

@@ -34,6 +34,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from agent.common.escape import escape_controls
 from agent.common.jsonschema import describe
 from agent.memory.sections import (
     MODEL,
@@ -104,21 +105,29 @@ def consolidatable(specs: Iterable[SectionSpec]) -> list[SectionSpec]:
     return [spec for spec in specs if spec.is_list and not spec.read_only]
 
 
-def consolidate_tool(specs: Iterable[SectionSpec]) -> Tool:
-    """The consolidation's only tool, its schema generated from the sections."""
-    kept = {
-        "type": "object",
-        "properties": {"id": {"type": "string"}},
-        "required": ["id"],
-        "additionalProperties": False,
-    }
+def _entries_schema(spec: SectionSpec, held: int) -> dict:
+    """What one section's new entries may be, with bounds of their own (a grammar built from it can
+    express the whole section: a model's step default of 8 items could not)."""
+    most = max(spec.limit, held)
+    an_id = {"type": "string", "maxLength": ID_BYTES}
+    kept = {"type": "object", "properties": {"id": an_id}, "required": ["id"], "additionalProperties": False}
     successor = {
         "type": "object",
-        "properties": {"text": {"type": "string"}, "cites": {"type": "array", "items": {"type": "string"}}},
+        "properties": {
+            "text": {"type": "string", "maxLength": spec.entry_chars},
+            "cites": {"type": "array", "items": an_id, "maxItems": most},
+        },
         "required": ["text", "cites"],
         "additionalProperties": False,
     }
-    entries = {"type": "array", "items": {"anyOf": [kept, successor]}}
+    return {"type": "array", "items": {"anyOf": [kept, successor]}, "maxItems": most}
+
+
+def consolidate_tool(specs: Iterable[SectionSpec], state: dict | None = None) -> Tool:
+    """The consolidation's only tool, its schema generated from the sections (and their sizes in
+    `state`: a section over its limit may be given back whole)."""
+    sections = consolidatable(specs)
+    held = {spec.name: len(entries_of(state or {}, spec)) for spec in sections}
     return Tool(
         name=TOOL_NAME,
         description=(
@@ -132,10 +141,14 @@ def consolidate_tool(specs: Iterable[SectionSpec]) -> Tool:
             "properties": {
                 "sections": {
                     "type": "object",
-                    "properties": {spec.name: entries for spec in consolidatable(specs)},
+                    "properties": {spec.name: _entries_schema(spec, held[spec.name]) for spec in sections},
                     "additionalProperties": False,
                 },
-                "archive": {"type": "array", "items": {"type": "string"}},
+                "archive": {
+                    "type": "array",
+                    "items": {"type": "string", "maxLength": ID_BYTES},
+                    "maxItems": max(1, sum(held.values())),
+                },
             },
             "required": ["sections"],
             "additionalProperties": False,
@@ -153,6 +166,61 @@ def reply_cap(state: dict, specs: Iterable[SectionSpec]) -> int:
         held = len(entries_of(state, spec))
         total += max(spec.limit, held) * (6 * spec.entry_chars + ID_BYTES) + held * ID_BYTES
     return total
+
+
+def reply_tokens(state: dict, specs: Iterable[SectionSpec]) -> int:
+    """The most tokens a consolidation's reply may need: every entry of every section it may rewrite
+    given back (a successor is no longer than its sources, so the texts held bound the texts sent),
+    at two characters a token and some for each entry's frame."""
+    total = 64
+    for spec in consolidatable(specs):
+        total += sum(len(str(e.get("text", ""))) // 2 + 16 for e in entries_of(state, spec))
+    return total
+
+
+CONSOLIDATE_RULES = """# Consolidate
+
+You are tidying a long-running agent's memory. Rewrite its list sections so that they say the same
+in fewer, better entries: merge entries that say the same or belong together, drop what is stale,
+keep what still holds. The runtime checks every rule below; if one fails, nothing changes at all.
+
+For each section you rewrite, give its new entries in order, each either {"id": ID} (kept as it is)
+or {"text": TEXT, "cites": [IDS]} (a new entry standing for the entries it cites). Put the ids of
+entries that leave without a successor in "archive". A section you do not name stays as it is.
+
+(a) Every id the section held ends in exactly one place: kept, cited by exactly one new entry, or
+    archived. Cite only ids of that section.
+(b) Shrink by at most the share shown: merging n entries into one counts n - 1.
+(c) A new entry adds no facts: it cites at least one id, is one line, is no longer than the entries
+    it cites together, and says something no other entry says.
+(d) An operator entry is kept as it is. An entry marked protected is kept or cited, never archived.
+(e) Do not touch anything else.
+
+Reply with one JSON object: {"tool": "consolidate", "args": {"sections": {...}, "archive": [...]}}.
+"""
+
+
+def consolidate_prompt(state: dict, specs: Iterable[SectionSpec], max_loss: float) -> str:
+    """What the consolidation is shown: each section it may rewrite, every entry with its id, its
+    strength and whose it is, and the most the section may lose."""
+    lines = []
+    for spec in consolidatable(specs):
+        entries = entries_of(state, spec)
+        if not entries:
+            continue
+        least = len(entries) - most_lost(len(entries), max_loss)
+        lines += [
+            f"## {spec.name} ({len(entries)} entries; keep at least {least}; at most {spec.limit})",
+            *([escape_controls(spec.description)] if spec.description else []),
+        ]
+        for entry in entries:
+            tags = [f"{entry.get('days', 1)} day(s)", *(["operator"] if entry.get("by") == OPERATOR else [])]
+            tags += ["protected"] if protected(entry) and entry.get("by") != OPERATOR else []
+            lines.append(
+                f"- {escape_controls(entry.get('id'))} [{', '.join(tags)}] {escape_controls(entry.get('text', ''))}"
+            )
+        lines.append("")
+    return "\n".join([*lines, "Consolidate now. Reply with one JSON action."]) + "\n"
 
 
 def parse_consolidation(reply: Any, state: dict, specs: Iterable[SectionSpec]) -> dict | Reverted:

@@ -32,9 +32,10 @@ class Request:
     task: str | None = None  # the current task; None when there is none
     previous: Outcome | None = None  # what the previous action of this cycle did (redacted); None before the first
     timeout: float | None = None  # seconds left in the cycle's time budget; None: no budget
-    purpose: str = "action"  # what the call is for, as the transcript records it: "action" or "reflect"
+    purpose: str = "action"  # what the call is for, as the transcript records it: "action", "reflect", "consolidate"
     examples: tuple = ()  # worked steps as (user turn, reply) pairs, for chat_messages (agent/cycle/examples.py)
     examples_text: str = ""  # the same examples as a section of system text, for a model sent no turns
+    max_output_tokens: int | None = None  # this call's own cap (a consolidation's reply); None: the setting's
 
     @classmethod
     def from_fields(cls, fields: dict) -> "Request":
