@@ -105,6 +105,11 @@ def metrics_text(home: str, record: dict, recent: list[dict]) -> str:
             [({}, consecutive(recent, StopReason.STALLED.value))],
         ),
         (
+            "surfaced_entries",
+            "Entries the agent wants a person to know (its surface: true sections); no series without such a section.",
+            [({}, (record.get("surfaced") or {}).get("count") if isinstance(record.get("surfaced"), dict) else None)],
+        ),
+        (
             "pending_approvals",
             "Tool calls parked until the operator approves or denies them.",
             [({}, pending_approvals(record))],

@@ -51,7 +51,7 @@ class CycleReport:
     idle: str | None = None  # why no model was called (stop reason idle; agent/cycle/idle.py)
     calls: list[dict] = field(default_factory=list)  # calls with side effects: {call, tool, status} (journal.py)
     violations: list[str] | None = None  # a reverted consolidation: why (the first few); in the record when set
-    surfaced: list[dict] | None = None  # a home with surface sections: what a person should know; when set
+    surfaced: dict | None = None  # with surface sections: {count, entries} a person should know (sections.py)
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1

@@ -254,6 +254,20 @@ def _current_task(home: Home) -> tuple[str | None, str | None]:
         return None, str(exc)
 
 
+def _surfaced(home: Home) -> list[dict] | None:
+    """What the agent wants a person to know: the entries of its `surface: true` sections in
+    active.yaml (None: the home has no such section, or its state or config cannot be read)."""
+    settings = home_settings(home.root)
+    if not any(spec.surface for spec in settings.section_specs):
+        return None
+    from agent.memory.sections import surfaced
+
+    try:
+        return surfaced(load_state(home), settings.section_specs)
+    except InvalidScratchpad:  # said under "task now"
+        return None
+
+
 def _last_cycle(last: dict) -> dict:
     """What status tells of the newest cycle; age_s counts from its end (None when it did not end)."""
     since_start = seconds_since(last.get("started"))
@@ -314,6 +328,9 @@ def status(home_dir: Path, as_json: bool) -> None:
         "config_error": config_problem,
         "shell_policy": _shell_policy(home.root),
     }
+    surfaced = _surfaced(home)
+    if surfaced is not None:  # a home with a surface: true section
+        data["surfaced"] = surfaced
     extras, extra_lines = status_extras(index_newest_first(home), totals, current_task, home.root)
     waiting, waiting_lines = approvals_status(home)
     data.update(extras, **waiting)
@@ -339,3 +356,7 @@ def status(home_dir: Path, as_json: bool) -> None:
         echo(f"shell:     {'WARNING: ' if shell['warning'] else ''}{shell['policy']} ({shell['why']})")
     for line in waiting_lines + extra_lines:
         echo(line)
+    for item in surfaced or []:  # the agent's SURFACE: one line each, escaped like every line
+        echo(
+            f"tell:      [{item['section']}{' ' + str(item['id']) if item.get('id') else ''}] {clip(item['text'], 200)}"
+        )

@@ -28,7 +28,7 @@ from agent.after.aftercare import after_cycle
 from agent.after.report import CycleReport
 from agent.after.transcript import Transcript
 from agent.common.outcomes import Interrupted, LimitReached, StopReason
-from agent.cycle.sleep import save
+from agent.cycle.sleep import save, tell
 from agent.gates.registry import check_gates, open_gates
 from agent.memory import consolidation
 from agent.memory.section_archive import archive_leaving, highest_ids
@@ -91,6 +91,7 @@ def consolidate_cycle(
             save(home, home.snapshot(report.cycle_id, "after"), after, report, secrets)
             if after is not state:  # accepted: what left is archived already
                 save(home, home.active, dict(after, last_updated=now_iso()), report, secrets)
+            tell(report, settings, secrets, after)
             report.duration_s = time.monotonic() - started
             after_cycle(home, settings, report, secrets, log)
             log(f"consolidation {report.cycle_id} ended: {report.stop_reason}, exit {report.exit_code}")

@@ -54,7 +54,16 @@ def sleep(
         log(f"archived {len(sections)} section item(s) to {home.archive.name}")
     save(home, home.snapshot(report.cycle_id, "after"), after, report, secrets)
     save(home, home.active, dict(after, last_updated=state_rules.now_iso()), report, secrets)
+    tell(report, settings, secrets, after)
     return after
+
+
+def tell(report: CycleReport, settings: Settings, secrets: Secrets, state: dict) -> None:
+    """Put what the `surface: true` sections of `state` hold in the cycle's record (redacted)."""
+    if settings.sections:
+        from agent.memory.sections import surfaced_summary
+
+        report.surfaced = secrets.redact(surfaced_summary(state, settings.section_specs))
 
 
 def _archive(home: Home, secrets: Secrets, log: Log, moved: list[memory.Archived], report: CycleReport) -> None:

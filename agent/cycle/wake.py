@@ -28,6 +28,7 @@ import agent.cycle.interrupts as interrupts
 import agent.cycle.prompt as prompt
 from agent.after.report import CycleReport
 from agent.common.outcomes import Held
+from agent.cycle.sleep import tell
 from agent.gates.registry import check_gates, open_gates
 from agent.store.crash import Sweep, clean_after_crash
 from agent.store.ids import new_cycle_id
@@ -108,6 +109,7 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
         cycle_id = new_cycle_id(home, now)  # noted in logs/cycles.json
         report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), model.name)
         before, why_idle = idle.wake(home, settings, state, report, cycle.force, secrets)
+        tell(report, settings, secrets, before)  # an idle cycle's record says it too
         gates = None if why_idle else open_gates(home, settings, secrets, model, cycle_id, now)
         yield Woken(before, report, swept, gates, why_idle or _held(gates, before), signals)
 

@@ -814,6 +814,28 @@ def surfaced(state: dict, specs: Iterable[SectionSpec]) -> list[dict]:
     return found
 
 
+# What a cycle's record carries of the surfaced entries at most (all of them are counted).
+SURFACED_IN_RECORD, SURFACED_CHARS = 20, 300
+
+
+def surfaced_summary(state: dict, specs: Iterable[SectionSpec]) -> dict | None:
+    """What a cycle's record (the index, the hook's stdin, the metrics) says of `surfaced`: how many,
+    and the first SURFACED_IN_RECORD, each text clipped to SURFACED_CHARS. None when no section is
+    `surface: true` (the record then stays as it always was)."""
+    specs = tuple(specs)
+    if not any(spec.surface for spec in specs):
+        return None
+    found = surfaced(state, specs)
+    shown = [
+        {
+            **item,
+            "text": item["text"] if len(item["text"]) <= SURFACED_CHARS else item["text"][: SURFACED_CHARS - 1] + "…",
+        }
+        for item in found[:SURFACED_IN_RECORD]
+    ]
+    return {"count": len(found), "entries": shown}
+
+
 # ------------------------------------------------------------------------------ the reflect step
 
 # Seed 000's second phase, for a home with sections: the observer of the cycle, not its worker.

@@ -14,7 +14,7 @@ import pytest
 from agent.common.outcomes import ExitCode
 from tests.cli.helpers import done, run_cycle
 from tests.helpers import read_active, run_cli, snapshots, tree_digest, wait_for
-from tests.memory.homes import archived_sections, entry, known, notes, texts, with_sections
+from tests.memory.homes import SECTIONS, archived_sections, entry, known, notes, texts, with_sections
 from tests.models.openai_server import OpenAIServer, Reply
 
 STATE = {
@@ -206,3 +206,54 @@ def test_a_queued_edit_that_no_longer_fits_becomes_an_inbox_note(home):
         for n in notes(home)
     )
     assert [r["id"] for r in archived_sections(home)] == ["known-1"]
+
+
+# ------------------------------------------------------------------------------------ surface
+
+
+TELL = [entry("tell-1", "The backup disk is 95% full"), entry("tell-2", "Renew the TLS certificate \x1b[31mby Friday")]
+
+
+def test_surfaced_entries_are_in_status_the_hooks_record_and_the_metrics(home):
+    from tests.after.test_metrics import samples
+
+    hook = home / "hook.py"
+    hook.write_text("import sys, pathlib\npathlib.Path(sys.argv[1]).write_text(sys.stdin.read())\n")
+    received = home / "received.json"
+    state = {**STATE, "tell": TELL, "section_ids": {"known": 2, "tell": 2}}
+    with_sections(home, state, metrics_file="agent.prom", on_cycle_end=[sys.executable, str(hook), str(received)])
+    assert (
+        run_cycle(home, [{"tool": "update_scratchpad", "args": {"tell": "REMOVE: tell-1"}}, done("ok")]).exit_code == 0
+    )
+    record = json.loads(received.read_text())
+    assert record["surfaced"] == {
+        "count": 1,
+        "entries": [{"section": "tell", "id": "tell-2", "text": "Renew the TLS certificate \x1b[31mby Friday"}],
+    }
+    assert samples((home / "agent.prom").read_text())[("agent_surfaced_entries", ())] == 1
+    status = run_cli("status", "--home", str(home))
+    assert "tell:      [tell tell-2] Renew the TLS certificate \\x1b[31mby Friday" in status.stdout
+    assert "\x1b[31m" not in status.stdout
+    data = json.loads(run_cli("status", "--home", str(home), "--json").stdout)
+    assert data["surfaced"] == [
+        {"section": "tell", "id": "tell-2", "text": "Renew the TLS certificate \x1b[31mby Friday"}
+    ]
+
+
+def test_an_idle_cycles_record_says_what_is_surfaced_too(home, monkeypatch):
+    from tests.after.test_metrics import samples
+
+    monkeypatch.delenv("AGENT_IDLE")
+    with_sections(home, {**STATE, "current_task": None, "tell": TELL}, metrics_file="agent.prom")
+    result = run_cycle(home, [], "--json")
+    assert json.loads(result.stdout.splitlines()[-1])["stop_reason"] == "idle"
+    assert samples((home / "agent.prom").read_text())[("agent_surfaced_entries", ())] == 2
+
+
+def test_without_a_surface_section_nothing_is_added_to_the_record_or_the_status(home):
+    sections = {k: v for k, v in SECTIONS.items() if k != "tell"}
+    with_sections(home, STATE, sections=sections, metrics_file="agent.prom")
+    result = run_cycle(home, [done("ok")], "--json")
+    assert "surfaced" not in json.loads(result.stdout.splitlines()[-1])
+    assert "agent_surfaced_entries" not in (home / "agent.prom").read_text()
+    assert "surfaced" not in json.loads(run_cli("status", "--home", str(home), "--json").stdout)
