@@ -227,7 +227,7 @@ class SectionSpec:
             rule = (
                 f"List of at most {self.limit} entries, each one line of at most {self.entry_chars} characters. "
                 '"APPEND: <text>" adds an entry (restating one already there confirms it); '
-                '"REMOVE: <id>" removes one.'
+                '"REMOVE: <id>" removes one (recall finds it again by its id).'
             )
         else:
             rule = (

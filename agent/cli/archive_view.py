@@ -30,6 +30,68 @@ def archived_counts(home: Home) -> dict[str, int]:
     return counts
 
 
+# ------------------------------------------------------------------------ memory sections
+
+SECTION_KINDS = ("section_entry", "section_text")
+
+
+class SectionArchive:
+    """What left the memory sections, by section (in the order they first left), each section's
+    records in the order they left; without what a cycle that did not save left: an entry
+    active.yaml still holds, an entry a later record of its id supersedes, a text the section
+    still holds. One pass finds what to show (a position per archived id: memory grows with
+    the ids archived, never with their texts); each section is then read in one more pass."""
+
+    def __init__(self, home: Home, state: dict):
+        self.home = home
+        last: dict[tuple[str, str], int] = {}  # (section, id) -> the position of its last record
+        self.shown: dict[str, set[int]] = {}  # section -> the positions to show (first-seen order)
+        for position, record in enumerate(self._records()):
+            section = record.get("section")
+            if not isinstance(section, str) or _still_held(record, state):
+                continue
+            positions = self.shown.setdefault(section, set())
+            if isinstance(record.get("id"), str):
+                positions.discard(last.get((section, record["id"])))  # superseded by this one
+                last[(section, record["id"])] = position
+            positions.add(position)
+        self.count = sum(len(positions) for positions in self.shown.values())
+
+    def _records(self) -> Iterator[dict]:
+        return (r for r in records_forwards(self.home.archive, "kind") if r.get("kind") in SECTION_KINDS)
+
+    def records(self) -> Iterator[dict]:
+        """The records to show, by section; streamed."""
+        for positions in self.shown.values():
+            yield from (r for n, r in enumerate(self._records()) if n in positions)
+
+    def lines(self) -> Iterator[str]:
+        current = None
+        for record in self.records():
+            record = escape_tree(record)  # text the model wrote, about to be printed
+            if record["section"] != current:
+                current = record["section"]
+                yield f"  {current}:"
+            yield "    " + _section_line(record)
+
+
+def _still_held(record: dict, state: dict) -> bool:
+    """Whether active.yaml still holds what the record says left (a cycle that did not save wrote it)."""
+    held = state.get(record["section"])
+    value = record.get("value")
+    if isinstance(record.get("id"), str):
+        return isinstance(held, list) and any(isinstance(e, dict) and e.get("id") == record["id"] for e in held)
+    return isinstance(held, str) and isinstance(value, str) and bool(value) and value in held
+
+
+def _section_line(record: dict) -> str:
+    value = record.get("value")
+    text = value.get("text") if isinstance(value, dict) else value
+    head = record.get("id") or "(text)"
+    replaced = f" -> {record['replaced_by']}" if record.get("replaced_by") else ""
+    return f"{head} [{record.get('reason')}, cycle {record.get('cycle_id', '?')}] {plain(text)}{replaced}"
+
+
 def task_lines(home: Home) -> Iterator[str]:
     for record in archived(home, TASK):
         record = escape_tree(record)  # text the model wrote, about to be printed

@@ -13,7 +13,16 @@ from typing import Any, Iterator
 
 import click
 
-from agent.cli.archive_view import NOTE, TASK, archived, archived_counts, json_pieces, note_lines, task_lines
+from agent.cli.archive_view import (
+    NOTE,
+    TASK,
+    SectionArchive,
+    archived,
+    archived_counts,
+    json_pieces,
+    note_lines,
+    task_lines,
+)
 from agent.cli.common import (
     age,
     clip,
@@ -159,7 +168,10 @@ def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
 @click.command()
 @home_option
 @click.option(
-    "--all", "show_all", is_flag=True, help="Also show completed tasks and notes archived to logs/archive.jsonl."
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also show completed tasks, notes and memory section entries archived to logs/archive.jsonl.",
 )
 @json_option
 @reports_errors
@@ -181,6 +193,9 @@ def _echo_state_json(home: Home, state: dict, show_all: bool) -> None:
         if show_all
         else {}
     )
+    sections = SectionArchive(home, state) if show_all else None
+    if sections is not None and sections.count:  # what left the memory sections, when anything did
+        lists["archived_from_sections"] = sections.records
     for piece in json_pieces(head, lists):  # streamed: the archive is never all in memory
         click.echo(escape_json(piece))
 
@@ -196,6 +211,7 @@ def _or_none(lines: list[str]) -> list[str]:
 def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
     """The state for a person, line by line; with show_all, the archive streamed in its place."""
     counts = archived_counts(home) if show_all else {}
+    sections = SectionArchive(home, state) if show_all else None  # before the state is escaped for printing
     notes = [escape_controls(line) for line in state["notes"].split("\n")] if state["notes"] else []
     state = escape_tree(state)  # text the model wrote, about to be printed: each field on one line
     yield f"{_bold('current task:')} {state['current_task'] or '(none)'}"
@@ -214,6 +230,9 @@ def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
     if show_all and counts[NOTE]:
         yield _bold(f"archived notes ({counts[NOTE]} entries, logs/archive.jsonl):")
         yield from note_lines(home)
+    if sections is not None and sections.count:
+        yield _bold(f"archived from memory sections ({sections.count}, logs/archive.jsonl):")
+        yield from sections.lines()
     yield _bold(f"notes ({len(notes)} lines):")
     yield from _or_none([f"  {line}" for line in notes])
     for key in (k for k in state if k not in FIELDS):

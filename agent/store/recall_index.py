@@ -30,7 +30,7 @@ from agent.store.files import SECRET_FILE_MODE, _temporary_path
 from agent.store.home import Home
 from agent.store.tail import lines_forwards
 
-INDEX_VERSION = 1  # PRAGMA user_version: an index written by another version is rebuilt
+INDEX_VERSION = 2  # PRAGMA user_version: an index written by another version is rebuilt (2: sections)
 FINGERPRINT_BYTES = 4096
 BATCH_BYTES = 4 * 1024 * 1024  # archive bytes indexed per transaction
 MAX_QUERY_CHARS = 2000
@@ -43,7 +43,8 @@ _SCHEMA = """
 CREATE TABLE progress (archive_bytes INTEGER NOT NULL, fingerprint TEXT NOT NULL);
 INSERT INTO progress VALUES (0, '');
 CREATE VIRTUAL TABLE entries USING fts5(
-    text, kind UNINDEXED, cycle_id UNINDEXED, tokenize = 'porter unicode61 remove_diacritics 2'
+    text, kind UNINDEXED, cycle_id UNINDEXED, section UNINDEXED, entry_id UNINDEXED,
+    tokenize = 'porter unicode61 remove_diacritics 2'
 );
 """
 
@@ -53,30 +54,44 @@ class Match:
     """One archived item that matched: a note line or a completed task."""
 
     cycle_id: str
-    kind: str  # "note" | "completed_task", as in the archive
+    kind: str  # "note" | "completed_task" | "section_entry" | "section_text" ..., as in the archive
     text: str
+    section: str | None = None  # what left a memory section: which one
+    entry_id: str | None = None  # and, for a list's entry, its id
 
 
 def index_path(home: Home) -> Path:
     return home.recall_index
 
 
+_ENTRY_ID = re.compile(r"\b[a-z][a-z0-9_]{0,31}-[0-9]{1,18}\b")  # a section entry's id: known-12
+
+
 def fts_query(text: str) -> str | None:
-    """An FTS5 MATCH expression for untrusted text: its first words, each quoted, OR-ed; None if none."""
+    """An FTS5 MATCH expression for untrusted text: an entry id it names as a phrase (`known-12`:
+    "known 12", the two words side by side, so the entry ranks first), then its first words, each
+    quoted, OR-ed; None if none."""
+    text = text[:MAX_QUERY_CHARS]
+    phrases = [" ".join(_WORD.findall(found)) for found in _ENTRY_ID.findall(text.lower())][:MAX_QUERY_WORDS]
     words: list[str] = []
-    for word in _WORD.findall(text[:MAX_QUERY_CHARS]):
+    for word in _WORD.findall(text):
         word = word[:MAX_WORD_CHARS].lower()
         if word not in words:
             words.append(word)
         if len(words) == MAX_QUERY_WORDS:
             break
     # No word holds a double quote, so each "word" is a plain string to FTS5, never syntax.
-    return " OR ".join(f'"{word}"' for word in words) or None
+    return " OR ".join([*(f'"{phrase}"' for phrase in dict.fromkeys(phrases)), *(f'"{w}"' for w in words)]) or None
 
 
 def entry_text(record: dict) -> str:
-    """The searchable text of one archive record: a note line, or a completed task and its summary."""
+    """The searchable text of one archive record: a note line, a completed task and its summary, or
+    what left a memory section (`known known-3: text`, and what replaced it)."""
     value = record.get("value")
+    if isinstance(record.get("section"), str):
+        text = value.get("text") if isinstance(value, dict) else value
+        replaced = f" (replaced by {record['replaced_by']})" if isinstance(record.get("replaced_by"), str) else ""
+        return f"{record['section']} {record.get('id') or 'text'}: {'' if text is None else text}{replaced}"
     if isinstance(value, dict):
         task, summary = value.get("task"), value.get("summary")
         rest = [f"{k}: {plain(v)}" for k, v in value.items() if k not in ("task", "summary")]
@@ -100,7 +115,7 @@ def _catch_up(db: sqlite3.Connection, archive: Path) -> bool:
         return False
     if size == indexed:
         return True
-    rows: list[tuple[str, str, str]] = []
+    rows: list[tuple] = []
     batch_start = indexed
     # streamed, a batch per transaction: memory stays bounded however large the archive (a first
     # build reads years of it); a torn last line (a crash mid-append) waits for the next time
@@ -110,7 +125,16 @@ def _catch_up(db: sqlite3.Connection, archive: Path) -> bool:
             if isinstance(record, dict) and isinstance(record.get("kind"), str):
                 text = entry_text(record)
                 if text.strip():
-                    rows.append((text, record["kind"], str(record.get("cycle_id", "?"))))
+                    section, entry_id = (record.get(key) for key in ("section", "id"))
+                    rows.append(
+                        (
+                            text,
+                            record["kind"],
+                            str(record.get("cycle_id", "?")),
+                            section if isinstance(section, str) else None,
+                            entry_id if isinstance(entry_id, str) else None,
+                        )
+                    )
         indexed = end
         if indexed - batch_start >= BATCH_BYTES:
             _commit(db, archive, rows, indexed)
@@ -120,9 +144,9 @@ def _catch_up(db: sqlite3.Connection, archive: Path) -> bool:
     return True
 
 
-def _commit(db: sqlite3.Connection, archive: Path, rows: list[tuple[str, str, str]], indexed: int) -> None:
+def _commit(db: sqlite3.Connection, archive: Path, rows: list[tuple], indexed: int) -> None:
     with db:  # one transaction: the rows and the new offset together, or neither
-        db.executemany("INSERT INTO entries (text, kind, cycle_id) VALUES (?, ?, ?)", rows)
+        db.executemany("INSERT INTO entries (text, kind, cycle_id, section, entry_id) VALUES (?, ?, ?, ?, ?)", rows)
         db.execute(
             "UPDATE progress SET archive_bytes = ?, fingerprint = ?",
             (indexed, _fingerprint(archive, indexed) if indexed else ""),
@@ -175,7 +199,8 @@ def search(home: Home, query: str, limit: int) -> list[Match]:
     db = open_index(home)
     try:
         rows = db.execute(
-            "SELECT cycle_id, kind, text FROM entries WHERE entries MATCH ? ORDER BY rank, rowid DESC LIMIT ?",
+            "SELECT cycle_id, kind, text, section, entry_id FROM entries WHERE entries MATCH ? "
+            "ORDER BY rank, rowid DESC LIMIT ?",
             (expression, limit),
         ).fetchall()
     finally:
