@@ -32,6 +32,8 @@ from agent.setting_checks import MOST_SECONDS as MOST_SECONDS  # the --wait flag
 from agent.state import taken_keys
 from agent.store.home import Home
 
+INHERIT = "inherit"  # a fallback's api_key_env that sends the primary's key to its own base_url
+NOBODY = 65534  # the id `sandbox_uid` may never be
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
 
 
@@ -398,8 +400,10 @@ class Settings:
 
     @property
     def secret_names(self) -> set[str]:
-        """Environment variables whose values are secrets: redacted everywhere, hidden from tools."""
-        return {self.api_key_env, "OPENAI_API_KEY", *self.secret_env}
+        """Environment variables whose values are secrets: redacted everywhere, hidden from tools. Every
+        model's key variable is one, fallbacks' included."""
+        fallback_keys = {e.get("api_key_env") for e in self.fallback_models if isinstance(e, dict)}
+        return {self.api_key_env, "OPENAI_API_KEY", *self.secret_env, *(fallback_keys - {None, INHERIT})}
 
     def replace(self, **changes: Any) -> "Settings":
         changes = {k: v for k, v in changes.items() if v is not None}
