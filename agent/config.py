@@ -365,6 +365,19 @@ class Settings:
         unit="bytes",
         default=32768,
     )
+    sandbox_uid: int = _doc(
+        "When the agent runs as root: the unprivileged user id (and group id) its sandboxes run as "
+        "and the workspace belongs to, so nothing a command makes is root's. It needs no account; "
+        "give it to nothing else (never 65534, which nobody shares), one per home.",
+        minimum=1,
+        maximum=2**32 - 2,
+        default=65533,
+    )
+    checks_unsandboxed: bool = _doc(
+        "Where no sandbox can start, run acceptance checks on the host, as the operator, instead of "
+        "refusing them (a check may run the model's code: doctor and every cycle log warn).",
+        default=False,
+    )
 
     sections: dict[str, dict[str, Any]] = _doc(
         "The operator's own parts of the scratchpad, each a top-level key of active.yaml: name -> {kind: text "
@@ -483,6 +496,11 @@ def check_tool_settings(settings: Settings) -> None:
             ipaddress.ip_network(cidr, strict=False)
         except ValueError:
             raise UsageError(f"setting 'http_allow_networks': {cidr!r} is not a network like 127.0.0.0/8") from None
+    if settings.sandbox_uid == NOBODY:
+        raise UsageError(
+            f"setting 'sandbox_uid' must not be {NOBODY} (nobody's, shared by every service that runs as nobody); "
+            f"pick an id no account or service uses, e.g. 65533"
+        )
     for control in ("update_scratchpad", "done"):
         if control in settings.tools_disabled:
             raise UsageError(f"setting 'tools_disabled': '{control}' cannot be disabled; every cycle needs it")

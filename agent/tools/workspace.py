@@ -2,19 +2,31 @@
 
 `confined_path` is the gate every path from the model goes through (file tools, `list_dir`,
 the shell's operands, plugins); `protection` is the one rule saying which paths are refused
-even inside the workspace. `ensure_workspace` creates the folder (`agent init`, each cycle).
+even inside the workspace.
+
+What the workspace may carry out of the sandbox is kept small by construction:
+- `ensure_workspace` (`agent init`, each cycle's start) creates the folder and keeps it and the
+  home at 0700, so no other local user can reach what the model made; as root the workspace
+  belongs to `sandbox_uid` (sandbox_identity.py), as does everything the file tools write;
+- `settle_workspace` (each cycle's end) removes any setuid, setgid or world-write bit that got
+  there another way than the sandbox (whose seccomp filter refuses them), makes every folder
+  readable by its owner again (an unreadable one holds the quota at "over" until then), and as
+  root gives whatever is not the sandbox's to it; `privileged_entries` finds them for doctor.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import stat
 from pathlib import Path
 
+from agent.common.escape import escape_controls
 from agent.config import Settings
 from agent.store.home import Home
 from agent.tools.base import ToolContext, ToolError
+from agent.tools.sandbox_identity import hand_over, outer_ids
 
 # The runtime's own files and the templates `agent reset` installs, at the top of the home.
 RUNTIME_NAMES = frozenset(path.name for path in (*Home(Path()).runtime_files, *Home(Path()).operator_files))
@@ -159,11 +171,117 @@ def workspace_root(ctx: ToolContext) -> Path:
 
 
 def ensure_workspace(home: Path, settings: Settings) -> Path | None:
-    """Create the workspace folder if it is missing; its path, or None when it cannot be one
-    (a file or a symlink out of the home stands there: the tools then say why to the model)."""
+    """Create the workspace folder if it is missing and keep it and the home private (module
+    docstring); its path, or None when it cannot be one (a file or a symlink out of the home stands
+    there: the tools then say why to the model)."""
     folder = home / settings.workspace
     with contextlib.suppress(OSError):
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
     resolved, root = folder.resolve(), home.resolve()
     usable = resolved.is_dir() and resolved.is_relative_to(root) and not protection(root, resolved, resolved)
-    return resolved if usable else None
+    _narrow(root)
+    if not usable:
+        return None
+    if resolved != root:
+        keep_for_sandbox(resolved, settings)
+    return resolved
+
+
+PRIVATE_MODE = 0o700
+PRIVILEGE_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH  # what nothing in the workspace may carry
+NAMES_SHOWN = 3
+
+
+def _narrow(folder: Path) -> None:
+    """`folder` at 0700 (when this user may change it)."""
+    with contextlib.suppress(OSError):
+        if stat.S_IMODE(folder.stat().st_mode) != PRIVATE_MODE:
+            folder.chmod(PRIVATE_MODE)
+
+
+def keep_for_sandbox(workspace: Path, settings: Settings) -> None:
+    """The workspace folder itself at 0700 and, as root, the sandbox's (a stat when it already is)."""
+    _narrow(workspace)
+    ids = outer_ids(settings.sandbox_uid)
+    with contextlib.suppress(OSError):
+        info = workspace.lstat()
+        if ids is not None and (info.st_uid, info.st_gid) != ids:
+            hand_over(workspace, settings.sandbox_uid)
+
+
+def make_folders(ctx: ToolContext, folder: Path) -> int:
+    """Create `folder` and its missing parents inside the workspace, each one the sandbox's; how many were made."""
+    missing = []
+    while not folder.exists() and folder != ctx.home:
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        made.mkdir(exist_ok=True)
+        hand_over(made, ctx.settings.sandbox_uid)
+    return len(missing)
+
+
+def settle_workspace(home: Path, settings: Settings) -> str | None:
+    """At a cycle's end (module docstring): strip privilege bits, reopen folders to their owner and,
+    as root, give everything to the sandbox's id. One line saying what was stripped, or None."""
+    root = (home / settings.workspace).resolve()
+    if root == home.resolve() or not root.is_dir() or root.is_symlink():
+        return None
+    ids = outer_ids(settings.sandbox_uid)
+    stripped: list[str] = []
+    stack = [str(root)]
+    while stack:
+        folder = stack.pop()
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if _settle_entry(entry, ids):
+                        stripped.append(os.path.relpath(entry.path, root))
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+    if not stripped:
+        return None
+    names = ", ".join(stripped[:NAMES_SHOWN]) + (
+        f" and {len(stripped) - NAMES_SHOWN} more" if len(stripped) > NAMES_SHOWN else ""
+    )
+    return escape_controls(
+        f"workspace: removed setuid, setgid or world-write bits from {len(stripped)} entries ({names})"
+    )
+
+
+def _settle_entry(entry: os.DirEntry, ids: tuple[int, int] | None) -> bool:
+    """Put one entry right (never following a link); True when it carried a privilege bit."""
+    info = entry.stat(follow_symlinks=False)
+    if ids is not None and (info.st_uid, info.st_gid) != ids:
+        os.chown(entry.path, *ids, follow_symlinks=False)
+    if stat.S_ISLNK(info.st_mode):
+        return False
+    mode = stat.S_IMODE(info.st_mode)
+    wanted = mode & ~PRIVILEGE_BITS | (stat.S_IRWXU if stat.S_ISDIR(info.st_mode) else 0)
+    if wanted != mode:
+        os.chmod(entry.path, wanted)  # not a link, and nothing else runs in the workspace now
+    return bool(mode & PRIVILEGE_BITS)
+
+
+def privileged_entries(workspace: Path, limit: int) -> tuple[list[str], list[str]]:
+    """(entries carrying a setuid, setgid or world-write bit; folders this user cannot read), each
+    relative to `workspace`, looking at `limit` entries at most (doctor's read-only look)."""
+    carrying, unreadable = [], []
+    stack, seen = [str(workspace)], 0
+    while stack and seen < limit:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as found:
+                entries = list(itertools.islice(found, limit))
+        except OSError:
+            unreadable.append(os.path.relpath(folder, workspace))
+            continue
+        for entry in entries:
+            seen += 1
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if not stat.S_ISLNK(info.st_mode) and info.st_mode & PRIVILEGE_BITS:
+                    carrying.append(os.path.relpath(entry.path, workspace))
+                if stat.S_ISDIR(info.st_mode):
+                    stack.append(entry.path)
+    return carrying, unreadable

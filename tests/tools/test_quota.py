@@ -68,26 +68,31 @@ def _ctx(tmp_path: Path, **settings):
 
 
 def test_the_problem_names_the_setting_it_is_over(tmp_path: Path):
-    ctx = _ctx(tmp_path, workspace_max_files=3, workspace_max_bytes=100_000)
+    settings = dict(workspace_max_files=3, workspace_max_bytes=100_000)
     for n in range(3):
+        (tmp_path / "workspace").mkdir(exist_ok=True)
         (tmp_path / "workspace" / f"f{n}").write_bytes(b"x" * 4096)
+    ctx = _ctx(tmp_path, **settings)
     assert quota_problem(ctx) is None
     assert quota_problem(ctx, new_files=1) == (
         "the workspace holds 3 (+1) files and folders, over workspace_max_files (3)"
     )
     (tmp_path / "workspace" / "f3").write_text("one too many")
-    assert quota_problem(ctx) == "the workspace holds 4+ files and folders, over workspace_max_files (3)"
+    assert quota_problem(_ctx(tmp_path, **settings)) == (
+        "the workspace holds 4+ files and folders, over workspace_max_files (3)"
+    )
     (tmp_path / "workspace" / "f3").unlink()
+    ctx = _ctx(tmp_path, **settings)
     assert quota_problem(ctx, adding=100_000).startswith("the workspace would take ")
     assert quota_problem(ctx, adding=100_000).endswith("bytes, over workspace_max_bytes (100000)")
 
 
 def test_refuse_if_over_is_a_tool_error_saying_what_to_do(tmp_path: Path):
-    ctx = _ctx(tmp_path, workspace_max_bytes=8192)
+    (tmp_path / "workspace").mkdir()
     (tmp_path / "workspace" / "big").write_bytes(b"x" * 20_000)
     with pytest.raises(
         ToolError, match=r"the workspace takes \d+ bytes, over workspace_max_bytes \(8192\); writes are refused"
     ):
-        refuse_if_over(ctx)
+        refuse_if_over(_ctx(tmp_path, workspace_max_bytes=8192))
     (tmp_path / "workspace" / "big").unlink()
-    refuse_if_over(ctx, adding=10)  # under: no error
+    refuse_if_over(_ctx(tmp_path, workspace_max_bytes=8192), adding=10)  # under: no error
