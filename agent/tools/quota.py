@@ -1,8 +1,9 @@
 """The workspace quota: `workspace_max_bytes` and `workspace_max_files`.
 
 Counting, off the critical path:
-- The walk (`workspace_usage`) is iterative (an explicit stack, never recursion), never follows a
-  symlink, and stops one entry past `workspace_max_files`: its cost is bounded by the setting.
+- The walk (`workspace_usage`, through workspace.py's `WorkspaceWalk`: one descriptor at a time,
+  whatever the depth or the length of the paths) never follows a symlink, and stops one entry
+  past `workspace_max_files`: its cost is bounded by the setting.
   Bytes are disk use (allocated blocks), so a sparse file costs what it really takes. It never
   skips what it cannot read: a folder it cannot open or an entry it cannot stat makes the
   workspace over quota until its modes are put right (each cycle's end does: workspace.py).
@@ -25,13 +26,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent.config import Settings
 from agent.tools.base import ToolContext, ToolError
+from agent.tools.workspace import WorkspaceWalk
 
 WATCH_SECONDS = 0.05  # how often a running command's disk use is read
 
@@ -46,31 +47,16 @@ class Usage:
 
 def workspace_usage(root: Path, max_files: int) -> Usage:
     """Bytes and entries (files, folders, links; the root not counted) under `root`."""
+    walk = WorkspaceWalk(root, max_files + 1)
     total, count = 0, 0
-    stack = [str(root)]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = os.scandir(folder)
-        except FileNotFoundError:
-            continue  # removed while the walk ran (or no workspace yet): nothing there to count
-        except OSError:
-            return Usage(total, count, True, os.path.relpath(folder, root))
-        with entries:
-            for entry in entries:
-                count += 1
-                try:
-                    info = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                except OSError:
-                    return Usage(total, count, True, os.path.relpath(entry.path, root))
-                total += info.st_blocks * 512
-                if stat.S_ISDIR(info.st_mode):
-                    stack.append(entry.path)
-                if count > max_files:
-                    return Usage(total, count, False)
-    return Usage(total, count, True)
+    for found in walk:
+        if walk.unreadable:
+            break
+        count += 1
+        total += found.info.st_blocks * 512
+        if count > max_files:
+            return Usage(total, count, False)
+    return Usage(total, count, True, walk.unreadable[0] if walk.unreadable else "")
 
 
 def usage_problem(usage: Usage, settings: Settings, adding: int = 0, new_files: int = 0) -> str | None:

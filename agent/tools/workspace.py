@@ -20,6 +20,8 @@ import contextlib
 import itertools
 import os
 import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent.common.escape import escape_controls
@@ -228,17 +230,7 @@ def settle_workspace(home: Path, settings: Settings) -> str | None:
     if root == home.resolve() or not root.is_dir() or root.is_symlink():
         return None
     ids = outer_ids(settings.sandbox_uid)
-    stripped: list[str] = []
-    stack = [str(root)]
-    while stack:
-        folder = stack.pop()
-        with contextlib.suppress(OSError), os.scandir(folder) as entries:
-            for entry in entries:
-                with contextlib.suppress(OSError):
-                    if _settle_entry(entry, ids):
-                        stripped.append(os.path.relpath(entry.path, root))
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
+    stripped = [found.path for found in WorkspaceWalk(root) if _settle(found, ids)]
     if not stripped:
         return None
     names = ", ".join(stripped[:NAMES_SHOWN]) + (
@@ -249,39 +241,125 @@ def settle_workspace(home: Path, settings: Settings) -> str | None:
     )
 
 
-def _settle_entry(entry: os.DirEntry, ids: tuple[int, int] | None) -> bool:
-    """Put one entry right (never following a link); True when it carried a privilege bit."""
-    info = entry.stat(follow_symlinks=False)
-    if ids is not None and (info.st_uid, info.st_gid) != ids:
-        os.chown(entry.path, *ids, follow_symlinks=False)
-    if stat.S_ISLNK(info.st_mode):
-        return False
-    mode = stat.S_IMODE(info.st_mode)
-    wanted = mode & ~PRIVILEGE_BITS | (stat.S_IRWXU if stat.S_ISDIR(info.st_mode) else 0)
-    if wanted != mode:
-        os.chmod(entry.path, wanted)  # not a link, and nothing else runs in the workspace now
-    return bool(mode & PRIVILEGE_BITS)
+def _settle(found: Found, ids: tuple[int, int] | None) -> bool:
+    """Put one entry right before the walk enters it (never following a link); True when it
+    carried a privilege bit. Nothing else runs in the workspace while a cycle ends."""
+    info, fd, name = found.info, found.folder_fd, found.name
+    with contextlib.suppress(OSError):
+        if ids is not None and (info.st_uid, info.st_gid) != ids:
+            os.chown(name, *ids, dir_fd=fd, follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            return False
+        mode = stat.S_IMODE(info.st_mode)
+        wanted = mode & ~PRIVILEGE_BITS | (stat.S_IRWXU if stat.S_ISDIR(info.st_mode) else 0)
+        if wanted != mode:
+            os.chmod(name, wanted, dir_fd=fd)  # not a link (just looked)
+        return bool(mode & PRIVILEGE_BITS)
+    return False
 
 
 def privileged_entries(workspace: Path, limit: int) -> tuple[list[str], list[str]]:
-    """(entries carrying a setuid, setgid or world-write bit; folders this user cannot read), each
+    """(entries carrying a setuid, setgid or world-write bit; what this user cannot read), each
     relative to `workspace`, looking at `limit` entries at most (doctor's read-only look)."""
-    carrying, unreadable = [], []
-    stack, seen = [str(workspace)], 0
-    while stack and seen < limit:
-        folder = stack.pop()
+    walk = WorkspaceWalk(workspace, limit)
+    carrying = [
+        found.path
+        for found in itertools.islice(walk, limit)
+        if not stat.S_ISLNK(found.info.st_mode) and found.info.st_mode & PRIVILEGE_BITS
+    ]
+    return carrying, walk.unreadable
+
+
+# ----------------------------------------------------------------------------------- the walk
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+SHOWN_PATH_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Found:
+    """An entry met by a WorkspaceWalk: `name` inside the open folder `folder_fd`, its lstat."""
+
+    folder_fd: int
+    name: str
+    info: os.stat_result
+    parts: tuple[str, ...]
+
+    @property
+    def path(self) -> str:
+        """Its path relative to the workspace (clipped: a path may be longer than any shown)."""
+        return clipped_path(self.parts)
+
+
+def clipped_path(parts: tuple[str, ...] | list[str]) -> str:
+    path = "/".join(parts) or "."
+    return path if len(path) <= SHOWN_PATH_CHARS else f"...{path[-SHOWN_PATH_CHARS:]}"
+
+
+class WorkspaceWalk:
+    """Every entry below `root`, in pre-order, never following a link, through one open folder at
+    a time: it goes down by descriptor and back up by `..`, so neither a folder 10,000 deep nor a
+    path past PATH_MAX stops it, and it holds one descriptor whatever the depth (the model's
+    commands have all ended whenever it runs). A folder is entered after its entry is yielded, so
+    the caller may change its modes first. What cannot be listed or looked at is noted in
+    `unreadable` (relative paths), never silently passed over. `limit` bounds one folder's listing."""
+
+    def __init__(self, root: Path, limit: int = 10_000_000):
+        self.root, self.limit = root, limit
+        self.unreadable: list[str] = []
+
+    def __iter__(self) -> Iterator[Found]:
         try:
-            with os.scandir(folder) as found:
-                entries = list(itertools.islice(found, limit))
+            fd = os.open(self.root, _DIR_FLAGS)
+        except FileNotFoundError:
+            return
         except OSError:
-            unreadable.append(os.path.relpath(folder, workspace))
-            continue
-        for entry in entries:
-            seen += 1
-            with contextlib.suppress(OSError):
-                info = entry.stat(follow_symlinks=False)
-                if not stat.S_ISLNK(info.st_mode) and info.st_mode & PRIVILEGE_BITS:
-                    carrying.append(os.path.relpath(entry.path, workspace))
+            self.unreadable.append(".")
+            return
+        parts: list[str] = []
+        levels = [self._names(fd, parts)]
+        try:
+            while levels:
+                name = next(levels[-1], None)
+                if name is None:
+                    levels.pop()
+                    if levels:  # back to the parent
+                        fd = self._move(os.open("..", _DIR_FLAGS, dir_fd=fd), fd)
+                        parts.pop()
+                    continue
+                try:
+                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                except OSError:
+                    self.unreadable.append(clipped_path((*parts, name)))
+                    continue
+                yield Found(fd, name, info, (*parts, name))
                 if stat.S_ISDIR(info.st_mode):
-                    stack.append(entry.path)
-    return carrying, unreadable
+                    child = self._open(fd, name, parts)
+                    if child is not None:
+                        fd = self._move(child, fd)
+                        parts.append(name)
+                        levels.append(self._names(fd, parts))
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _move(to: int, fd: int) -> int:
+        os.close(fd)
+        return to
+
+    def _open(self, fd: int, name: str, parts: list[str]) -> int | None:
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            self.unreadable.append(clipped_path((*parts, name)))
+            return None
+
+    def _names(self, fd: int, parts: list[str]) -> Iterator[str]:
+        try:
+            with os.scandir(fd) as entries:
+                return iter([entry.name for entry in itertools.islice(entries, self.limit)])
+        except OSError:
+            self.unreadable.append(clipped_path(parts))
+            return iter(())
