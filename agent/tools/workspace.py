@@ -202,13 +202,16 @@ def _narrow(folder: Path) -> None:
 
 
 def keep_for_sandbox(workspace: Path, settings: Settings) -> None:
-    """The workspace folder itself at 0700 and, as root, the sandbox's (a stat when it already is)."""
+    """The workspace folder itself at 0700 and, as root, the sandbox's (a stat when it already is).
+    A folder that was not (a home made before, a replay's copy) is settled whole at once, so the
+    sandbox can change what is already in it."""
     _narrow(workspace)
     ids = outer_ids(settings.sandbox_uid)
     with contextlib.suppress(OSError):
         info = workspace.lstat()
         if ids is not None and (info.st_uid, info.st_gid) != ids:
             hand_over(workspace, settings.sandbox_uid)
+            _settle_tree(workspace, ids)
 
 
 def make_folders(ctx: ToolContext, folder: Path) -> int:
@@ -229,8 +232,7 @@ def settle_workspace(home: Path, settings: Settings) -> str | None:
     root = (home / settings.workspace).resolve()
     if root == home.resolve() or not root.is_dir() or root.is_symlink():
         return None
-    ids = outer_ids(settings.sandbox_uid)
-    stripped = [found.path for found in WorkspaceWalk(root) if _settle(found, ids)]
+    stripped = _settle_tree(root, outer_ids(settings.sandbox_uid))
     if not stripped:
         return None
     names = ", ".join(stripped[:NAMES_SHOWN]) + (
@@ -239,6 +241,11 @@ def settle_workspace(home: Path, settings: Settings) -> str | None:
     return escape_controls(
         f"workspace: removed setuid, setgid or world-write bits from {len(stripped)} entries ({names})"
     )
+
+
+def _settle_tree(root: Path, ids: tuple[int, int] | None) -> list[str]:
+    """Settle every entry below `root`; the paths that carried a privilege bit."""
+    return [found.path for found in WorkspaceWalk(root) if _settle(found, ids)]
 
 
 def _settle(found: Found, ids: tuple[int, int] | None) -> bool:

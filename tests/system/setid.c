@@ -1,8 +1,11 @@
 /* Tries to make a set-user-ID, set-group-ID file named "made" with one system call, called
  * directly (no C library wrapper can choose another call), and says how it went:
  *     setid CALL  ->  "CALL: result R errno E mode M" (M: the file's permission bits, or "none")
- * CALL is one of the names in main(); a call this architecture lacks prints "CALL: absent".
- * Built by tests/system/test_boundary_setuid.py and run in the sandbox. */
+ * CALL is one of the names in attempt(); a call this architecture lacks prints "CALL: absent".
+ * On x86_64, `i386-chmod` and `x32-chmod` make the call through the other ABIs (int 0x80, and the
+ * x32 bit): the filter knows only the native one, so the process must be killed (SIGSYS).
+ * Built by tests/system/test_boundary_setuid.py (with -no-pie: int 0x80 takes 32-bit pointers)
+ * and run in the sandbox. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +33,17 @@ static long tmpfile_linked(long fd) { /* an O_TMPFILE file becomes "made" */
     return linkat(AT_FDCWD, path, AT_FDCWD, "made", AT_SYMLINK_FOLLOW);
 }
 
+#if defined(__x86_64__)
+static const char made_name[] = "made"; /* below 4 GiB in a program built with -no-pie */
+
+static long int80(long nr, const char *path, long mode) {
+    long ret;
+    __asm__ volatile("int $0x80" : "=a"(ret) : "a"(nr), "b"((long)path), "c"(mode) : "memory");
+    if (ret < 0) { errno = -ret; return -1; }
+    return ret;
+}
+#endif
+
 static long attempt(const char *call) {
     struct open_how_v0 how = {O_CREAT | O_WRONLY, MODE, 0};
     if (!strcmp(call, "fchmod")) { plain(); int fd = open("made", O_RDONLY); return syscall(SYS_fchmod, fd, MODE); }
@@ -40,6 +54,10 @@ static long attempt(const char *call) {
         return tmpfile_linked(syscall(SYS_openat, AT_FDCWD, ".", O_TMPFILE | O_WRONLY, MODE));
     if (!strcmp(call, "openat2")) return syscall(SYS_OPENAT2, AT_FDCWD, "made", &how, sizeof how);
     if (!strcmp(call, "mknodat")) return syscall(SYS_mknodat, AT_FDCWD, "made", S_IFREG | MODE, 0);
+#if defined(__x86_64__)
+    if (!strcmp(call, "i386-chmod")) { plain(); return int80(15, made_name, MODE); }
+    if (!strcmp(call, "x32-chmod")) { plain(); return syscall(0x40000000 | SYS_chmod, "made", MODE); }
+#endif
 #ifdef SYS_chmod
     if (!strcmp(call, "chmod")) { plain(); return syscall(SYS_chmod, "made", MODE); }
     if (!strcmp(call, "open")) return syscall(SYS_open, "made", O_CREAT | O_WRONLY, MODE);
