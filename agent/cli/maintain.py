@@ -361,11 +361,13 @@ def _workspace_check(home: Home, settings) -> Check:
     """What the workspace could carry out of the sandbox: privilege bits, folders the quota cannot
     count, a home or workspace others can enter, and as root an owner other than sandbox_uid."""
     from agent.tools.sandbox_identity import outer_ids
-    from agent.tools.workspace import privileged_entries
+    from agent.tools.workspace import privileged_entries, usable_workspace
 
-    workspace = (home.root / settings.workspace).resolve()
-    if not workspace.is_dir():
-        return Check("workspace", True, f"{workspace} does not exist yet: the next cycle makes it")
+    workspace = usable_workspace(home.root, settings)
+    if workspace is None:
+        return Check(
+            "workspace", True, f"{home.root / settings.workspace} is not a folder yet: the next cycle makes it"
+        )
     problems = [
         f"{p} is mode {stat.S_IMODE(p.stat().st_mode):04o}, not 0700"
         for p in (home.root, workspace)

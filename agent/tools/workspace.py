@@ -176,17 +176,21 @@ def ensure_workspace(home: Path, settings: Settings) -> Path | None:
     """Create the workspace folder if it is missing and keep it and the home private (module
     docstring); its path, or None when it cannot be one (a file or a symlink out of the home stands
     there: the tools then say why to the model)."""
-    folder = home / settings.workspace
     with contextlib.suppress(OSError):
-        folder.mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
-    resolved, root = folder.resolve(), home.resolve()
-    usable = resolved.is_dir() and resolved.is_relative_to(root) and not protection(root, resolved, resolved)
-    _narrow(root)
-    if not usable:
-        return None
-    if resolved != root:
+        (home / settings.workspace).mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
+    _narrow(home.resolve())
+    resolved = usable_workspace(home, settings)
+    if resolved is not None and resolved != home.resolve():
         keep_for_sandbox(resolved, settings)
     return resolved
+
+
+def usable_workspace(home: Path, settings: Settings) -> Path | None:
+    """The workspace folder, resolved, when it is one the tools may use: a folder inside the home
+    that the protection rule does not refuse; else None."""
+    resolved, root = (home / settings.workspace).resolve(), home.resolve()
+    usable = resolved.is_dir() and resolved.is_relative_to(root) and not protection(root, resolved, resolved)
+    return resolved if usable else None
 
 
 PRIVATE_MODE = 0o700
@@ -229,8 +233,8 @@ def make_folders(ctx: ToolContext, folder: Path) -> int:
 def settle_workspace(home: Path, settings: Settings) -> str | None:
     """At a cycle's end (module docstring): strip privilege bits, reopen folders to their owner and,
     as root, give everything to the sandbox's id. One line saying what was stripped, or None."""
-    root = (home / settings.workspace).resolve()
-    if root == home.resolve() or not root.is_dir() or root.is_symlink():
+    root = usable_workspace(home, settings)
+    if root is None or root == home.resolve():
         return None
     stripped = _settle_tree(root, outer_ids(settings.sandbox_uid))
     if not stripped:

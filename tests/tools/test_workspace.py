@@ -128,3 +128,30 @@ def test_a_file_standing_where_the_workspace_goes_is_no_workspace_and_is_kept(fh
     (fhome / "work").write_text("the operator's file")
     assert ensure_workspace(fhome, ctx_for(fhome, workspace="work").settings) is None
     assert (fhome / "work").read_text() == "the operator's file"
+
+
+def test_the_cycle_end_settles_only_a_workspace_inside_the_home(tmp_path):
+    """A workspace setting that resolves out of the home (a link someone made) is never walked,
+    stripped or handed over: settling changes nothing outside the home."""
+    import os
+    import stat
+
+    from agent.config import Settings
+    from agent.tools.workspace import settle_workspace
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "tool").write_text("x")
+    os.chmod(outside / "tool", 0o4755)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "workspace").symlink_to(outside)
+    assert settle_workspace(home, Settings()) is None
+    assert stat.S_IMODE((outside / "tool").stat().st_mode) == 0o4755
+    assert (outside / "tool").stat().st_uid == os.geteuid()
+    (home / "workspace").unlink()
+    (home / "workspace").mkdir()
+    (home / "workspace" / "tool").write_text("x")
+    os.chmod(home / "workspace" / "tool", 0o4755)
+    assert settle_workspace(home, Settings()).startswith("workspace: removed setuid, setgid or world-write bits")
+    assert stat.S_IMODE((home / "workspace" / "tool").stat().st_mode) == 0o755
