@@ -304,7 +304,7 @@ class Settings:
     )
     sandbox_max_memory: int = _doc(
         "Bytes of memory one sandboxed command may use in all (a memory cgroup where one "
-        "can be made, else per process as RLIMIT_AS); also the size of its private /tmp.",
+        "can be made, else per process as RLIMIT_AS); also the size of its private /tmp and /dev/shm each.",
         above=0,
         unit="bytes",
         default=1024**3,
@@ -316,8 +316,8 @@ class Settings:
         "Largest file a sandboxed command may write (RLIMIT_FSIZE).", above=0, unit="bytes", default=256 * 1024**2
     )
     workspace_max_bytes: int = _doc(
-        "Disk space the workspace may take; checked during and after every command and "
-        "on every file tool's write. Past it, writes are refused.",
+        "Disk space the workspace may take; watched while a command runs, counted after it "
+        "and on every file tool's write. Past it, writes are refused.",
         above=0,
         unit="bytes",
         default=1024**3,
