@@ -33,6 +33,18 @@ REPO = Path(__file__).resolve().parent.parent
 ORDINARY = "agent-boundary"  # the ordinary user these tests make when they run as root (kept: made once per machine)
 SYSTEM_PYTHON = "/usr/bin/python3"
 DISTRIBUTIONS = ("scratchpad-agent", "mcp")  # and everything they need
+# Runs argv[2:] as its child and writes the child's peak memory (KiB) to argv[1]; exits as it did.
+LAUNCHER = """\
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as report:
+    report.write(str(usage.ru_maxrss))
+code = os.waitstatus_to_exitcode(status)
+sys.exit(code if code >= 0 else 128 - code)
+"""
 
 
 @dataclass
@@ -88,13 +100,16 @@ class AgentUser:
         return self.run([*wrap, *self.command(*args)], env, timeout)
 
     def measured(self, *args: str, env: dict | None = None, wrap: tuple[str, ...] = ()) -> tuple[int, int, str]:
-        """(exit code, the most memory it ever held in KiB, its output): `agent ARGS` as this user."""
+        """(exit code, the most memory it ever held in KiB, its output): `agent ARGS` as this user.
+        A small launcher starts it and reads its rusage: a child forked straight from this (large)
+        test process would count the test's pages as its own peak."""
+        report = self.folder("measured") / "maxrss"
+        argv = [self.python, "-c", LAUNCHER, str(report), *wrap, *self.command(*args)]
         with tempfile.TemporaryFile() as output:
-            proc = self.popen([*wrap, *self.command(*args)], env, stdout=output, stderr=subprocess.STDOUT)
-            _, status, usage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
+            proc = self.popen(argv, env, stdout=output, stderr=subprocess.STDOUT)
+            proc.wait()
             output.seek(0)
-            return proc.returncode, usage.ru_maxrss, output.read().decode(errors="replace")
+            return proc.returncode, int(report.read_text()), output.read().decode(errors="replace")
 
     def script(self, home: Path, replies: list) -> Path:
         """A scripted model's replies, beside `home`."""

@@ -274,35 +274,50 @@ PROBE_CHECKS = 2  # bumped whenever the probe checks more: a remembered answer t
 def probe(settings: Settings) -> Probe:
     """Run one real command in a sandbox around an empty folder: does it start, see only what it
     should, leave only unprivileged files of the right owner, and are its process limits enforceable?"""
-    import subprocess
     import tempfile
 
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     ids = outer_ids(settings.sandbox_uid)
-    with tempfile.TemporaryDirectory(prefix="agent-sandbox-probe.") as folder, Sandbox(Path(folder), settings) as box:
-        if ids is not None:
-            os.chown(folder, *ids)
-        try:
-            proc = box.start(PROBE_COMMAND)
-        except SandboxUnavailable as exc:
-            return Probe(False, str(exc), now)
-        try:
-            output, _ = proc.communicate(timeout=PROBE_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-            return Probe(False, f"bwrap did not answer in {PROBE_TIMEOUT:g}s", now)
-        text = output.decode(errors="replace").strip()
-        if proc.returncode != 0 or text.split() != ["sandbox-ok", str(INSIDE_UID)]:
-            first = " ".join(text.split())[:300] or f"exit {proc.returncode}"
-            return Probe(False, f"bwrap cannot make the sandbox here: {first}", now)
-        made = Path(folder, "probe").stat()
     owner = ids[0] if ids else os.geteuid()
+    with tempfile.TemporaryDirectory(prefix="agent-sandbox-probe.") as folder, Sandbox(Path(folder), settings) as box:
+        try:
+            if ids is not None:
+                os.chown(folder, *ids)
+            try:
+                failed = _run_probe(box, now)
+            finally:  # the folder back to this user: cleaning it up then needs no capability but ownership
+                os.chown(folder, os.geteuid(), os.getegid())
+            made = failed or Path(folder, "probe").stat()
+        except OSError as exc:
+            return Probe(False, f"the probe's folder could not be used: {exc.strerror or exc}", now)
+    if isinstance(made, Probe):
+        return made
     if made.st_uid != owner:
         return Probe(False, f"a file the sandbox made belongs to user {made.st_uid}, not {owner}", now)
     bounds = "a pids cgroup" if box.cgroup.bounds_processes else "RLIMIT_NPROC"
     as_user = f"user {owner}" + (" (sandbox_uid)" if ids else "")
     return Probe(True, f"bubblewrap works here (as {as_user}; processes bounded by {bounds})", now)
+
+
+def _run_probe(box: Sandbox, now: str) -> Probe | None:
+    """PROBE_COMMAND in `box`: None when it said what it should, else the failed Probe."""
+    import subprocess
+
+    try:
+        proc = box.start(PROBE_COMMAND)
+    except SandboxUnavailable as exc:
+        return Probe(False, str(exc), now)
+    try:
+        output, _ = proc.communicate(timeout=PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+        return Probe(False, f"bwrap did not answer in {PROBE_TIMEOUT:g}s", now)
+    text = output.decode(errors="replace").strip()
+    if proc.returncode != 0 or text.split() != ["sandbox-ok", str(INSIDE_UID)]:
+        first = " ".join(text.split())[:300] or f"exit {proc.returncode}"
+        return Probe(False, f"bwrap cannot make the sandbox here: {first}", now)
+    return None
 
 
 def _identity(settings: Settings) -> dict:
