@@ -89,7 +89,10 @@ def test_checks_unsandboxed_is_the_only_way_a_check_runs_on_the_host_and_it_is_f
     (check,) = [c for c in doctor if c["check"] == "checks"]
     assert check["warning"] and "checks_unsandboxed is on" in check["detail"]
     # on the host it ran as the operator (who opted in); in the sandbox it could not reach the home
-    assert bool(_planted(home, tag)) == (sandbox == "unavailable")
+    planted = _planted(home, tag)
+    for path in planted:
+        Path(path).unlink()
+    assert bool(planted) == (sandbox == "unavailable")
 
 
 def _inbox_recipe() -> list[str]:
