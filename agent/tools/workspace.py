@@ -302,6 +302,10 @@ class Found:
         return clipped_path(self.parts)
 
 
+def _identity(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino
+
+
 def clipped_path(parts: tuple[str, ...] | list[str]) -> str:
     path = "/".join(parts) or "."
     return path if len(path) <= SHOWN_PATH_CHARS else f"...{path[-SHOWN_PATH_CHARS:]}"
@@ -310,9 +314,10 @@ def clipped_path(parts: tuple[str, ...] | list[str]) -> str:
 class WorkspaceWalk:
     """Every entry below `root`, in pre-order, never following a link, through one open folder at
     a time: it goes down by descriptor and back up by `..`, so neither a folder 10,000 deep nor a
-    path past PATH_MAX stops it, and it holds one descriptor whatever the depth (the model's
-    commands have all ended whenever it runs). A folder is entered after its entry is yielded, so
-    the caller may change its modes first. What cannot be listed or looked at is noted in
+    path past PATH_MAX stops it, and it holds one descriptor whatever the depth. Where `..` is not
+    the folder it came down from (a command moved it while the quota's watch walked), the walk
+    stops and says so in `unreadable`: counted as over, never escaping the workspace. A folder
+    is entered after its entry is yielded, so the caller may change its modes first. What cannot be listed or looked at is noted in
     `unreadable` (relative paths), never silently passed over. `limit` bounds one folder's listing."""
 
     def __init__(self, root: Path, limit: int = 10_000_000):
@@ -329,34 +334,53 @@ class WorkspaceWalk:
             return
         parts: list[str] = []
         levels = [self._names(fd, parts)]
+        ancestors = [_identity(os.fstat(fd))]  # to check that `..` leads back where the walk came from
         try:
             while levels:
                 name = next(levels[-1], None)
-                if name is None:
+                if name is None:  # this folder is done: back to its parent
                     levels.pop()
-                    if levels:  # back to the parent
-                        fd = self._move(os.open("..", _DIR_FLAGS, dir_fd=fd), fd)
-                        parts.pop()
+                    ancestors.pop()
+                    if levels and (fd := self._climb(fd, parts, ancestors[-1])) < 0:
+                        return
                     continue
-                try:
-                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                except OSError:
-                    self.unreadable.append(clipped_path((*parts, name)))
+                info = self._look(fd, name, parts)
+                if info is None:
                     continue
                 yield Found(fd, name, info, (*parts, name))
-                if stat.S_ISDIR(info.st_mode):
-                    child = self._open(fd, name, parts)
-                    if child is not None:
-                        fd = self._move(child, fd)
-                        parts.append(name)
-                        levels.append(self._names(fd, parts))
+                child = self._open(fd, name, parts) if stat.S_ISDIR(info.st_mode) else None
+                if child is not None:
+                    fd = self._move(child, fd)
+                    parts.append(name)
+                    levels.append(self._names(fd, parts))
+                    ancestors.append(_identity(os.fstat(fd)))
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
+
+    def _climb(self, fd: int, parts: list[str], expected: tuple[int, int]) -> int:
+        """The parent's descriptor in place of `fd`; -1 (fd closed) when it is not the folder the
+        walk came down from."""
+        fd = self._move(os.open("..", _DIR_FLAGS, dir_fd=fd), fd)
+        parts.pop()
+        if _identity(os.fstat(fd)) == expected:
+            return fd
+        os.close(fd)
+        self.unreadable.append(f"{clipped_path(parts)} (moved while it was walked)")
+        return -1
+
+    def _look(self, fd: int, name: str, parts: list[str]) -> os.stat_result | None:
+        try:
+            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            self.unreadable.append(clipped_path((*parts, name)))
+            return None
 
     @staticmethod
     def _move(to: int, fd: int) -> int:
+        """Hold `to` instead of `fd`."""
         os.close(fd)
         return to
 

@@ -249,6 +249,7 @@ def test_a_fork_bomb_a_memory_hog_and_a_disk_filler_are_stopped_and_the_cycle_go
             "workspace_max_bytes": 20_000_000,
             "workspace_max_files": 500,
             "shell_timeout": 60,
+            "note_result_chars": 2000,  # 64 interleaved tracebacks may open with a dozen "Traceback" lines
         },
     )
     replies = [
