@@ -96,9 +96,10 @@ def test_checks_unsandboxed_is_the_only_way_a_check_runs_on_the_host_and_it_is_f
 
 
 def _inbox_recipe() -> list[str]:
-    """docs/operations.md's wake_when recipe that looks into the workspace."""
-    (line,) = [ln for ln in OPERATIONS.read_text().splitlines() if re.match(r"wake_when: \[.*workspace/", ln)]
-    return yaml.safe_load(line)["wake_when"]
+    """docs/operations.md's wake_when recipe that looks into the workspace (it may span lines)."""
+    recipes = re.findall(r"^wake_when: \[.*?'\]$", OPERATIONS.read_text(), flags=re.M | re.S)
+    (found,) = [recipe for recipe in recipes if "workspace/" in recipe]
+    return yaml.safe_load(found)["wake_when"]
 
 
 @pytest.mark.parametrize(
