@@ -325,3 +325,15 @@ def test_prune_listing_passes_through_a_temporary_file_and_stays_whole(four_cycl
     assert [totals[k][0] for k in totals] == [scan_disk(Home.at(four_cycles))[k][0] for k in totals]
     again = json_out(run_cli("prune", "--keep", "1", "--json", "--home", str(four_cycles)))
     assert again == {"removed_cycles": [], "kept_cycles": 1, "files": [], "bytes": 0, "dry_run": False, "deleted": []}
+
+
+def test_doctor_says_how_to_get_the_sandbox_for_the_reason_it_is_missing(tmp_path):
+    """No bwrap: install it. A whole-home workspace: a folder for the workspace, bwrap or not.
+    (bwrap installed but refused, as in a container: tests/system/test_image.py.)"""
+    home = tmp_path / "home"
+    run_cli("init", str(home))
+    no_bwrap = checks_of(doctor(home, "--json", env={"PATH": str(tmp_path / "nothing")}))["shell"]
+    assert no_bwrap["warning"] and no_bwrap["fix"].startswith("install bubblewrap"), no_bwrap
+    (home / "config.yaml").write_text('workspace: "."\n')
+    whole_home = checks_of(doctor(home, "--json"))["shell"]
+    assert whole_home["warning"] and whole_home["fix"].startswith("set workspace to a folder"), whole_home
