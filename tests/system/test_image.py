@@ -276,9 +276,12 @@ def test_a_scripted_cycle_runs_in_the_image_as_its_user_and_the_host_reads_the_h
     assert record["task_before"] == "Run the echo tool with a hello message"
     assert volume.owners() == {AGENT_UID}  # everything the cycle made in the volume is the unprivileged user's
 
-    # The host's reading left the home as it was for the container's user: a second cycle runs.
-    again = volume.run("agent", "run", "--model", model)
-    assert again.returncode == 0, again.stdout + again.stderr
+    # The host's reading left the home as it was for the container's user: a second cycle runs. Its task has
+    # a check, which no sandbox here can run: the done is refused (the boundary's rule) and the cap stops it.
+    writes = volume.replies(tool("write_file", path="hello.txt", content="hello"), tool("done", summary="Wrote it"))
+    again = volume.run("agent", "run", "--model", writes, "--max-iterations", "2")
+    assert again.returncode == 3, again.stdout + again.stderr
+    assert "[CHECK FAILED]" in again.stdout and "checks_unsandboxed" in again.stdout
     assert [r["task_before"] for r in volume.history()] == [
         "Write the word hello into hello.txt",
         "Run the echo tool with a hello message",
