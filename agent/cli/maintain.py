@@ -320,20 +320,89 @@ def _examples_check(home: Home) -> Check:
 
 def _shell_check(home: Home, settings) -> Check:
     """Which shell policy a cycle would use, and why; `any` and a sandbox that cannot start are named."""
-    from agent.tools.sandbox import policy_in_force
+    from agent.tools.sandbox import bwrap_path, policy_in_force, workspace_is_home
 
     found = policy_in_force(home.root, settings, remember=False)
     detail = f"{found.policy}: {found.why}"
     if found.policy == "sandbox" and found.warning:
         return Check("shell", False, detail, "install bubblewrap (docs/operations.md), or set shell_policy: auto")
     if found.warning:
-        fix = (
-            "set shell_policy: auto to keep commands in the workspace"
-            if found.policy == "any"
-            else "install bubblewrap to give the model a sandboxed shell (docs/operations.md)"
-        )
+        if found.policy == "any":
+            fix = "set shell_policy: auto to keep commands in the workspace"
+        elif workspace_is_home(home.root, settings):
+            fix = "set workspace to a folder of the home: the sandbox never mounts the whole home"
+        elif bwrap_path() is None:
+            fix = "install bubblewrap to give the model a sandboxed shell (docs/operations.md)"
+        else:  # installed but refused: a container's defaults, a sysctl, an AppArmor profile
+            fix = (
+                "let bubblewrap start here (docs/operations.md), or set shell_policy: allowlist to choose the allowlist"
+            )
         return Check("shell", True, detail, fix, warning=True)
     return Check("shell", True, detail)
+
+
+def _checks_check(home: Home, settings) -> Check:
+    """Where acceptance checks run: the sandbox, refused, or (checks_unsandboxed) the host."""
+    from agent.tools.sandbox import CHECKS_UNSANDBOXED_WARNING, checks_sandbox_problem
+
+    problem = checks_sandbox_problem(home.root, settings, remember=False)
+    if problem is None:
+        detail = "run in the sandbox, with the workspace read-only"
+        if settings.checks_unsandboxed:
+            return Check("checks", True, f"{detail}; {CHECKS_UNSANDBOXED_WARNING}", UNSANDBOXED_FIX, warning=True)
+        return Check("checks", True, detail)
+    if settings.checks_unsandboxed:
+        return Check(
+            "checks", True, f"run on the host ({problem}): {CHECKS_UNSANDBOXED_WARNING}", UNSANDBOXED_FIX, True
+        )
+    fix = "install bubblewrap (docs/operations.md); or set checks_unsandboxed: true to run them on the host"
+    return Check("checks", True, f"refused here: no sandbox ({problem})", fix, warning=True)
+
+
+UNSANDBOXED_FIX = "set checks_unsandboxed: false, so checks run only in the sandbox"
+
+
+def _workspace_check(home: Home, settings) -> Check:
+    """What the workspace could carry out of the sandbox: privilege bits, folders the quota cannot
+    count, a home or workspace others can enter, and as root an owner other than sandbox_uid."""
+    from agent.tools.sandbox_identity import outer_ids
+    from agent.tools.workspace import privileged_entries, usable_workspace
+
+    workspace = usable_workspace(home.root, settings)
+    if workspace is None:
+        return Check(
+            "workspace", True, f"{home.root / settings.workspace} is not a folder yet: the next cycle makes it"
+        )
+    problems = [
+        f"{p} is mode {stat.S_IMODE(p.stat().st_mode):04o}, not 0700"
+        for p in (home.root, workspace)
+        if stat.S_IMODE(p.stat().st_mode) != 0o700
+    ]
+    carrying, unreadable = privileged_entries(workspace, settings.workspace_max_files + 1)
+    if carrying:
+        problems.append(f"setuid, setgid or world-writable: {', '.join(carrying[:5])}")
+    if unreadable:
+        problems.append(f"cannot be read, so the quota counts the workspace as full: {', '.join(unreadable[:5])}")
+    ids = outer_ids(settings.sandbox_uid)
+    if ids is not None and workspace != home.root.resolve():
+        info = workspace.stat()
+        if (info.st_uid, info.st_gid) != ids:
+            problems.append(f"belongs to {info.st_uid}:{info.st_gid}, not sandbox_uid {settings.sandbox_uid}")
+        problems += _shared_id_problems(settings.sandbox_uid)
+    if problems:
+        fix = "the next cycle's end puts the workspace's files right; chmod 700 the home and workspace, and give sandbox_uid to nothing else"
+        return Check("workspace", True, escape_controls("; ".join(problems)), fix, warning=True)
+    return Check("workspace", True, "private (0700), no setuid, setgid or world-writable file")
+
+
+def _shared_id_problems(uid: int) -> list[str]:
+    """sandbox_uid must be the sandboxes' alone: an account by that number shares it."""
+    import pwd
+
+    try:
+        return [f"sandbox_uid {uid} is also the account {pwd.getpwuid(uid).pw_name}'s"]
+    except KeyError:
+        return []
 
 
 def doctor_checks(
@@ -391,6 +460,8 @@ def doctor_checks(
             ]
         checks += _mcp_checks(home, settings, env)
         checks.append(_shell_check(home, settings))
+        checks.append(_checks_check(home, settings))
+        checks.append(_workspace_check(home, settings))
         checks += side_effect_checks(home, settings, env)
     try:
         held = is_locked(home)

@@ -121,7 +121,7 @@ def _loop(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log
         cycle.settings,
         secrets,
         journal.Journal(cycle.home, report, secrets, log),
-        _sections(cycle, woken),
+        memory=_sections(cycle, woken),
     )
     tools = Tools(registry, ctx, log, lambda state, reply: dispatch(state, reply, registry, ctx))
     preamble = worked.preamble(prompt.system_prompt(cycle.rules, registry), worked.offered(cycle.examples, registry))
