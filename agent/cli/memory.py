@@ -34,10 +34,10 @@ from agent.memory.sections import (
     OPERATOR,
     Stamp,
     checked,
-    entries_of,
     fill,
     operator_edit,
     over_limits,
+    shown_entries,
     specs_by_name,
     text_of,
 )
@@ -96,11 +96,12 @@ def _section_lines(state: dict, spec: SectionSpec) -> list[str]:
     if not spec.is_list:
         text = text_of(state, spec)
         return lines + ([f"  {line}" for line in text.split("\n")] if text else ["  (empty)"])
-    entries = entries_of(state, spec)
+    entries = shown_entries(state, spec)
     for entry in entries:
         days = entry.get("days", 1)
         who = OPERATOR if entry.get("by") == OPERATOR else ""
-        lines.append(f"  {entry.get('id')}  {days} day{'s' if days != 1 else ''}  {who:<8} {entry.get('text')}")
+        head = entry.get("id", "(adopted at the next wake)")
+        lines.append(f"  {head}  {days} day{'s' if days != 1 else ''}  {who:<8} {entry.get('text')}")
     return lines + ([] if entries else ["  (empty)"])
 
 
@@ -116,7 +117,7 @@ def _section_json(state: dict, spec: SectionSpec) -> dict:
         "when_full": spec.when_full,
     }
     if spec.is_list:
-        return {**shown, "entry_chars": spec.entry_chars, "entries": entries_of(state, spec)}
+        return {**shown, "entry_chars": spec.entry_chars, "entries": shown_entries(state, spec)}
     return {**shown, "text": text_of(state, spec)}
 
 

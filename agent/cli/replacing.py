@@ -47,4 +47,13 @@ def archive_replaced(home: Home, why: str, cycle_id: str) -> dict:
         kept["edits"] = edits
 
     discard_queued(home, before_emptying=archive)
+    keep_section_ids(home, state)
     return kept
+
+
+def keep_section_ids(home: Home, state: object) -> None:
+    """The replaced state's section ids are never issued again (agent/memory/section_archive.py)."""
+    if isinstance(state, dict) and "section_ids" in state:  # a state without sections: nothing to keep
+        from agent.memory.section_archive import keep_ids
+
+        keep_ids(home, state)

@@ -21,7 +21,7 @@ import click
 from agent.cli.common import existing_home, home_option, json_option, print_json, reports_errors, wait_option
 from agent.cli.history import KnownCycles
 from agent.cli.isolation import SIDE_EFFECT_SETTINGS, without_settings
-from agent.cli.replacing import unusable_text
+from agent.cli.replacing import keep_section_ids, unusable_text
 from agent.cli.setup import make_home, next_steps, print_steps
 from agent.cli.snapshots import Side, resolve_snapshot
 from agent.common.escape import escape_controls
@@ -79,6 +79,7 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
             home.archive,
             archive_records([Archived("replaced_state", replaced, f"{reason} {side.label}")], source_cycle),
         )
+        keep_section_ids(home, replaced)  # a restored older state never issues the replaced one's ids again
         restored = dict(side.state, last_updated=now_iso())
         write_state(home.active, restored)
     data = {

@@ -146,7 +146,7 @@ def _goal_drop(state: dict, edit: dict) -> str:
 
 def _memory(state: dict, edit: dict, context: EditContext) -> str:
     """An operator's edit of a section, in place; what it moved out added to `context.leaving`."""
-    from agent.memory.sections import Stamp, operator_edit, raise_counters, specs_by_name  # only memory edits
+    from agent.memory.sections import Stamp, operator_edit, settle, specs_by_name  # only memory edits need them
 
     section, op = edit.get("section"), str(edit["op"]).removeprefix("memory_")
     spec = specs_by_name(context.specs).get(section) if isinstance(section, str) else None
@@ -156,14 +156,15 @@ def _memory(state: dict, edit: dict, context: EditContext) -> str:
     value = edit.get("id" if op == "drop" else "text")
     if not isinstance(value, str):
         raise UsageError(f"memory {op}: the {'id' if op == 'drop' else 'text'} is missing")
-    raise_counters(state, context.specs, context.floor)  # an id is never issued twice, whatever section_ids says
-    change = operator_edit(state, spec, op, value, context.stamp or Stamp.of())
+    stamp = context.stamp or Stamp.of()
+    woken = settle(state, context.specs, stamp, context.floor)  # as at wake: entries adopted, counters raised
+    change = operator_edit(woken.state, spec, op, value, stamp)
     if change.refusal:
         raise UsageError(change.refusal)
     state.clear()
     state.update(change.state)
-    context.leaving.extend(change.leaving)
-    return "; ".join(change.notes) or f"{section}: unchanged"
+    context.leaving.extend([*woken.leaving, *change.leaving])
+    return "; ".join([*woken.notes, *change.notes]) or f"{section}: unchanged"
 
 
 _APPLY = {"task_add": _task_add, "task_drop": _task_drop, "goal_add": _goal_add, "goal_drop": _goal_drop}

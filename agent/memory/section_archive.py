@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 
 from agent.memory.bounding import append_archive
 from agent.memory.sections import Leaving, id_number
+from agent.state import SECTION_IDS_KEY
 from agent.store.files import atomic_write
 
 if TYPE_CHECKING:
@@ -70,6 +71,28 @@ def _raised(mark: dict[str, int], items: list[dict]) -> dict[str, int]:
                 if section and id_number(entry_id) > raised.get(section, 0):
                     raised[section] = id_number(entry_id)
     return raised
+
+
+def keep_ids(home: Home, state: object) -> None:
+    """Before a state is replaced whole (`agent restore`, `agent reset`; it is archived as it is):
+    raise the high-water mark past every id it holds or its counters reached, so a restored older
+    state never issues one of them again. Writes nothing for a state without section ids."""
+    if not isinstance(state, dict):
+        return
+    found = [
+        {"id": item["id"]}
+        for value in state.values()
+        if isinstance(value, list)
+        for item in value
+        if isinstance(item, dict) and isinstance(item.get("id"), str)
+    ]
+    counters = state.get(SECTION_IDS_KEY)
+    if isinstance(counters, dict):
+        found += [{"id": f"{name}-{n}"} for name, n in counters.items() if isinstance(n, int) and n > 0]
+    mark = highest_ids(home)
+    raised = _raised(mark, found)
+    if raised != mark:
+        atomic_write(home.section_ids, json.dumps(raised, sort_keys=True).encode())
 
 
 def archive_leaving(home: Home, secrets: Secrets, leaving: Iterable[Leaving], cycle_id: str) -> int:

@@ -127,6 +127,16 @@ def entries_of(state: dict, spec: SectionSpec) -> list:
     return value if isinstance(value, list) else []
 
 
+def shown_entries(state: dict, spec: SectionSpec) -> list[dict]:
+    """A list section's entries as a reader shows them, before wake has adopted what an operator wrote
+    by hand too: a plain string is an entry with that text and no id yet (the operator's)."""
+    return [
+        {"text": item, "by": OPERATOR} if isinstance(item, str) else item
+        for item in entries_of(state, spec)
+        if isinstance(item, (str, dict))
+    ]
+
+
 def text_of(state: dict, spec: SectionSpec) -> str:
     value = state.get(spec.name)
     return value if isinstance(value, str) else ""
@@ -653,12 +663,6 @@ def settle(state: dict, specs: Iterable[SectionSpec], stamp: Stamp, floor: Mappi
     return Change(new, tuple(leaving), tuple(notes))
 
 
-def raise_counters(state: dict, specs: Iterable[SectionSpec], floor: Mapping[str, int]) -> None:
-    """In place: each list section's counter past every id of its form in the state and `floor` (the
-    archive's highest ids), as at wake, before an operator's edit issues an id between two wakes."""
-    _raise_counters(state, tuple(specs), floor)
-
-
 def _raise_counters(state: dict, specs: tuple[SectionSpec, ...], floor: Mapping[str, int]) -> None:
     """Each list section's counter at least the highest id of its form in any list section (an entry
     moved by hand to another section keeps its id, and that id must never be issued again), and at
@@ -735,9 +739,10 @@ def over_limits(state: dict, specs: Iterable[SectionSpec]) -> list[str]:
             )
         if spec.is_list:
             found += [
-                f"entry {e['id']} of '{spec.name}' is {len(e['text'])} characters, over its entry_chars ({spec.entry_chars})"
-                for e in entries_of(state, spec)
-                if len(e.get("text", "")) > spec.entry_chars
+                f"entry {e.get('id', '(not yet adopted)')} of '{spec.name}' is {len(e['text'])} characters, over its "
+                f"entry_chars ({spec.entry_chars})"
+                for e in shown_entries(state, spec)
+                if isinstance(e.get("text"), str) and len(e["text"]) > spec.entry_chars
             ]
     return found
 
@@ -808,7 +813,9 @@ def surfaced(state: dict, specs: Iterable[SectionSpec]) -> list[dict]:
         if not spec.surface:
             continue
         if spec.is_list:
-            found += [{"section": spec.name, "id": e.get("id"), "text": e.get("text")} for e in entries_of(state, spec)]
+            found += [
+                {"section": spec.name, "id": e.get("id"), "text": e.get("text")} for e in shown_entries(state, spec)
+            ]
         elif text_of(state, spec):
             found.append({"section": spec.name, "text": text_of(state, spec)})
     return found

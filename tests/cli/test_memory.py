@@ -13,7 +13,7 @@ import pytest
 
 from agent.common.outcomes import ExitCode
 from tests.cli.helpers import done, run_cycle
-from tests.helpers import read_active, run_cli, snapshots, tree_digest, wait_for
+from tests.helpers import read_active, run_cli, snapshots, tree_digest, wait_for, write_script
 from tests.memory.homes import SECTIONS, archived_sections, entry, known, notes, texts, with_sections
 from tests.models.openai_server import OpenAIServer, Reply
 
@@ -257,3 +257,51 @@ def test_without_a_surface_section_nothing_is_added_to_the_record_or_the_status(
     assert "surfaced" not in json.loads(result.stdout.splitlines()[-1])
     assert "agent_surfaced_entries" not in (home / "agent.prom").read_text()
     assert "surfaced" not in json.loads(run_cli("status", "--home", str(home), "--json").stdout)
+
+
+# ------------------------------------------------------------------------------------- doctor
+
+
+def doctor_memory(home) -> list[dict]:
+    script = write_script(home.parent, [done("x")], name="doctor.yaml")
+    result = run_cli("doctor", "--home", str(home), "--model", f"scripted:{script}", "--json")
+    return [c for c in json.loads(result.stdout) if c["check"] == "memory"]
+
+
+def test_doctor_says_each_section_is_within_its_limit(home):
+    with_sections(home, STATE)
+    (check,) = doctor_memory(home)
+    assert check["ok"] and "5 section(s), each within its limit" in check["detail"]
+
+
+def test_doctor_warns_of_operator_entries_over_a_lowered_limit_and_fails_a_changed_kind(home):
+    with_sections(home, {**STATE, "known": ["mine 1", "mine 2", "mine 3", "mine 4", "mine 5"]})
+    (check,) = doctor_memory(home)
+    assert check["ok"] and check["warning"] and "section 'known' holds 5/4 entries, over its limit" in check["detail"]
+    with_sections(home, {**STATE, "known": "a text"})
+    (check,) = doctor_memory(home)
+    assert not check["ok"] and "its kind changed" in check["detail"]
+
+
+def test_entries_written_by_hand_are_shown_then_adopted_by_the_first_edit(home):
+    with_sections(home, {**STATE, "known": ["Written by hand"], "tell": ["Also by hand"]})
+    shown = memory(home).stdout
+    assert "  (adopted at the next wake)  1 day  operator Written by hand" in shown
+    assert "[tell] Also by hand" in run_cli("status", "--home", str(home)).stdout
+    assert memory(home, "add", "known", "From the command line").exit_code == 0
+    assert [(e["id"], e["text"]) for e in read_active(home)["known"]] == [
+        ("known-3", "Written by hand"),  # STATE's counter was at 2
+        ("known-4", "From the command line"),
+    ]
+
+
+def test_a_restored_older_state_never_issues_the_replaced_ones_ids_again(home):
+    with_sections(home, {**STATE, "known": known("a"), "section_ids": {"known": 1}})
+    assert run_cycle(home, [done("ok")]).exit_code == 0
+    first = snapshots(home, "after")[-1].name[: -len("_after.yaml")]
+    appended = {"tool": "update_scratchpad", "args": {"known": "APPEND: b"}}
+    assert run_cycle(home, [appended, appended | {"args": {"known": "APPEND: c"}}, done("ok")]).exit_code == 0
+    assert [e["id"] for e in read_active(home)["known"]] == ["known-1", "known-2", "known-3"]
+    assert run_cli("restore", first, "--home", str(home)).exit_code == 0  # back to known-1 alone, counter 1
+    assert memory(home, "add", "known", "d").exit_code == 0
+    assert [e["id"] for e in read_active(home)["known"]] == ["known-1", "known-4"]  # never known-2 again
