@@ -46,18 +46,25 @@ def consolidate(home_dir: Path, model: str | None, lock_wait: float | None, as_j
     report = consolidate_cycle(home, settings, chosen, secrets=secrets)
     if as_json:
         click.echo(json.dumps(report.as_dict(), indent=None))
+    elif quiet and report.exit_code:  # cron mails one line for what a person may want to read
+        echo(f"agent consolidate: {report.stop_reason} (exit {report.exit_code})" + _detail(report, first=True))
     elif not quiet:
-        echo(f"{report.cycle_id}: {report.stop_reason} (exit {report.exit_code})" + _detail(report))
+        echo(f"{report.cycle_id}: {report.stop_reason} (exit {report.exit_code})" + _detail(report, first=False))
         for violation in report.violations or []:
             echo(f"  {violation}")
     sys.exit(report.exit_code)
 
 
-def _detail(report) -> str:
+def _detail(report, first: bool) -> str:
+    """What to say after the stop reason; `first`: with the first violation (one line in all)."""
     if report.idle:
         return f": {report.idle}"
     if report.error:
         return f": {report.error}"
     if report.stop_detail:
         return f": {report.stop_detail}"
+    if report.violations and first:
+        return f": {report.violations[0]}" + (
+            f" (and {len(report.violations) - 1} more)" if len(report.violations) > 1 else ""
+        )
     return f", {report.archived} item(s) archived" if report.stop_reason == "consolidated" else ""

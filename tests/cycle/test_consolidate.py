@@ -277,3 +277,16 @@ def test_a_reverted_consolidation_counts_as_a_failure_and_never_toward_a_stall(h
     second = run_cycle(home, [echo("busy")])  # 2 of 2: the consolidations between neither counted nor ended it
     assert second.exit_code == ExitCode.STALLED
     assert consolidate(home, [call(good_reply())]).exit_code == 0 and failures() == 0
+
+
+def test_quiet_prints_one_line_for_a_revert_and_nothing_when_accepted(home):
+    consolidation_home(home)
+    script = write_script(home.parent, [call({"sections": {"rules": []}})], name="q1.yaml")
+    result = run_cli("consolidate", "--home", str(home), "--model", f"scripted:{script}", "--quiet")
+    assert result.exit_code == 3
+    assert result.stdout.splitlines() == [
+        "agent consolidate: consolidation_reverted (exit 3): (e) 'rules' is read-only: consolidation cannot rewrite it"
+    ]
+    script = write_script(home.parent, [call(good_reply())], name="q2.yaml")
+    result = run_cli("consolidate", "--home", str(home), "--model", f"scripted:{script}", "--quiet")
+    assert result.exit_code == 0 and result.stdout == ""
