@@ -39,7 +39,7 @@ from agent.secrets import Secrets
 @click.option(
     "--reflect/--no-reflect",
     default=None,
-    help="After done, one more model call curates notes (default: 'reflect' in config.yaml, off).",
+    help="After done, one more model call curates the memory (default: 'reflect' in config.yaml, off).",
 )
 @click.option("--force", is_flag=True, help="Call the model even when there is nothing to do, and skip 'wake_when'.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the cycle on stdout.")
