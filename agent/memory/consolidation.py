@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from agent.common.escape import escape_controls
-from agent.common.jsonschema import describe
+from agent.common.plain import described
 from agent.memory.sections import (
     MODEL,
     OPERATOR,
@@ -231,7 +231,7 @@ def parse_consolidation(reply: Any, state: dict, specs: Iterable[SectionSpec]) -
     except ReplyError as exc:
         return Reverted((f"the reply cannot be used: {exc}",))
     if action.get("tool") != TOOL_NAME:
-        return Reverted((f"the reply calls {describe(action.get('tool'))}, not {TOOL_NAME}",))
+        return Reverted((f"the reply calls {shown_id(action.get('tool'))}, not {TOOL_NAME}",))
     return action.get("args")
 
 
@@ -266,19 +266,19 @@ def _shape(args: Any, specs: tuple[SectionSpec, ...], held: int, found: _Violati
     checked before anything is looked into."""
     if not isinstance(args, dict) or not isinstance(args.get("sections"), dict):
         found.add(
-            f'the arguments must be {{"sections": {{SECTION: [entries]}}, "archive": [ids]}}, got {describe(args)}'
+            f'the arguments must be {{"sections": {{SECTION: [entries]}}, "archive": [ids]}}, got {described(args)}'
         )
         return None
     for key in args:
         if key not in ("sections", "archive"):
-            found.add(f"the arguments have an unexpected key {describe(key)} (keys: sections, archive)")
+            found.add(f"the arguments have an unexpected key {shown_id(key)} (keys: sections, archive)")
     archive = args.get("archive", [])
     if not isinstance(archive, list):
-        found.add(f"archive must be a list of ids, got {describe(archive)}")
+        found.add(f"archive must be a list of ids, got {described(archive)}")
     elif len(archive) > held:
         found.add(f"(a) archive names {len(archive)} ids; the sections held {held} entries in all")
     elif not all(isinstance(i, str) for i in archive):
-        found.add(f"archive must be a list of ids (strings), got {describe(archive)}")
+        found.add(f"archive must be a list of ids (strings), got {described(archive)}")
     by_name = specs_by_name(specs)
     sections = {}
     for name, items in args["sections"].items():
@@ -293,14 +293,14 @@ def _shape(args: Any, specs: tuple[SectionSpec, ...], held: int, found: _Violati
 
 def _section_problem(name: Any, spec: SectionSpec | None, items: Any) -> str | None:
     if spec is None:
-        shown = f"'{name}'" if isinstance(name, str) and SECTION_NAME.fullmatch(name) else describe(name)
+        shown = f"'{name}'" if isinstance(name, str) and SECTION_NAME.fullmatch(name) else described(name)
         return f"(e) {shown} is not a section of config.yaml"
     if not spec.is_list:
         return f"(e) '{name}' is a text section: consolidation rewrites list sections only"
     if spec.read_only:
         return f"(e) '{name}' is read-only: consolidation cannot rewrite it"
     if not isinstance(items, list):
-        return f"(e) '{name}' must be given a list of entries, got {describe(items)}"
+        return f"(e) '{name}' must be given a list of entries, got {described(items)}"
     return None
 
 
@@ -356,7 +356,7 @@ def _check_item(
 ) -> None:
     where = f"{spec.name}[{index}]"
     if not isinstance(item, dict):
-        found.add(f'{where} must be {{"id": ID}} or {{"text": TEXT, "cites": [IDS]}}, got {describe(item)}')
+        found.add(f'{where} must be {{"id": ID}} or {{"text": TEXT, "cites": [IDS]}}, got {described(item)}')
         return
     forged = sorted(str(k) for k in item if k in RUNTIME_ENTRY_KEYS - {"id"})
     unexpected = sorted(str(k) for k in item if k not in RUNTIME_ENTRY_KEYS | {"text", "cites"})
@@ -382,7 +382,7 @@ def _place(
     """Record that `entry_id` ends up `how` (kept, cited by ...); False (a violation added) when it
     names no entry of this section."""
     if not isinstance(entry_id, str):
-        found.add(f"(a) {where}: an id must be a string, got {describe(entry_id)}")
+        found.add(f"(a) {where}: an id must be a string, got {described(entry_id)}")
         return False
     if entry_id not in before:
         other = owner.get(entry_id)
@@ -398,7 +398,7 @@ def _check_successor(
 ) -> None:
     text, cites = item.get("text"), item.get("cites")
     if not isinstance(text, str) or not text.strip() or len(text.strip().splitlines()) > 1:
-        found.add(f"(c) {where}: a successor's text must be one line of text, got {describe(text)}")
+        found.add(f"(c) {where}: a successor's text must be one line of text, got {described(text)}")
         return
     if not isinstance(cites, list) or not cites:
         found.add(f"(c) {where} cites nothing: consolidation merges what is there, it adds no facts")

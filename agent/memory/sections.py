@@ -41,8 +41,8 @@ from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
 from agent.common.escape import escape_controls
-from agent.common.jsonschema import describe
 from agent.common.outcomes import InvalidScratchpad, UsageError
+from agent.common.plain import described
 from agent.setting_checks import SectionSpec, by_stability, edit_schemas
 from agent.state import SECTION_IDS_KEY
 from agent.store.ids import SECOND_FORMAT, cycle_started
@@ -170,7 +170,7 @@ def shown_id(value: Any) -> str:
     plain), else described (clipped, its type named): a 10,000-character id never fills a message."""
     if isinstance(value, str) and len(value) <= 64 and value.isprintable() and " " not in value:
         return value
-    return describe(value)
+    return described(value)
 
 
 def most_lost(count: int, max_loss: float) -> int:
@@ -281,7 +281,7 @@ def apply_edits(
             if spec.read_only:
                 raise _Refused(f"section '{name}' is read-only: only the operator writes it (agent memory set)")
             if not isinstance(value, str):
-                raise _Refused(f"section '{name}' takes a string, got {describe(value)}")
+                raise _Refused(f"section '{name}' takes a string, got {described(value)}")
             edit = _list_edit if spec.is_list else _text_edit
             edit(new, spec, value, _Context(leaving, notes, stamp, start, max_loss, MODEL))
     except _Refused as exc:
@@ -594,7 +594,9 @@ def state_problems(state: dict, specs: Iterable[SectionSpec]) -> list[str]:
         if value is None or isinstance(value, (str, list)) and not spec.is_list or isinstance(value, str):
             continue  # empty, text, or a kind changed (kind_conflict's to say)
         if not isinstance(value, list):
-            found.append(f"section '{spec.name}' must be {'a list' if spec.is_list else 'text'}, got {describe(value)}")
+            found.append(
+                f"section '{spec.name}' must be {'a list' if spec.is_list else 'text'}, got {described(value)}"
+            )
             continue
         for index, item in enumerate(value):
             where = f"{spec.name}[{index}]"
@@ -610,7 +612,7 @@ def state_problems(state: dict, specs: Iterable[SectionSpec]) -> list[str]:
         isinstance(counters, dict)
         and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counters.values())
     ):
-        found.append(f"'{SECTION_IDS_KEY}' must map section names to whole numbers, got {describe(counters)}")
+        found.append(f"'{SECTION_IDS_KEY}' must map section names to whole numbers, got {described(counters)}")
     return found
 
 
@@ -618,7 +620,7 @@ def _item_problem(item: Any, where: str) -> str | None:
     if isinstance(item, str):
         return None if item.strip() else f"{where} is empty"
     if not isinstance(item, dict):
-        return f"{where} must be an entry (a mapping with a text) or a plain string, got {describe(item)}"
+        return f"{where} must be an entry (a mapping with a text) or a plain string, got {described(item)}"
     if not isinstance(item.get("text"), str) or not item["text"].strip():
         return f"{where} has no text"
     if "id" not in item:
@@ -634,7 +636,7 @@ def _item_problem(item: Any, where: str) -> str | None:
     }
     wrong = [key for key, ok in checks.items() if not ok]
     if wrong:
-        return f"{where} ({item.get('id')}): runtime field '{wrong[0]}' is missing or wrong, got {describe(item.get(wrong[0]))}"
+        return f"{where} ({item.get('id')}): runtime field '{wrong[0]}' is missing or wrong, got {described(item.get(wrong[0]))}"
     return None
 
 

@@ -159,7 +159,7 @@ HOSTILE = {
         _with(lambda r: r["sections"]["known"][2].update(text="the nas is at 10.0.0.5")),
         "says what known[1] says",
     ),
-    "another tool": ({"tool": "done", "args": {"summary": "tidy"}}, "the reply calls str 'done', not consolidate"),
+    "another tool": ({"tool": "done", "args": {"summary": "tidy"}}, "the reply calls done, not consolidate"),
     "not JSON": ("I merged a few entries for you.", "the reply cannot be used"),
 }
 
