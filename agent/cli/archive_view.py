@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable, Iterator
 from agent.cli.common import task_text
 from agent.common.escape import escape_controls, escape_tree
 from agent.common.plain import plain
+from agent.memory.section_archive import SECTION_ENTRY, SECTION_TEXT, still_held
 from agent.store.home import Home
 from agent.store.tail import records_forwards
 
@@ -32,7 +33,7 @@ def archived_counts(home: Home) -> dict[str, int]:
 
 # ------------------------------------------------------------------------ memory sections
 
-SECTION_KINDS = ("section_entry", "section_text")
+SECTION_KINDS = (SECTION_ENTRY, SECTION_TEXT)
 
 
 class SectionArchive:
@@ -48,7 +49,7 @@ class SectionArchive:
         self.shown: dict[str, set[int]] = {}  # section -> the positions to show (first-seen order)
         for position, record in enumerate(self._records()):
             section = record.get("section")
-            if not isinstance(section, str) or _still_held(record, state):
+            if not isinstance(section, str) or still_held(record, state):
                 continue
             positions = self.shown.setdefault(section, set())
             if isinstance(record.get("id"), str):
@@ -73,15 +74,6 @@ class SectionArchive:
                 current = record["section"]
                 yield f"  {current}:"
             yield "    " + _section_line(record)
-
-
-def _still_held(record: dict, state: dict) -> bool:
-    """Whether active.yaml still holds what the record says left (a cycle that did not save wrote it)."""
-    held = state.get(record["section"])
-    value = record.get("value")
-    if isinstance(record.get("id"), str):
-        return isinstance(held, list) and any(isinstance(e, dict) and e.get("id") == record["id"] for e in held)
-    return isinstance(held, str) and isinstance(value, str) and bool(value) and value in held
 
 
 def _section_line(record: dict) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable
 
 from agent.memory.bounding import append_archive
 from agent.memory.sections import Leaving, id_number
@@ -110,20 +110,10 @@ def archive_leaving(home: Home, secrets: Secrets, leaving: Iterable[Leaving], cy
 
 
 def still_held(record: dict, state: dict) -> bool:
-    """Whether the entry an archive record names is still in its section of `state` (the record is
-    then one a cycle that did not save left)."""
-    section, entry_id = record.get("section"), record.get("id")
+    """Whether `state` still holds what an archive record says left a section (so a cycle that did
+    not save wrote the record): the entry of its id, or, for a text, that text."""
+    section, value = record.get("section"), record.get("value")
     held = state.get(section) if isinstance(section, str) else None
-    return (
-        isinstance(entry_id, str)
-        and isinstance(held, list)
-        and any(isinstance(e, dict) and e.get("id") == entry_id for e in held)
-    )
-
-
-def saved_entries(records_in_order: Iterable[dict], state: dict) -> Iterator[dict]:
-    """The section_entry records to show, in archive order: neither an entry `state` still holds
-    nor one that a later record of the same id supersedes. Two passes over a list of records."""
-    entries = [r for r in records_in_order if r.get("kind") == SECTION_ENTRY and not still_held(r, state)]
-    last = {(r.get("section"), r.get("id")): n for n, r in enumerate(entries)}
-    return (r for n, r in enumerate(entries) if last[(r.get("section"), r.get("id"))] == n)
+    if isinstance(record.get("id"), str):
+        return isinstance(held, list) and any(isinstance(e, dict) and e.get("id") == record["id"] for e in held)
+    return isinstance(held, str) and isinstance(value, str) and bool(value) and value in held
