@@ -82,4 +82,5 @@ class Outcome:
             tool=secrets.redact(self.tool),  # an unknown tool's name is whatever the model sent
             args=secrets.redact(self.args),
             result=secrets.redact(self.result),  # None stays None: redact leaves non-strings alone
+            leaving=(),  # what left memory is the archive's, never shown
         )

@@ -51,11 +51,11 @@ def records(leaving: Iterable[Leaving], cycle_id: str) -> list[dict]:
 
 def highest_ids(home: Home) -> dict[str, int]:
     """The highest id number of each section the archive ever received ({} when the file is missing
-    or unreadable: the counters in active.yaml decide alone)."""
+    or broken: the counters in active.yaml decide alone; one that cannot be read is an OSError)."""
     try:
         with open(home.section_ids, "rb") as handle:
             data = json.loads(handle.read(MARK_BYTES))
-    except (OSError, ValueError):
+    except (FileNotFoundError, ValueError):  # never written, or broken: lost (an unreadable one is exit 7)
         return {}
     if not isinstance(data, dict):
         return {}

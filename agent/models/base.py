@@ -42,7 +42,9 @@ class Request:
         """A Request from its `dataclasses.asdict` (as the embedded model's child process receives it)."""
         previous = fields.get("previous")
         if previous is not None:  # its tag arrives as the tag's text: made a Tag again, or `is` fails
-            previous = Outcome(**{**previous, "kind": Tag(previous["kind"])})
+            previous = Outcome(
+                **{**previous, "kind": Tag(previous["kind"]), "leaving": tuple(previous.get("leaving", ()))}
+            )
         return cls(**{**fields, "previous": previous})
 
 
