@@ -9,8 +9,8 @@ bounded memory moves there; a text section's old text is a `section_text` record
 Ids are never issued twice. The counters in active.yaml (`section_ids`) are the operator's to
 edit, so the runtime also keeps, in logs/section_ids.json, the highest id of each section that
 ever reached the archive (a successor named in `replaced_by` included), raised before the records
-are appended; at wake each counter is raised to it (`sections.settle`'s floor). A lost or broken
-file is as if empty: the counters in active.yaml then decide alone.
+are appended; at wake each counter is raised to it (`sections.settle`'s floor). It is derived
+from the archive: a lost or broken file is made again from it, once.
 
 A cycle that did not save (killed between the archive and active.yaml) leaves records of entries
 active.yaml still holds: readers skip a record whose entry is still in its section, and of two
@@ -28,6 +28,7 @@ from agent.memory.bounding import append_archive
 from agent.memory.sections import Leaving, id_number
 from agent.state import SECTION_IDS_KEY
 from agent.store.files import atomic_write
+from agent.store.tail import records_forwards
 
 if TYPE_CHECKING:
     from agent.secrets import Secrets
@@ -50,16 +51,28 @@ def records(leaving: Iterable[Leaving], cycle_id: str) -> list[dict]:
 
 
 def highest_ids(home: Home) -> dict[str, int]:
-    """The highest id number of each section the archive ever received ({} when the file is missing
-    or broken: the counters in active.yaml decide alone; one that cannot be read is an OSError)."""
+    """The highest id number of each section the archive ever received. When the file is missing or
+    broken (deleted by hand, a home from before it), it is made again from the archive in one
+    streamed pass, once (called under the home's lock); one that cannot be read is an OSError."""
     try:
         with open(home.section_ids, "rb") as handle:
             data = json.loads(handle.read(MARK_BYTES))
-    except (FileNotFoundError, ValueError):  # never written, or broken: lost (an unreadable one is exit 7)
-        return {}
+    except (FileNotFoundError, ValueError):
+        data = None
     if not isinstance(data, dict):
-        return {}
+        return _rebuilt(home)
     return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)}
+
+
+def _rebuilt(home: Home) -> dict[str, int]:
+    """The high-water marks read back from every section record of the archive, written down."""
+    mark: dict[str, int] = {}
+    for record in records_forwards(home.archive, "kind"):
+        if record.get("kind") in KINDS:
+            mark = _raised(mark, [record])
+    if home.archive.exists():  # no archive: nothing to read next time either
+        atomic_write(home.section_ids, json.dumps(mark, sort_keys=True).encode())
+    return mark
 
 
 def _raised(mark: dict[str, int], items: list[dict]) -> dict[str, int]:

@@ -116,3 +116,18 @@ def test_a_hand_broken_section_is_an_invalid_scratchpad_and_nothing_is_written(h
     assert result.exit_code == ExitCode.INVALID_SCRATCHPAD
     assert "known[0] (known-1): runtime field 'by' is missing or wrong" in result.stderr
     assert tree_digest(home) == home_before
+
+
+def test_a_lost_high_water_mark_is_made_again_from_the_archive(home):
+    state = {**TASK, "known": known("a", "b", "c"), "section_ids": {"known": 3}}
+    with_sections(home, state)
+    remove = {"tool": "update_scratchpad", "args": {"known": "REMOVE: known-3"}}
+    assert run_cycle(home, [remove, done("ok")]).exit_code == 0
+    (home / "logs" / "section_ids.json").unlink()  # lost, and the counters deleted by hand too
+    edited = read_active(home)
+    del edited["section_ids"]
+    (home / "scratchpad" / "active.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
+    append = {"tool": "update_scratchpad", "args": {"known": "APPEND: d"}}
+    assert run_cycle(home, [append, done("ok")]).exit_code == 0
+    assert [e["id"] for e in read_active(home)["known"]] == ["known-1", "known-2", "known-4"]
+    assert json.loads((home / "logs" / "section_ids.json").read_text()) == {"known": 3}
