@@ -90,13 +90,13 @@ class Settings:
     )
     notes_budget: int | None = _doc(
         "Most characters of notes kept in active.yaml (at least 200); older lines move to "
-        "logs/archive.jsonl. Unset: unbounded.",
+        "the archive (logs/agent.db). Unset: unbounded.",
         minimum=200,
         unit="characters",
         default=4000,
     )
     completed_window: int | None = _doc(
-        "Most completed_tasks kept in active.yaml; older ones move to logs/archive.jsonl. Unset: unbounded.",
+        "Most completed_tasks kept in active.yaml; older ones move to the archive (logs/agent.db). Unset: unbounded.",
         minimum=0,
         default=20,
     )
@@ -185,7 +185,7 @@ class Settings:
         default=None,
     )
     transcript_max_bytes: int = _doc(
-        "Most bytes of one cycle's exact transcript (logs/cycle_<id>.transcript.jsonl: "
+        "Most bytes of one cycle's exact transcript (in logs/agent.db: "
         "every request and reply, redacted); 0: no transcript.",
         minimum=0,
         default=1024 * 1024,
@@ -261,7 +261,7 @@ class Settings:
     mcp_timeout: float = _doc("Seconds one MCP tool call may take.", above=0, unit="seconds", default=30.0)
     response_format: str = _doc(
         "openai: structured output: auto (probe json_schema, json_object_schema, json_object, "
-        "text once; remember the first accepted in logs/endpoint.json), or one of those to "
+        "text once; remember the first accepted in logs/agent.db), or one of those to "
         "force it.",
         choices=("auto", "json_schema", "json_object_schema", "json_object", "text"),
         default="auto",
@@ -279,7 +279,7 @@ class Settings:
     )
     tool_calling: str = _doc(
         "openai: how the model calls tools: auto (probe native tool calls once, else the "
-        "JSON-in-text path; remembered in logs/endpoint.json), native (tools / tool_calls "
+        "JSON-in-text path; remembered in logs/agent.db), native (tools / tool_calls "
         "only), or text (one JSON action in the reply's text).",
         choices=("auto", "native", "text"),
         default="auto",

@@ -57,7 +57,7 @@ def main() -> None:
             limit = Settings().workspace_max_files
             allow = ToolContext(home, Settings(shell_policy="allowlist"))
             box = ToolContext(home, Settings(shell_policy="sandbox", workspace_max_files=max(limit, files * 2)))
-            shell(box, "true")  # the probe, once, remembered in logs/sandbox.json
+            shell(box, "true")  # the probe, once, remembered in logs/agent.db
             print(f"-- workspace of {files} files")
             show("allowlist: echo hi", timed(lambda c=allow: shell(c, "echo hi"), args.runs))
             show("sandbox:   echo hi", timed(lambda c=box: shell(c, "echo hi"), args.runs))

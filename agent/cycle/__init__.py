@@ -1,6 +1,7 @@
 """The core loop of one cycle:
 
 - run.py         the cycle's steps, from the lock to the exit code
+- crash.py       before a cycle: what a killed process left (temporary files, a cycle with no record)
 - loop.py        the model loop: prompt -> model -> dispatcher; events.py, one event per action
 - limits.py      every limit that ends a cycle without `done`
 - dispatch.py    one reply to a state change and a tagged note

@@ -31,11 +31,13 @@ import agent.gates.stalls as stalls
 import agent.memory.bounding as memory
 import agent.state as state_rules
 from agent.after.aftercare import after_cycle
+from agent.after.cycle_log import CycleLog
 from agent.after.report import CycleReport, Reporter, SafeReporter, killed_notes
 from agent.after.transcript import Transcript
 from agent.common.outcomes import Interrupted, StopReason
 from agent.common.tags import Outcome, Tag
 from agent.config import Settings
+from agent.cycle.crash import clean_after_crash
 from agent.cycle.dispatch import dispatch
 from agent.cycle.events import Events, Step
 from agent.cycle.limits import Limits
@@ -44,10 +46,9 @@ from agent.models import Model
 from agent.models.base import Log
 from agent.secrets import Secrets
 from agent.state import add_note
-from agent.store.crash import clean_after_crash
-from agent.store.cycle_log import CycleLog
+from agent.store.cycles import new_cycle_id
+from agent.store.db import any_rows
 from agent.store.home import Home
-from agent.store.ids import new_cycle_id
 from agent.store.lock import home_lock
 from agent.store.state_file import load_state, state_size_problem, write_state
 from agent.tools import Registry, ToolContext, open_registry, policy_line
@@ -104,7 +105,7 @@ class _Run:
             swept = clean_after_crash(home, ensure_workspace(home.root, self.settings), held)
             reap_recorded(home.root)  # commands a killed cycle left running
             state = load_state(home)  # an invalid active.yaml: exit 6 before anything is written
-            cycle_id = new_cycle_id(home, self.now)  # 2, noted in logs/cycles.json
+            cycle_id = new_cycle_id(home, self.now)  # 2, its row in logs/agent.db
             report = CycleReport(cycle_id, self.now.isoformat(timespec="seconds"), self.model.name)
             before, why_idle = idle.wake(home, self.settings, state, report, self.force, secrets)  # 3
             if why_idle:  # nothing to do: no model, no snapshot pair, no log, no transcript; one index record
@@ -112,7 +113,7 @@ class _Run:
             with (
                 tools as registry,
                 CycleLog(home.cycle_log(cycle_id), secrets) as log,
-                Transcript(home.transcript(cycle_id), secrets, self.settings.transcript_max_bytes) as transcript,
+                Transcript(home, cycle_id, secrets, self.settings.transcript_max_bytes) as transcript,
             ):
                 model = transcript.recording(self.model)  # every request and reply, exactly
                 log(f"cycle {cycle_id} model={model.name} home={home.root}{swept.note}")
@@ -144,11 +145,9 @@ class _Run:
     def _archive(self, log: Log, moved: list[memory.Archived], report: CycleReport) -> None:
         """Archive before saving: a crash in between can only duplicate a record, never lose one."""
         if moved:
-            memory.append_archive(
-                self.home.archive, self.secrets.redact(memory.archive_records(moved, report.cycle_id))
-            )
+            memory.append_archive(self.home, self.secrets.redact(memory.archive_records(moved, report.cycle_id)))
             report.archived = len(moved)
-            log(f"archived {len(moved)} item(s) to {self.home.archive.name}")
+            log(f"archived {len(moved)} item(s)")
 
     def _loop(
         self, state: dict, report: CycleReport, model: Model, registry: Registry, log: Log, killed: str | None
@@ -158,9 +157,7 @@ class _Run:
         settings, secrets, budgets = self.settings, self.secrets, self.budgets
         limits = Limits(settings, budgets and (lambda: budgets.problem(report.usage)))  # reflect: time left
         ctx = ToolContext(self.home.root, settings, secrets, journal.Journal(self.home, report, secrets, log))
-        if (
-            settings.approval_required or self.home.approvals.exists()
-        ):  # else agent/gates/approvals.py is never imported
+        if settings.approval_required or any_rows(self.home, "approval"):  # else approvals.py is never imported
             import agent.gates.approvals as approvals
 
             state = approvals.run_decided(self.home, report.cycle_id, state, registry, ctx, log, dispatch)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.store.files import atomic_write
+from agent.common.files import atomic_write
 from agent.tools.base import ToolContext, ToolError
 from agent.tools.quota import refuse_if_over
 from agent.tools.workspace import confined_path

@@ -16,7 +16,16 @@ from agent.models.scripted import ScriptedModel
 from agent.state import fresh_state
 from agent.store.home import Home
 from agent.store.lock import home_lock
-from tests.helpers import read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active, write_script
+from tests.helpers import (
+    cycle_records,
+    read_yaml,
+    run_agent_process,
+    run_cli,
+    snapshots,
+    tree_digest,
+    write_active,
+    write_script,
+)
 
 DEMO = {
     "goals": ["Demonstrate the wake/run/sleep cycle"],
@@ -254,7 +263,7 @@ def test_json_report_describes_the_cycle(home, tmp_path):
         f"scratchpad/{cid}_after.yaml",
         "scratchpad/active.yaml",
     ]
-    index = [json.loads(line) for line in (home / "logs/index.jsonl").read_text().splitlines()]
+    index = cycle_records(home)
     assert index[-1]["cycle_id"] == cid and index[-1]["stop_reason"] == "done"
 
 
@@ -314,7 +323,7 @@ def test_a_secret_in_a_failure_message_is_redacted_everywhere(home, tmp_path, mo
     assert result.exit_code == 4
     assert secret not in result.stdout and "[REDACTED]" in result.stdout
     for path in [*(home / "scratchpad").iterdir(), *(home / "logs").iterdir()]:
-        assert secret not in path.read_text(), path
+        assert secret.encode() not in path.read_bytes(), path  # the database's file and its WAL too
 
 
 @pytest.mark.parametrize(

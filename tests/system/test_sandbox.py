@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.helpers import done
-from tests.helpers import make_home, read_yaml, run_cli, tree_digest, write_script
+from tests.helpers import make_home, read_yaml, remembered, run_cli, tree_digest, write_script
 from tests.sandbox_support import sandbox_required  # noqa: F401 - a fixture
 
 KEY = "sk-live-9d2e4b6a8c1f3e5d7b90"
@@ -381,8 +381,7 @@ def test_the_cycle_log_doctor_and_status_say_which_policy_is_in_force_and_why(tm
     assert run(home, [done("x")]).exit_code == 0
     log = next((home / "logs").glob("cycle_*.log")).read_text()
     assert "shell policy: sandbox (auto: bubblewrap works here" in log
-    remembered = json.loads((home / "logs" / "sandbox.json").read_text())
-    assert remembered["works"] is True
+    assert remembered(home, "sandbox")["works"] is True
     status = json.loads(run_cli("status", "--home", str(home), "--json").stdout)
     assert status["shell_policy"]["policy"] == "sandbox" and status["shell_policy"]["why"].startswith("auto:")
     doctor = json.loads(run_cli("doctor", "--home", str(home), "--json").stdout)

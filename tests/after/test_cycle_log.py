@@ -1,4 +1,4 @@
-"""logs/cycle_<id>.log (agent/store/cycle_log.py): one line per call, secrets redacted, nothing the
+"""logs/cycle_<id>.log (agent/after/cycle_log.py): one line per call, secrets redacted, nothing the
 model wrote can forge a line or drive a terminal, bounded, and a failing disk is no crash."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.after.cycle_log import CycleLog
 from agent.common.outcomes import DiskError
 from agent.secrets import Secrets
-from agent.store.cycle_log import CycleLog
 
 SECRET = "sk-cycle-log-0123456789"
 STAMP = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} ")

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent.store.cycles import count_files, newest_cycle
 from agent.store.home import Home, remove_stale_temporaries
-from agent.store.ids import newest_cycle
 from agent.store.lock import Held
 
 
 def unfinished_cycle(home: Home) -> str | None:
     """The newest cycle's id if it has a before snapshot and no after one (it was killed); else None.
-    The newest is read from logs/cycles.json (agent/store/ids.py); only a home without it is listed."""
+    The newest is one row of logs/agent.db (agent/store/ids.py): no folder is listed."""
     newest = newest_cycle(home)
     killed = (
         newest is not None and home.snapshot(newest, "before").exists() and not home.snapshot(newest, "after").exists()
@@ -42,6 +42,8 @@ def clean_after_crash(home: Home, workspace: Path, held: Held | None = None) -> 
     swept, left_out = Sweep(), []
     try:
         swept.killed = unfinished_cycle(home)
+        if swept.killed is not None:
+            count_files(home, swept.killed)  # what it left on disk, counted as a record would have
         if not (held is not None and held.owed) and swept.killed is None:
             return swept
         swept.extend(remove_stale_temporaries(home, workspace, left_out))

@@ -1,35 +1,30 @@
-"""Before a cycle (agent/store/crash.py): the leftovers of a killed process are swept only when
+"""Before a cycle (agent/cycle/crash.py): the leftovers of a killed process are swept only when
 one was killed, and a sweep that fails never stops the cycle."""
 
 from __future__ import annotations
 
-import json
+import datetime as dt
 
-from agent.store.crash import Sweep, clean_after_crash, unfinished_cycle
+from agent.cycle.crash import Sweep, clean_after_crash, unfinished_cycle
+from agent.store.cycles import new_cycle_id
 from agent.store.home import Home
 from agent.store.lock import Held
 from tests.helpers import store_home
 
 STALE = ".notes.txt.31337.deadbeef.tmp"  # named like atomic_write's temporary files
+MOMENT = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def test_unfinished_cycle_is_the_newest_with_a_before_and_no_after(home):
     h = store_home(home)
     assert unfinished_cycle(h) is None  # no cycle yet
-    h.snapshot("20260101_000000_01", "before").write_text("{}\n")
-    assert unfinished_cycle(h) == "20260101_000000_01"
-    h.snapshot("20260101_000000_01", "after").write_text("{}\n")
+    first = new_cycle_id(h, MOMENT)
+    h.snapshot(first, "before").write_text("{}\n")
+    assert unfinished_cycle(h) == first
+    h.snapshot(first, "after").write_text("{}\n")
     assert unfinished_cycle(h) is None
-    h.cycle_log("20260101_000100_01").write_text("")  # an idle cycle: a log, no snapshot pair
+    new_cycle_id(h, MOMENT)  # an idle cycle: no snapshot pair
     assert unfinished_cycle(h) is None
-
-
-def test_a_hand_broken_cycles_file_falls_back_to_listing_the_folders(home):
-    h = store_home(home)
-    h.snapshot("20260101_000000_01", "before").write_text("{}\n")
-    for broken in ("{not json", json.dumps({"newest": 5, "unrecorded": []}), "[" * 100_000):
-        (h.logs / "cycles.json").write_text(broken)
-        assert unfinished_cycle(h) == "20260101_000000_01"
 
 
 def test_the_workspace_is_swept_before_a_cycle_only_when_the_last_cycle_was_killed(home):
@@ -39,11 +34,12 @@ def test_the_workspace_is_swept_before_a_cycle_only_when_the_last_cycle_was_kill
     stale = workspace / ".notes.txt.31337.deadbeef.tmp"
     stale.write_text("x")
     assert clean_after_crash(h, workspace) == [] and stale.exists()  # no cycle yet
-    for cycle_id in ("20260101_000000_01", "20260101_000100_01"):
+    for _ in range(2):
+        cycle_id = new_cycle_id(h, MOMENT)
         (h.scratchpad / f"{cycle_id}_before.yaml").write_text("{}\n")
         (h.scratchpad / f"{cycle_id}_after.yaml").write_text("{}\n")
     assert clean_after_crash(h, workspace) == [] and stale.exists()  # every cycle finished: not walked
-    (h.scratchpad / "20260101_000200_01_before.yaml").write_text("{}\n")  # killed: no after snapshot
+    (h.scratchpad / f"{new_cycle_id(h, MOMENT)}_before.yaml").write_text("{}\n")  # killed: no after snapshot
     assert clean_after_crash(h, workspace) == [stale] and not stale.exists()
 
 
@@ -73,7 +69,7 @@ def test_a_failing_sweep_is_logged_and_never_fails_the_cycle(tmp_path, monkeypat
     def broken(*args, **kwargs):
         raise RecursionError("maximum recursion depth exceeded")
 
-    import agent.store.crash as crash_module  # its helpers fail; the sweep itself is real
+    import agent.cycle.crash as crash_module  # its helpers fail; the sweep itself is real
 
     monkeypatch.setattr(crash_module, "remove_stale_temporaries", broken)
     monkeypatch.setattr(crash_module, "unfinished_cycle", lambda home: "20261124_000000_01")  # a killed cycle

@@ -1,11 +1,8 @@
-"""Durable files: atomic replacement, JSON-lines appends that are whole or absent, readers that
-survive torn records, stale temporary files, and reading text files that may be hostile."""
+"""Durable files: atomic replacement, stale temporary files, and reading text files that may be hostile."""
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import json
 import os
 import signal
 import subprocess
@@ -13,19 +10,10 @@ import sys
 
 import pytest
 
+from agent.common.files import atomic_write
 from agent.common.outcomes import DiskError
 from agent.common.safe_yaml import FileRefused, read_text_file
-from agent.store.files import append_jsonl, atomic_write, read_jsonl
 from agent.store.home import Home, remove_stale_temporaries
-
-
-def records(*numbers: int) -> list[dict]:
-    return [{"n": n, "text": f"record {n}"} for n in numbers]
-
-
-def line(record: dict) -> bytes:
-    return (json.dumps(record) + "\n").encode()
-
 
 # ------------------------------------------------------------------------------ atomic writes
 
@@ -42,111 +30,6 @@ def test_atomic_write_replaces_the_file_whole_and_leaves_no_temporary(tmp_path):
 def test_atomic_write_into_a_missing_folder_is_a_disk_error_naming_the_file(tmp_path):
     with pytest.raises(DiskError, match="could not write .*gone/active.yaml"):
         atomic_write(tmp_path / "gone" / "active.yaml", b"x")
-
-
-# ----------------------------------------------------------------------------- JSON-line appends
-
-
-def test_appended_records_read_back_in_order(tmp_path):
-    path = tmp_path / "archive.jsonl"
-    append_jsonl(path, records(1, 2))
-    append_jsonl(path, records(3))
-    assert read_jsonl(path, "n") == records(1, 2, 3)
-
-
-def test_an_append_after_a_torn_record_starts_a_new_line_so_the_new_record_is_read(tmp_path):
-    path = tmp_path / "archive.jsonl"
-    path.write_bytes(line(records(1)[0]) + b'{"n": 2, "text": "rec')  # a crash mid-append
-    append_jsonl(path, records(3))
-    assert read_jsonl(path, "n") == records(1, 3)
-    assert path.read_bytes().endswith(b'"rec\n' + line(records(3)[0]))
-
-
-def test_a_record_glued_to_a_torn_one_by_an_older_version_is_still_read(tmp_path):
-    path = tmp_path / "index.jsonl"
-    glued = {"n": 3, "usage": {"prompt": 1}, "text": 'a {"quoted"} brace'}
-    path.write_bytes(line(records(1)[0]) + b'{"n": 2, "usage": {"pro' + line(glued) + line(records(4)[0]))
-    assert read_jsonl(path, "n") == [records(1)[0], glued, records(4)[0]]
-
-
-def test_a_foreign_line_is_skipped(tmp_path):
-    path = tmp_path / "index.jsonl"
-    path.write_bytes(line(records(1)[0]) + b"not json\n" + line({"other": 1}) + b"[1, 2]\n" + line(records(2)[0]))
-    assert read_jsonl(path, "n") == records(1, 2)
-
-
-def test_hostile_lines_are_skipped_quickly_without_a_crash(tmp_path):
-    path = tmp_path / "index.jsonl"
-    nested = '{"n": ' * 100_000 + "1" + "}" * 100_000
-    path.write_text(nested + "\n" + '{"n": [' + '{"n": 1},' * 50_000 + "\n" + line(records(1)[0]).decode())
-    assert read_jsonl(path, "n") == records(1)
-
-
-def test_a_record_holding_a_unicode_line_separator_is_read_back(tmp_path):
-    path = tmp_path / "archive.jsonl"
-    odd = [{"n": 1, "text": "one\u2028two\u2029three\x85four"}]
-    append_jsonl(path, odd)
-    assert read_jsonl(path, "n") == odd
-
-
-def test_a_short_write_is_continued_until_the_records_are_whole(tmp_path, monkeypatch):
-    path = tmp_path / "archive.jsonl"
-    real_write = os.write
-    calls = []
-
-    def at_most_seven_bytes(fd, data):
-        calls.append(len(data))
-        return real_write(fd, bytes(data[:7]))
-
-    with monkeypatch.context() as patched:
-        patched.setattr(os, "write", at_most_seven_bytes)
-        append_jsonl(path, records(1, 2))
-    assert len(calls) > 2
-    assert read_jsonl(path, "n") == records(1, 2)
-
-
-def test_an_append_that_fills_the_disk_leaves_no_torn_record_and_raises_disk_error(tmp_path, monkeypatch):
-    path = tmp_path / "archive.jsonl"
-    append_jsonl(path, records(1))
-    before = path.read_bytes()
-    real_write = os.write
-
-    def half_then_full(fd, data):
-        if len(data) == len(line(records(2)[0])):
-            return real_write(fd, bytes(data[: len(data) // 2]))
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    with monkeypatch.context() as patched:
-        patched.setattr(os, "write", half_then_full)
-        with pytest.raises(DiskError, match=r"archive.jsonl.*\(the disk is full\)"):
-            append_jsonl(path, records(2))
-    assert path.read_bytes() == before
-    append_jsonl(path, records(3))
-    assert read_jsonl(path, "n") == records(1, 3)
-
-
-def test_an_append_whose_fsync_fails_leaves_no_record_and_raises_disk_error(tmp_path, monkeypatch):
-    path = tmp_path / "index.jsonl"
-    append_jsonl(path, records(1))
-
-    def no_room(fd):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    with monkeypatch.context() as patched:
-        patched.setattr(os, "fsync", no_room)
-        with pytest.raises(DiskError, match="the disk is full"):
-            append_jsonl(path, records(2))
-    assert path.read_bytes() == line(records(1)[0])
-
-
-def test_reading_the_tail_returns_only_whole_records_in_the_last_bytes(tmp_path):
-    path = tmp_path / "index.jsonl"
-    append_jsonl(path, records(*range(100)))
-    last_two = len(line(records(98)[0])) + len(line(records(99)[0]))
-    assert read_jsonl(path, "n", tail_bytes=last_two) == records(98, 99)
-    assert read_jsonl(path, "n", tail_bytes=last_two + 3) == records(98, 99)
-    assert read_jsonl(path, "n", tail_bytes=10**9) == records(*range(100))
-    assert read_jsonl(tmp_path / "missing.jsonl", "n", tail_bytes=100) == []
 
 
 # ------------------------------------------------------------------------- stale temporaries
@@ -183,7 +66,7 @@ def test_the_temporary_file_of_a_write_killed_midway_is_removed_by_the_next_clea
     workspace = home / "workspace"
     workspace.mkdir()
     write = (
-        "import sys; from pathlib import Path; from agent.store.files import atomic_write; "
+        "import sys; from pathlib import Path; from agent.common.files import atomic_write; "
         "atomic_write(Path(sys.argv[1]), b'half')"
     )
     killed = subprocess.run(

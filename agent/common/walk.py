@@ -6,7 +6,7 @@ RecursionError, and path-based calls raise ENAMETOOLONG. Here every walk keeps i
 opens each folder relative to its parent's descriptor (so no path is ever longer than one name),
 never follows a symlink, stops below `max_depth` folders and after `max_entries` entries, and
 counts what it left out instead of raising. Every walk or copy of a workspace goes through here:
-the after-crash sweep (`store/files.py`), `agent replay`'s scratch copy and its removal.
+the after-crash sweep (`common/files.py`), `agent replay`'s scratch copy and its removal.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Walking, copying and removing a tree the model shaped (agent/store/walk.py): symlinks never
+"""Walking, copying and removing a tree the model shaped (agent/common/walk.py): symlinks never
 followed, bounds counted instead of raised. The 1,200-deep and past-PATH_MAX trees are in
 tests/system/test_deep_trees.py."""
 
@@ -8,7 +8,7 @@ import os
 import stat
 from pathlib import Path
 
-from agent.store.walk import Walk, copy_tree, remove_tree
+from agent.common.walk import Walk, copy_tree, remove_tree
 
 
 def _tree(root: Path, outside: Path) -> Path:

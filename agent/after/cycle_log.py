@@ -3,7 +3,7 @@
 Each call writes exactly one line: secrets are redacted and control characters (newlines
 included) escaped, so text the model wrote can neither forge a line nor drive a terminal that
 `cat`s the log. The log is bounded: past `max_bytes` one marker line is written and the rest
-dropped. Nothing reads these lines back as data (history reads logs/index.jsonl).
+dropped. Nothing reads these lines back as data (history reads the records in logs/agent.db).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import os
 from pathlib import Path
 
 from agent.common.escape import escape_controls
+from agent.common.files import disk_error
 from agent.secrets import Secrets
-from agent.store.files import disk_error
 
 
 class CycleLog:

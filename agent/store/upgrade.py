@@ -1,0 +1,184 @@
+"""The upgrade from an older release's files: every record they hold, moved into logs/agent.db.
+
+Run by migrations 2 and 3, once per home. `import_records` reads each file the older release wrote
+(the cycle index, the newest id given, the journal of calls, the archive, parked calls, the inbox,
+the probes) one line at a time, inside the migration's one transaction: a kill midway leaves the
+database as it was and every file in place, and the next open starts again. A line torn by a crash
+is skipped, and a record glued after a torn one is still found, as the older release read them.
+The cycles with files on disk are found by one listing of scratchpad/ and logs/, their bytes
+counted. `import_transcripts` moves the transcript files in a batch per transaction, deleting
+them once their rows are committed, so the disk holds at most one batch twice over.
+Derived files (totals.json, recall.sqlite3) are rebuilt by the database, not read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from agent.common.files import fault_point
+from agent.common.outcomes import InvalidScratchpad
+from agent.store.home import Home
+from agent.store.ids import CYCLE_ID, cycle_started
+from agent.store.rows import add_archive, insert_record
+
+if TYPE_CHECKING:
+    from agent.store.db import Database
+
+MAX_GLUED_STARTS = 100  # object starts a torn line is searched at for the record glued after it
+_CYCLE_FILE = re.compile(rf"(?:cycle_)?({CYCLE_ID.pattern})(_before\.yaml|_after\.yaml|\.log|\.transcript\.jsonl)")
+_KIND = {"_before.yaml": "snapshot", "_after.yaml": "snapshot", ".log": "log"}
+_TRANSCRIPT = re.compile(r"cycle_(.+)\.transcript\.jsonl")
+BATCH_FILES, BATCH_BYTES = 256, 16 * 1024 * 1024  # transcript files moved in per transaction, at most
+
+
+def record_in(line: str, required_key: str) -> dict | None:
+    """The record on one line: the whole line, or, when a torn record was glued to its front (a
+    crash before appends began each on a new line), the whole record ending the line."""
+    with contextlib.suppress(ValueError, RecursionError):
+        record = json.loads(line)
+        return record if isinstance(record, dict) and required_key in record else None
+    decoder, end = json.JSONDecoder(), len(line.rstrip())
+    start = line.find('{"', 1)  # '{"' outside a JSON string starts an object
+    for _ in range(MAX_GLUED_STARTS):
+        if start == -1:
+            break
+        with contextlib.suppress(ValueError, RecursionError):
+            record, stop = decoder.raw_decode(line, start)
+            if stop == end and isinstance(record, dict) and required_key in record:
+                return record
+        start = line.find('{"', start + 1)
+    return None
+
+
+def json_lines(path: Path, required_key: str) -> Iterator[dict]:
+    """Every whole record of a JSON-lines file, oldest first, one line in memory at a time."""
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with handle:
+        for line in handle:  # split on b"\n" only: JSON leaves U+2028 and the like unescaped
+            record = record_in(line.decode("utf-8", "replace"), required_key) if line.strip() else None
+            if record is not None:
+                yield record
+
+
+def _json_file(path: Path) -> object:
+    try:
+        return json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise InvalidScratchpad(f"{path}: cannot be read ({exc}); fix or remove it, then run again") from None
+
+
+def import_records(db: Database, home: Home) -> None:
+    """Every record of the older release's files, into `db` (inside the migration's transaction)."""
+    for record in json_lines(home.root / "logs/index.jsonl", "cycle_id"):
+        if isinstance(record["cycle_id"], str):
+            insert_record(db, record)
+    fault_point("agent.db: index imported")
+    _cycles_on_disk(db, home)
+    with contextlib.suppress(InvalidScratchpad, AttributeError, TypeError):  # a cache: the listing above will do
+        newest = _json_file(home.root / "logs/cycles.json")
+        if CYCLE_ID.fullmatch(newest.get("newest")):  # the newest id ever given: new ids sort after it
+            db.execute("INSERT OR IGNORE INTO cycle (id, files) VALUES (?, 0)", (newest["newest"],))
+    for record in json_lines(home.root / "logs/calls.jsonl", "call"):
+        db.execute(
+            "INSERT INTO call (format, call, event, record) VALUES (1, ?, ?, ?)",
+            (str(record["call"]), str(record.get("event")), json.dumps(record)),
+        )
+    add_archive(db, json_lines(home.root / "logs/archive.jsonl", "kind"))
+    fault_point("agent.db: archive imported")
+    _import_parked(db, home.root / "scratchpad/approvals.json")
+    for record in json_lines(home.root / "scratchpad/inbox.jsonl", "id"):
+        db.execute("INSERT INTO inbox (format, record) VALUES (1, ?)", (json.dumps(record),))
+    for name in ("endpoint", "sandbox"):
+        with contextlib.suppress(InvalidScratchpad):
+            found = _json_file(home.logs / f"{name}.json")
+            if isinstance(found, dict):  # remembered probes: an unreadable one is probed again
+                db.execute("INSERT OR REPLACE INTO probe VALUES (?, 1, ?)", (name, json.dumps(found)))
+    fault_point("agent.db: older records imported")
+
+
+def _import_parked(db: Database, path: Path) -> None:
+    calls = _json_file(path)
+    if calls is None:
+        return
+    if not isinstance(calls, list) or not all(_parked_call(c) for c in calls):
+        raise InvalidScratchpad(f"{path}: not a list of approval records; fix or remove it, then run again")
+    for call in calls:
+        db.execute(
+            "INSERT OR REPLACE INTO approval VALUES (?, 1, ?, ?)",
+            (int(call["id"]), str(call.get("status")), json.dumps(call)),
+        )
+
+
+def _parked_call(call: object) -> bool:
+    return (
+        isinstance(call, dict)
+        and isinstance(call.get("id"), str)
+        and call["id"].isdigit()
+        and all(isinstance(call.get(key), str) for key in ("cycle_id", "tool"))
+        and isinstance(call.get("args"), dict)
+        and call.get("status") in ("pending", "approved", "denied", "ran")
+    )
+
+
+def _cycles_on_disk(db: Database, home: Home) -> None:
+    """Every cycle with a snapshot or log on disk: its row marked so, with its files' bytes counted."""
+    for folder in (home.scratchpad, home.logs):
+        with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
+            for entry in entries:
+                found = _CYCLE_FILE.fullmatch(entry.name)
+                kind = found and cycle_started(found.group(1)) and _KIND.get(found.group(2))
+                if not kind or not entry.is_file():  # a link to a file is one, as a prune deletes it
+                    continue
+                size = entry.stat().st_size
+                db.execute(
+                    f"""INSERT INTO cycle (id, {kind}_files, {kind}_bytes) VALUES (?, 1, ?)
+                    ON CONFLICT (id) DO UPDATE SET files = 1, {kind}_files = {kind}_files + 1,
+                    {kind}_bytes = {kind}_bytes + excluded.{kind}_bytes""",
+                    (found.group(1), size),
+                )
+
+
+def import_transcripts(db: Database, home: Home) -> None:
+    """The transcript files' lines into the database, a batch of files per transaction (at most
+    `BATCH_FILES`, or `BATCH_BYTES` of them), each batch's files deleted once its rows commit."""
+    with contextlib.suppress(FileNotFoundError), os.scandir(home.logs) as entries:
+        found = [(e.name, e.stat().st_size) for e in entries if _TRANSCRIPT.fullmatch(e.name)]
+    while found:
+        size, batch = 0, []
+        while found and len(batch) < BATCH_FILES and size < BATCH_BYTES:
+            name, bytes_ = found.pop()
+            batch.append(name)
+            size += bytes_
+        with db.write():
+            for name in batch:
+                _import_transcript(db, home.logs / name)
+        fault_point("agent.db: transcripts imported")
+        for name in batch:
+            (home.logs / name).unlink(missing_ok=True)
+
+
+def _import_transcript(db: Database, path: Path) -> None:
+    cycle_id = _TRANSCRIPT.fullmatch(path.name).group(1)
+    try:
+        handle = open(path, "rb")  # open before the rows go: a file another process moved in meanwhile is skipped
+    except FileNotFoundError:
+        return
+    with handle:
+        db.execute("DELETE FROM transcript WHERE cycle_id = ?", (cycle_id,))  # moved in before a kill
+        for line in handle:
+            record = record_in(line.decode("utf-8", "replace"), "call") if line.strip() else None
+            if record is not None:
+                db.execute(
+                    "INSERT INTO transcript (format, cycle_id, record) VALUES (1, ?, ?)",
+                    (cycle_id, json.dumps(record, ensure_ascii=False)),
+                )
