@@ -39,7 +39,6 @@ from agent.models.openai.compat import OpenAIModel
 from agent.models.resolve import anchor_model_path
 from agent.store.home import Home
 from agent.store.lock import home_lock, is_locked
-from agent.store.migrations import OLDER_FILES
 from agent.store.retention import prune_cycles
 from agent.store.state_file import read_state_file
 
@@ -210,7 +209,7 @@ def _records_check(home: Home) -> Check:
 
     name = home.database.relative_to(home.root)
     try:
-        if not home.database.exists() and not any((home.root / older).exists() for older in OLDER_FILES):
+        if not home.database.exists() and not any(p.exists() for p in home.older_release_files):
             return Check("records", True, f"none yet: the first cycle makes {name} ({journal_mode(home.logs)[1]})")
         db = records(home, create=False)
         version = db.one("PRAGMA user_version")[0]

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 from typing import Iterator
 
 from agent.common.outcomes import InvalidScratchpad
 from agent.store.db import records
 from agent.store.home import Home
 from agent.store.ids import SECOND_LENGTH, cycle_started, following_cycle_id
-from agent.store.rows import insert_record
+from agent.store.rows import count_files as count_files_of
+from agent.store.rows import file_sizes, insert_record
 
 
 def newest_cycle(home: Home) -> str | None:
@@ -46,30 +46,18 @@ def new_cycle_id(home: Home, now: _dt.datetime) -> str:
     return cycle_id
 
 
-def _sizes(home: Home, cycle_id: str) -> tuple[int, int, int, int, int]:
-    """(any file on disk, snapshot files, their bytes, log files, their bytes) of a cycle now."""
-    paths = (home.snapshot(cycle_id, "before"), home.snapshot(cycle_id, "after"), home.cycle_log(cycle_id))
-    found = [os.stat(p).st_size if p.is_file() else None for p in paths]
-    snapshots, log = [s for s in found[:2] if s is not None], found[2]
-    return (int(bool(snapshots) or log is not None), len(snapshots), sum(snapshots), int(log is not None), log or 0)
-
-
 def add_record(home: Home, record: dict) -> None:
     """A cycle's record, written once it ended, with the bytes of the files it left on disk."""
     db = records(home)
     with db.write():
-        insert_record(db, record, _sizes(home, record["cycle_id"]))
+        insert_record(db, record, file_sizes(home, record["cycle_id"]))
 
 
 def count_files(home: Home, cycle_id: str) -> None:
     """Count the files a cycle left on disk without writing its record (it was killed)."""
     db = records(home)
     with db.write():
-        db.execute(
-            "UPDATE cycle SET files = ?, snapshot_files = ?, snapshot_bytes = ?, log_files = ?, log_bytes = ? "
-            "WHERE id = ? AND record IS NULL",
-            (*_sizes(home, cycle_id), cycle_id),
-        )
+        count_files_of(db, home, cycle_id)
 
 
 def _record(text: str | None) -> dict | None:

@@ -151,9 +151,10 @@ def _errno_of(path: Path, code: int) -> int:
 
 
 def open_database(path: Path, home: Home | None) -> Database:
-    """Open (creating it, owner-only, when missing) and migrate the database at `path` of `home`
-    (no home: `path` is ":memory:", a database that lives and dies with its connection)."""
-    from agent.store.migrations import migrate  # the schema and the upgrade: only where a database is opened
+    """Open (creating it, owner-only, when missing) and migrate the database at `path` of `home`,
+    and move an older release's files in when there are (no home: `path` is ":memory:", a database
+    that lives and dies with its connection)."""
+    from agent.store.migrations import migrate  # the schema: only where a database is opened
 
     try:
         fresh = home is None or not path.exists()
@@ -173,7 +174,11 @@ def open_database(path: Path, home: Home | None) -> Database:
             if connection.execute("PRAGMA journal_mode").fetchone()[0] != mode:
                 connection.execute(f"PRAGMA journal_mode = {mode}")
             connection.execute("PRAGMA synchronous = FULL")
-        migrate(db, home)
+        migrate(db)
+        if home is not None and (fresh or any(p.exists() for p in home.older_release_files)):
+            from agent.store.upgrade import move_in  # once: a new database, or an older release's files
+
+            move_in(db, home)
     except BaseException:
         _close_unmade(db, fresh and home is not None)
         raise
@@ -183,8 +188,8 @@ def open_database(path: Path, home: Home | None) -> Database:
 def _close_unmade(db: Database, made_now: bool) -> None:
     """Close a database whose opening failed; one made by this open with nothing committed goes too,
     so a refused upgrade leaves the home exactly as it was."""
-    with contextlib.suppress(sqlite3.Error):
-        made_now = made_now and db.connection.execute("PRAGMA user_version").fetchone()[0] == 0
+    with contextlib.suppress(sqlite3.Error):  # nothing but the schema committed: no process wrote a record yet
+        made_now = made_now and not db.connection.execute("SELECT EXISTS (SELECT 1 FROM cycle)").fetchone()[0]
     db.close()
     if made_now:
         for leftover in (db.path, Path(f"{db.path}-wal"), Path(f"{db.path}-shm")):
@@ -209,7 +214,7 @@ def records(home: Home, create: bool = True) -> Database:
     found = _open.get(path)
     if found is not None and found[:2] == (os.getpid(), inode) and inode:
         return found[2]
-    if not inode and not create and not any((home.root / name).exists() for name in _older_files()):
+    if not inode and not create and not any(p.exists() for p in home.older_release_files):
         if not _empty:
             _empty.append(open_database(Path(":memory:"), None))
         return _empty[0]
@@ -220,12 +225,6 @@ def records(home: Home, create: bool = True) -> Database:
     db = open_database(path, home)
     _open[path] = (os.getpid(), os.stat(path).st_ino, db)
     return db
-
-
-def _older_files() -> tuple[str, ...]:
-    from agent.store.migrations import OLDER_FILES  # an older release's files: a reader upgrades them
-
-    return OLDER_FILES
 
 
 def close_all() -> None:

@@ -61,6 +61,14 @@ class Home:
         return self.logs / "agent.db"
 
     @property
+    def older_release_files(self) -> tuple[Path, ...]:
+        """What the release before logs/agent.db kept in files (agent/store/upgrade.py moves them in)."""
+        logs = ("index.jsonl", "cycles.json", "totals.json", "calls.jsonl", "archive.jsonl", "recall.sqlite3")
+        logs += ("recall.sqlite3-journal", "endpoint.json", "sandbox.json")
+        older = ("approvals.json", ".approvals.lock", "inbox.jsonl")
+        return tuple(self.logs / name for name in logs) + tuple(self.scratchpad / name for name in older)
+
+    @property
     def operator_files(self) -> tuple[Path, ...]:
         """What the operator writes at the top of the home (a replay copies them; the tools never reach them)."""
         return (self.config, self.rules, self.examples, self.templates)

@@ -14,6 +14,7 @@ import fcntl
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 from agent.common.files import SECRET_FILE_MODE, disk_error, fault_point
@@ -29,6 +30,7 @@ BUSY_GRACE_SECONDS = 0.1
 # and may have left temporary files: a sweep is owed. So a cycle finds out, without listing any
 # folder, whether it must look for leftovers (agent/cycle/crash.py).
 HELD_MARK = b"1"
+_held: set[Path] = set()  # the homes whose lock this process holds
 
 
 @dataclass
@@ -65,12 +67,25 @@ def home_lock(home: Home, wait: float = 0) -> Iterator[Held]:
                 time.sleep(min(0.01 if wait == 0 else 0.05, max(0.0, deadline - time.monotonic())))
         held = Held(owed=_mark(fd))
         fault_point("lock taken")
-        yield held
+        _held.add(home.root)
+        try:
+            yield held
+        finally:
+            _held.discard(home.root)
         if not held.owed or held.cleared:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
     finally:
         os.close(fd)  # closing the descriptor releases the flock
+
+
+@contextlib.contextmanager
+def holding_lock(home: Home, wait: float) -> Iterator[None]:
+    """Hold the home's lock for what follows, unless this process already holds it."""
+    with contextlib.ExitStack() as stack:
+        if home.root not in _held:
+            stack.enter_context(home_lock(home, wait))
+        yield
 
 
 def _mark(fd: int) -> bool:

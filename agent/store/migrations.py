@@ -3,10 +3,9 @@
 As in simonw/llm's migrations.py: `MIGRATIONS` is the list, append-only; the database's
 `PRAGMA user_version` is how many have been applied. Those pending run in one transaction with the
 bump of that number, so a process killed midway leaves the database as it was before them, and the
-next open runs them again; a migration refused (an older release's file that cannot be read) leaves
-the home exactly as it was. A database whose number is past this list was written by a
-newer agent: it is refused (exit 2), never read as if it were ours. A migration that must commit
-as it goes (moving many files in) is marked `stepwise` and must be safe to run again.
+next open runs them again. A database whose number is past this list was written by a newer
+agent: it is refused (exit 2), never read as if it were ours. Moving in an older release's files
+is not a migration but a step run on open whenever such files are found (agent/store/upgrade.py).
 
 Every table holds one kind of record and a `format` column (its shape), so a later migration or
 reader can tell an old record from a new one.
@@ -18,7 +17,6 @@ from typing import TYPE_CHECKING, Callable
 
 from agent.common.files import fault_point
 from agent.common.outcomes import UsageError
-from agent.store.home import Home
 
 if TYPE_CHECKING:
     from agent.store.db import Database
@@ -26,14 +24,8 @@ if TYPE_CHECKING:
 MIGRATIONS: list[Callable] = []
 migration = MIGRATIONS.append
 
-# What an older release kept in files, relative to the home; the upgrade moves each into the database.
-OLDER_FILES = tuple(
-    "logs/index.jsonl logs/cycles.json logs/totals.json logs/calls.jsonl logs/archive.jsonl logs/recall.sqlite3 "
-    "logs/endpoint.json logs/sandbox.json scratchpad/approvals.json scratchpad/.approvals.lock scratchpad/inbox.jsonl".split()
-)
 
-
-def migrate(db: Database, home: Home | None) -> None:
+def migrate(db: Database) -> None:
     """Apply the migrations this database lacks, in order; UsageError for one from a newer agent."""
     version = db.one("PRAGMA user_version")[0]
     if version > len(MIGRATIONS):
@@ -41,23 +33,14 @@ def migrate(db: Database, home: Home | None) -> None:
             f"{db.path} was written by a newer agent (its records are at migration {version}, this agent knows "
             f"{len(MIGRATIONS)}): upgrade agent to use this home"
         )
-    while version < len(MIGRATIONS):
-        if _stepwise(MIGRATIONS[version]):
-            MIGRATIONS[version](db, home)  # commits as it goes
-        with db.write():
-            start = version = db.one("PRAGMA user_version")[0]  # another process may have applied some meanwhile
-            for number, step in enumerate(MIGRATIONS[start:], start + 1):
-                if _stepwise(step) and number > start + 1:
-                    break  # it commits on its own: the next round
-                if not _stepwise(step):
-                    step(db, home)
-                db.execute(f"PRAGMA user_version = {number}")
-                version = number
-        fault_point(f"agent.db: migrations to {version} applied")
-
-
-def _stepwise(step: Callable) -> bool:
-    return getattr(step, "stepwise", False)
+    if version == len(MIGRATIONS):
+        return
+    with db.write():
+        version = db.one("PRAGMA user_version")[0]  # another process may have applied some meanwhile
+        for number, step in enumerate(MIGRATIONS[version:], version + 1):
+            step(db)
+            db.execute(f"PRAGMA user_version = {number}")
+    fault_point(f"agent.db: migrations to {len(MIGRATIONS)} applied")
 
 
 _SPEND = """INSERT INTO spend VALUES (new.day, coalesce(new.model, ''), 1, new.tokens, coalesce(new.cost, 0),
@@ -78,7 +61,7 @@ def _disk(sign: str, row: str) -> str:
 
 
 @migration
-def m001_records(db: Database, home: Home | None) -> None:
+def m001_records(db: Database) -> None:
     for statement in (
         # one row per cycle id given: `record` (what `agent run --json` printed, less its files) is
         # NULL until the cycle ends (running, or killed); the rest is read out of it for queries
@@ -123,35 +106,7 @@ def m001_records(db: Database, home: Home | None) -> None:
         "CREATE INDEX approval_status ON approval (status)",
         "CREATE TABLE inbox (seq INTEGER PRIMARY KEY, format INTEGER NOT NULL, record TEXT NOT NULL)",
         "CREATE TABLE probe (name TEXT PRIMARY KEY, format INTEGER NOT NULL, record TEXT NOT NULL)",
+        # the older release's files whose records are in (agent/store/upgrade.py)
+        "CREATE TABLE upgrade (files TEXT NOT NULL)",
     ):
         db.execute(statement)
-
-
-@migration
-def m002_import_older_files(db: Database, home: Home | None) -> None:
-    """A home an older release wrote: its records, moved in (agent/store/upgrade.py)."""
-    if home is not None:
-        from agent.store.upgrade import import_records
-
-        import_records(db, home)
-
-
-def m003_transcripts(db: Database, home: Home | None) -> None:
-    """An older release's transcript files, moved in one at a time (each file deleted once its rows commit)."""
-    if home is not None:
-        from agent.store.upgrade import import_transcripts
-
-        import_transcripts(db, home)
-
-
-m003_transcripts.stepwise = True  # type: ignore[attr-defined]
-migration(m003_transcripts)
-
-
-@migration
-def m004_remove_older_files(db: Database, home: Home | None) -> None:
-    """Once their records are in: the older release's files go (deleting one twice is harmless)."""
-    if home is not None:
-        for name in OLDER_FILES:
-            (home.root / name).unlink(missing_ok=True)
-        (home.root / "logs/recall.sqlite3-journal").unlink(missing_ok=True)

@@ -9,6 +9,7 @@ import json
 from typing import TYPE_CHECKING, Any, Iterable
 
 from agent.state import parse_time
+from agent.store.home import Home
 
 if TYPE_CHECKING:
     from agent.store.db import Database
@@ -39,6 +40,24 @@ def _columns(record: dict) -> tuple:
         _count(usage.get("prompt_tokens")) if usage else 0,
         _count(usage.get("completion_tokens")) if usage else 0,
         float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None,
+    )
+
+
+def file_sizes(home: Home, cycle_id: str) -> tuple[int, int, int, int, int]:
+    """(any file on disk, snapshot files, their bytes, log files, their bytes) of a cycle now."""
+    paths = (home.snapshot(cycle_id, "before"), home.snapshot(cycle_id, "after"), home.cycle_log(cycle_id))
+    found = [p.stat().st_size if p.is_file() else None for p in paths]
+    snapshots, log = [s for s in found[:2] if s is not None], found[2]
+    return (int(bool(snapshots) or log is not None), len(snapshots), sum(snapshots), int(log is not None), log or 0)
+
+
+def count_files(db: Database, home: Home, cycle_id: str) -> None:
+    """Count a cycle's files on disk in its row (made if missing), without its record (inside `db.write()`)."""
+    db.execute(
+        """INSERT INTO cycle (id, files, snapshot_files, snapshot_bytes, log_files, log_bytes) VALUES (?, ?, ?, ?, ?, ?)
+        ON CONFLICT (id) DO UPDATE SET files = excluded.files, snapshot_files = excluded.snapshot_files,
+        snapshot_bytes = excluded.snapshot_bytes, log_files = excluded.log_files, log_bytes = excluded.log_bytes""",
+        (cycle_id, *file_sizes(home, cycle_id)),
     )
 
 

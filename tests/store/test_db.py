@@ -186,13 +186,24 @@ def test_the_reference_lists_the_same_tables_the_migrations_make():
     db = database.Database(made, Path(":memory:"), "")
     from agent.store.migrations import migrate
 
-    migrate(db, None)
+    migrate(db)
     tables = {
         name
         for (name,) in made.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE '%VIRTUAL%'")
         if not name.startswith(("recall_", "sqlite_"))
     } | {"recall"}
-    assert tables == {"cycle", "spend", "disk", "transcript", "call", "archive", "recall", "approval", "inbox", "probe"}
+    assert tables == {
+        "cycle",
+        "spend",
+        "disk",
+        "transcript",
+        "call",
+        "archive",
+        "recall",
+        "approval",
+        "inbox",
+        "probe",
+    } | {"upgrade"}
     reference = (REPO / "docs" / "reference.md").read_text()
     section = reference[reference.index("## A home's files") : reference.index("## Commands")]
     for table in tables:

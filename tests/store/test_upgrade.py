@@ -12,6 +12,8 @@ import re
 import shutil
 import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,7 +98,8 @@ def _transcribed(db) -> list[str]:
 def test_the_older_homes_files_are_what_that_release_writes():
     """The fixture holds every kind of file the upgrade moves in (and a torn line to skip)."""
     names = {p.relative_to(OLDER).as_posix() for p in OLDER.rglob("*") if p.is_file()}
-    assert {name for name in migrations.OLDER_FILES if name in names} == set(migrations.OLDER_FILES)
+    kinds = {p.relative_to(OLDER).as_posix() for p in Home(OLDER).older_release_files}
+    assert kinds - names == {"logs/recall.sqlite3-journal"}  # every other kind of file
     assert len([n for n in names if n.endswith(".transcript.jsonl")]) == 5
     assert not (OLDER / "logs" / "archive.jsonl").read_text().endswith("\n")  # torn
 
@@ -110,7 +113,8 @@ def test_the_first_command_a_read_only_one_upgrades_the_home_and_loses_nothing(o
     assert data["approvals"]["ids"] == ["2"]
     # the older release's files are gone; what stays a file stays
     left = sorted(p.relative_to(older).as_posix() for p in older.rglob("*") if p.is_file())
-    assert not [name for name in left if name in migrations.OLDER_FILES or name.endswith(".transcript.jsonl")]
+    gone = {p.relative_to(older).as_posix() for p in Home(older).older_release_files}
+    assert not [name for name in left if name in gone or name.endswith(".transcript.jsonl")]
     assert "logs/agent.db" in left and len([n for n in left if n.startswith("logs/cycle_")]) == 5
     assert len([n for n in left if n.endswith(("_before.yaml", "_after.yaml"))]) == 11
     assert what_the_database_holds(older) == held
@@ -190,6 +194,52 @@ def test_an_unreadable_older_file_refuses_the_upgrade_naming_it_or_is_rebuilt(ol
     assert len(result.stderr.splitlines()) == 1 and tree_digest(older) == frozen  # nothing changed
 
 
+def test_what_an_older_release_writes_on_an_upgraded_home_moves_in_at_the_next_command(older):
+    """A downgrade and back: the older release, which does not see the database, writes its files
+    afresh; the next command of this release moves those in too (a parked call gets a new id)."""
+    assert run_cli("status", "--home", str(older)).exit_code == 0  # upgraded
+    later = {"cycle_id": "20261128_000000_01", "started": "2026-11-28T00:00:00+00:00", "stop_reason": "done"}
+    (older / "logs" / "index.jsonl").write_text(json.dumps(later) + "\n")
+    parked = {"id": "1", "cycle_id": later["cycle_id"], "tool": "shell", "args": {"command": "uptime"}}
+    (older / "scratchpad" / "approvals.json").write_text(json.dumps([dict(parked, status="pending")]))
+    history = json.loads(run_cli("history", "--home", str(older), "-n", "0", "--json").stdout)
+    assert history[0]["cycle_id"] == later["cycle_id"] and len(history) == 7
+    calls = {r["id"]: (r["args"], r["status"]) for r in read_approvals(Home.at(older))}
+    assert calls == {"1": ({"command": "ls"}, "approved"), "2": ({"command": "df -h"}, "pending")} | {
+        "3": ({"command": "uptime"}, "pending")
+    }
+    assert not (older / "logs" / "index.jsonl").exists() and not (older / "scratchpad" / "approvals.json").exists()
+
+
+HOLDER = """
+import json, sys
+from agent.store.home import Home
+from agent.store.lock import home_lock
+home = Home.at(sys.argv[1])
+with home_lock(home):  # as an older release's cycle holds it, then appends its record
+    print("held", flush=True)
+    sys.stdin.readline()
+    with open(home.logs / "index.jsonl", "a") as index:
+        index.write(json.dumps({"cycle_id": "20261128_000000_01", "stop_reason": "done"}) + "\\n")
+"""
+
+
+def test_a_read_only_command_upgrades_under_the_homes_lock_after_the_cycle_holding_it(older):
+    """`agent status` on a home not yet upgraded, while an older release's cycle holds the lock:
+    it waits for the lock, then moves in everything, the record that cycle appended last too."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(older)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout.readline() == "held\n"
+    status = subprocess.Popen(
+        [sys.executable, "-m", "agent", "status", "--home", str(older), "--json"], stdout=subprocess.PIPE, text=True
+    )
+    holder.communicate("go\n", timeout=60)
+    out, _ = status.communicate(timeout=120)
+    assert status.returncode == 0 and json.loads(out)["last_cycle"]["cycle_id"] == "20261128_000000_01"
+    assert not (older / "logs" / "index.jsonl").exists()
+
+
 # -------------------------------------------------------------------------------- kill -9
 
 
@@ -201,7 +251,7 @@ def test_a_kill_at_any_step_of_the_upgrade_leaves_a_home_the_next_command_finish
     what the older release's files held, and a cycle then runs."""
     script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "tidied"}}])
     held, steps, k = None, [], 0
-    while not steps or steps[-1] != "agent.db: migrations to 4 applied":  # to the end of the upgrade
+    while not steps or steps[-1] != "agent.db: older files removed":  # to the end of the upgrade
         k += 1
         assert k < 80, "more kill points than expected: is the AGENT_TEST_KILL_AT counter broken?"
         home = tmp_path / f"kill-{k}"
@@ -220,12 +270,12 @@ def test_a_kill_at_any_step_of_the_upgrade_leaves_a_home_the_next_command_finish
         shutil.rmtree(home)
     joined = "\n".join(steps)
     for must in (
+        "agent.db: migrations to 1 applied",
         "agent.db: index imported",
         "agent.db: archive imported",
         "agent.db: older records imported",
-        "agent.db: migrations to 2 applied",
         "agent.db: transcripts imported",
-        "agent.db: migrations to 4 applied",
+        "agent.db: older files removed",
     ):
         assert must in joined, f"no kill at '{must}' (saw: {steps})"
     assert joined.count("agent.db: transcripts imported") == 1  # five files, one batch
