@@ -246,12 +246,9 @@ def remember_probe(home: Home, name: str, record: dict | None) -> None:
     """Keep (or, with None, forget) a probe; AgentError when it cannot be written."""
     db = records(home)
     with db.write():
-        if record is None:
-            db.execute("DELETE FROM probe WHERE name = ?", (name,))
-        else:
-            db.execute(
-                "INSERT OR REPLACE INTO probe (name, format, record) VALUES (?, 1, ?)", (name, json.dumps(record))
-            )
+        db.execute("DELETE FROM probe WHERE name = ?", (name,))
+        if record is not None:
+            db.execute("INSERT INTO probe VALUES (?, 1, ?)", (name, json.dumps(record)))
 
 
 def any_rows(home: Home, table: str) -> bool:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 MAX_GLUED_STARTS = 100  # object starts a torn line is searched at for the record glued after it
 BATCH_FILES, BATCH_BYTES = 256, 16 * 1024 * 1024  # transcript files moved in per transaction, at most
+_STATUSES = ("pending", "approved", "denied", "ran")  # of a parked call
 _CYCLE_FILE = re.compile(rf"(?:cycle_)?({CYCLE_ID.pattern})(?:_before\.yaml|_after\.yaml|\.log)")
 _TRANSCRIPT = re.compile(r"cycle_(.+)\.transcript\.jsonl")
 
@@ -156,13 +157,9 @@ def _import_parked(db: Database, path: Path) -> None:
 
 
 def _parked_call(call: object) -> bool:
-    return (
-        isinstance(call, dict)
-        and isinstance(call.get("id"), str)
-        and call["id"].isdigit()
-        and all(isinstance(call.get(key), str) for key in ("cycle_id", "tool"))
-        and isinstance(call.get("args"), dict)
-        and call.get("status") in ("pending", "approved", "denied", "ran")
+    fields = call if isinstance(call, dict) else {}
+    return all(isinstance(fields.get(key), str) for key in ("id", "cycle_id", "tool")) and (
+        fields["id"].isdigit() and isinstance(fields.get("args"), dict) and fields.get("status") in _STATUSES
     )
 
 
