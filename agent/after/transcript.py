@@ -25,6 +25,7 @@ from agent.models.base import Completion, Log, Model, Request
 from agent.secrets import Secrets
 from agent.store.db import records
 from agent.store.home import Home
+from agent.store.rows import loaded
 
 # Room kept for the one record that says the transcript was cut.
 CUT_LINE_ROOM = 200
@@ -129,7 +130,4 @@ def read_transcript(home: Home, cycle_id: str, after: int = 0) -> Iterator[tuple
     rows = records(home, create=False).stream(
         "SELECT seq, record FROM transcript WHERE cycle_id = ? AND seq > ? ORDER BY seq", (cycle_id, after)
     )
-    for seq, text in rows:
-        found = json.loads(text)
-        if isinstance(found, dict):
-            yield seq, found
+    yield from ((seq, record) for seq, text in rows if (record := loaded(text)) is not None)

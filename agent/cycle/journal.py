@@ -33,6 +33,7 @@ from agent.secrets import Secrets
 from agent.state import add_note
 from agent.store.db import records
 from agent.store.home import Home
+from agent.store.rows import loaded
 
 ARGS_KEPT_BYTES = 16 * 1024
 RESULT_KEPT_CHARS = 300
@@ -101,7 +102,7 @@ def unfinished(home: Home) -> dict | None:
     """The intent of a call a killed cycle left unfinished, or None. AgentError (a disk error: exit 7)
     when the journal cannot be read: whether a call is unfinished must not be guessed."""
     found = records(home, create=False).one("SELECT event, record FROM call ORDER BY seq DESC LIMIT 1")
-    last = json.loads(found[1]) if found and found[0] == INTENT else None
+    last = loaded(found[1]) if found and found[0] == INTENT else None
     return last if isinstance(last, dict) and isinstance(last.get("tool"), str) else None
 
 

@@ -29,6 +29,7 @@ from agent.secrets import Secrets
 from agent.state import add_note
 from agent.store.db import Database, any_rows, records
 from agent.store.home import Home
+from agent.store.rows import loaded
 from agent.tools import NeedsApproval, Registry, Tool, ToolContext, ToolError
 
 PENDING, APPROVED, DENIED, RAN = "pending", "approved", "denied", "ran"
@@ -98,10 +99,7 @@ def read_approvals(home: Home) -> list[dict]:
     that is not an approval record (edited by hand)."""
     found = []
     for approval_id, text in records(home, create=False).rows("SELECT id, record FROM approval ORDER BY id"):
-        try:
-            record = json.loads(text)
-        except (TypeError, ValueError):
-            record = None
+        record = loaded(text)
         if not _well_formed(record):
             raise InvalidScratchpad(
                 f"{records(home, create=False).path}: parked call {approval_id} is not an approval record "

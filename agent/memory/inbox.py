@@ -34,6 +34,7 @@ from agent.memory.queue_edits import apply_edit, describe
 from agent.state import add_note
 from agent.store.db import any_rows, records
 from agent.store.home import Home
+from agent.store.rows import loaded
 from agent.store.state_file import state_size_problem, write_state
 
 # The top-level key of active.yaml naming the ids of the last batch applied (see above).
@@ -72,7 +73,7 @@ def queue_edit(home: Home, edit: dict) -> dict:
 def queued_edits(home: Home) -> list[dict]:
     """The queued edits, oldest first."""
     rows = records(home, create=False).rows("SELECT record FROM inbox ORDER BY seq")
-    return [record for (text,) in rows if isinstance(record := json.loads(text), dict) and "id" in record]
+    return [record for (text,) in rows if (record := loaded(text)) is not None and "id" in record]
 
 
 def apply_inbox(home: Home, state: dict) -> Applied:

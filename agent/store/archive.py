@@ -11,14 +11,13 @@ and OR-ed, so operators (AND, NOT, NEAR), column filters, `*` and quotes are jus
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Iterator
 
 from agent.store.db import records
 from agent.store.home import Home
-from agent.store.rows import add_archive, entry_text
+from agent.store.rows import add_archive, entry_text, loaded
 
 MAX_QUERY_CHARS = 2000
 MAX_QUERY_WORDS = 16
@@ -44,8 +43,8 @@ def append_archive(home: Home, items: list[dict]) -> None:
 def archived(home: Home, kind: str | None = None) -> Iterator[dict]:
     """The archive's records (of one kind), oldest first, streamed."""
     sql = "SELECT record FROM archive" + (" WHERE kind = ?" if kind else "") + " ORDER BY seq"
-    for (text,) in records(home, create=False).stream(sql, (kind,) if kind else ()):
-        yield json.loads(text)
+    rows = records(home, create=False).stream(sql, (kind,) if kind else ())
+    yield from (record for (text,) in rows if (record := loaded(text)) is not None)
 
 
 def counts_by_kind(home: Home) -> dict[str, int]:
@@ -76,4 +75,4 @@ def search(home: Home, query: str, limit: int) -> list[Match]:
         "ORDER BY found.rank, found.rowid DESC",
         (expression, limit),
     )
-    return [Match(cycle_id, kind, entry_text(json.loads(text))) for cycle_id, kind, text in rows]
+    return [Match(cycle_id, kind, entry_text(loaded(text) or {})) for cycle_id, kind, text in rows]

@@ -11,7 +11,6 @@ so every answer costs the same after a million cycles as after ten.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from typing import Iterator
 
 from agent.common.outcomes import InvalidScratchpad
@@ -19,7 +18,7 @@ from agent.store.db import records
 from agent.store.home import Home
 from agent.store.ids import SECOND_LENGTH, cycle_started, following_cycle_id
 from agent.store.rows import count_files as count_files_of
-from agent.store.rows import file_sizes, insert_record
+from agent.store.rows import file_sizes, insert_record, loaded
 
 
 def newest_cycle(home: Home) -> str | None:
@@ -60,25 +59,17 @@ def count_files(home: Home, cycle_id: str) -> None:
         count_files_of(db, home, cycle_id)
 
 
-def _record(text: str | None) -> dict | None:
-    try:
-        found = json.loads(text) if text else None
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) else None
-
-
 def newest_first(home: Home) -> Iterator[dict]:
     """Every cycle's record, newest first, read only as far as the caller goes."""
     rows = records(home, create=False).stream("SELECT record FROM cycle WHERE record IS NOT NULL ORDER BY id DESC")
-    return (record for (text,) in rows if (record := _record(text)) is not None)
+    return (record for (text,) in rows if (record := loaded(text)) is not None)
 
 
 def newest_cycles(home: Home) -> Iterator[tuple[str, dict | None]]:
     """(id, record) of every cycle with a record or with files on disk, newest first: a cycle without
     a record (None) is running now, or was killed (its snapshots tell the rest)."""
     rows = records(home, create=False).stream("SELECT id, record, files FROM cycle ORDER BY id DESC")
-    return ((cycle_id, _record(text)) for cycle_id, text, files in rows if text is not None or files)
+    return ((cycle_id, loaded(text)) for cycle_id, text, files in rows if text is not None or files)
 
 
 def with_files_newest_first(home: Home) -> Iterator[str]:
@@ -90,7 +81,7 @@ def with_files_newest_first(home: Home) -> Iterator[str]:
 def record_of(home: Home, cycle_id: str) -> tuple[bool, dict | None]:
     """(whether the id was ever given, its record or None)."""
     found = records(home, create=False).one("SELECT record FROM cycle WHERE id = ?", (cycle_id,))
-    return found is not None, _record(found[0]) if found else None
+    return found is not None, loaded(found[0]) if found else None
 
 
 def unrecorded(home: Home) -> list[str]:

@@ -43,9 +43,9 @@ def migrate(db: Database) -> None:
     fault_point(f"agent.db: migrations to {len(MIGRATIONS)} applied")
 
 
-_SPEND = """INSERT INTO spend VALUES (new.day, coalesce(new.model, ''), 1, new.tokens, coalesce(new.cost, 0),
-    new.cost IS NULL AND new.tokens > 0, iif(new.cost IS NULL, new.prompt_tokens, 0),
-    iif(new.cost IS NULL, new.completion_tokens, 0))
+_SPEND = """INSERT INTO spend VALUES (coalesce(new.day, ''), coalesce(new.model, ''), 1, coalesce(new.tokens, 0),
+    coalesce(new.cost, 0), new.cost IS NULL AND coalesce(new.tokens, 0) > 0, iif(new.cost IS NULL, coalesce(new.prompt_tokens, 0), 0),
+    iif(new.cost IS NULL, coalesce(new.completion_tokens, 0), 0))
   ON CONFLICT (day, model) DO UPDATE SET cycles = cycles + 1, tokens = tokens + excluded.tokens,
     cost = cost + excluded.cost, uncosted_cycles = uncosted_cycles + excluded.uncosted_cycles,
     uncosted_prompt = uncosted_prompt + excluded.uncosted_prompt,

@@ -43,6 +43,15 @@ def _columns(record: dict) -> tuple:
     )
 
 
+def loaded(text: object) -> dict | None:
+    """A record as stored (a JSON object); None for a row a hand edit left unreadable: skipped."""
+    try:
+        found = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def file_sizes(home: Home, cycle_id: str) -> tuple[int, int, int, int, int]:
     """(any file on disk, snapshot files, their bytes, log files, their bytes) of a cycle now."""
     paths = (home.snapshot(cycle_id, "before"), home.snapshot(cycle_id, "after"), home.cycle_log(cycle_id))

@@ -208,3 +208,24 @@ def test_the_reference_lists_the_same_tables_the_migrations_make():
     section = reference[reference.index("## A home's files") : reference.index("## Commands")]
     for table in tables:
         assert f"`{table}`" in section, table
+
+
+def test_rows_a_hand_edit_broke_are_skipped_by_every_reader_never_a_traceback(home, tmp_path):
+    """`sqlite3 logs/agent.db` lets an operator write anything: what is not a record is skipped."""
+    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
+    (home / "scratchpad").mkdir()
+    (home / "scratchpad" / "active.yaml").write_text("current_task: say hi\n")
+    assert run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q").exit_code == 0
+    db = records(Home.at(home))
+    with db.write():
+        db.execute("INSERT INTO cycle (id, format, record, files) VALUES ('20990101_000000_01', 1, '{torn', 0)")
+        db.execute("INSERT INTO archive (format, cycle_id, kind, record) VALUES (1, 'x', 'note', '[1, 2')")
+        db.execute("INSERT INTO transcript (format, cycle_id, record) SELECT 1, id, 'not json' FROM cycle")
+        db.execute("INSERT INTO inbox (format, record) VALUES (1, '\"a string\"')")
+        db.execute("INSERT INTO call (format, call, event, record) VALUES (1, 'x/1', 'intent', '{')")
+    database.close_all()
+    for command in (["history", "--json"], ["status"], ["show", "--all"], ["logs", "--transcript"], ["task", "list"]):
+        result = run_cli(*command, "--home", str(home))
+        assert result.exit_code == 0 and "Traceback" not in result.output, (command, result.output)
+    (home / "scratchpad" / "active.yaml").write_text("current_task: again\n")
+    assert run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q").exit_code == 0
