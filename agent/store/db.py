@@ -1,6 +1,6 @@
 """logs/agent.db: every record of a home in one SQLite database (the standard library's sqlite3).
 
-`records(home)` is the process's one connection to a home's database, opened on first use and
+`records(home)` is the thread's one connection to a home's database, opened on first use and
 migrated then (`migrations.py`); `close_all()` closes them (the CLI does when a command ends).
 Every change is one transaction (`Database.write`: BEGIN IMMEDIATE, so writers queue on SQLite's
 own lock for up to `BUSY_TIMEOUT_S`, never on a file lock of ours) with synchronous writes (FULL:
@@ -21,6 +21,7 @@ import json
 import os
 import re
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -196,12 +197,17 @@ def _close_unmade(db: Database, made_now: bool) -> None:
             leftover.unlink(missing_ok=True)
 
 
-_open: dict[Path, tuple[int, int, Database]] = {}  # path -> (pid, inode, database)
-_empty: list[Database] = []
+_local = threading.local()  # each thread its own connections (commands run in threads, in tests)
+
+
+def _opened() -> dict[Path, tuple[int, int, Database]]:  # path -> (pid, inode, database)
+    if not hasattr(_local, "opened"):
+        _local.opened, _local.empty = {}, []
+    return _local.opened
 
 
 def records(home: Home, create: bool = True) -> Database:
-    """This process's connection to the home's database, opened and migrated on first use. Without
+    """This thread's connection to the home's database, opened and migrated on first use. Without
     `create`, a home that has no database and nothing to upgrade from gets an empty one in memory
     instead: reading a home never writes one."""
     path = home.database
@@ -211,27 +217,29 @@ def records(home: Home, create: bool = True) -> Database:
         inode = 0
     except OSError as exc:
         raise disk_error(path, exc) from None
-    found = _open.get(path)
+    opened = _opened()
+    found = opened.get(path)
     if found is not None and found[:2] == (os.getpid(), inode) and inode:
         return found[2]
     if not inode and not create and not any(p.exists() for p in home.older_release_files):
-        if not _empty:
-            _empty.append(open_database(Path(":memory:"), None))
-        return _empty[0]
+        if not _local.empty:
+            _local.empty.append(open_database(Path(":memory:"), None))
+        return _local.empty[0]
     if not inode:
         home.ensure_dirs()
     if found is not None:
         found[2].close()
     db = open_database(path, home)
-    _open[path] = (os.getpid(), os.stat(path).st_ino, db)
+    opened[path] = (os.getpid(), os.stat(path).st_ino, db)
     return db
 
 
 def close_all() -> None:
-    """Close every database this process opened (the last connection to close ends its WAL)."""
-    for _, _, db in _open.values():
+    """Close every database this thread opened (the last connection to close ends its WAL)."""
+    opened = _opened()
+    for _, _, db in opened.values():
         db.close()
-    _open.clear()
+    opened.clear()
 
 
 def probe(home: Home, name: str) -> dict | None:

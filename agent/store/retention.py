@@ -155,9 +155,8 @@ def _prune_files(
 def apply_retention(
     home: Home, settings: Settings, protect: Iterable[str] = (), now: _dt.datetime | None = None
 ) -> Pruned | None:
-    """Automatic retention from settings.keep_cycles / keep_days (None when both are off: nothing is
-    read), for the cycle runner once its own files are written, under the lock; `protect` the running
-    cycle. At most `AUTO_PRUNE_CYCLES` go per call, the oldest, so a cycle stays bounded in time."""
+    """Automatic retention (None when keep_cycles and keep_days are off), for the cycle runner under
+    the lock, `protect` the running cycle: at most `AUTO_PRUNE_CYCLES`, the oldest, per cycle."""
     if settings.keep_cycles is None and settings.keep_days is None:
         return None
     return prune_cycles(home, settings.keep_cycles, settings.keep_days, now, protect, limit=AUTO_PRUNE_CYCLES)
