@@ -21,14 +21,19 @@ from agent.setting_checks import (
     FALLBACK_MODELS_SCHEMA,
     MCP_SERVER_SCHEMA,
     MODEL_BUDGETS_SCHEMA,
+    SectionSpec,
     check_constraints,
     check_mcp_server,
     check_model_settings,
     check_prices,
+    section_specs,
 )
 from agent.setting_checks import MOST_SECONDS as MOST_SECONDS  # the --wait flags' bound too
+from agent.state import taken_keys
 from agent.store.home import Home
 
+INHERIT = "inherit"  # a fallback's api_key_env that sends the primary's key to its own base_url
+NOBODY = 65534  # the id `sandbox_uid` may never be
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
 
 
@@ -299,7 +304,7 @@ class Settings:
     )
     sandbox_max_memory: int = _doc(
         "Bytes of memory one sandboxed command may use in all (a memory cgroup where one "
-        "can be made, else per process as RLIMIT_AS); also the size of its private /tmp.",
+        "can be made, else per process as RLIMIT_AS); also the size of its private /tmp and /dev/shm each.",
         above=0,
         unit="bytes",
         default=1024**3,
@@ -311,8 +316,8 @@ class Settings:
         "Largest file a sandboxed command may write (RLIMIT_FSIZE).", above=0, unit="bytes", default=256 * 1024**2
     )
     workspace_max_bytes: int = _doc(
-        "Disk space the workspace may take; checked during and after every command and "
-        "on every file tool's write. Past it, writes are refused.",
+        "Disk space the workspace may take; watched while a command runs, counted after it "
+        "and on every file tool's write. Past it, writes are refused.",
         above=0,
         unit="bytes",
         default=1024**3,
@@ -360,6 +365,38 @@ class Settings:
         unit="bytes",
         default=32768,
     )
+    sandbox_uid: int = _doc(
+        "When the agent runs as root: the unprivileged user id (and group id) its sandboxes run as "
+        "and the workspace belongs to, so nothing a command makes is root's. It needs no account; "
+        "give it to nothing else (never 65534, which nobody shares), one per home.",
+        minimum=1,
+        maximum=2**32 - 2,
+        default=65533,
+    )
+    checks_unsandboxed: bool = _doc(
+        "Where no sandbox can start, run acceptance checks on the host, as the operator, instead of "
+        "refusing them (a check may run the model's code: doctor and every cycle log warn).",
+        default=False,
+    )
+
+    sections: dict[str, dict[str, Any]] = _doc(
+        "The operator's own parts of the scratchpad, each a top-level key of active.yaml: name -> {kind: text "
+        "(limit in characters) or list (limit in entries, entry_chars each, default 500), description, read_only, "
+        "when_full: archive or refuse, surface}. Unset: msa's six fields only (see SCRATCHPAD.md).",
+        default_factory=dict,
+    )
+    consolidate_max_loss: float = _doc(
+        "The share of a list section's entries that may leave it in one cycle (by REMOVE or eviction, always at "
+        "least one) or in one consolidation (merged or archived).",
+        minimum=0,
+        maximum=1,
+        default=0.25,
+    )
+
+    @property
+    def section_specs(self) -> tuple[SectionSpec, ...]:
+        """The checked `sections`, in config order (empty: a home without sections)."""
+        return section_specs(self.sections, taken_keys())
 
     @property
     def budgeted(self) -> bool:
@@ -376,8 +413,10 @@ class Settings:
 
     @property
     def secret_names(self) -> set[str]:
-        """Environment variables whose values are secrets: redacted everywhere, hidden from tools."""
-        return {self.api_key_env, "OPENAI_API_KEY", *self.secret_env}
+        """Environment variables whose values are secrets: redacted everywhere, hidden from tools. Every
+        model's key variable is one, fallbacks' included."""
+        fallback_keys = {e.get("api_key_env") for e in self.fallback_models if isinstance(e, dict)}
+        return {self.api_key_env, "OPENAI_API_KEY", *self.secret_env, *(fallback_keys - {None, INHERIT})}
 
     def replace(self, **changes: Any) -> "Settings":
         changes = {k: v for k, v in changes.items() if v is not None}
@@ -424,6 +463,7 @@ def check(settings: Settings) -> Settings:
     check_hook_settings(settings)
     check_prices(settings.prices)
     check_model_settings(settings.fallback_models, settings.model_budgets)
+    section_specs(settings.sections, taken_keys())
     return settings
 
 
@@ -456,6 +496,11 @@ def check_tool_settings(settings: Settings) -> None:
             ipaddress.ip_network(cidr, strict=False)
         except ValueError:
             raise UsageError(f"setting 'http_allow_networks': {cidr!r} is not a network like 127.0.0.0/8") from None
+    if settings.sandbox_uid == NOBODY:
+        raise UsageError(
+            f"setting 'sandbox_uid' must not be {NOBODY} (nobody's, shared by every service that runs as nobody); "
+            f"pick an id no account or service uses, e.g. 65533"
+        )
     for control in ("update_scratchpad", "done"):
         if control in settings.tools_disabled:
             raise UsageError(f"setting 'tools_disabled': '{control}' cannot be disabled; every cycle needs it")
@@ -468,9 +513,7 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 def read_config_file(path: Path) -> dict:
     """The settings in a home's config.yaml ({} when there is none), keys checked."""
-    import yaml
-
-    from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file
+    from agent.common.safe_yaml import FileRefused, read_text_file
 
     try:
         text = read_text_file(path, "config file", MAX_CONFIG_BYTES)
@@ -478,10 +521,19 @@ def read_config_file(path: Path) -> dict:
         raise UsageError(str(exc)) from exc
     if text is None:
         return {}
+    return config_values(text, path)
+
+
+def config_values(text: str, path: Path) -> dict:
+    """The settings config.yaml's `text` holds (read from `path`, named in messages), keys checked."""
+    import yaml
+
+    from agent.common.safe_yaml import load_yaml, yaml_problem
+
     try:
         data = load_yaml(text)
     except yaml.YAMLError as exc:
-        raise UsageError(f"{path}: invalid YAML: {exc}") from exc
+        raise UsageError(f"{path}: {yaml_problem(exc)}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -514,13 +566,19 @@ def load_settings(home_root: Path, env: typing.Mapping[str, str] | None = None, 
     """Defaults < config.yaml < environment < flags (a flag left as None does not override)."""
     env = os.environ if env is None else env
     values = read_config_file(Home(home_root).config)
-    for old, new in RENAMED.items():
-        if old in values:
-            values.setdefault(new, values.pop(old))
     for var, key in ENV_OVERRIDES.items():
         if env.get(var):
             values[key] = env[var]
     values.update({k: v for k, v in flags.items() if v is not None})
+    return settings_from(values)
+
+
+def settings_from(values: dict) -> Settings:
+    """Checked settings from config.yaml's `values` (old names read as their new ones)."""
+    values = dict(values)
+    for old, new in RENAMED.items():
+        if old in values:
+            values.setdefault(new, values.pop(old))
     try:
         settings = Settings(**values)
     except TypeError as exc:  # only reachable through a bad flag name, a programming error

@@ -46,6 +46,21 @@ FIELDS = {name: _default_factory(s) for name, s in FIELD_SCHEMAS.items()}
 # Fields only the runtime may write. The model's update_scratchpad may not touch them.
 RUNTIME_FIELDS = frozenset({"last_updated"})
 
+# The key of active.yaml holding each list section's id counter (agent/memory/sections.py).
+SECTION_IDS_KEY = "section_ids"
+# Top-level keys of active.yaml the runtime uses beside the fields (-> what each holds). With the
+# fields, they are the names no section of config.yaml may take (setting_checks.section_specs).
+RUNTIME_KEYS = {
+    "checks": "the acceptance checks of queued tasks",
+    "inbox_applied": "the ids of the last queued edits applied",
+    SECTION_IDS_KEY: "the sections' id counters",
+}
+
+
+def taken_keys() -> dict[str, str]:
+    """Every top-level key of active.yaml a section may not be named: each field, each runtime key."""
+    return {**{name: "a field of the scratchpad" for name in FIELDS}, **RUNTIME_KEYS}
+
 
 def fresh_state() -> dict:
     """A new default state. Each call returns new objects."""
@@ -158,7 +173,9 @@ def invariant_problems(before: dict, after: dict) -> list[str]:
     return found
 
 
-def add_note(state: dict, line: str) -> None:
-    """Append one note line: whatever `line` holds (an endpoint's error, a server's text) stays one line."""
+def add_note(state: dict, line: str) -> str:
+    """Append one note line: whatever `line` holds (an endpoint's error, a server's text) stays one
+    line, escaped here, where it enters the state; the line as appended."""
     line = escape_controls(line)
     state["notes"] = f"{state['notes']}\n{line}" if state["notes"] else line
+    return line

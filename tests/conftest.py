@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.users"]  # the agent_user fixture: root and an ordinary user
+
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
-    """An empty home folder (the runner creates scratchpad/ and logs/ itself)."""
+    """A home as a fresh clone of the repository is one: a folder with an empty scratchpad/ (what
+    makes a folder a home; the runner creates the rest itself)."""
     root = tmp_path / "home"
-    root.mkdir()
+    (root / "scratchpad").mkdir(parents=True)
     return root
 
 

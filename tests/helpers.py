@@ -39,7 +39,7 @@ def write_active(home: Path, state: dict | str) -> Path:
 
 def configure(home: Path, state: dict | str | None = None, **settings) -> Path:
     """Write the home's config.yaml from `settings` and, when given, its active.yaml; returns the home."""
-    home.mkdir(parents=True, exist_ok=True)
+    (home / "scratchpad").mkdir(parents=True, exist_ok=True)  # what makes a folder a home
     (home / "config.yaml").write_text(yaml.safe_dump(settings))
     if state is not None:
         write_active(home, state)
@@ -151,6 +151,19 @@ def run_agent_process(*args: str, env: dict | None = None, timeout: float = 60, 
     )
 
 
+def mode_bits_bind_root() -> None:
+    """For preexec_fn: in the child before exec, drop the capabilities that let root ignore mode
+    bits (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH from the bounding set), so a folder chmod 000 or
+    555 stops it as it stops anyone (the suite runs as root in CI)."""
+    import ctypes
+
+    pr_capbset_drop, cap_dac_override, cap_dac_read_search = 24, 1, 2
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (cap_dac_override, cap_dac_read_search):
+        if libc.prctl(pr_capbset_drop, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
 def snapshots(home: Path, label: str) -> list[Path]:
     return sorted((home / "scratchpad").glob(f"*_{label}.yaml"))
 
@@ -183,3 +196,18 @@ def archive_items(home: Path, items: list[tuple[str, object]], cycle_id: str = "
 
     moved = [memory.Archived(kind, value, "notes_budget") for kind, value in items]
     memory.append_archive(Home.at(home), memory.archive_records(moved, cycle_id))
+
+
+def install_dist(
+    site: Path, name: str, group: str, entry_points: dict[str, str], modules: dict[str, str] | None = None
+) -> Path:
+    """Install a distribution by hand, as pip lays one out: a .dist-info with METADATA and an
+    entry_points.txt declaring `entry_points` in `group`, plus top-level `modules` (name -> source)."""
+    info = site / f"{name.replace('-', '_')}-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
+    lines = [f"{key} = {value}" for key, value in entry_points.items()]
+    (info / "entry_points.txt").write_text(f"[{group}]\n" + "\n".join(lines) + "\n")
+    for module, source in (modules or {}).items():
+        (site / f"{module}.py").write_text(source)
+    return info

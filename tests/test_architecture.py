@@ -11,6 +11,7 @@ import from a package to one in a layer above it.
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 from pathlib import Path
 
@@ -162,3 +163,20 @@ def test_at_most_eight_modules_stand_directly_in_agent():
 def test_every_package_says_what_it_holds():
     for init in PACKAGE.rglob("__init__.py"):
         assert ast.get_docstring(ast.parse(init.read_text())), f"{init.relative_to(REPO)} has no docstring"
+
+
+# The cycle reads in one short file: its steps, each a call into the module that owns it.
+MAX_CYCLE_IMPORTS = 15
+MAX_LOOP_ARGUMENTS = 6
+
+
+def test_the_cycle_imports_few_modules_and_its_loop_takes_few_arguments():
+    known = _modules()
+    imported = _imports("agent.cycle.run", known["agent.cycle.run"], known)
+    assert len(imported) <= MAX_CYCLE_IMPORTS, sorted(imported)
+    from agent.cycle.loop import Loop
+
+    arguments = [name for name in inspect.signature(Loop).parameters]
+    assert len(arguments) <= MAX_LOOP_ARGUMENTS, arguments
+    gates = {name for name in imported if name.startswith("agent.gates.")}
+    assert gates <= {"agent.gates.registry", "agent.gates.base"}, f"the cycle names a gate itself: {gates}"

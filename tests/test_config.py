@@ -94,3 +94,30 @@ def test_flags_are_checked_like_the_config_file(home):
         load_settings(home, env={}, check_timeout=1e10)
     with pytest.raises(UsageError, match="'mcp_timeout' must be greater than 0"):
         Settings().replace(mcp_timeout=0.0)
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ("sections: {known: {kind: list, limit: 0}}\n", "setting 'sections.known.limit' must be between 1 and 1000"),
+        ("sections: {goals: {kind: list, limit: 5}}\n", "setting 'sections': 'goals' is already a key of active.yaml"),
+        ("sections: {inbox_applied: {kind: text, limit: 5}}\n", "'inbox_applied' is already a key of active.yaml"),
+        ("sections: {known: {kind: list, limit: 5, when_full: evict}}\n", "'sections.known.when_full' must be one of"),
+        ("sections: [known]\n", "setting 'sections' must be a mapping"),
+        ("consolidate_max_loss: 1.5\n", "setting 'consolidate_max_loss' must be between 0 and 1, got 1.5"),
+    ],
+)
+def test_a_wrong_section_exits_2_with_one_line_naming_it_and_writes_nothing(home, tmp_path, config, message):
+    (home / "config.yaml").write_text(config)
+    write_active(home, {"notes": "keep"})
+    digest = tree_digest(home)
+    result = run_cli("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, [DONE])}")
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert tree_digest(home) == digest
+
+
+def test_a_home_without_sections_has_no_section_specs():
+    assert Settings().section_specs == ()
+    assert Settings().consolidate_max_loss == 0.25

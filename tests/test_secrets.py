@@ -214,3 +214,33 @@ def test_child_env_drops_named_credential_like_and_secret_holding_variables() ->
         "LANG": "C",
     }
     assert secrets.child_env(env) == {"PATH": "/bin", "LANG": "C"}
+
+
+def test_a_cycle_builds_one_secrets_and_the_model_tools_and_files_share_it(home, monkeypatch):
+    """`agent run` on an openai: model whose tool fetches a URL: one Secrets, built by the command."""
+    from tests.helpers import configure, read_active, run_openai
+    from tests.models.openai_server import OpenAIServer, Reply
+
+    built: list[Secrets] = []
+    real = Secrets.__init__
+
+    def counted(self, *args, **kwargs):
+        built.append(self)
+        real(self, *args, **kwargs)
+
+    with OpenAIServer() as server:
+        fetch = {"tool": "http_get", "args": {"url": f"{server.base_url}/models"}}
+        server.add(Reply.chat(fetch), Reply.chat({"tool": "done", "args": {"summary": "fetched"}}))
+        configure(
+            home,
+            {"current_task": "fetch"},
+            tool_calling="text",
+            response_format="json_object",
+            http_allow_networks=["127.0.0.0/8"],
+            max_retries=0,
+        )
+        monkeypatch.setattr(Secrets, "__init__", counted)
+        result = run_openai(home, server.base_url, env={"OPENAI_API_KEY": LIVE_KEY})
+    assert result.exit_code == 0, result.output
+    assert "[TOOL] http_get(" in read_active(home)["notes"]  # the tool ran, with the cycle's Secrets
+    assert len(built) == 1 and built[0].values == (LIVE_KEY,)

@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 
 from agent.common.outcomes import UsageError
-from agent.setting_checks import MOST_INTEGER, MOST_SECONDS, check_constraints, check_mcp_server, check_prices
+from agent.setting_checks import (
+    MOST_INTEGER,
+    MOST_SECONDS,
+    SectionSpec,
+    by_stability,
+    check_constraints,
+    check_mcp_server,
+    check_prices,
+    edit_schemas,
+    section_specs,
+)
 
 
 @pytest.mark.parametrize(
@@ -68,3 +78,101 @@ def test_a_price_needs_both_numbers(prices, message):
 def test_an_mcp_server_that_cannot_start_is_refused(name, server, message):
     with pytest.raises(UsageError, match=message):
         check_mcp_server(name, server)
+
+
+# ------------------------------------------------------------------------------------ sections
+
+TAKEN = {"notes": "a field of the scratchpad", "checks": "the acceptance checks of queued tasks"}
+
+
+def test_a_section_spec_takes_its_defaults_and_keeps_config_order():
+    specs = section_specs(
+        {
+            "known": {"kind": "list", "limit": 30, "description": "Facts I am sure of."},
+            "purpose": {"kind": "text", "limit": 600, "read_only": True},
+        },
+        TAKEN,
+    )
+    assert specs == (
+        SectionSpec("known", "list", 30, "Facts I am sure of.", entry_chars=500),
+        SectionSpec("purpose", "text", 600, read_only=True),
+    )
+    assert [s.name for s in by_stability(specs)] == ["purpose", "known"]
+
+
+@pytest.mark.parametrize(
+    "sections, message",
+    [
+        ({"Known": {}}, "setting 'sections': section name 'Known' must be 1 to 32 lowercase letters"),
+        ({"a" * 33: {}}, "setting 'sections': section name 'aaaa"),
+        ({"1st": {}}, "section name '1st' must be"),
+        ({"known-facts": {}}, "section name 'known-facts' must be"),
+        (
+            {"notes": {"kind": "text", "limit": 5}},
+            "setting 'sections': 'notes' is already a key of active.yaml (a field",
+        ),
+        ({"checks": {"kind": "list", "limit": 5}}, "'checks' is already a key of active.yaml (the acceptance checks"),
+        ({"k": "text"}, "setting 'sections.k' must be a mapping of kind, limit, entry_chars"),
+        ({"k": {"kind": "list", "limit": 3, "limt": 3}}, "setting 'sections.k': unknown key 'limt' (keys: kind, limit"),
+        ({"k": {"limit": 3}}, "setting 'sections.k.kind' is missing: text or list"),
+        ({"k": {"kind": "lst", "limit": 3}}, "setting 'sections.k.kind' must be one of text, list, got 'lst'"),
+        ({"k": {"kind": "list"}}, "setting 'sections.k.limit' is missing: the most entries it holds"),
+        ({"k": {"kind": "text"}}, "setting 'sections.k.limit' is missing: the most characters it holds"),
+        ({"k": {"kind": "list", "limit": 0}}, "setting 'sections.k.limit' must be between 1 and 1000 entries, got 0"),
+        (
+            {"k": {"kind": "list", "limit": 2.5}},
+            "setting 'sections.k.limit' must be a whole number of entries, got float",
+        ),
+        (
+            {"k": {"kind": "list", "limit": True}},
+            "setting 'sections.k.limit' must be a whole number of entries, got bool",
+        ),
+        ({"k": {"kind": "text", "limit": 100_001}}, "'sections.k.limit' must be between 1 and 100000 characters"),
+        (
+            {"k": {"kind": "text", "limit": 9, "entry_chars": 5}},
+            "setting 'sections.k.entry_chars' is for list sections",
+        ),
+        ({"k": {"kind": "list", "limit": 9, "entry_chars": 0}}, "'sections.k.entry_chars' must be between 1 and 10000"),
+        (
+            {"k": {"kind": "list", "limit": 9, "when_full": "drop"}},
+            "'sections.k.when_full' must be one of archive, refuse",
+        ),
+        (
+            {"k": {"kind": "list", "limit": 9, "read_only": "yes"}},
+            "'sections.k.read_only' must be true or false, got str",
+        ),
+        ({"k": {"kind": "list", "limit": 9, "surface": 1}}, "'sections.k.surface' must be true or false, got int 1"),
+        (
+            {"k": {"kind": "list", "limit": 9, "description": "a\nb"}},
+            "'sections.k.description' must be one line of text",
+        ),
+        ({"k": {"kind": "list", "limit": 9, "description": "x" * 501}}, "'sections.k.description' is 501 characters"),
+        ({f"s{n}": {"kind": "text", "limit": 1} for n in range(33)}, "defines 33 sections; at most 32"),
+        (
+            {"a": {"kind": "list", "limit": 1000, "entry_chars": 10_000}},
+            "setting 'sections' could hold 10,100,000 characters in all",
+        ),
+    ],
+)
+def test_a_wrong_section_is_refused_naming_it_and_its_key(sections, message):
+    with pytest.raises(UsageError) as caught:
+        section_specs(sections, TAKEN)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_sections_edit_schema_says_its_rules_and_read_only_ones_are_not_offered():
+    specs = section_specs(
+        {
+            "known": {"kind": "list", "limit": 30, "entry_chars": 200, "description": "Facts."},
+            "purpose": {"kind": "text", "limit": 600, "read_only": True},
+            "now": {"kind": "text", "limit": 300},
+        },
+        TAKEN,
+    )
+    schemas = edit_schemas(specs)
+    assert list(schemas) == ["now", "known"]  # the most stable first; read-only left out
+    assert schemas["known"]["type"] == "string"
+    assert schemas["known"]["description"].startswith("Facts. List of at most 30 entries, each one line of at most 200")
+    assert '"REMOVE: <id>"' in schemas["known"]["description"]
+    assert '"CLEAR" empties it' in schemas["now"]["description"]

@@ -69,3 +69,11 @@ def test_parse_time_reads_iso_stamps_as_utc_and_refuses_the_rest():
     assert parse_time("2026-01-01T00:00:00") == _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)
     assert parse_time("2026-01-01T02:00:00+02:00").utcoffset() == _dt.timedelta(hours=2)
     assert parse_time("yesterday") is None and parse_time(None) is None
+
+
+def test_every_runtime_key_of_active_yaml_is_taken_from_section_names():
+    import agent.gates.checks as checks
+    import agent.memory.inbox as inbox
+    from agent.state import FIELDS, SECTION_IDS_KEY, taken_keys
+
+    assert {checks.CHECKS_KEY, inbox.APPLIED_KEY, SECTION_IDS_KEY, *FIELDS} <= set(taken_keys())

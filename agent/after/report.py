@@ -47,7 +47,7 @@ class CycleReport:
     reflect: str | None = None  # None (off), "applied", or "kept unreflected: why"
     actions: dict[str, int] = field(default_factory=dict)  # outcome kind -> how many this cycle
     cost: float | None = None  # usage at the model's `prices`; None: the model has no price
-    stop_detail: str | None = None  # what the limit that stopped the loop said (redacted); not in the record
+    stop_detail: str | None = None  # what the limit that stopped the loop said (redacted); `run --json`, not the record
     idle: str | None = None  # why no model was called (stop reason idle; agent/cycle/idle.py)
     calls: list[dict] = field(default_factory=list)  # calls with side effects: {call, tool, status} (journal.py)
 
@@ -60,9 +60,7 @@ class CycleReport:
         error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
         self.error = secrets.redact_text(f"{kind}: {error}")
         self.end(StopReason.ERROR)
-        return Tag.CYCLE_FAILED.line(
-            f"cycle {self.cycle_id}: {kind}: {error} (traceback in logs/cycle_{self.cycle_id}.log)"
-        )
+        return Tag.CYCLE_FAILED.line(f"cycle {self.cycle_id}: {kind}: {error} (see logs/cycle_{self.cycle_id}.log)")
 
     def stopped_by(self, stop: Exception, secrets: Secrets) -> str:
         """Keep what a limit said when it stopped the loop (--quiet prints it for exits 8 and 10)."""
@@ -92,12 +90,14 @@ class CycleReport:
             "cost": self.cost,
             "idle": self.idle,
             "calls": self.calls,
+            "stop_detail": self.stop_detail,
         }
 
     def index_record(self) -> dict:
         """The record logs/agent.db keeps for this cycle (history and status read only these)."""
         record = self.as_dict()
         record.pop("files")
+        record.pop("stop_detail")  # `run --json` and the terminal say it; the record keeps its fields
         return record
 
 

@@ -14,8 +14,9 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 - inspect.py, diffing.py, history.py, spending.py, waiting.py, archive_view.py
                                      `diff`, `history`, `show`, `status`, and what they compute
 - logs.py                            `logs`
-- restore.py, snapshots.py, replacing.py
-                                     `restore` and `fork`, naming a snapshot, keeping what is replaced
+- restore.py, snapshots.py, replacing.py, isolation.py
+                                     `restore` and `fork`, naming a snapshot, keeping what is replaced,
+                                     what a fork or a replay's copy leaves out of config.yaml
 - replay.py                          `replay`
 - approve.py                         `approvals`, `approve`, `deny`
 - maintain.py, endpoint_checks.py    `prune` and `doctor`
@@ -24,8 +25,10 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from typing import Iterator
 
 import click
 
@@ -68,6 +71,19 @@ class LazyGroup(click.Group):
             return self._load(cmd_name)
         return super().get_command(ctx, cmd_name)
 
+    # A usage error under --quiet (-q) is one line, `agent: error: ...`, whatever the command: click's
+    # own form is four (Usage, Try, a blank, Error), and cron mails every line. The group's own
+    # options are parsed in parse_args, the command's when the group invokes it.
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["agent.quiet"] = quiet_asked(args)  # the whole command line, before click hands it on
+        with _one_line_if_quiet(ctx):
+            return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context):
+        with _one_line_if_quiet(ctx):
+            return super().invoke(ctx)
+
     def _load(self, cmd_name: str) -> click.Command:
         from agent.common.imports import import_frozen  # here: importing the CLI loads nothing of the package
 
@@ -77,6 +93,30 @@ class LazyGroup(click.Group):
         if not isinstance(command, click.Command):
             raise TypeError(f"{self.lazy_subcommands[cmd_name]} is not a click command")
         return command
+
+
+@contextlib.contextmanager
+def _one_line_if_quiet(ctx: click.Context) -> Iterator[None]:
+    try:
+        yield
+    except click.UsageError as exc:
+        if not ctx.meta.get("agent.quiet"):
+            raise
+        from agent.cli.common import one_line
+
+        where = f" (`{exc.ctx.command_path} --help` lists the options)" if exc.ctx is not None else ""
+        click.echo(f"agent: error: {one_line(exc.format_message())}{where}", err=True)
+        sys.exit(exc.exit_code)
+
+
+def quiet_asked(args: list[str]) -> bool:
+    """Whether the command line asks for --quiet: the long flag, or q among short flags (-q, -yq)."""
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == "--quiet" or (arg.startswith("-") and not arg.startswith("--") and "q" in arg[1:]):
+            return True
+    return False
 
 
 @click.group(cls=LazyGroup, lazy_subcommands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})

@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from agent.cli.common import task_text
 from agent.common.escape import escape_controls, escape_tree
+from agent.common.plain import plain
 from agent.store.archive import archived, counts_by_kind
 from agent.store.home import Home
 
@@ -30,7 +31,7 @@ def task_lines(home: Home) -> Iterator[str]:
 def note_lines(home: Home) -> Iterator[str]:
     for record in archived(home, NOTE):
         # each line of the note escaped on its own: a note's newlines are its lines, anything else is shown escaped
-        yield from (f"  {escape_controls(line)}" for line in str(record.get("value", "")).split("\n"))
+        yield from (f"  {escape_controls(line)}" for line in plain(record.get("value"), "").split("\n"))
 
 
 def _indented(value: Any, depth: int) -> str:

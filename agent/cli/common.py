@@ -7,6 +7,7 @@ import datetime as _dt
 import functools
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import click
 
 from agent.common.escape import escape_controls, escape_json
 from agent.common.outcomes import AgentError, ExitCode, UsageError
+from agent.common.plain import plain
 from agent.config import MOST_SECONDS, Settings, load_settings
 from agent.state import parse_time
 from agent.store.db import close_all
@@ -54,7 +56,8 @@ def reports_errors(func):
         try:
             return func(*args, **kwargs)
         except AgentError as exc:
-            click.echo(f"agent: error: {escape_controls(exc, keep_newlines=True)}", err=True)
+            message = one_line(str(exc)) if kwargs.get("quiet") else escape_controls(exc, keep_newlines=True)
+            click.echo(f"agent: error: {message}", err=True)  # --quiet: cron mails one line
             sys.exit(int(exc.exit_code))
         except BrokenPipeError:
             silence_stdout()
@@ -66,6 +69,12 @@ def reports_errors(func):
             close_all()  # the command's records are committed; closing the last connection ends the WAL
 
     return wrapper
+
+
+def one_line(message: str) -> str:
+    """A message of several lines (a remedy indented under it) as one line, escaped: what `--quiet`
+    prints, since cron mails each line a job prints (docs/operations.md, the cron mail table)."""
+    return escape_controls(" ".join(message.split()))
 
 
 def unusable_file(exc: OSError) -> str:
@@ -110,12 +119,29 @@ def checked_home(home_dir: Path) -> Home:
     return home
 
 
-def existing_home(home_dir: Path) -> Home:
+def existing_folder(home_dir: Path) -> Home:
     """The home at `home_dir` (see `checked_home`), or a usage error (exit 2) when the folder
-    does not exist. Every command that uses a home comes through here."""
+    does not exist. Only `agent reset` takes any folder that exists (the README's set-up resets a
+    fresh clone); every other command wants a home (`existing_home`)."""
     home = checked_home(home_dir)
     if not home.root.is_dir():
-        raise UsageError(f"home {home.root} does not exist (create one with: agent init {home_dir})")
+        raise UsageError(f"home {home.root} does not exist (create one with: agent init {shlex.quote(str(home_dir))})")
+    return home
+
+
+def existing_home(home_dir: Path) -> Home:
+    """The home at `home_dir`: a folder with scratchpad/ (what `agent init` makes; a clone of the
+    repository has one), or a usage error (exit 2) saying how to make one. Every command that uses
+    a home comes through here, so none turns a folder it was pointed at by mistake into a home
+    (`agent task add` in the wrong folder used to leave scratchpad/, logs/ and a lock there).
+    `init`, `reset` and `fork`'s target make homes and are exempt."""
+    home = existing_folder(home_dir)
+    if not home.scratchpad.is_dir():
+        folder = shlex.quote(str(home_dir))
+        raise UsageError(
+            f"{home.root} is not an agent home (it has no scratchpad/ folder): make it one with "
+            f"`agent init {folder}`, or name the home with --home or AGENT_HOME"
+        )
     return home
 
 
@@ -153,9 +179,8 @@ def task_text(task: Any) -> str:
     if isinstance(task, dict):
         name, summary = task.get("task"), task.get("summary")
         if name is not None or summary is not None:
-            return f"{name or '(no task)'}: {summary or ''}".rstrip(": ")
-        return ", ".join(f"{k}={v}" for k, v in task.items())
-    return str(task)
+            return f"{plain(name or None, '(no task)')}: {plain(summary, '')}".rstrip(": ")
+    return plain(task)
 
 
 def age(seconds: float) -> str:

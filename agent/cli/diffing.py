@@ -7,6 +7,7 @@ import json
 from collections import Counter
 
 from agent.cli.common import clip, task_text
+from agent.common.plain import plain
 from agent.state import FIELDS
 
 
@@ -121,9 +122,9 @@ def summary_lines(summary: dict) -> list[str]:
     )
     stamp = summary["last_updated"]
     lines.append(
-        f"last_updated: {stamp['before']} -> {stamp['after']}"
+        f"last_updated: {plain(stamp['before'], 'never')} -> {plain(stamp['after'], 'never')}"
         if stamp["changed"]
-        else f"last_updated: {stamp['after']} (unchanged)"
+        else f"last_updated: {plain(stamp['after'], 'never')} (unchanged)"
     )
     if summary["other_fields_changed"]:
         lines.append(f"other fields changed: {', '.join(summary['other_fields_changed'])}")

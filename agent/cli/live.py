@@ -34,11 +34,11 @@ STOP_STYLES = {"done": "bold green", "error": "bold red"}  # any other stop reas
 class LiveReporter:
     """A spinner line (iteration, tokens, elapsed) under one printed line per model action."""
 
-    def __init__(self, console: Console | None = None):
+    def __init__(self, console: Console | None = None, max_iterations: int | None = None):
         self.console = console or Console(file=raw(sys.stdout))  # rich draws with escapes; it escapes model text
         self.live: Live | None = None
         self.started = time.monotonic()
-        self.iteration, self.max_iterations, self.tokens = 0, None, 0
+        self.iteration, self.max_iterations, self.tokens = 0, max_iterations, 0  # `1/10` from the first step
         self.last_tool: str | None = None
 
     def __call__(self, event: str, **data: Any) -> None:
@@ -55,7 +55,7 @@ class LiveReporter:
         self.started = time.monotonic()
         self.console.print(Text.assemble(("cycle ", "bold"), (cycle_id, "bold magenta"), f"  model {model}"))
         self.console.print(Text.assemble("  task: ", (task or "(none)", "bold")), overflow="ellipsis", no_wrap=True)
-        self.live = Live(self._status(), console=self.console, transient=True, refresh_per_second=8)
+        self.live = Live(console=self.console, transient=True, refresh_per_second=8, get_renderable=self._ticking)
         self.live.start()
 
     def _on_iteration(self, n: int, max: int, outcome: Any, usage: Any, **_: Any) -> None:  # noqa: A002
@@ -88,6 +88,8 @@ class LiveReporter:
         )
         if report.idle:  # no model was called (agent/cycle/idle.py)
             self.console.print(Text("  " + escape_controls(report.idle), style="dim"))
+        if report.stop_detail and not report.error:  # which limit, which budget, which call
+            self.console.print(Text.assemble(("  stopped: ", style), escape_controls(report.stop_detail)))
         if report.error:
             self.console.print(
                 Text.assemble(
@@ -109,6 +111,16 @@ class LiveReporter:
         if self.last_tool:
             parts.append(f"last tool {self.last_tool}")
         return Group(Spinner("dots", text=Text("  " + " · ".join(parts), style="dim")))
+
+    def _ticking(self) -> Group:
+        """The status line as it is now. rich asks for it at every refresh (8 a second), so the clock
+        runs while a model call blocks the cycle and no event comes; each one's spinner is dated
+        from the cycle's start, so it turns instead of showing its first frame for ever."""
+        status = self._status()
+        for part in status.renderables:
+            if isinstance(part, Spinner):
+                part.start_time = self.started  # rich's clock is time.monotonic, as ours
+        return status
 
     def close(self) -> None:
         """Stop the live display (idempotent); called on end and when the cycle raises."""

@@ -20,6 +20,7 @@ from agent.cli.common import existing_home, home_option, reports_errors
 from agent.cli.history import cycle_running, recent_history
 from agent.common.escape import escape_controls
 from agent.common.outcomes import UsageError
+from agent.common.plain import plain
 from agent.store.cycles import newest_cycle, record_of
 from agent.store.home import Home
 from agent.store.ids import cycle_started
@@ -140,7 +141,8 @@ def _echo_transcript_record(record: dict) -> None:
     if "cut" in record:
         click.echo(f"--- {escape_controls(record['cut'])}")
         return
-    click.echo(escape_controls(f"=== call {record.get('call')} ({record.get('purpose')}), {record.get('elapsed_s')}s"))
+    call, purpose, took = (plain(record.get(key), "?") for key in ("call", "purpose", "elapsed_s"))
+    click.echo(escape_controls(f"=== call {call} ({purpose}), {took}s"))
     if isinstance(record.get("tools"), list):
         names = [str((t.get("function") or {}).get("name")) for t in record["tools"] if isinstance(t, dict)]
         click.echo(
@@ -148,21 +150,27 @@ def _echo_transcript_record(record: dict) -> None:
         )
     for message in record.get("messages") or []:
         if isinstance(message, dict):
-            click.echo(f"--- {escape_controls(message.get('role'))}")
+            click.echo(f"--- {escape_controls(plain(message.get('role'), '(no role)'))}")
             if message.get("content") is not None or "tool_calls" not in message:
-                click.echo(escape_controls(message.get("content"), keep_newlines=True))
+                click.echo(escape_controls(plain(message.get("content"), "(no content)"), keep_newlines=True))
             _echo_calls(message.get("tool_calls"))
     if "error" in record:
         click.echo(f"--- error\n{escape_controls(record['error'])}")
     else:
         click.echo(
             escape_controls(
-                f"--- reply (finish_reason {record.get('finish_reason')}, usage {json.dumps(record.get('usage'))})"
+                f"--- reply (finish_reason {plain(record.get('finish_reason'), 'not given')}, "
+                f"usage {plain(record.get('usage'), 'not given')})"
             )
         )
         if record.get("reply") or not record.get("tool_calls"):
-            click.echo(escape_controls(record.get("reply"), keep_newlines=True))
+            click.echo(escape_controls(plain(record.get("reply"), "(no text)"), keep_newlines=True))
         _echo_calls(record.get("tool_calls"))
+
+
+def _exactly(arguments: object) -> str:
+    """A call's arguments as they were sent: the JSON text, or JSON of what a provider decoded."""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
 
 
 def _echo_calls(calls: object) -> None:
@@ -171,5 +179,8 @@ def _echo_calls(calls: object) -> None:
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
             click.echo(
-                escape_controls(f"tool call {call.get('id')}: {function.get('name')} {function.get('arguments')}")
+                escape_controls(
+                    f"tool call {plain(call.get('id'), '(no id)')}: {plain(function.get('name'))} "
+                    f"{_exactly(function.get('arguments'))}"
+                )
             )

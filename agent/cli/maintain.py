@@ -8,10 +8,12 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import stat
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import click
 
@@ -345,29 +347,107 @@ def _examples_check(home: Home) -> Check:
 
 def _shell_check(home: Home, settings) -> Check:
     """Which shell policy a cycle would use, and why; `any` and a sandbox that cannot start are named."""
-    from agent.tools.sandbox import policy_in_force
+    from agent.tools.sandbox import bwrap_path, policy_in_force, workspace_is_home
 
     found = policy_in_force(home.root, settings, remember=False)
     detail = f"{found.policy}: {found.why}"
     if found.policy == "sandbox" and found.warning:
         return Check("shell", False, detail, "install bubblewrap (docs/operations.md), or set shell_policy: auto")
     if found.warning:
-        fix = (
-            "set shell_policy: auto to keep commands in the workspace"
-            if found.policy == "any"
-            else "install bubblewrap to give the model a sandboxed shell (docs/operations.md)"
-        )
+        if found.policy == "any":
+            fix = "set shell_policy: auto to keep commands in the workspace"
+        elif workspace_is_home(home.root, settings):
+            fix = "set workspace to a folder of the home: the sandbox never mounts the whole home"
+        elif bwrap_path() is None:
+            fix = "install bubblewrap to give the model a sandboxed shell (docs/operations.md)"
+        else:  # installed but refused: a container's defaults, a sysctl, an AppArmor profile
+            fix = (
+                "let bubblewrap start here (docs/operations.md), or set shell_policy: allowlist to choose the allowlist"
+            )
         return Check("shell", True, detail, fix, warning=True)
     return Check("shell", True, detail)
 
 
-def doctor_checks(home: Home, env=None, model: str | None = None) -> list[Check]:
+def _checks_check(home: Home, settings) -> Check:
+    """Where acceptance checks run: the sandbox, refused, or (checks_unsandboxed) the host."""
+    from agent.tools.sandbox import CHECKS_UNSANDBOXED_WARNING, checks_sandbox_problem
+
+    problem = checks_sandbox_problem(home.root, settings, remember=False)
+    if problem is None:
+        detail = "run in the sandbox, with the workspace read-only"
+        if settings.checks_unsandboxed:
+            return Check("checks", True, f"{detail}; {CHECKS_UNSANDBOXED_WARNING}", UNSANDBOXED_FIX, warning=True)
+        return Check("checks", True, detail)
+    if settings.checks_unsandboxed:
+        return Check(
+            "checks", True, f"run on the host ({problem}): {CHECKS_UNSANDBOXED_WARNING}", UNSANDBOXED_FIX, True
+        )
+    fix = "install bubblewrap (docs/operations.md); or set checks_unsandboxed: true to run them on the host"
+    return Check("checks", True, f"refused here: no sandbox ({problem})", fix, warning=True)
+
+
+UNSANDBOXED_FIX = "set checks_unsandboxed: false, so checks run only in the sandbox"
+
+
+def _workspace_check(home: Home, settings) -> Check:
+    """What the workspace could carry out of the sandbox: privilege bits, folders the quota cannot
+    count, a home or workspace others can enter, and as root an owner other than sandbox_uid."""
+    from agent.tools.sandbox_identity import outer_ids
+    from agent.tools.workspace import privileged_entries, usable_workspace
+
+    workspace = usable_workspace(home.root, settings)
+    if workspace is None:
+        return Check(
+            "workspace", True, f"{home.root / settings.workspace} is not a folder yet: the next cycle makes it"
+        )
+    problems = [
+        f"{p} is mode {stat.S_IMODE(p.stat().st_mode):04o}, not 0700"
+        for p in (home.root, workspace)
+        if stat.S_IMODE(p.stat().st_mode) != 0o700
+    ]
+    carrying, unreadable = privileged_entries(workspace, settings.workspace_max_files + 1)
+    if carrying:
+        problems.append(f"setuid, setgid or world-writable: {', '.join(carrying[:5])}")
+    if unreadable:
+        problems.append(f"cannot be read, so the quota counts the workspace as full: {', '.join(unreadable[:5])}")
+    ids = outer_ids(settings.sandbox_uid)
+    if ids is not None and workspace != home.root.resolve():
+        info = workspace.stat()
+        if (info.st_uid, info.st_gid) != ids:
+            problems.append(f"belongs to {info.st_uid}:{info.st_gid}, not sandbox_uid {settings.sandbox_uid}")
+        problems += _shared_id_problems(settings.sandbox_uid)
+    if problems:
+        fix = "the next cycle's end puts the workspace's files right; chmod 700 the home and workspace, and give sandbox_uid to nothing else"
+        return Check("workspace", True, escape_controls("; ".join(problems)), fix, warning=True)
+    return Check("workspace", True, "private (0700), no setuid, setgid or world-writable file")
+
+
+def _shared_id_problems(uid: int) -> list[str]:
+    """sandbox_uid must be the sandboxes' alone: an account by that number shares it."""
+    import pwd
+
+    try:
+        return [f"sandbox_uid {uid} is also the account {pwd.getpwuid(uid).pw_name}'s"]
+    except KeyError:
+        return []
+
+
+def doctor_checks(
+    home: Home, env=None, model: str | None = None, on_check: Callable[[Check], None] | None = None
+) -> list[Check]:
     """Every check `agent doctor` runs, in order; reads only (the lock is taken and dropped).
-    `model`: check this model instead of the configured one (as `agent run --model`)."""
+    `model`: check this model instead of the configured one (as `agent run --model`). `on_check`
+    hears of each check the moment it is made (doctor prints it then: a model probe takes a while)."""
     env = os.environ if env is None else env
-    checks: list[Check] = []
+    checks: list[Check] = _Reported(on_check)
     if not home.root.is_dir():
-        return [Check("home", False, f"{home.root} does not exist", f"agent init {home.root}")]
+        checks.append(Check("home", False, f"{home.root} does not exist", f"agent init {home.root}"))
+        return checks
+    if not home.scratchpad.is_dir():  # every other command refuses it (cli/common.py: existing_home)
+        checks.append(
+            Check("home", False, f"{home.root} is not an agent home (no scratchpad/ folder)", f"agent init {home.root}")
+        )
+        return checks
     checks.append(Check("home", True, str(home.root)))
     settings = None
     try:
@@ -407,6 +487,9 @@ def doctor_checks(home: Home, env=None, model: str | None = None) -> list[Check]
             ]
         checks += _mcp_checks(home, settings, env)
         checks.append(_shell_check(home, settings))
+        checks.append(_checks_check(home, settings))
+        checks.append(_workspace_check(home, settings))
+        checks += side_effect_checks(home, settings, env)
     try:
         held = is_locked(home)
         checks.append(Check("lock", True, "held: a cycle is running now" if held else "free"))
@@ -428,20 +511,101 @@ def doctor(home_dir: Path, model: str | None, as_json: bool) -> None:
 
     One line per check, with a fix for each failure; exits 1 when any check fails.
     """
-    checks = doctor_checks(checked_home(home_dir), model=model)
+    checks = doctor_checks(checked_home(home_dir), model=model, on_check=None if as_json else _print_check)
     if as_json:
         print_json([c.as_dict() for c in checks])
-    else:
-        for c in checks:
-            mark = (
-                click.style("FAIL", fg="red", bold=True)
-                if not c.ok
-                else click.style("warn", fg="yellow")
-                if c.warning
-                else click.style("ok  ", fg="green")
-            )
-            shown_fix = c.fix and (c.warning or not c.ok)
-            line = f"{c.name:11s} {c.detail}" + (f"  -> fix: {c.fix}" if shown_fix else "")
-            click.echo(f"{mark} {escape_controls(line)}")
     if not all(c.ok for c in checks):
         sys.exit(1)
+
+
+def _print_check(c: Check) -> None:
+    """One check's line, printed (and flushed: cron and pipes buffer) the moment it is made."""
+    mark = (
+        click.style("FAIL", fg="red", bold=True)
+        if not c.ok
+        else click.style("warn", fg="yellow")
+        if c.warning
+        else click.style("ok  ", fg="green")
+    )
+    shown_fix = c.fix and (c.warning or not c.ok)
+    line = f"{c.name:11s} {c.detail}" + (f"  -> fix: {c.fix}" if shown_fix else "")
+    click.echo(f"{mark} {escape_controls(line)}")
+    sys.stdout.flush()
+
+
+class _Reported(list):
+    """The list of checks, telling `on_check` of each as it is added (append, extend or +=), so
+    every check written as `checks.append(...)` is printed the moment it is made."""
+
+    def __init__(self, on_check: Callable[[Check], None] | None):
+        super().__init__()
+        self.on_check = on_check
+
+    def append(self, check: Check) -> None:
+        super().append(check)
+        if self.on_check is not None:
+            self.on_check(check)
+
+    def extend(self, checks) -> None:
+        for check in checks:
+            self.append(check)
+
+    def __iadd__(self, checks):
+        self.extend(checks)
+        return self
+
+
+# -------------------------------------------------------------- what reaches beyond a cycle
+
+
+def side_effect_checks(home: Home, settings, env) -> list[Check]:
+    """on_cycle_end and wake_when name programs that exist and may run; metrics_file is in a
+    folder that exists and this user may write. Before, each failed only in a cycle log."""
+    from agent.after.metrics import metrics_path
+    from agent.secrets import Secrets
+
+    path = Secrets.from_settings(settings, env).child_env(env).get("PATH", os.defpath)  # what the hooks run with
+    checks = [
+        _program_check(name, argv, home, path)
+        for name, argv in (("on_cycle_end", settings.on_cycle_end), ("wake_when", settings.wake_when))
+        if argv
+    ]
+    metrics = metrics_path(home, settings)
+    if metrics is not None:
+        checks.append(_metrics_check(metrics, home))
+    return checks
+
+
+def _program_check(setting: str, argv: list[str], home: Home, search_path: str) -> Check:
+    """The program `argv` runs, found as the hook finds it: a name on PATH, a path from the home."""
+    program = argv[0]
+    fix = f"install it, or fix {setting} in {home.config} (a relative path is from the home)"
+    if "/" not in program:
+        found = shutil.which(program, path=search_path)
+        if found is None:
+            return Check(setting, False, f"program not found on PATH: {program}", fix)
+        return Check(setting, True, f"runs {found}")
+    where = home.root / Path(program).expanduser()
+    if not where.is_file():
+        return Check(setting, False, f"program not found: {where}", fix)
+    if not os.access(where, os.X_OK):
+        return Check(setting, False, f"not executable: {where}", f"chmod +x {where}, or fix {setting} in {home.config}")
+    return Check(setting, True, f"runs {where}")
+
+
+def _metrics_check(path: Path, home: Home) -> Check:
+    """The metrics file can be replaced whole: its folder exists and takes a new file."""
+    folder = path.parent
+    fix = f"fix metrics_file in {home.config}"
+    if not folder.is_dir():
+        return Check("metrics", False, f"the folder of {path} does not exist", f"mkdir -p {folder}, or {fix}")
+    if path.is_dir():
+        return Check("metrics", False, f"{path} is a folder", fix)
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".doctor.", suffix=".tmp"):
+            pass
+    except OSError as exc:
+        return Check(
+            "metrics", False, f"{folder} is not writable: {exc.strerror}", f"let this user write {folder}, or {fix}"
+        )
+    return Check("metrics", True, f"{path} (its folder is writable)")

@@ -46,6 +46,8 @@ class PlainReporter:
             )
             if r.error:
                 self._line(f"  error: {r.error} (see logs/cycle_{r.cycle_id}.log)")
+            elif r.stop_detail:  # which limit, which budget, which call: what the stop reason alone does not say
+                self._line(f"  stopped: {r.stop_detail}")
             if r.idle:  # no model was called (agent/cycle/idle.py)
                 self._line(f"  {r.idle}")
 
@@ -77,11 +79,11 @@ def quiet_line(r: Any) -> str | None:
     return None
 
 
-def make_reporter(as_json: bool, quiet: bool) -> Reporter:
+def make_reporter(as_json: bool, quiet: bool, max_iterations: int | None = None) -> Reporter:
     """Live progress for a person at a terminal; plain lines otherwise (on stderr under --json,
-    so stdout holds only the JSON report)."""
+    so stdout holds only the JSON report). `max_iterations`: the cap, shown from the first step."""
     if sys.stdout.isatty() and not (as_json or quiet):
         from agent.cli.live import LiveReporter  # rich: only for a terminal
 
-        return LiveReporter()
+        return LiveReporter(max_iterations=max_iterations)
     return PlainReporter(sys.stderr if as_json else sys.stdout, quiet)

@@ -5,7 +5,9 @@ The replay runs in a scratch copy of the home (a temporary folder): config.yaml,
 templates/ and the workspace are copied, and its active.yaml is the cycle's `_before` snapshot.
 The replay's tools act on that copy. The home itself is only read: its scratchpad/ and logs/
 are never written, its lock is not taken, and neither its on_cycle_end command nor its metrics
-file hear of the replay. The workspace is copied as it is now; its state when the cycle ran is
+file hear of the replay: the copy's config.yaml leaves them out, with wake_when and (unless
+--with-mcp) mcp_servers (isolation.py), so a copy kept with --keep and run later reaches none
+of them either. The workspace is copied as it is now; its state when the cycle ran is
 not recorded anywhere.
 """
 
@@ -22,15 +24,19 @@ import click
 from agent.after.transcript import read_transcript
 from agent.cli.common import clip, existing_home, home_option, print_json, reports_errors
 from agent.cli.diffing import summarize_change, summary_lines
+from agent.cli.isolation import SIDE_EFFECT_SETTINGS, without_settings
 from agent.cli.logs import chosen_cycle
 from agent.common.escape import escape_controls
+from agent.common.files import atomic_write
 from agent.common.outcomes import UsageError
+from agent.common.plain import plain
 from agent.common.walk import copy_tree, remove_tree
 from agent.config import Settings, load_settings
 from agent.cycle.dispatch import ReplyError, parse_reply
 from agent.cycle.run import run_cycle
 from agent.models import resolve_model
 from agent.models.resolve import anchor_model_path
+from agent.secrets import Secrets
 from agent.store.cycles import record_of
 from agent.store.home import Home
 from agent.store.state_file import read_state_file
@@ -40,9 +46,12 @@ NOT_COPIED = (*(path.name for path in Home(Path()).runtime_files), ".git")
 COLUMN = 46  # characters of the recorded column before the replay's
 
 
-def make_scratch_home(home: Home, settings: Settings, cycle_id: str, folder: Path) -> Home:
-    """A copy of `home` in `folder` that starts where `cycle_id` started. Folders are copied by
-    the bounded walk (`common/walk.py`); what it leaves out (a tree too deep) is said on stderr."""
+def make_scratch_home(
+    home: Home, settings: Settings, cycle_id: str, folder: Path, without: tuple[str, ...] = SIDE_EFFECT_SETTINGS
+) -> Home:
+    """A copy of `home` in `folder` that starts where `cycle_id` started, its config.yaml without the
+    settings named in `without` (isolation.py). Folders are copied by the bounded walk (`common/walk.py`);
+    what it leaves out (a tree too deep) is said on stderr."""
     scratch = Home(folder)
     if Path(settings.workspace).parts:  # a workspace folder: only it and the operator's files are needed
         names = [*(path.name for path in home.operator_files), settings.workspace]
@@ -59,6 +68,9 @@ def make_scratch_home(home: Home, settings: Settings, cycle_id: str, folder: Pat
             shutil.copy2(source, target, follow_symlinks=False)
     scratch.ensure_dirs()
     shutil.copyfile(home.snapshot(cycle_id, "before"), scratch.active)
+    if scratch.config.is_file():  # a kept copy (--keep) run later must not reach the home's side effects either
+        text, _ = without_settings(scratch.config.read_text(encoding="utf-8"), home.config, without, "agent replay")
+        atomic_write(scratch.config, text.encode("utf-8"))
     return scratch
 
 
@@ -113,14 +125,14 @@ def side(record: dict, home: Home, cycle_id: str) -> dict:
 def _rows(outcome: dict) -> dict[str, str]:
     usage = outcome["usage"] if isinstance(outcome["usage"], dict) else {}
     rows = {
-        "model": str(outcome["model"]),
-        "stop reason": f"{outcome['stop_reason']} (exit {outcome['exit_code']})",
-        "iterations": str(outcome["iterations"]),
-        "tokens": str(usage.get("total_tokens", "-")),
+        "model": plain(outcome["model"], "(not recorded)"),
+        "stop reason": f"{plain(outcome['stop_reason'], '?')} (exit {plain(outcome['exit_code'], '?')})",
+        "iterations": plain(outcome["iterations"], "-"),
+        "tokens": plain(usage.get("total_tokens"), "-"),
         "actions": ", ".join(outcome["actions"]) or "(none)",
     }
     if outcome["error"]:
-        rows["error"] = str(outcome["error"])
+        rows["error"] = plain(outcome["error"])
     for line in summary_lines(outcome["change"]) if outcome["change"] else ["state: no after snapshot"]:
         label, _, text = line.partition(": ")
         if label != "last_updated":  # a snapshot never stamps it: always "unchanged"
@@ -165,7 +177,8 @@ def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool,
     settings = load_settings(home.root, model=anchor_model_path(model, Path.cwd())).replace(
         fallback_models=[], model_budgets={}
     )  # the model asked for, and only that one
-    chosen_model = resolve_model(settings, home.root)
+    secrets = Secrets.from_settings(settings)  # the replay's one: the model and the cycle share it
+    chosen_model = resolve_model(settings, home.root, secrets=secrets)
     # nothing outside the copy may hear of the replay
     settings = dataclasses.replace(settings, on_cycle_end=None, metrics_file=None, lock_wait=0.0)
     if settings.mcp_servers and not with_mcp:
@@ -178,9 +191,13 @@ def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool,
     recorded_record = record_of(home, chosen)[1] or {"stop_reason": "incomplete", "model": None}
     folder = Path(tempfile.mkdtemp(prefix="agent-replay-"))
     try:
-        scratch = make_scratch_home(home, settings, chosen, folder)
+        kept_mcp = ("mcp_servers",) if with_mcp else ()
+        left_out = tuple(name for name in SIDE_EFFECT_SETTINGS if name not in kept_mcp)
+        scratch = make_scratch_home(home, settings, chosen, folder, left_out)
         click.echo(f"replaying cycle {chosen} on {chosen_model.name} in {folder}", err=True)
-        report = run_cycle(scratch, settings, chosen_model, force=True)  # it ran: wake_when and idle do not apply
+        report = run_cycle(
+            scratch, settings, chosen_model, force=True, secrets=secrets
+        )  # it ran: no wake_when, no idle
         recorded = side(recorded_record, home, chosen)
         replayed = side(report.index_record(), scratch, report.cycle_id)
     finally:

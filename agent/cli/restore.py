@@ -8,7 +8,8 @@ A restore also repairs a home whose active.yaml cannot be read: its raw text is 
 
 `agent fork CYCLE[:before|:after] DIR` starts a new home from a snapshot: what `agent init DIR`
 makes, with the source home's rules.md, config.yaml and examples.yaml (read as a cycle reads them:
-regular files within their size limits, UTF-8), and that snapshot as its state.
+regular files within their size limits, UTF-8), and that snapshot as its state. Its config.yaml
+leaves out the settings that act beyond the home (isolation.py) unless --keep-side-effects.
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import click
 
 from agent.cli.common import existing_home, home_option, json_option, print_json, reports_errors, wait_option
 from agent.cli.history import KnownCycles
+from agent.cli.isolation import SIDE_EFFECT_SETTINGS, without_settings
 from agent.cli.replacing import unusable_text
-from agent.cli.setup import make_home
+from agent.cli.setup import make_home, next_steps, print_steps
 from agent.cli.snapshots import Side, resolve_snapshot
 from agent.common.escape import escape_controls
 from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.common.safe_yaml import FileRefused, read_text_file
-from agent.config import MAX_CONFIG_BYTES
+from agent.config import MAX_CONFIG_BYTES, config_values, settings_from
 from agent.cycle.examples import MAX_EXAMPLES_BYTES
 from agent.cycle.prompt import MAX_RULES_BYTES
 from agent.memory.bounding import Archived, append_archive, archive_records
@@ -38,10 +40,10 @@ from agent.store.state_file import load_state, write_state
 SPEC_HELP = "CYCLE is a cycle id (or `latest`), optionally ending in :before or :after (default :after)."
 
 
-def _snapshot(home: Home, spec: str) -> Side:
+def _snapshot(home: Home, spec: str, under_lock: bool = False) -> Side:
     if spec.partition(":")[0] == "active":
         raise UsageError("name a cycle's snapshot (ID, ID:before or ID:after), not active")
-    return resolve_snapshot(home, spec, "after", KnownCycles(home))
+    return resolve_snapshot(home, spec, "after", KnownCycles(home), under_lock)
 
 
 def _replaced(home: Home) -> tuple[object, str]:
@@ -66,8 +68,10 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
       agent restore 20260401_100137:before   the state that cycle started from
     """
     home = existing_home(home_dir)
-    side = _snapshot(home, cycle)
-    with home_lock(home, wait=lock_wait):
+    if cycle.partition(":")[0] == "active":
+        _snapshot(home, cycle)  # a usage error, busy or not
+    with home_lock(home, wait=lock_wait):  # first: `latest` is then never a cycle still running (exit 5, or --wait)
+        side = _snapshot(home, cycle, under_lock=True)
         home.ensure_dirs()
         replaced, reason = _replaced(home)
         source_cycle = Path(side.label).name.rsplit("_", 1)[0]
@@ -96,11 +100,21 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
 @home_option
 @click.argument("cycle")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--keep-side-effects",
+    is_flag=True,
+    help="Keep on_cycle_end, metrics_file, wake_when and mcp_servers in the fork's config.yaml: its "
+    "cycles then run this home's hook, write its metrics file and start its MCP servers.",
+)
 @json_option
 @reports_errors
-def fork(home_dir: Path, cycle: str, directory: Path, as_json: bool) -> None:
+def fork(home_dir: Path, cycle: str, directory: Path, keep_side_effects: bool, as_json: bool) -> None:
     """Start a new home in DIRECTORY from a cycle's snapshot, with this home's rules.md, config.yaml
-    and examples.yaml (the workspace's files are not copied). DIRECTORY must not hold a state yet."""
+    and examples.yaml (the workspace's files are not copied). DIRECTORY must not hold a state yet.
+
+    The fork's config.yaml leaves out what acts on the world beyond the home (on_cycle_end,
+    metrics_file, wake_when, mcp_servers), so its cycles never fire this home's alerts or
+    replace its metrics; it says what it left out. --keep-side-effects keeps them."""
     home = existing_home(home_dir)
     side = _snapshot(home, cycle)
     target = Home.at(directory)
@@ -111,12 +125,28 @@ def fork(home_dir: Path, cycle: str, directory: Path, as_json: bool) -> None:
         rules = read_text_file(home.rules, "rules file", MAX_RULES_BYTES)
         config = read_text_file(home.config, "config file", MAX_CONFIG_BYTES)
         examples = read_text_file(home.examples, "examples file", MAX_EXAMPLES_BYTES)
+        settings_from(config_values(config or "", home.config))  # a config a cycle would refuse: exit 2 here
     except FileRefused as exc:
         raise UsageError(f"cannot fork: {exc}") from None
+    except UsageError as exc:  # name the file, once
+        message = str(exc) if str(exc).startswith(str(home.config)) else f"{home.config}: {exc}"
+        raise UsageError(f"cannot fork: {message}") from None
+    dropped: list[str] = []
+    if not keep_side_effects:
+        config, dropped = without_settings(config, home.config, SIDE_EFFECT_SETTINGS, "agent fork")
     made, kept = make_home(
         target, dict(side.state, last_updated=now_iso()), rules=rules, config=config, examples=examples
     )
-    data = {"home": str(target.root), "forked_from": str(home.root / side.label), "created": made, "kept": kept}
+    dropped = dropped if target.config.name in made else []  # a config.yaml already there is the operator's, kept
+    steps = next_steps(target, directory)
+    data = {
+        "home": str(target.root),
+        "forked_from": str(home.root / side.label),
+        "created": made,
+        "kept": kept,
+        "left_out": dropped,
+        "next": steps,
+    }
     if as_json:
         print_json(data)
         return
@@ -124,4 +154,9 @@ def fork(home_dir: Path, cycle: str, directory: Path, as_json: bool) -> None:
         f"forked {side.label} into {target.root}: created {', '.join(made)}"
         + (f"; kept existing {', '.join(kept)}" if kept else "")
     )
-    click.echo(f"next: agent run --home {directory}")
+    if dropped:
+        click.echo(
+            f"left out of its config.yaml: {', '.join(dropped)} (they act beyond the home: this home's hook, "
+            f"metrics, events and MCP servers; --keep-side-effects keeps them)"
+        )
+    print_steps(steps)

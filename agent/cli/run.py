@@ -6,7 +6,6 @@ unless stdout is a terminal, and no provider library unless the chosen model use
 
 from __future__ import annotations
 
-import datetime
 import json
 import sys
 from pathlib import Path
@@ -18,8 +17,8 @@ from agent.cli.progress import make_reporter
 from agent.config import load_settings
 from agent.cycle.run import run_cycle
 from agent.models import resolve_model
-from agent.models.fallback import FallbackModel
 from agent.models.resolve import anchor_model_path
+from agent.secrets import Secrets
 
 
 @click.command()
@@ -66,14 +65,11 @@ def run(
         lock_wait=lock_wait,
         reflect=reflect,
     )
-    chosen = resolve_model(settings, home.root)
-    if isinstance(chosen, FallbackModel):  # a model over its own budget hands on to the next one
-        from agent.gates.budgets import model_budget_check  # here: a cycle without fallbacks never imports budgets
-
-        chosen.spent = model_budget_check(home, settings, datetime.datetime.now(datetime.timezone.utc))
-    reporter = make_reporter(as_json, quiet)
+    secrets = Secrets.from_settings(settings)  # the cycle's one: the model and the cycle share it
+    chosen = resolve_model(settings, home.root, secrets=secrets)
+    reporter = make_reporter(as_json, quiet, settings.max_iterations)
     try:
-        report = run_cycle(home, settings, chosen, reporter, force=force)
+        report = run_cycle(home, settings, chosen, reporter, force=force, secrets=secrets)
     finally:
         reporter.close()  # a live display must not outlive a crash
     if as_json:

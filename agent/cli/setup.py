@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -10,13 +12,24 @@ import click
 import yaml
 
 import agent.gates.approvals as approvals
-from agent.cli.common import checked_home, echo, existing_home, home_option, print_json, reports_errors, wait_option
+from agent.cli.common import (
+    checked_home,
+    echo,
+    existing_folder,
+    existing_home,
+    home_option,
+    one_line,
+    print_json,
+    reports_errors,
+    wait_option,
+)
 from agent.cli.replacing import archive_replaced
 from agent.common.escape import escape_controls
 from agent.common.files import atomic_write
 from agent.common.jsonschema import type_name
 from agent.common.outcomes import UsageError
-from agent.config import field_docs, load_settings
+from agent.common.safe_yaml import FileRefused, read_text_file
+from agent.config import MAX_CONFIG_BYTES, Settings, config_values, field_docs, load_settings, settings_from
 from agent.cycle.prompt import default_rules
 from agent.memory.queue_edits import describe as describe_edit
 from agent.store.cycles import forget_history
@@ -26,37 +39,112 @@ from agent.store.state_file import read_state_file, write_state
 from agent.tools import CONTROL_TOOLS, open_registry
 from agent.tools.workspace import ensure_workspace
 
+# A template is templates/NAME.yaml, the first active.yaml, and optionally templates/NAME.config.yaml,
+# settings that `agent init` writes into the new config.yaml (a template's sections, say).
+CONFIG_PART = ".config"
+# Names in a templates folder that are not templates: examples.yaml holds the packaged worked examples.
+NOT_TEMPLATES = ("examples",)
+
 
 def template_path(home_root: Path, name: str) -> Path:
     """A template by name: the home's templates/NAME.yaml, else the packaged one."""
-    if not name or "/" in name or name.startswith("."):
+    if not name or "/" in name or name.startswith(".") or name.endswith(CONFIG_PART):
         raise UsageError(f"template name '{name}' is not a plain name")
     own = Home(home_root).templates / f"{name}.yaml"
-    if own.is_file():
-        return own
-    packaged = Path(str(resources.files("agent").joinpath(f"templates/{name}.yaml")))
-    if packaged.is_file():
-        return packaged
+    packaged = _packaged_folder() / f"{name}.yaml"
+    for path in (own, packaged):
+        if name not in NOT_TEMPLATES and path.is_file():
+            return path
+    mine = template_names(own.parent)
     raise UsageError(
-        f"no template named '{name}' (looked in {own.parent} and the packaged templates: "
-        f"{', '.join(packaged_templates())})"
+        f"no template named '{name}' (templates: {', '.join(sorted(set(mine + packaged_templates())))}; "
+        f"a home's own go in {own.parent})"
     )
 
 
+def _packaged_folder() -> Path:
+    return Path(str(resources.files("agent").joinpath("templates")))
+
+
+def template_names(folder: Path) -> list[str]:
+    """The templates in `folder`: each NAME.yaml but a template's config part and the examples file."""
+    try:
+        names = [p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml") and p.is_file()]
+    except OSError:  # no templates/ folder (or an unreadable one): none of its own
+        return []
+    return sorted(name for name in names if not name.endswith(CONFIG_PART) and name not in NOT_TEMPLATES)
+
+
 def packaged_templates() -> list[str]:
-    folder = resources.files("agent").joinpath("templates")
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return template_names(_packaged_folder())
 
 
-def config_template() -> str:
-    """A commented config.yaml listing every setting with its default (all commented out)."""
+@dataclass(frozen=True)
+class Template:
+    name: str
+    path: Path  # NAME.yaml
+    state: dict
+    config: str | None = None  # the text of NAME.config.yaml, comments and all
+    settings: dict = field(default_factory=dict)  # the settings it holds
+
+    @property
+    def sections(self) -> dict:
+        return self.settings.get("sections") or {}
+
+
+def read_template(home_root: Path, name: str) -> Template:
+    """Template NAME: its state (InvalidScratchpad, exit 6, when unusable) and its config part,
+    checked like config.yaml (UsageError, exit 2, naming the file)."""
+    path = template_path(home_root, name)
+    state = read_state_file(path, path.parent)
+    part = path.with_name(f"{name}{CONFIG_PART}.yaml")
+    try:
+        text = read_text_file(part, "template's config part", MAX_CONFIG_BYTES)
+        values = {} if text is None else config_values(text, part)
+        settings_from(values)
+    except FileRefused as exc:
+        raise UsageError(str(exc)) from exc
+    except UsageError as exc:
+        raise UsageError(str(exc) if str(exc).startswith(str(part)) else f"{part}: {exc}") from exc
+    return Template(name, path, state, text, values)
+
+
+def sections_to_add(template: Template, settings: Settings) -> dict:
+    """The template's sections the home's config.yaml lacks or defines as another kind."""
+    have = settings.sections
+    return {
+        name: spec
+        for name, spec in template.sections.items()
+        if name not in have or have[name].get("kind") != spec.get("kind")
+    }
+
+
+def refuse_missing_sections(template: Template, settings: Settings, config: Path) -> None:
+    """UsageError (exit 2) naming what to add when the home's config.yaml lacks the template's sections:
+    its state would be memory no section of this home describes."""
+    missing = sections_to_add(template, settings)
+    if missing:
+        wanted = yaml.safe_dump({"sections": missing}, default_flow_style=True, sort_keys=False, width=100_000)
+        raise UsageError(
+            f"template '{template.name}' needs sections that {config} does not define (or defines as another "
+            f"kind): {', '.join(missing)}; add them (config.yaml is never rewritten): {wanted.strip()}"
+        )
+
+
+def config_template(part: str | None = None, part_settings: dict | None = None) -> str:
+    """A commented config.yaml listing every setting with its default (all commented out); with a
+    template's config `part`, that text first, and its settings left out of the list."""
     lines = [
         "# Settings for this agent home. Uncomment a line to change it.",
         "# Precedence: these < environment (AGENT_MODEL, OPENAI_BASE_URL) < command-line flags.",
         "# Never put an API key here: name the variable that holds it with api_key_env.",
         "",
     ]
+    if part:
+        lines += [part.rstrip(), "", "# Every other setting, with its default:", ""]
     for name, doc, default in field_docs():
+        if name in (part_settings or {}):
+            continue
         lines.append(f"# {doc}")
         dumped = yaml.safe_dump({name: default}, default_flow_style=True, width=1000).strip()[1:-1]
         lines.append(f"# {dumped}")
@@ -106,17 +194,56 @@ def init(directory: Path, template: str, as_json: bool) -> None:
     """Create a new home in DIRECTORY (existing files are kept, never overwritten)."""
     home = checked_home(directory)
     # Check the template before creating anything: a bad name or file leaves no half-made home.
-    source = template_path(home.root, template)
-    first_state = read_state_file(source, source.parent)
-    made, kept = make_home(home, first_state)
+    chosen = read_template(home.root, template)
+    if home.config.exists():  # kept as it is: it must already define the template's sections
+        refuse_missing_sections(chosen, load_settings(home.root), home.config)
+    config = config_template(chosen.config, chosen.settings) if chosen.config else None
+    made, kept = make_home(home, chosen.state, config=config)
+    steps = next_steps(home, directory)
     if as_json:
-        print_json({"home": str(home.root), "created": made, "kept": kept})
+        print_json({"home": str(home.root), "created": made, "kept": kept, "next": steps})
         return
     click.echo(
         f"home ready at {home.root}: created {', '.join(made) or 'nothing'}"
         + (f"; kept existing {', '.join(kept)}" if kept else "")
     )
-    click.echo(f"next: agent run --home {directory}")
+    print_steps(steps)
+
+
+# A first task the embedded model can do (it names its tool), for a home with an empty queue.
+FIRST_TASK = "Run date -u and note the time"
+
+
+def next_steps(home: Home, directory: Path) -> list[str]:
+    """The commands that take a new home to its first cycle that does something, each as it works
+    when typed: a task first when nothing is queued (a cycle with nothing to do calls no model),
+    then the run, with a model named when none is configured and the embedded one is missing."""
+    from agent.models import resolve_model  # here: only init and fork print these
+
+    where = f"--home {shlex.quote(str(directory))}"
+    settings = load_settings(home.root)
+    state = read_state_file(home.active, home.root) or {}
+    steps = []
+    if settings.idle == "skip" and not (state.get("current_task") or state.get("pending_actions")):
+        steps.append(f"agent task add {where} {shlex.quote(FIRST_TASK)}")
+    try:
+        resolve_model(settings, home.root)
+    except UsageError as exc:
+        if settings.model:  # configured, but not usable yet (a key, a file): doctor says what
+            return [*steps, f"agent doctor {where}   # {one_line(str(exc).splitlines()[0])}"]
+        return [*steps, f"agent run {where} --model openai:gpt-4o-mini   # {NO_MODEL_HINT}"]
+    return [*steps, f"agent run {where}"]
+
+
+NO_MODEL_HINT = (
+    "with OPENAI_API_KEY set (or OPENAI_BASE_URL for a local server): no model is configured and the "
+    "embedded one is not installed (pip install 'scratchpad-agent[local]')"
+)
+
+
+def print_steps(steps: list[str]) -> None:
+    for n, step in enumerate(steps):
+        click.echo(f"{'then' if n else 'next'}: {step}")
 
 
 # ---------------------------------------------------------------------------------------- reset
@@ -146,9 +273,10 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
     Nothing is lost: the replaced state and every queued edit dropped with it are appended to
     archive (kinds replaced_state and dropped_edit, `agent show --all`) before active.yaml is replaced.
     """
-    home = existing_home(home_dir)
-    source = template_path(home.root, template)
-    state = read_state_file(source, source.parent)  # InvalidScratchpad (6) for a bad template
+    home = existing_folder(home_dir)  # reset makes a home of a folder (the README's set-up: a fresh clone)
+    chosen = read_template(home.root, template)  # InvalidScratchpad (6) for a bad state, UsageError (2) config
+    refuse_missing_sections(chosen, load_settings(home.root), home.config)
+    source, state = chosen.path, chosen.state
     if clean and not assume_yes:
         _confirm_clean(home)
     removed: list[str] = []

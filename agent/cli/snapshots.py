@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from agent.common.outcomes import UsageError
+from agent.common.outcomes import Busy, UsageError
 from agent.store.cycles import with_files_newest_first
 from agent.store.home import Home
+from agent.store.lock import is_locked
 from agent.store.state_file import read_state_file
 
 
@@ -39,9 +40,13 @@ def latest_saved(home: Home, cycles: Sequence[str]) -> str:
     return next((c for c in ids if home.snapshot(c, "before").is_file()), newest[-1])
 
 
-def resolve_snapshot(home: Home, spec: str, default_label: str, cycles: Sequence[str]) -> Side:
+def resolve_snapshot(
+    home: Home, spec: str, default_label: str, cycles: Sequence[str], under_lock: bool = False
+) -> Side:
     """'active', 'latest', 'ID', 'ID:before' or 'ID:after' -> the state it names. `cycles`: the ids known, oldest
-    first (`history.KnownCycles`: the newest few, any other looked up when named)."""
+    first (`history.KnownCycles`: the newest few, any other looked up when named). The newest cycle
+    without the snapshot while another process holds the lock is running: Busy (exit 5), as every
+    command that waits for a cycle says (`under_lock`: the caller holds it, so no cycle runs)."""
     if spec == "active":
         if not home.active.exists():
             raise UsageError(f"{home.active} does not exist yet (run a cycle, or agent init)")
@@ -56,6 +61,8 @@ def resolve_snapshot(home: Home, spec: str, default_label: str, cycles: Sequence
         near = ", ".join(cycles[-3:]) or "none yet"
         raise UsageError(f"no cycle '{cycle_id}' in {home.root} (latest: {near}; `agent history` lists them all)")
     path = home.snapshot(cycle_id, label)
+    if not path.is_file() and not under_lock and cycle_id == cycles[-1] and is_locked(home):
+        raise Busy(f"cycle {cycle_id} is still running (it has no {label} snapshot yet); try again when it has ended")
     if not path.is_file():
         raise UsageError(
             f"cycle {cycle_id} has no {label} snapshot ({path.relative_to(home.root)} is missing: "

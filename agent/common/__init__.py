@@ -3,10 +3,12 @@
 - outcomes.py          exit codes, stop reasons, and the exceptions that carry them
 - tags.py              note tags, one definition for every writer and reader
 - escape.py            model text made safe to print or log as one line
+- plain.py             a loaded value (None, a list, a mapping) as a person reads it, never a repr
 - jsonschema.py        the JSON Schema subset the tools and the state use
 - safe_yaml.py         hardened YAML
 - secret_forms.py      the shapes a secret takes in text; secret_fragments.py, finding any fragment of one
 - imports.py           a large module's first import, without the garbage collector
+- entry_points.py      what installed packages declare (tool plugins, model providers), read without importing them
 - files.py             atomic file writes, disk errors, fault points (for the tests that kill at each step)
 - walk.py              bounded walks, copies and removals of trees the model shaped (the workspace)
 """

@@ -8,15 +8,17 @@ their way out (`agent/cli/__init__.py`), so text a command forgot to escape is e
 
 What is escaped: C0 controls (but tab), DEL, C1 controls (NEL U+0085 among them), every other
 character `str.splitlines` splits on (U+2028, U+2029; \v \f \x1c-\x1e are C0), and the
-bidirectional controls that reorder text (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069).
+bidirectional controls that reorder text (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069),
+and lone surrogates (U+D800-U+DFFF: text that cannot be written as UTF-8).
 """
 
 from __future__ import annotations
 
 import re
 
-# Line separators and bidirectional controls beyond C0/C1.
-_WIDE = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+# Line separators and bidirectional controls beyond C0/C1, and lone surrogates (from a JSON "\ud800" or a
+# plugin's bytes decoded with surrogateescape): text that UTF-8 cannot write.
+_WIDE = "\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
 _CONTROLS = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f{_WIDE}]")
 _CONTROLS_BUT_NEWLINE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_WIDE}]")
 # What json.dumps(ensure_ascii=False) leaves raw (it escapes C0 itself; its layout uses \n).

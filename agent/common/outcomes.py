@@ -84,16 +84,24 @@ class Interrupted(BaseException):
     """SIGTERM arrived during a cycle. A BaseException, like KeyboardInterrupt."""
 
 
-class Done(Exception):
-    """Raised inside the loop when the model's `done` was accepted: the cycle ends with stop reason done."""
-
-
-class LimitReached(Exception):
-    """Raised inside the loop when a limit ends the cycle; carries the stop reason."""
+class Stop(Exception):
+    """Raised inside a cycle to end it early, carrying its stop reason: the one family every limit and
+    gate raises (as mini-swe-agent's `InterruptAgentFlow`); the loop and the cycle decide what each means."""
 
     def __init__(self, reason: StopReason, message: str):
         super().__init__(message)
         self.reason = reason
+
+
+class Done(Stop):
+    """Raised inside the loop when the model's `done` was accepted: the cycle ends with stop reason done."""
+
+    def __init__(self, message: str = "the model's done was accepted"):
+        super().__init__(StopReason.DONE, message)
+
+
+class LimitReached(Stop):
+    """Raised inside the loop when a limit or a gate ends the cycle; carries the stop reason."""
 
 
 class Parked(LimitReached):
@@ -101,3 +109,11 @@ class Parked(LimitReached):
 
     def __init__(self, message: str):
         super().__init__(StopReason.AWAITING_APPROVAL, message)
+
+
+class Held(Stop):
+    """Raised by a gate at wake: this cycle calls no model. It is recorded as an idle cycle (one index
+    record, no snapshot pair, no log), with the gate's message as the reason (agent/gates/base.py)."""
+
+    def __init__(self, message: str):
+        super().__init__(StopReason.IDLE, message)

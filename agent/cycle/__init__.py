@@ -1,9 +1,12 @@
 """The core loop of one cycle:
 
-- run.py         the cycle's steps, from the lock to the exit code
+- run.py         the cycle's steps, from the lock to the exit code, in three phases:
+- wake.py        under the lock, before the model: the home made ready, the state read, the cycle named
+- work.py        the model's part: the loop built over the tools, the gates and the preamble, then run
+- sleep.py       saving: memory bounded, the after snapshot, active.yaml
 - crash.py       before a cycle: what a killed process left (temporary files, a cycle with no record)
 - loop.py        the model loop: prompt -> model -> dispatcher; events.py, one event per action
-- limits.py      every limit that ends a cycle without `done`
+- limits.py      every limit of the cycle's own that ends it without `done`
 - dispatch.py    one reply to a state change and a tagged note
 - prompt.py      the system and user messages; examples.py, the worked examples
 - idle.py        idle cycles and `wake_when`

@@ -23,10 +23,11 @@ import agent.gates.checks as checks
 from agent.common.escape import escape_controls
 from agent.common.jsonschema import check, describe
 from agent.common.tags import Outcome, Tag
+from agent.gates.base import NO_GATES, Action, Gate
 from agent.models.replies import ReplyError, parse_reply
 from agent.models.replies import clip_line as _clip
 from agent.state import FIELD_SCHEMAS, FIELDS, RUNTIME_FIELDS, add_note, field_problem, field_size_problem
-from agent.tools import NeedsApproval, Registry, Tool, ToolContext, ToolError
+from agent.tools import NeedsApproval, Registry, ToolContext, ToolError
 
 
 def apply_update(state: dict, args: dict) -> tuple[dict, str | None]:
@@ -45,12 +46,6 @@ def apply_update(state: dict, args: dict) -> tuple[dict, str | None]:
             new["completed_tasks"].extend(copy.deepcopy(value))
         else:
             new[key] = copy.deepcopy(value)
-    dodged = checks.checked_tasks_removed(state, new)
-    if dodged:
-        return state, (
-            f"task '{dodged[0]}' has an operator check: it leaves the queue only through done "
-            f"(when the check passes) or `agent task drop`"
-        )
     return new, None
 
 
@@ -87,10 +82,12 @@ def dispatch(
     ctx: ToolContext,
     cut_at: int | None = None,
     offered: dict | None = None,
+    gates: Gate = NO_GATES,
 ) -> tuple[dict, Outcome]:
     """Apply one reply to a copy of `state`. Never raises (short of KeyboardInterrupt).
-    A valid call the registry's gate holds (agent/gates/approvals.py) is not run: it comes back
-    as an APPROVAL outcome, not noted.
+    `gates` are asked before a valid call is applied (`on_action`, `on_done`): a refusal is noted
+    as the tool's own would be; a call a gate holds (agent/gates/approvals.py) is not run: it comes
+    back as an APPROVAL outcome, not noted.
     `cut_at`: the reply was cut at this many tokens (finish_reason "length"); one that then does
     not parse is reported as cut, not as whatever its truncated JSON happens to lack.
     `offered`: the action schema the model was asked to follow (`Completion.schema`), when it
@@ -101,14 +98,15 @@ def dispatch(
     name, args = action
     if name == "update_scratchpad":
         new, refusal = apply_update(state, args)
+        refusal = refusal or gates.on_action(state, Action(registry[name], args, ctx, after=new))
         if refusal:
             return _noted(
                 state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}"), name, args)
             )
         return _noted(new, Outcome(Tag.UPDATE, Tag.UPDATE.line(", ".join(args) or "nothing"), name, args))
     if name == "done":
-        return _done(state, args, ctx)
-    return _run_tool(state, registry[name], args, ctx)
+        return _done(state, Action(registry[name], args, ctx), gates)
+    return _run_tool(state, Action(registry[name], args, ctx), gates)
 
 
 def _action(
@@ -148,8 +146,9 @@ def _not_offered(offered: dict | None, name: str, args: dict) -> str | None:
     return f"not as offered for this step: {problem}" if problem else None
 
 
-def _done(state: dict, args: dict, ctx: ToolContext) -> tuple[dict, Outcome]:
-    refusal = checks.done_refusal(state, ctx)  # runs the task's acceptance check, if it has one
+def _done(state: dict, action: Action, gates: Gate) -> tuple[dict, Outcome]:
+    args, ctx = action.args, action.ctx
+    refusal = gates.on_done(state, action)  # the check gate runs the task's acceptance check, if it has one
     if refusal:
         note = Tag.CHECK_FAILED.line(_clip(ctx.secrets.redact_text(refusal), ctx.settings.note_result_chars + 200))
         return _noted(state, Outcome(Tag.CHECK_FAILED, note, "done", args))
@@ -157,12 +156,16 @@ def _done(state: dict, args: dict, ctx: ToolContext) -> tuple[dict, Outcome]:
     return apply_done(state, summary), Outcome(Tag.COMPLETED, Tag.COMPLETED.line(summary), "done", args)
 
 
-def _run_tool(state: dict, tool: Tool, args: dict, ctx: ToolContext) -> tuple[dict, Outcome]:
+def _run_tool(state: dict, action: Action, gates: Gate) -> tuple[dict, Outcome]:
     """Run a registered tool with valid (redacted) arguments: its result, or why it failed, noted."""
+    tool, args, ctx = action.tool, action.args, action.ctx
     name, clip = tool.name, ctx.settings.note_result_chars
     shown_args = _clip(ctx.secrets.redact_text(json.dumps(args, ensure_ascii=False)), 200)
     # Redacted before clipping: a cut must never leave the first half of a key in the notes.
     try:
+        refusal = gates.on_action(state, action)  # refused as the tool itself would refuse it
+        if refusal:
+            raise ToolError(refusal)
         result = ctx.run(tool, args)  # journaled when it has side effects (agent/cycle/journal.py)
     except NeedsApproval:  # the note is the parker's to write: it knows the call's id
         return copy.deepcopy(state), Outcome(
@@ -187,16 +190,15 @@ def _run_tool(state: dict, tool: Tool, args: dict, ctx: ToolContext) -> tuple[di
 
 
 def _one_line(result: Any) -> str:
-    # a plugin's result may hold text that cannot be written as UTF-8: escape it, don't crash later
-    text = str(result).encode("utf-8", "backslashreplace").decode("utf-8")
-    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+    """A tool's result as one line: its lines joined (escaping is the note's, when it enters the state)."""
+    return "; ".join(line.strip() for line in str(result).splitlines() if line.strip())
 
 
 def _noted(state: dict, outcome: Outcome) -> tuple[dict, Outcome]:
-    # One line, whatever the model put in names and values (an argument NAME with a newline, a
-    # field name with an escape sequence): no forged note lines, nothing that drives a terminal.
-    result = None if outcome.result is None else escape_controls(outcome.result)
-    outcome = dataclasses.replace(outcome, note=escape_controls(outcome.note), result=result)
+    """`state` with the outcome's note added, escaped once as it enters the state (add_note): one
+    line whatever the model or a tool put in it (a newline in an argument's name, an escape sequence,
+    text that cannot be written as UTF-8), and the outcome says exactly that line."""
     new = copy.deepcopy(state)
-    add_note(new, outcome.note)
-    return new, outcome
+    note = add_note(new, outcome.note)
+    result = None if outcome.result is None else escape_controls(outcome.result)  # the same text, for its readers
+    return new, dataclasses.replace(outcome, note=note, result=result)

@@ -21,7 +21,7 @@ from agent.common.jsonschema import check
 from agent.common.outcomes import UsageError
 from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file, yaml_problem
 from agent.common.tags import Outcome, Tag
-from agent.cycle.prompt import NOTHING_YET, user_prompt
+from agent.cycle.prompt import NOTHING_YET, Preamble, user_prompt
 from agent.tools import Registry
 
 # An examples file past this size is a mistake: every example is sent with every request.
@@ -123,8 +123,8 @@ def turns(examples: list[dict]) -> tuple[tuple[str, str], ...]:
 
 
 def _user_message(example: dict) -> str:
-    before = previous(example)
-    state = {"current_task": example["task"], "pending_actions": [], "notes": "" if before is None else before.note}
+    before = previous(example)  # shown once, as the step's "Last result", as in the cycle's own prompts
+    state = {"current_task": example["task"], "pending_actions": [], "notes": ""}
     return user_prompt(state, 1 if before is None else 2, SHOWN_MAX_ITERATIONS, previous=before)
 
 
@@ -139,3 +139,8 @@ def section(examples: list[dict]) -> str:
         for example in examples
     ]
     return "## Examples\n\n" + "\n\n".join(blocks) + "\n"
+
+
+def preamble(system: str, examples: list[dict]) -> Preamble:
+    """The preamble of a cycle's requests: the system message and these examples, in both forms."""
+    return Preamble(system, turns(examples), section(examples))

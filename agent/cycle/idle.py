@@ -26,7 +26,6 @@ from typing import Callable
 import agent.cycle.journal as journal
 from agent.after.aftercare import after_cycle
 from agent.after.report import CycleReport
-from agent.common.escape import escape_controls
 from agent.common.outcomes import InvalidScratchpad, StopReason
 from agent.common.tags import Tag
 from agent.config import Settings
@@ -77,9 +76,9 @@ def wake(
 
 
 def wake_note(output: str, secrets: Secrets) -> str:
-    """The [WAKE] note: the command's output as one line (no forged note lines), redacted."""
+    """The [WAKE] note: the command's output as one line, redacted (add_note escapes it)."""
     text = "; ".join(line.strip() for line in secrets.redact_text(output).splitlines() if line.strip())
-    return escape_controls(Tag.WAKE.line(f"wake_when: {text}" if text else "wake_when exited 0"))
+    return Tag.WAKE.line(f"wake_when: {text}" if text else "wake_when exited 0")
 
 
 def _has_work(home: Home, settings: Settings, state: dict) -> bool:

@@ -1,8 +1,8 @@
-"""Every limit that ends a cycle without `done`, checked in one place.
+"""Every limit of one cycle's own that ends it without `done`, checked in one place.
 
 The loop asks `Limits.before_call()` before each model call and tells it each outcome with
-`after_reply()`; either raises `LimitReached` with the stop reason. Nothing else in the
-program decides that a cycle has run long enough.
+`after_reply()`; either raises `LimitReached` with the stop reason. What reaches across cycles
+(budgets per day and month, stalls) is a gate's (agent/gates/).
 """
 
 from __future__ import annotations
@@ -34,18 +34,12 @@ def action_key(tool: str | None, args: Any) -> str | None:
 
 
 class Limits:
-    """Iterations, unparseable replies, tokens, time, repeats and spending of one cycle."""
+    """Iterations, unparseable replies, tokens, time and repeats of one cycle."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        budget_problem: Callable[[], str | None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ):
+    def __init__(self, settings: Settings, clock: Callable[[], float] = time.monotonic):
         self.settings = settings
         self.clock = clock
         self.deadline = None if settings.time_budget is None else clock() + settings.time_budget
-        self.budget_problem = budget_problem or (lambda: None)
         self.calls = 0
         self.tokens = 0
         self.parse_errors_in_a_row = 0
@@ -68,9 +62,6 @@ class Limits:
             raise LimitReached(StopReason.TOKEN_BUDGET, f"used {self.tokens} tokens of a budget of {s.token_budget}")
         if self.out_of_time():
             raise LimitReached(StopReason.TIME_BUDGET, f"ran past the time budget of {s.time_budget:g}s")
-        spent = self.budget_problem()
-        if spent:
-            raise LimitReached(StopReason.BUDGET_EXHAUSTED, spent)
         self.calls += 1
 
     def timed(self, call: Callable[..., Any], *args: Any) -> Any:

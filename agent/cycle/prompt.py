@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent.common.outcomes import UsageError
 from agent.common.safe_yaml import FileRefused, dump_yaml, read_text_file
@@ -58,6 +58,22 @@ def system_prompt(rules: str, registry: Registry) -> str:
     return f"{rules.rstrip()}\n\n## Tools\n\n{listing}\n"
 
 
+class Preamble(NamedTuple):
+    """What every request of a cycle carries before the state, byte-stable across iterations and
+    cycles so prompt caches hit: the system message, and the worked examples both as (user, reply)
+    turns and as one section of text (a model is sent one or the other; agent/cycle/examples.py)."""
+
+    system: str
+    examples: tuple[tuple[str, str], ...] = ()
+    examples_text: str = ""
+
+    @property
+    def examples_bytes(self) -> int:
+        """The larger of the two forms: the user message is fitted with room for either."""
+        turn_bytes = sum(len(user.encode()) + len(reply.encode()) for user, reply in self.examples)
+        return max(turn_bytes, len(self.examples_text.encode()))
+
+
 # ------------------------------------------------------------------------------- user message
 
 
@@ -76,6 +92,15 @@ def next_step(state: dict, previous: Outcome | None) -> str:
     return "If the last result finishes the task, call done. Otherwise call the next tool."
 
 
+def without_previous_note(state: dict, previous: Outcome | None) -> dict:
+    """`state` as the prompt shows it: after an action, its notes without their last line. That line is
+    the previous action's note (the loop adds one note per action, and nothing else between two
+    requests), and the prompt shows it once, as "Last result", where the model looks last."""
+    if previous is None or not state.get("notes"):
+        return state
+    return {**state, "notes": state["notes"].rpartition("\n")[0]}
+
+
 def _compact(state: dict) -> dict:
     return {k: v for k, v in state.items() if v not in (None, "", [], {}) and k != "last_updated"}
 
@@ -88,24 +113,29 @@ def user_prompt(
     previous: Outcome | None = None,
 ) -> str:
     """The changing part: the scratchpad as YAML, then where this iteration stands and what the
-    `previous` action of this cycle did (None: this is its first)."""
+    `previous` action of this cycle did (None: this is its first), whose note `state`'s notes no
+    longer hold (`without_previous_note`): each thing is shown once."""
+    return "".join(_user_parts(state, iteration, max_iterations, warnings, previous))
+
+
+def _user_parts(
+    state: dict, iteration: int, max_iterations: int, warnings: list[str] | None, previous: Outcome | None
+) -> tuple[str, str]:
+    """The user message in its two parts: the scratchpad block (what fitting may cut) and the closing
+    lines (always kept whole)."""
     compact = _compact(state)
     scratchpad = dump_yaml(compact).rstrip() if compact else "(empty)"
-    lines = [
-        "## Scratchpad",
-        "",
-        scratchpad,
-        "",
+    closing = [
         f"Iteration {iteration} of {max_iterations}.",
         f"Task: {state.get('current_task') or 'none'}",
         f"Last result: {NOTHING_YET if previous is None else previous.note}",
+        *(warnings or []),
     ]
-    lines.extend(warnings or [])
     if iteration >= max_iterations:
-        lines.append("Now: this is the LAST iteration: call done with a summary of what was done.")
+        closing.append("Now: this is the LAST iteration: call done with a summary of what was done.")
     else:
-        lines.append(f"Now: {next_step(state, previous)}")
-    return "\n".join(lines) + "\n"
+        closing.append(f"Now: {next_step(state, previous)}")
+    return f"## Scratchpad\n\n{scratchpad}\n", "\n" + "\n".join(closing) + "\n"
 
 
 # ------------------------------------------------------------------------- fitting the prompt
@@ -147,6 +177,7 @@ def fitted_user_prompt(
     """`user_prompt`, clipped so that the system text, `others` bytes sent besides (the example
     turns) and the user message fit `prompt_max_bytes` (when they can at all)."""
     max_iterations, max_bytes, warnings = settings.max_iterations, settings.prompt_max_bytes, list(warnings or [])
+    state = without_previous_note(state, previous)
     user = user_prompt(state, iteration, max_iterations, warnings, previous)
     room = max(max_bytes - len(system.encode()) - others, max_bytes // 4)  # a huge system never empties the user's
     full = len(user.encode())
@@ -159,19 +190,17 @@ def fitted_user_prompt(
     cap = max(SMALLEST_CLIP, room // 4)
     while True:
         clipped = previous and dataclasses.replace(previous, note=clip_text(previous.note, cap))
-        user = user_prompt(clip_strings(state, cap), iteration, max_iterations, [*warnings, note], clipped)
-        if len(user.encode()) <= room or cap <= SMALLEST_CLIP:
+        block, closing = _user_parts(clip_strings(state, cap), iteration, max_iterations, [*warnings, note], clipped)
+        if len((block + closing).encode()) <= room or cap <= SMALLEST_CLIP:
             break
         cap //= 2
-    if len(user.encode()) <= room:
-        return user
-    return _cut_block(user, room)
+    if len((block + closing).encode()) <= room:
+        return block + closing
+    return _cut_block(block, closing, room)
 
 
-def _cut_block(user: str, room: int) -> str:
-    """The user message with the scratchpad block cut to what fits; the closing lines kept whole."""
-    at = user.find("\nIteration ")
-    head, tail = (user[:at], user[at:]) if at >= 0 else ("", user)
+def _cut_block(block: str, closing: str, room: int) -> str:
+    """The scratchpad block cut to what fits beside the closing lines, which are kept whole."""
     marker = "\n[... the rest of the scratchpad is cut: it does not fit prompt_max_bytes ...]"
-    keep = max(0, room - len(tail.encode()) - len(marker.encode()))
-    return head.encode()[:keep].decode("utf-8", errors="ignore") + marker + tail
+    keep = max(0, room - len(closing.encode()) - len(marker.encode()))
+    return block.encode()[:keep].decode("utf-8", errors="ignore") + marker + closing

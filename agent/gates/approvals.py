@@ -1,6 +1,7 @@
 """Approvals: calls to gated tools wait for the operator instead of running.
 
-A call to a tool that `approval_required` names is parked (a row of logs/agent.db) with an id, an [APPROVAL] note says so, and the cycle stops with `awaiting_approval` (exit 8). The
+A call to a tool that `approval_required` names is parked (a row of logs/agent.db) with an id,
+an [APPROVAL] note says so, and the cycle stops with `awaiting_approval` (exit 8). The
 operator answers with `agent approve ID` or `agent deny ID --reason TEXT`, even while a cycle
 runs. The next cycle, before the model is asked anything, runs every approved call exactly as
 it was parked (same registry, same tool policy), notes its result, and notes each denial with
@@ -14,7 +15,6 @@ before it runs: a crash in between skips it rather than running it twice.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import fnmatch
 import json
@@ -25,12 +25,13 @@ from agent.common.escape import escape_controls
 from agent.common.outcomes import InvalidScratchpad, Parked, UsageError
 from agent.common.tags import Outcome, Tag
 from agent.config import Settings
+from agent.gates.base import Action, Gate, Tools
 from agent.secrets import Secrets
 from agent.state import add_note
 from agent.store.db import Database, any_rows, records
 from agent.store.home import Home
 from agent.store.rows import loaded
-from agent.tools import NeedsApproval, Registry, Tool, ToolContext, ToolError
+from agent.tools import NeedsApproval, Registry, ToolContext
 
 PENDING, APPROVED, DENIED, RAN = "pending", "approved", "denied", "ran"
 STATUSES = (PENDING, APPROVED, DENIED, RAN)
@@ -50,25 +51,6 @@ def gate(settings: Settings) -> Callable[[str], bool]:
     as the operator wrote it or as the server's tools are exposed."""
     forms = [form for found in _patterns(settings).values() for form in found]
     return lambda name: any(fnmatch.fnmatchcase(name, form) for form in forms)
-
-
-def gated_registry(registry: Registry, settings: Settings) -> Registry:
-    """`registry` with each tool `approval_required` names wrapped in the gate: a call the tool's
-    precheck refuses fails with its ToolError, as it would ungated; any other is held, never run
-    (NeedsApproval: the dispatcher returns it as an APPROVAL outcome, and the cycle parks it)."""
-    needs = gate(settings)
-    held = [_held(tool) if tool.func is not None and needs(tool.name) else tool for tool in registry]
-    return Registry(held, registry.disabled, registry.problems)
-
-
-def _held(tool: Tool) -> Tool:
-    def hold(ctx: ToolContext, **args: Any) -> Any:
-        refused = tool.refusal(ctx, args)  # refused anyway: never ask the operator
-        if refused:
-            raise ToolError(refused)
-        raise NeedsApproval(tool.name)
-
-    return dataclasses.replace(tool, func=hold, side_effects=False)  # nothing runs: nothing to journal
 
 
 def pattern_warnings(settings: Settings, registry: Registry) -> list[str]:
@@ -210,10 +192,10 @@ def run_decided(
     registry: Registry,
     ctx: ToolContext,
     log: Callable[[str], None],
-    dispatch: Callable[[dict, str, Registry, ToolContext], tuple[dict, Outcome]],
+    run: Callable[[dict, str], tuple[dict, Outcome]],
 ) -> dict:
-    """Run the approved calls (through the cycle's `dispatch`) and note the denials the model has not
-    heard of yet; the new state."""
+    """Run the approved calls (through `run`: the cycle's tools, no gate) and note the denials the model
+    has not heard of yet; the new state."""
     for warning in pattern_warnings(ctx.settings, registry):
         log(f"warning: {warning}")
     if not any_rows(home, "approval"):  # nothing was ever parked (decide needs a parked call)
@@ -240,10 +222,39 @@ def run_decided(
             )
             continue
         add_note(state, Tag.APPROVAL.line(f"call {record['id']} approved by the operator; running it"))
-        state, outcome = dispatch(state, json.dumps({"tool": record["tool"], "args": record["args"]}), registry, ctx)
+        state, outcome = run(state, json.dumps({"tool": record["tool"], "args": record["args"]}))
         log(f"approved call {record['id']}: {outcome.note}")
         _set(home, record["id"], result=ctx.secrets.redact_text(outcome.note))
     return state
+
+
+class ApprovalGate(Gate):
+    """Calls to the tools `approval_required` names wait for the operator: the model's call is held
+    (parked, and the cycle stops with awaiting_approval), and what the operator decided runs or is
+    told before the model is asked anything."""
+
+    def __init__(self, cycle):
+        super().__init__(cycle)
+        self.needs = gate(cycle.settings)
+
+    def before_loop(self, state: dict, tools: Tools) -> dict:
+        cycle = self.cycle
+        return run_decided(cycle.home, cycle.cycle_id, state, tools.registry, tools.ctx, tools.log, tools.run)
+
+    def on_action(self, state: dict, action: Action) -> str | None:
+        """A gated call the tool's precheck refuses fails with its ToolError, as it would ungated; any
+        other is held, never run (NeedsApproval: the dispatcher returns it as an APPROVAL outcome)."""
+        tool = action.tool
+        if tool.func is None or not self.needs(tool.name):  # update_scratchpad and done are never gated
+            return None
+        refused = tool.refusal(action.ctx, action.args)  # refused anyway: never ask the operator
+        if refused:
+            return refused
+        raise NeedsApproval(tool.name)
+
+    def after_action(self, state: dict, outcome: Outcome) -> None:
+        if outcome.kind is Tag.APPROVAL:  # a held call: parked, noted, and the cycle stops (Parked)
+            park(self.cycle.home, self.cycle.cycle_id, state, outcome, self.cycle.secrets)
 
 
 def _set(home: Home, approval_id: str, **fields: Any) -> None:

@@ -2,11 +2,11 @@
 (agent/store/cycles.py: a table the database keeps per day and model, so a cycle reads the same
 few rows however long the history).
 
-Each cycle's index record carries its `usage` and its `cost` (prompt and completion tokens at
+Each cycle's record carries its `usage` and its `cost` (prompt and completion tokens at
 the `prices` of its model, per million tokens; null when the model has no price). Before every
-model call the loop asks `Budgets.problem` whether the day's or the month's spending (the
-records by the UTC day and month they started, plus this cycle's usage so far) has
-reached a budget; if so the cycle stops with `budget_exhausted` (exit 10) and nothing is sent.
+model call the budget gate (`BudgetGate.before_call`) asks `Budgets.problem` whether the day's or
+the month's spending (the records by the UTC day and month they started, plus this cycle's usage
+so far) has reached a budget; if so the cycle stops with `budget_exhausted` (exit 10) and nothing is sent.
 
 A cost budget needs to know what the model costs: a cost budget with no price for the model
 is a usage error (exit 2) before anything is read, written or sent.
@@ -17,9 +17,11 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Callable
 
-from agent.common.outcomes import UsageError
+from agent.common.outcomes import LimitReached, StopReason, UsageError
 from agent.config import Settings
+from agent.gates.base import Gate, GateContext
 from agent.models.base import Usage
+from agent.models.fallback import FallbackModel
 from agent.setting_checks import MODEL_BUDGET_KEYS
 from agent.state import parse_time
 from agent.store.cycles import days, spent
@@ -91,18 +93,23 @@ def newest_days(home: Home, prices: dict[str, dict[str, float]], limit: int = 0)
     return [dict(day=day, **bucket_spending(bucket, prices)) for day, bucket in days(home, limit)]
 
 
+def check_prices(settings: Settings, model: str) -> None:
+    """A cost budget needs the model's price: UsageError (exit 2) naming the setting when it has none."""
+    for name in COST_BUDGETS:
+        if getattr(settings, name) is not None and model not in settings.prices:
+            raise UsageError(
+                f"setting '{name}' needs the price of model '{model}', and 'prices' has none "
+                f"(add prices: {{{model}: {{input: USD_PER_MTOK, output: USD_PER_MTOK}}}} to "
+                f"config.yaml); nothing was sent"
+            )
+
+
 class Budgets:
     """The daily and monthly budgets of one cycle: what earlier cycles spent, read once at its start."""
 
     def __init__(self, home: Home, settings: Settings, model: str, now: _dt.datetime):
         self.settings, self.model = settings, model
-        for name in COST_BUDGETS:
-            if getattr(settings, name) is not None and model not in settings.prices:
-                raise UsageError(
-                    f"setting '{name}' needs the price of model '{model}', and 'prices' has none "
-                    f"(add prices: {{{model}: {{input: USD_PER_MTOK, output: USD_PER_MTOK}}}} to "
-                    f"config.yaml); nothing was sent"
-                )
+        check_prices(settings, model)
         self.day = utc_day(now.isoformat())
         self.earlier = {"day": {"tokens": 0, "cost": 0.0}, "month": {"tokens": 0, "cost": 0.0}}
         if self.enabled:  # a few rows however long the history (agent/store/cycles.py)
@@ -157,3 +164,25 @@ def model_budget_check(home: Home, settings: Settings, now: _dt.datetime) -> Cal
         return None
 
     return used_up
+
+
+class BudgetGate(Gate):
+    """The daily and monthly budgets: before each model call, a spent one stops the cycle with
+    budget_exhausted (exit 10) and nothing is sent. A FallbackModel is told which of its models has
+    spent its own `model_budgets`, so the cycle goes on with the next."""
+
+    @classmethod
+    def check(cls, settings: Settings, model_name: str) -> None:
+        check_prices(settings, model_name)
+
+    def __init__(self, cycle: GateContext):
+        super().__init__(cycle)
+        settings, model = cycle.settings, cycle.model
+        self.budgets = Budgets(cycle.home, settings, model.name, cycle.now) if settings.budgeted else None
+        if settings.model_budgets and isinstance(model, FallbackModel):
+            model.spent = model_budget_check(cycle.home, settings, cycle.now)
+
+    def before_call(self, usage: Usage) -> None:
+        spent = self.budgets.problem(usage) if self.budgets else None
+        if spent:
+            raise LimitReached(StopReason.BUDGET_EXHAUSTED, spent)

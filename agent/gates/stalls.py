@@ -19,6 +19,7 @@ from typing import Any, Iterable
 from agent.common.outcomes import AgentError, StopReason
 from agent.common.tags import Tag
 from agent.config import Settings
+from agent.gates.base import Gate
 from agent.secrets import Secrets
 from agent.state import add_note
 from agent.store.cycles import newest_first
@@ -86,3 +87,11 @@ def stall_status(records: Iterable[dict], task: Any, stall_cycles: int) -> dict 
         "stalled": cycles >= stall_cycles,
         "text": stall_text(task, cycles),
     }
+
+
+class StallGate(Gate):
+    """A cycle that completes a stall ends with `stalled` (exit 9) instead of its limit's reason."""
+
+    def on_end(self, state: dict, reason: StopReason) -> StopReason:
+        cycle = self.cycle
+        return judge(cycle.home, cycle.settings, state, reason, cycle.secrets)

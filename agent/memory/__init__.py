@@ -1,6 +1,8 @@
 """The agent's memory beyond the state's own rules (agent/state.py):
 
-- bounding.py     the notes budget and the completed window, into the archive; the reflect step
-- queue_edits.py  the operator's edits to the queue and the goals, as data
-- inbox.py        applying the edits queued while a cycle ran
+- bounding.py       the notes budget and the completed window, into the archive; the reflect step
+- queue_edits.py    the operator's edits to the queue and the goals, as data
+- inbox.py          applying the edits queued while a cycle ran
+- sections.py       the operator's sections: entries, edits, eviction, wake, the prompt's block
+- consolidation.py  checking and applying a consolidation of list sections (the citation invariant)
 """

@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from agent.common.plain import plain
 from agent.common.safe_yaml import dump_yaml
 from agent.common.tags import Tag
 from agent.models.base import Request
@@ -186,7 +187,7 @@ def reflect(
         log(f"reflect: reply {redact(completion.shown)[:2000]!r}")  # redacted before the cut: no half key
         action = parse_reply(completion.replies()[0])  # the text, or the first native call
         if action.get("tool") != tool.name:
-            raise ReplyError(f"expected the {tool.name} tool, got {action.get('tool')!r}")
+            raise ReplyError(f"expected the {tool.name} tool, got {plain(action.get('tool'), 'no tool')}")
         problem = tool.check_args(action.get("args"))
         if problem:
             raise ReplyError(problem)

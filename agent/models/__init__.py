@@ -1,7 +1,8 @@
-"""Models: scripted replies, any OpenAI-compatible endpoint, or an embedded GGUF model.
+"""Models: scripted replies, any OpenAI-compatible endpoint, or an embedded GGUF model; more from
+any installed package that declares an `agent.models` entry point.
 
-- base.py      Request, Completion, Usage, the Model protocol, the ModelError kinds
-- resolve.py   resolve_model: settings.model -> a checked Model (UsageError otherwise)
+- base.py      Request, Completion, Usage, the Model and Provider protocols, the ModelError kinds
+- resolve.py   resolve_model: settings.model -> a checked Model (UsageError otherwise), by entry point
 - fallback.py  fallback_models: going on with the next model
 - replies.py   finding the action in a reply's text
 - scripted.py  replies from a file (scripted:FILE) or from memory (tests)

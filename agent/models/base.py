@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from pathlib import Path
+from typing import Any, Callable, Mapping, NamedTuple, Protocol
 
 from agent.common.tags import Outcome, Tag
 
@@ -78,6 +79,12 @@ class Usage:
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    def __str__(self) -> str:
+        """For a log line: `1,200 prompt + 34 completion tokens (1,000 cached), 2 calls`."""
+        cached = f" ({self.cached_tokens:,} cached)" if self.cached_tokens else ""
+        calls = f", {self.calls} call{'' if self.calls == 1 else 's'}"
+        return f"{self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion tokens{cached}{calls}"
+
     def as_dict(self) -> dict:
         return {
             "prompt_tokens": self.prompt_tokens,
@@ -138,6 +145,27 @@ class Model(Protocol):
         """Get ready for one cycle (load weights, open a client); `log` writes to the cycle log."""
 
     def complete(self, request: Request) -> Completion: ...
+
+
+class ModelChoice(NamedTuple):
+    """What a provider is called with when `model` is PROVIDER:NAME (agent/models/resolve.py)."""
+
+    name: (
+        str  # NAME as written ("" when there is none); a relative file anchored already, when the provider names files
+    )
+    settings: Any  # this model's Settings (a fallback entry: its own model, base_url and api_key_env)
+    env: Mapping[str, str]  # the environment its key and endpoint are read from
+    home: Path  # the home the cycle runs in
+    secrets: Any  # the command's one Secrets: whatever the model logs or raises passes through it
+
+
+class Provider(Protocol):
+    """An `agent.models` entry point: a ModelChoice in, a Model out, checked (UsageError, exit 2, names
+    what is wrong); the expensive part (weights, clients) waits for `Model.start`. A provider whose
+    NAME is a file says so with `names_a_file = True`: a relative path is then found in the home
+    (or, on the command line, in the current directory)."""
+
+    def __call__(self, choice: ModelChoice) -> Model: ...
 
 
 class ModelError(Exception):

@@ -12,8 +12,8 @@ from typing import Any, Iterable
 import yaml
 
 from agent.common.outcomes import UsageError
-from agent.common.safe_yaml import load_yaml
-from agent.models.base import Completion, Log, Request, ScriptEnded, Usage
+from agent.common.safe_yaml import load_yaml, yaml_problem
+from agent.models.base import Completion, Log, ModelChoice, Request, ScriptEnded, Usage
 
 
 def reply_text(item: Any) -> str:
@@ -35,7 +35,7 @@ def read_script(path: Path) -> list:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"scripted model file {path} cannot be read: {exc}") from None
     except yaml.YAMLError as exc:
-        raise UsageError(f"scripted model file {path} is not valid YAML: {exc}") from None
+        raise UsageError(f"scripted model file {path}: {yaml_problem(exc)}") from None
     if not isinstance(data, list):
         raise UsageError(f"scripted model file {path} must hold a YAML list of replies, got {type(data).__name__}")
     return data
@@ -73,3 +73,13 @@ class ScriptedModel:
         reply = self.replies[self.position]
         self.position += 1
         return Completion(reply, Usage(calls=1))
+
+
+def provider(choice: ModelChoice) -> ScriptedModel:
+    """`scripted:FILE`: replies from a YAML file, the `agent.models` entry point."""
+    if not choice.name:
+        raise UsageError("scripted: needs a file, e.g. --model scripted:replies.yaml")
+    return ScriptedModel(Path(choice.name))
+
+
+provider.names_a_file = True  # scripted:FILE, a relative one found in the home

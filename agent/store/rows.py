@@ -8,6 +8,7 @@ import datetime as _dt
 import json
 from typing import TYPE_CHECKING, Any, Iterable
 
+from agent.common.plain import plain
 from agent.state import parse_time
 from agent.store.home import Home
 
@@ -89,9 +90,9 @@ def entry_text(record: dict) -> str:
     value = record.get("value")
     if isinstance(value, dict):
         task, summary = value.get("task"), value.get("summary")
-        rest = [f"{k}: {v}" for k, v in value.items() if k not in ("task", "summary")]
-        return " — ".join(str(part) for part in (task, summary, *rest) if part not in (None, ""))
-    return "" if value is None else str(value)
+        rest = [f"{k}: {plain(v)}" for k, v in value.items() if k not in ("task", "summary")]
+        return " — ".join(plain(part) for part in (task, summary, *rest) if part not in (None, ""))
+    return "" if value is None else plain(value)
 
 
 def add_archive(db: Database, items: Iterable[dict]) -> None:

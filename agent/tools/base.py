@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterator
 from agent.common.jsonschema import check, describe, schema_for, type_name
 from agent.config import Settings
 from agent.secrets import Secrets
+from agent.setting_checks import SectionSpec, edit_schemas
 from agent.state import FIELD_SCHEMAS, RUNTIME_FIELDS
 
 
@@ -51,6 +52,7 @@ class ToolContext:
     settings: Settings
     secrets: Secrets | None = None  # None: the settings' secrets, read from the environment
     journal: Any = None  # a cycle's journal of calls with side effects (agent/cycle/journal.py); None: none kept
+    ledger: Any = None  # the workspace's count for the quota, made when first needed (agent/tools/quota.py)
 
     def __post_init__(self) -> None:
         if self.secrets is None:
@@ -223,10 +225,13 @@ class Tool:
 CONTROL_TOOLS = ("update_scratchpad", "done")
 
 
-def control_tools() -> list[Tool]:
+def control_tools(sections: tuple[SectionSpec, ...] = ()) -> list[Tool]:
     """update_scratchpad and done, in CONTROL_TOOLS order: offered every cycle, run by the
-    dispatcher (no function). Built fresh for each registry, so no two share a schema dict."""
+    dispatcher (no function). Built fresh for each registry, so no two share a schema dict.
+    update_scratchpad takes the writable fields and, after them, the writable `sections` (each
+    one's schema from its spec: setting_checks.edit_schemas)."""
     writable = {k: v for k, v in FIELD_SCHEMAS.items() if k not in RUNTIME_FIELDS}
+    writable.update(edit_schemas(sections))
     update_scratchpad = Tool(
         name="update_scratchpad",
         description=(

@@ -56,7 +56,7 @@ def http_get(ctx: ToolContext, url: str) -> str:
         url: the full URL, e.g. "https://example.com/"
     """
     refuse_secret_in_url(url, ctx.secrets)
-    return fetch(url, ctx.settings, resolve_host)
+    return fetch(url, ctx.settings, resolve_host, ctx.secrets)
 
 
 class _NotResolved(Exception):
@@ -78,7 +78,7 @@ def http_precheck(ctx: ToolContext, url: str) -> None:
     except Exception as exc:
         raise ToolError(f"not a valid URL: {exc}") from None
     try:
-        checked_target(parsed, ctx.settings, _not_resolved)
+        checked_target(parsed, ctx.settings, _not_resolved, ctx.secrets)
     except _NotResolved:
         pass
 
@@ -138,14 +138,14 @@ def resolve_host(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(info[4][0] for info in infos))
 
 
-def checked_target(url: httpx.URL, settings: Settings, resolver: Resolver) -> tuple[str, str]:
+def checked_target(url: httpx.URL, settings: Settings, resolver: Resolver, secrets: Secrets) -> tuple[str, str]:
     """(IP to connect to, Host header) for a URL, or a ToolError saying why it is refused
     (a URL that carries a secret included: this runs for the first URL and every redirect).
 
     Every address the name resolves to must pass; the request then goes to that exact address,
     so a second, different DNS answer (rebinding) cannot redirect the connection.
     """
-    refuse_secret_in_url(url, Secrets.from_settings(settings))
+    refuse_secret_in_url(url, secrets)
     if url.scheme not in ("http", "https"):
         raise ToolError(f"only http and https URLs are allowed, not '{url.scheme or 'none'}:'")
     host = url.raw_host.decode("ascii")  # IDNA-encoded: what DNS and TLS see
@@ -214,11 +214,13 @@ def _shut(sock: socket.socket) -> None:
         pass
 
 
-def fetch(url: str, settings: Settings, resolver: Resolver = resolve_host) -> str:
+def fetch(url: str, settings: Settings, resolver: Resolver = resolve_host, secrets: Secrets | None = None) -> str:
     """GET `url` with every safety check of http_get; returns the status line and the body.
-    The whole call, redirects, headers and body included, ends by `http_timeout`."""
+    The whole call, redirects, headers and body included, ends by `http_timeout`. `secrets`: the
+    cycle's (`ctx.secrets`), which no URL may carry; None: the settings' own, read once."""
     import httpx
 
+    secrets = Secrets.from_settings(settings) if secrets is None else secrets
     timed_out = f"timed out after {settings.http_timeout:g}s"
     try:
         current = httpx.URL(url)
@@ -228,7 +230,7 @@ def fetch(url: str, settings: Settings, resolver: Resolver = resolve_host) -> st
     try:
         with httpx.Client(trust_env=False, follow_redirects=False, verify=TLS_VERIFY) as client:  # no proxies
             for _hop in range(settings.http_max_redirects + 1):
-                address, host_header = checked_target(current, settings, resolver)
+                address, host_header = checked_target(current, settings, resolver, secrets)
                 remaining = deadline.remaining()
                 if remaining <= 0:
                     raise ToolError(timed_out)

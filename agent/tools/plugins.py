@@ -14,10 +14,10 @@ is reported (once per process, on stderr) and skipped; it never stops a cycle.
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Iterable
 
+from agent.common.entry_points import declared
 from agent.tools.base import Tool
 
 # The entry-point group plugins declare. Spelled from the package name: it names a group, not a
@@ -74,26 +74,10 @@ def tools_from(obj: Any, source: str) -> list[Tool]:
 def any_plugin_installed(paths: Iterable[str] | None = None) -> bool:
     """Whether some installed distribution declares an `agent.tools` entry point.
 
-    A quick look at the entry_points.txt files on sys.path. importlib.metadata answers the
-    same question, but importing it (and the email package it parses metadata with) costs
-    more than the rest of a cycle's start-up; it is imported only when this says yes.
-    """
-    needle = f"[{GROUP}]"
-    for folder in sys.path if paths is None else paths:
-        try:
-            entries = os.scandir(folder or ".")
-        except OSError:
-            continue
-        with entries:
-            for entry in entries:
-                if entry.name.endswith((".dist-info", ".egg-info")):
-                    try:
-                        with open(os.path.join(entry.path, "entry_points.txt"), encoding="utf-8") as handle:
-                            if needle in handle.read():
-                                return True
-                    except OSError:
-                        continue
-    return False
+    Read from the entry_points.txt files on sys.path (agent/common/entry_points.py): importlib.metadata
+    answers the same question, but importing it costs more than the rest of a cycle's start-up; it
+    is imported only when this says yes."""
+    return bool(declared(GROUP, paths))
 
 
 def load_plugin_tools(

@@ -128,3 +128,46 @@ def test_a_parked_call_shows_as_a_pending_approval_with_the_time_it_was_parked(h
     got = samples((home / "agent.prom").read_text())
     assert got[("agent_pending_approvals", ())] == 0
     assert ("agent_oldest_pending_approval_timestamp_seconds", ()) not in got  # none waits: no series
+
+
+def test_the_sample_alert_rules_name_only_series_the_metrics_file_writes():
+    """docs/operations.md's rules: every series they select (name and labels) is one the metrics
+    file holds, one rule fires when the file is absent, and one when a budget is spent."""
+    import re
+
+    import yaml
+
+    from tests.helpers import REPO
+
+    doc = (REPO / "docs" / "operations.md").read_text()
+    block = doc.split("Alert rules for Prometheus")[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    rules = [rule for group in yaml.safe_load(block)["groups"] for rule in group["rules"]]
+    record = {
+        "cycle_id": "20260101_000000",
+        "started": "2026-01-01T00:00:00+00:00",
+        "duration_s": 1.5,
+        "model": "openai:m",
+        "stop_reason": "budget_exhausted",
+        "exit_code": 10,
+        "iterations": 0,
+        "usage": {"prompt_tokens": 1, "completion_tokens": 2, "cached_tokens": 0},
+        "cost": 0.01,
+        "pending_approvals": 1,
+        "oldest_pending_approval": "2026-01-01T00:00:00+00:00",
+    }
+    written = [
+        (sample.name, dict(sample.labels))
+        for family in text_string_to_metric_families(metrics_text("/srv/my-agent", record, [record]))
+        for sample in family.samples
+    ]
+    selectors = [
+        (name, dict(re.findall(r'(\w+)="([^"]*)"', labels or "")))
+        for rule in rules
+        for name, labels in re.findall(r"(agent_[a-z_]+)(?:\{([^}]*)\})?", rule["expr"])
+    ]
+    assert len(selectors) == len(rules)  # each rule selects one series of ours
+    for name, labels in selectors:
+        assert any(name == got and labels.items() <= got_labels.items() for got, got_labels in written), (name, labels)
+    exprs = [rule["expr"] for rule in rules]
+    assert any(e.startswith("absent(agent_") for e in exprs)
+    assert any('reason="budget_exhausted"' in e for e in exprs)

@@ -54,6 +54,17 @@ def test_every_request_and_reply_is_recorded_in_order_with_what_was_sent(home):
     assert "[TOOL] echo" in records[1]["messages"][1]["content"]  # the second request saw the first result
 
 
+def test_each_prompt_shows_every_note_once_and_the_last_result_last(home):
+    write_active(home, {**STATE, "notes": "an older note"})
+    _, records = cycle(home, [echo("first"), echo("second"), done("said both")])
+    notes = yaml.safe_load((home / "scratchpad" / "active.yaml").read_text())["notes"].splitlines()
+    assert notes[0] == "an older note" and notes[1].startswith("[TOOL] echo") and notes[2].endswith("-> second")
+    for n, record in enumerate(records):  # request n knows the older note and the notes of n actions
+        user = record["messages"][-1]["content"]
+        assert [user.count(line) for line in notes[: n + 1]] == [1] * (n + 1), user
+        assert f"Last result: {notes[n] if n else 'none yet'}" in user
+
+
 def test_the_reflect_call_is_recorded_as_reflect(home):
     write_active(home, STATE)
     _, records = cycle(home, [done("ok"), {"tool": "curate_notes", "args": {"notes": "APPEND: learned"}}], reflect=True)

@@ -79,6 +79,7 @@ def test_unusable_file_names_the_file_and_what_to_check():
 def test_a_missing_home_is_a_usage_error_saying_how_to_make_one(tmp_path: Path):
     with pytest.raises(UsageError, match=r"home .*/nowhere does not exist \(create one with: agent init .*nowhere\)"):
         existing_home(tmp_path / "nowhere")
+    (tmp_path / "scratchpad").mkdir()
     assert existing_home(tmp_path).root == tmp_path
 
 
@@ -118,7 +119,7 @@ def test_clip_puts_anything_on_one_cut_line(text, limit, shown: str):
         ({"task": "rotate logs", "summary": "4 files"}, "rotate logs: 4 files"),
         ({"task": "rotate logs"}, "rotate logs"),
         ({"summary": "orphan summary"}, "(no task): orphan summary"),
-        ({"other": 1, "more": "x"}, "other=1, more=x"),
+        ({"other": 1, "more": "x"}, "other: 1; more: x"),
         ("a plain string", "a plain string"),
         (42, "42"),
     ],

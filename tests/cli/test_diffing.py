@@ -75,7 +75,7 @@ def test_a_cycle_that_did_its_task_reads_as_such():
         "pending: -1 (b); 2 -> 1 queued",
         "goals: +1, -0",
         "notes: +1 line(s)",
-        "last_updated: None -> 2026-01-01T00:01:00",
+        "last_updated: never -> 2026-01-01T00:01:00",
     ]
 
 

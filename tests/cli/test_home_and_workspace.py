@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from tests.cli.helpers import done, run_cycle
-from tests.helpers import run_cli, tree_digest, write_active
+from tests.helpers import read_active, run_cli, tree_digest, write_active
+from tests.sandbox_support import sandbox_required
+
+
+def write(path: str, content: str) -> dict:
+    return {"tool": "write_file", "args": {"path": path, "content": content}}
+
 
 COMMANDS_WITH_A_HOME = [
     ("run",),
@@ -101,6 +107,33 @@ def test_the_demo_task_writes_hello_txt_into_the_workspace(tmp_path):
     assert (target / "workspace" / "hello.txt").read_text() == "hello" and not (target / "hello.txt").exists()
 
 
+@pytest.mark.usefixtures(sandbox_required.__name__)
+def test_the_demos_write_task_is_done_only_when_hello_txt_holds_hello(tmp_path):
+    """The README's demo: its second task has an acceptance check, run in the sandbox (the
+    workspace mounted read-only), so a done is accepted only when workspace/hello.txt holds hello."""
+    target = tmp_path / "demo"
+    assert run_cli("init", str(target), "--template", "demo").exit_code == 0
+    (target / "config.yaml").write_text("shell_policy: sandbox\nmax_iterations: 2\n")
+    assert run_cycle(target, [done("said hello")]).exit_code == 0
+    assert read_active(target)["current_task"] == "Write the word hello into hello.txt"
+    for replies in (
+        [done("wrote it"), done("wrote it, really")],
+        [write("hello.txt", "hello world\n"), done("wrote it")],
+    ):
+        assert run_cycle(target, replies).exit_code == 3  # refused: the task stays
+        assert read_active(target)["current_task"] == "Write the word hello into hello.txt"
+    notes = read_active(target)["notes"]
+    assert "[CHECK FAILED] done refused: the check `grep -qx hello hello.txt` exit" in notes
+    assert run_cycle(target, [write("hello.txt", "hello\n"), done("wrote hello")]).exit_code == 0
+    state = read_active(target)
+    assert state["current_task"] == "Run date -u and note the time" and "checks" not in state
+    assert state["completed_tasks"][-1] == {
+        "task": "Write the word hello into hello.txt",
+        "summary": "wrote hello",
+        "check": "passed",
+    }
+
+
 @pytest.mark.parametrize("command", COMMANDS_WITH_A_HOME)
 def test_a_home_made_with_init_is_accepted_as_a_service_users_home_folder(tmp_path, command):
     service_home = tmp_path / "srv-agent"  # useradd -d /srv/agent: $HOME is the agent home
@@ -115,3 +148,80 @@ def test_a_service_user_in_its_home_folder_runs_with_the_default_home(tmp_path, 
     result = run_cycle(tmp_path, [done("ok")])
     assert result.exit_code == 0
     assert run_cli("status", env={"HOME": str(tmp_path)}).exit_code == 0
+
+
+# Every command that uses a home, with arguments one real use takes; init and reset make homes.
+USES_OF_A_HOME = {
+    "run": ("run", "--model", "scripted:nowhere.yaml"),
+    "tools": ("tools",),
+    "diff": ("diff",),
+    "history": ("history",),
+    "show": ("show",),
+    "status": ("status",),
+    "task": ("task", "add", "typed in the wrong folder"),
+    "goal": ("goal", "add", "a goal"),
+    "prune": ("prune", "--keep", "1"),
+    "logs": ("logs",),
+    "replay": ("replay", "latest", "--model", "scripted:nowhere.yaml"),
+    "restore": ("restore", "latest"),
+    "fork": ("fork", "latest", "elsewhere"),
+    "approvals": ("approvals",),
+    "approve": ("approve", "1"),
+    "deny": ("deny", "1"),
+}
+
+
+def test_the_list_of_commands_that_want_a_home_is_every_command_but_those_that_make_one():
+    from agent.cli import COMMANDS
+
+    assert set(USES_OF_A_HOME) | {"init", "reset", "doctor"} == set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", sorted(USES_OF_A_HOME))
+def test_every_command_refuses_a_folder_that_is_not_a_home_and_makes_nothing_there(tmp_path, name):
+    folder = tmp_path / "random"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("somebody's files")
+    before = tree_digest(folder)
+    result = run_cli(*USES_OF_A_HOME[name], "--home", str(folder))
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"agent: error: {folder} is not an agent home (it has no scratchpad/ folder): make it one with "
+        f"`agent init {folder}`, or name the home with --home or AGENT_HOME\n"
+    )
+    assert tree_digest(folder) == before and sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_the_current_directory_is_refused_when_it_is_not_a_home(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("status")
+    assert result.exit_code == 2 and "is not an agent home" in result.stderr and "agent init" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_doctor_names_a_folder_that_is_not_a_home_as_a_failure(tmp_path):
+    result = run_cli("doctor", "--home", str(tmp_path))
+    assert result.exit_code == 1
+    assert f"FAIL home        {tmp_path} is not an agent home (no scratchpad/ folder)" in result.stdout
+    assert f"agent init {tmp_path}" in result.stdout and list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_with_scratchpad_is_a_home_as_a_fresh_clone_of_the_repository_is(tmp_path):
+    (tmp_path / "scratchpad").mkdir()
+    (tmp_path / "scratchpad" / ".gitkeep").touch()  # what the repository keeps
+    assert run_cli("task", "add", "first", "--home", str(tmp_path)).exit_code == 0
+    assert run_cli("status", "--home", str(tmp_path)).exit_code == 0
+
+
+def test_reset_and_init_make_a_home_of_a_plain_folder_and_fork_makes_one_of_its_target(tmp_path, home):
+    for command in (("reset", "--home"), ("init",)):
+        folder = tmp_path / command[0]
+        folder.mkdir()
+        assert run_cli(*command, str(folder)).exit_code == 0
+        assert (folder / "scratchpad" / "active.yaml").is_file()
+    assert run_cycle(home, [done("ok")]).exit_code == 0
+    target = tmp_path / "forked"
+    target.mkdir()
+    assert run_cli("fork", "latest", str(target), "--home", str(home)).exit_code == 0
+    assert (target / "scratchpad" / "active.yaml").is_file()

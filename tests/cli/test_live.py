@@ -4,6 +4,7 @@ terminal: every string a model could have written escaped, rich markup printed, 
 from __future__ import annotations
 
 import io
+import re
 
 from rich.console import Console
 
@@ -16,7 +17,7 @@ from agent.models.base import Usage
 from agent.models.scripted import ScriptedModel
 from agent.store.home import Home
 from tests.cli.helpers import ANSI, done, echo
-from tests.helpers import write_script
+from tests.helpers import wait_for, write_script
 
 
 def _reporter() -> tuple[LiveReporter, io.StringIO]:
@@ -89,3 +90,51 @@ def test_close_is_idempotent_and_an_end_without_a_start_draws_the_summary():
     out = buffer.getvalue()
     assert "\x1b[1;33mmax_iterations\x1b[0m after 0 iteration(s)" in out  # a limit: bold yellow
     assert reporter.live is None
+
+
+def _seconds_shown(text: str) -> list[float]:
+    return [float(s) for s in re.findall(r"· (\d+\.\d)s", text)]
+
+
+def test_the_clock_runs_while_a_model_call_blocks_and_no_event_comes():
+    """Between events (a model call may take a minute) the status line is redrawn with the time
+    as it is, not as it was at the last event."""
+    reporter, buffer = _reporter()
+    reporter("start", cycle_id="20260101_000000", model="openai:m", task="wait")
+    try:
+        wait_for(lambda: any(s >= 0.5 for s in _seconds_shown(buffer.getvalue())), "the clock to pass 0.5s", 20)
+    finally:
+        reporter.close()
+    shown = _seconds_shown(buffer.getvalue())
+    assert shown == sorted(shown) and len(set(shown)) >= 3  # it ticked, and never went back
+
+
+def test_the_spinner_turns_between_events():
+    reporter, buffer = _reporter()
+    reporter("start", cycle_id="20260101_000000", model="openai:m", task="wait")
+    frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"  # rich's "dots"
+    try:
+        wait_for(lambda: sum(f in buffer.getvalue() for f in frames) >= 3, "three frames of the spinner", 20)
+    finally:
+        reporter.close()
+
+
+def test_the_iteration_cap_is_shown_from_the_first_step():
+    buffer = io.StringIO()
+    reporter = LiveReporter(Console(file=buffer, force_terminal=True, width=120), max_iterations=10)
+    reporter("start", cycle_id="20260101_000000", model="openai:m", task="wait")
+    try:
+        wait_for(lambda: "iteration 1/10" in buffer.getvalue(), "the first step's status line", 20)
+    finally:
+        reporter.close()
+    assert "iteration 1 " not in buffer.getvalue() and "iteration 1 ·" not in buffer.getvalue()
+
+
+def test_a_limit_is_named_under_the_last_line():
+    reporter, buffer = _reporter()
+    report = CycleReport("20260101_000000_01", "2026-01-01T00:00:00+00:00", "m", stop_reason="budget_exhausted")
+    report.exit_code, report.stop_detail = 10, "the daily token budget is spent: 1,100 of 500 tokens \x1b[2J"
+    reporter("end", report=report)
+    out = re.sub(r"\x1b\[[0-9;]*m", "", buffer.getvalue())
+    assert "budget_exhausted after 0 iteration(s)" in out
+    assert "  stopped: the daily token budget is spent: 1,100 of 500 tokens \\x1b[2J" in out

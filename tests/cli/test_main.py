@@ -83,3 +83,54 @@ def test_no_command_module_imports_the_cli_package():
                 assert node.module != "agent.cli", f"{path.name}: from agent.cli import ..."
             elif isinstance(node, ast.Import):
                 assert all(alias.name != "agent.cli" for alias in node.names), f"{path.name}: import agent.cli"
+
+
+# ------------------------------------------------------------------ exit 2 under --quiet: one line
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--bogus", "-q"],
+        ["run", "--quiet", "--max-iterations", "0"],
+        ["run", "-q", "--wait", "soon"],
+        ["task", "add", "-q"],  # a missing argument
+        ["status", "-q"],  # a command without --quiet: still one line
+        ["history", "-q", "--limit", "x"],
+        ["-q", "status"],  # the group's own options
+        ["-q", "no-such-command"],
+    ],
+)
+def test_a_usage_error_under_quiet_is_one_line_for_every_command(home, args):
+    result = run_cli(*args, "--home", str(home)) if args[0] != "-q" else run_cli(*args)
+    assert result.exit_code == 2
+    assert result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("agent: error: ") and "--help` lists the options)" in result.stderr
+
+
+def test_without_quiet_a_usage_error_keeps_clicks_usage_lines(home):
+    result = run_cli("run", "--bogus", "--home", str(home))
+    assert result.exit_code == 2 and result.stderr.startswith("Usage: ") and "Error: No such option" in result.stderr
+
+
+def test_no_model_configured_under_quiet_is_one_line_naming_both_remedies(home, monkeypatch):
+    import agent.models.local.model
+
+    monkeypatch.setattr(agent.models.local.model, "bundled_model_path", lambda: None)
+    for args in (["-q"], ["--quiet", "--bogus"]):
+        result = run_cli("run", "--home", str(home), *args)
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+    result = run_cli("run", "--home", str(home), "-q")
+    assert result.stderr.startswith("agent: error: no model is configured and the embedded model is not installed.")
+    assert "pip install" in result.stderr and "--model openai:gpt-4o-mini" in result.stderr
+    assert not (home / "logs").exists()
+    # a person at a terminal keeps the remedies on lines of their own
+    assert run_cli("run", "--home", str(home)).stderr.count("\n") == 4
+
+
+def test_quiet_is_found_among_short_flags_and_never_after_a_double_dash():
+    from agent.cli import quiet_asked
+
+    assert quiet_asked(["run", "-q"]) and quiet_asked(["run", "--quiet"]) and quiet_asked(["task", "-yq"])
+    assert not quiet_asked(["run"]) and not quiet_asked(["task", "add", "--", "-q"])
+    assert not quiet_asked(["task", "add", "--quietly"])

@@ -6,6 +6,8 @@ import json
 import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,7 +21,17 @@ from agent.store.db import records
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import cycle_ids, done, json_out, run_cycle
-from tests.helpers import run_cli, snapshots, tree_digest, write_active, write_script
+from tests.helpers import (
+    mode_bits_bind_root,
+    remembered,
+    run_cli,
+    snapshots,
+    tree_digest,
+    wait_for,
+    write_active,
+    write_script,
+)
+from tests.models.openai_server import OpenAIServer, Reply
 
 # ----------------------------------------------------------------------------------------- prune
 
@@ -217,6 +229,8 @@ def test_doctor_passes_a_healthy_scripted_home(healthy_home):
         "scratchpad",
         "model",
         "shell",
+        "checks",
+        "workspace",
         "lock",
         "scratchpad/",
         "logs/",
@@ -234,7 +248,7 @@ def test_doctor_checks_an_openai_endpoint_and_never_prints_the_key(home, models_
     assert "OPENAI_API_KEY is set" in result.stdout and "serves tiny-model" in result.stdout
     assert "ok   chat" in result.stdout and "response_format tool_calls" in result.stdout
     assert key not in result.output
-    assert not (home / "logs" / "endpoint.json").exists()  # the doctor writes nothing
+    assert remembered(home, "endpoint") is None  # the doctor writes nothing
     (home / "config.yaml").write_text(f"model: openai:missing-model\nbase_url: {models_server}\n")
     missing = doctor(home, "--json", env={"OPENAI_API_KEY": key})
     # a name the endpoint does not list is a warning: this server, like llama.cpp's, answers any name
@@ -352,3 +366,120 @@ def test_prune_listing_passes_through_a_temporary_file_and_stays_whole(four_cycl
 def data_bytes(home: Path, pattern: str) -> int:
     """The bytes of the cycles' files matching `pattern` in scratchpad/ and logs/."""
     return sum(p.stat().st_size for folder in ("scratchpad", "logs") for p in (home / folder).glob(pattern))
+
+
+# ------------------------------------------------------------ doctor: what reaches beyond a cycle
+
+
+def test_doctor_fails_on_a_hook_or_wake_when_program_that_is_missing_or_not_executable(healthy_home):
+    config = healthy_home / "config.yaml"
+    (healthy_home / "bin").mkdir()
+    (healthy_home / "bin" / "wake.sh").write_text("#!/bin/sh\nexit 1\n")  # mode 0644: cannot be run
+    config.write_text(config.read_text() + "on_cycle_end: [no-such-notifier, --now]\nwake_when: [bin/wake.sh]\n")
+    result = doctor(healthy_home)
+    assert result.exit_code == 1
+    assert (
+        "FAIL on_cycle_end program not found on PATH: no-such-notifier  -> fix: install it, or fix on_cycle_end in "
+        f"{config} (a relative path is from the home)" in result.stdout
+    )
+    wake = healthy_home / "bin" / "wake.sh"
+    assert f"FAIL wake_when   not executable: {wake}  -> fix: chmod +x {wake}" in result.stdout
+    config.write_text(config.read_text().replace("[no-such-notifier, --now]", "[bin/notify.sh]"))
+    assert f"FAIL on_cycle_end program not found: {healthy_home}/bin/notify.sh" in doctor(healthy_home).stdout
+
+
+def test_doctor_passes_a_hook_found_on_path_and_a_wake_when_path_from_the_home(healthy_home):
+    config = healthy_home / "config.yaml"
+    (healthy_home / "bin").mkdir()
+    (healthy_home / "bin" / "wake.sh").write_text("#!/bin/sh\nexit 1\n")
+    (healthy_home / "bin" / "wake.sh").chmod(0o755)
+    config.write_text(config.read_text() + "on_cycle_end: [sh, -c, 'cat > /dev/null']\nwake_when: [bin/wake.sh]\n")
+    result = doctor(healthy_home, "--json")
+    assert result.exit_code == 0, result.output
+    checks = checks_of(result)
+    assert checks["on_cycle_end"]["ok"] and checks["on_cycle_end"]["detail"].endswith("/sh")
+    assert checks["wake_when"] == {**checks["wake_when"], "ok": True, "detail": f"runs {healthy_home}/bin/wake.sh"}
+
+
+def test_doctor_fails_on_a_metrics_file_whose_folder_is_missing_or_a_folder_itself(healthy_home, tmp_path):
+    config = healthy_home / "config.yaml"
+    script_line = config.read_text()
+    config.write_text(script_line + f"metrics_file: {tmp_path}/textfile/agent.prom\n")
+    result = doctor(healthy_home)
+    assert result.exit_code == 1
+    assert f"FAIL metrics     the folder of {tmp_path}/textfile/agent.prom does not exist" in result.stdout
+    assert f"-> fix: mkdir -p {tmp_path}/textfile, or fix metrics_file in {config}" in result.stdout
+    (tmp_path / "textfile" / "agent.prom").mkdir(parents=True)
+    assert f"FAIL metrics     {tmp_path}/textfile/agent.prom is a folder" in doctor(healthy_home).stdout
+    (tmp_path / "textfile" / "agent.prom").rmdir()
+    result = doctor(healthy_home)
+    assert result.exit_code == 0 and f"ok   metrics     {tmp_path}/textfile/agent.prom (its folder is writable)" in (
+        result.stdout
+    )
+    assert list((tmp_path / "textfile").iterdir()) == []  # the doctor left nothing there
+
+
+def test_doctor_fails_on_a_metrics_folder_this_user_cannot_write(healthy_home, tmp_path):
+    folder = tmp_path / "textfile"
+    folder.mkdir()
+    config = healthy_home / "config.yaml"
+    config.write_text(config.read_text() + f"metrics_file: {folder}/agent.prom\n")
+    folder.chmod(0o555)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agent", "doctor", "--home", str(healthy_home)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=mode_bits_bind_root if os.geteuid() == 0 else None,
+        )
+    finally:
+        folder.chmod(0o755)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"FAIL metrics     {folder} is not writable: Permission denied  -> fix: let this user write {folder}" in (
+        proc.stdout
+    )
+
+
+def test_doctor_prints_each_check_as_it_finishes(healthy_home):
+    """A real doctor, its model check blocked on an endpoint that has not answered yet: the checks
+    before it are on stdout already."""
+    release = threading.Event()
+
+    def answer(request):
+        release.wait(timeout=120)
+        return Reply.chat({"tool": "done", "args": {"summary": "ok"}})
+
+    with OpenAIServer(default=answer) as server:
+        (healthy_home / "config.yaml").write_text(f"model: openai:test-model\nbase_url: {server.base_url}\n")
+        env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL", "OPENAI_API_KEY")}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agent", "doctor", "--home", str(healthy_home)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+        reader.start()
+        try:
+            wait_for(lambda: server.chat_requests and any("scratchpad  active.yaml" in line for line in lines), "", 30)
+            assert [line.split()[1] for line in lines][:5] == ["home", "config", "rules", "examples", "scratchpad"]
+            assert not any(" lock " in line for line in lines)  # the checks after the model's are still to come
+        finally:
+            release.set()
+            proc.wait(timeout=120)
+        reader.join(timeout=30)
+    assert any(line.startswith("ok   lock") for line in lines)
+
+
+def test_doctor_says_how_to_get_the_sandbox_for_the_reason_it_is_missing(tmp_path):
+    """No bwrap: install it. A whole-home workspace: a folder for the workspace, bwrap or not.
+    (bwrap installed but refused, as in a container: tests/system/test_image.py.)"""
+    home = tmp_path / "home"
+    run_cli("init", str(home))
+    no_bwrap = checks_of(doctor(home, "--json", env={"PATH": str(tmp_path / "nothing")}))["shell"]
+    assert no_bwrap["warning"] and no_bwrap["fix"].startswith("install bubblewrap"), no_bwrap
+    (home / "config.yaml").write_text('workspace: "."\n')
+    whole_home = checks_of(doctor(home, "--json"))["shell"]
+    assert whole_home["warning"] and whole_home["fix"].startswith("set workspace to a folder"), whole_home

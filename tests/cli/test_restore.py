@@ -3,6 +3,11 @@ replaced state is archived, never deleted; unknown or pruned cycles exit 2 namin
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
+
 import pytest
 
 from agent.memory.inbox import queued_edits
@@ -11,7 +16,8 @@ from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import cycle_ids, done, json_out, run_cycle
 from tests.helpers import read_active as active
-from tests.helpers import read_yaml, run_cli, tree_digest, write_active
+from tests.helpers import read_yaml, run_cli, tree_digest, wait_for, write_active
+from tests.models.openai_server import OpenAIServer, Reply
 
 
 def core(state: dict) -> dict:
@@ -88,6 +94,48 @@ def test_restore_while_a_cycle_runs_exits_busy_and_changes_nothing(worked_home):
     with home_lock(Home.at(worked_home)):
         result = run_cli("restore", "latest", "--home", str(worked_home))
     assert result.exit_code == 5 and tree_digest(worked_home) == frozen
+
+
+@pytest.fixture
+def running_cycle(worked_home):
+    """(the home, the id of its cycle now running): a real `agent run` in another process, blocked
+    in its model call until the test ends: its before snapshot is written, its after not yet."""
+    release = threading.Event()
+
+    def answer(request):
+        release.wait(timeout=120)
+        return Reply.chat({"tool": "done", "args": {"summary": "ok"}})
+
+    with OpenAIServer(default=answer) as server:
+        known = set(cycle_ids(worked_home))
+        env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL")}
+        command = [sys.executable, "-m", "agent", "run", "--home", str(worked_home), "--model", "openai:test-model"]
+        process = subprocess.Popen([*command, "-q"], env={**env, "OPENAI_BASE_URL": server.base_url})
+        try:
+            started = wait_for(lambda: set(cycle_ids(worked_home)) - known, "the cycle's before snapshot")
+            yield worked_home, started.pop()
+        finally:
+            release.set()
+            process.wait(timeout=120)
+
+
+@pytest.mark.parametrize("spec", ["latest", "latest:after", "latest:before"])
+def test_restore_latest_while_a_cycle_runs_exits_busy_and_changes_nothing(running_cycle, spec):
+    home, running = running_cycle
+    frozen = tree_digest(home)
+    result = run_cli("restore", spec, "--home", str(home))
+    assert result.exit_code == 5, result.output
+    assert result.stderr == f"agent: error: another agent process holds the lock on {home}; try again later\n"
+    assert tree_digest(home) == frozen and not (home / "scratchpad" / f"{running}_after.yaml").exists()
+
+
+def test_fork_and_diff_of_a_cycle_still_running_exit_busy_and_make_nothing(running_cycle, tmp_path):
+    home, running = running_cycle
+    for command in (("fork", "latest", str(tmp_path / "branch")), ("diff",), ("diff", running)):
+        result = run_cli(*command, "--home", str(home))
+        assert result.exit_code == 5, (command, result.output)
+        assert f"cycle {running} is still running (it has no after snapshot yet)" in result.stderr
+    assert not (tmp_path / "branch").exists()
 
 
 def test_fork_starts_a_new_home_from_a_snapshot_with_this_home_s_rules_and_config(worked_home, tmp_path):

@@ -184,6 +184,8 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
     "shutil",
     "tempfile",
     "asyncio",
+    "importlib.metadata",  # entry points (tools, providers) are read without it: agent/common/entry_points.py
+    "email",
     "agent.models.local.model",
     "agent.models.local.runtime",
     "agent.models.local.guidance",

@@ -7,6 +7,8 @@ import os
 import stat
 import subprocess
 
+import pytest
+
 from agent.config import Settings, field_docs, load_settings
 from agent.memory.inbox import queued_edits
 from agent.state import fresh_state
@@ -25,6 +27,7 @@ from tests.helpers import (
     transcript,
     tree_digest,
     write_active,
+    write_script,
 )
 
 # ----------------------------------------------------------------------------------------- init
@@ -117,6 +120,30 @@ def test_reset_unknown_template_exits_2_and_changes_nothing(home):
     result = run_cli("reset", "--home", str(home), "--template", "nope")
     assert result.exit_code == 2 and "no template named 'nope'" in result.stderr
     assert tree_digest(home) == digest
+
+
+def test_an_unknown_template_lists_only_templates_the_homes_own_among_them(home):
+    (home / "templates").mkdir()
+    (home / "templates" / "mine.yaml").write_text("current_task: mine\n")
+    (home / "templates" / "mine.config.yaml").write_text("max_iterations: 3\n")
+    result = run_cli("reset", "--home", str(home), "--template", "nope")
+    assert result.exit_code == 2
+    assert (
+        f"no template named 'nope' (templates: default, demo, mine, recursive; a home's own go in {home}/templates)"
+        in (result.stderr)
+    )
+
+
+@pytest.mark.parametrize("command", ["reset", "init"])
+def test_the_worked_examples_file_is_not_a_template(home, command):
+    write_active(home, {"notes": "keep me"})
+    digest = tree_digest(home)
+    args = ("reset", "--home", str(home)) if command == "reset" else ("init", str(home / "new"))
+    result = run_cli(*args, "--template", "examples")
+    assert result.exit_code == 2 and "no template named 'examples' (templates: default, demo, recursive;" in (
+        result.stderr
+    )
+    assert tree_digest(home) == digest and not (home / "new").exists()
 
 
 def test_reset_from_an_invalid_template_exits_6_and_changes_nothing(home):
@@ -268,3 +295,183 @@ def test_reset_clean_on_a_terminal_deletes_after_a_yes(home):
     code, output = _reset_on_a_terminal(home, b"y")
     assert code == 0 and "removed 3 snapshot/log file(s) and 1 cycle record(s)" in output
     assert not snapshots(home, "before")
+
+
+# ------------------------------------------------------------------------------- templates' config part
+
+
+def test_init_from_the_recursive_template_writes_its_sections_into_config_yaml(tmp_path):
+    target = tmp_path / "h"
+    data = json_out(run_cli("init", str(target), "--template", "recursive", "--json"))
+    assert "config.yaml" in data["created"]
+    settings = load_settings(target, env={})
+    assert [s.name for s in settings.section_specs] == [
+        "purpose",
+        "boundaries",
+        "path",
+        "scratch",
+        "confidence",
+        "known",
+        "believed",
+        "unknown",
+        "tell",
+    ]
+    assert settings.reflect is True
+    config = (target / "config.yaml").read_text()
+    assert config.startswith("# Settings") and "# From the `recursive` template" in config
+    assert "# sections:" not in config and "# reflect:" not in config  # the template's own, not listed twice
+    assert "# max_iterations: 10" in config  # every other setting, commented as usual
+    state = read_yaml(target / "scratchpad/active.yaml")
+    assert state["known"] == [] and state["purpose"] == ""
+
+
+def test_reset_refuses_a_template_whose_sections_the_home_lacks_and_changes_nothing(home):
+    write_active(home, {"notes": "keep me"})
+    digest = tree_digest(home)
+    result = run_cli("reset", "--home", str(home), "--template", "recursive")
+    assert result.exit_code == 2
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1
+    assert "template 'recursive' needs sections that" in line and "config.yaml does not define" in line
+    assert "purpose, boundaries, path, scratch, confidence, known, believed, unknown, tell;" in line
+    assert "add them (config.yaml is never rewritten): {sections: {purpose: {kind: text, limit: 600," in line
+    assert tree_digest(home) == digest
+
+
+def test_reset_from_a_template_whose_sections_the_home_has_never_rewrites_config_yaml(tmp_path):
+    target = tmp_path / "h"
+    assert run_cli("init", str(target), "--template", "recursive").exit_code == 0
+    config = target / "config.yaml"
+    config.write_text(config.read_text().replace("limit: 20", "limit: 25"))  # the operator's own tuning
+    before = config.read_bytes()
+    write_active(target, {"notes": "old"})
+    assert run_cli("reset", "--home", str(target), "--template", "recursive").exit_code == 0
+    assert config.read_bytes() == before
+    assert read_yaml(target / "scratchpad/active.yaml")["tell"] == []
+    assert run_cli("reset", "--home", str(target)).exit_code == 0  # a template without sections: fine
+    assert config.read_bytes() == before
+
+
+def test_reset_refuses_a_template_section_of_another_kind(home):
+    (home / "config.yaml").write_text("sections: {known: {kind: text, limit: 500}}\n")
+    (home / "templates").mkdir()
+    (home / "templates/facts.yaml").write_text("known: []\n")
+    (home / "templates/facts.config.yaml").write_text("sections: {known: {kind: list, limit: 20}}\n")
+    write_active(home, {"notes": "keep me"})
+    digest = tree_digest(home)
+    result = run_cli("reset", "--home", str(home), "--template", "facts")
+    assert result.exit_code == 2 and "needs sections" in result.stderr and ": known;" in result.stderr
+    assert tree_digest(home) == digest
+
+
+def test_a_template_with_a_bad_config_part_exits_2_naming_it_and_changes_nothing(home):
+    (home / "templates").mkdir()
+    (home / "templates/mine.yaml").write_text("notes: ''\n")
+    part = home / "templates/mine.config.yaml"
+    write_active(home, {"notes": "keep me"})
+    digest_files = {}
+    for text, message in (
+        ("sections: {known: {kind: list, limit: 0}}\n", "setting 'sections.known.limit' must be between 1 and 1000"),
+        ("sections: {notes: {kind: text, limit: 9}}\n", "'notes' is already a key of active.yaml"),
+        ("nonsense_key: 1\n", "unknown key 'nonsense_key'"),
+        ("- a list\n", "must be a mapping of settings"),
+    ):
+        part.write_text(text)
+        digest_files = tree_digest(home)
+        result = run_cli("reset", "--home", str(home), "--template", "mine")
+        assert result.exit_code == 2, result.output
+        assert str(part) in result.stderr and message in result.stderr
+        assert tree_digest(home) == digest_files
+        made = run_cli("init", str(home.parent / "new"), "--template", "mine")
+        assert made.exit_code == 2 and not (home.parent / "new").exists()
+
+
+def test_init_into_a_home_whose_config_lacks_the_templates_sections_exits_2_and_creates_nothing(home):
+    (home / "config.yaml").write_text("max_iterations: 5\n")
+    result = run_cli("init", str(home), "--template", "recursive")
+    assert result.exit_code == 2 and "template 'recursive' needs sections" in result.stderr
+    assert sorted(p.name for p in home.iterdir()) == ["config.yaml", "scratchpad"]
+    assert not any((home / "scratchpad").iterdir())
+
+
+def test_a_config_part_is_not_a_template_of_its_own():
+    from agent.cli.setup import packaged_templates
+
+    assert "recursive" in packaged_templates() and "recursive.config" not in packaged_templates()
+    result = run_cli("init", "somewhere", "--template", "recursive.config")
+    assert result.exit_code == 2 and "template name 'recursive.config' is not a plain name" in result.stderr
+
+
+def test_the_recursive_templates_memory_when_full_fits_its_stated_size():
+    """Its comment says: full, the prompt shows about 15,000 characters of it."""
+    from agent.cli.setup import read_template
+    from agent.config import settings_from
+    from agent.memory.sections import render
+
+    specs = settings_from(read_template(REPO, "recursive").settings).section_specs
+    state = dict(fresh_state())
+    for spec in specs:
+        if spec.is_list:
+            state[spec.name] = [
+                {"id": f"{spec.name}-{n}", "text": "x" * spec.entry_chars, "by": "model", "added": "a", "days": 12}
+                for n in range(100, 100 + spec.limit)
+            ]
+        else:
+            state[spec.name] = "y" * spec.limit
+    assert 14_000 < len(render(state, specs)) < 15_500
+
+
+# ------------------------------------------------------------------------- init's next steps
+
+
+def _steps(output: str) -> list[list[str]]:
+    """The commands init (or fork) says to run next, as argv lists without the leading `agent`."""
+    import shlex
+
+    steps = [line.split(": ", 1)[1] for line in output.splitlines() if line.startswith(("next: ", "then: "))]
+    return [shlex.split(step, comments=True)[1:] for step in steps]
+
+
+def test_inits_next_steps_are_commands_that_work_and_reach_a_cycle_that_calls_the_model(tmp_path, monkeypatch):
+    monkeypatch.delenv("AGENT_IDLE")  # as an operator has it: a cycle with nothing queued calls no model
+    monkeypatch.chdir(tmp_path)
+    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "noted the time"}}])
+    env = {"AGENT_MODEL": f"scripted:{script}"}
+    result = run_cli("init", "fresh", env=env)
+    steps = _steps(result.stdout)
+    assert steps == [["task", "add", "--home", "fresh", "Run date -u and note the time"], ["run", "--home", "fresh"]]
+    for step in steps:
+        assert run_cli(*step, env=env).exit_code == 0
+    record = cycle_records(tmp_path / "fresh")[-1]
+    assert record["stop_reason"] == "done" and record["iterations"] == 1  # the model was called: not idle
+
+
+def test_a_template_with_a_task_needs_only_the_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
+    result = run_cli("init", "demo", "--template", "demo", "--json", env={"AGENT_MODEL": f"scripted:{script}"})
+    assert json.loads(result.stdout)["next"] == ["agent run --home demo"]
+
+
+def test_with_no_model_anywhere_the_hint_names_one_and_works_once_an_endpoint_is_there(tmp_path, monkeypatch):
+    import agent.models.local.model
+    from tests.models.openai_server import OpenAIServer, Reply
+
+    monkeypatch.setattr(agent.models.local.model, "bundled_model_path", lambda: None)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("init", "my agent", "--template", "demo")
+    last = result.stdout.splitlines()[-1]
+    assert last.startswith("next: agent run --home 'my agent' --model openai:gpt-4o-mini   # with OPENAI_API_KEY set")
+    assert "the embedded one is not installed" in last
+    with OpenAIServer(default=Reply.chat({"tool": "done", "args": {"summary": "ok"}})) as server:
+        assert run_cli(*_steps(result.stdout)[-1], env={"OPENAI_BASE_URL": server.base_url}).exit_code == 0
+
+
+def test_a_configured_model_that_cannot_be_used_yet_points_at_doctor(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("init", "keyless", "--template", "demo", env={"AGENT_MODEL": "openai:gpt-4o"})
+    assert result.stdout.splitlines()[-1] == (
+        "next: agent doctor --home keyless   # the openai provider needs an API key: set the environment variable "
+        "OPENAI_API_KEY (a loopback base_url needs none)"
+    )
+    assert run_cli(*_steps(result.stdout)[-1], env={"AGENT_MODEL": "openai:gpt-4o"}).exit_code == 1  # it says what

@@ -29,3 +29,9 @@ def test_json_stays_the_same_data_without_anything_a_terminal_obeys():
 
 def test_a_tree_is_escaped_keys_and_values_each_on_one_line():
     assert escape_tree({"a\x1b": ["x\ny", 3, None, {"k": "\x07"}]}) == {"a\\x1b": ["x\\ny", 3, None, {"k": "\\x07"}]}
+
+
+def test_a_lone_surrogate_is_shown_as_an_escape_so_the_text_can_be_written():
+    assert escape_controls("a\ud800b\udcff") == "a\\ud800b\\udcff"
+    escape_controls("a\ud800b").encode("utf-8")
+    assert escape_json('"x\udcff"') == '"x\\udcff"'

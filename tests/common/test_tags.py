@@ -9,9 +9,10 @@ import pytest
 from agent.common.tags import Tag
 from agent.config import Settings
 from agent.cycle.dispatch import dispatch
-from agent.gates.approvals import gated_registry
+from agent.gates.approvals import ApprovalGate
 from agent.state import fresh_state
 from agent.tools import ToolContext, build_registry
+from tests.gates.helpers import made
 
 # The strings files keep: note tags in active.yaml and snapshots, action names in the index's `actions` counts.
 STABLE = {
@@ -57,9 +58,9 @@ def test_a_line_is_split_back_into_its_tag_and_text():
 def test_an_outcomes_kind_is_the_tag_of_its_note(home, reply, kind):
     gated = isinstance(reply, dict) and reply.pop("gated", False)
     ctx = ToolContext(home, Settings(approval_required=["echo"] if gated else []))
-    registry = gated_registry(build_registry(ctx.settings, entry_points=[]), ctx.settings)
+    registry = build_registry(ctx.settings, entry_points=[])
     text = reply if isinstance(reply, str) else json.dumps(reply)
-    _, outcome = dispatch(fresh_state(), text, registry, ctx)
+    _, outcome = dispatch(fresh_state(), text, registry, ctx, gates=made(ApprovalGate, home, ctx.settings))
     assert outcome.kind is kind
     assert Tag.of(outcome.note)[0] is kind
     assert outcome.done == (kind is Tag.COMPLETED)

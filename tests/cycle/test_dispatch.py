@@ -290,3 +290,19 @@ def test_a_tool_or_a_value_outside_the_offered_schema_is_refused_and_never_runs(
         before, act("write_file", path="fruit.txt", content="banana"), registry, ctx, offered=offered
     )
     assert outcome.kind is Tag.TOOL and (tmp_path / "workspace" / "fruit.txt").read_text() == "banana"
+
+
+def test_a_tools_result_enters_the_notes_as_one_escaped_writable_line_the_outcome_repeats(ctx):
+    from agent.common.safe_yaml import dump_yaml
+    from agent.tools import Registry, Tool, control_tools
+
+    def noisy() -> str:
+        """Return what a careless plugin returns."""
+        return "first line\n\x1b[31mred\x1b[0m \udcff bytes"  # lines, escape codes, undecodable bytes
+
+    registry = Registry([Tool.from_function(noisy), *control_tools()])
+    after, outcome = dispatch(state_with(notes="older"), act("noisy"), registry, ctx)
+    assert after["notes"] == "older\n" + outcome.note
+    assert outcome.note == "[TOOL] noisy({}) -> first line; \\x1b[31mred\\x1b[0m \\udcff bytes"
+    assert outcome.result == "first line; \\x1b[31mred\\x1b[0m \\udcff bytes"
+    dump_yaml(after).encode("utf-8")  # writable

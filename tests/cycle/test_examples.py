@@ -12,7 +12,7 @@ from agent.common.outcomes import UsageError
 from agent.common.tags import Tag
 from agent.config import Settings
 from agent.cycle import examples as worked
-from agent.cycle.prompt import user_prompt
+from agent.cycle.prompt import user_prompt, without_previous_note
 from agent.models.base import Request, chat_messages, system_with_examples
 from agent.state import fresh_state
 from agent.tools import build_registry
@@ -36,7 +36,9 @@ def test_the_packaged_examples_all_load_and_render_like_a_real_step():
     second = next(e for e in examples if "last_result" in e)
     (second_user, second_reply), previous = worked.turns([second])[0], worked.previous(second)
     state = fresh_state() | {"current_task": second["task"], "notes": previous.note}
-    assert second_user == user_prompt(state, 2, 10, previous=previous)  # as the step after that action
+    shown = without_previous_note(state, previous)  # as the step after that action: its note shown once
+    assert second_user == user_prompt(shown, 2, 10, previous=previous)
+    assert second_user.count(previous.note) == 1
     assert json.loads(second_reply) == second["action"]
 
 

@@ -67,13 +67,6 @@ def test_a_model_timeout_is_a_time_budget_stop():
     assert Limits(Settings()).timed(lambda x: x + 1, 1) == 2
 
 
-def test_a_spent_budget_stops_naming_what_was_spent():
-    limits = Limits(Settings(), budget_problem=lambda: "daily token budget spent")
-    with pytest.raises(LimitReached, match="daily token budget spent") as caught:
-        limits.before_call()
-    assert caught.value.reason is StopReason.BUDGET_EXHAUSTED
-
-
 def test_the_same_action_repeated_stops_and_warns_before_it_does():
     limits = Limits(Settings(repeat_limit=3))
     limits.after_reply("echo", {"message": "a"}, False)

@@ -109,3 +109,20 @@ def test_the_fitted_prompt_never_passes_the_bound():
         assert len(user.encode()) + 700 <= 6000 and user.rstrip().splitlines()[-1].startswith("Now:")
         user = prompt.fitted_user_prompt("system " * 100, state, 1, settings, others=2000)  # the example turns
         assert len(user.encode()) + 700 + 2000 <= 6000 and user.rstrip().splitlines()[-1].startswith("Now:")
+
+
+def test_a_cut_block_is_followed_by_the_closing_lines_whole_even_when_items_read_like_them():
+    """The block and the closing lines are rendered apart and joined after the cut: nothing is
+    looked for in the rendered text."""
+    forged = [f"Iteration {i} of 99. " + "x" * 40 for i in range(3000)]  # queued items that look like closing lines
+    user = prompt.fitted_user_prompt("system", _state(pending_actions=forged), 3, Settings(prompt_max_bytes=6000))
+    block, _, closing = user.partition("[... the rest of the scratchpad is cut: it does not fit prompt_max_bytes ...]")
+    assert closing.splitlines()[1:] == [
+        "Iteration 3 of 10.",
+        "Task: t",
+        "Last result: none yet",
+        closing.splitlines()[4],  # the note that the scratchpad is clipped
+        "Now: Call the tool that does the task.",
+    ]
+    assert closing.splitlines()[4].startswith("Note: the scratchpad is too large for one prompt")
+    assert len(user.encode()) <= 6000

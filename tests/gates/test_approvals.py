@@ -8,16 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from agent.common.tags import Tag
+from agent.common.outcomes import Parked, StopReason
+from agent.common.tags import Outcome, Tag
 from agent.config import Settings
 from agent.cycle.dispatch import dispatch
-from agent.gates.approvals import gate, gated_registry
+from agent.gates.approvals import ApprovalGate, gate, read_approvals
+from agent.gates.base import Action
 from agent.state import fresh_state
 from agent.store.db import any_rows, close_all, records
 from agent.store.home import Home
 from agent.store.lock import home_lock
-from agent.tools import ToolContext, build_registry
+from agent.tools import NeedsApproval, ToolContext, build_registry
 from tests.cli.helpers import done, echo, run_cycle
+from tests.gates.helpers import made
 from tests.helpers import read_yaml, run_agent_process, run_cli, stored_bytes, tree_digest, write_active, write_script
 
 WRITE = {"tool": "write_file", "args": {"path": "report.txt", "content": "hello"}}
@@ -192,8 +195,10 @@ def test_the_models_tools_cannot_reach_the_approvals_file(home):
 def test_dispatch_returns_a_gated_call_as_parked_and_leaves_the_state_alone(tmp_path):
     settings = Settings(approval_required=["echo"])
     state = fresh_state()
-    registry = gated_registry(build_registry(settings), settings)
-    new, outcome = dispatch(state, json.dumps(echo("hi")), registry, ToolContext(tmp_path, settings))
+    gated = made(ApprovalGate, tmp_path, settings)
+    new, outcome = dispatch(
+        state, json.dumps(echo("hi")), build_registry(settings), ToolContext(tmp_path, settings), gates=gated
+    )
     assert outcome.kind is Tag.APPROVAL and outcome.args == {"message": "hi"}
     assert new == state
 
@@ -212,7 +217,7 @@ def test_answering_in_a_home_where_nothing_was_parked_exits_2_and_writes_nothing
     digest = tree_digest(home)
     result = run_cli("approve", "--home", str(home), "1")
     assert result.exit_code == 2 and "no parked call '1'" in result.stderr
-    assert tree_digest(home) == digest and not (home / "scratchpad").exists()
+    assert tree_digest(home) == digest and not (home / "logs").exists()
 
 
 def test_reset_denies_parked_and_approved_calls_and_drops_queued_edits_meant_for_the_old_memory(gated_home):
@@ -275,7 +280,8 @@ def test_a_gated_call_the_policy_refuses_is_refused_at_once_with_the_same_tool_e
     registry = build_registry(ctx.settings)
     ungated_ctx = ToolContext(tmp_path, Settings(shell_policy="allowlist"))
     ungated_state, ungated = dispatch(fresh_state(), json.dumps(call), registry, ungated_ctx)
-    state, outcome = dispatch(fresh_state(), json.dumps(call), gated_registry(registry, ctx.settings), ctx)
+    gated = made(ApprovalGate, tmp_path, ctx.settings)
+    state, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx, gates=gated)
     assert outcome.kind is Tag.TOOL_ERROR and refusal in outcome.note
     assert outcome.note == ungated.note and state["notes"] == ungated_state["notes"]
 
@@ -283,13 +289,13 @@ def test_a_gated_call_the_policy_refuses_is_refused_at_once_with_the_same_tool_e
 def test_a_gated_call_the_policy_allows_is_still_parked_and_nothing_is_resolved_or_run(tmp_path):
     (tmp_path / "workspace").mkdir()
     ctx = ToolContext(tmp_path, Settings(approval_required=["shell", "http_get", "write_file"]))
-    registry = gated_registry(build_registry(ctx.settings), ctx.settings)
+    registry, gated = build_registry(ctx.settings), made(ApprovalGate, tmp_path, ctx.settings)
     for call in (
         {"tool": "shell", "args": {"command": "uname"}},
         {"tool": "http_get", "args": {"url": "https://no-such-host.invalid/"}},  # no DNS query before approval
         {"tool": "write_file", "args": {"path": "new.txt", "content": "x"}},
     ):
-        _, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx)
+        _, outcome = dispatch(fresh_state(), json.dumps(call), registry, ctx, gates=gated)
         assert outcome.kind is Tag.APPROVAL, outcome.note
     assert list((tmp_path / "workspace").iterdir()) == []
 
@@ -331,3 +337,23 @@ def test_status_with_an_unreadable_approvals_file_says_so_and_exits_0(gated_home
         result.exit_code == 0 and "approvals: unknown: " in result.stdout and "agent.db: parked call 9" in result.stdout
     )
     assert json.loads(run_cli("status", "--home", str(gated_home), "--json").stdout)["approvals_error"]
+
+
+def test_the_approval_gate_holds_a_gated_call_and_parks_it_when_its_outcome_comes_back(tmp_path):
+    settings = Settings(approval_required=["echo"], shell_policy="allowlist")
+    Home.at(tmp_path).ensure_dirs()
+    ctx, tools = ToolContext(tmp_path, settings), build_registry(settings, entry_points=[])
+    gated = made(ApprovalGate, tmp_path, settings)
+    assert gated.on_action({}, Action(tools["shell"], {"command": "uname"}, ctx)) is None  # not gated
+    assert gated.on_action({}, Action(tools["update_scratchpad"], {"notes": "n"}, ctx)) is None  # never gated
+    with pytest.raises(NeedsApproval):
+        gated.on_action({}, Action(tools["echo"], {"message": "hi"}, ctx))
+    state = fresh_state()
+    gated.after_action(state, Outcome(Tag.TOOL, "[TOOL] echo(...) -> hi", "echo", {"message": "hi"}))  # nothing held
+    assert not any_rows(Home.at(tmp_path), "approval")
+    with pytest.raises(Parked, match=r"call 1 to echo awaits the operator") as stop:
+        gated.after_action(state, Outcome(Tag.APPROVAL, "[APPROVAL] echo needs approval", "echo", {"message": "hi"}))
+    assert stop.value.reason is StopReason.AWAITING_APPROVAL
+    assert state["notes"] == '[APPROVAL] call 1 parked for the operator: echo({"message": "hi"})'
+    [record] = read_approvals(Home.at(tmp_path))
+    assert (record["tool"], record["args"], record["status"]) == ("echo", {"message": "hi"}, "pending")

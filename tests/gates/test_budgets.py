@@ -9,12 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from agent.common.outcomes import LimitReached, StopReason, UsageError
 from agent.config import Settings
-from agent.gates.budgets import Budgets, cycle_cost, newest_days, record_cost, utc_day
+from agent.gates.budgets import BudgetGate, Budgets, cycle_cost, newest_days, record_cost, utc_day
 from agent.models.base import Usage
+from agent.models.fallback import FallbackModel
+from agent.models.scripted import ScriptedModel
 from agent.store.cycles import add_record
 from agent.store.home import Home
 from tests.cli.helpers import done, echo, run_cycle
+from tests.gates.helpers import made
 from tests.helpers import configure, cycle_records, run_cli, tree_digest
 from tests.models.openai_server import OpenAIServer, Reply, usage
 
@@ -191,6 +195,26 @@ def test_a_long_index_counts_back_to_the_start_of_the_month(home):
     assert budgets.problem(Usage()) is not None and budgets.problem(Usage()).startswith("the monthly token")
 
 
+def test_the_budget_gate_refuses_an_unpriced_cost_budget_and_stops_before_a_call_once_spent(home):
+    with pytest.raises(UsageError, match=f"setting 'daily_cost_budget' needs the price of model '{MODEL}'"):
+        BudgetGate.check(Settings(daily_cost_budget=1.0), MODEL)
+    BudgetGate.check(Settings(daily_cost_budget=1.0, prices=PRICE), MODEL)  # priced: nothing to say
+    _write_index(home, [("2024-01-05T08:00:00+00:00", 40)])  # today (the helpers' cycle runs on 2024-01-05)
+    gate = made(BudgetGate, home, Settings(daily_token_budget=50), model=ScriptedModel.from_replies([], name=MODEL))
+    gate.before_call(Usage(prompt_tokens=9))  # 49 of 50: the call may go
+    with pytest.raises(LimitReached, match="daily token budget is spent: 50 of 50 tokens") as stop:
+        gate.before_call(Usage(prompt_tokens=10))
+    assert stop.value.reason is StopReason.BUDGET_EXHAUSTED
+
+
+def test_the_budget_gate_tells_a_fallback_model_which_of_its_models_spent_its_own_budget(home):
+    _write_index(home, [("2024-01-05T08:00:00+00:00", 40)])  # all spent by MODEL
+    models = FallbackModel([ScriptedModel.from_replies([], name=MODEL), ScriptedModel.from_replies([], name="local")])
+    made(BudgetGate, home, Settings(model_budgets={MODEL: {"daily_tokens": 40}}), model=models)
+    assert "daily tokens budget (40 of 40" in models.spent(MODEL)
+    assert models.spent("local") is None
+
+
 def test_cost_of_usage_and_of_unpriced_models(tmp_path):
     assert cycle_cost(PRICE, MODEL, Usage(prompt_tokens=1_000_000, completion_tokens=500_000)) == 7.0
     assert cycle_cost(PRICE, "openai:unknown", Usage(prompt_tokens=10)) is None
@@ -333,3 +357,19 @@ def test_a_model_with_no_price_is_shown_unpriced_never_as_a_zero_cost(home, serv
     assert daily[1].split()[1:] == ["1", "1,100", "unpriced"]
     spent = json.loads(run_cli("status", "--home", str(home), "--json").stdout)["spending"]
     assert spent["today"]["unpriced_cycles"] == 1
+
+
+def test_a_spent_budget_is_named_on_the_terminal_and_in_json(home, server):
+    configure(home, TASK, **QUICK, daily_token_budget=500)
+    server.add(Reply.chat(echo("hi"), usage=usage(1000, 100)))
+    assert run(home, server)[0].exit_code == 10
+    env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": KEY}
+    shown = run_cli("run", "--home", str(home), "--model", MODEL, env=env)
+    assert shown.exit_code == 10
+    assert shown.stdout.splitlines()[-1] == (
+        f"  stopped: the daily token budget is spent: 1,100 of 500 tokens used in UTC day {index(home)[-1]['started'][:10]}"
+    )
+    result, report = run(home, server)
+    assert result.exit_code == 10 and report["error"] is None
+    assert report["stop_detail"].startswith("the daily token budget is spent: 1,100 of 500 tokens")
+    assert "stop_detail" not in index(home)[-1]  # the record keeps its fields

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from agent.config import Settings
-from agent.gates.checks import checked_tasks_removed, run_check
+from agent.gates.base import Action
+from agent.gates.checks import CheckGate, checked_tasks_removed, run_check
 from agent.secrets import Secrets
-from agent.tools import ToolContext
+from agent.tools import ToolContext, build_registry
 from tests.cli.helpers import done, json_out, run_cycle
+from tests.gates.helpers import made
 from tests.helpers import read_active as active
 from tests.helpers import read_yaml, run_cli, snapshots, tree_digest, write_active
 
@@ -215,3 +217,22 @@ def test_checked_tasks_removed_counts_repeats():
     old = {"current_task": "a", "pending_actions": ["a", "b"], "checks": {"a": "true"}}
     assert checked_tasks_removed(old, {"current_task": "a", "pending_actions": ["b"]}) == ["a"]
     assert checked_tasks_removed(old, {"current_task": "b", "pending_actions": ["a", "a"]}) == []
+
+
+def test_the_check_gate_refuses_a_dodging_update_and_a_done_until_the_check_passes(tmp_path):
+    settings = Settings(workspace="ws", shell_policy="any")
+    ctx, tools = ToolContext(tmp_path, settings, Secrets()), build_registry(settings, entry_points=[])
+    gate = made(CheckGate, tmp_path, settings)
+    state = {"current_task": "a", "pending_actions": ["b"], "checks": {"a": "test -f ok"}}
+    dodge = Action(tools["update_scratchpad"], {"current_task": "b"}, ctx, after={**state, "current_task": "b"})
+    assert gate.on_action(state, dodge).startswith("task 'a' has an operator check")
+    reorder = {**state, "current_task": "a", "pending_actions": ["b"]}
+    assert gate.on_action(state, Action(tools["update_scratchpad"], {}, ctx, after=reorder)) is None
+    assert (
+        gate.on_action(state, Action(tools["echo"], {"message": "hi"}, ctx)) is None
+    )  # a tool's call: not its business
+    finish = Action(tools["done"], {"summary": "s"}, ctx)
+    assert gate.on_done(state, finish) == "done refused: the check `test -f ok` exit 1: (no output)"
+    (tmp_path / "ws" / "ok").write_text("")  # the workspace the check ran in, made for it
+    assert gate.on_done(state, finish) is None
+    assert gate.on_done({**state, "current_task": "b"}, finish) is None  # no check for b

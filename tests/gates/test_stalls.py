@@ -11,10 +11,11 @@ import pytest
 from agent.common.outcomes import LimitReached, StopReason
 from agent.config import Settings
 from agent.cycle.limits import Limits
-from agent.gates.stalls import judge, streak
+from agent.gates.stalls import StallGate, judge, streak
 from agent.secrets import Secrets
 from agent.store.home import Home
 from tests.cli.helpers import done, echo, run_cycle
+from tests.gates.helpers import made
 from tests.helpers import read_yaml, run_cli, write_active
 
 
@@ -146,3 +147,16 @@ def test_under_quiet_a_stall_prints_one_line_for_cron_mail(stuck_home):
     assert result.exit_code == 9 and result.stdout == ""
     [line] = result.stderr.splitlines()
     assert "stalled: task 'fix the build' has not advanced in stall_cycles cycles (exit 9;" in line
+
+
+def test_the_stall_gate_turns_the_cycle_that_completes_a_stall_into_stalled(home):
+    records = [{"cycle_id": f"a{i}", "stop_reason": "max_iterations", "task_after": "t"} for i in range(2)]
+    (home / "logs").mkdir()
+    (home / "logs" / "index.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    gate = made(StallGate, home, Settings(stall_cycles=3))
+    state = {"current_task": "t", "notes": ""}
+    assert gate.on_end(state, StopReason.DONE) is StopReason.DONE and state["notes"] == ""
+    assert gate.on_end(state, StopReason.BUDGET_EXHAUSTED) is StopReason.BUDGET_EXHAUSTED  # not counted
+    assert gate.on_end(state, StopReason.ERROR) is StopReason.STALLED
+    assert state["notes"] == "[STOPPED] stalled: task 't' has ended 3 cycles in a row without done"
+    assert gate.on_end({"current_task": "other", "notes": ""}, StopReason.MAX_ITERATIONS) is StopReason.MAX_ITERATIONS

@@ -181,7 +181,7 @@ def test_an_invalid_reflect_reply_keeps_the_unreflected_state(home, tmp_path):
         ]
     ):
         sub = home / str(i)
-        sub.mkdir()
+        (sub / "scratchpad").mkdir(parents=True)
         result = run(sub, reflect_script(tmp_path, [reply]), "--reflect", "--json")
         assert json.loads(result.stdout)["reflect"].startswith("kept unreflected")
         assert "raw tool chatter" in read_yaml(sub / "scratchpad/active.yaml")["notes"]

@@ -53,7 +53,7 @@ def test_a_script_file_replays_like_replies_from_memory(tmp_path):
     "content, message",
     [
         (None, "not found"),
-        ("- [unclosed\n", "not valid YAML"),
+        ("- [unclosed\n", "invalid YAML at line 2, column 1"),
         ("tool: done\n", "must hold a YAML list of replies, got dict"),
     ],
     ids=["missing", "invalid-yaml", "not-a-list"],

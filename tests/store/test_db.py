@@ -213,7 +213,6 @@ def test_the_reference_lists_the_same_tables_the_migrations_make():
 def test_rows_a_hand_edit_broke_are_skipped_by_every_reader_never_a_traceback(home, tmp_path):
     """`sqlite3 logs/agent.db` lets an operator write anything: what is not a record is skipped."""
     script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
-    (home / "scratchpad").mkdir()
     (home / "scratchpad" / "active.yaml").write_text("current_task: say hi\n")
     assert run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q").exit_code == 0
     db = records(Home.at(home))

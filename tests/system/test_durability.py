@@ -421,7 +421,7 @@ def _processes_running(cmdline: bytes, cwd: Path) -> list[int]:
 
 SIGNAL_WHILE_WRITING_BEFORE = """
 import os, signal, sys
-import agent.cycle.run as cycle
+import agent.cycle.sleep as cycle
 real = cycle.write_state
 def write_state(path, state):
     if path.name.endswith("_before.yaml"):

@@ -11,7 +11,6 @@ test proves that before anything relies on it. As any other user chmod 000 alone
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -24,9 +23,8 @@ import yaml
 
 from agent.cli import COMMANDS
 from tests.cli.helpers import done, echo
-from tests.helpers import REPO, write_active, write_script
+from tests.helpers import REPO, mode_bits_bind_root, write_active, write_script
 
-PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 24, 1, 2
 WRITE = {"tool": "write_file", "args": {"path": "a.txt", "content": "a"}}
 
 # Every command, with the arguments one real use of it takes ({id}: the first cycle; {script}:
@@ -90,16 +88,8 @@ def _env() -> dict:
     return dict(env, PYTHONPATH=str(REPO))
 
 
-def _mode_bits_bind_root() -> None:
-    """In the child before exec: drop the capabilities that let root ignore mode bits."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    for cap in (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
-
-
 def _agent(*args: str, env: dict | None = None, unreadable: bool = False, **kw) -> subprocess.CompletedProcess:
-    preexec = _mode_bits_bind_root if unreadable and os.geteuid() == 0 else None
+    preexec = mode_bits_bind_root if unreadable and os.geteuid() == 0 else None
     return subprocess.run(
         [sys.executable, "-m", "agent", *args], env=env or _env(), preexec_fn=preexec, timeout=120, **kw
     )
@@ -126,7 +116,7 @@ def test_the_setup_really_makes_logs_unreadable(home_copy):
         assert probe.returncode == 2
         reader = subprocess.run(
             [sys.executable, "-c", f"open({str(home / 'logs' / 'agent.db')!r})"],
-            preexec_fn=_mode_bits_bind_root if os.geteuid() == 0 else None,
+            preexec_fn=mode_bits_bind_root if os.geteuid() == 0 else None,
             capture_output=True,
             text=True,
             timeout=60,

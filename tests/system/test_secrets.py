@@ -112,7 +112,7 @@ def test_scratchpad_and_logs_are_private(tmp_path: Path):
 
 def test_fresh_home_is_created_private(tmp_path: Path):
     home = tmp_path / "fresh"
-    home.mkdir()
+    (home / "scratchpad").mkdir(parents=True)  # a fresh clone's home: the folder, wider than 0700
     script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
     old_umask = os.umask(0o000)
     try:

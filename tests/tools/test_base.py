@@ -145,3 +145,52 @@ def test_the_schema_takes_descriptions_from_args_and_requires_what_has_no_defaul
         "limit": {"type": "integer"},
         "deep": {"type": "boolean", "description": "go into folders"},
     }
+
+
+def test_update_scratchpad_offers_the_writable_sections_from_their_specs():
+    import json
+
+    from agent.models.openai.tool_calls import function_tools
+    from agent.setting_checks import section_specs
+    from agent.state import taken_keys
+
+    specs = section_specs(
+        {
+            "known": {"kind": "list", "limit": 30, "description": "Facts I am sure of."},
+            "purpose": {"kind": "text", "limit": 600, "read_only": True},
+            "now": {"kind": "text", "limit": 200},
+        },
+        taken_keys(),
+    )
+    update = control_tools(specs)[0]
+    assert list(update.args_schema["properties"])[-2:] == ["now", "known"]  # after the fields, most stable first
+    assert "purpose" not in update.args_schema["properties"]  # read-only: never offered
+    assert update.check_args({"known": "APPEND: the NAS is at 10.0.0.5", "now": "CLEAR"}) is None
+    assert update.check_args({"known": ["APPEND: x"]}) == "'known' must be a string, got list ['APPEND: x']"
+    (function,) = [
+        f
+        for f in function_tools(Registry(control_tools(specs)).action_schema())
+        if f["function"]["name"] == "update_scratchpad"
+    ]
+    assert function["function"]["parameters"]["properties"]["known"]["description"].startswith(
+        "Facts I am sure of. List"
+    )
+    assert json.dumps(control_tools(specs)[0].args_schema) == json.dumps(update.args_schema)  # byte-stable
+    assert control_tools(())[0].args_schema == control_tools()[0].args_schema  # no sections: as before
+
+
+@pytest.mark.embedded_model
+def test_the_embedded_models_grammar_is_derived_from_a_schema_with_sections():
+    import json
+
+    from llama_cpp import LlamaGrammar
+
+    from agent.models.local.model import bounded_schema
+    from agent.setting_checks import section_specs
+    from agent.state import taken_keys
+
+    specs = section_specs({"known": {"kind": "list", "limit": 30}, "now": {"kind": "text", "limit": 200}}, taken_keys())
+    schema = Registry(control_tools(specs)).action_schema()
+    grammar = LlamaGrammar.from_json_schema(json.dumps(bounded_schema(schema)), verbose=False)
+    assert 'args-known-kv ::= "\\"known\\"" space ":"' in grammar._grammar  # the section is a key it may write
+    assert 'args-now-kv ::= "\\"now\\"" space ":"' in grammar._grammar

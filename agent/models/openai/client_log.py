@@ -1,53 +1,63 @@
-"""The openai client's own retries and timeouts, written to the cycle log while a request runs.
+"""The openai client's own retries, written to the cycle log while a request runs.
 
-The client retries on its own (429, 5xx, timeouts) and says so only through Python logging at
-DEBUG/INFO; without this a 127 s iteration made of three generations shows as one slow call.
+The client retries on its own (429, 5xx, timeouts, lost connections); without this a 127 s
+iteration made of three generations shows as one slow call. The client's HTTP client calls
+`Attempts`' event hooks for every attempt it sends, and the client numbers each attempt itself
+(the `x-stainless-retry-count` header it sends with it): a retry, with how long the attempt before
+it took and how that one ended (an error status, or no reply at all), is counted from the attempts,
+never read back from the client's log text. Only numbers are written: nothing a server said.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-from typing import Callable, Iterator
+import time
+from typing import Any, Iterator
 
 from agent.models.base import Log
 
-CLIENT_LOGGER = "openai._base_client"
-WORTH_LOGGING = (
-    "Retrying request",
-    "Encountered",
-    "Raising timeout",
-    "Raising connection",
-    "Not retrying",
-    "Retrying due to",
-    "Retrying as header",
-)
+RETRY_HEADER = "x-stainless-retry-count"  # the client's own count of the retries before this attempt
 
 
-class _ToCycleLog(logging.Handler):
-    def __init__(self, log: Log, redact: Callable[[str], str]):
-        super().__init__(logging.DEBUG)
-        self._log, self._redact = log, redact
+class Attempts:
+    """The event hooks of one model's HTTP client (`hooks`), logging each retry of a request to the
+    log `during` gives for it."""
 
-    def emit(self, record: logging.LogRecord) -> None:
+    def __init__(self) -> None:
+        self.log: Log = lambda _line: None
+        self.retries = 0  # of the request running
+        self.started = 0.0  # when its last attempt was sent
+        self.status: int | None = None  # its last attempt's reply; None: none came
+
+    def hooks(self) -> dict[str, list]:
+        return {"request": [self.sent], "response": [self.answered]}
+
+    @contextlib.contextmanager
+    def during(self, log: Log) -> Iterator[None]:
+        """While the block runs (one request, its retries included), each retry goes to `log`."""
+        self.log, self.retries, self.status = log, 0, None
         try:
-            message = record.getMessage()
-        except Exception:  # a client message that cannot be formatted is not worth a crash
-            return
-        if message.startswith(WORTH_LOGGING):
-            self._log(f"openai client: {self._redact(message)}")
+            yield
+        finally:
+            self.log = lambda _line: None
+
+    def sent(self, request: Any) -> None:
+        retry = _count(request.headers.get(RETRY_HEADER))
+        if retry > self.retries:  # a redirect repeats the count: only a new attempt is a retry
+            ended = "no reply (a timeout or a lost connection)" if self.status is None else f"HTTP {self.status}"
+            self.log(f"openai client: retry {retry}: the attempt before it ended after {self._took()} with {ended}")
+            self.retries = retry
+        self.started, self.status = time.monotonic(), None
+
+    def answered(self, response: Any) -> None:
+        self.status = response.status_code
+
+    def _took(self) -> str:
+        return f"{time.monotonic() - self.started:.2f}s"
 
 
-@contextlib.contextmanager
-def client_messages_to(log: Log, redact: Callable[[str], str]) -> Iterator[None]:
-    """While the block runs, the client's retry and timeout messages go to `log`, redacted."""
-    logger = logging.getLogger(CLIENT_LOGGER)
-    handler, level = _ToCycleLog(log, redact), logger.level
-    logger.addHandler(handler)
-    if logger.getEffectiveLevel() > logging.DEBUG:
-        logger.setLevel(logging.DEBUG)
+def _count(value: Any) -> int:
     try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0

