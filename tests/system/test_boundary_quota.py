@@ -2,17 +2,19 @@
 
 Real sandboxed cycles: a folder whose modes shut the walk out (no read, or no search) holds the
 workspace at "over quota" until the cycle's end puts its modes right, and then its bytes count;
-60 parallel writers are stopped within a bound; /dev/shm is as bounded as /tmp.
+no call reserves disk space faster than it can be written (fallocate, directly or through
+io_uring); 60 parallel writers are stopped within a bound; /dev/shm is as bounded as /tmp.
 """
 
 from __future__ import annotations
 
 import stat
+from pathlib import Path
 
 import pytest
 
 from agent.tools.quota import workspace_usage
-from tests.sandbox_support import sandbox_required  # noqa: F401 - a fixture
+from tests.sandbox_support import built, sandbox_required  # noqa: F401 - a fixture
 from tests.users import done, notes_of, shell
 
 pytestmark = pytest.mark.usefixtures("sandbox_required")
@@ -75,6 +77,22 @@ def test_a_folder_the_walk_cannot_read_holds_the_workspace_over_quota_until_its_
     over = counted.bytes > QUOTA["workspace_max_bytes"]
     assert (READ_ONLY in notes_of(home)[-2]) == over
     assert (home / "workspace" / "again.txt").exists() != over
+
+
+@pytest.mark.parametrize("call, refused", [("fallocate", "errno 95"), ("io_uring-fallocate", "errno 38")])
+def test_no_call_reserves_disk_space_past_the_quota_at_once(agent_user, tmp_path_factory, call, refused):
+    """fallocate with FALLOC_FL_KEEP_SIZE takes a gigabyte of blocks in one call, past RLIMIT_FSIZE
+    (the file stays empty) and faster than the quota's watch looks. The filter refuses it
+    (EOPNOTSUPP), and io_uring, which would run it past the filter, is not there (ENOSYS)."""
+    home = agent_user.make_home(QUOTA)
+    program = built(Path(__file__).with_name("reserve.c"), tmp_path_factory.mktemp("reserve"))
+    (home / "workspace" / "reserve").write_bytes(program.read_bytes())
+    (home / "workspace" / "reserve").chmod(0o755)
+    agent_user.give(home / "workspace" / "reserve")
+    assert agent_user.cycle(home, [shell(f"./reserve {call} 1000000000"), done()]).returncode == 0
+    (line,) = notes_of(home)[:1]
+    assert line.endswith(f"-> {call}: result -1 {refused} blocks 0"), line
+    assert workspace_usage(home / "workspace", 1000).bytes < QUOTA["workspace_max_bytes"]
 
 
 def test_dev_shm_is_a_tmpfs_as_small_as_tmp(agent_user):
