@@ -38,6 +38,23 @@ for _ in range(25):
     os.chdir("n" * 200)
 os.execvp("sh", ["sh", "-c", "n=0; while :; do n=$((n+1)); head -c 1000000 /dev/zero > $n || exit; done"])
 """
+# Holds 20 files of 5 MB that no walk can see, each under sandbox_max_file_bytes: deleted right after
+# being opened, or made with O_TMPFILE and never named. Then it keeps them a while before saying so.
+HIDDEN_HOLDER = """\
+import os, sys, time
+held = []
+for n in range(20):
+    if sys.argv[1] == "unlinked":
+        fd = os.open(f"f{n}", os.O_CREAT | os.O_WRONLY, 0o600)
+        os.unlink(f"f{n}")
+    else:
+        fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o600)
+    for _ in range(5):
+        os.write(fd, bytes(1_000_000))
+    held.append(fd)
+time.sleep(3)  # the attack: hold them while the command runs
+print("held", 5 * len(held), "MB")
+"""
 
 
 def _hidden(home) -> list[str]:
@@ -93,6 +110,25 @@ def test_no_call_reserves_disk_space_past_the_quota_at_once(agent_user, tmp_path
     (line,) = notes_of(home)[:1]
     assert line.endswith(f"-> {call}: result -1 {refused} blocks 0"), line
     assert workspace_usage(home / "workspace", 1000).bytes < QUOTA["workspace_max_bytes"]
+
+
+@pytest.mark.parametrize("hiding", ["unlinked", "tmpfile"])
+def test_files_no_walk_can_see_count_while_the_command_holds_them(agent_user, hiding):
+    """A file deleted while open, or made with O_TMPFILE, takes disk but no walk finds it: the
+    watch used to take the growth for another program's and start again from there, so 100 MB
+    (or, with more processes and files, the whole disk) stayed held by a command under a 10 MB
+    quota. Growth the walk cannot explain now counts too, up to workspace_max_bytes."""
+    home = agent_user.make_home(QUOTA)
+    replies = [
+        {"tool": "write_file", "args": {"path": "holder.py", "content": HIDDEN_HOLDER}},
+        shell(f"python3 holder.py {hiding}"),
+        shell("echo after > after.txt && cat after.txt"),
+    ]
+    assert agent_user.cycle(home, [*replies, done()]).returncode == 0
+    killed, after = notes_of(home)[1:3]
+    assert killed.startswith("[TOOL ERROR] shell(") and "the command was killed" in killed, killed
+    assert "more than the workspace holds" in killed and "held" not in killed, killed
+    assert after.endswith("-> after"), after  # nothing stays over: the space came back with the command's end
 
 
 def test_dev_shm_is_a_tmpfs_as_small_as_tmp(agent_user):
