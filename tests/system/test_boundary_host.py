@@ -8,11 +8,15 @@ as root and as an ordinary user, in real cycles.
   file in the inbox must not follow a link the model made to /etc or to the home's own files.
 - `agent replay` copies the workspace: the copy takes no more disk than the workspace does (the
   model's sparse files stay sparse), so a workspace within its quota cannot fill the disk.
+- The command docs/operations.md gives for looking at a git repository the model made runs none
+  of the programs the model's `.git/config`, hooks or attributes name, at a terminal.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
 import shutil
 from pathlib import Path
@@ -170,3 +174,60 @@ def test_replays_copy_of_the_workspace_takes_no_more_disk_than_the_workspace(
         assert _disk_use(copy) <= _disk_use(workspace) + 64 * 1024, (_disk_use(copy), _disk_use(workspace))
     finally:
         shutil.rmtree(copy.parent)
+
+
+def _git_review_recipe() -> str:
+    """docs/operations.md's command for looking at a git repository the model made (a line of a sh block)."""
+    blocks = re.findall(r"^```sh\n(.*?)^```", OPERATIONS.read_text(), flags=re.M | re.S)
+    (line,) = [line for block in blocks for line in block.splitlines() if "git" in line and "workspace/repo" in line]
+    return line
+
+
+GIT_TRAPS = {  # what the model sets up in its repository: each names a program git would run on the host
+    "pager": "git config core.pager 'touch {mark}; cat'",
+    "fsmonitor": "git config core.fsmonitor 'touch {mark}; false'",
+    "hook": "printf '#!/bin/sh\\ntouch {mark}\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout",
+    "filter": "echo 'a.txt filter=trap' > .gitattributes && git add .gitattributes && git commit -qm attributes "
+    "&& git config filter.trap.smudge 'touch {mark}; cat'",
+}
+
+
+@pytest.mark.parametrize("trap", sorted(GIT_TRAPS))
+def test_the_documented_way_to_look_at_the_models_git_repository_runs_none_of_its_programs(agent_user, request, trap):
+    """As root (git's safe.directory was the documented way past its ownership check) or as the
+    agent's user (whose own repository git trusts), `git log` in the workspace ran the model's
+    core.pager at a terminal; other settings run other programs. The recipe clones first."""
+    request.getfixturevalue("sandbox_required")
+    home = agent_user.make_home({"shell_policy": "sandbox", "notes_budget": None})
+    mark = home.parent / f"trapped-by-{trap}"
+    repo = (
+        "git init -q repo && cd repo && git config user.email m@example.com && git config user.name m && "
+        "echo hi > a.txt && git add a.txt && git commit -qm first && "
+        + GIT_TRAPS[trap].format(mark=mark)
+        + " && echo ready"
+    )
+    assert agent_user.cycle(home, [shell(repo), done()]).returncode == 0
+    assert notes_of(home)[0].endswith("-> ready"), notes_of(home)
+    review = agent_user.folder("review")
+    controller, terminal = pty.openpty()  # at a terminal, as an operator types it: git starts its pager
+    try:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(review), "PAGER": "cat", "TMPDIR": str(review)}
+        proc = agent_user.popen(
+            ["sh", "-c", _git_review_recipe()], env, cwd=home, stdin=terminal, stdout=terminal, stderr=terminal
+        )
+        os.close(terminal)
+        shown = b""
+        while chunk := _read_terminal(controller):
+            shown += chunk
+        assert proc.wait(timeout=60) == 0, shown
+    finally:
+        os.close(controller)
+    assert b"first" in shown, shown  # the log was shown
+    assert not mark.exists()
+
+
+def _read_terminal(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: every program holding the terminal has ended
+        return b""
