@@ -160,11 +160,11 @@ class Settings:
         "Seconds to wait for another cycle's lock before exiting busy (5).", minimum=0, unit="seconds", default=0.0
     )
     local_threads: int | None = _doc(
-        "Threads for the embedded model; unset: one fewer than the cores no other "
-        "process is running on when the model loads, at least one (it never takes the "
-        "last free core). They spin briefly, then sleep (GOMP_SPINCOUNT=10000 unless "
-        "OMP_WAIT_POLICY or it is set), so a machine that gets busy slows it a little, not "
-        "many times over (see docs/measurements.md).",
+        "Threads for the embedded model; unset: a prompt is read on every core no other "
+        "process is running on when the model loads, and a reply decoded on one fewer, at "
+        "least one (decoding never takes the last free core). They spin briefly, then sleep "
+        "(GOMP_SPINCOUNT=10000 unless OMP_WAIT_POLICY or it is set), so a machine that gets "
+        "busy slows it a little, not many times over (see docs/measurements.md).",
         above=0,
         default=None,
     )
