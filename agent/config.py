@@ -171,7 +171,8 @@ class Settings:
     local_context: int = _doc("Context window (tokens) for the embedded model.", above=0, default=4096)
     guided: bool | None = _doc(
         "Narrow the model's choices each step, through the schema its replies must follow, "
-        "to the likeliest tools and a done summary that starts with a value just found; never "
+        "to the likeliest tools, a first step's paths and contents from the task's words, and a "
+        "done summary that starts with a value just found; never "
         "offer it pending_actions, so the queue stays the operator's and done's (was "
         "local_guided). Unset: on for the bundled tiny model, off for others (local:FILE, openai:).",
         default=None,
