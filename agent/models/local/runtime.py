@@ -17,7 +17,7 @@ from typing import Any
 from agent.config import Settings
 from agent.models.base import Completion, Log, ModelError, ModelUnavailable, Notice, Request, Usage, chat_messages
 from agent.models.local.cache import PrefixCache, common_prefix, local_cache_dir
-from agent.models.local.convert import converted, discard
+from agent.models.local.convert import converted, converted_path, discard
 from agent.models.local.guidance import guided_schema, without_queue
 from agent.models.local.sampling import install as install_greedy_grammar_sampler
 from agent.models.local.threads import set_wait_policy, thread_count
@@ -97,12 +97,15 @@ class LocalRuntime:
         self.log: Log = lambda line: None
         self.cache: PrefixCache | None = None
         self._bounded: dict[str, dict] = {}
-        self._cache_checked = False
+        self._cache_checked = self._announced = False
 
     def start(self, log: Log) -> None:
-        self._cache_checked, self.log = False, log
+        self._cache_checked, self.log, self._announced = False, log, False
         folder = local_cache_dir()
         if self.llm is None:
+            copy = converted_path(self.path, folder) if folder and self.bundled else None
+            if copy is not None and not copy.is_file():
+                self._announce("first run on this machine")  # making the copy takes a moment too
             self.llm, self.loaded = self._load(log, folder)
         self.cache = None if folder is None else PrefixCache(self.llm, self.loaded, folder, log)
 
@@ -177,9 +180,16 @@ class LocalRuntime:
             return None
         if path.is_file() and self.cache.load(path):
             return None
-        why = "its prompt changed since it last ran here" if self.cache.model_seen() else "first run on this machine"
-        self.log(Notice(f"preparing the model ({why}): reading its prompt once, later cycles start from it…"))
+        if not self._announced:
+            self._announce(
+                "its prompt changed since it last ran here" if self.cache.model_seen() else "first run on this machine"
+            )
         return path
+
+    def _announce(self, why: str) -> None:
+        """Say once per cycle, on the operator's screen too, why this cycle's first call takes longer."""
+        self._announced = True
+        self.log(Notice(f"preparing the model ({why}): reading its prompt once, later cycles start from it…"))
 
     def complete(self, request: Request) -> Completion:
         save_to = self._prefix_to_save(request)
