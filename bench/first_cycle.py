@@ -12,12 +12,20 @@ read from memory, as on any machine after the install that wrote them.
 
     python bench/first_cycle.py --runs 5
     python bench/first_cycle.py --runs 5 --tree before=/tmp/before --tree now=.   # side by side
+    python bench/first_cycle.py --split --runs 3     # where a first cycle's time goes, step by step
 
 A tree is a checkout of this repository (`git worktree add --detach DIR COMMIT`), run with this
 Python environment (llama-cpp-python and the bundled model are shared); trees alternate within a
-round. Each run's split comes from its home's transcript (the first model call: reading the
-prompt, the reply and saving the prompt cache) and its `agent run --json` report. Prints the
-table docs/measurements.md shows.
+round. Each run's first model call (reading the prompt, the reply, saving the prompt cache) comes
+from its home's transcript, the cycle's time from its `agent run --json` report. Prints the table
+docs/measurements.md shows.
+
+--split runs the demo's first cycle in this process instead, on the runtime the model's child
+runs (LocalRuntime), and times each step: the child's interpreter and imports (a separate
+process), making the Q8_0 copy, loading the model, and, for each model call, reading the prompt,
+decoding the reply (and choosing its tokens under the grammar) and saving the prompt cache. It
+does so for this code and for this code with its first-cycle changes turned off ("before": the
+wheel's Q4_1 file, one thread for prompts, llama-cpp-python's own sampler chain), alternately.
 """
 
 from __future__ import annotations
@@ -129,9 +137,9 @@ def measure(tree: Path, fake_home: Path, home: Path) -> Run:
     return run
 
 
-def median(values: list[float | None]) -> str:
+def median(values: list[float | None], digits: int = 1) -> str:
     present = [v for v in values if v is not None]
-    return f"{statistics.median(present):.1f}" if present else "-"
+    return f"{statistics.median(present):.{digits}f}" if present else "-"
 
 
 def table(trees: list[Tree]) -> str:
@@ -151,11 +159,164 @@ def table(trees: list[Tree]) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------------------------ --split
+
+SPLIT_STEPS = [
+    ("child", "the model's child: interpreter and imports (llama_cpp, the runtime)"),
+    ("convert", "the Q8_0 copy of the weights, made once"),
+    ("load", "loading the model"),
+    ("prompt_1", "call 1: reading the prompt"),
+    ("reply_1", "call 1: decoding the reply"),
+    ("choose_1", "call 1: of which choosing tokens under the grammar"),
+    ("save", "call 1: saving the prompt cache"),
+    ("prompt_2", "call 2: reading the prompt (what changed)"),
+    ("reply_2", "call 2: decoding the reply"),
+]
+
+
+def _child_start() -> float:
+    started = time.monotonic()
+    code = "import agent.models.local.child, llama_cpp"
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), check=True)
+    return time.monotonic() - started
+
+
+def _patched(runtime_module, before: bool, steps: dict[str, float]) -> list:
+    """Before: this code's first-cycle changes turned off in this process; now: the copy timed.
+    What it replaced, for the caller to put back."""
+    from agent.models.local.threads import Threads
+
+    names = ("converted", "install_greedy_grammar_sampler", "thread_count")
+    saved = [(name, getattr(runtime_module, name)) for name in names]
+    if before:
+        runtime_module.converted = lambda *args: None
+        runtime_module.install_greedy_grammar_sampler = lambda llm: None
+        runtime_module.thread_count = lambda settings: Threads(1, 1, "one thread, as before")
+        return saved
+    convert = runtime_module.converted
+
+    def timed_convert(*args):
+        began = time.monotonic()
+        try:
+            return convert(*args)
+        finally:
+            steps["convert"] = time.monotonic() - began
+
+    runtime_module.converted = timed_convert
+    return saved
+
+
+class _Timed:
+    """The runtime as a cycle's model, timing each step of each call with llama.cpp's counters."""
+
+    def __init__(self, runtime, steps: dict[str, float]):
+        self.runtime, self.steps, self.calls = runtime, steps, 0
+        self.name = runtime.name
+
+    def start(self, log) -> None:
+        started = time.monotonic()
+        self.runtime.start(log)
+        self.steps["load+convert"] = time.monotonic() - started
+        cache = self.runtime.cache
+        if cache is not None:
+            save = cache.save
+
+            def timed_save(path):
+                began = time.monotonic()
+                save(path)
+                self.steps["save"] = time.monotonic() - began
+
+            cache.save = timed_save
+
+    def complete(self, request):
+        import llama_cpp
+
+        llm = self.runtime.llm
+        llama_cpp.llama_perf_context_reset(llm._ctx.ctx)
+        sampled = _sampling_clock(llm)
+        completion = self.runtime.complete(request)
+        perf = llama_cpp.llama_perf_context(llm._ctx.ctx)
+        self.calls += 1
+        n = self.calls
+        self.steps[f"prompt_{n}"] = perf.t_p_eval_ms / 1000
+        self.steps[f"reply_{n}"] = perf.t_eval_ms / 1000 + sampled()
+        self.steps[f"choose_{n}"] = sampled()
+        return completion
+
+
+def _sampling_clock(llm):
+    """Time spent in the sampler from now on (Llama.sample wraps whichever sampler is in use)."""
+    spent = [0.0]
+    usual = type(llm).sample
+
+    def sample(*args, **kwargs):
+        began = time.monotonic()
+        try:
+            return usual(llm, *args, **kwargs)
+        finally:
+            spent[0] += time.monotonic() - began
+
+    llm.sample = sample
+    return lambda: spent[0]
+
+
+def split_once(before: bool) -> dict[str, float]:
+    """One demo first cycle in this process, each step timed."""
+    import agent.models.local.runtime as runtime_module
+    from agent.config import load_settings
+    from agent.cycle.run import run_cycle
+    from agent.models.local.cache import LOCAL_CACHE_ENV
+    from agent.store.home import Home
+
+    scratch = Path(tempfile.mkdtemp(prefix="bench-split-"))
+    steps = {"child": _child_start()}
+    saved = _patched(runtime_module, before, steps)
+    try:
+        os.environ[LOCAL_CACHE_ENV] = str(scratch / "cache")
+        home = scratch / "home"
+        for command in (["init", str(home)], ["reset", "--home", str(home), "--template", "demo"]):
+            subprocess.run([sys.executable, "-m", "agent", *command], cwd=REPO, check=True, capture_output=True)
+        settings = load_settings(home, env={})
+        model = _Timed(runtime_module.LocalRuntime(runtime_module.bundled_model_path(), settings), steps)
+        run_cycle(Home.at(home), settings, model)
+        steps["load"] = steps.pop("load+convert") - steps.get("convert", 0.0)
+        return steps
+    finally:
+        for name, value in saved:
+            setattr(runtime_module, name, value)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def split(runs: int) -> None:
+    results: dict[str, list[dict[str, float]]] = {"before": [], "now": []}
+    loads = []
+    for round_ in range(runs):
+        for label in ("before", "now") if round_ % 2 == 0 else ("now", "before"):
+            loads.append(load1())
+            results[label].append(split_once(before=label == "before"))
+            print(f"round {round_ + 1} {label}: " + ", ".join(f"{k} {v:.2f}s" for k, v in results[label][-1].items()))
+    print()
+    print("| step | before: s (median) | now: s (median) |")
+    print("| --- | --- | --- |")
+    for key, what in SPLIT_STEPS:
+        cells = [median([r.get(key) for r in results[label]], 2) for label in ("before", "now")]
+        print(f"| {what} | {cells[0]} | {cells[1]} |")
+    print()
+    print(
+        f"{runs} round(s) of each, alternating; 2 threads for prompts only when the load allowed it "
+        f"(load average {min(loads):.2f}-{max(loads):.2f} at the runs' starts, {os.cpu_count()} cores)."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="rounds (default 5)")
     parser.add_argument("--tree", action="append", type=parse_tree, help="label=path (default: now=this checkout)")
+    parser.add_argument("--split", action="store_true", help="time each step of the first cycle, in this process")
     args = parser.parse_args(argv)
+    if args.split:
+        split(args.runs)
+        return 0
     trees: list[Tree] = args.tree or [Tree("now", REPO)]
     scratch = Path(tempfile.mkdtemp(prefix="bench-first-cycle-"))
     print(f"{os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at start", flush=True)
