@@ -182,7 +182,7 @@ class LocalRuntime:
             return None
         if not self._announced:
             self._announce(
-                "its prompt changed since it last ran here" if self.cache.model_seen() else "first run on this machine"
+                "its prompt is new on this machine" if self.cache.model_seen() else "first run on this machine"
             )
         return path
 

@@ -77,6 +77,11 @@ def test_a_real_cycle_on_the_embedded_model(home, tmp_path):
     assert "prompt cache: loaded" in (home / "logs" / f"cycle_{again['cycle_id']}.log").read_text()
     assert again["usage"]["cached_tokens"] > 0 and "preparing the model" not in second.stderr
 
+    # new rules are a new prompt: read once again, and said so
+    (home / "rules.md").write_text(default_rules() + "\n- Be brief.\n")
+    third = run_agent_process("run", "--home", str(home), "--json", "--max-iterations", "1", env=env, timeout=300)
+    assert "preparing the model (its prompt is new on this machine)" in third.stderr, third.stderr
+
 
 @pytest.mark.parametrize("absent", ["runtime", "model file"])
 def test_no_model_configured_and_no_embedded_model_exits_2_naming_both_remedies(home, monkeypatch, absent):
