@@ -144,15 +144,15 @@ def median(values: list[float | None], digits: int = 1) -> str:
 
 def table(trees: list[Tree]) -> str:
     lines = [
-        "| tree | home | wall s (median) | CPU s, whole tree (median) | first model call s | cycle s | "
+        "| code and home | wall s (median) | CPU s, whole tree (median) | first model call s | cycle s | "
         "load at start (min-max) | exit codes |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for tree in trees:
-        for which, runs in (("first (no cache)", tree.first), ("second (same machine)", tree.second)):
+        for which, runs in (("first home (no cache)", tree.first), ("second home (same machine)", tree.second)):
             loads = [r.load for r in runs]
             lines.append(
-                f"| {tree.label} | {which} | {median([r.wall for r in runs])} | {median([r.cpu for r in runs])} | "
+                f"| {tree.label}, {which} | {median([r.wall for r in runs])} | {median([r.cpu for r in runs])} | "
                 f"{median([r.first_call_s for r in runs])} | {median([r.cycle_s for r in runs])} | "
                 f"{min(loads):.2f}-{max(loads):.2f} | {' '.join(str(r.code) for r in runs)} |"
             )
