@@ -62,3 +62,13 @@ def test_with_the_cache_off_nothing_is_converted(monkeypatch):
     runtime = LocalRuntime(bundled_model_path(), Settings(local_threads=1))
     runtime.start(lambda line: None)
     assert runtime.loaded == bundled_model_path()
+
+
+@needs_embedded_model
+def test_a_model_file_llama_cpp_cannot_read_leaves_no_copy_and_no_temporary(tmp_path):
+    source = tmp_path / "model.gguf"
+    source.write_bytes(b"GGUF, then nothing a model holds")
+    lines = []
+
+    assert converted(source, tmp_path / "cache", 1, lines.append) is None
+    assert "could not convert it" in lines[0] and list((tmp_path / "cache").iterdir()) == []
