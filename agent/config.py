@@ -160,18 +160,19 @@ class Settings:
         "Seconds to wait for another cycle's lock before exiting busy (5).", minimum=0, unit="seconds", default=0.0
     )
     local_threads: int | None = _doc(
-        "Threads for the embedded model; unset: one fewer than the cores no other "
-        "process is running on when the model loads, at least one (it never takes the "
-        "last free core). They spin briefly, then sleep (GOMP_SPINCOUNT=10000 unless "
-        "OMP_WAIT_POLICY or it is set), so a machine that gets busy slows it a little, not "
-        "many times over (see docs/measurements.md).",
+        "Threads for the embedded model; unset: a prompt is read on every core no other "
+        "process is running on when the model loads, and a reply decoded on one fewer, at "
+        "least one (decoding never takes the last free core). They spin briefly, then sleep "
+        "(GOMP_SPINCOUNT=10000 unless OMP_WAIT_POLICY or it is set), so a machine that gets "
+        "busy slows it a little, not many times over (see docs/measurements.md).",
         above=0,
         default=None,
     )
     local_context: int = _doc("Context window (tokens) for the embedded model.", above=0, default=4096)
     guided: bool | None = _doc(
         "Narrow the model's choices each step, through the schema its replies must follow, "
-        "to the likeliest tools and a done summary that starts with a value just found; never "
+        "to the likeliest tools, a first step's paths and contents from the task's words, and a "
+        "done summary that starts with a value just found; never "
         "offer it pending_actions, so the queue stays the operator's and done's (was "
         "local_guided). Unset: on for the bundled tiny model, off for others (local:FILE, openai:).",
         default=None,

@@ -5,13 +5,16 @@ recursive helpers (`os.walk` before 3.12, `shutil.copytree`, `shutil.rmtree`) th
 RecursionError, and path-based calls raise ENAMETOOLONG. Here every walk keeps its own stack,
 opens each folder relative to its parent's descriptor (so no path is ever longer than one name),
 never follows a symlink, stops below `max_depth` folders and after `max_entries` entries, and
-counts what it left out instead of raising. Every walk or copy of a workspace goes through here:
-the after-crash sweep (`common/files.py`), `agent replay`'s scratch copy and its removal.
+counts what it left out instead of raising. A copy leaves a file's holes as holes, so it takes no
+more disk than the original (the quota counts blocks: a long, empty file costs the model nothing).
+Every walk or copy of a workspace goes through here: the after-crash sweep (`common/files.py`),
+`agent replay`'s scratch copy and its removal.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -158,13 +161,49 @@ def _copy_entry(entry: Entry, into: int) -> None:
                 stat.S_IMODE(entry.mode),
                 dir_fd=into,
             )
-            import shutil  # here, not at the top: every cycle walks, only replay copies
-
-            with open(src, "rb", closefd=False) as reader, open(dst, "wb") as writer:
-                shutil.copyfileobj(reader, writer)
+            try:
+                _copy_data(src, dst)
+            finally:
+                os.close(dst)
         finally:
             os.close(src)
     # sockets, FIFOs and devices are not copied
+
+
+COPY_CHUNK = 1 << 20
+
+
+def _copy_data(src: int, dst: int) -> None:
+    """The content of `src` into the empty file `dst`, data region by data region (SEEK_DATA,
+    SEEK_HOLE), holes left as holes: the copy takes no more disk than the original, so a file the
+    model made long but empty (the quota counts blocks, not lengths) stays as cheap. A filesystem
+    that cannot tell holes answers with one region, the whole file."""
+    length = os.fstat(src).st_size
+    offset = 0
+    while (region := _next_data(src, offset, length)) is not None:
+        offset = _copy_region(src, dst, *region)
+    os.ftruncate(dst, length)
+
+
+def _next_data(src: int, offset: int, length: int) -> tuple[int, int] | None:
+    """(start, end) of the next data region at or after `offset` and before `length`; None: no more."""
+    try:
+        start = os.lseek(src, offset, os.SEEK_DATA)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # nothing but a hole from `offset` on
+            return None
+        raise
+    return (start, min(os.lseek(src, start, os.SEEK_HOLE), length)) if start < length else None
+
+
+def _copy_region(src: int, dst: int, start: int, end: int) -> int:
+    """Copy bytes [start, end) of `src` to the same place in `dst`; where the next region is looked for."""
+    while start < end:
+        chunk = os.pread(src, min(COPY_CHUNK, end - start), start)
+        if not chunk:  # the file was cut short meanwhile
+            return end
+        start += os.pwrite(dst, chunk, start)
+    return end
 
 
 def _close_finished(made: dict[tuple[str, ...], int], parts: tuple[str, ...]) -> None:

@@ -71,6 +71,22 @@ def test_a_copy_keeps_files_modes_and_links_as_links_and_skips_fifos(tmp_path: P
     assert stat.S_IMODE((target / "a").stat().st_mode) == 0o700
 
 
+def test_a_copy_keeps_a_files_holes_as_holes(tmp_path: Path):
+    """The quota counts blocks, so a file may be long and nearly empty; a copy that wrote its zeros
+    out would take what the workspace never did (30 MB here; with many files, the whole disk)."""
+    source = tmp_path / "root"
+    source.mkdir()
+    with open(source / "sparse", "wb") as made:
+        made.write(b"head")
+        made.seek(30_000_000)
+        made.write(b"tail")
+        made.truncate(40_000_000)
+    copy_tree(source, tmp_path / "copy")
+    copied = tmp_path / "copy" / "sparse"
+    assert copied.read_bytes() == (source / "sparse").read_bytes()
+    assert copied.stat().st_blocks <= (source / "sparse").stat().st_blocks
+
+
 def test_a_copy_onto_an_existing_entry_counts_a_failure_and_goes_on(tmp_path: Path):
     source = tmp_path / "root"
     (source / "sub").mkdir(parents=True)

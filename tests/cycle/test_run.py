@@ -12,6 +12,7 @@ from agent.common.tags import Tag
 from agent.config import Settings, load_settings
 from agent.cycle.prompt import user_prompt
 from agent.cycle.run import run_cycle
+from agent.models.base import Notice
 from agent.models.scripted import ScriptedModel
 from agent.state import fresh_state
 from agent.store.home import Home
@@ -393,3 +394,24 @@ def test_a_lock_held_only_for_an_instant_does_not_make_a_cycle_skip(home, tmp_pa
     result = run(home, write_script(tmp_path, [{"tool": "done", "args": {"summary": "x"}}]))
     probe.join()
     assert result.exit_code == 0, result.output
+
+
+class _Preparing(ScriptedModel):
+    """A scripted model that says, as the embedded model does on its first run, why it will be slow."""
+
+    def start(self, log):
+        super().start(log)
+        log(Notice("preparing the model (first run on this machine)"))
+
+
+def test_a_models_notice_reaches_the_screen_before_its_first_reply_and_the_cycle_log(home):
+    write_active(home, DEMO)
+    events = []
+    model = _Preparing.from_replies([{"tool": "done", "args": {"summary": "ok"}}])
+
+    report = run_cycle(Home.at(home), Settings(), model, lambda event, **data: events.append((event, data)))
+
+    assert [event for event, _ in events] == ["start", "notice", "iteration", "end"]
+    assert events[1][1] == {"text": "preparing the model (first run on this machine)"}
+    log = (home / "logs" / f"cycle_{report.cycle_id}.log").read_text()
+    assert "preparing the model (first run on this machine)" in log
