@@ -1,6 +1,6 @@
-"""`agent show --all`: the archive (logs/archive.jsonl) printed in bounded memory, however many years
-it holds: counted in one streaming pass, then printed in another, one record at a time
-(agent/store/tail.py), and `--json` written piece by piece exactly as `print_json` would write it whole."""
+"""`agent show --all`: the archive printed in bounded memory, however many years it holds: counted by
+one query, then printed one record at a time (agent/store/archive.py), and `--json` written piece
+by piece exactly as `print_json` would write it whole (so is `agent history -n 0 --json`)."""
 
 from __future__ import annotations
 
@@ -10,30 +10,20 @@ from typing import Any, Callable, Iterable, Iterator
 from agent.cli.common import task_text
 from agent.common.escape import escape_controls, escape_tree
 from agent.common.plain import plain
-from agent.memory.section_archive import SECTION_ENTRY, SECTION_TEXT, still_held
+from agent.memory.section_archive import still_held
+from agent.store.archive import archived, counts_by_kind, section_records
 from agent.store.home import Home
-from agent.store.tail import records_forwards
 
 TASK, NOTE = "completed_task", "note"
 _NOTHING = object()
 
 
-def archived(home: Home, kind: str) -> Iterator[dict]:
-    """The archive's records of one kind, oldest first, streamed."""
-    return (r for r in records_forwards(home.archive, "kind") if r.get("kind") == kind)
-
-
 def archived_counts(home: Home) -> dict[str, int]:
-    counts = {TASK: 0, NOTE: 0}
-    for record in records_forwards(home.archive, "kind"):
-        if record.get("kind") in counts:
-            counts[record["kind"]] += 1
-    return counts
+    counts = counts_by_kind(home)
+    return {TASK: counts.get(TASK, 0), NOTE: counts.get(NOTE, 0)}
 
 
 # ------------------------------------------------------------------------ memory sections
-
-SECTION_KINDS = (SECTION_ENTRY, SECTION_TEXT)
 
 
 class SectionArchive:
@@ -45,26 +35,23 @@ class SectionArchive:
 
     def __init__(self, home: Home, state: dict):
         self.home = home
-        last: dict[tuple[str, str], int] = {}  # (section, id) -> the position of its last record
-        self.shown: dict[str, set[int]] = {}  # section -> the positions to show (first-seen order)
-        for position, record in enumerate(self._records()):
+        last: dict[tuple[str, str], int] = {}  # (section, id) -> the row of its last record
+        self.shown: dict[str, set[int]] = {}  # section -> the rows to show (first-seen order)
+        for row, record in section_records(home):
             section = record.get("section")
             if not isinstance(section, str) or still_held(record, state):
                 continue
-            positions = self.shown.setdefault(section, set())
+            rows = self.shown.setdefault(section, set())
             if isinstance(record.get("id"), str):
-                positions.discard(last.get((section, record["id"])))  # superseded by this one
-                last[(section, record["id"])] = position
-            positions.add(position)
-        self.count = sum(len(positions) for positions in self.shown.values())
-
-    def _records(self) -> Iterator[dict]:
-        return (r for r in records_forwards(self.home.archive, "kind") if r.get("kind") in SECTION_KINDS)
+                rows.discard(last.get((section, record["id"])))  # superseded by this one
+                last[(section, record["id"])] = row
+            rows.add(row)
+        self.count = sum(len(rows) for rows in self.shown.values())
 
     def records(self) -> Iterator[dict]:
         """The records to show, by section; streamed."""
-        for positions in self.shown.values():
-            yield from (r for n, r in enumerate(self._records()) if n in positions)
+        for section, rows in self.shown.items():
+            yield from (record for row, record in section_records(self.home, section) if row in rows)
 
     def lines(self) -> Iterator[str]:
         current = None
@@ -98,6 +85,21 @@ def note_lines(home: Home) -> Iterator[str]:
 
 def _indented(value: Any, depth: int) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str).replace("\n", "\n" + "  " * depth)
+
+
+def json_list(items: Iterable[Any]) -> Iterator[str]:
+    """The lines of json.dumps(list(items), indent=2, ensure_ascii=False, default=str), one item at a time."""
+    items = iter(items)
+    previous = next(items, _NOTHING)
+    if previous is _NOTHING:
+        yield "[]"
+        return
+    yield "["
+    for item in items:
+        yield f"  {_indented(previous, 1)},"
+        previous = item
+    yield f"  {_indented(previous, 1)}"
+    yield "]"
 
 
 def json_pieces(head: dict[str, Any], lists: dict[str, Callable[[], Iterable[Any]]]) -> Iterator[str]:

@@ -30,6 +30,7 @@ from agent.cli.common import (
 from agent.cli.steer import edit_state, wait_option
 from agent.common.outcomes import UsageError
 from agent.config import load_settings
+from agent.memory.inbox import queued_edits
 from agent.memory.sections import (
     OPERATOR,
     Stamp,
@@ -43,7 +44,6 @@ from agent.memory.sections import (
 )
 from agent.setting_checks import SectionSpec, by_stability
 from agent.store.home import Home
-from agent.store.inbox import queued_edits
 from agent.store.state_file import load_state
 
 NO_SECTIONS = "config.yaml defines no sections: the memory is the scratchpad's fields (agent show)"

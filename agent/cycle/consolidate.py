@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Callable
 
 import agent.cycle.interrupts as interrupts
 from agent.after.aftercare import after_cycle
+from agent.after.cycle_log import CycleLog
 from agent.after.report import CycleReport
 from agent.after.transcript import Transcript
 from agent.common.outcomes import Interrupted, LimitReached, StopReason
@@ -36,8 +37,7 @@ from agent.memory.sections import Stamp, checked, entries_of, settle
 from agent.models.base import Request
 from agent.secrets import Secrets
 from agent.state import now_iso
-from agent.store.cycle_log import CycleLog
-from agent.store.ids import new_cycle_id
+from agent.store.cycles import new_cycle_id
 from agent.store.lock import home_lock
 from agent.store.state_file import load_state
 
@@ -82,7 +82,7 @@ def consolidate_cycle(
             return report
         with (
             CycleLog(home.cycle_log(report.cycle_id), secrets) as log,
-            Transcript(home.transcript(report.cycle_id), secrets, settings.transcript_max_bytes) as transcript,
+            Transcript(home, report.cycle_id, secrets, settings.transcript_max_bytes) as transcript,
         ):
             log(f"consolidation {report.cycle_id} model={model.name} home={home.root}")
             save(home, home.snapshot(report.cycle_id, "before"), state, report, secrets)

@@ -1,8 +1,8 @@
 """Sleep: what a cycle saves once its model's part is over, in an order a crash cannot harm.
 
     bound memory   notes past `notes_budget` and completed tasks past `completed_window` are
-                   appended to the archive first (fsynced), then leave the state; so are the
-                   entries that left a memory section during the cycle
+                   committed to the archive first, then leave the state; so are the entries
+                   that left a memory section during the cycle
     after          <id>_after.yaml: the state as the cycle left it (`last_updated` untouched)
     active         active.yaml: the same, `last_updated` stamped now
 
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import agent.memory.bounding as memory
 import agent.state as state_rules
+from agent.store.db import records
 from agent.store.state_file import write_state
 
 if TYPE_CHECKING:
@@ -46,12 +47,15 @@ def sleep(
     the entries that left a section), write the after snapshot and active.yaml; the state saved."""
     after, moved = memory.bound_memory(after, settings.notes_budget, settings.completed_window)
     sections = [item for item in archived if not isinstance(item, memory.Archived)]
-    _archive(home, secrets, log, [item for item in archived if isinstance(item, memory.Archived)] + moved, report)
-    if sections:  # memory/sections.py Leaving: with the section and the id recall finds them by
-        from agent.memory.section_archive import archive_leaving
+    bounded = [item for item in archived if isinstance(item, memory.Archived)] + moved
+    if bounded or sections:
+        with records(home).write():  # all that leaves in one transaction, committed before any save
+            _archive(home, secrets, log, bounded, report)
+            if sections:  # memory/sections.py Leaving: with the section and the id recall finds them by
+                from agent.memory.section_archive import archive_leaving
 
-        report.archived += archive_leaving(home, secrets, sections, report.cycle_id)
-        log(f"archived {len(sections)} section item(s) to {home.archive.name}")
+                report.archived += archive_leaving(home, secrets, sections, report.cycle_id)
+                log(f"archived {len(sections)} section item(s)")
     save(home, home.snapshot(report.cycle_id, "after"), after, report, secrets)
     save(home, home.active, dict(after, last_updated=state_rules.now_iso()), report, secrets)
     tell(report, settings, secrets, after)
@@ -69,6 +73,6 @@ def tell(report: CycleReport, settings: Settings, secrets: Secrets, state: dict)
 def _archive(home: Home, secrets: Secrets, log: Log, moved: list[memory.Archived], report: CycleReport) -> None:
     """Archive before saving: a crash in between can only duplicate a record, never lose one."""
     if moved:
-        memory.append_archive(home.archive, secrets.redact(memory.archive_records(moved, report.cycle_id)))
+        memory.append_archive(home, secrets.redact(memory.archive_records(moved, report.cycle_id)))
         report.archived = len(moved)
-        log(f"archived {len(moved)} item(s) to {home.archive.name}")
+        log(f"archived {len(moved)} item(s)")

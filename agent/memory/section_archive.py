@@ -1,16 +1,17 @@
 """What leaves a section, in the archive: written before the state that lost it is saved, and read
 back by `recall` and `agent show --all` by section and id.
 
-Each list entry that leaves is one record `{"kind": "section_entry", "section": "known", "id":
-"known-12", "reason": ..., "replaced_by": "known-20" (a consolidation's successor), "value": the
-whole entry, "cycle_id", "archived_at"}` appended to logs/archive.jsonl beside the notes and tasks
-bounded memory moves there; a text section's old text is a `section_text` record without an id.
+Each list entry that leaves is one archive record `{"kind": "section_entry", "section": "known",
+"id": "known-12", "reason": ..., "replaced_by": "known-20" (a consolidation's successor), "value":
+the whole entry, "cycle_id", "archived_at"}`, a row of logs/agent.db's `archive` table beside the
+notes and tasks bounded memory moves there, its section, id and successor in columns of that row;
+a text section's old text is a `section_text` record without an id.
 
 Ids are never issued twice. The counters in active.yaml (`section_ids`) are the operator's to
-edit, so the runtime also keeps, in logs/section_ids.json, the highest id of each section that
-ever reached the archive (a successor named in `replaced_by` included), raised before the records
-are appended; at wake each counter is raised to it (`sections.settle`'s floor). It is derived
-from the archive: a lost or broken file is made again from it, once.
+edit, so the database also keeps, in its `section_id` table, the highest id of each section that
+ever reached the archive (a successor named in `replaced_by` included): raised by the database
+itself in the transaction that adds the row, so it cannot lag the archive; at wake each counter
+is raised to it (`sections.settle`'s floor).
 
 A cycle that did not save (killed between the archive and active.yaml) leaves records of entries
 active.yaml still holds: readers skip a record whose entry is still in its section, and of two
@@ -21,14 +22,11 @@ can follow one that did not save).
 from __future__ import annotations
 
 import datetime as _dt
-import json
 from typing import TYPE_CHECKING, Iterable
 
-from agent.memory.bounding import append_archive
 from agent.memory.sections import Leaving, id_number
 from agent.state import SECTION_IDS_KEY
-from agent.store.files import atomic_write
-from agent.store.tail import records_forwards
+from agent.store.archive import append_archive, highest_ids, raise_ids
 
 if TYPE_CHECKING:
     from agent.secrets import Secrets
@@ -36,8 +34,6 @@ if TYPE_CHECKING:
 
 SECTION_ENTRY, SECTION_TEXT = "section_entry", "section_text"
 KINDS = (SECTION_ENTRY, SECTION_TEXT)
-# The most bytes of logs/section_ids.json read (32 sections' names and numbers take a few hundred).
-MARK_BYTES = 64 * 1024
 
 
 def records(leaving: Iterable[Leaving], cycle_id: str) -> list[dict]:
@@ -48,31 +44,6 @@ def records(leaving: Iterable[Leaving], cycle_id: str) -> list[dict]:
         kind = SECTION_ENTRY if isinstance(item.value, dict) else SECTION_TEXT
         found.append({"cycle_id": cycle_id, "archived_at": stamp, "kind": kind, **item.record()})
     return found
-
-
-def highest_ids(home: Home) -> dict[str, int]:
-    """The highest id number of each section the archive ever received. When the file is missing or
-    broken (deleted by hand, a home from before it), it is made again from the archive in one
-    streamed pass, once (called under the home's lock); one that cannot be read is an OSError."""
-    try:
-        with open(home.section_ids, "rb") as handle:
-            data = json.loads(handle.read(MARK_BYTES))
-    except (FileNotFoundError, ValueError):
-        data = None
-    if not isinstance(data, dict):
-        return _rebuilt(home)
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)}
-
-
-def _rebuilt(home: Home) -> dict[str, int]:
-    """The high-water marks read back from every section record of the archive, written down."""
-    mark: dict[str, int] = {}
-    for record in records_forwards(home.archive, "kind"):
-        if record.get("kind") in KINDS:
-            mark = _raised(mark, [record])
-    if home.archive.exists():  # no archive: nothing to read next time either
-        atomic_write(home.section_ids, json.dumps(mark, sort_keys=True).encode())
-    return mark
 
 
 def _raised(mark: dict[str, int], items: list[dict]) -> dict[str, int]:
@@ -105,20 +76,15 @@ def keep_ids(home: Home, state: object) -> None:
     mark = highest_ids(home)
     raised = _raised(mark, found)
     if raised != mark:
-        atomic_write(home.section_ids, json.dumps(raised, sort_keys=True).encode())
+        raise_ids(home, raised)
 
 
 def archive_leaving(home: Home, secrets: Secrets, leaving: Iterable[Leaving], cycle_id: str) -> int:
-    """Append what left sections to the archive (redacted), after raising the high-water mark of
-    each section's ids; how many records. Called before the state that lost them is saved."""
+    """Commit what left sections to the archive (redacted; the database raises each section's
+    high-water mark in the same transaction); how many records. Called before the state that lost
+    them is saved."""
     items = records(leaving, cycle_id)
-    if not items:
-        return 0
-    mark = highest_ids(home)
-    raised = _raised(mark, items)
-    if raised != mark:
-        atomic_write(home.section_ids, json.dumps(raised, sort_keys=True).encode())
-    append_archive(home.archive, secrets.redact(items))
+    append_archive(home, secrets.redact(items))
     return len(items)
 
 

@@ -12,9 +12,10 @@ import json
 import pytest
 
 from agent.common.outcomes import ExitCode
+from agent.store.archive import highest_ids
 from agent.store.home import Home
 from agent.store.lock import home_lock
-from tests.helpers import read_active, read_yaml, run_cli, snapshots, write_script
+from tests.helpers import cycle_records, read_active, read_yaml, run_cli, snapshots, transcript, write_script
 from tests.memory.homes import archived_sections, with_sections
 from tests.memory.test_consolidation import STATE, good_reply, kept
 from tests.models.openai_server import OpenAIServer, Reply
@@ -47,7 +48,7 @@ def report_of(result) -> dict:
 
 
 def index(home) -> list[dict]:
-    return [json.loads(line) for line in (home / "logs" / "index.jsonl").read_text().splitlines()]
+    return cycle_records(home)
 
 
 # ------------------------------------------------------------------------------------ accepted
@@ -80,7 +81,7 @@ def test_an_honest_consolidation_is_saved_after_what_left_is_archived(home):
 def test_the_request_offers_one_tool_and_shows_each_entrys_strength(home):
     consolidation_home(home)
     assert consolidate(home, [call(good_reply())]).exit_code == 0
-    (line,) = [json.loads(x) for x in next((home / "logs").glob("*.transcript.jsonl")).read_text().splitlines()]
+    (line,) = transcript(home)
     assert line["purpose"] == "consolidate"
     system, user = line["messages"][0]["content"], line["messages"][-1]["content"]
     assert system.startswith("# Consolidate") and "(a) Every id the section held ends in exactly one place" in system
@@ -174,7 +175,7 @@ def test_a_hostile_reply_is_reverted_and_active_yaml_stays_the_same_to_the_byte(
     report = report_of(result)
     assert report["stop_reason"] == "consolidation_reverted"
     assert active.read_bytes() == before
-    assert archived_sections(home) == [] and not (home / "logs" / "section_ids.json").exists()
+    assert archived_sections(home) == [] and highest_ids(Home.at(home)) == {}
     assert any(violation in v for v in report["violations"]), report["violations"]
     assert index(home)[-1]["violations"] == report["violations"]
     log = (home / "logs" / f"cycle_{report['cycle_id']}.log").read_text()

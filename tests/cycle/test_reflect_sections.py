@@ -15,7 +15,7 @@ from agent.models.base import Completion, ModelTimeout, Request, Usage
 from agent.store.home import Home
 from tests.cli.helpers import done, echo, run_cycle
 from tests.helpers import read_active, run_openai
-from tests.memory.homes import archived_sections, known, notes, texts, update, with_sections
+from tests.memory.homes import archived_sections, known, newest_transcript, notes, texts, update, with_sections
 from tests.models.openai_server import OpenAIServer, Reply
 
 TASK = {"current_task": "learn", "pending_actions": []}
@@ -27,8 +27,7 @@ def report_of(result) -> dict:
 
 
 def transcript(home) -> list[dict]:
-    path = sorted((home / "logs").glob("*.transcript.jsonl"))[-1]
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return newest_transcript(home)
 
 
 def test_reflect_after_done_updates_the_sections_and_notes_with_one_call(home):

@@ -12,7 +12,7 @@ import pytest
 
 from tests.cli.helpers import done, run_cycle
 from tests.helpers import read_active, read_yaml, run_openai, snapshots
-from tests.memory.homes import archived_sections, entry, known, notes, texts, update, with_sections
+from tests.memory.homes import archived_sections, entry, known, newest_transcript, notes, texts, update, with_sections
 from tests.models.openai_server import OpenAIServer, Reply
 
 TASK = {"current_task": "learn", "pending_actions": []}
@@ -231,8 +231,7 @@ def test_at_most_a_share_of_a_lists_entries_leave_in_one_cycle(home):
 
 def user_messages(home) -> list[str]:
     """The user message of every request the home's newest cycle sent (from its transcript)."""
-    transcript = sorted((home / "logs").glob("*.transcript.jsonl"))[-1]
-    lines = [json.loads(line) for line in transcript.read_text().splitlines()]
+    lines = newest_transcript(home)
     return [[m for m in line["messages"] if m["role"] == "user"][-1]["content"] for line in lines]
 
 

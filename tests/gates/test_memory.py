@@ -4,12 +4,12 @@ before the cycle saves, and a state the sections cannot use refused before anyth
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import yaml
 
 from agent.common.outcomes import ExitCode
+from agent.store.archive import highest_ids
+from agent.store.home import Home
 from tests.cli.helpers import done, run_cycle
 from tests.helpers import read_active, read_yaml, snapshots, tree_digest
 from tests.memory.homes import SECTIONS, archived_sections, known, notes, with_sections
@@ -75,7 +75,7 @@ def test_ids_are_never_issued_twice_even_when_the_operator_deletes_the_counters(
     with_sections(home, state)
     remove = {"tool": "update_scratchpad", "args": {"known": "REMOVE: known-2"}}
     assert run_cycle(home, [remove, done("ok")]).exit_code == 0
-    assert json.loads((home / "logs" / "section_ids.json").read_text()) == {"known": 2}
+    assert highest_ids(Home.at(home)) == {"known": 2}
     edited = read_active(home)
     del edited["section_ids"]  # the operator, by hand: known-2 is only in the archive now
     (home / "scratchpad" / "active.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
@@ -116,18 +116,3 @@ def test_a_hand_broken_section_is_an_invalid_scratchpad_and_nothing_is_written(h
     assert result.exit_code == ExitCode.INVALID_SCRATCHPAD
     assert "known[0] (known-1): runtime field 'by' is missing or wrong" in result.stderr
     assert tree_digest(home) == home_before
-
-
-def test_a_lost_high_water_mark_is_made_again_from_the_archive(home):
-    state = {**TASK, "known": known("a", "b", "c"), "section_ids": {"known": 3}}
-    with_sections(home, state)
-    remove = {"tool": "update_scratchpad", "args": {"known": "REMOVE: known-3"}}
-    assert run_cycle(home, [remove, done("ok")]).exit_code == 0
-    (home / "logs" / "section_ids.json").unlink()  # lost, and the counters deleted by hand too
-    edited = read_active(home)
-    del edited["section_ids"]
-    (home / "scratchpad" / "active.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
-    append = {"tool": "update_scratchpad", "args": {"known": "APPEND: d"}}
-    assert run_cycle(home, [append, done("ok")]).exit_code == 0
-    assert [e["id"] for e in read_active(home)["known"]] == ["known-1", "known-2", "known-4"]
-    assert json.loads((home / "logs" / "section_ids.json").read_text()) == {"known": 3}

@@ -3,11 +3,12 @@ cycle left (the state, the archive's section records, the notes)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
 
+from agent.store.archive import archived
+from agent.store.home import Home
 from tests.helpers import read_active
 
 # A small recursive-like memory: the shapes every rule needs.
@@ -39,11 +40,16 @@ def update(**args) -> dict:
 
 def archived_sections(home: Path) -> list[dict]:
     """The archive's section records (entries and texts), oldest first."""
-    path = home / "logs" / "archive.jsonl"
-    if not path.exists():
-        return []
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [r for r in records if r.get("kind") in ("section_entry", "section_text")]
+    return [r for r in archived(Home.at(home)) if r.get("kind") in ("section_entry", "section_text")]
+
+
+def newest_transcript(home: Path) -> list[dict]:
+    """The transcript records of the home's newest cycle that has one, in order."""
+    from agent.store.db import records
+    from tests.helpers import transcript
+
+    (newest,) = records(Home.at(home)).one("SELECT max(cycle_id) FROM transcript")
+    return transcript(home, newest)
 
 
 def texts(home: Path, section: str) -> list[str]:

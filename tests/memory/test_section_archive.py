@@ -5,15 +5,17 @@ active.yaml) is shown by neither, and an entry archived twice is shown once."""
 from __future__ import annotations
 
 import json
+import sqlite3
 
 from agent.config import Settings
 from agent.memory.section_archive import archive_leaving
 from agent.memory.sections import Leaving
 from agent.secrets import Secrets
+from agent.store.archive import append_archive, highest_ids, raise_ids, search
 from agent.store.home import Home
 from agent.tools.recall import recall
 from tests.cli.helpers import done, run_cycle
-from tests.helpers import read_active, run_cli, write_script
+from tests.helpers import read_active, run_cli, stored_bytes, write_script
 from tests.memory.homes import entry, known, update, with_sections
 from tests.tools.helpers import ctx_for
 
@@ -76,7 +78,7 @@ def test_show_all_lists_what_left_each_section_with_its_successor(home):
     consolidated_home(home)
     unsaved(home, "known-1")  # still in active.yaml: not shown
     lines = run_cli("show", "--all", "--home", str(home)).stdout.splitlines()
-    start = lines.index("archived from memory sections (4, logs/archive.jsonl):")
+    start = lines.index("archived from memory sections (4):")
     shown = lines[start + 1 : start + 7]
     assert shown[0] == "  now:" and shown[1].startswith("    (text) [replace, cycle ") and shown[1].endswith("] draft")
     assert shown[2] == "  known:"
@@ -112,7 +114,7 @@ def test_a_home_without_sections_shows_what_it_always_showed(home):
 
 
 def test_an_entry_id_in_a_query_is_a_phrase_of_its_two_words():
-    from agent.store.recall_index import fts_query
+    from agent.store.archive import fts_query
 
     assert fts_query("where is known-12?") == '"known 12" OR "where" OR "is" OR "known" OR "12"'
     assert fts_query('known-1" OR x') == '"known 1" OR "known" OR "1" OR "or" OR "x"'  # never syntax
@@ -124,4 +126,58 @@ def test_an_entry_with_a_secret_is_archived_redacted(home, monkeypatch):
     secrets = Secrets.from_settings(Settings())
     Home.at(home).ensure_dirs()
     archive_leaving(Home.at(home), secrets, [Leaving("known", read_active(home)["known"][0], "remove")], "x")
-    assert "0123456789abcdef" not in (home / "logs" / "archive.jsonl").read_text()
+    assert b"0123456789abcdef" not in stored_bytes(home)
+
+
+def test_the_ids_mark_is_raised_by_the_database_and_ignores_what_the_runtime_never_issued(home):
+    """The `section_id` table rises with every archive row (a successor in replaced_by too), in the
+    row's transaction; an id of another form (a hand-written one) neither counts nor breaks it."""
+    with_sections(home, TASK, sections=CONFIG)
+    where = Home.at(home)
+    rows = [
+        {"kind": "section_entry", "section": "known", "id": "known-7", "replaced_by": "known-12", "value": {}},
+        {"kind": "section_entry", "section": "known", "id": "known-3", "value": {}},
+        {"kind": "section_entry", "section": "known", "id": "known-" + "9" * 40, "value": {}},
+        {"kind": "section_entry", "section": "known", "id": "known-²", "value": {}},
+        {"kind": "section_entry", "section": "odd", "id": "-5", "value": {}},
+        {"kind": "section_text", "section": "now", "value": "old text"},
+    ]
+    append_archive(where, rows)
+    assert highest_ids(where) == {"known": 12}
+    raise_ids(where, {"known": 4, "unknown": 2})  # `restore` and `reset`: never lowered
+    assert highest_ids(where) == {"known": 12, "unknown": 2}
+
+
+def test_a_database_from_before_the_sections_migration_gets_their_columns_and_mark(home):
+    """A database at the migrations before m003 whose archive already holds section records (moved
+    in from files): m003 reads their section and ids into columns and the mark, and recall finds them."""
+    from agent.store.db import Database, close_all, records
+    from agent.store.migrations import MIGRATIONS
+
+    where = Home.at(home)
+    where.ensure_dirs()
+    earlier = MIGRATIONS[: [step.__name__ for step in MIGRATIONS].index("m003_memory_sections")]
+    connection = sqlite3.connect(where.database, isolation_level=None)
+    db = Database(connection, where.database, "test")
+    with db.write():
+        for step in earlier:
+            step(db)
+        db.execute(f"PRAGMA user_version = {len(earlier)}")
+        record = {
+            "kind": "section_entry",
+            "cycle_id": "c1",
+            "section": "known",
+            "id": "known-9",
+            "value": {"text": "x"},
+        }
+        db.execute(
+            "INSERT INTO archive (format, cycle_id, kind, record) VALUES (1, 'c1', 'section_entry', ?)",
+            (json.dumps(record),),
+        )
+        db.execute("INSERT INTO recall (rowid, text) VALUES (last_insert_rowid(), 'known known-9: x')")
+    connection.close()
+    close_all()
+    assert records(where).one("PRAGMA user_version")[0] == len(MIGRATIONS)
+    assert highest_ids(where) == {"known": 9}
+    assert records(where).rows("SELECT section, entry_id, replaced_by FROM archive") == [("known", "known-9", None)]
+    assert [(m.section, m.entry_id) for m in search(where, "known-9", 3)] == [("known", "known-9")]

@@ -6,7 +6,6 @@ and the prompt at cycle 1,000 is no more than 5% larger than at cycle 100."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 import pytest
 
@@ -14,6 +13,7 @@ from agent.config import load_settings
 from agent.cycle.run import run_cycle
 from agent.memory.sections import over_limits, state_problems
 from agent.models.scripted import ScriptedModel
+from agent.store.archive import archived
 from agent.store.home import Home
 from tests.helpers import read_active
 from tests.memory.homes import with_sections
@@ -52,8 +52,7 @@ def test_a_thousand_cycles_of_learning_keep_every_limit_lose_nothing_and_hold_th
     state = read_active(home)
     issued = state["section_ids"]["known"]
     assert CYCLES <= issued < CYCLES + CYCLES // 7  # a restated fact already evicted comes back as a new entry
-    records = [json.loads(line) for line in (home / "logs" / "archive.jsonl").read_text().splitlines()]
-    left = [r for r in records if r.get("kind") == "section_entry"]
+    left = [r for r in archived(where) if r.get("kind") == "section_entry"]
     held = {e["id"] for e in state["known"]}
     assert len(held) == 30 and len(left) == issued - len(held)  # count: each that left, once
     assert {r["id"] for r in left} | held == {f"known-{i}" for i in range(1, issued + 1)}
