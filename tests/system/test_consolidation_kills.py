@@ -75,3 +75,33 @@ def test_a_consolidation_killed_at_any_write_step_never_shows_an_entry_active_ya
         successor = [i for i in held_ids(home) if i != "known-1"][0]
         assert successor in ("known-5", "known-6")  # never an id a killed run's record already names
     assert k > 20  # the kills reached every step between the archive and active.yaml
+
+
+def test_a_queued_memory_drop_killed_at_any_write_step_is_never_lost_nor_shown_while_held(tmp_path):
+    """`agent memory drop` queued while the lock was held, then applied by the next command, SIGKILLed
+    at each write step: known-2 is in active.yaml (the edit still queued, or its archive row already
+    committed and not shown) or in the archive, never neither; once a command finishes, it is listed once."""
+    from agent.store.home import Home
+    from agent.store.lock import home_lock
+
+    base = with_sections(tmp_path / "base", {"known": known(*FACTS), "section_ids": {"known": 4}}, sections=CONFIG)
+    with home_lock(Home.at(base)):
+        assert run_cli("memory", "drop", "known", "known-2", "--home", str(base)).exit_code == 0  # queued
+    k, finished = 0, False
+    while not finished:
+        k += 1
+        assert k < 80, "more kill points than expected"
+        home = tmp_path / f"kill-{k}"
+        shutil.copytree(base, home)
+        killed = run_agent_process(
+            "memory", "add", "known", "Mail goes through smtp", "--home", str(home), env={"AGENT_TEST_KILL_AT": str(k)}
+        )
+        finished = killed.returncode == 0
+        if not finished:
+            assert killed.returncode == -signal.SIGKILL, killed.stderr
+        assert "known-2" in held_ids(home) or listed(home) == ["known-2"], f"kill {k}: known-2 was lost"
+        assert not set(listed(home)) & held_ids(home), f"kill {k}: a record of an edit that did not save is shown"
+        again = run_cli("memory", "add", "known", "Mail goes through smtp", "--home", str(home))  # the inbox first
+        assert again.exit_code == 0, again.output
+        assert "known-2" not in held_ids(home) and listed(home) == ["known-2"], f"kill {k}: {listed(home)}"
+    assert k > 3  # the kills reached the steps between the archive and active.yaml
