@@ -103,6 +103,8 @@ def entry_text(record: dict) -> str:
 def section_columns(record: dict) -> tuple[str | None, str | None, str | None]:
     """(section, entry id, replaced_by) of an archive record of what left a memory section; Nones
     for any other record (the `archive` table's columns of those names, migration m003)."""
+    if not isinstance(record.get("section"), str):
+        return None, None, None
     return tuple(
         record.get(key) if isinstance(record.get(key), str) else None for key in ("section", "id", "replaced_by")
     )

@@ -141,6 +141,7 @@ def test_the_ids_mark_is_raised_by_the_database_and_ignores_what_the_runtime_nev
         {"kind": "section_entry", "section": "known", "id": "known-²", "value": {}},
         {"kind": "section_entry", "section": "odd", "id": "-5", "value": {}},
         {"kind": "section_text", "section": "now", "value": "old text"},
+        {"kind": "dropped_edit", "id": "known-99", "value": {}},  # not what left a section: no id of one
     ]
     append_archive(where, rows)
     assert highest_ids(where) == {"known": 12}
