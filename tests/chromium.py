@@ -184,10 +184,13 @@ class Chromium:
             raise RuntimeError(f"{expression[:80]}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
-    def screenshot(self) -> bytes:
-        """The whole page as a PNG."""
-        data = self.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})["data"]
-        return base64.b64decode(data)
+    def screenshot(self, height: int | None = None) -> bytes:
+        """The whole page as a PNG (with `height`, only its top that many pixels)."""
+        params: dict[str, Any] = {"format": "png", "captureBeyondViewport": True}
+        if height is not None:
+            page = self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
+            params["clip"] = {"x": 0, "y": 0, "width": page[0], "height": min(height, page[1]), "scale": 1}
+        return base64.b64decode(self.call("Page.captureScreenshot", params)["data"])
 
     def mouse(self, kind: str, x: float, y: float) -> None:
         params = {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1 if kind != "mouseMoved" else 0}

@@ -82,9 +82,16 @@ def _record(cycle_id: str, moment: _dt.datetime, n: int, reason: str, task: str,
     }
 
 
-def fabricated(count: int, end: _dt.datetime, every: _dt.timedelta, incident_at: int | None = None) -> list[dict]:
-    """`count` cycle records, `every` apart, the newest at `end`, oldest first. From `incident_at`
-    (counted from the newest), INCIDENT_LENGTH failing cycles on one task, then a done."""
+def fabricated(
+    count: int,
+    end: _dt.datetime,
+    every: _dt.timedelta,
+    incident_at: int | None = None,
+    pattern: list[str] = PATTERN,
+) -> list[dict]:
+    """`count` cycle records, `every` apart, the newest at `end`, oldest first, ending as `pattern`
+    says in turn. From `incident_at` (counted from the newest), INCIDENT_LENGTH failing cycles on
+    one task, then the pattern again."""
     records, ids = [], []
     start = end - every * (count - 1)
     incident = range(count - incident_at, count - incident_at + INCIDENT_LENGTH) if incident_at else range(0)
@@ -95,7 +102,7 @@ def fabricated(count: int, end: _dt.datetime, every: _dt.timedelta, incident_at:
         if n in incident:
             reason, task, error = "error", INCIDENT_TASK, f"model unreachable: connection refused after {n}.5 s"
         else:
-            reason = PATTERN[n % len(PATTERN)]
+            reason = pattern[n % len(pattern)]
             task = HOSTILE_TASK if n % 97 == 0 else f"task {n // 12}: look at the logs and note what changed"
             error = HOSTILE_ERROR if reason == "error" else None
         records.append(_record(cycle_id, moment, n, reason, task, error))

@@ -7,8 +7,8 @@ A home needs a person when any of these holds (each one an `attention` item with
 `agent fleet --state` remembers so that it reports each once):
 
 - no cycle for longer than `stale_after` (default: three times its usual interval, the median gap
-  between its last 20 cycles, idle ones included; a day while it has run fewer than two), or no
-  cycle at all: a scheduler that stopped firing says nothing itself;
+  between its last 20 cycles, idle ones included, and ten minutes at least; a day while it has run
+  fewer than two), or no cycle at all: a scheduler that stopped firing says nothing itself;
 - an open incident: its newest cycle (idle ones passed over) stopped for a reason a person must
   act on (failed, stalled, awaiting approval, budget exhausted: exits 4, 8, 9, 10);
 - a call parked for longer than a day;
@@ -32,6 +32,7 @@ from agent.state import parse_time
 INTERVAL_CYCLES = 20  # the usual interval is the median gap between this many newest cycles
 STALE_TIMES = 3  # no cycle for this many usual intervals: stale
 UNKNOWN_INTERVAL_STALE_S = 86400.0  # fewer than two cycles: stale after a day
+LEAST_STALE_S = 600.0  # never stale sooner (cycles run by hand moments apart make no schedule)
 APPROVAL_WAIT_S = 86400.0  # a call parked longer than this needs a person
 
 # A home's state, the most pressing first: the order `agent fleet` and the report's index sort by.
@@ -75,12 +76,13 @@ def usual_interval(records: list[dict]) -> float | None:
 
 def stale_after_s(settings: Settings, interval: float | None, override: float | None = None) -> float:
     """Seconds without a cycle after which a home is stale: `override` (`--stale-after`), the
-    `stale_after` setting (hours), three usual intervals, or a day when the interval is unknown."""
+    `stale_after` setting (hours), three usual intervals (ten minutes at least), or a day when the
+    interval is unknown."""
     if override is not None:
         return override
     if settings.stale_after is not None:
         return settings.stale_after * 3600
-    return UNKNOWN_INTERVAL_STALE_S if interval is None else STALE_TIMES * interval
+    return UNKNOWN_INTERVAL_STALE_S if interval is None else max(STALE_TIMES * interval, LEAST_STALE_S)
 
 
 def last_age(status: dict) -> float | None:

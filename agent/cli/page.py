@@ -123,7 +123,7 @@ def render(pages: list[dict], days: int, now: _dt.datetime, index: bool) -> str:
     )
     for page in pages:
         if "timeline" in page:
-            page["chart"] = {k: page[k] for k in ("timeline", "spending", "budgets", "since")}
+            page["chart"] = {k: page[k] for k in ("timeline", "spending", "budgets", "range")}
     homes = [page["health"]["home"] for page in pages]
     return (
         _environment()

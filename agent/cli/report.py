@@ -77,6 +77,7 @@ def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_aft
     return {
         "health": health,
         "since": since.date().isoformat(),
+        "range": [int(since.timestamp()), int(now.timestamp())],
         "cycles": len(records),
         "counts": stop_reason_counts(records),
         "spending": spending_by_day(records, settings.prices),

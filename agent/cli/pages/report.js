@@ -37,7 +37,7 @@
     box.replaceChildren(dl);
   }
 
-  function timelineChart(el, tl, tooltip, pinned) {
+  function timelineChart(el, tl, range, tooltip, pinned) {
     var seen = {};
     tl.reason.forEach(function (r) { seen[r] = true; });
     var rows = Object.keys(colours).filter(function (r) { return seen[r] && r !== IDLE; });
@@ -56,7 +56,7 @@
       tzDate: utc,
       legend: { show: false },
       cursor: { points: { show: false }, drag: { x: true, y: false } },
-      scales: { x: { time: true }, y: { auto: false, range: [-1.8, rows.length + 0.8] } },
+      scales: { x: { time: true, auto: false, range: range }, y: { auto: false, range: [-1.8, rows.length + 0.8] } },
       axes: [
         {},
         {
@@ -101,7 +101,7 @@
 
   var PALETTE = ["#1e88e5", "#43a047", "#fb8c00", "#8e24aa", "#00acc1", "#6d4c41", "#c0ca33", "#5e35b1"];
 
-  function perDayChart(el, spending, key, budget, title) {
+  function perDayChart(el, spending, range, key, budget, title) {
     var days = spending.days.map(function (d) { return d.day; });
     var xs = days.map(dayStamp);
     var models = Object.keys(spending.models);
@@ -124,7 +124,7 @@
       width: Math.max(320, Math.floor(width(el.parentNode) / 2) - 12),
       height: 240,
       tzDate: utc,
-      scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [0, Math.max(hi, budget || 0) * 1.1 || 1]; } } },
+      scales: { x: { time: true, auto: false, range: [range[0] - 43200, range[1] + 43200] }, y: { range: function (u, lo, hi) { return [0, Math.max(hi, budget || 0) * 1.1 || 1]; } } },
       axes: [{}, {
         size: 70,
         values: function (u, vals) { return vals.map(function (v) { return money ? v.toFixed(2) : (v >= 1e6 ? (v / 1e6) + "M" : v >= 1e3 ? (v / 1e3) + "k" : String(v)); }); }
@@ -133,18 +133,21 @@
     }, data, el);
   }
 
+  var drawn = { timelines: {} };  // window.agentReport: the charts, for a test or a person at the console
   document.querySelectorAll("script.home-data").forEach(function (block) {
     var n = block.getAttribute("data-home-index");
     var page = JSON.parse(block.textContent);
     var tl = page.timeline;
     if (tl.t.length) {
-      timelineChart(document.getElementById("timeline-" + n), tl,
+      drawn.timelines[n] = timelineChart(document.getElementById("timeline-" + n), tl, page.range,
         document.getElementById("tooltip-" + n), document.getElementById("pinned-" + n));
     }
     if (page.spending.days.length) {
-      perDayChart(document.getElementById("tokens-" + n), page.spending, "tokens", page.budgets.tokens, "tokens per day");
-      perDayChart(document.getElementById("cost-" + n), page.spending, "cost", page.budgets.cost, "cost per day");
+      var days = [page.range[0], page.range[1] - page.range[1] % 86400];
+      perDayChart(document.getElementById("tokens-" + n), page.spending, days, "tokens", page.budgets.tokens, "tokens per day");
+      perDayChart(document.getElementById("cost-" + n), page.spending, days, "cost", page.budgets.cost, "cost per day");
     }
   });
+  window.agentReport = drawn;
   document.body.setAttribute("data-drawn", "true");
 })();

@@ -1,0 +1,186 @@
+"""`agent report`: the page's content, its escaping, its bad input. (What a browser makes of it:
+tests/system/test_report_page.py.)"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import hashlib
+import json
+import re
+import stat
+from collections import Counter
+from html import unescape
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent.cli.window import window_records, window_start
+from agent.store.home import Home
+from tests.helpers import run_cli
+from tests.histories import HOSTILE_ERROR, HOSTILE_TASK, fabricated, write_history
+
+EVERY = _dt.timedelta(hours=2)
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+
+
+@pytest.fixture
+def history_home(tmp_path: Path) -> Path:
+    """60 days of cycles two hours apart (720), the newest an hour ago, with an incident; the task now
+    is the hostile one."""
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    (root / "config.yaml").write_text(yaml.safe_dump({"daily_cost_budget": 1.0, "prices": {}}))
+    (root / "scratchpad" / "active.yaml").write_text(yaml.safe_dump({"current_task": HOSTILE_TASK}))
+    write_history(Home.at(root), fabricated(720, _now() - _dt.timedelta(hours=1), EVERY, incident_at=30))
+    return root
+
+
+def _report(*args: str) -> tuple[int, str]:
+    result = run_cli("report", *map(str, args))
+    return result.exit_code, result.output
+
+
+def _attributes(html: str, name: str, value: str) -> dict[str, str]:
+    """{data-<name>: data-<value>} of every element that has both."""
+    pairs = re.findall(rf'data-{name}="([^"]*)" data-{value}="([^"]*)"', html)
+    return dict(pairs)
+
+
+def test_a_report_is_one_private_file_and_a_line_saying_where(history_home, tmp_path):
+    page = tmp_path / "out" / "r.html"
+    page.parent.mkdir()
+    code, output = _report("--home", history_home, "-o", page)
+    assert code == 0 and output == f"wrote {page} (1 home(s), the last 30 day(s))\n"
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600  # it holds transcripts
+    html = page.read_text()
+    assert html.startswith("<!doctype html>") and html.rstrip().endswith("</html>")
+    markup = re.sub(r"<(script|style)[^>]*>.*?</\1>", "", html, flags=re.S)
+    assert re.findall(r'(?:src|href|action)="([^"]*)"', markup) == ["#home-0"] * markup.count('href="#home-0"')
+    assert "://" not in markup and "<link" not in markup  # nothing fetched: all of it is inside
+
+
+def test_the_counts_per_stop_reason_are_the_windows_only(history_home, tmp_path):
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page, "--days", "10")[0] == 0
+    history = json.loads(run_cli("history", "--home", str(history_home), "--json", "--limit", "0").output)
+    since = window_start(10, _now()).strftime("%Y%m%d")
+    expected = Counter(r["stop_reason"] for r in history if r["cycle_id"][:8] >= since)
+    shown = {reason: int(count) for reason, count in _attributes(page.read_text(), "stop-reason", "count").items()}
+    assert shown == dict(expected)
+    assert sum(shown.values()) < len(history) / 5  # the other 50 days are left out
+
+
+def test_the_days_are_history_dailys(history_home, tmp_path):
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page, "--days", "7")[0] == 0
+    daily = json.loads(run_cli("history", "--home", str(history_home), "--daily", "--json", "--limit", "7").output)
+    rows = re.findall(
+        r'data-day="([^"]+)" data-cycles="(\d+)" data-tokens="(\d+)" data-cost="([^"]+)"', page.read_text()
+    )
+    assert [(d, int(c), int(t), float(x)) for d, c, t, x in rows] == [
+        (d["day"], d["cycles"], d["tokens"], d["cost"]) for d in daily
+    ]
+
+
+def test_model_text_is_escaped_everywhere_and_no_script_can_be_closed(history_home, tmp_path):
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page)[0] == 0
+    html = page.read_text()
+    assert "<img" not in html and "<script>window" not in html and "<b>bold?" not in html
+    assert "&lt;img src=x onerror=" in html  # the task, as text
+    assert "&lt;/script&gt;&lt;script&gt;window.__pwned=2" in html  # the error, as text
+    assert "\u2028" not in html and "\u2029" not in html
+    for block in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', html, re.S):
+        assert "<" not in block and ">" not in block  # nothing in the data can end its block
+        json.loads(block)
+    (data,) = [json.loads(b) for b in re.findall(r'class="home-data"[^>]*>(.*?)</script>', html, re.S)]
+    assert HOSTILE_TASK in data["timeline"]["tasks"]  # the same text, for the page's script to show as text
+    assert HOSTILE_ERROR.split("\u2028")[0] not in html
+
+
+def test_only_the_packages_own_scripts_and_styles_may_run(history_home, tmp_path):
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page)[0] == 0
+    html = page.read_text()
+    policy = unescape(re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1))
+    rules = dict(rule.strip().split(" ", 1) for rule in policy.split(";"))
+    assert rules["default-src"] == "'none'"
+    scripts = re.findall(r"<script>(.*?)</script>", html, re.S)
+    styles = re.findall(r"<style>(.*?)</style>", html, re.S)
+    assert len(scripts) == 2 and len(styles) == 3
+
+    def digest(text: str) -> str:
+        return f"'sha256-{base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()}'"
+
+    assert sorted(rules["script-src"].split()) == sorted(map(digest, scripts))
+    assert sorted(rules["style-src"].split()) == sorted(map(digest, styles))
+    assert " style=" not in html and " on" not in re.sub(r"<script>.*?</script>", "", html, flags=re.S).lower().replace(
+        " one", ""
+    ).replace(" on ", "")
+
+
+def test_several_homes_get_an_index_with_the_ones_that_need_a_person_first(history_home, tmp_path):
+    quiet = tmp_path / "quiet"
+    (quiet / "scratchpad").mkdir(parents=True)
+    write_history(Home.at(quiet), fabricated(20, _now() - _dt.timedelta(minutes=30), EVERY, pattern=["done"]))
+    folder = tmp_path / "not-a-home"
+    folder.mkdir()
+    page = tmp_path / "r.html"
+    code, output = _report(quiet, history_home, folder, "-o", page)
+    assert code == 0 and "3 home(s)" in output
+    html = page.read_text()
+    rows = re.findall(
+        r'<tr class="home-row[^"]*" data-home="([^"]+)" data-state="([^"]+)" data-needs-person="(\w+)"', html
+    )
+    assert rows[-1] == (str(quiet), "ok", "false")
+    assert (str(folder), "not a home", "true") in rows
+    assert html.count('<section class="home"') == 3
+
+
+def test_json_says_where_the_page_went_and_how_each_home_is(history_home, tmp_path):
+    page = tmp_path / "r.html"
+    result = run_cli("report", "--home", str(history_home), "-o", str(page), "--json")
+    data = json.loads(result.output)
+    assert data["output"] == str(page) and data["bytes"] == page.stat().st_size
+    assert [h["home"] for h in data["homes"]] == [str(history_home)] and "status" not in data["homes"][0]
+
+
+def test_a_folder_that_is_not_a_home_is_refused_and_nothing_is_written(tmp_path):
+    page = tmp_path / "r.html"
+    code, output = _report("--home", tmp_path, "-o", page)
+    assert code == 2 and "is not an agent home" in output and output.count("\n") == 1
+    assert not page.exists()
+
+
+def test_an_output_that_cannot_be_written_is_one_line_and_exit_7(history_home, tmp_path):
+    page = tmp_path / "missing" / "r.html"
+    code, output = _report("--home", history_home, "-o", page)
+    assert code == 7 and output.startswith("agent: error: could not write") and output.count("\n") == 1
+    assert not page.parent.exists()
+
+
+def test_an_existing_page_is_replaced_whole(history_home, tmp_path):
+    page = tmp_path / "r.html"
+    page.write_text("old")
+    assert _report("--home", history_home, "-o", page)[0] == 0
+    assert page.read_text().startswith("<!doctype html>")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+@pytest.mark.parametrize("days", ["0", "-3", "many"])
+def test_a_bad_days_is_a_usage_error(history_home, tmp_path, days):
+    code, output = _report("--home", history_home, "-o", tmp_path / "r.html", "--days", days)
+    assert code == 2 and "--days" in output and not (tmp_path / "r.html").exists()
+
+
+def test_the_window_is_read_from_the_newest_cycle_back_to_its_first_day(history_home):
+    home = Home.at(history_home)
+    since = window_start(3, _now())
+    records = window_records(home, False, since)
+    assert records and all(r["cycle_id"][:8] >= since.strftime("%Y%m%d") for r in records)
+    assert len(records) in range(24, 37)  # two or three days and the part of today, 12 a day
