@@ -10,11 +10,12 @@ incident, a stale spell, a parked call, a spent budget) is printed, and so maile
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
 
-from agent.cli.common import age, echo, print_json, reports_errors
+from agent.cli.common import age, echo, print_json, reports_errors, silence_stdout
 from agent.cli.health import home_health, most_pressing_first
 from agent.cli.history import cost_text
 from agent.common.outcomes import UsageError
@@ -140,6 +141,17 @@ def fleet(folders: tuple[Path, ...], stale_after: float | None, state_file: Path
     order = {id(row): n for n, row in enumerate(most_pressing_first([row for row, _ in rows]))}
     rows.sort(key=lambda pair: order[id(pair[0])])
     shown = rows if reported is None else [(fresh, name) for row, name in rows if (fresh := news(row, reported))]
+    try:
+        _print(shown, as_json, quiet)
+    except BrokenPipeError:  # the reader went away (`| head -1`): the exit code still says who needs a person
+        silence_stdout()
+    if state_file is not None:  # after printing: what could not be printed is told again next time
+        write_reported(state_file, [row for row, _ in rows])
+    if any(row["needs_person"] for row, _ in rows):
+        raise SystemExit(NEEDS_A_PERSON)
+
+
+def _print(shown: list[tuple[dict, str]], as_json: bool, quiet: bool) -> None:
     if as_json:
         print_json([{key: value for key, value in row.items() if key != "status"} for row, _ in shown])
     elif quiet:
@@ -149,7 +161,4 @@ def fleet(folders: tuple[Path, ...], stale_after: float | None, state_file: Path
     elif shown:
         for line in table_lines(shown):
             echo(line)
-    if state_file is not None:  # after printing: what could not be printed is told again next time
-        write_reported(state_file, [row for row, _ in rows])
-    if any(row["needs_person"] for row, _ in rows):
-        raise SystemExit(NEEDS_A_PERSON)
+    sys.stdout.flush()  # here, so that a closed pipe is found while the exit code is still ours

@@ -37,8 +37,10 @@ APPROVAL_WAIT_S = 86400.0  # a call parked longer than this needs a person
 
 # A home's state, the most pressing first: the order `agent fleet` and the report's index sort by.
 NOT_A_HOME = "not a home"
+UNREADABLE = "unreadable"  # a home whose files this user cannot read
 STATES = (
     NOT_A_HOME,
+    UNREADABLE,
     "failing",
     "stalled",
     "held",
@@ -226,16 +228,26 @@ def home_health(folder: Path, stale_override: float | None = None) -> dict:
 
 
 def not_a_home(folder: Path, exc: Exception) -> dict:
-    """The row of a folder that is not a home (or cannot be read): it needs a person."""
+    """The row of a folder that is not a home, or whose files cannot be read: it needs a person."""
     from agent.cli.common import unusable_file
 
-    why = str(exc) if isinstance(exc, AgentError) else unusable_file(exc)  # type: ignore[arg-type]
+    state, why = (NOT_A_HOME, str(exc)) if isinstance(exc, AgentError) else (UNREADABLE, unusable_file(exc))
+    text = clip(why, 240)
+    if state == NOT_A_HOME:  # one line for a monitor: what is wrong, not the whole remedy
+        folder = Path(folder).expanduser()
+        text = (
+            "not a home: no such folder"
+            if not folder.is_dir()
+            else "not a home: it has no scratchpad/ folder"
+            if not (folder / "scratchpad").is_dir()
+            else f"not a home: {text}"
+        )
     return {
         "home": str(Path(folder).expanduser().absolute()),
         "is_home": False,
-        "state": NOT_A_HOME,
+        "state": state,
         "problem": why,
-        "attention": [{"key": NOT_A_HOME, "text": f"not a home: {clip(why, 200)}"}],
+        "attention": [{"key": state, "text": text}],
         "needs_person": True,
     }
 

@@ -74,7 +74,7 @@ def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_aft
     records = window_records(home, health["running"], since)
     secrets = Secrets.from_settings(settings)
     cycles = KnownCycles(home)
-    return {
+    page = {
         "health": health,
         "since": since.date().isoformat(),
         "range": [int(since.timestamp()), int(now.timestamp())],
@@ -87,6 +87,7 @@ def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_aft
         "details": [cycle_detail(home, record, secrets, cycles) for record in newest_worked(records, detail)],
         "memory": memory_sections(home, settings.section_specs),
     }
+    return secrets.redact(page)  # everything on the page, with the secrets known now (transcripts: before clipping too)
 
 
 @click.command()

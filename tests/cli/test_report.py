@@ -184,3 +184,66 @@ def test_the_window_is_read_from_the_newest_cycle_back_to_its_first_day(history_
     records = window_records(home, False, since)
     assert records and all(r["cycle_id"][:8] >= since.strftime("%Y%m%d") for r in records)
     assert len(records) in range(24, 37)  # two or three days and the part of today, 12 a day
+
+
+def test_a_secret_known_now_is_redacted_from_every_part_of_the_page(tmp_path, monkeypatch):
+    secret = "tok-7f3a9c2e81b44d0e9a6f"
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    (root / "config.yaml").write_text("secret_env: [REPORT_TEST_TOKEN]\n")
+    (root / "scratchpad" / "active.yaml").write_text(yaml.safe_dump({"current_task": f"use {secret} once"}))
+    script = tmp_path / "script.yaml"
+    replies = [
+        {"tool": "echo", "args": {"message": f"the token is {secret}"}},
+        {"tool": "done", "args": {"summary": secret}},
+    ]
+    script.write_text(yaml.safe_dump([json.dumps(r) for r in replies]))
+    assert (
+        run_cli("run", "--home", str(root), "--model", f"scripted:{script}").exit_code == 0
+    )  # the secret unknown then
+    assert (
+        secret in (root / "logs").joinpath(next(p.name for p in (root / "logs").glob("*.transcript.jsonl"))).read_text()
+    )
+    monkeypatch.setenv("REPORT_TEST_TOKEN", secret)
+    page = tmp_path / "r.html"
+    assert _report("--home", root, "-o", page)[0] == 0
+    html = page.read_text()
+    assert secret not in html and secret[:12] not in html and "[REDACTED]" in html
+    assert html.count('<details class="request">') == 2  # the transcript is there, redacted
+
+
+def test_a_home_with_sections_shows_each_sections_fill(tmp_path):
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    sections = {"known": {"kind": "list", "limit": 4}, "about": {"kind": "text", "limit": 100}}
+    (root / "config.yaml").write_text(yaml.safe_dump({"sections": sections}))
+    (root / "scratchpad" / "active.yaml").write_text(
+        yaml.safe_dump({"current_task": None, "about": "a small agent", "known": [{"text": "one"}, {"text": "two"}]})
+    )
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump([json.dumps({"tool": "done", "args": {"summary": "-"}})]))
+    assert run_cli("run", "--home", str(root), "--model", f"scripted:{script}").exit_code == 0  # idle: adopts them
+    page = tmp_path / "r.html"
+    assert _report("--home", root, "-o", page)[0] == 0
+    rows = re.findall(r'data-section="(\w+)" data-used="(\d+)" data-limit="(\d+)"', page.read_text())
+    assert rows == [("about", "13", "100"), ("known", "2", "4")]
+
+
+def test_a_home_that_never_ran_gets_a_page_that_says_so(tmp_path):
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    page = tmp_path / "r.html"
+    assert _report("--home", root, "-o", page)[0] == 0
+    html = page.read_text()
+    assert 'data-field="state">never ran<' in html and "no cycle has run yet" in html
+    assert "Timeline: 0 cycle(s)" in html and "No cycle in the window asked a model." in html
+
+
+def test_the_visible_page_holds_no_python_repr(history_home, tmp_path):
+    from tests.system.test_no_repr import reprs
+
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page)[0] == 0
+    markup = re.sub(r"<(script|style)[^>]*>.*?</\1>", "", page.read_text(), flags=re.S)
+    text = unescape(re.sub(r"<[^>]+>", " ", markup))
+    assert reprs(text) == [] and "None" not in markup
