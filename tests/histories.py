@@ -131,16 +131,23 @@ def real_cycles(home: Home, script: Path, moments: list[_dt.datetime]) -> list:
 
 
 def long_home(
-    root: Path, count: int, end: _dt.datetime, every: _dt.timedelta, real: int = 3, incident_at: int | None = 200
+    root: Path,
+    count: int,
+    end: _dt.datetime,
+    every: _dt.timedelta,
+    real: int = 3,
+    incident_at: int | None = 200,
+    **settings,
 ) -> Home:
     """A home of `count` fabricated cycles ending at `end`, then `real` real cycles `every` apart after
-    them (the newest at `end + every * real`), tasks queued for them (the first the hostile one)."""
+    them (the newest at `end + every * real`), tasks queued for them (the first the hostile one);
+    `settings` go into its config.yaml with CONFIG's."""
     root.mkdir(parents=True)
     (root / "scratchpad").mkdir()
     script = root.parent / f"{root.name}-script.yaml"
     script.write_text(yaml.safe_dump([json.dumps(r) for r in SCRIPT]))
     prices = dict(PRICES, **{f"scripted:{script}": {"input": 1.0, "output": 2.0}})
-    (root / "config.yaml").write_text(yaml.safe_dump(dict(CONFIG, prices=prices)))
+    (root / "config.yaml").write_text(yaml.safe_dump(dict(CONFIG, prices=prices, **settings)))
     tasks = [HOSTILE_TASK, *(f"real task {n}" for n in range(real + 2))]
     (root / "scratchpad" / "active.yaml").write_text(
         yaml.safe_dump({"goals": ["keep the service healthy"], "current_task": tasks[0], "pending_actions": tasks[1:]})

@@ -153,12 +153,9 @@ def attention(status: dict, age_s: float | None, stale_s: float) -> list[dict]:
     if last is None and not status["running"]:
         items.append({"key": "never ran", "text": "no cycle has run yet (is its cron line in place?)"})
     elif age_s is not None and age_s > stale_s:
-        items.append(
-            {
-                "key": f"stale:{last['cycle_id']}",
-                "text": f"no cycle for {age(age_s)} (stale after {age(stale_s)})",
-            }
-        )
+        hung = status["running"] and last.get("source") != "index"  # the newest cycle is the one running
+        what = f"a cycle has run for {age(age_s)}" if hung else f"no cycle for {age(age_s)}"
+        items.append({"key": f"stale:{last['cycle_id']}", "text": f"{what} (stale after {age(stale_s)})"})
     incident = _incident(status)
     if incident:
         what = incident.get("stop_reason")

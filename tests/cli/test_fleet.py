@@ -224,3 +224,16 @@ def test_model_text_in_a_row_is_escaped(tmp_path):
 def test_fleet_needs_at_least_one_home():
     result = _fleet()
     assert result.exit_code == 2 and "HOME" in result.output
+
+
+def test_a_cycle_running_for_longer_than_stale_after_needs_a_person(fleet):
+    from agent.store.ids import new_cycle_id
+    from agent.store.lock import home_lock
+
+    home = Home.at(fleet["stale"])  # its last cycle ended three and a half hours ago
+    hung = new_cycle_id(home, _now() - _dt.timedelta(hours=2))  # one started two hours ago, and never ended
+    home.snapshot(hung, "before").write_text((fleet["stale"] / "scratchpad" / "active.yaml").read_text())
+    with home_lock(home):
+        row = json.loads(_fleet("--json", fleet["stale"]).output)[0]
+    assert (row["state"], row["running"]) == ("running", True)
+    assert [item["text"] for item in row["attention"]] == ["a cycle has run for 2h (stale after 45m)"]

@@ -165,25 +165,12 @@ def test_the_report_of_a_long_history_opens_offline_and_says_what_history_and_st
 
 
 def test_an_index_over_three_homes_puts_the_ones_that_need_a_person_first(long_history, tmp_path):
-    quiet = tmp_path / "quiet"
-    long_home(
-        quiet,
-        40,
-        _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0) - EVERY * 4,
-        EVERY,
-        real=1,
-        incident_at=None,
-    )
-    stale = tmp_path / "stale"
-    long_home(
-        stale,
-        40,
-        _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0) - _dt.timedelta(days=3),
-        EVERY,
-        real=1,
-        incident_at=None,
-    )
-    homes = [str(quiet), str(long_history), str(stale)]
+    now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    parked = tmp_path / "parked"  # its real cycle's write_file waits for the operator
+    long_home(parked, 40, now - EVERY * 4, EVERY, real=1, incident_at=None, approval_required=["write_file"])
+    stale = tmp_path / "stale"  # its newest cycle three days ago
+    long_home(stale, 40, now - _dt.timedelta(days=3), EVERY, real=1, incident_at=None)
+    homes = [str(long_history), str(parked), str(stale)]
     page = _page(tmp_path, *homes)
     fleet = {row["home"]: row for row in _json("fleet", "--json", *homes)}
     with Chromium(tmp_path / "profile") as browser:
@@ -201,10 +188,12 @@ def test_an_index_over_three_homes_puts_the_ones_that_need_a_person_first(long_h
         picture = browser.screenshot()
         _assert_offline_and_clean(browser)
     assert picture.startswith(PNG)
-    assert [row["home"] for row in index] == sorted(
-        homes, key=lambda h: (not fleet[h]["needs_person"], h != str(stale))
-    )
-    assert index[0]["home"] == str(stale) and index[0]["needs"] is True
+    assert [(row["home"], row["state"], row["needs"]) for row in index] == [
+        (str(parked), "parked", True),  # parked before stale: the more pressing state
+        (str(stale), "ok", True),
+        (str(long_history), "ok", False),
+    ]
+    assert index[0]["approvals"] == 1
     for row in index:
         status = _json("status", "--home", row["home"], "--json")
         assert row["state"] == fleet[row["home"]]["state"] and row["needs"] == fleet[row["home"]]["needs_person"]
