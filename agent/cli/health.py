@@ -176,7 +176,7 @@ def attention(status: dict, age_s: float | None, stale_s: float) -> list[dict]:
             items.append(
                 {"key": f"budget:{budget['budget']}:{budget['period']}", "text": f"{budget['budget']} is spent"}
             )
-    for field, what in (("config_error", "config.yaml"), ("scratchpad_error", "active.yaml")):
+    for field, what in (("config_error", "config"), ("scratchpad_error", "scratchpad")):
         if status.get(field):
             items.append({"key": field, "text": f"{what}: {clip(status[field], 160)}"})
     return items

@@ -207,7 +207,7 @@ def test_a_home_that_never_ran_needs_a_person(tmp_path):
 def test_a_broken_config_needs_a_person(fleet):
     (fleet["healthy"] / "config.yaml").write_text("max_iterations: lots\n")
     result = _fleet("-q", fleet["healthy"])
-    assert result.exit_code == 1 and "config.yaml:" in result.output
+    assert result.exit_code == 1 and "needs a person: config: setting 'max_iterations' must be" in result.output
 
 
 def test_model_text_in_a_row_is_escaped(tmp_path):

@@ -106,7 +106,7 @@
     var xs = days.map(dayStamp);
     var models = Object.keys(spending.models);
     var data = [xs];
-    var series = [{}];
+    var series = [{ label: "day", value: function (u, v) { return v == null ? "-" : new Date(v * 1e3).toISOString().slice(0, 10); } }];
     models.forEach(function (model, k) {
       var byDay = {};
       spending.models[model].forEach(function (row) { byDay[row.day] = row[key]; });
