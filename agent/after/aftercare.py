@@ -8,9 +8,10 @@ from typing import Callable
 from agent.after.report import CycleReport
 from agent.config import Settings
 from agent.secrets import Secrets
-from agent.store.home import Home, append_index
-from agent.store.retention import delete_cycles, retention_plan
-from agent.store.totals import update_totals
+from agent.store.cycles import add_record
+from agent.store.db import any_rows
+from agent.store.home import Home
+from agent.store.retention import apply_retention
 
 
 def after_cycle(
@@ -21,7 +22,7 @@ def after_cycle(
     log: Callable[[str], None],
     prune: bool = True,
 ) -> None:
-    """Append the index record, then prune old cycles (the record is written first: history never
+    """Write the cycle's record, then prune old cycles (the record is written first: history never
     loses a cycle that retention removed the files of), then tell the operator's tools: the
     metrics file, and the on_cycle_end command with the same record."""
     # Each feature's module is imported only when it is in use (no prices, nothing parked, no
@@ -31,17 +32,15 @@ def after_cycle(
 
         report.cost = cycle_cost(settings.prices, report.model, report.usage)
     pending = {"pending_approvals": 0, "oldest_pending_approval": None}
-    if home.approvals.exists():
+    if any_rows(home, "approval"):
         from agent.gates.approvals import pending_fields
 
         pending = pending_fields(home)
     record = secrets.redact(dict(report.index_record(), **pending))
-    append_index(home, record)
-    plan = retention_plan(home, settings, protect=[report.cycle_id]) if prune else None  # idle: nothing added
-    pruned = [] if plan is None else delete_cycles(plan)
-    if pruned:
-        log(f"retention: removed {len(pruned)} old snapshot/log file(s)")
-    keep_totals(home, report.cycle_id, [(path, plan.sizes.get(path, 0)) for path in pruned] if plan else [], log)
+    add_record(home, record)
+    pruned = apply_retention(home, settings, protect=[report.cycle_id]) if prune else None  # idle: nothing added
+    if pruned and pruned.deleted:
+        log(f"retention: removed {pruned.deleted} old snapshot/log file(s) and {pruned.transcripts} transcript(s)")
     if settings.metrics_file is not None:
         from agent.after.metrics import write_metrics
 
@@ -50,13 +49,3 @@ def after_cycle(
         from agent.after.hooks import run_cycle_end_hook
 
         run_cycle_end_hook(home.root, settings, record, secrets, log)
-
-
-def keep_totals(home: Home, cycle_id: str, removed: list, log: Callable[[str], None]) -> None:
-    """Bring logs/totals.json up to date with the record just appended and the files this cycle wrote
-    and retention deleted (agent/store/totals.py). A failure is logged: the totals are derived data."""
-    written = [home.snapshot(cycle_id, "before"), home.snapshot(cycle_id, "after"), home.cycle_log(cycle_id)]
-    try:
-        update_totals(home, added=written, removed=removed)
-    except Exception as exc:  # the next reader recounts; never cost the cycle its result
-        log(f"{home.logs.name}/totals.json not updated: {type(exc).__name__}: {exc}")

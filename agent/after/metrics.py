@@ -16,11 +16,14 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from agent.common.files import atomic_write
 from agent.common.outcomes import StopReason
 from agent.config import Settings
-from agent.store.files import atomic_write
-from agent.store.home import Home, read_index
-from agent.store.ids import INDEX_TAIL_BYTES
+from agent.store.cycles import newest_first
+from agent.store.home import Home
+
+RUNS_COUNTED = (StopReason.ERROR.value, StopReason.STALLED.value)  # consecutive_failures, consecutive_stalls
+RUNS_READ_CAP = 1000  # records read back at most: a longer run is counted as this long
 
 # Readable by node_exporter's user: the file holds counts and codes, never state or secrets.
 METRICS_FILE_MODE = 0o644
@@ -135,12 +138,16 @@ def metrics_path(home: Home, settings: Settings) -> Path | None:
 
 
 def write_metrics(home: Home, settings: Settings, record: dict, log: Callable[[str], None]) -> None:
-    """Rewrite the metrics file for the cycle `record` (already in the index); failures are logged."""
+    """Rewrite the metrics file for the cycle `record` (already written); failures are logged."""
     path = metrics_path(home, settings)
     if path is None:
         return
     try:
-        recent = read_index(home, tail_bytes=INDEX_TAIL_BYTES)
+        recent = []  # the newest records, as far back as a run of failures or stalls goes
+        for older in newest_first(home):
+            recent.insert(0, older)
+            if older.get("stop_reason") not in RUNS_COUNTED or len(recent) >= RUNS_READ_CAP:
+                break
         atomic_write(path, metrics_text(str(home.root), record, recent).encode("utf-8"), mode=METRICS_FILE_MODE)
     except Exception as exc:  # a metrics file must never cost the cycle its result
         log(f"metrics_file {path} not written: {type(exc).__name__}: {exc}")

@@ -19,6 +19,7 @@ from agent.common.outcomes import AgentError, ExitCode, UsageError
 from agent.common.plain import plain
 from agent.config import MOST_SECONDS, Settings, load_settings
 from agent.state import parse_time
+from agent.store.db import close_all
 from agent.store.home import Home
 
 home_option = click.option(
@@ -64,6 +65,8 @@ def reports_errors(func):
         except OSError as exc:
             click.echo(f"agent: error: {escape_controls(unusable_file(exc))}", err=True)
             sys.exit(int(ExitCode.DISK))
+        finally:
+            close_all()  # the command's records are committed; closing the last connection ends the WAL
 
     return wrapper
 

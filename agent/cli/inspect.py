@@ -1,19 +1,21 @@
 """Looking back and around: `agent diff`, `history`, `show` and `status`. These only read.
 
-History and status come from logs/index.jsonl and the snapshots (agent/cli/history.py); the
-current task always comes from active.yaml, the real state now.
+History and status come from the cycle records in logs/agent.db and the snapshots
+(agent/cli/history.py); the current task always comes from active.yaml, the real state now.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import itertools
 import json
 from pathlib import Path
 from typing import Any, Iterator
 
 import click
 
-from agent.cli.archive_view import NOTE, TASK, archived, archived_counts, json_pieces, note_lines, task_lines
+from agent.cli.archive_view import NOTE, TASK, archived, archived_counts, json_list, json_pieces, note_lines, task_lines
 from agent.cli.common import (
     age,
     clip,
@@ -35,6 +37,7 @@ from agent.cli.history import (
     RUNNING,
     KnownCycles,
     cycle_running,
+    history_newest_first,
     history_summary,
     recent_history,
     table_lines,
@@ -48,9 +51,9 @@ from agent.config import load_settings
 from agent.gates.budgets import newest_days
 from agent.models.local.model import bundled_model_path, local_runtime_installed
 from agent.state import FIELDS
-from agent.store.home import Home, index_newest_first
+from agent.store.cycles import disk, newest_first
+from agent.store.home import Home
 from agent.store.state_file import load_state
-from agent.store.totals import load_totals
 
 # --------------------------------------------------------------------------------------- diff
 
@@ -137,22 +140,31 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
     show_default=True,
     help="Show the newest N cycles (0: all).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print every field of each cycle's record as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print every field of each cycle's record as JSON (with -n 0: the export)."
+)
 @click.option("--daily", is_flag=True, help="One row per UTC day instead: cycles, tokens and cost.")
 @reports_errors
 def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
     """One row per cycle, newest first: id, start, duration, iterations, stop reason, tokens, task.
 
-    Reads logs/index.jsonl, which every finished cycle appends to. A cycle with files on disk
-    but no record there is listed from its snapshots as `killed` (no after snapshot: it died
-    before saving), `incomplete` (its record lost) or `running` (it holds the lock).
+    Reads the cycle records in logs/agent.db, which every finished cycle writes. A cycle with files
+    on disk but no record there is listed from its snapshots as `killed` (no after snapshot: it
+    died before saving), `incomplete` (its record lost) or `running` (it holds the lock).
+    `agent history -n 0 --json` is the export of every record, streamed.
     """
     home = existing_home(home_dir)
     running = cycle_running(home)
-    if daily:  # the index read backwards, as far as the newest `limit` days go (0: all)
-        records = newest_days(index_newest_first(home), home_settings(home.root).prices, limit)
-    else:  # --limit N: only the index's last records are read (0: all)
-        records = list(reversed(with_costs(recent_history(home, running, limit), home_settings(home.root).prices)))
+    prices = home_settings(home.root).prices
+    if as_json and not daily:  # streamed, one record at a time: the export of years of history
+        records = with_costs(history_newest_first(home, running), prices)
+        for piece in json_list(records if limit == 0 else itertools.islice(records, limit)):
+            click.echo(escape_json(piece))
+        return
+    if daily:  # what the records spent per day: the newest `limit` days (0: all)
+        records = newest_days(home, prices, limit)
+    else:  # --limit N: only the newest records are read (0: all)
+        records = list(reversed(list(with_costs(recent_history(home, running, limit), prices))))
     if as_json:
         print_json(records)
     elif not records:
@@ -167,9 +179,7 @@ def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
 
 @click.command()
 @home_option
-@click.option(
-    "--all", "show_all", is_flag=True, help="Also show completed tasks and notes archived to logs/archive.jsonl."
-)
+@click.option("--all", "show_all", is_flag=True, help="Also show the completed tasks and notes moved to the archive.")
 @json_option
 @reports_errors
 def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
@@ -214,14 +224,14 @@ def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
     yield _bold(f"pending ({len(state['pending_actions'])}):")
     yield from _or_none([f"  {i}. {p}" for i, p in enumerate(state["pending_actions"], 1)])
     if show_all:
-        yield _bold(f"archived completed ({counts[TASK]}, logs/archive.jsonl):")
+        yield _bold(f"archived completed ({counts[TASK]}):")
         yield from task_lines(home)
         if not counts[TASK]:
             yield "  (none)"
     yield _bold(f"completed ({len(state['completed_tasks'])}):")
     yield from _or_none([f"  - {task_text(t)}" for t in state["completed_tasks"]])
     if show_all and counts[NOTE]:
-        yield _bold(f"archived notes ({counts[NOTE]} entries, logs/archive.jsonl):")
+        yield _bold(f"archived notes ({counts[NOTE]} entries):")
         yield from note_lines(home)
     yield _bold(f"notes ({len(notes)} lines):")
     yield from _or_none([f"  {line}" for line in notes])
@@ -230,6 +240,15 @@ def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
     since = seconds_since(state["last_updated"])
     ago = "" if since is None else f" ({age(since)} ago)"
     yield f"{_bold('last updated:')} {state['last_updated'] or 'never'}{ago}"
+
+
+def _records_size(home: Home) -> dict:
+    """The database's size on disk, with its write-ahead log."""
+    total = 0
+    for path in (home.database, home.database.with_name(home.database.name + "-wal")):
+        with contextlib.suppress(OSError):
+            total += path.stat().st_size
+    return {"path": str(home.database), "bytes": total}
 
 
 def _configured_model(home_root: Path) -> tuple[str | None, str | None]:
@@ -300,12 +319,11 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
     """What `agent status` says of a home: its --json data, and its lines for a person (to escape).
     `agent fleet` and `agent report` read a home's health through here."""
     running = cycle_running(home)
-    totals = load_totals(home)
-    newest, cycles, unrecorded = history_summary(home, running, totals)  # the index's end and running totals only
+    newest, cycles, unrecorded = history_summary(home, running)  # the newest record, and counts the database keeps
     current_task, scratchpad_error = _current_task(home)
     model, config_problem = _configured_model(home.root)
     last = _last_cycle(newest) if newest else None
-    disk = {kind: {"files": files, "bytes": size} for kind, (files, size) in totals.disk.items()}
+    on_disk = {kind: {"files": files, "bytes": size} for kind, (files, size) in disk(home).items()}
     data = {
         "home": str(home.root),
         "running": running,
@@ -313,13 +331,14 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
         "last_cycle": last,
         "current_task": current_task,
         "scratchpad_error": scratchpad_error,
-        "snapshots": disk["snapshots"],
-        "logs": disk["logs"],
+        "snapshots": on_disk["snapshots"],
+        "logs": on_disk["logs"],
+        "records": _records_size(home),
         "model": model,
         "config_error": config_problem,
         "shell_policy": _shell_policy(home.root),
     }
-    extras, extra_lines = status_extras(index_newest_first(home), totals, current_task, home.root)
+    extras, extra_lines = status_extras(newest_first(home), home, current_task)
     waiting, waiting_lines = approvals_status(home)
     data.update(extras, **waiting)
     lines = [
@@ -331,8 +350,9 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
         if scratchpad_error is None
         else f"task now:  unknown: {clip(scratchpad_error, 200)}",
         f"cycles:    {cycles}" + (f" ({unrecorded} without a record)" if unrecorded else ""),
-        f"snapshots: {disk['snapshots']['files']} file(s), {size(disk['snapshots']['bytes'])}",
-        f"logs:      {disk['logs']['files']} file(s), {size(disk['logs']['bytes'])}",
+        f"snapshots: {on_disk['snapshots']['files']} file(s), {size(on_disk['snapshots']['bytes'])}",
+        f"logs:      {on_disk['logs']['files']} file(s), {size(on_disk['logs']['bytes'])}",
+        f"records:   {home.database.relative_to(home.root)}, {size(data['records']['bytes'])}",
         f"model:     {model or '(none)'}" + (f"  [config problem: {config_problem}]" if config_problem else ""),
     ]
     shell = data["shell_policy"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.helpers import done, echo, run_cycle
-from tests.helpers import configure
+from tests.helpers import configure, cycle_records
 
 STATE = {
     "goals": [],
@@ -38,7 +38,7 @@ def test_the_hook_gets_the_index_record_on_stdin_and_runs_in_the_home(home):
     assert result.exit_code == 0, result.output
     seen = json.loads((home / "hook_out.json").read_text())
     record = json.loads(seen["stdin"])
-    index = [json.loads(line) for line in (home / "logs" / "index.jsonl").read_text().splitlines()]
+    index = cycle_records(home)
     assert record == index[-1] and record["stop_reason"] == "done" and record["task_after"] == "two"
     assert Path(seen["cwd"]).resolve() == home.resolve()
     assert seen["env"]["AGENT_CYCLE_ID"] == record["cycle_id"] and seen["env"]["AGENT_STOP_REASON"] == "done"
