@@ -1,8 +1,8 @@
 """Report bench: does `agent report` (and `agent fleet`) cost the same over a long history as over a
 short one, given the same cycles inside the window? And what do Jinja2 and uPlot add to its start-up?
 
-Homes of N cycles are made as the tests make them (tests/histories.py: records written through the
-store's writer, 15 minutes apart, every stop reason, several models, an incident; then three real
+Homes of N cycles are made as the tests make them (tests/histories.py: rows of logs/agent.db written
+through the store's writer in one transaction, 15 minutes apart, every stop reason, several models, an incident; then three real
 cycles with snapshots and transcripts). Every home ends at the same moment, so the last `--days`
 days hold the same cycles in each (7 days: 672 + 3); the rest lies before the window.
 

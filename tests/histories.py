@@ -1,7 +1,7 @@
 """Long histories made fast, for `agent report` and `agent fleet` (their tests and bench/report.py).
 
-Thousands of cycle records are written through the store's own writer (what a cycle's aftercare
-appends), ending a little before now; then a few real cycles run (the runner, the scripted model, a
+Thousands of cycle records are written through the store's own writer (the rows a cycle's aftercare
+writes to logs/agent.db, in one transaction), ending a little before now; then a few real cycles run (the runner, the scripted model, a
 clock of our own), so the newest cycles have what a real one leaves: snapshots, a transcript, a
 log, journal calls. The fabricated records cycle through every stop reason, several models (one
 of them without a price), and hold one incident: a run of failing cycles on one task with one
@@ -21,10 +21,10 @@ from agent.config import load_settings
 from agent.cycle.run import run_cycle
 from agent.gates.budgets import cycle_cost
 from agent.models import ScriptedModel
-from agent.store.files import append_jsonl
+from agent.store.db import records as database
 from agent.store.home import Home
 from agent.store.ids import following_cycle_id
-from agent.store.totals import update_totals
+from agent.store.rows import insert_record
 
 MODELS = ("openai:gpt-4o-mini", "openai:gpt-4o", "openai:local-llama")  # the last has no price
 PRICES = {"openai:gpt-4o-mini": {"input": 0.15, "output": 0.6}, "openai:gpt-4o": {"input": 2.5, "output": 10.0}}
@@ -109,12 +109,14 @@ def fabricated(
     return records
 
 
-def write_history(home: Home, records: list[dict], batch: int = 5000) -> None:
-    """Append `records` to the home's cycle index through the store's writer, then its running totals."""
+def write_history(home: Home, records: list[dict]) -> None:
+    """`records` as the rows of the home's records database, through the store's writer (what a
+    cycle's aftercare writes, with no files on disk), in one transaction."""
     home.ensure_dirs()
-    for first in range(0, len(records), batch):
-        append_jsonl(home.index, records[first : first + batch])
-    update_totals(home)
+    db = database(home)
+    with db.write():
+        for record in records:
+            insert_record(db, record)
 
 
 SCRIPT = [

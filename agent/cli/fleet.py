@@ -26,10 +26,10 @@ HEADERS = ("HOME", "LAST", "OUTCOME", "STATE", "TODAY", "ATTENTION")
 
 
 def parse_stale_after(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
-    from agent.store.retention import parse_duration
-
     if value is None:
         return None
+    from agent.cli.maintain import parse_duration  # prune's --older-than reads durations the same way
+
     try:
         seconds = parse_duration(value)
     except UsageError as exc:
@@ -91,7 +91,7 @@ def read_reported(path: Path) -> dict[str, list[str]]:
 
 def write_reported(path: Path, rows: list[dict]) -> None:
     """Remember what needs a person now (what cleared is forgotten: it is told again if it comes back)."""
-    from agent.store.files import atomic_write
+    from agent.common.files import atomic_write
 
     reported = {row["home"]: [item["key"] for item in row["attention"]] for row in rows if row["attention"]}
     text = json.dumps({"format": STATE_FORMAT, "reported": reported}, indent=1, sort_keys=True) + "\n"

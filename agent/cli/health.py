@@ -37,7 +37,7 @@ APPROVAL_WAIT_S = 86400.0  # a call parked longer than this needs a person
 
 # A home's state, the most pressing first: the order `agent fleet` and the report's index sort by.
 NOT_A_HOME = "not a home"
-UNREADABLE = "unreadable"  # a home whose files this user cannot read
+UNREADABLE = "unreadable"  # a home whose files or records this user cannot read (or a broken database)
 STATES = (
     NOT_A_HOME,
     UNREADABLE,
@@ -189,10 +189,13 @@ def home_health(folder: Path, stale_override: float | None = None) -> dict:
 
     try:
         home = existing_home(folder)
-        status, _ = status_report(home)
-        recent = recent_history(home, status["running"], INTERVAL_CYCLES)
     except (AgentError, OSError) as exc:
         return not_a_home(folder, exc)
+    try:
+        status, _ = status_report(home)
+        recent = recent_history(home, status["running"], INTERVAL_CYCLES)
+    except (AgentError, OSError) as exc:  # a home whose records cannot be read (permissions, a broken database)
+        return not_a_home(folder, exc, home=True)
     settings = home_settings(home.root)
     interval = usual_interval(recent)
     stale_s = stale_after_s(settings, interval, stale_override)
@@ -224,11 +227,14 @@ def home_health(folder: Path, stale_override: float | None = None) -> dict:
     }
 
 
-def not_a_home(folder: Path, exc: Exception) -> dict:
-    """The row of a folder that is not a home, or whose files cannot be read: it needs a person."""
+def not_a_home(folder: Path, exc: Exception, home: bool = False) -> dict:
+    """The row of a folder that is not a home, or of a `home` whose files cannot be read: it needs a person."""
     from agent.cli.common import unusable_file
 
-    state, why = (NOT_A_HOME, str(exc)) if isinstance(exc, AgentError) else (UNREADABLE, unusable_file(exc))
+    if isinstance(exc, OSError):
+        state, why = UNREADABLE, unusable_file(exc)
+    else:
+        state, why = (UNREADABLE, f"cannot use it: {exc}") if home else (NOT_A_HOME, str(exc))
     text = clip(why, 240)
     if state == NOT_A_HOME:  # one line for a monitor: what is wrong, not the whole remedy
         folder = Path(folder).expanduser()

@@ -80,7 +80,7 @@ def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_aft
         "range": [int(since.timestamp()), int(now.timestamp())],
         "cycles": len(records),
         "counts": stop_reason_counts(records),
-        "spending": spending_by_day(records, settings.prices),
+        "spending": spending_by_day(home, since, now, settings.prices),
         "budgets": {"tokens": settings.daily_token_budget, "cost": settings.daily_cost_budget},
         "timeline": timeline(records, settings.prices),
         "incidents": [],
@@ -122,7 +122,7 @@ def report(folders: tuple[Path, ...], home_dir: Path, days: int, output: Path, d
     from file:// anywhere. Everything a model wrote is escaped, and transcripts are redacted.
     """
     from agent.cli.page import render
-    from agent.store.files import atomic_write
+    from agent.common.files import atomic_write
 
     if not folders:
         existing_home(home_dir)  # one home, named by --home: not being one is an error (exit 2)

@@ -1,12 +1,13 @@
 """What `agent report` shows of one home over its window (the last `--days` UTC days): the cycles'
 records, what they add up to, and the newest cycles in detail.
 
-Only the window is read: the index backwards from its end, stopping at the first record whose cycle
-id is dated before the window (ids keep running order, and a cycle never started after the time in
-its id), so a home with a million cycles reports as fast as one with a thousand that has the same
-cycles inside the window (bench/report.py). Every sum is the one the other commands use: a day's
-cycles, tokens and cost are `agent history --daily`'s (agent/gates/budgets.py `daily_totals`), a
-cycle's actions and its change `agent replay`'s and `agent diff`'s.
+Only the window is read: the cycles whose ids are dated inside it (a range of the records database's
+primary key: ids keep running order, and a cycle never started after the time in its id) and the
+window's days of what the records spent, so a home with a million cycles reports as fast as one
+with a thousand that has the same cycles inside the window (bench/report.py). Every sum is the one
+the other commands use: a day's cycles, tokens and cost are `agent history --daily`'s (the spend
+the database keeps per UTC day and model), a cycle's actions and its change `agent replay`'s and
+`agent diff`'s.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ import shlex
 from collections import Counter
 from typing import Any
 
-from agent.cli.history import RUNNING, unrecorded_cycle, unrecorded_ids
+from agent.cli.history import RUNNING, unrecorded_cycle
 from agent.common.escape import escape_controls
 from agent.common.outcomes import AgentError, StopReason
 from agent.common.plain import plain
-from agent.gates.budgets import daily_totals, record_cost, record_tokens
+from agent.gates.budgets import bucket_spending, record_cost, record_tokens
 from agent.secrets import Secrets
-from agent.store.home import Home, index_newest_first
-from agent.store.ids import cycle_started, cycles_file
+from agent.store.cycles import cycles_since, spent_by_day
+from agent.store.home import Home
+from agent.store.ids import SECOND_FORMAT, cycle_started
 
 UNKNOWN_MODEL = "(not recorded)"
 NOT_DETAILED = (StopReason.IDLE.value, "held", RUNNING)  # no model was asked: nothing to show in detail
@@ -43,19 +45,14 @@ def window_records(home: Home, running: bool, since: _dt.datetime) -> list[dict]
     """The records of the cycles whose ids are dated at or after `since`, oldest first, as `agent
     history` shows them (source "index", or "snapshots" for a cycle without a record: killed, lost,
     or the one running now)."""
-    found: dict[str, dict] = {}
-    for record in index_newest_first(home):
-        started = cycle_started(record["cycle_id"])
-        if started is not None and started < since:
-            break
-        found.setdefault(record["cycle_id"], dict(record, source="index"))  # the newest of a repeated id
-    known = cycles_file(home)
-    unrecorded = [] if known is None else unrecorded_ids(home, known, found)
-    newest = max([*found, *unrecorded], default=None)
-    for cycle_id in unrecorded:
-        if (cycle_started(cycle_id) or since) >= since:
-            found[cycle_id] = unrecorded_cycle(home, cycle_id, running=running and cycle_id == newest)
-    return [found[k] for k in sorted(found)]
+    found = [
+        dict(record, source="index") if record is not None else unrecorded_cycle(home, cycle_id)
+        for cycle_id, record in cycles_since(home, since.strftime(SECOND_FORMAT))
+        if (cycle_started(cycle_id) or since) >= since
+    ]
+    if running and found and found[-1]["source"] == "snapshots":
+        found[-1] = unrecorded_cycle(home, found[-1]["cycle_id"], running=True)
+    return found
 
 
 def _model(record: dict) -> str:
@@ -70,14 +67,17 @@ def stop_reason_counts(records: list[dict]) -> dict[str, int]:
     return {reason: counts[reason] for reason in [*known, *sorted(set(counts) - set(known))]}
 
 
-def spending_by_day(records: list[dict], prices: dict) -> dict:
-    """{days: `history --daily`'s rows for the window, oldest first; models: {model: its rows}}."""
-    models: dict[str, list[dict]] = {}
-    for record in records:
-        models.setdefault(_model(record), []).append(record)
+def spending_by_day(home: Home, since: _dt.datetime, now: _dt.datetime, prices: dict) -> dict:
+    """{days: `history --daily`'s rows for the window's days, oldest first; models: {model: its rows}}."""
+    first, last = (moment.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d") for moment in (since, now))
+    whole, models = spent_by_day(home, first, last)
+
+    def rows(buckets: dict[str, dict]) -> list[dict]:
+        return [dict(day=day, **bucket_spending(buckets[day], prices)) for day in sorted(buckets)]
+
     return {
-        "days": daily_totals(records, prices),
-        "models": {model: daily_totals(mine, prices) for model, mine in sorted(models.items())},
+        "days": rows(whole),
+        "models": {model or UNKNOWN_MODEL: rows(mine) for model, mine in sorted(models.items())},
     }
 
 
@@ -125,11 +125,8 @@ def transcript_for_page(home: Home, cycle_id: str, secrets: Secrets) -> dict:
     with the secrets known now too, escaped, each message clipped, the whole bounded."""
     from agent.after.transcript import read_transcript
 
-    path = home.transcript(cycle_id)
-    if not path.is_file():
-        return {"calls": [], "missing": True, "clipped": False}
     calls, room = [], TRANSCRIPT_CHARS
-    for record in read_transcript(path):
+    for _, record in read_transcript(home, cycle_id):
         if room <= 0:
             return {"calls": calls, "missing": False, "clipped": True}
         record = secrets.redact(record)
@@ -152,7 +149,7 @@ def transcript_for_page(home: Home, cycle_id: str, secrets: Secrets) -> dict:
         }
         room -= sum(len(m["content"] or "") for m in messages) + len(call["reply"] or "")
         calls.append(call)
-    return {"calls": calls, "missing": False, "clipped": False}
+    return {"calls": calls, "missing": not calls, "clipped": False}
 
 
 def _change(home: Home, cycle_id: str, cycles: Any, secrets: Secrets) -> dict:
@@ -192,7 +189,7 @@ def cycle_detail(home: Home, record: dict, secrets: Secrets, cycles: Any) -> dic
         "task_before": _shown(record.get("task_before")),
         "task_after": _shown(record.get("task_after")),
         "error": _shown(record.get("error"), None),
-        "actions": [_shown(a) for a in actions(home.transcript(cycle_id), record.get("actions"))],
+        "actions": [_shown(a) for a in actions(home, cycle_id, record.get("actions"))],
         "change": _change(home, cycle_id, cycles, secrets),
         "calls": [
             {key: _shown(call.get(key)) for key in ("call", "tool", "status")}

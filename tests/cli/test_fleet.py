@@ -183,10 +183,13 @@ def test_the_stale_after_setting_overrides_the_usual_interval(fleet):
 
 
 def test_a_call_parked_for_more_than_a_day_needs_a_person_even_after_a_good_cycle(fleet):
+    from agent.store.db import records
+
     root = fleet["parked"]
-    approvals = json.loads((root / "scratchpad" / "approvals.json").read_text())
-    approvals[0]["parked"] = (_now() - _dt.timedelta(days=2)).isoformat()
-    (root / "scratchpad" / "approvals.json").write_text(json.dumps(approvals))
+    db = records(Home.at(root))
+    with db.write():  # the call was parked two days ago
+        parked = (_now() - _dt.timedelta(days=2)).isoformat()
+        assert db.execute("UPDATE approval SET record = json_set(record, '$.parked', ?)", (parked,)).rowcount == 1
     write_history(Home.at(root), fabricated(1, _now(), EVERY, pattern=["done"]))
     rows = json.loads(_fleet("--json", root).output)
     assert [item["text"] for item in rows[0]["attention"]] == ["1 call(s) parked, the oldest for 2d"]
@@ -210,6 +213,21 @@ def test_a_broken_config_needs_a_person(fleet):
     assert result.exit_code == 1 and "needs a person: config: setting 'max_iterations' must be" in result.output
 
 
+def test_a_home_whose_records_are_not_a_database_needs_a_person_and_keeps_the_file(fleet):
+    database = fleet["stale"] / "logs" / "agent.db"
+    for name in ("agent.db-wal", "agent.db-shm"):
+        (database.parent / name).unlink(missing_ok=True)
+    database.write_bytes(b"not a database at all\n" * 300)
+    result = _fleet("--json", fleet["stale"], fleet["healthy"])
+    rows = {row["home"]: row for row in json.loads(result.output)}
+    broken = rows[str(fleet["stale"])]
+    assert result.exit_code == 1 and broken["state"] == "unreadable" and broken["needs_person"]
+    [item] = broken["attention"]
+    assert item["text"].startswith("cannot use it: ") and "agent.db is not a usable database" in item["text"]
+    assert rows[str(fleet["healthy"])]["state"] == "ok"  # one broken home does not blind the monitor
+    assert database.read_bytes() == b"not a database at all\n" * 300  # left as it was, for a person to look at
+
+
 def test_model_text_in_a_row_is_escaped(tmp_path):
     root = _home(tmp_path, "hostile")
     record = fabricated(1, _now(), EVERY, pattern=["error"])[0]
@@ -227,7 +245,7 @@ def test_fleet_needs_at_least_one_home():
 
 
 def test_a_cycle_running_for_longer_than_stale_after_needs_a_person(fleet):
-    from agent.store.ids import new_cycle_id
+    from agent.store.cycles import new_cycle_id
     from agent.store.lock import home_lock
 
     home = Home.at(fleet["stale"])  # its last cycle ended three and a half hours ago
