@@ -264,7 +264,9 @@ def test_a_fork_bomb_a_memory_hog_and_a_disk_filler_are_stopped_and_the_cycle_go
     lines = notes(home)
     assert lines[0].startswith(("[TOOL] shell(", "[TOOL ERROR] shell(")), lines[0]
     if stopped_by:
-        assert any(bound in lines[0] for bound in ((stopped_by,) if isinstance(stopped_by, str) else stopped_by)), lines[0]
+        assert any(bound in lines[0] for bound in ((stopped_by,) if isinstance(stopped_by, str) else stopped_by)), (
+            lines[0]
+        )
     else:  # the kernel killed the hog
         assert "[exit status 137]" in lines[0] or "MemoryError" in lines[0], lines[0]
     assert "timed out" not in lines[0]  # stopped by its bound, not by the clock
