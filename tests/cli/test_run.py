@@ -202,6 +202,13 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
     "agent.memory.section_archive",
     "agent.memory.consolidation",
     "fractions",
+    "jinja2",  # agent report's page, and what it shows: never a cycle's
+    "markupsafe",
+    "agent.cli.report",
+    "agent.cli.fleet",
+    "agent.cli.health",
+    "agent.cli.window",
+    "agent.cli.page",
 }
 
 
