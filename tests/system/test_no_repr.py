@@ -214,6 +214,9 @@ def lived_in(tmp_path_factory) -> dict:
     assert agent("consolidate", "--home", str(home), "--model", f"scripted:{script}").exit_code == 0
     assert agent("memory", "set", "--home", str(home), "purpose", "Keep the servers healthy").exit_code == 0
     assert agent("memory", "add", "--home", str(home), "tell", "The disk is nearly full").exit_code == 0
+    dropped = {"sections": {"known": []}}  # reverted last: an incident fleet -q names
+    script = write_script(root, [{"tool": "consolidate", "args": dropped}], name="dropped.yaml")
+    assert agent("consolidate", "--home", str(home), "--model", f"scripted:{script}").exit_code == 3
     killed = "20000101_000000_01"  # an old cycle killed after its before snapshot: no record, no log
     shutil.copyfile(home / "scratchpad" / f"{first}_before.yaml", home / "scratchpad" / f"{killed}_before.yaml")
     return {"root": root, "home": home, "first": first, "failed": failed, "killed": killed, "outputs": outputs}
