@@ -2,9 +2,10 @@
 
 For each home: its health (what `agent fleet` says of it), a timeline of its cycles coloured by stop
 reason, its tokens and cost per day by model against the daily budgets, the incidents, the newest
-cycles in detail, and its memory sections. Several homes get an index first, the ones that need a
-person at the top. What is read is the window's records and what `agent status` reads
-(agent/cli/window.py, agent/cli/health.py); the page is drawn by agent/cli/page.py.
+cycles in detail, and its memory sections (each one's fill, what the window's consolidations merged
+and archived). Several homes get an index first, the ones that need a person at the top. What is
+read is the window's records and what `agent status` reads (agent/cli/window.py,
+agent/cli/health.py); the page is drawn by agent/cli/page.py.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from agent.store.home import Home
 DEFAULT_OUTPUT = "report.html"
 
 
-def memory_sections(home: Home, specs: tuple) -> dict | None:
-    """Each section's fill (`agent memory`'s gauge); None for a home without sections."""
+def memory_sections(home: Home, specs: tuple, records: list[dict]) -> dict | None:
+    """Each section's fill (`agent memory`'s gauge), and what the window's consolidations merged and
+    archived; None for a home without sections."""
     if not specs:
         return None
+    from agent.cli.window import consolidations
     from agent.memory.sections import entries_of, fill, text_of
     from agent.setting_checks import by_stability
     from agent.store.state_file import load_state
@@ -35,7 +38,7 @@ def memory_sections(home: Home, specs: tuple) -> dict | None:
     try:
         state = load_state(home)
     except InvalidScratchpad as exc:
-        return {"sections": [], "problem": str(exc)}
+        return {"sections": [], "problem": str(exc), "consolidations": consolidations(home, records)}
     rows = []
     for spec in by_stability(specs):
         used = len(entries_of(state, spec)) if spec.is_list else len(text_of(state, spec))
@@ -48,9 +51,10 @@ def memory_sections(home: Home, specs: tuple) -> dict | None:
                 "limit": spec.limit,
                 "fraction": round(used / spec.limit, 4) if spec.limit else 0,
                 "read_only": spec.read_only,
+                "surface": spec.surface,
             }
         )
-    return {"sections": rows, "problem": None}
+    return {"sections": rows, "problem": None, "consolidations": consolidations(home, records)}
 
 
 def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_after: float | None = None) -> dict:
@@ -85,7 +89,7 @@ def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_aft
         "timeline": timeline(records, settings.prices),
         "incidents": [],
         "details": [cycle_detail(home, record, secrets, cycles) for record in newest_worked(records, detail)],
-        "memory": memory_sections(home, settings.section_specs),
+        "memory": memory_sections(home, settings.section_specs, records),
     }
     return secrets.redact(page)  # everything on the page, with the secrets known now (transcripts: before clipping too)
 

@@ -108,6 +108,46 @@ def timeline(records: list[dict], prices: dict) -> dict:
     return dict(columns, tasks=list(tasks))
 
 
+# ---------------------------------------------------------------------------------- memory
+
+CONSOLIDATIONS = ("consolidated", "consolidation_reverted")  # `agent consolidate`'s cycles that asked a model
+
+
+def consolidations(home: Home, records: list[dict]) -> list[dict]:
+    """The window's consolidations, newest first: how each ended, and for each section it changed,
+    the entries merged into successors (and how many successors), and the entries archived bare;
+    a reverted one, why (the violations its record keeps). Read from the archive's rows of these
+    cycles only (agent/store/archive.py `sections_left_since`)."""
+    from agent.store.archive import sections_left_since
+
+    found = [r for r in reversed(records) if r.get("stop_reason") in CONSOLIDATIONS]
+    if not found:
+        return []
+    accepted = {r["cycle_id"]: {} for r in found if r["stop_reason"] == CONSOLIDATIONS[0]}
+    if accepted:
+        for cycle_id, section, _, successor, reason in sections_left_since(home, min(accepted)):
+            if cycle_id in accepted and reason == "consolidate":
+                moved = accepted[cycle_id].setdefault(section, {"merged": 0, "successors": set(), "archived": 0})
+                if successor:
+                    moved["merged"] += 1
+                    moved["successors"].add(successor)
+                else:
+                    moved["archived"] += 1
+    return [
+        {
+            "cycle_id": record["cycle_id"],
+            "stop_reason": record["stop_reason"],
+            "sections": [
+                {"section": name, "merged": m["merged"], "into": len(m["successors"]), "archived": m["archived"]}
+                for name, m in sorted(accepted.get(record["cycle_id"], {}).items())
+            ],
+            "violations": [_shown(v) for v in record.get("violations") or [] if isinstance(v, str)],
+            "error": _shown(record.get("error")),
+        }
+        for record in found
+    ]
+
+
 # ---------------------------------------------------------------------------------- in detail
 
 

@@ -63,6 +63,22 @@ def section_records(home: Home, section: str | None = None) -> Iterator[tuple[in
     yield from ((seq, record) for seq, text in rows if (record := loaded(text)) is not None)
 
 
+def sections_left_since(home: Home, first_cycle_id: str) -> Iterator[tuple[str, str, str | None, str | None, str]]:
+    """(cycle id, section, entry id, successor, reason) of what left the memory sections in the cycles
+    (and operator commands) from `first_cycle_id` on, newest first, streamed. Rows are added under
+    the home's lock in the order of their ids' times, so the read goes back from the newest row only
+    as far as the first older id: what `agent report` shows of a window costs the same however long
+    the archive before it."""
+    sql = (
+        "SELECT cycle_id, section, entry_id, replaced_by, json_extract(record, '$.reason') FROM archive "
+        "WHERE section IS NOT NULL ORDER BY seq DESC"
+    )
+    for cycle_id, section, entry_id, successor, reason in records(home, create=False).stream(sql):
+        if str(cycle_id) < first_cycle_id:
+            return
+        yield cycle_id, section, entry_id, successor, str(reason)
+
+
 def highest_ids(home: Home) -> dict[str, int]:
     """The highest id number of each memory section the archive ever received (the `section_id`
     table: raised by the database as each archive row is added, and by `raise_ids`)."""

@@ -278,3 +278,37 @@ def test_the_visible_page_holds_no_python_repr(history_home, tmp_path):
     markup = re.sub(r"<(script|style)[^>]*>.*?</\1>", "", page.read_text(), flags=re.S)
     text = unescape(re.sub(r"<[^>]+>", " ", markup))
     assert reprs(text) == [] and "None" not in markup
+
+
+def test_the_memory_part_says_what_each_consolidation_of_the_window_merged_and_archived(home, tmp_path):
+    from agent.store.archive import append_archive, sections_left_since
+    from tests.cycle.test_consolidate import call, consolidate, consolidation_home
+    from tests.memory.test_consolidation import good_reply
+
+    consolidation_home(home)
+    old = {"kind": "section_entry", "section": "known", "reason": "consolidate", "value": {"text": "gone"}}
+    append_archive(Home.at(home), [dict(old, cycle_id="20200101_000000_01", id="known-90", replaced_by="known-91")])
+    hostile = "<img src=x onerror=alert(1)>"
+    assert consolidate(home, [call({"sections": {hostile: []}})]).exit_code == 3  # reverted
+    assert consolidate(home, [call(good_reply())]).exit_code == 0  # known-3, known-4 into one; known-7 bare
+    page = tmp_path / "r.html"
+    assert _report("--home", home, "-o", page)[0] == 0
+    html = page.read_text()
+    rows = re.findall(r'data-consolidation="(\w+)" data-stop-reason="(\w+)"', html)
+    assert [reason for _, reason in rows] == ["consolidated", "consolidation_reverted"]  # newest first
+    moved = re.findall(r'data-section="known" data-merged="(\d+)" data-into="(\d+)" data-archived="(\d+)"', html)
+    assert moved == [("2", "1", "1")]  # the row dated before the window is not counted
+    assert hostile not in html and "&lt;img src=x onerror=alert(1)&gt;" in html  # the violation, escaped
+    assert "is not a section of config.yaml" in html
+    newest = rows[0][0]
+    assert {row[0] for row in sections_left_since(Home.at(home), newest)} == {newest}
+
+
+def test_the_archive_is_read_back_only_to_the_first_cycle_asked_for(home):
+    from agent.store.archive import append_archive, sections_left_since
+
+    row = {"kind": "section_entry", "section": "known", "reason": "evict", "value": {"text": "-"}}
+    ids = ["20260101_000000_01", "20250101_000000_01", "20260102_000000_01"]  # one out of order between
+    append_archive(Home.at(home), [dict(row, cycle_id=cycle_id, id=f"known-{n}") for n, cycle_id in enumerate(ids)])
+    found = list(sections_left_since(Home.at(home), "20260101_000000_00"))
+    assert found == [("20260102_000000_01", "known", "known-2", None, "evict")]  # stopped at the older one
