@@ -103,7 +103,8 @@ LAYERS = [
     {"tools"},  # what the model may call
     {"models"},  # the model interface and every model
     {"config"},  # settings
-    {"store"},  # files on disk: the home, ids, locks, snapshots, the index
+    {"scratchpad"},  # the scratchpad's files: active.yaml and the snapshot pairs
+    {"store"},  # files on disk: the home, its records (logs/agent.db), ids, locks
     {"state", "secrets", "setting_checks"},  # the state's rules, redaction, settings' constraints
     {"common"},  # leaf helpers: outcomes, tags, escaping, JSON schema, YAML
 ]

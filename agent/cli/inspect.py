@@ -60,10 +60,10 @@ from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.config import load_settings
 from agent.gates.budgets import newest_days
 from agent.models.local.model import bundled_model_path, local_runtime_installed
+from agent.scratchpad import load_state
 from agent.state import FIELDS
 from agent.store.cycles import disk, newest_first
 from agent.store.home import Home
-from agent.store.state_file import load_state
 
 # --------------------------------------------------------------------------------------- diff
 

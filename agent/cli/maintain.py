@@ -39,10 +39,10 @@ from agent.models.local.model import LocalModel
 from agent.models.local.worker import rebuild_command
 from agent.models.openai.compat import OpenAIModel
 from agent.models.resolve import anchor_model_path
+from agent.scratchpad import read_state_file
 from agent.store.home import Home
 from agent.store.lock import home_lock, is_locked
 from agent.store.retention import prune_cycles
-from agent.store.state_file import read_state_file
 
 PROBE_TOKENS = 8  # tokens `agent doctor` has the embedded model decode
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -42,9 +42,9 @@ from agent.memory.sections import (
     specs_by_name,
     text_of,
 )
+from agent.scratchpad import load_state
 from agent.setting_checks import SectionSpec, by_stability
 from agent.store.home import Home
-from agent.store.state_file import load_state
 
 NO_SECTIONS = "config.yaml defines no sections: the memory is the scratchpad's fields (agent show)"
 

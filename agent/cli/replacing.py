@@ -9,8 +9,8 @@ from agent.common.outcomes import InvalidScratchpad
 from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.memory.bounding import Archived, append_archive, archive_records
 from agent.memory.inbox import discard_queued
+from agent.scratchpad import MAX_SCRATCHPAD_BYTES, read_state_file
 from agent.store.home import Home
-from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
 
 REPLACED_STATE, DROPPED_EDIT = "replaced_state", "dropped_edit"  # archive kinds
 

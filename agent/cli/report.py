@@ -32,8 +32,8 @@ def memory_sections(home: Home, specs: tuple, records: list[dict]) -> dict | Non
         return None
     from agent.cli.window import consolidations
     from agent.memory.sections import entries_of, fill, text_of
+    from agent.scratchpad import load_state
     from agent.setting_checks import by_stability
-    from agent.store.state_file import load_state
 
     try:
         state = load_state(home)

@@ -32,10 +32,10 @@ from agent.cycle.examples import MAX_EXAMPLES_BYTES
 from agent.cycle.prompt import MAX_RULES_BYTES
 from agent.memory.bounding import Archived, append_archive, archive_records
 from agent.memory.inbox import apply_inbox
+from agent.scratchpad import load_state, write_state
 from agent.state import now_iso
 from agent.store.home import Home
 from agent.store.lock import home_lock
-from agent.store.state_file import load_state, write_state
 
 SPEC_HELP = "CYCLE is a cycle id (or `latest`), optionally ending in :before or :after (default :after)."
 

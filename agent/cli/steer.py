@@ -31,11 +31,11 @@ from agent.common.outcomes import Busy, InvalidScratchpad
 from agent.config import Settings
 from agent.memory.inbox import apply_inbox, archive_operator_leaving, queue_edit, queued_edits
 from agent.memory.queue_edits import EditContext
+from agent.scratchpad import load_state, write_state
 from agent.secrets import Secrets
 from agent.state import problems
 from agent.store.home import Home
 from agent.store.lock import home_lock
-from agent.store.state_file import load_state, write_state
 
 wait_option = click.option(
     "--wait",

@@ -35,11 +35,11 @@ from agent.memory import consolidation
 from agent.memory.section_archive import archive_leaving, highest_ids
 from agent.memory.sections import Stamp, checked, entries_of, settle
 from agent.models.base import Request
+from agent.scratchpad import load_state
 from agent.secrets import Secrets
 from agent.state import now_iso
 from agent.store.cycles import new_cycle_id
 from agent.store.lock import home_lock
-from agent.store.state_file import load_state
 
 if TYPE_CHECKING:
     from agent.after.report import Reporter

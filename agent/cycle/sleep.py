@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import agent.memory.bounding as memory
 import agent.state as state_rules
+from agent.scratchpad import write_state
 from agent.store.db import records
-from agent.store.state_file import write_state
 
 if TYPE_CHECKING:
     from agent.after.report import CycleReport

@@ -31,9 +31,9 @@ from agent.common.outcomes import Held
 from agent.cycle.crash import Sweep, clean_after_crash
 from agent.cycle.sleep import tell
 from agent.gates.registry import check_gates, open_gates
+from agent.scratchpad import load_state
 from agent.store.cycles import new_cycle_id
 from agent.store.lock import home_lock
-from agent.store.state_file import load_state
 from agent.tools.children import reap_recorded
 from agent.tools.workspace import ensure_workspace
 

@@ -33,7 +33,7 @@ from agent.cycle.loop import Loop
 from agent.gates.base import Tools
 from agent.models import ModelError
 from agent.models.base import with_notices
-from agent.store.state_file import state_size_problem
+from agent.scratchpad import state_size_problem
 from agent.tools import ToolContext
 
 if TYPE_CHECKING:

@@ -33,11 +33,11 @@ from agent.common.files import fault_point
 from agent.common.outcomes import UsageError
 from agent.common.tags import Tag
 from agent.memory.queue_edits import EditContext, apply_edit, describe
+from agent.scratchpad import state_size_problem, write_state
 from agent.state import add_note
 from agent.store.db import any_rows, records
 from agent.store.home import Home
 from agent.store.rows import loaded
-from agent.store.state_file import state_size_problem, write_state
 
 # The top-level key of active.yaml naming the ids of the last batch applied (see above).
 APPLIED_KEY = "inbox_applied"

@@ -32,7 +32,7 @@ def saved(home: Home, matches: list[Match]) -> list[Match]:
     active.yaml still holds (a kill between the archive and active.yaml), and each entry once."""
     if not any(match.entry_id for match in matches):
         return matches
-    from agent.store.state_file import load_state
+    from agent.scratchpad import load_state
 
     try:
         state = load_state(home)

@@ -13,9 +13,9 @@ import agent.memory.inbox as inbox
 from agent.common.outcomes import DiskError
 from agent.memory.inbox import APPLIED_KEY, apply_inbox, discard_queued, queue_edit, queued_edits, without_marker
 from agent.memory.queue_edits import goal_add, task_add, task_drop
+from agent.scratchpad import MAX_SCRATCHPAD_BYTES, read_state_file
 from agent.state import fresh_state
 from agent.store.db import any_rows, records
-from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
 from tests.helpers import store_home, tree_digest
 
 
