@@ -10,7 +10,7 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 
 - run.py, progress.py, live.py       `agent run`, and what it prints while a cycle runs
 - setup.py                           `init`, `reset`, `tools`
-- steer.py                           `task` and `goal`
+- steer.py                           `task`, `goal` and `resume`
 - inspect.py, diffing.py, history.py, spending.py, waiting.py, archive_view.py
                                      `diff`, `history`, `show`, `status`, and what they compute
 - logs.py                            `logs`
@@ -44,6 +44,7 @@ COMMANDS = {
     "status": "agent.cli.inspect:status",
     "task": "agent.cli.steer:task",
     "goal": "agent.cli.steer:goal",
+    "resume": "agent.cli.steer:resume",
     "prune": "agent.cli.maintain:prune",
     "doctor": "agent.cli.maintain:doctor",
     "logs": "agent.cli.logs:logs",

@@ -34,10 +34,21 @@ class StopReason(str, enum.Enum):
     BUDGET_EXHAUSTED = "budget_exhausted"
     ERROR = "error"
     IDLE = "idle"  # nothing to do, or wake_when said no: no model was called (agent/cycle/idle.py)
+    HELD = "held"  # a gate held the cycle at wake (stalled or awaiting approval, nothing changed): no model called
 
     @property
     def exit_code(self) -> ExitCode:
         return _EXIT_CODES.get(self, ExitCode.STOPPED)
+
+
+# The stop reasons that are failures: a failed cycle never counts toward (or ends) a stall, and
+# `consecutive_failures` counts them until a cycle succeeds. The one definition every reader uses.
+FAILURES = frozenset({StopReason.ERROR})
+
+
+def is_failure(stop_reason: object) -> bool:
+    """Whether a stop reason (a StopReason, or a record's text) is a failure."""
+    return getattr(stop_reason, "value", stop_reason) in {reason.value for reason in FAILURES}
 
 
 _EXIT_CODES = {
@@ -88,9 +99,10 @@ class Stop(Exception):
     """Raised inside a cycle to end it early, carrying its stop reason: the one family every limit and
     gate raises (as mini-swe-agent's `InterruptAgentFlow`); the loop and the cycle decide what each means."""
 
-    def __init__(self, reason: StopReason, message: str):
+    def __init__(self, reason: StopReason, message: str, signature: str | None = None):
         super().__init__(message)
         self.reason = reason
+        self.signature = signature  # what makes this stop one incident and not another (a budget and its period)
 
 
 class Done(Stop):
@@ -107,13 +119,27 @@ class LimitReached(Stop):
 class Parked(LimitReached):
     """Raised inside the loop when a gated call was parked for the operator (agent/gates/approvals.py)."""
 
-    def __init__(self, message: str):
-        super().__init__(StopReason.AWAITING_APPROVAL, message)
+    def __init__(self, message: str, signature: str | None = None):
+        super().__init__(StopReason.AWAITING_APPROVAL, message, signature)
 
 
 class Held(Stop):
-    """Raised by a gate at wake: this cycle calls no model. It is recorded as an idle cycle (one index
-    record, no snapshot pair, no log), with the gate's message as the reason (agent/gates/base.py)."""
+    """Raised by a gate at wake: this cycle calls no model. It is recorded like an idle cycle (one index
+    record, no snapshot pair, no log) with stop reason `held`, the gate's message as the reason, and
+    `held_for`: what it waits on (stalled, awaiting_approval), whose exit code it ends with (none: 0).
+    `repeated`: fields of the record it holds after that its own record repeats (agent/gates/holds.py)."""
 
-    def __init__(self, message: str):
-        super().__init__(StopReason.IDLE, message)
+    def __init__(
+        self,
+        message: str,
+        held_for: StopReason | None = None,
+        signature: str | None = None,
+        repeated: dict | None = None,
+    ):
+        super().__init__(StopReason.HELD, message, signature)
+        self.held_for = held_for
+        self.repeated = dict(repeated or {})
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.DONE if self.held_for is None else self.held_for.exit_code

@@ -26,10 +26,12 @@ if TYPE_CHECKING:
     from agent.store.home import Home
 
 
-def save(home: Home, path: Path, state: dict, report: CycleReport, secrets: Secrets) -> None:
-    """Write `state`, redacted, to `path` in the home, and list the file in the report."""
-    write_state(path, secrets.redact(state))
+def save(home: Home, path: Path, state: dict, report: CycleReport, secrets: Secrets) -> str:
+    """Write `state`, redacted, to `path` in the home, and list the file in the report; the digest of
+    the bytes written."""
+    digest = write_state(path, secrets.redact(state))
     report.files.append(str(path.relative_to(home.root)))
+    return digest
 
 
 def sleep(
@@ -46,7 +48,7 @@ def sleep(
     after, moved = memory.bound_memory(after, settings.notes_budget, settings.completed_window)
     _archive(home, secrets, log, archived + moved, report)
     save(home, home.snapshot(report.cycle_id, "after"), after, report, secrets)
-    save(home, home.active, dict(after, last_updated=state_rules.now_iso()), report, secrets)
+    report.active_digest = save(home, home.active, dict(after, last_updated=state_rules.now_iso()), report, secrets)
     return after
 
 

@@ -86,7 +86,7 @@ class Woken(NamedTuple):
     report: CycleReport
     swept: Sweep
     gates: Gate | None  # None for an idle cycle: no gate is opened
-    idle: str | None
+    idle: str | Held | None  # why it calls no model: idle (a reason), or held by a gate
     signals: interrupts.Deferred  # a signal that arrived while awake, noted
 
 
@@ -102,15 +102,17 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
         state = load_state(home)  # an invalid active.yaml: exit 6 before anything is written
         cycle_id = new_cycle_id(home, now)  # noted in logs/cycles.json
         report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), model.name)
-        before, why_idle = idle.wake(home, settings, state, report, cycle.force, secrets)
-        gates = None if why_idle else open_gates(home, settings, secrets, model, cycle_id, now)
-        yield Woken(before, report, swept, gates, why_idle or _held(gates, before), signals)
+        before, why_idle, woke = idle.wake(home, settings, state, report, cycle.force, secrets)
+        gates = None if why_idle else open_gates(home, settings, secrets, model, cycle_id, now, woke)
+        yield Woken(before, report, swept, gates, why_idle or _held(gates, before, cycle.force), signals)
 
 
-def _held(gates: Gate, state: dict) -> str | None:
-    """Why a gate holds this cycle (no model is called), or None."""
+def _held(gates: Gate, state: dict, force: bool) -> Held | None:
+    """Why a gate holds this cycle (no model is called), or None (`agent run --force` is never held)."""
+    if force:
+        return None
     try:
         gates.at_wake(state)
     except Held as held:
-        return str(held)
+        return held
     return None

@@ -1,8 +1,9 @@
 """The operator's edits to the queue and the goals, as data: one definition of what each does.
 
 An edit is a small JSON-able record, {"op": "task_add", "text": ..., "first": false, "check": null},
-{"op": "task_drop", "number": 2}, {"op": "goal_add", "text": ...} or {"op": "goal_drop",
-"number": 1}. `agent task` / `agent goal` apply one at once when the lock is free; when a cycle
+{"op": "task_drop", "number": 2}, {"op": "goal_add", "text": ...}, {"op": "goal_drop",
+"number": 1} or {"op": "resume"} (`agent resume`: changes no field; applying it is the change that
+lets a held home call its model again, agent/gates/holds.py). `agent task` / `agent goal` apply one at once when the lock is free; when a cycle
 holds it, the same record waits in the inbox (agent/memory/inbox.py) and is applied by `apply_edit` at
 the next wake. Pure: state in, state changed in place, a message out; UsageError refuses.
 """
@@ -14,7 +15,8 @@ from typing import Any
 import agent.gates.checks as checks
 from agent.common.outcomes import UsageError
 
-OPS = ("task_add", "task_drop", "goal_add", "goal_drop")
+OPS = ("task_add", "task_drop", "goal_add", "goal_drop", "resume")
+RESUME = {"op": "resume"}
 
 
 def task_add(text: str, first: bool = False, check: str | None = None) -> dict:
@@ -36,6 +38,8 @@ def goal_drop(number: int) -> dict:
 def describe(edit: dict) -> str:
     """An edit for a person: `task add 'X' (first) [check: C]`, `goal drop 2`."""
     op = str(edit.get("op", "?")).replace("_", " ")
+    if edit.get("op") == "resume":
+        return op
     if "number" in edit:
         return f"{op} {edit['number']}"
     text = f"{op} {edit.get('text')!r}" + (" (first)" if edit.get("first") else "")
@@ -115,4 +119,14 @@ def _goal_drop(state: dict, edit: dict) -> str:
     return f"dropped goal {edit.get('number')}: {dropped}"
 
 
-_APPLY = {"task_add": _task_add, "task_drop": _task_drop, "goal_add": _goal_add, "goal_drop": _goal_drop}
+def _resume(state: dict, edit: dict) -> str:
+    return "resumed by the operator: the model is called again, and a stalled task's streak starts over"
+
+
+_APPLY = {
+    "task_add": _task_add,
+    "task_drop": _task_drop,
+    "goal_add": _goal_add,
+    "goal_drop": _goal_drop,
+    "resume": _resume,
+}

@@ -160,6 +160,7 @@ USES_OF_A_HOME = {
     "status": ("status",),
     "task": ("task", "add", "typed in the wrong folder"),
     "goal": ("goal", "add", "a goal"),
+    "resume": ("resume",),
     "prune": ("prune", "--keep", "1"),
     "logs": ("logs",),
     "replay": ("replay", "latest", "--model", "scripted:nowhere.yaml"),
