@@ -3,6 +3,7 @@
 - report.py      its record (`agent run --json`, the index)
 - transcript.py  every request and reply of the cycle, exactly
 - aftercare.py   the record appended, retention, then the hook and the metrics
+- incidents.py   what a person is told once: the incident a record is part of, and whether it opened it
 - hooks.py       `on_cycle_end`, the operator's command
 - metrics.py     `metrics_file`, for node_exporter's textfile collector
 """

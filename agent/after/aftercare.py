@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Callable
 
+from agent.after.incidents import act_on, first_to_report, incident_key, incident_run
 from agent.after.report import CycleReport
 from agent.config import Settings
 from agent.secrets import Secrets
-from agent.store.home import Home, append_index
+from agent.store.home import Home, append_index, index_newest_first
 from agent.store.retention import delete_cycles, retention_plan
 from agent.store.totals import update_totals
 
@@ -21,9 +22,10 @@ def after_cycle(
     log: Callable[[str], None],
     prune: bool = True,
 ) -> None:
-    """Append the index record, then prune old cycles (the record is written first: history never
-    loses a cycle that retention removed the files of), then tell the operator's tools: the
-    metrics file, and the on_cycle_end command with the same record."""
+    """Append the index record (with the incident it is part of, and whether it opened it: see
+    incidents.py), then prune old cycles (the record is written first: history never loses a cycle
+    that retention removed the files of), then tell the operator's tools: the metrics file, and the
+    on_cycle_end command with the same record (with notify_on: once per incident)."""
     # Each feature's module is imported only when it is in use (no prices, nothing parked, no
     # metrics file, no hook: none of them is), so a plain cycle's start-up does not pay for it.
     if settings.prices:
@@ -36,6 +38,10 @@ def after_cycle(
 
         pending = pending_fields(home)
     record = secrets.redact(dict(report.index_record(), **pending))
+    key = incident_key(record)  # the incident this cycle is part of, and the earlier cycles of it
+    run = incident_run(index_newest_first(home), key)  # none read for a cycle with no incident (idle, done)
+    report.incident = record["incident"] = key
+    report.new_incident = record["new_incident"] = key is not None and first_to_report(record, run, act_on)
     append_index(home, record)
     plan = retention_plan(home, settings, protect=[report.cycle_id]) if prune else None  # idle: nothing added
     pruned = [] if plan is None else delete_cycles(plan)
@@ -47,9 +53,12 @@ def after_cycle(
 
         write_metrics(home, settings, record, log)
     if settings.on_cycle_end:
-        from agent.after.hooks import run_cycle_end_hook
+        from agent.after.hooks import run_cycle_end_hook, wants_hook
 
-        run_cycle_end_hook(home.root, settings, record, secrets, log)
+        # notify_on set: once per incident, at its first cycle the filter takes; unset: every cycle
+        filtered = settings.notify_on is not None
+        if not filtered or first_to_report(record, run, lambda r: wants_hook(settings, str(r.get("stop_reason")))):
+            run_cycle_end_hook(home.root, settings, record, secrets, log)
 
 
 def keep_totals(home: Home, cycle_id: str, removed: list, log: Callable[[str], None]) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import click
 
+from agent.after.incidents import incident_text, open_incident
 from agent.cli.archive_view import NOTE, TASK, archived, archived_counts, json_pieces, note_lines, task_lines
 from agent.cli.common import (
     age,
@@ -316,7 +317,8 @@ def status(home_dir: Path, as_json: bool) -> None:
     }
     extras, extra_lines = status_extras(index_newest_first(home), totals, current_task, home.root)
     waiting, waiting_lines = approvals_status(home)
-    data.update(extras, **waiting)
+    incident = open_incident(index_newest_first(home))  # read back only as far as it goes
+    data.update(extras, **waiting, incident=incident)
     if as_json:
         print_json(data)
         return
@@ -337,5 +339,7 @@ def status(home_dir: Path, as_json: bool) -> None:
     shell = data["shell_policy"]
     if shell:
         echo(f"shell:     {'WARNING: ' if shell['warning'] else ''}{shell['policy']} ({shell['why']})")
+    if incident:
+        echo(f"incident:  {incident_text(incident)}")
     for line in waiting_lines + extra_lines:
         echo(line)
