@@ -32,6 +32,8 @@ from agent.setting_checks import MOST_SECONDS as MOST_SECONDS  # the --wait flag
 from agent.state import taken_keys
 from agent.store.home import Home
 
+INHERIT = "inherit"  # a fallback's api_key_env that sends the primary's key to its own base_url
+NOBODY = 65534  # the id `sandbox_uid` may never be
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
 
 
@@ -303,7 +305,7 @@ class Settings:
     )
     sandbox_max_memory: int = _doc(
         "Bytes of memory one sandboxed command may use in all (a memory cgroup where one "
-        "can be made, else per process as RLIMIT_AS); also the size of its private /tmp.",
+        "can be made, else per process as RLIMIT_AS); also the size of its private /tmp and /dev/shm each.",
         above=0,
         unit="bytes",
         default=1024**3,
@@ -315,8 +317,8 @@ class Settings:
         "Largest file a sandboxed command may write (RLIMIT_FSIZE).", above=0, unit="bytes", default=256 * 1024**2
     )
     workspace_max_bytes: int = _doc(
-        "Disk space the workspace may take; checked during and after every command and "
-        "on every file tool's write. Past it, writes are refused.",
+        "Disk space the workspace may take; watched while a command runs, counted after it "
+        "and on every file tool's write. Past it, writes are refused.",
         above=0,
         unit="bytes",
         default=1024**3,
@@ -364,6 +366,19 @@ class Settings:
         unit="bytes",
         default=32768,
     )
+    sandbox_uid: int = _doc(
+        "When the agent runs as root: the unprivileged user id (and group id) its sandboxes run as "
+        "and the workspace belongs to, so nothing a command makes is root's. It needs no account; "
+        "give it to nothing else (never 65534, which nobody shares), one per home.",
+        minimum=1,
+        maximum=2**32 - 2,
+        default=65533,
+    )
+    checks_unsandboxed: bool = _doc(
+        "Where no sandbox can start, run acceptance checks on the host, as the operator, instead of "
+        "refusing them (a check may run the model's code: doctor and every cycle log warn).",
+        default=False,
+    )
 
     sections: dict[str, dict[str, Any]] = _doc(
         "The operator's own parts of the scratchpad, each a top-level key of active.yaml: name -> {kind: text "
@@ -399,8 +414,10 @@ class Settings:
 
     @property
     def secret_names(self) -> set[str]:
-        """Environment variables whose values are secrets: redacted everywhere, hidden from tools."""
-        return {self.api_key_env, "OPENAI_API_KEY", *self.secret_env}
+        """Environment variables whose values are secrets: redacted everywhere, hidden from tools. Every
+        model's key variable is one, fallbacks' included."""
+        fallback_keys = {e.get("api_key_env") for e in self.fallback_models if isinstance(e, dict)}
+        return {self.api_key_env, "OPENAI_API_KEY", *self.secret_env, *(fallback_keys - {None, INHERIT})}
 
     def replace(self, **changes: Any) -> "Settings":
         changes = {k: v for k, v in changes.items() if v is not None}
@@ -480,6 +497,11 @@ def check_tool_settings(settings: Settings) -> None:
             ipaddress.ip_network(cidr, strict=False)
         except ValueError:
             raise UsageError(f"setting 'http_allow_networks': {cidr!r} is not a network like 127.0.0.0/8") from None
+    if settings.sandbox_uid == NOBODY:
+        raise UsageError(
+            f"setting 'sandbox_uid' must not be {NOBODY} (nobody's, shared by every service that runs as nobody); "
+            f"pick an id no account or service uses, e.g. 65533"
+        )
     for control in ("update_scratchpad", "done"):
         if control in settings.tools_disabled:
             raise UsageError(f"setting 'tools_disabled': '{control}' cannot be disabled; every cycle needs it")

@@ -5,12 +5,16 @@ asks one `Secrets` object. It is built once per command from the settings and th
 
 What counts as a secret (docs/reference.md, "What counts as a secret"):
 
-- the API key (`api_key_env`, and OPENAI_API_KEY), stripped of surrounding whitespace, unless it
-  is shorter than MIN_SECRET_LENGTH or a known placeholder (PLACEHOLDER_KEYS);
+- every model's API key (`api_key_env`, each of `fallback_models`' own, and OPENAI_API_KEY),
+  stripped of surrounding whitespace, unless it is shorter than MIN_SECRET_LENGTH or a known
+  placeholder (PLACEHOLDER_KEYS);
 - the value of every variable named in `secret_env`, whatever it is (MIN_NAMED_SECRET_LENGTH
   characters or more): naming it is the operator saying so;
-- the credentials in `base_url` (`user:pass@`) and every `extra_headers` value (and each word of
-  it, for "Bearer TOKEN"), under the same rule as the API key.
+- the credentials in every model's `base_url` (`user:pass@`, fallbacks' included) and every
+  `extra_headers` value (and each word of it, for "Bearer TOKEN"), under the same rule as the API key.
+
+The cycle builds one `Secrets` from its settings, and every writer (log, transcript, notes,
+snapshots, index, hooks, metrics) and every child's environment uses it.
 
 Each secret is redacted in every form `agent.common.secret_forms.forms` lists (escaped, URL-encoded,
 base64, hex, reversed), and so is every fragment of a form of `FRAGMENT` (8) characters or more
@@ -191,6 +195,8 @@ class Secrets:
             if name in named or is_secret_value(value):
                 values.append(value)
         credentials = url_credentials(model_base_url(settings, env))
+        for entry in getattr(settings, "fallback_models", ()):
+            credentials += url_credentials(entry.get("base_url")) if isinstance(entry, dict) else []
         for header in getattr(settings, "extra_headers", {}).values():
             credentials += [str(header).strip(), *str(header).split()]
         values += [v for v in credentials if is_secret_value(v)]

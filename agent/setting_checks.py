@@ -151,12 +151,19 @@ MODEL_BUDGETS_SCHEMA = {
 
 
 def check_model_settings(fallback_models: list, model_budgets: dict) -> None:
-    """Each fallback entry names a model; each model budget is a number above 0."""
+    """Each fallback entry names a model, and one with its own endpoint names its own key (or
+    `inherit`: no key goes to another endpoint unless the operator says so); each model budget is
+    a number above 0."""
     for n, entry in enumerate(fallback_models, 1):
         values = [entry] if isinstance(entry, str) else list(entry.values())
         if not all(v.strip() for v in values):
             raise UsageError(
                 f"setting 'fallback_models': entry {n} has an empty value; name a model, e.g. openai:gpt-4o-mini"
+            )
+        if isinstance(entry, dict) and "base_url" in entry and "api_key_env" not in entry:
+            raise UsageError(
+                f"setting 'fallback_models': entry {n} ({entry['model']}) has its own base_url but no api_key_env: "
+                f"add api_key_env: VARIABLE (its own key), or api_key_env: inherit to send it the primary's key"
             )
     for model, limits in model_budgets.items():
         for key, value in limits.items():

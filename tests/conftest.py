@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["tests.users"]  # the agent_user fixture: root and an ordinary user
+
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:

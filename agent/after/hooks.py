@@ -3,7 +3,7 @@
 The command is trusted (it comes from config.yaml), but it is still kept in a box: an argv list
 run without a shell, from the home, in its own session, with the secrets scrubbed from its
 environment and the cycle's index record as JSON on stdin. It is bounded by `hook_timeout` (then
-its whole process group is killed). Whatever happens to it (a non-zero exit, a timeout, a program
+its whole process group is killed), and so is what it prints: only its last few KiB are kept. Whatever happens to it (a non-zero exit, a timeout, a program
 not found) is written to the cycle log and nothing else: the cycle is already saved and its exit
 code is already decided.
 """
@@ -87,10 +87,15 @@ def run_command(
     timeout_name: str = "hook_timeout",
 ) -> tuple[str | None, str]:
     """(the problem or None, `keep` bytes of the command's output: its end, or with `head` its start;
-    with `stdout_only` its stderr is dropped). Files, not pipes, carry the data both ways: a
-    command that ignores its stdin, or leaves a child holding its stdout, can neither block the
-    write nor the wait. Used by on_cycle_end and wake_when (agent/cycle/idle.py)."""
-    with tempfile.TemporaryFile() as stdin, tempfile.TemporaryFile() as output:
+    with `stdout_only` its stderr is dropped). A file carries its stdin (a command that ignores it
+    cannot block the write); its output goes through a pipe of which only `keep` bytes are ever
+    held (agent/tools/children.py), so a command printing without end costs neither memory nor
+    disk, and one that leaves a child holding the pipe does not block the wait. Used by
+    on_cycle_end and wake_when (agent/cycle/idle.py)."""
+    from agent.tools.children import OutputTail, wait_draining
+
+    output = OutputTail(keep, head=head)
+    with tempfile.TemporaryFile() as stdin, contextlib.closing(output):
         stdin.write(stdin_data)
         stdin.seek(0)
         try:
@@ -99,7 +104,7 @@ def run_command(
                 cwd=root,
                 env=env,
                 stdin=stdin,
-                stdout=output,
+                stdout=output.write_fd,
                 stderr=subprocess.DEVNULL if stdout_only else subprocess.STDOUT,
                 start_new_session=True,
             )
@@ -107,13 +112,13 @@ def run_command(
             return f"program not found: {argv[0]}", ""
         except PermissionError:
             return f"not executable: {argv[0]}", ""
-        try:
-            code = process.wait(timeout=timeout)
+        output.close_writer()
+        if wait_draining(process, output, timeout):
+            code = process.returncode
             problem = None if code == 0 else (f"killed by signal {-code}" if code < 0 else f"exit {code}")
-        except subprocess.TimeoutExpired:
+        else:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             problem = f"timed out after {timeout:g}s ({timeout_name}); its process group was killed"
-        output.seek(0 if head else max(0, output.seek(0, os.SEEK_END) - keep))  # a failure's end says most
-        return problem, output.read(keep).decode("utf-8", "replace")
+        return problem, output.text()

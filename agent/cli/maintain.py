@@ -336,6 +336,70 @@ def _shell_check(home: Home, settings) -> Check:
     return Check("shell", True, detail)
 
 
+def _checks_check(home: Home, settings) -> Check:
+    """Where acceptance checks run: the sandbox, refused, or (checks_unsandboxed) the host."""
+    from agent.tools.sandbox import CHECKS_UNSANDBOXED_WARNING, checks_sandbox_problem
+
+    problem = checks_sandbox_problem(home.root, settings, remember=False)
+    if problem is None:
+        detail = "run in the sandbox, with the workspace read-only"
+        if settings.checks_unsandboxed:
+            return Check("checks", True, f"{detail}; {CHECKS_UNSANDBOXED_WARNING}", UNSANDBOXED_FIX, warning=True)
+        return Check("checks", True, detail)
+    if settings.checks_unsandboxed:
+        return Check(
+            "checks", True, f"run on the host ({problem}): {CHECKS_UNSANDBOXED_WARNING}", UNSANDBOXED_FIX, True
+        )
+    fix = "install bubblewrap (docs/operations.md); or set checks_unsandboxed: true to run them on the host"
+    return Check("checks", True, f"refused here: no sandbox ({problem})", fix, warning=True)
+
+
+UNSANDBOXED_FIX = "set checks_unsandboxed: false, so checks run only in the sandbox"
+
+
+def _workspace_check(home: Home, settings) -> Check:
+    """What the workspace could carry out of the sandbox: privilege bits, folders the quota cannot
+    count, a home or workspace others can enter, and as root an owner other than sandbox_uid."""
+    from agent.tools.sandbox_identity import outer_ids
+    from agent.tools.workspace import privileged_entries, usable_workspace
+
+    workspace = usable_workspace(home.root, settings)
+    if workspace is None:
+        return Check(
+            "workspace", True, f"{home.root / settings.workspace} is not a folder yet: the next cycle makes it"
+        )
+    problems = [
+        f"{p} is mode {stat.S_IMODE(p.stat().st_mode):04o}, not 0700"
+        for p in (home.root, workspace)
+        if stat.S_IMODE(p.stat().st_mode) != 0o700
+    ]
+    carrying, unreadable = privileged_entries(workspace, settings.workspace_max_files + 1)
+    if carrying:
+        problems.append(f"setuid, setgid or world-writable: {', '.join(carrying[:5])}")
+    if unreadable:
+        problems.append(f"cannot be read, so the quota counts the workspace as full: {', '.join(unreadable[:5])}")
+    ids = outer_ids(settings.sandbox_uid)
+    if ids is not None and workspace != home.root.resolve():
+        info = workspace.stat()
+        if (info.st_uid, info.st_gid) != ids:
+            problems.append(f"belongs to {info.st_uid}:{info.st_gid}, not sandbox_uid {settings.sandbox_uid}")
+        problems += _shared_id_problems(settings.sandbox_uid)
+    if problems:
+        fix = "the next cycle's end puts the workspace's files right; chmod 700 the home and workspace, and give sandbox_uid to nothing else"
+        return Check("workspace", True, escape_controls("; ".join(problems)), fix, warning=True)
+    return Check("workspace", True, "private (0700), no setuid, setgid or world-writable file")
+
+
+def _shared_id_problems(uid: int) -> list[str]:
+    """sandbox_uid must be the sandboxes' alone: an account by that number shares it."""
+    import pwd
+
+    try:
+        return [f"sandbox_uid {uid} is also the account {pwd.getpwuid(uid).pw_name}'s"]
+    except KeyError:
+        return []
+
+
 def doctor_checks(
     home: Home, env=None, model: str | None = None, on_check: Callable[[Check], None] | None = None
 ) -> list[Check]:
@@ -391,6 +455,8 @@ def doctor_checks(
             ]
         checks += _mcp_checks(home, settings, env)
         checks.append(_shell_check(home, settings))
+        checks.append(_checks_check(home, settings))
+        checks.append(_workspace_check(home, settings))
         checks += side_effect_checks(home, settings, env)
     try:
         held = is_locked(home)

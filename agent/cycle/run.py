@@ -34,6 +34,7 @@ from agent.cycle.work import work
 from agent.secrets import Secrets
 from agent.store.cycle_log import CycleLog
 from agent.tools import open_registry, policy_line
+from agent.tools.workspace import settle_workspace
 
 if TYPE_CHECKING:
     from agent.after.report import Reporter
@@ -79,6 +80,9 @@ def _run(cycle: Cycle) -> CycleReport:
             save(home, home.snapshot(report.cycle_id, "before"), woken.state, report, secrets)  # 2
             cycle.progress("start", cycle_id=report.cycle_id, model=model.name, task=report.task_before)
             after, archived = work(cycle, woken, model, registry, log)  # 3
+            settled = settle_workspace(home.root, settings)  # no setuid, setgid or world-write bit left
+            if settled:
+                log(settled)
             noted_before_saving = woken.signals.noted  # from here a signal is only noted
             after = sleep(home, settings, secrets, report, log, after, archived)  # 4
             report.task_after, report.model = secrets.redact(after["current_task"]), model.name  # it answered

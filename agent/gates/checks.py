@@ -13,11 +13,13 @@ operator's `agent task drop`: an update_scratchpad that would rename or remove i
 
 A check runs as `/bin/sh -c COMMAND` (the operator wrote it: it is not under the model's shell
 policy) in the workspace, in its own process group, killed whole at `check_timeout`. Exit 0
-passes; anything else refuses the done. Wherever the sandbox works (and the policy is not
-`any`), it runs in the same sandbox as the model's commands with the workspace read-only, so
-a check that runs the model's code cannot reach a secret or change what it checks; elsewhere
-it runs with secrets removed from its environment. Either way Python does not import from the
-workspace (PYTHONSAFEPATH=1): a `json` module file the model planted is not the `json` a check imports.
+passes; anything else refuses the done. It runs in the same sandbox as the model's commands
+with the workspace read-only, so a check that runs the model's code cannot reach a secret,
+change what it checks or touch the host. Where no sandbox can start (or the workspace is the
+whole home) it is refused, with a note saying why, unless the operator opted in by name with
+`checks_unsandboxed: true`: then it runs on the host with secrets removed from its environment
+(doctor and every cycle log say so). Either way Python does not import from the workspace
+(PYTHONSAFEPATH=1): a `json` module file the model planted is not the `json` a check imports.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 from agent.gates.base import Action, Gate
 from agent.tools import ToolContext, ToolError
-from agent.tools.sandbox import CHECK_ENV, Sandbox, SandboxUnavailable, sandbox_for_checks
+from agent.tools.sandbox import CHECK_ENV, Sandbox, SandboxUnavailable, checks_sandbox_problem
 from agent.tools.shell import run_capped
 
 # The top-level key of active.yaml that holds the operator's checks: {task text: command line}.
@@ -93,35 +95,49 @@ class CheckResult:
 
 
 def run_check(ctx: ToolContext, command: str) -> CheckResult:
-    """Run one check in the workspace (created if missing; in the sandbox, read-only), bounded by
-    ctx.settings.check_timeout."""
-    import subprocess  # here, not at the top: only a task with a check runs one
-
+    """Run one check in the workspace (created if missing) in the sandbox, read-only, bounded by
+    ctx.settings.check_timeout; on the host only with checks_unsandboxed, else refused."""
     timeout = ctx.settings.check_timeout
     try:
         workspace = ctx.workspace
         workspace.mkdir(parents=True, exist_ok=True)
-        if sandbox_for_checks(ctx.home, ctx.settings):
+        no_sandbox = checks_sandbox_problem(ctx.home, ctx.settings)
+        if no_sandbox and not ctx.settings.checks_unsandboxed:
+            return CheckResult(False, "", f"was refused: {CHECK_REFUSED.format(why=no_sandbox)}")
+        if no_sandbox:
+            proc = _on_the_host(ctx, workspace, command)
+            output, _, timed_out = run_capped(proc, CHECK_OUTPUT_BYTES, timeout)
+        else:
             with Sandbox(workspace, ctx.settings, writable=False, env=CHECK_ENV) as box:
                 proc = box.start(command)
                 output, _, timed_out = run_capped(proc, CHECK_OUTPUT_BYTES, timeout)
-        else:
-            proc = subprocess.Popen(
-                ["/bin/sh", "-c", command],
-                cwd=workspace,
-                env={**ctx.child_env(), **CHECK_ENV},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-            output, _, timed_out = run_capped(proc, CHECK_OUTPUT_BYTES, timeout)
     except (OSError, ToolError, SandboxUnavailable) as exc:
         return CheckResult(False, "", f"could not start: {exc}")
     text = output.decode("utf-8", errors="replace")
     if timed_out:
         return CheckResult(False, text, f"timed out after {timeout:g}s and was killed")
     return CheckResult(proc.returncode == 0, text, f"exit {proc.returncode}")
+
+
+CHECK_REFUSED = (
+    "checks run only in the sandbox, which cannot run here ({why}); a check may run the model's code, so it "
+    "never runs on the host unless the operator sets checks_unsandboxed: true"
+)
+
+
+def _on_the_host(ctx: ToolContext, workspace, command: str):
+    """checks_unsandboxed: the check on the host, as the operator, secrets removed from its environment."""
+    import subprocess  # here, not at the top: only a task with a check runs one
+
+    return subprocess.Popen(
+        ["/bin/sh", "-c", command],
+        cwd=workspace,
+        env={**ctx.child_env(), **CHECK_ENV},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def done_refusal(state: dict, ctx: ToolContext) -> str | None:

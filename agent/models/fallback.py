@@ -1,8 +1,11 @@
 """fallback_models: where a cycle goes on when its model is down or over its own budget.
 
 `fallback_models` lists models after the primary (`model`): a name (`openai:gpt-4o-mini`,
-`local`, ...) takes the primary's other settings (endpoint, key variable); a mapping
-`{model, base_url, api_key_env}` sets its own endpoint and key. `FallbackModel` sends each
+`local`, ...) takes the primary's other settings (endpoint, key variable, extra_headers); a
+mapping `{model, base_url, api_key_env}` sets its own endpoint and key. One with its own
+`base_url` must name its own key variable or say `api_key_env: inherit` to be sent the primary's
+key (the config check refuses it otherwise), and is never sent the primary's `extra_headers`:
+headers go only to the endpoint they were configured for. `FallbackModel` sends each
 request to the model in use, starting with the primary. It moves to the next model in the list,
 for the rest of the cycle, when the one in use
 
@@ -24,7 +27,7 @@ import dataclasses
 from typing import Callable
 
 from agent.common.outcomes import LimitReached, StopReason
-from agent.config import Settings
+from agent.config import INHERIT, Settings
 from agent.models.base import Completion, Log, Model, ModelUnavailable, Request
 
 
@@ -35,7 +38,9 @@ def model_settings(settings: Settings) -> list[Settings]:
         if isinstance(entry, str):
             out.append(dataclasses.replace(settings, model=entry, fallback_models=[], model_budgets={}))
         else:
-            changes = {k: entry[k] for k in ("model", "base_url", "api_key_env") if k in entry}
+            changes = {k: entry[k] for k in ("model", "base_url", "api_key_env") if k in entry and entry[k] != INHERIT}
+            if "base_url" in entry:
+                changes["extra_headers"] = {}
             out.append(dataclasses.replace(settings, fallback_models=[], model_budgets={}, **changes))
     return out
 

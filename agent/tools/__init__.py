@@ -8,9 +8,10 @@
 - recall.py: the recall tool (search what bounded memory archived; the index is in agent/store/).
 - plugins.py: tools from installed packages (the `agent.tools` entry-point group).
 - mcp.py, mcp_convert.py: tools from MCP servers (config's `mcp_servers`), started per cycle.
-- sandbox.py (+ sandbox_limits.py, quota.py): where the shell's commands and acceptance checks run,
-  and which shell policy is in force (`policy_line`).
-- children.py: commands the tools start never outlive the agent.
+- sandbox.py (+ sandbox_limits.py, sandbox_identity.py, sandbox_seccomp.py, quota.py): where the
+  shell's commands and acceptance checks run, as whom, under which seccomp filter and quota, and
+  which shell policy is in force (`policy_line`).
+- children.py: commands the tools start never outlive the agent, and their output is bounded.
 - registry.py: build_registry and open_registry, the assembly above all of them, filtered by config.
 """
 

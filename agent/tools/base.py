@@ -52,6 +52,7 @@ class ToolContext:
     settings: Settings
     secrets: Secrets | None = None  # None: the settings' secrets, read from the environment
     journal: Any = None  # a cycle's journal of calls with side effects (agent/cycle/journal.py); None: none kept
+    ledger: Any = None  # the workspace's count for the quota, made when first needed (agent/tools/quota.py)
 
     def __post_init__(self) -> None:
         if self.secrets is None:

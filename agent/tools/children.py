@@ -9,6 +9,11 @@ Two layers, because neither is enough alone:
   A record still there at the start of the next cycle means the agent was killed; `reap_recorded`
   then kills what is left of that group. The start time and the session id keep a reused pid
   from being killed: a pid cannot be reused while a process of its group or session lives.
+
+Nor is what a child writes ever held whole: `OutputTail` is a pipe whose reader keeps only the
+first or the last few KiB (a hook's or `wake_when`'s output, an MCP server's stderr), read as it
+comes so a full pipe never blocks the child, and never written to a file that could fill a disk;
+`wait_draining` waits for a child's end while reading its output so.
 """
 
 from __future__ import annotations
@@ -120,3 +125,102 @@ def _group_is_ours(pgid: int, start_time: str | None) -> bool:
             if fields and fields[2] == str(pgid) and fields[3] == str(pgid):  # pgrp, session
                 return True
     return False
+
+
+# ------------------------------------------------------------------------------ bounded output
+
+TAIL_BYTES = 4096  # what an OutputTail keeps by default
+READ_AT_ONCE = 1 << 20  # what one drain reads at most, so a child writing without end cannot hold the reader
+
+
+class OutputTail:
+    """A pipe for a child's output of which only `keep` bytes stay: the first (`head`) or the last."""
+
+    def __init__(self, keep: int = TAIL_BYTES, head: bool = False):
+        import threading  # here: only a command with output to keep needs it
+
+        self.keep, self.head = keep, head
+        self.kept, self.dropped = bytearray(), 0
+        self.read_fd, self.write_fd = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        os.set_blocking(self.write_fd, True)  # the child's end blocks as a pipe does (until we read)
+        self._lock = threading.Lock()
+        self._writer = None
+
+    def writer(self):
+        """The write end as a text file (what a library that takes a stderr file wants)."""
+        if self._writer is None:
+            self._writer = os.fdopen(self.write_fd, "w", closefd=False)
+        return self._writer
+
+    def drain(self) -> bool:
+        """Read what the pipe holds now (at most READ_AT_ONCE); False once every writer has closed it."""
+        with self._lock:
+            got = 0
+            while got < READ_AT_ONCE:
+                try:
+                    chunk = os.read(self.read_fd, 65536)
+                except BlockingIOError:
+                    return True
+                except OSError:  # closed
+                    return False
+                if not chunk:
+                    return False
+                got += len(chunk)
+                self._feed(chunk)
+            return True
+
+    def _feed(self, chunk: bytes) -> None:
+        if self.head:
+            room = max(0, self.keep - len(self.kept))
+            self.kept += chunk[:room]
+            self.dropped += len(chunk) - min(room, len(chunk))
+        else:
+            self.kept += chunk
+            if len(self.kept) > self.keep:
+                self.dropped += len(self.kept) - self.keep
+                del self.kept[: len(self.kept) - self.keep]
+
+    def text(self) -> str:
+        """What was kept, as text (what the pipe holds now read first)."""
+        self.drain()
+        return bytes(self.kept).decode("utf-8", "replace")
+
+    def close_writer(self) -> None:
+        """Close our copy of the write end once the child has its own."""
+        if self.write_fd >= 0:
+            if self._writer is not None:
+                self._writer.close()
+            os.close(self.write_fd)
+            self.write_fd = -1
+
+    def close(self) -> None:
+        self.close_writer()
+        if self.read_fd >= 0:
+            os.close(self.read_fd)
+            self.read_fd = -1
+
+
+def wait_draining(process, tail: OutputTail, timeout: float) -> bool:
+    """Wait at most `timeout` seconds for `process` to end, reading its output into `tail`
+    meanwhile; True when it ended. What it wrote before it ended is read; a child it left behind
+    holding the pipe does not hold this up."""
+    import selectors
+    import time
+
+    deadline = time.monotonic() + timeout
+    exited = os.pidfd_open(process.pid)  # readable once the process has ended (Linux 5.3)
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(exited, selectors.EVENT_READ, "exited")
+            selector.register(tail.read_fd, selectors.EVENT_READ, "output")
+            while (left := deadline - time.monotonic()) > 0:
+                for key, _ in selector.select(left):
+                    if key.data == "exited":
+                        process.wait()
+                        tail.drain()
+                        return True
+                    if not tail.drain():
+                        selector.unregister(tail.read_fd)  # closed its output, still running
+            return False
+    finally:
+        os.close(exited)

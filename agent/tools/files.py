@@ -4,8 +4,10 @@ Every path goes through `confined_path` (agent/tools/workspace.py): no `..`, no 
 or symlink leading out of the workspace, nothing `protection` refuses (runtime files, templates,
 dot-files, and code when the workspace is the whole home). Sizes are capped both ways, and
 every write replaces the file atomically with a new 0600 file, so it never carries an execute
-bit. A write that would leave the workspace over its quota (quota.py) is refused. Plugins use
-`confined_path` for the same confinement.
+bit; as root it (and any folder made for it) belongs to `sandbox_uid`, as the whole workspace
+does. A write that would leave the workspace over its quota (quota.py) is refused, and one that
+passes is added to the cycle's count without a walk. Plugins use `confined_path` for the same
+confinement.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from pathlib import Path
 
 from agent.store.files import atomic_write
 from agent.tools.base import ToolContext, ToolError
-from agent.tools.quota import refuse_if_over
-from agent.tools.workspace import confined_path
+from agent.tools.quota import ledger, refuse_if_over
+from agent.tools.sandbox_identity import hand_over
+from agent.tools.workspace import confined_path, make_folders
 
 MAX_LIST_ENTRIES = 200
 
@@ -57,8 +60,10 @@ def _write_whole(ctx: ToolContext, target: Path, data: bytes) -> None:
         replaced, new_files = 0, 1
     refuse_if_over(ctx, max(0, len(data) - replaced), new_files)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        folders = make_folders(ctx, target.parent)
         atomic_write(target, data)
+        hand_over(target, ctx.settings.sandbox_uid)
+        ledger(ctx).add(target.stat().st_blocks * 512 - replaced, new_files + folders)
     except Exception as exc:  # DiskError or OSError: tell the model, keep the cycle going
         raise ToolError(str(exc)) from None
 

@@ -18,6 +18,9 @@ The same policy as for built-ins:
   the server in its `env`) before anyone sees them;
 - failure: a server that does not start is a problem (the cycle notes it); one that exits
   mid-cycle turns calls to its tools into a ToolError; the cycle goes on with the other tools.
+  Its stderr goes through a pipe the event loop reads as it comes, keeping the last few KiB
+  (agent/tools/children.py): a server printing gigabytes before it crashes costs neither memory
+  nor disk.
 
 Only this module imports `mcp` (and with it anyio, pydantic, httpx), and only when servers are
 configured.
@@ -31,14 +34,14 @@ import builtins
 import concurrent.futures
 import functools
 import json
-import tempfile
 import threading
 import weakref
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import Any
 
 from agent.secrets import Secrets
 from agent.tools.base import Tool, ToolContext, ToolError
+from agent.tools.children import OutputTail
 from agent.tools.mcp_convert import (
     MAX_DESCRIPTION_CHARS,
     args_schema_of,
@@ -75,19 +78,14 @@ class _Server:
     name: str
     spec: dict
     secrets: Secrets  # the cycle's, plus this server's env values that are secrets
-    errlog: IO[str] = field(default_factory=lambda: tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
+    errlog: OutputTail = field(default_factory=OutputTail)  # the last few KiB of its stderr, never more
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     session: Any = None
     serving: concurrent.futures.Future | None = None
     exited: str | None = None  # why the connection ended, once it has
 
     def stderr_tail(self) -> str:
-        try:
-            self.errlog.flush()
-            self.errlog.seek(0)
-            tail = self.errlog.read()[-STDERR_TAIL_CHARS:]
-        except (OSError, ValueError):
-            return ""
+        tail = self.errlog.text()[-STDERR_TAIL_CHARS:]
         return f"; its stderr ends: {one_line(tail, STDERR_TAIL_CHARS)}" if tail.strip() else ""
 
 
@@ -169,7 +167,8 @@ class McpServers:
                 continue
             params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(self.ctx.home))
             ready: concurrent.futures.Future = concurrent.futures.Future()
-            serve = self._serve(server, stdio_client(params, errlog=server.errlog), ClientSession, ready)
+            self._loop.call_soon_threadsafe(self._loop.add_reader, server.errlog.read_fd, server.errlog.drain)
+            serve = self._serve(server, stdio_client(params, errlog=server.errlog.writer()), ClientSession, ready)
             server.serving = asyncio.run_coroutine_threadsafe(serve, self._loop)
             waiting[server.name] = ready
         for name, ready in waiting.items():

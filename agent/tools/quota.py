@@ -1,20 +1,40 @@
-"""The workspace quota: `workspace_max_bytes` and `workspace_max_files`, checked after every
-command and before and after every file tool's write.
+"""The workspace quota: `workspace_max_bytes` and `workspace_max_files`.
 
-The walk is iterative (an explicit stack, never recursion, so no depth the model builds can
-overflow it), never follows a symlink, and stops as soon as it has seen one entry more than
-`workspace_max_files`: its cost is bounded by the setting, not by what the model made.
-Bytes are disk use (allocated blocks), so a sparse file costs what it really takes.
+Counting, off the critical path:
+- The walk (`workspace_usage`, through workspace.py's `WorkspaceWalk`: one descriptor at a time,
+  whatever the depth or the length of the paths) never follows a symlink, and stops one entry
+  past `workspace_max_files`: its cost is bounded by the setting.
+  Bytes are disk use (allocated blocks), so a sparse file costs what it really takes. It never
+  skips what it cannot read: a folder it cannot open or an entry it cannot stat makes the
+  workspace over quota until its modes are put right (each cycle's end does: workspace.py).
+- A cycle's `Ledger` holds the last count. A sandboxed command starts a new walk as it ends, in
+  a thread, while the model writes its next reply; the next command or file tool waits for it.
+  A file tool's write adds what it wrote without walking. So a call costs the same with 100 or
+  20,000 files in the workspace (bench/sandbox.py).
+
+Bounding, while a command runs (`DiskWatch`): every WATCH_SECONDS the agent reads the workspace
+filesystem's used blocks and inodes (statvfs, one system call whatever the workspace holds). Once
+they have grown past the room the quota left when the command started, a walk confirms it (other
+programs on that filesystem count in the first reading, never in the walk) and the command is
+killed. The overshoot is what the disk takes in one interval plus that walk: nothing in the
+sandbox writes faster than the disk (fallocate is refused by its seccomp filter), and a file is
+at most `sandbox_max_file_bytes` (RLIMIT_FSIZE). docs/reference.md states the bound and
+docs/measurements.md what 60 parallel writers reached.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.config import Settings
 from agent.tools.base import ToolContext, ToolError
+from agent.tools.workspace import WorkspaceWalk
+
+WATCH_SECONDS = 0.05  # how often a running command's disk use is read
 
 
 @dataclass(frozen=True)
@@ -22,38 +42,31 @@ class Usage:
     bytes: int
     files: int
     complete: bool  # False: the walk stopped at the file limit (the real numbers are higher)
+    unreadable: str = ""  # a path (relative to the workspace) the walk could not read: over quota
 
 
 def workspace_usage(root: Path, max_files: int) -> Usage:
     """Bytes and entries (files, folders, links; the root not counted) under `root`."""
+    walk = WorkspaceWalk(root, max_files + 1)
     total, count = 0, 0
-    stack = [str(root)]
-    while stack:
-        folder = stack.pop()
-        try:
-            entries = os.scandir(folder)
-        except OSError:
-            continue
-        with entries:
-            for entry in entries:
-                count += 1
-                try:
-                    info = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                total += info.st_blocks * 512
-                if stat.S_ISDIR(info.st_mode):
-                    stack.append(entry.path)
-                if count > max_files:
-                    return Usage(total, count, False)
-    return Usage(total, count, True)
+    for found in walk:
+        if walk.unreadable:
+            break
+        count += 1
+        total += found.info.st_blocks * 512
+        if count > max_files:
+            return Usage(total, count, False)
+    return Usage(total, count, True, walk.unreadable[0] if walk.unreadable else "")
 
 
-def quota_problem(ctx: ToolContext, adding: int = 0, new_files: int = 0) -> str | None:
-    """Why the workspace is (or, with `adding` more bytes and `new_files` more files, would be)
-    over its quota, or None."""
-    settings = ctx.settings
-    usage = workspace_usage(ctx.workspace, settings.workspace_max_files)
+def usage_problem(usage: Usage, settings: Settings, adding: int = 0, new_files: int = 0) -> str | None:
+    """Why a workspace with `usage` is (or, with `adding` more bytes and `new_files` more files,
+    would be) over its quota, or None."""
+    if usage.unreadable:
+        return (
+            f"the workspace cannot be counted: '{usage.unreadable}' cannot be read (its modes shut its owner out), "
+            f"so the workspace counts as over its quota until the cycle's end puts the modes right"
+        )
     files = f"{usage.files}{'' if usage.complete else '+'}"
     if usage.files + new_files > settings.workspace_max_files:
         files = f"{files} (+{new_files})" if new_files else files
@@ -66,8 +79,88 @@ def quota_problem(ctx: ToolContext, adding: int = 0, new_files: int = 0) -> str 
     return None
 
 
+class Ledger:
+    """One cycle's count of its workspace: the last walk, a walk in flight, and the file tools' writes."""
+
+    def __init__(self, root: Path, max_files: int):
+        self.root, self.max_files = root, max_files
+        self._usage: Usage | None = None
+        self._walk: threading.Thread | None = None
+
+    def recount(self) -> None:
+        """Start a walk in the background; `usage` waits for it."""
+        self.settle()
+        self._usage = None
+        self._walk = threading.Thread(target=self._count, name="workspace-quota", daemon=True)
+        self._walk.start()
+
+    def _count(self) -> None:
+        try:
+            self._usage = workspace_usage(self.root, self.max_files)
+        except Exception as exc:  # noqa: BLE001 - never silently zero: an uncounted workspace is over
+            self._usage = Usage(0, 0, True, f". ({type(exc).__name__}: {exc})")
+
+    def settle(self) -> None:
+        if self._walk is not None:
+            self._walk.join()
+            self._walk = None
+
+    def usage(self) -> Usage:
+        """The workspace's usage now: the walk in flight's, or a new walk's when there is none."""
+        self.settle()
+        if self._usage is None:
+            self._count()
+        assert self._usage is not None
+        return self._usage
+
+    def add(self, nbytes: int, files: int) -> None:
+        """A file tool wrote `nbytes` more (or fewer) bytes and `files` new files."""
+        usage = self.usage()
+        self._usage = dataclasses.replace(usage, bytes=max(0, usage.bytes + nbytes), files=usage.files + files)
+
+
+def ledger(ctx: ToolContext) -> Ledger:
+    """The context's ledger (one per cycle: a new context starts a new count)."""
+    root, limit = ctx.workspace, ctx.settings.workspace_max_files
+    if ctx.ledger is None or (ctx.ledger.root, ctx.ledger.max_files) != (root, limit):
+        ctx.ledger = Ledger(root, limit)
+    return ctx.ledger
+
+
+def quota_problem(ctx: ToolContext, adding: int = 0, new_files: int = 0) -> str | None:
+    """Why the workspace is (or, with `adding` more bytes and `new_files` more files, would be)
+    over its quota, or None."""
+    return usage_problem(ledger(ctx).usage(), ctx.settings, adding, new_files)
+
+
 def refuse_if_over(ctx: ToolContext, adding: int = 0, new_files: int = 0) -> None:
     """A file tool's gate: a ToolError when the write would leave the workspace over its quota."""
     problem = quota_problem(ctx, adding, new_files)
     if problem:
         raise ToolError(f"{problem}; writes are refused until files are removed (the operator may raise the setting)")
+
+
+class DiskWatch:
+    """A running command's watch (module docstring): `problem()` is cheap until the workspace's
+    filesystem has grown past the room left, then a walk decides."""
+
+    def __init__(self, root: Path, settings: Settings, usage: Usage):
+        self.root, self.settings = root, settings
+        self._base(usage)
+
+    def _base(self, usage: Usage) -> None:
+        self.room_bytes = self.settings.workspace_max_bytes - usage.bytes
+        self.room_files = self.settings.workspace_max_files - usage.files
+        self.start = os.statvfs(self.root)
+
+    def problem(self) -> str | None:
+        now = os.statvfs(self.root)
+        grown_bytes = (self.start.f_bfree - now.f_bfree) * now.f_frsize
+        grown_files = self.start.f_ffree - now.f_ffree if now.f_files else 0  # some filesystems count no inodes
+        if grown_bytes <= self.room_bytes and grown_files <= self.room_files:
+            return None
+        usage = workspace_usage(self.root, self.settings.workspace_max_files)
+        found = usage_problem(usage, self.settings)
+        if found is None:  # someone else wrote to that filesystem: start again from here
+            self._base(usage)
+        return found

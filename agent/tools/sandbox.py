@@ -10,9 +10,13 @@ One bubblewrap sandbox per command line, run by `/bin/sh -c` (the engine and why
 - its own user, PID, IPC, UTS, cgroup and network namespaces: no /proc of the agent or of any
   other process, no network unless `sandbox_network: true`;
 - an empty environment apart from PATH, HOME=/tmp and LANG; user 65534 with no capabilities
-  and no new privileges (bwrap sets PR_SET_NO_NEW_PRIVS), no further user namespaces;
+  and no new privileges (bwrap sets PR_SET_NO_NEW_PRIVS), no further user namespaces; outside,
+  the agent's own user, or `sandbox_uid` when the agent is root (sandbox_identity.py), with a
+  fresh session keyring;
+- a seccomp filter: no setuid or setgid file, no key store, no other ABI (sandbox_seccomp.py);
 - it dies with the agent (`--die-with-parent`, and the agent's PR_SET_PDEATHSIG on bwrap);
-  memory, processes and file size are bounded (sandbox_limits.py).
+  memory, processes and file size are bounded (sandbox_limits.py), and so are its private /tmp
+  and /dev/shm (tmpfs of `sandbox_max_memory` each, charged to its memory cgroup where one exists).
 
 Whether the sandbox works here is probed once and remembered in logs/sandbox.json (like the
 format ladder's logs/endpoint.json); `shell_policy: auto` (the default) uses it when it does
@@ -31,13 +35,15 @@ from typing import TYPE_CHECKING
 from agent.config import Settings
 from agent.store.files import atomic_write
 from agent.tools.children import die_with_parent
-from agent.tools.sandbox_limits import CommandCgroup, ResourceLimits, nproc_prefix, process_limit_problem, set_rlimits
+from agent.tools.sandbox_identity import child_setup, outer_ids, workspace_slot
+from agent.tools.sandbox_limits import CommandCgroup, ResourceLimits, nproc_prefix, set_rlimits
+from agent.tools.sandbox_seccomp import SeccompUnavailable, filter_program
 
 if TYPE_CHECKING:  # imported where used: a cycle that runs no command pays for none of them
     import subprocess
 
 WORKSPACE = "/workspace"  # where the workspace is inside the sandbox
-SANDBOX_UID = 65534
+INSIDE_UID = 65534  # the sandbox's user inside its user namespace (outside: sandbox_identity.py)
 PATH = "/usr/local/bin:/usr/bin:/bin"
 MEMORY_FILE = "sandbox.json"  # in the home's logs/
 PROBE_TIMEOUT = 60.0
@@ -58,8 +64,8 @@ ETC_FILES = (
 ETC_NETWORK_FILES = ("resolv.conf", "hosts", "host.conf", "gai.conf", "services", "protocols")
 # Top-level links of a merged /usr (/bin -> usr/bin), or folders on older systems.
 ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
-PASSWD = f"agent:x:{SANDBOX_UID}:{SANDBOX_UID}:agent:/tmp:/bin/sh\n"
-GROUP = f"agent:x:{SANDBOX_UID}:\n"
+PASSWD = f"agent:x:{INSIDE_UID}:{INSIDE_UID}:agent:/tmp:/bin/sh\n"
+GROUP = f"agent:x:{INSIDE_UID}:\n"
 # For acceptance checks: interpreters do not import from the workspace (Python 3.11+: the cwd
 # and a script's folder are not put on sys.path), and write no bytecode there.
 CHECK_ENV = {"PYTHONSAFEPATH": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1"}
@@ -82,9 +88,17 @@ def resource_limits(settings: Settings) -> ResourceLimits:
     return ResourceLimits(settings.sandbox_max_memory, settings.sandbox_max_processes, settings.sandbox_max_file_bytes)
 
 
-def bwrap_args(
-    workspace: Path, settings: Settings, *, writable: bool, env: dict[str, str], data_fds: tuple[int, int]
-) -> list[str]:
+@dataclass(frozen=True)
+class Fds:
+    """The descriptors bwrap reads: its /etc/passwd and /etc/group, the seccomp filter, the workspace."""
+
+    passwd: int
+    group: int
+    seccomp: int
+    workspace: int
+
+
+def bwrap_args(settings: Settings, *, writable: bool, env: dict[str, str], fds: Fds) -> list[str]:
     """bwrap's options for one command (everything before `--`)."""
     args = [
         "--unshare-user",
@@ -97,9 +111,9 @@ def bwrap_args(
         "--cap-drop",
         "ALL",
         "--uid",
-        str(SANDBOX_UID),
+        str(INSIDE_UID),
         "--gid",
-        str(SANDBOX_UID),
+        str(INSIDE_UID),
         "--disable-userns",
         "--hostname",
         "sandbox",
@@ -116,15 +130,28 @@ def bwrap_args(
     etc = ETC_FILES + (ETC_NETWORK_FILES if settings.sandbox_network else ())
     for name in etc:
         args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    args += ["--ro-bind-data", str(data_fds[0]), "/etc/passwd", "--ro-bind-data", str(data_fds[1]), "/etc/group"]
-    # /proc/sys read-only: as root the sandbox's user is root outside its namespace, and owns
-    # the sysctl files (bwrap covers /proc/sys only when the folder itself is writable).
+    args += ["--ro-bind-data", str(fds.passwd), "/etc/passwd", "--ro-bind-data", str(fds.group), "/etc/group"]
+    # /proc/sys read-only: bwrap covers /proc/sys only when the folder itself is writable.
     args += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
     for name in ("sysrq-trigger", "irq", "bus", "fs"):
         args += ["--ro-bind-try", f"/proc/{name}", f"/proc/{name}"]
-    args += ["--dev", "/dev", "--size", str(settings.sandbox_max_memory), "--tmpfs", "/tmp"]
-    args += ["--bind" if writable else "--ro-bind", str(workspace), WORKSPACE, "--chdir", WORKSPACE]
-    args += ["--remount-ro", "/", "--clearenv"]
+    size = str(settings.sandbox_max_memory)
+    args += [
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--size",
+        size,
+        "--tmpfs",
+        "/dev/shm",
+        "--size",
+        size,
+        "--tmpfs",
+        "/tmp",
+    ]
+    args += ["--bind-fd" if writable else "--ro-bind-fd", str(fds.workspace), WORKSPACE, "--chdir", WORKSPACE]
+    args += ["--remount-ro", "/", "--clearenv", "--seccomp", str(fds.seccomp)]
     for name, value in {"PATH": PATH, "HOME": "/tmp", "LANG": "C.UTF-8", **env}.items():
         args += ["--setenv", name, value]
     return args
@@ -152,60 +179,78 @@ class Sandbox:
 
     def start(self, command: str) -> subprocess.Popen:
         """Start `/bin/sh -c command` in the sandbox, output (stdout and stderr) on a pipe."""
-        import subprocess
-
         bwrap = bwrap_path()
         if bwrap is None:
             raise SandboxUnavailable("bubblewrap (bwrap) is not installed; see docs/operations.md")
-        self.cgroup = CommandCgroup.create(self.limits)
-        cgroup, limits, parent = self.cgroup, self.limits, os.getpid()
-        on_death = die_with_parent(parent)
-
-        def preexec() -> None:  # in the child: a failure is told on its output, never run unbounded
-            try:
-                on_death()
-                cgroup.join()
-                set_rlimits(limits, cgroup.bounds_memory)
-            except BaseException as exc:  # noqa: BLE001
-                os.write(1, f"the sandbox's limits could not be set: {exc!r}\n".encode())
-                os._exit(126)
-
-        passwd, group = _data_pipe(PASSWD), _data_pipe(GROUP)
-        options = bwrap_args(
-            self.workspace, self.settings, writable=self.writable, env=self.env, data_fds=(passwd, group)
-        )
-        # The options go through a pipe (--args), so the sandbox's /proc/1/cmdline does not show
-        # the host's paths.
-        options_fd = _data_pipe("".join(f"{option}\0" for option in options))
-        script = f'{nproc_prefix(limits)}\nexec /bin/sh -c "$1"'
-        argv = [bwrap, "--args", str(options_fd), "--", "/bin/sh", "-c", script, "sh", command]
         try:
-            return subprocess.Popen(
-                argv,
-                cwd="/",
-                env={},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=(passwd, group, options_fd),
-                preexec_fn=preexec,
+            program = filter_program()
+        except SeccompUnavailable as exc:
+            raise SandboxUnavailable(str(exc)) from None
+        ids = outer_ids(self.settings.sandbox_uid)
+        opened: list[int] = []
+
+        def keep(fd: int) -> int:
+            opened.append(fd)
+            return fd
+
+        try:
+            fds = Fds(
+                keep(_data_pipe(PASSWD.encode())),
+                keep(_data_pipe(GROUP.encode())),
+                keep(_data_pipe(program)),
+                keep(workspace_slot(self.workspace, ids)),
+            )
+            options = bwrap_args(self.settings, writable=self.writable, env=self.env, fds=fds)
+            # The options go through a pipe (--args), so the sandbox's /proc/1/cmdline does not show
+            # the host's paths.
+            options_fd = keep(_data_pipe("".join(f"{option}\0" for option in options).encode()))
+            self.cgroup = CommandCgroup.create(self.limits)
+            return self._popen(
+                bwrap, options_fd, command, tuple(opened), child_setup(self.workspace, fds.workspace, ids)
             )
         except OSError as exc:
             self.close()
-            raise SandboxUnavailable(f"cannot start bwrap: {exc.strerror}") from None
+            raise SandboxUnavailable(f"cannot start bwrap: {exc.strerror or exc}") from None
         finally:
-            for fd in (passwd, group, options_fd):
+            for fd in opened:
                 os.close(fd)
+
+    def _popen(self, bwrap: str, options_fd: int, command: str, fds: tuple[int, ...], setup) -> subprocess.Popen:
+        import subprocess
+
+        cgroup, limits, on_death = self.cgroup, self.limits, die_with_parent(os.getpid())
+
+        def preexec() -> None:  # in the child: a failure is told on its output, never run unbounded
+            try:
+                cgroup.join()
+                set_rlimits(limits, cgroup.bounds_memory)
+                setup()
+                on_death()  # last: a change of user clears the parent-death signal
+            except BaseException as exc:  # noqa: BLE001
+                os.write(1, f"the sandbox could not be set up: {exc}\n".encode())
+                os._exit(126)
+
+        script = f'{nproc_prefix(limits)}\nexec /bin/sh -c "$1"'
+        return subprocess.Popen(
+            [bwrap, "--args", str(options_fd), "--", "/bin/sh", "-c", script, "sh", command],
+            cwd="/",
+            env={},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            pass_fds=fds,
+            preexec_fn=preexec,
+        )
 
     def close(self) -> None:
         self.cgroup.remove()
 
 
-def _data_pipe(text: str) -> int:
-    """A pipe's read end already holding `text` (small: it fits the pipe's buffer)."""
+def _data_pipe(data: bytes) -> int:
+    """A pipe's read end already holding `data` (small: it fits the pipe's buffer)."""
     read_end, write_end = os.pipe()
-    os.write(write_end, text.encode())
+    os.write(write_end, data)
     os.close(write_end)
     return read_end
 
@@ -220,43 +265,76 @@ class Probe:
     probed: str = ""
 
 
+# What the probe runs: the file it makes must be owned outside by the sandbox's outer user, and the
+# setuid bit must be refused (the seccomp filter is in force).
+PROBE_COMMAND = "echo sandbox-ok; id -u; touch probe && chmod u+s probe 2>/dev/null && echo setuid-allowed; true"
+PROBE_CHECKS = 2  # bumped whenever the probe checks more: a remembered answer to fewer checks is not believed
+
+
 def probe(settings: Settings) -> Probe:
     """Run one real command in a sandbox around an empty folder: does it start, see only what it
-    should, and are its process limits enforceable?"""
-    import subprocess
+    should, leave only unprivileged files of the right owner, and are its process limits enforceable?"""
     import tempfile
 
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    ids = outer_ids(settings.sandbox_uid)
+    owner = ids[0] if ids else os.geteuid()
     with tempfile.TemporaryDirectory(prefix="agent-sandbox-probe.") as folder, Sandbox(Path(folder), settings) as box:
         try:
-            proc = box.start("echo sandbox-ok; id -u")
-        except SandboxUnavailable as exc:
-            return Probe(False, str(exc), now)
-        try:
-            output, _ = proc.communicate(timeout=PROBE_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-            return Probe(False, f"bwrap did not answer in {PROBE_TIMEOUT:g}s", now)
-        text = output.decode(errors="replace").strip()
-        if proc.returncode != 0 or text.split() != ["sandbox-ok", str(SANDBOX_UID)]:
-            first = " ".join(text.split())[:300] or f"exit {proc.returncode}"
-            return Probe(False, f"bwrap cannot make the sandbox here: {first}", now)
-        problem = process_limit_problem(box.cgroup)
-    if problem:
-        return Probe(False, f"bubblewrap works, but a fork bomb would not be stopped: {problem}", now)
+            if ids is not None:
+                os.chown(folder, *ids)
+            try:
+                failed = _run_probe(box, now)
+            finally:  # the folder back to this user: cleaning it up then needs no capability but ownership
+                os.chown(folder, os.geteuid(), os.getegid())
+            made = failed or Path(folder, "probe").stat()
+        except OSError as exc:
+            return Probe(False, f"the probe's folder could not be used: {exc.strerror or exc}", now)
+    if isinstance(made, Probe):
+        return made
+    if made.st_uid != owner:
+        return Probe(False, f"a file the sandbox made belongs to user {made.st_uid}, not {owner}", now)
     bounds = "a pids cgroup" if box.cgroup.bounds_processes else "RLIMIT_NPROC"
-    return Probe(True, f"bubblewrap works here (processes bounded by {bounds})", now)
+    as_user = f"user {owner}" + (" (sandbox_uid)" if ids else "")
+    return Probe(True, f"bubblewrap works here (as {as_user}; processes bounded by {bounds})", now)
 
 
-def _identity() -> dict:
-    """What a remembered probe was made for: the same bwrap, user and kernel give the same answer."""
+def _run_probe(box: Sandbox, now: str) -> Probe | None:
+    """PROBE_COMMAND in `box`: None when it said what it should, else the failed Probe."""
+    import subprocess
+
+    try:
+        proc = box.start(PROBE_COMMAND)
+    except SandboxUnavailable as exc:
+        return Probe(False, str(exc), now)
+    try:
+        output, _ = proc.communicate(timeout=PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+        return Probe(False, f"bwrap did not answer in {PROBE_TIMEOUT:g}s", now)
+    text = output.decode(errors="replace").strip()
+    if proc.returncode != 0 or text.split() != ["sandbox-ok", str(INSIDE_UID)]:
+        first = " ".join(text.split())[:300] or f"exit {proc.returncode}"
+        return Probe(False, f"bwrap cannot make the sandbox here: {first}", now)
+    return None
+
+
+def _identity(settings: Settings) -> dict:
+    """What a remembered probe was made for: the same bwrap, users, kernel and checks give the same answer."""
     path = bwrap_path()
     try:
         mtime = os.stat(path).st_mtime_ns if path else None
     except OSError:
         mtime = None
-    return {"bwrap": path, "bwrap_mtime": mtime, "euid": os.geteuid(), "kernel": os.uname().release}
+    return {
+        "bwrap": path,
+        "bwrap_mtime": mtime,
+        "euid": os.geteuid(),
+        "kernel": os.uname().release,
+        "checks": PROBE_CHECKS,
+        "outer_uid": (outer_ids(settings.sandbox_uid) or (os.geteuid(),))[0],
+    }
 
 
 _probed: dict[str, Probe] = {}  # this process's probes, by identity
@@ -265,7 +343,7 @@ _probed: dict[str, Probe] = {}  # this process's probes, by identity
 def remembered_probe(home: Path, settings: Settings, *, remember: bool = True) -> Probe:
     """The probe remembered in logs/sandbox.json for this bwrap, user and kernel, or a new one
     (written there when `remember`; a home that cannot be written to just probes again)."""
-    identity = _identity()
+    identity = _identity(settings)
     path = home / "logs" / MEMORY_FILE
     try:
         noted = json.loads(path.read_text())
@@ -339,10 +417,20 @@ def policy_in_force(home: Path, settings: Settings, *, remember: bool = True) ->
     )
 
 
+CHECKS_UNSANDBOXED_WARNING = (
+    "checks_unsandboxed is on: where no sandbox can start, acceptance checks run on the host as the operator, "
+    "and may run the model's code"
+)
+
+
 def policy_line(home: Path, settings: Settings, *, remember: bool = True) -> str:
-    """One line for the cycle log and `agent status`: the policy in force and why."""
+    """One line for the cycle log and `agent status`: the policy in force and why (and the
+    checks_unsandboxed opt-in, whenever it is set)."""
     found = policy_in_force(home, settings, remember=remember)
-    return f"{'WARNING: ' if found.warning else ''}shell policy: {found.policy} ({found.why})"
+    line = f"shell policy: {found.policy} ({found.why})"
+    if settings.checks_unsandboxed:
+        line = f"{line}; {CHECKS_UNSANDBOXED_WARNING}"
+    return f"{'WARNING: ' if found.warning or settings.checks_unsandboxed else ''}{line}"
 
 
 def policy_summary(home: Path, settings: Settings) -> dict:
@@ -351,11 +439,11 @@ def policy_summary(home: Path, settings: Settings) -> dict:
     return {"policy": found.policy, "why": found.why, "warning": found.warning}
 
 
-def sandbox_for_checks(home: Path, settings: Settings) -> bool:
-    """Whether acceptance checks run in the sandbox: wherever it works, unless the operator chose
-    `any` or the workspace is the whole home."""
-    if settings.shell_policy == "any" or workspace_is_home(home, settings):
-        return False
-    if settings.shell_policy == "sandbox":
-        return True
-    return remembered_probe(home, settings).works
+def checks_sandbox_problem(home: Path, settings: Settings, *, remember: bool = True) -> str | None:
+    """Why acceptance checks cannot run in the sandbox here, or None when they can: it must work
+    (the remembered probe), and the workspace must not be the whole home. The shell policy does
+    not matter: a check may run the model's code, whatever the model's shell may do."""
+    if workspace_is_home(home, settings):
+        return WHOLE_HOME
+    found = remembered_probe(home, settings, remember=remember)
+    return None if found.works else found.why

@@ -6,9 +6,9 @@ Two mechanisms, because neither is enough alone:
   v1 hierarchy, as root usually has). It bounds the sandbox as a whole, whatever its uid.
 - rlimits: RLIMIT_FSIZE (file size) and RLIMIT_CORE (no core files) always; RLIMIT_AS
   (memory per process) when no memory cgroup is in force; RLIMIT_NPROC (processes), set inside
-  the sandbox by the first shell so that it counts only the sandbox's processes. The kernel
-  never applies RLIMIT_NPROC to root's user, so as root a fork bomb is only bounded by a pids
-  cgroup: `process_limit_problem` says when none is available.
+  the sandbox by the first shell so that it counts only the sandbox's processes. The kernel never
+  applies RLIMIT_NPROC to root's user, which is why a root agent's sandbox runs as `sandbox_uid`
+  (sandbox_identity.py): it always applies there.
 """
 
 from __future__ import annotations
@@ -164,13 +164,3 @@ def nproc_prefix(limits: ResourceLimits) -> str:
     """Shell text that sets RLIMIT_NPROC inside the sandbox (dash spells it -p, bash -u) or fails."""
     n = limits.processes
     return f"ulimit -p {n} 2>/dev/null || ulimit -u {n} 2>/dev/null || exit 126"
-
-
-def process_limit_problem(cgroup: CommandCgroup) -> str | None:
-    """Why a fork bomb would not be bounded, or None when it is."""
-    if cgroup.bounds_processes or os.geteuid() != 0:
-        return None
-    return (
-        "the agent runs as root, and the kernel does not apply a process limit (RLIMIT_NPROC) to root; "
-        "no pids cgroup could be created under this process's cgroup"
-    )

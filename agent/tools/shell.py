@@ -2,7 +2,8 @@
 
 - sandbox (what `auto` picks where it works): any command line, run by `/bin/sh -c` in a
   bubblewrap sandbox that keeps it in the workspace (sandbox.py), within the workspace quota
-  (quota.py: checked while it runs and after; past it, the workspace is read-only to commands);
+  (quota.py: watched while it runs, counted again after it while the model writes its next
+  reply; past it, the workspace is read-only to commands);
 - allowlist (the fallback): argv, never a shell, each command with its argument policy
   (shell_policy.py) and no operand outside the workspace: `refusal(ctx, argv)`;
 - any: argv, any program, with the operator's account (an explicit opt-in that every cycle log
@@ -23,15 +24,13 @@ from typing import TYPE_CHECKING, Callable
 
 from agent.tools.base import ToolContext, ToolError
 from agent.tools.children import die_with_parent, forget_group, record_group
-from agent.tools.quota import quota_problem
+from agent.tools.quota import WATCH_SECONDS, DiskWatch, ledger, usage_problem
 from agent.tools.sandbox import WHOLE_HOME, Sandbox, SandboxUnavailable, policy_in_force, workspace_is_home
 from agent.tools.shell_policy import POLICIES, option_refusal
-from agent.tools.workspace import confined_path, workspace_root
+from agent.tools.workspace import confined_path, keep_for_sandbox, workspace_root
 
 if TYPE_CHECKING:
     import subprocess
-
-QUOTA_WATCH_SECONDS = 0.5  # how often the quota is checked while a sandboxed command runs
 
 
 class QuotaExceeded(ToolError):
@@ -75,16 +74,23 @@ def _sandboxed(ctx: ToolContext, command: str) -> str:
         raise ToolError(f"the workspace {root} is not a folder; commands run there")
     if workspace_is_home(ctx.home, ctx.settings):
         raise ToolError(f"the sandbox will not run: {WHOLE_HOME}; set workspace to a folder, or shell_policy: auto")
-    over = quota_problem(ctx)
-    with Sandbox(root, ctx.settings, writable=not over) as box:
-        try:
-            proc = box.start(command)
-        except SandboxUnavailable as exc:
-            raise ToolError(f"the sandbox cannot start: {exc}") from None
-        text = _result(ctx, proc, watch=None if over else lambda: quota_problem(ctx))
+    keep_for_sandbox(root, ctx.settings)
+    counted = ledger(ctx)
+    usage = counted.usage()  # the count started as the last command ended
+    over = usage_problem(usage, ctx.settings)
+    watch = None if over else DiskWatch(root, ctx.settings, usage)
+    try:
+        with Sandbox(root, ctx.settings, writable=not over) as box:
+            try:
+                proc = box.start(command)
+            except SandboxUnavailable as exc:
+                raise ToolError(f"the sandbox cannot start: {exc}") from None
+            text = _result(ctx, proc, watch=watch and watch.problem)
+        now_over = watch and watch.problem()  # one more look as it ends (a walk only past the room)
+    finally:
+        counted.recount()  # in the background, while the model writes its next reply
     if over:
         return f"{text}\n[{over}: the workspace is read-only to commands until the operator removes files]".lstrip()
-    now_over = quota_problem(ctx)
     if now_over:
         raise ToolError(
             f"{now_over}; writes are refused from now on (the workspace is read-only to commands) "
@@ -212,7 +218,7 @@ def run_capped(
     proc: subprocess.Popen, cap: int, timeout: float, watch: Callable[[], str | None] | None = None
 ) -> tuple[bytes, int, bool]:
     """(output kept, bytes dropped, timed out): read a child's output keeping at most `cap`
-    bytes, and kill its process group on timeout. `watch`, asked every QUOTA_WATCH_SECONDS,
+    bytes, and kill its process group on timeout. `watch`, asked every WATCH_SECONDS (quota.py),
     names a problem that kills the group at once (QuotaExceeded).
 
     If the cycle is interrupted meanwhile (SIGTERM, Ctrl-C), the group is killed before the
@@ -233,7 +239,7 @@ def _read_until(
 
     kept, dropped = bytearray(), 0
     deadline = time.monotonic() + timeout
-    next_watch = time.monotonic() + QUOTA_WATCH_SECONDS
+    next_watch = time.monotonic() + WATCH_SECONDS
     fd = proc.stdout.fileno()
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
@@ -243,7 +249,7 @@ def _read_until(
                 kill_group(proc)
                 return bytes(kept), dropped, True
             if watch is not None and time.monotonic() >= next_watch:
-                next_watch = time.monotonic() + QUOTA_WATCH_SECONDS
+                next_watch = time.monotonic() + WATCH_SECONDS
                 problem = watch()
                 if problem:
                     raise QuotaExceeded(
@@ -251,7 +257,7 @@ def _read_until(
                         f"(the workspace is read-only to commands) until the operator removes files "
                         f"or raises the setting"
                     )
-            wait = min(remaining, QUOTA_WATCH_SECONDS) if watch is not None else remaining
+            wait = min(remaining, WATCH_SECONDS) if watch is not None else remaining
             if not selector.select(wait):
                 continue
             chunk = os.read(fd, 65536)

@@ -2,19 +2,33 @@
 
 `confined_path` is the gate every path from the model goes through (file tools, `list_dir`,
 the shell's operands, plugins); `protection` is the one rule saying which paths are refused
-even inside the workspace. `ensure_workspace` creates the folder (`agent init`, each cycle).
+even inside the workspace.
+
+What the workspace may carry out of the sandbox is kept small by construction:
+- `ensure_workspace` (`agent init`, each cycle's start) creates the folder and keeps it and the
+  home at 0700, so no other local user can reach what the model made; as root the workspace
+  belongs to `sandbox_uid` (sandbox_identity.py), as does everything the file tools write;
+- `settle_workspace` (each cycle's end) removes any setuid, setgid or world-write bit that got
+  there another way than the sandbox (whose seccomp filter refuses them), makes every folder
+  readable by its owner again (an unreadable one holds the quota at "over" until then), and as
+  root gives whatever is not the sandbox's to it; `privileged_entries` finds them for doctor.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from agent.common.escape import escape_controls
 from agent.config import Settings
 from agent.store.home import Home
 from agent.tools.base import ToolContext, ToolError
+from agent.tools.sandbox_identity import hand_over, outer_ids
 
 # The runtime's own files and the templates `agent reset` installs, at the top of the home.
 RUNTIME_NAMES = frozenset(path.name for path in (*Home(Path()).runtime_files, *Home(Path()).operator_files))
@@ -159,11 +173,228 @@ def workspace_root(ctx: ToolContext) -> Path:
 
 
 def ensure_workspace(home: Path, settings: Settings) -> Path | None:
-    """Create the workspace folder if it is missing; its path, or None when it cannot be one
-    (a file or a symlink out of the home stands there: the tools then say why to the model)."""
-    folder = home / settings.workspace
+    """Create the workspace folder if it is missing and keep it and the home private (module
+    docstring); its path, or None when it cannot be one (a file or a symlink out of the home stands
+    there: the tools then say why to the model)."""
     with contextlib.suppress(OSError):
-        folder.mkdir(parents=True, exist_ok=True)
-    resolved, root = folder.resolve(), home.resolve()
+        (home / settings.workspace).mkdir(mode=PRIVATE_MODE, parents=True, exist_ok=True)
+    _narrow(home.resolve())
+    resolved = usable_workspace(home, settings)
+    if resolved is not None and resolved != home.resolve():
+        keep_for_sandbox(resolved, settings)
+    return resolved
+
+
+def usable_workspace(home: Path, settings: Settings) -> Path | None:
+    """The workspace folder, resolved, when it is one the tools may use: a folder inside the home
+    that the protection rule does not refuse; else None."""
+    resolved, root = (home / settings.workspace).resolve(), home.resolve()
     usable = resolved.is_dir() and resolved.is_relative_to(root) and not protection(root, resolved, resolved)
     return resolved if usable else None
+
+
+PRIVATE_MODE = 0o700
+PRIVILEGE_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH  # what nothing in the workspace may carry
+NAMES_SHOWN = 3
+
+
+def _narrow(folder: Path) -> None:
+    """`folder` at 0700 (when this user may change it)."""
+    with contextlib.suppress(OSError):
+        if stat.S_IMODE(folder.stat().st_mode) != PRIVATE_MODE:
+            folder.chmod(PRIVATE_MODE)
+
+
+def keep_for_sandbox(workspace: Path, settings: Settings) -> None:
+    """The workspace folder itself at 0700 and, as root, the sandbox's (a stat when it already is).
+    A folder that was not (a home made before, a replay's copy) is settled whole at once, so the
+    sandbox can change what is already in it."""
+    _narrow(workspace)
+    ids = outer_ids(settings.sandbox_uid)
+    with contextlib.suppress(OSError):
+        info = workspace.lstat()
+        if ids is not None and (info.st_uid, info.st_gid) != ids:
+            hand_over(workspace, settings.sandbox_uid)
+            _settle_tree(workspace, ids)
+
+
+def make_folders(ctx: ToolContext, folder: Path) -> int:
+    """Create `folder` and its missing parents inside the workspace, each one the sandbox's; how many were made."""
+    missing = []
+    while not folder.exists() and folder != ctx.home:
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        made.mkdir(exist_ok=True)
+        hand_over(made, ctx.settings.sandbox_uid)
+    return len(missing)
+
+
+def settle_workspace(home: Path, settings: Settings) -> str | None:
+    """At a cycle's end (module docstring): strip privilege bits, reopen folders to their owner and,
+    as root, give everything to the sandbox's id. One line saying what was stripped, or None."""
+    root = usable_workspace(home, settings)
+    if root is None or root == home.resolve():
+        return None
+    stripped = _settle_tree(root, outer_ids(settings.sandbox_uid))
+    if not stripped:
+        return None
+    names = ", ".join(stripped[:NAMES_SHOWN]) + (
+        f" and {len(stripped) - NAMES_SHOWN} more" if len(stripped) > NAMES_SHOWN else ""
+    )
+    return escape_controls(
+        f"workspace: removed setuid, setgid or world-write bits from {len(stripped)} entries ({names})"
+    )
+
+
+def _settle_tree(root: Path, ids: tuple[int, int] | None) -> list[str]:
+    """Settle every entry below `root`; the paths that carried a privilege bit."""
+    return [found.path for found in WorkspaceWalk(root) if _settle(found, ids)]
+
+
+def _settle(found: Found, ids: tuple[int, int] | None) -> bool:
+    """Put one entry right before the walk enters it (never following a link); True when it
+    carried a privilege bit. Nothing else runs in the workspace while a cycle ends."""
+    info, fd, name = found.info, found.folder_fd, found.name
+    with contextlib.suppress(OSError):
+        if ids is not None and (info.st_uid, info.st_gid) != ids:
+            os.chown(name, *ids, dir_fd=fd, follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            return False
+        mode = stat.S_IMODE(info.st_mode)
+        wanted = mode & ~PRIVILEGE_BITS | (stat.S_IRWXU if stat.S_ISDIR(info.st_mode) else 0)
+        if wanted != mode:
+            os.chmod(name, wanted, dir_fd=fd)  # not a link (just looked)
+        return bool(mode & PRIVILEGE_BITS)
+    return False
+
+
+def privileged_entries(workspace: Path, limit: int) -> tuple[list[str], list[str]]:
+    """(entries carrying a setuid, setgid or world-write bit; what this user cannot read), each
+    relative to `workspace`, looking at `limit` entries at most (doctor's read-only look)."""
+    walk = WorkspaceWalk(workspace, limit)
+    carrying = [
+        found.path
+        for found in itertools.islice(walk, limit)
+        if not stat.S_ISLNK(found.info.st_mode) and found.info.st_mode & PRIVILEGE_BITS
+    ]
+    return carrying, walk.unreadable
+
+
+# ----------------------------------------------------------------------------------- the walk
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+SHOWN_PATH_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Found:
+    """An entry met by a WorkspaceWalk: `name` inside the open folder `folder_fd`, its lstat."""
+
+    folder_fd: int
+    name: str
+    info: os.stat_result
+    parts: tuple[str, ...]
+
+    @property
+    def path(self) -> str:
+        """Its path relative to the workspace (clipped: a path may be longer than any shown)."""
+        return clipped_path(self.parts)
+
+
+def _identity(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino
+
+
+def clipped_path(parts: tuple[str, ...] | list[str]) -> str:
+    path = "/".join(parts) or "."
+    return path if len(path) <= SHOWN_PATH_CHARS else f"...{path[-SHOWN_PATH_CHARS:]}"
+
+
+class WorkspaceWalk:
+    """Every entry below `root`, in pre-order, never following a link, through one open folder at
+    a time: it goes down by descriptor and back up by `..`, so neither a folder 10,000 deep nor a
+    path past PATH_MAX stops it, and it holds one descriptor whatever the depth. Where `..` is not
+    the folder it came down from (a command moved it while the quota's watch walked), the walk
+    stops and says so in `unreadable`: counted as over, never escaping the workspace. A folder
+    is entered after its entry is yielded, so the caller may change its modes first. What cannot be listed or looked at is noted in
+    `unreadable` (relative paths), never silently passed over. `limit` bounds one folder's listing."""
+
+    def __init__(self, root: Path, limit: int = 10_000_000):
+        self.root, self.limit = root, limit
+        self.unreadable: list[str] = []
+
+    def __iter__(self) -> Iterator[Found]:
+        try:
+            fd = os.open(self.root, _DIR_FLAGS)
+        except FileNotFoundError:
+            return
+        except OSError:
+            self.unreadable.append(".")
+            return
+        parts: list[str] = []
+        levels = [self._names(fd, parts)]
+        ancestors = [_identity(os.fstat(fd))]  # to check that `..` leads back where the walk came from
+        try:
+            while levels:
+                name = next(levels[-1], None)
+                if name is None:  # this folder is done: back to its parent
+                    levels.pop()
+                    ancestors.pop()
+                    if levels and (fd := self._climb(fd, parts, ancestors[-1])) < 0:
+                        return
+                    continue
+                info = self._look(fd, name, parts)
+                if info is None:
+                    continue
+                yield Found(fd, name, info, (*parts, name))
+                child = self._open(fd, name, parts) if stat.S_ISDIR(info.st_mode) else None
+                if child is not None:
+                    fd = self._move(child, fd)
+                    parts.append(name)
+                    levels.append(self._names(fd, parts))
+                    ancestors.append(_identity(os.fstat(fd)))
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _climb(self, fd: int, parts: list[str], expected: tuple[int, int]) -> int:
+        """The parent's descriptor in place of `fd`; -1 (fd closed) when it is not the folder the
+        walk came down from."""
+        fd = self._move(os.open("..", _DIR_FLAGS, dir_fd=fd), fd)
+        parts.pop()
+        if _identity(os.fstat(fd)) == expected:
+            return fd
+        os.close(fd)
+        self.unreadable.append(f"{clipped_path(parts)} (moved while it was walked)")
+        return -1
+
+    def _look(self, fd: int, name: str, parts: list[str]) -> os.stat_result | None:
+        try:
+            return os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            self.unreadable.append(clipped_path((*parts, name)))
+            return None
+
+    @staticmethod
+    def _move(to: int, fd: int) -> int:
+        """Hold `to` instead of `fd`."""
+        os.close(fd)
+        return to
+
+    def _open(self, fd: int, name: str, parts: list[str]) -> int | None:
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError:
+            self.unreadable.append(clipped_path((*parts, name)))
+            return None
+
+    def _names(self, fd: int, parts: list[str]) -> Iterator[str]:
+        try:
+            with os.scandir(fd) as entries:
+                return iter([entry.name for entry in itertools.islice(entries, self.limit)])
+        except OSError:
+            self.unreadable.append(clipped_path(parts))
+            return iter(())

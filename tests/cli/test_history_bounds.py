@@ -28,7 +28,10 @@ def test_a_cycle_with_budgets_lists_neither_scratchpad_nor_logs(home, monkeypatc
 
     def watching(real):
         def listing(path=".", *args, **kwargs):
-            listed.append(str(Path(os.fsdecode(path)).absolute()))
+            named = (
+                os.readlink(f"/proc/self/fd/{path}") if isinstance(path, int) else os.fsdecode(path)
+            )  # by descriptor too
+            listed.append(str(Path(named).absolute()))
             return real(path, *args, **kwargs)
 
         return listing

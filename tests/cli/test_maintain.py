@@ -208,6 +208,8 @@ def test_doctor_passes_a_healthy_scripted_home(healthy_home):
         "scratchpad",
         "model",
         "shell",
+        "checks",
+        "workspace",
         "lock",
         "scratchpad/",
         "logs/",

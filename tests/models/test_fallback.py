@@ -29,7 +29,7 @@ def configure(home, primary_url, **settings):
 
 
 def second(server):
-    return {"model": "openai:second-model", "base_url": server.base_url}
+    return {"model": "openai:second-model", "base_url": server.base_url, "api_key_env": "inherit"}
 
 
 def run(home, *extra):
@@ -126,7 +126,9 @@ def test_doctor_checks_every_model(home):
     write_active(home, TASK)
     with OpenAIServer(default=DONE) as primary:
         configure(
-            home, primary.base_url, fallback_models=[{"model": "openai:second-model", "base_url": closed_port_url()}]
+            home,
+            primary.base_url,
+            fallback_models=[{"model": "openai:second-model", "base_url": closed_port_url(), "api_key_env": "inherit"}],
         )
         result = run_cli("doctor", "--home", str(home), "--json")
     assert result.exit_code == 1

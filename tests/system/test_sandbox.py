@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.config import Settings
+from agent.tools.sandbox_identity import hand_over
 from tests.cli.helpers import done
 from tests.helpers import make_home, read_yaml, run_cli, tree_digest, write_script
 from tests.sandbox_support import sandbox_required  # noqa: F401 - a fixture
@@ -247,6 +249,7 @@ def test_a_fork_bomb_a_memory_hog_and_a_disk_filler_are_stopped_and_the_cycle_go
             "workspace_max_bytes": 20_000_000,
             "workspace_max_files": 500,
             "shell_timeout": 60,
+            "note_result_chars": 2000,  # 64 interleaved tracebacks may open with a dozen "Traceback" lines
         },
     )
     replies = [
@@ -306,8 +309,11 @@ def test_git_init_and_commit_pipes_redirection_sort_and_awk_work_in_the_workspac
     workspace = home / "workspace"
     assert (workspace / "sorted.txt").read_text() == "apple 1\nfig 2\npear 3\n"
     assert (workspace / "top.txt").read_text() == "pear\n"
-    log = subprocess.run(
-        ["git", "-C", str(workspace / "repo"), "log", "--format=%s"], capture_output=True, text=True, check=False
+    log = subprocess.run(  # as root the repository is sandbox_uid's: git trusts it only when told to
+        ["git", "-c", "safe.directory=*", "-C", str(workspace / "repo"), "log", "--format=%s"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert log.stdout == "first\n"
 
@@ -335,14 +341,15 @@ def load(handle):
 def test_a_forged_check_cannot_pass_an_invalid_result_nor_reach_a_secret(tmp_path, monkeypatch, sandboxed):
     """The model plants json.py where the check runs; the check imports the standard module,
     fails on the invalid report, and the planted code never runs with a secret in reach. Also
-    where no sandbox can start (no bwrap on PATH): PYTHONSAFEPATH alone keeps json.py out."""
+    where no sandbox can start (no bwrap on PATH) and the operator opted in with
+    checks_unsandboxed: PYTHONSAFEPATH alone keeps json.py out."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     if not sandboxed:
         bin_dir = tmp_path / "bin"
         bin_dir.mkdir()
         (bin_dir / "python3").symlink_to("/usr/bin/python3")
         monkeypatch.setenv("PATH", str(bin_dir))
-    home = sandbox_home(tmp_path, {"shell_policy": "auto"})
+    home = sandbox_home(tmp_path, {"shell_policy": "auto", "checks_unsandboxed": not sandboxed})
     check = "python3 -c 'import json; json.load(open(\"report.json\"))'"
     run_cli("task", "add", "write the report", "--check", check, "--home", str(home))
     replies = [
@@ -408,6 +415,7 @@ def test_the_sandbox_dies_with_the_agent(tmp_path):
     home = sandbox_home(tmp_path)
     fifo = home / "workspace" / "started.fifo"
     os.mkfifo(fifo)
+    hand_over(fifo, Settings().sandbox_uid)  # as root: the sandbox's, as everything in the workspace
     marker = "sleep 300; echo late-i22"
     script = write_script(tmp_path, [shell(f"echo started > /workspace/started.fifo; {marker}"), done("x")])
     agent = subprocess.Popen(

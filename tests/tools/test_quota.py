@@ -68,26 +68,68 @@ def _ctx(tmp_path: Path, **settings):
 
 
 def test_the_problem_names_the_setting_it_is_over(tmp_path: Path):
-    ctx = _ctx(tmp_path, workspace_max_files=3, workspace_max_bytes=100_000)
+    settings = dict(workspace_max_files=3, workspace_max_bytes=100_000)
     for n in range(3):
+        (tmp_path / "workspace").mkdir(exist_ok=True)
         (tmp_path / "workspace" / f"f{n}").write_bytes(b"x" * 4096)
+    ctx = _ctx(tmp_path, **settings)
     assert quota_problem(ctx) is None
     assert quota_problem(ctx, new_files=1) == (
         "the workspace holds 3 (+1) files and folders, over workspace_max_files (3)"
     )
     (tmp_path / "workspace" / "f3").write_text("one too many")
-    assert quota_problem(ctx) == "the workspace holds 4+ files and folders, over workspace_max_files (3)"
+    assert quota_problem(_ctx(tmp_path, **settings)) == (
+        "the workspace holds 4+ files and folders, over workspace_max_files (3)"
+    )
     (tmp_path / "workspace" / "f3").unlink()
+    ctx = _ctx(tmp_path, **settings)
     assert quota_problem(ctx, adding=100_000).startswith("the workspace would take ")
     assert quota_problem(ctx, adding=100_000).endswith("bytes, over workspace_max_bytes (100000)")
 
 
 def test_refuse_if_over_is_a_tool_error_saying_what_to_do(tmp_path: Path):
-    ctx = _ctx(tmp_path, workspace_max_bytes=8192)
+    (tmp_path / "workspace").mkdir()
     (tmp_path / "workspace" / "big").write_bytes(b"x" * 20_000)
     with pytest.raises(
         ToolError, match=r"the workspace takes \d+ bytes, over workspace_max_bytes \(8192\); writes are refused"
     ):
-        refuse_if_over(ctx)
+        refuse_if_over(_ctx(tmp_path, workspace_max_bytes=8192))
     (tmp_path / "workspace" / "big").unlink()
-    refuse_if_over(ctx, adding=10)  # under: no error
+    refuse_if_over(_ctx(tmp_path, workspace_max_bytes=8192), adding=10)  # under: no error
+
+
+def test_what_lies_past_path_max_is_counted_not_skipped(tmp_path: Path):
+    """40 folders of 200-character names: paths past PATH_MAX, which a path-based walk cannot open
+    (ENAMETOOLONG) and so never counted. The walk goes down by descriptor: everything counts."""
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        for _ in range(40):
+            os.mkdir("n" * 200, dir_fd=fd)
+            inner = os.open("n" * 200, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        with open(os.open("hidden.bin", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd), "wb") as hidden:
+            hidden.write(b"x" * 3_000_000)
+    finally:
+        os.close(fd)
+    try:
+        usage = workspace_usage(tmp_path, 1000)
+    finally:
+        os.system(f"rm -rf {tmp_path}/{'n' * 200}")
+    assert usage.complete and not usage.unreadable
+    assert usage.files == 41 and usage.bytes >= 3_000_000
+
+
+def test_a_file_tools_write_is_added_to_the_count_without_a_walk(tmp_path: Path):
+    from agent.tools.quota import ledger
+    from tests.tools.helpers import call
+
+    ctx = _ctx(tmp_path, workspace_max_bytes=100_000, workspace_max_files=10)
+    counted = ledger(ctx)
+    assert counted.usage().files == 0
+    (tmp_path / "workspace" / "behind-its-back.txt").write_text("the operator, mid-cycle")  # not seen: no walk
+    assert call(ctx, "write_file", path="a/b.txt", content="x" * 5000)[0].name == "TOOL"
+    usage = counted.usage()
+    assert (usage.files, usage.bytes >= 5000) == (2, True)  # the folder and the file
+    counted.recount()  # as a command's end does, in the background
+    assert counted.usage().files == 3

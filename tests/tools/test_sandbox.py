@@ -99,8 +99,8 @@ def test_a_command_the_operator_added_refuses_a_plus_argument(tmp_path):
 @pytest.mark.usefixtures("sandbox_required")
 def test_a_whole_home_workspace_never_gets_the_sandbox(tmp_path):
     """`workspace: "."` would mount config.yaml, scratchpad/, logs/ and .env into the sandbox:
-    auto keeps the allowlist, an explicit sandbox refuses every command, checks run unsandboxed."""
-    from agent.tools.sandbox import sandbox_for_checks
+    auto keeps the allowlist, an explicit sandbox refuses every command, and checks cannot use it."""
+    from agent.tools.sandbox import WHOLE_HOME, checks_sandbox_problem
 
     home = _home(tmp_path)
     (home / ".env").write_text("OPENAI_API_KEY=sk-never-shown-1234\n")
@@ -110,4 +110,4 @@ def test_a_whole_home_workspace_never_gets_the_sandbox(tmp_path):
     assert kind is Tag.TOOL_ERROR and "sk-never" not in note
     kind, note = call(ctx_for(home, workspace=".", shell_policy="sandbox"), "shell", command="cat .env")
     assert kind is Tag.TOOL_ERROR and "the sandbox will not run: the workspace is the whole home" in note
-    assert not sandbox_for_checks(home, Settings(workspace="."))
+    assert checks_sandbox_problem(home, Settings(workspace=".")) == WHOLE_HOME

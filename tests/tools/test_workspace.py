@@ -128,3 +128,51 @@ def test_a_file_standing_where_the_workspace_goes_is_no_workspace_and_is_kept(fh
     (fhome / "work").write_text("the operator's file")
     assert ensure_workspace(fhome, ctx_for(fhome, workspace="work").settings) is None
     assert (fhome / "work").read_text() == "the operator's file"
+
+
+def test_the_cycle_end_settles_only_a_workspace_inside_the_home(tmp_path):
+    """A workspace setting that resolves out of the home (a link someone made) is never walked,
+    stripped or handed over: settling changes nothing outside the home."""
+    import os
+    import stat
+
+    from agent.config import Settings
+    from agent.tools.workspace import settle_workspace
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "tool").write_text("x")
+    os.chmod(outside / "tool", 0o4755)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "workspace").symlink_to(outside)
+    assert settle_workspace(home, Settings()) is None
+    assert stat.S_IMODE((outside / "tool").stat().st_mode) == 0o4755
+    assert (outside / "tool").stat().st_uid == os.geteuid()
+    (home / "workspace").unlink()
+    (home / "workspace").mkdir()
+    (home / "workspace" / "tool").write_text("x")
+    os.chmod(home / "workspace" / "tool", 0o4755)
+    assert settle_workspace(home, Settings()).startswith("workspace: removed setuid, setgid or world-write bits")
+    assert stat.S_IMODE((home / "workspace" / "tool").stat().st_mode) == 0o755
+
+
+def test_a_folder_moved_while_the_walk_is_below_it_stops_the_walk_inside_the_workspace(tmp_path):
+    """The quota's watch walks while a command runs: a command that moves the folder the walk is
+    in (so `..` no longer leads back) stops the walk, said as unreadable (over quota), and the walk
+    never climbs out of the workspace into the home."""
+    from agent.tools.workspace import WorkspaceWalk
+
+    home = tmp_path / "home"
+    (home / "workspace" / "a" / "b").mkdir(parents=True)
+    (home / "workspace" / "a" / "b" / "deep.txt").write_text("x")
+    (home / "workspace" / "z.txt").write_text("x")
+    (home / "secret-beside-the-workspace").write_text("never walked")
+    walk = WorkspaceWalk(home / "workspace")
+    seen = []
+    for found in walk:
+        seen.append(found.path)
+        if found.name == "deep.txt":  # the walk is in a/b: move it up to the workspace's top
+            (home / "workspace" / "a" / "b").rename(home / "workspace" / "b")
+    assert walk.unreadable == ["a (moved while it was walked)"]
+    assert "secret-beside-the-workspace" not in " ".join(seen)

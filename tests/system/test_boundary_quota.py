@@ -1,0 +1,113 @@
+"""The workspace quota counts everything or fails closed, as root and as an ordinary user.
+
+Real sandboxed cycles: a folder whose modes shut the walk out (no read, or no search) holds the
+workspace at "over quota" until the cycle's end puts its modes right, and then its bytes count;
+60 parallel writers are stopped within a bound; /dev/shm is as bounded as /tmp.
+"""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from agent.tools.quota import workspace_usage
+from tests.sandbox_support import sandbox_required  # noqa: F401 - a fixture
+from tests.users import done, notes_of, shell
+
+pytestmark = pytest.mark.usefixtures("sandbox_required")
+
+MB = 1_000_000
+QUOTA = {
+    "shell_policy": "sandbox",
+    "workspace_max_bytes": 10 * MB,
+    "sandbox_max_file_bytes": 50 * MB,
+    "max_iterations": 20,
+    "notes_budget": None,
+    "note_result_chars": 600,
+}
+READ_ONLY = "the workspace is read-only to commands"
+# A writer at the bottom of 25 folders with 200-character names (chdir by name: no path is used),
+# then writing 1 MB files until it is stopped.
+DEEP_WRITER = """\
+import os
+for _ in range(25):
+    os.mkdir("n" * 200)
+    os.chdir("n" * 200)
+os.execvp("sh", ["sh", "-c", "n=0; while :; do n=$((n+1)); head -c 1000000 /dev/zero > $n || exit; done"])
+"""
+
+
+def _hidden(home) -> list[str]:
+    return [
+        p.name
+        for p in (home / "workspace").rglob("*")
+        if p.is_dir() and stat.S_IMODE(p.stat().st_mode) & 0o700 != 0o700
+    ]
+
+
+@pytest.mark.parametrize(
+    "hide",
+    [
+        # no read: the folder cannot be listed (writes into it still work)
+        ["mkdir d && chmod 300 d && head -c 30000000 /dev/zero > d/big", "echo more > more.txt"],
+        # no search: its entries cannot be looked at (written under the quota first, then hidden)
+        [
+            "mkdir d && head -c 6000000 /dev/zero > d/a && chmod 600 d",
+            "head -c 6000000 /dev/zero > b",
+            "echo more > more.txt",
+        ],
+    ],
+    ids=["unlistable-folder", "unsearchable-folder"],
+)
+def test_a_folder_the_walk_cannot_read_holds_the_workspace_over_quota_until_its_modes_are_right(agent_user, hide):
+    home = agent_user.make_home(QUOTA)
+    assert agent_user.cycle(home, [shell(c) for c in hide] + [done()]).returncode == 0
+    lines = notes_of(home)
+    assert "over workspace_max_bytes" in lines[-3] or "cannot be read" in lines[-3], lines
+    assert lines[-2].startswith("[TOOL] shell(") and READ_ONLY in lines[-2], lines
+    assert not (home / "workspace" / "more.txt").exists()
+    # the cycle's end gave the owner its folder back: now it is counted, cycle after cycle
+    assert _hidden(home) == []
+    counted = workspace_usage(home / "workspace", 1000)
+    assert counted.bytes > 6 * MB and not counted.unreadable
+    assert agent_user.cycle(home, [shell("echo again > again.txt"), done()]).returncode == 0
+    over = counted.bytes > QUOTA["workspace_max_bytes"]
+    assert (READ_ONLY in notes_of(home)[-2]) == over
+    assert (home / "workspace" / "again.txt").exists() != over
+
+
+def test_dev_shm_is_a_tmpfs_as_small_as_tmp(agent_user):
+    """/dev/shm was a tmpfs with no size: a command could hold the machine's memory in it. Now it is
+    sized like /tmp; filling either stops at its size (no space left), or sooner at the memory
+    cgroup's limit, which counts both (the command is killed)."""
+    size = 32 * 1024**2
+    home = agent_user.make_home({**QUOTA, "sandbox_max_memory": size})
+    commands = [
+        "df -B1 --output=size /dev/shm /tmp | tail -n 2 | tr '\\n' ' '",
+        "head -c 100000000 /dev/zero > /dev/shm/big; ls -l /dev/shm/big | cut -d' ' -f5",
+        "head -c 100000000 /dev/zero > /tmp/big; ls -l /tmp/big | cut -d' ' -f5",
+    ]
+    assert agent_user.cycle(home, [shell(c) for c in commands] + [done()]).returncode == 0
+    sizes, shm, tmp = notes_of(home)[:3]
+    assert sizes.endswith(f"-> {size} {size}"), sizes
+    for line in (shm, tmp):
+        stopped = "No space left on device" in line and line.endswith(f"; {size}")
+        assert stopped or line.endswith(("[exit status -9]", "[exit status 137]")), line
+
+
+@pytest.mark.slow  # 60 writers on a 2-core machine
+def test_sixty_parallel_writers_are_stopped_within_the_bound(agent_user):
+    """60 writers of 1 MB files, each at the bottom of its own chain of 25 folders with 200-character
+    names: paths past PATH_MAX, which a walk by path cannot open (so never counted). Killed soon
+    after the workspace's filesystem grew past the room left, and the workspace read-only after.
+    The bound is a time (reference.md): the assertion only catches a writer that was never stopped."""
+    home = agent_user.make_home({**QUOTA, "sandbox_max_processes": 400, "shell_timeout": 120})
+    writers = "for i in $(seq 60); do (mkdir w$i && cd w$i && exec python3 /workspace/deep.py) & done; wait"
+    replies = [{"tool": "write_file", "args": {"path": "deep.py", "content": DEEP_WRITER}}, shell(writers)]
+    assert agent_user.cycle(home, [*replies, shell("echo more > more.txt"), done()]).returncode == 0
+    killed, after = notes_of(home)[1:3]
+    assert killed.startswith("[TOOL ERROR] shell(") and "the command was killed" in killed, killed
+    assert READ_ONLY in after and not (home / "workspace" / "more.txt").exists()
+    used = workspace_usage(home / "workspace", 100_000).bytes
+    assert used < 50 * QUOTA["workspace_max_bytes"], f"{used / MB:.0f} MB"  # measured: docs/measurements.md
