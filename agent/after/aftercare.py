@@ -11,7 +11,7 @@ from agent.config import Settings
 from agent.secrets import Secrets
 from agent.store.home import Home, append_index, index_newest_first
 from agent.store.retention import delete_cycles, retention_plan
-from agent.store.totals import update_totals
+from agent.store.totals import Totals, update_totals
 
 
 def after_cycle(
@@ -47,25 +47,40 @@ def after_cycle(
     pruned = [] if plan is None else delete_cycles(plan)
     if pruned:
         log(f"retention: removed {len(pruned)} old snapshot/log file(s)")
-    keep_totals(home, report.cycle_id, [(path, plan.sizes.get(path, 0)) for path in pruned] if plan else [], log)
+    totals = keep_totals(
+        home, report.cycle_id, [(path, plan.sizes.get(path, 0)) for path in pruned] if plan else [], log
+    )
     if settings.metrics_file is not None:
         from agent.after.metrics import write_metrics
 
-        write_metrics(home, settings, record, log)
+        _outlet(home, "metrics_file", write_metrics(home, settings, record, log, totals), report.cycle_id, log)
     if settings.on_cycle_end:
         from agent.after.hooks import run_cycle_end_hook, wants_hook
 
         # notify_on set: once per incident, at its first cycle the filter takes; unset: every cycle
         filtered = settings.notify_on is not None
         if not filtered or first_to_report(record, run, lambda r: wants_hook(settings, str(r.get("stop_reason")))):
-            run_cycle_end_hook(home.root, settings, record, secrets, log)
+            problem = run_cycle_end_hook(home.root, settings, record, secrets, log)
+            _outlet(home, "on_cycle_end", problem, report.cycle_id, log)
 
 
-def keep_totals(home: Home, cycle_id: str, removed: list, log: Callable[[str], None]) -> None:
+def _outlet(home: Home, name: str, problem: str | None, cycle_id: str, log: Callable[[str], None]) -> None:
+    """Keep whether an outlet worked, for `status` (agent/after/outlets.py); a failure to is logged."""
+    from agent.after.outlets import note_outlet
+
+    try:
+        note_outlet(home, name, problem, cycle_id)
+    except Exception as exc:  # never cost the cycle its result
+        log(f"{home.outlets.name} not updated: {type(exc).__name__}: {exc}")
+
+
+def keep_totals(home: Home, cycle_id: str, removed: list, log: Callable[[str], None]) -> Totals | None:
     """Bring logs/totals.json up to date with the record just appended and the files this cycle wrote
-    and retention deleted (agent/store/totals.py). A failure is logged: the totals are derived data."""
+    and retention deleted (agent/store/totals.py): the totals, or None when that failed (logged: the
+    totals are derived data)."""
     written = [home.snapshot(cycle_id, "before"), home.snapshot(cycle_id, "after"), home.cycle_log(cycle_id)]
     try:
-        update_totals(home, added=written, removed=removed)
+        return update_totals(home, added=written, removed=removed)
     except Exception as exc:  # the next reader recounts; never cost the cycle its result
         log(f"{home.logs.name}/totals.json not updated: {type(exc).__name__}: {exc}")
+        return None

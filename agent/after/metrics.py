@@ -2,8 +2,10 @@
 
 After every saved cycle the file is rewritten whole (a temporary file in the same folder, then a
 rename: the collector never reads half a file, and it ignores the temporary's `.tmp` name). There
-is no exporter of our own: node_exporter already runs where cron does. Every metric is a gauge
-named `agent_...` with a `home` label, so one collector folder can hold the files of many homes.
+is no exporter of our own: node_exporter already runs where cron does. Every metric is named
+`agent_...` with a `home` label, so one collector folder can hold the files of many homes: gauges
+for the last cycle and the runs of failures and stalls, and counters that only grow (cycles by stop
+reason, tokens, cost: the running totals of the index, which is never pruned).
 
 `metrics_text` is pure (the record in, the text out); `write_metrics` does the I/O and, like
 everything after a cycle is saved, only logs a failure.
@@ -16,11 +18,11 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from agent.common.outcomes import StopReason
+from agent.common.outcomes import StopReason, is_failure
 from agent.config import Settings
 from agent.store.files import atomic_write
-from agent.store.home import Home, read_index
-from agent.store.ids import INDEX_TAIL_BYTES
+from agent.store.home import Home, index_newest_first
+from agent.store.totals import Totals, load_totals
 
 # Readable by node_exporter's user: the file holds counts and codes, never state or secrets.
 METRICS_FILE_MODE = 0o644
@@ -35,14 +37,56 @@ def _label_value(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def consecutive(records: list[dict], stop_reason: str) -> int:
-    """How many of the newest records in a row ended with `stop_reason`."""
+RUN_READ_CAP = 1000  # records read back at most: a longer run of failures or stalls is counted as this long
+NO_MODEL_ASKED = (StopReason.IDLE.value, StopReason.HELD.value, StopReason.BUDGET_EXHAUSTED.value)
+
+
+def _failed(record: dict) -> bool:
+    return is_failure(record.get("stop_reason"))
+
+
+def _held_stall(record: dict) -> bool:
+    return record.get("stop_reason") == StopReason.HELD.value and record.get("held_for") == StopReason.STALLED.value
+
+
+def consecutive(records: list[dict], counted: Callable[[dict], bool], passed_over: Callable[[dict], bool]) -> int:
+    """How many of the newest records (oldest first in `records`) in a row are `counted`, the ones
+    `passed_over` neither counting nor ending the run."""
     count = 0
     for record in reversed(records):
-        if record.get("stop_reason") != stop_reason:
+        if passed_over(record):
+            continue
+        if not counted(record):
             break
         count += 1
     return count
+
+
+def failures_in_a_row(records: list[dict]) -> int:
+    """Failed cycles in a row, newest first, until a cycle succeeds: cycles that asked no model (idle,
+    held, a spent budget) are passed over, so an outage keeps counting however the ticks go."""
+    return consecutive(records, _failed, lambda r: r.get("stop_reason") in NO_MODEL_ASKED)
+
+
+def stalls_in_a_row(records: list[dict]) -> int:
+    """Stalled cycles in a row, the held ones after a stall included; idle cycles are passed over."""
+    return consecutive(
+        records,
+        lambda r: r.get("stop_reason") == StopReason.STALLED.value or _held_stall(r),
+        lambda r: r.get("stop_reason") == StopReason.IDLE.value,
+    )
+
+
+def recent_runs(newest_first: Iterable[dict]) -> list[dict]:
+    """The newest records, oldest first, as far back as a run of failures or stalls goes (at most
+    RUN_READ_CAP): what `failures_in_a_row` and `stalls_in_a_row` count."""
+    recent: list[dict] = []
+    for record in newest_first:
+        recent.insert(0, record)
+        in_a_run = _failed(record) or _held_stall(record) or record.get("stop_reason") in NO_MODEL_ASKED
+        if not in_a_run or len(recent) >= RUN_READ_CAP:
+            break
+    return recent
 
 
 def pending_approvals(record: dict) -> int:
@@ -65,9 +109,52 @@ def ended_at(record: dict) -> float | None:
     return None if started is None else started + (_number(record.get("duration_s")) or 0)
 
 
-def metrics_text(home: str, record: dict, recent: list[dict]) -> str:
-    """The metrics file for the cycle `record`, the newest of the index records `recent`."""
+def metrics_text(home: str, record: dict, recent: list[dict], all_time: dict | None = None) -> str:
+    """The metrics file for the cycle `record`, the newest of the index records `recent` (oldest
+    first), with the counters `all_time` ({"cycles": {stop reason: n}, "tokens", "cost"}: the running
+    totals, agent/store/totals.py)."""
     usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+    families = _gauges(record, usage, recent) + _counters(all_time)
+    lines = []
+    for name, kind, help_text, samples in families:
+        shown = [(labels, value) for labels, value in samples if _number(value) is not None]
+        if not shown:  # a record without the field (no cost configured): no series rather than a false 0
+            continue
+        lines += [f"# HELP agent_{name} {help_text}", f"# TYPE agent_{name} {kind}"]
+        for labels, value in shown:
+            pairs = ",".join(f'{key}="{_label_value(str(val))}"' for key, val in {"home": home, **labels}.items())
+            lines.append(f"agent_{name}{{{pairs}}} {value!r}")
+    return "\n".join(lines) + "\n"
+
+
+Family = tuple[str, str, str, Iterable[tuple[dict, Any]]]  # name, type, help, (labels, value) samples
+
+
+def _counters(all_time: dict | None) -> list[Family]:
+    """Counters that only grow (not lowered by pruning: the index is never pruned), so Prometheus can
+    take rates and daily sums (increase(agent_tokens_total[1d]))."""
+    if all_time is None:
+        return []
+    cycles = all_time.get("cycles", {})
+    reasons = [r.value for r in StopReason] + sorted(set(cycles) - {r.value for r in StopReason})
+    return [
+        (
+            "cycles_total",
+            "counter",
+            "Cycles recorded, by stop reason.",
+            [({"reason": reason}, cycles.get(reason, 0)) for reason in reasons],
+        ),
+        ("tokens_total", "counter", "Tokens the recorded cycles used.", [({}, all_time.get("tokens"))]),
+        (
+            "cost_total",
+            "counter",
+            "What the recorded cycles cost, in the unit of the configured prices (cycles without a price add 0).",
+            [({}, all_time.get("cost"))],
+        ),
+    ]
+
+
+def _gauges(record: dict, usage: dict, recent: list[dict]) -> list[Family]:
     families: list[tuple[str, str, Iterable[tuple[dict, Any]]]] = [
         ("last_cycle_timestamp_seconds", "Unix time the last cycle ended.", [({}, ended_at(record))]),
         ("last_cycle_exit_code", "Exit code of the last cycle.", [({}, record.get("exit_code"))]),
@@ -95,13 +182,13 @@ def metrics_text(home: str, record: dict, recent: list[dict]) -> str:
         ("last_cycle_duration_seconds", "Seconds the last cycle took.", [({}, record.get("duration_s"))]),
         (
             "consecutive_failures",
-            "Newest cycles in a row that failed (stop reason error).",
-            [({}, consecutive(recent, StopReason.ERROR.value))],
+            "Newest cycles in a row that failed, until one succeeds (cycles that asked no model are passed over).",
+            [({}, failures_in_a_row(recent))],
         ),
         (
             "consecutive_stalls",
-            "Newest cycles in a row that ended stalled.",
-            [({}, consecutive(recent, StopReason.STALLED.value))],
+            "Newest cycles in a row that ended stalled or were held after a stall.",
+            [({}, stalls_in_a_row(recent))],
         ),
         (
             "pending_approvals",
@@ -115,16 +202,7 @@ def metrics_text(home: str, record: dict, recent: list[dict]) -> str:
             [({}, _unix_time(record.get("oldest_pending_approval")))],
         ),
     ]
-    lines = []
-    for name, help_text, samples in families:
-        shown = [(labels, value) for labels, value in samples if _number(value) is not None]
-        if not shown:  # a record without the field (no cost configured): no series rather than a false 0
-            continue
-        lines += [f"# HELP agent_{name} {help_text}", f"# TYPE agent_{name} gauge"]
-        for labels, value in shown:
-            pairs = ",".join(f'{key}="{_label_value(str(val))}"' for key, val in {"home": home, **labels}.items())
-            lines.append(f"agent_{name}{{{pairs}}} {value!r}")
-    return "\n".join(lines) + "\n"
+    return [(name, "gauge", help_text, samples) for name, help_text, samples in families]
 
 
 def metrics_path(home: Home, settings: Settings) -> Path | None:
@@ -134,13 +212,21 @@ def metrics_path(home: Home, settings: Settings) -> Path | None:
     return path if path.is_absolute() else home.root / path
 
 
-def write_metrics(home: Home, settings: Settings, record: dict, log: Callable[[str], None]) -> None:
-    """Rewrite the metrics file for the cycle `record` (already in the index); failures are logged."""
+def write_metrics(
+    home: Home, settings: Settings, record: dict, log: Callable[[str], None], totals: Totals | None = None
+) -> str | None:
+    """Rewrite the metrics file for the cycle `record` (already in the index), with the counters of
+    `totals` (None: read now); None when it was written, else the problem (also logged)."""
     path = metrics_path(home, settings)
     if path is None:
-        return
+        return None
     try:
-        recent = read_index(home, tail_bytes=INDEX_TAIL_BYTES)
-        atomic_write(path, metrics_text(str(home.root), record, recent).encode("utf-8"), mode=METRICS_FILE_MODE)
+        recent = recent_runs(index_newest_first(home))
+        all_time = (totals or load_totals(home)).all_time
+        text = metrics_text(str(home.root), record, recent, all_time)
+        atomic_write(path, text.encode("utf-8"), mode=METRICS_FILE_MODE)
     except Exception as exc:  # a metrics file must never cost the cycle its result
-        log(f"metrics_file {path} not written: {type(exc).__name__}: {exc}")
+        problem = f"{path}: {type(exc).__name__}: {exc}"
+        log(f"metrics_file {problem}: not written")
+        return problem
+    return None

@@ -14,6 +14,7 @@ from typing import Any, Iterator
 import click
 
 from agent.after.incidents import incident_text, open_incident
+from agent.after.outlets import failing_outlets, outlet_lines
 from agent.cli.archive_view import NOTE, TASK, archived, archived_counts, json_pieces, note_lines, task_lines
 from agent.cli.common import (
     age,
@@ -318,7 +319,11 @@ def status(home_dir: Path, as_json: bool) -> None:
     extras, extra_lines = status_extras(index_newest_first(home), totals, current_task, home.root)
     waiting, waiting_lines = approvals_status(home)
     incident = open_incident(index_newest_first(home))  # read back only as far as it goes
-    data.update(extras, **waiting, incident=incident)
+    settings = home_settings(home.root)
+    outlets = failing_outlets(
+        home, {"on_cycle_end": bool(settings.on_cycle_end), "metrics_file": bool(settings.metrics_file)}
+    )
+    data.update(extras, **waiting, incident=incident, outlets=outlets)
     if as_json:
         print_json(data)
         return
@@ -341,5 +346,7 @@ def status(home_dir: Path, as_json: bool) -> None:
         echo(f"shell:     {'WARNING: ' if shell['warning'] else ''}{shell['policy']} ({shell['why']})")
     if incident:
         echo(f"incident:  {incident_text(incident)}")
+    for line in outlet_lines(outlets):
+        echo(line)
     for line in waiting_lines + extra_lines:
         echo(line)

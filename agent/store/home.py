@@ -88,6 +88,12 @@ class Home:
         return self.logs / "endpoint.json"
 
     @property
+    def outlets(self) -> Path:
+        """Whether the on_cycle_end hook and the metrics file worked the last time they were due
+        (agent/after/outlets.py): a failing one is shown by `status` until it works again."""
+        return self.logs / "outlets.json"
+
+    @property
     def operator_files(self) -> tuple[Path, ...]:
         """What the operator writes at the top of the home (a replay copies them; the tools never reach them)."""
         return (self.config, self.rules, self.examples, self.templates)

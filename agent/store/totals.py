@@ -1,7 +1,8 @@
 """Running totals of the cycle index, so that a cycle and `agent status` read O(1), not years of history.
 
 logs/totals.json holds what the index's records add up to (how many there are, tokens and recorded
-cost per UTC day and month, the usage of records that carry no cost, by model) and the disk use of
+cost per UTC day and month, the usage of records that carry no cost, by model, and all-time counters:
+cycles by stop reason, tokens, recorded cost) and the disk use of
 the cycles' snapshots and logs. It remembers how many bytes of the index it covers and a fingerprint
 of their start, so a reader adds only the records appended since (normally none: every cycle saves
 the totals right after its record), and recounts everything, streaming the index one line at a time,
@@ -37,7 +38,7 @@ from agent.store.ids import SNAPSHOT_LABELS
 from agent.store.tail import _decode, lines_forwards
 
 TOTALS_NAME = "totals.json"
-TOTALS_VERSION = 1
+TOTALS_VERSION = 2  # 2: the all-time counters
 FINGERPRINT_BYTES = 4096
 MONTHS_KEPT = 6  # last month, this month, and a few a wrong clock put ahead
 
@@ -100,11 +101,15 @@ class Totals:
     days: dict[str, dict] = field(default_factory=dict)
     months: dict[str, dict] = field(default_factory=dict)
     disk: dict[str, list[int]] = field(default_factory=lambda: {"snapshots": [0, 0], "logs": [0, 0]})
+    # every record ever counted: cycles by stop reason, tokens, recorded cost (the metrics file's
+    # counters): the index is never pruned, so neither a prune nor a recount lowers them
+    all_time: dict = field(default_factory=lambda: {"cycles": {}, "tokens": 0, "cost": 0.0})
     recounted: bool = False  # made by a recount now (its disk use already holds every file)
     now: _dt.datetime | None = None  # the clock that decides which months are kept (None: the real one)
 
     def add_record(self, record: dict) -> None:
         self.records += 1
+        _count_all_time(self.all_time, record)
         day = record_day(record)
         if day is None or record.get("source", "index") != "index":
             return
@@ -152,7 +157,29 @@ class Totals:
             "days": self.days,
             "months": self.months,
             "disk": self.disk,
+            "all_time": self.all_time,
         }
+
+
+def _count_all_time(counters: dict, record: dict) -> None:
+    reason = record.get("stop_reason")
+    if isinstance(reason, str) and record.get("source", "index") == "index":
+        counters["cycles"][reason] = counters["cycles"].get(reason, 0) + 1
+    usage = record.get("usage")
+    counters["tokens"] += _count(usage.get("total_tokens")) if isinstance(usage, dict) else 0
+    cost = record.get("cost")
+    if isinstance(cost, (int, float)) and not isinstance(cost, bool) and cost > 0:
+        counters["cost"] = round(counters["cost"] + float(cost), 8)
+
+
+def _valid_all_time(counters: Any) -> bool:
+    return (
+        isinstance(counters, dict)
+        and isinstance(counters.get("cycles"), dict)
+        and all(isinstance(k, str) and type(v) is int for k, v in counters["cycles"].items())
+        and type(counters.get("tokens")) is int
+        and isinstance(counters.get("cost"), (int, float))
+    )
 
 
 def _kind(path: Path) -> str | None:
@@ -209,6 +236,7 @@ def _from_file(path: Path) -> Totals | None:
             data["days"],
             data["months"],
             {kind: list(disk[kind]) for kind in ("snapshots", "logs")},
+            data["all_time"],
         )
     except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
@@ -222,6 +250,7 @@ def _from_file(path: Path) -> Totals | None:
         and isinstance(totals.months, dict)
         and all(_valid_bucket(b) for b in [*totals.days.values(), *totals.months.values()])
         and all(len(v) == 2 and all(isinstance(n, int) for n in v) for v in totals.disk.values())
+        and _valid_all_time(totals.all_time)
     )
     return totals if fine else None
 

@@ -27,7 +27,9 @@ def samples(text: str) -> dict[tuple, float]:
     """(metric name, frozen labels without home) -> value, from the real parser."""
     out = {}
     for family in text_string_to_metric_families(text):
-        assert family.type == "gauge" and family.documentation
+        counter = family.name in ("agent_cycles", "agent_tokens", "agent_cost")  # the parser drops _total
+        assert family.type == ("counter" if counter else "gauge")
+        assert family.documentation
         for sample in family.samples:
             labels = dict(sample.labels)
             labels.pop("home")
@@ -101,6 +103,9 @@ def test_cost_stalls_and_pending_approvals_come_from_the_records():
     assert got[("agent_consecutive_stalls", ())] == 2 and got[("agent_consecutive_failures", ())] == 0
     assert got[("agent_pending_approvals", ())] == 2
     assert got[("agent_last_cycle_timestamp_seconds", ())] == 1767225602.5
+    held = {"stop_reason": "held", "held_for": "stalled"}
+    got = samples(metrics_text("/srv/agent", held, [*recent, {"stop_reason": "idle"}, held, held]))
+    assert got[("agent_consecutive_stalls", ())] == 4  # the held cycles after a stall are stalls too
 
 
 @pytest.mark.parametrize("home_path", ['/srv/"quoted"\\agent', "/srv/new\nline"])
@@ -171,3 +176,82 @@ def test_the_sample_alert_rules_name_only_series_the_metrics_file_writes():
     exprs = [rule["expr"] for rule in rules]
     assert any(e.startswith("absent(agent_") for e in exprs)
     assert any('reason="budget_exhausted"' in e for e in exprs)
+
+
+def test_consecutive_failures_keep_counting_over_cycles_that_asked_no_model():
+    failed = {"stop_reason": "error"}
+    passed_over = [{"stop_reason": "idle"}, {"stop_reason": "budget_exhausted"}, {"stop_reason": "held"}]
+    recent = [{"stop_reason": "done"}, failed, *passed_over, failed, {"stop_reason": "idle"}, failed]
+    assert samples(metrics_text("/h", failed, recent))[("agent_consecutive_failures", ())] == 3
+    recent.append({"stop_reason": "max_iterations"})  # a cycle that asked a model and got a reply: it ends
+    assert samples(metrics_text("/h", recent[-1], recent))[("agent_consecutive_failures", ())] == 0
+
+
+def counters(home) -> dict:
+    got = samples((home / "agent.prom").read_text())
+    return {
+        "cycles": {dict(k[1])["reason"]: v for k, v in got.items() if k[0] == "agent_cycles_total"},
+        "tokens": got[("agent_tokens_total", ())],
+        "cost": got[("agent_cost_total", ())],
+    }
+
+
+def test_the_counters_count_every_cycle_by_stop_reason(home):
+    configure(home, STATE, metrics_file="agent.prom", max_iterations=1)
+    run_cycle(home, [done("ok")])
+    run_cycle(home, [])  # fails
+    run_cycle(home, [echo("x")])  # idle: run, so this one works on nothing and hits the cap
+    got = counters(home)
+    assert got["cycles"]["done"] == 1 and got["cycles"]["error"] == 1 and got["cycles"]["max_iterations"] == 1
+    assert got["cycles"]["held"] == 0 and got["cycles"]["stalled"] == 0  # every reason has a series from the start
+    assert got["tokens"] == 0 and got["cost"] == 0
+
+
+def test_the_counters_never_go_backwards_after_a_prune_a_recount_or_an_older_totals_file(home):
+    configure(home, STATE, metrics_file="agent.prom", keep_cycles=1)
+    for _ in range(4):
+        run_cycle(home, [echo("x"), done("ok")])
+    assert counters(home)["cycles"]["done"] == 4
+    assert run_cli("prune", "--home", str(home), "--keep", "1").exit_code == 0
+    run_cycle(home, [done("ok")])
+    assert counters(home)["cycles"]["done"] == 5  # retention and prune deleted files, not counts
+    (home / "logs" / "totals.json").unlink()  # a recount, from the index that is never pruned
+    run_cycle(home, [done("ok")])
+    assert counters(home)["cycles"]["done"] == 6
+    older = json.loads((home / "logs" / "totals.json").read_text())
+    older.pop("all_time")
+    (home / "logs" / "totals.json").write_text(json.dumps(dict(older, version=1)))  # an older release's
+    run_cycle(home, [done("ok")])
+    assert counters(home)["cycles"]["done"] == 7
+
+
+def test_the_counters_add_up_tokens_and_recorded_cost():
+    from agent.store.totals import Totals
+
+    totals = Totals()
+    for record in (
+        {"cycle_id": "a", "stop_reason": "done", "usage": {"total_tokens": 100}, "cost": 0.5},
+        {"cycle_id": "b", "stop_reason": "error", "usage": {"total_tokens": 20}, "cost": None},
+        {"cycle_id": "c", "stop_reason": "done", "usage": None, "cost": "bad"},
+    ):
+        totals.add_record(record)
+    got = samples(metrics_text("/h", {"stop_reason": "done"}, [], totals.all_time))
+    assert got[("agent_tokens_total", ())] == 120 and got[("agent_cost_total", ())] == 0.5
+    assert got[("agent_cycles_total", (("reason", "done"),))] == 2
+
+
+def test_a_metrics_file_that_cannot_be_written_is_shown_by_status_until_it_works_again(home):
+    configure(home, STATE, metrics_file="no/such/folder/agent.prom")
+    for _ in range(2):
+        assert run_cycle(home, [done("ok")]).exit_code == 0
+    first = json.loads((home / "logs" / "index.jsonl").read_text().splitlines()[0])["cycle_id"]
+    out = run_cli("status", "--home", str(home)).stdout
+    [line] = [line for line in out.splitlines() if line.startswith("metrics:")]
+    assert f"metrics_file not written since cycle {first}:" in line and "no/such/folder/agent.prom" in line
+    assert (
+        json.loads(run_cli("status", "--home", str(home), "--json").stdout)["outlets"]["metrics_file"]["since"] == first
+    )
+    (home / "no" / "such" / "folder").mkdir(parents=True)
+    assert run_cycle(home, [done("ok")]).exit_code == 0
+    assert "metrics:" not in run_cli("status", "--home", str(home)).stdout
+    assert json.loads(run_cli("status", "--home", str(home), "--json").stdout)["outlets"] == {}
