@@ -6,7 +6,9 @@ current task always comes from active.yaml, the real state now.
 
 from __future__ import annotations
 
+import datetime as _dt
 import difflib
+import itertools
 import json
 from pathlib import Path
 from typing import Any, Iterator
@@ -36,8 +38,10 @@ from agent.cli.history import (
     KILLED,
     RUNNING,
     KnownCycles,
+    Shown,
     cycle_running,
     history_summary,
+    parse_when,
     recent_history,
     table_lines,
 )
@@ -45,7 +49,7 @@ from agent.cli.snapshots import latest_saved, resolve_snapshot
 from agent.cli.spending import daily_lines, status_extras, with_costs
 from agent.cli.waiting import approvals_status
 from agent.common.escape import escape_controls, escape_json, escape_tree
-from agent.common.outcomes import InvalidScratchpad, UsageError
+from agent.common.outcomes import InvalidScratchpad, StopReason, UsageError
 from agent.config import load_settings
 from agent.gates.budgets import newest_days
 from agent.models.local.model import bundled_model_path, local_runtime_installed
@@ -132,20 +136,56 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
 )
 @click.option("--json", "as_json", is_flag=True, help="Print every field of each cycle's record as JSON.")
 @click.option("--daily", is_flag=True, help="One row per UTC day instead: cycles, tokens and cost.")
+@click.option(
+    "--since", metavar="WHEN", help="Only cycles that started at or after WHEN: 2026-11-24, an ISO time, or 7d ago."
+)
+@click.option("--until", metavar="WHEN", help="Only cycles that started before WHEN (the same forms).")
+@click.option(
+    "--stop-reason",
+    "reasons",
+    multiple=True,
+    type=click.Choice([r.value for r in StopReason]),
+    metavar="REASON",
+    help="Only cycles that ended with this stop reason (error, stalled, held, ...; repeat it for several).",
+)
+@click.option("--no-idle", is_flag=True, help="Hide the cycles that called no model (idle and held).")
 @reports_errors
-def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
-    """One row per cycle, newest first: id, start, duration, iterations, stop reason, tokens, task.
+def history(
+    home_dir: Path,
+    limit: int,
+    as_json: bool,
+    daily: bool,
+    since: str | None,
+    until: str | None,
+    reasons: tuple[str, ...],
+    no_idle: bool,
+) -> None:
+    """One row per cycle, newest first: id, start, duration, iterations, stop reason, tokens, task;
+    under a failed cycle's row, why it failed.
 
     Reads logs/index.jsonl, which every finished cycle appends to. A cycle with files on disk
     but no record there is listed from its snapshots as `killed` (no after snapshot: it died
-    before saving), `incomplete` (its record lost) or `running` (it holds the lock).
+    before saving), `incomplete` (its record lost) or `running` (it holds the lock). The filters
+    read the index back only as far as --since (and --limit) need.
     """
     home = existing_home(home_dir)
+    now = _dt.datetime.now(_dt.timezone.utc)
+    shown = Shown(
+        since=None if since is None else parse_when(since, now),
+        until=None if until is None else parse_when(until, now),
+        reasons=frozenset(reasons),
+        no_idle=no_idle,
+    )
     running = cycle_running(home)
-    if daily:  # the index read backwards, as far as the newest `limit` days go (0: all)
-        records = newest_days(index_newest_first(home), home_settings(home.root).prices, limit)
+    if daily:  # the index read backwards, as far as the newest `limit` days go (0: all), --since at most
+        if reasons or no_idle:
+            raise UsageError("--daily counts every cycle of a day: it takes --since, --until and --limit only")
+        back_to_since = itertools.takewhile(lambda r: not shown.past(r), index_newest_first(home))
+        days = newest_days(back_to_since, home_settings(home.root).prices, 0 if shown.until else limit)
+        records = [d for d in days if _day_shown(d["day"], shown)][: limit or None]
     else:  # --limit N: only the index's last records are read (0: all)
-        records = list(reversed(with_costs(recent_history(home, running, limit), home_settings(home.root).prices)))
+        kept = recent_history(home, running, limit, shown)
+        records = list(reversed(with_costs(kept, home_settings(home.root).prices)))
     if as_json:
         print_json(records)
     elif not records:
@@ -153,6 +193,13 @@ def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
     else:
         for line in (daily_lines if daily else table_lines)(records, terminal_width()):
             echo(line)
+
+
+def _day_shown(day: str, shown: Shown) -> bool:
+    """Whether a UTC day ('YYYY-MM-DD') overlaps the --since/--until window."""
+    start = _dt.datetime.fromisoformat(day).replace(tzinfo=_dt.timezone.utc)
+    after_since = shown.since is None or start + _dt.timedelta(days=1) > shown.since
+    return after_since and (shown.until is None or start < shown.until)
 
 
 # --------------------------------------------------------------------------------- show/status
