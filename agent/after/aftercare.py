@@ -7,8 +7,10 @@ from typing import Callable
 
 from agent.after.incidents import act_on, first_to_report, incident_key, incident_run
 from agent.after.report import CycleReport
+from agent.common.outcomes import DiskError
 from agent.config import Settings
 from agent.secrets import Secrets
+from agent.store.files import Kept
 from agent.store.home import Home, append_index, index_newest_first
 from agent.store.retention import delete_cycles, retention_plan
 from agent.store.totals import Totals, update_totals
@@ -21,6 +23,7 @@ def after_cycle(
     secrets: Secrets,
     log: Callable[[str], None],
     prune: bool = True,
+    previous: Kept | None = None,
 ) -> None:
     """Append the index record (with the incident it is part of, and whether it opened it: see
     incidents.py), then prune old cycles (the record is written first: history never loses a cycle
@@ -42,11 +45,8 @@ def after_cycle(
     run = incident_run(index_newest_first(home), key)  # none read for a cycle with no incident (idle, done)
     report.incident = record["incident"] = key
     report.new_incident = record["new_incident"] = key is not None and first_to_report(record, run, act_on)
-    append_index(home, record)
-    plan = retention_plan(home, settings, protect=[report.cycle_id]) if prune else None  # idle: nothing added
-    pruned = [] if plan is None else delete_cycles(plan)
-    if pruned:
-        log(f"retention: removed {len(pruned)} old snapshot/log file(s)")
+    _record(home, record, previous)
+    plan, pruned = _retention(home, settings, report.cycle_id, log) if prune else (None, [])  # idle: nothing added
     totals = keep_totals(
         home, report.cycle_id, [(path, plan.sizes.get(path, 0)) for path in pruned] if plan else [], log
     )
@@ -62,6 +62,40 @@ def after_cycle(
         if not filtered or first_to_report(record, run, lambda r: wants_hook(settings, str(r.get("stop_reason")))):
             problem = run_cycle_end_hook(home.root, settings, record, secrets, log)
             _outlet(home, "on_cycle_end", problem, report.cycle_id, log)
+
+
+def _record(home: Home, record: dict, previous: Kept | None) -> None:
+    """Append the record. The active.yaml it vouches for stands from then on (`previous` is dropped);
+    a record that cannot be written puts the previous active.yaml back (exit 7, the file intact)."""
+    try:
+        append_index(home, record)
+    except DiskError as exc:
+        if previous is None:
+            raise
+        failed = previous.put_back()
+        cycle_id = record["cycle_id"]
+        raise DiskError(
+            f"{exc}; active.yaml is as it was before cycle {cycle_id} (its result is in "
+            f"scratchpad/{cycle_id}_after.yaml, with no record in the index)"
+            if failed is None
+            else f"{exc}; and active.yaml could not be put back as it was ({failed}): it holds cycle {cycle_id}'s result"
+        ) from exc
+    if previous is not None:
+        previous.drop()
+
+
+def _retention(home: Home, settings: Settings, cycle_id: str, log: Callable[[str], None]) -> tuple:
+    """Prune old cycles (the one just recorded is kept): (the plan, the files deleted). A failure is
+    logged: the cycle is recorded, so it keeps its result and exit code; the next cycle prunes."""
+    try:
+        plan = retention_plan(home, settings, protect=[cycle_id])
+        pruned = [] if plan is None else delete_cycles(plan)
+    except Exception as exc:
+        log(f"retention not done: {type(exc).__name__}: {exc}")
+        return None, []
+    if pruned:
+        log(f"retention: removed {len(pruned)} old snapshot/log file(s)")
+    return plan, pruned
 
 
 def _outlet(home: Home, name: str, problem: str | None, cycle_id: str, log: Callable[[str], None]) -> None:

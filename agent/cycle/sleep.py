@@ -3,7 +3,9 @@
     bound memory   notes past `notes_budget` and completed tasks past `completed_window` are
                    appended to the archive first (fsynced), then leave the state
     after          <id>_after.yaml: the state as the cycle left it (`last_updated` untouched)
-    active         active.yaml: the same, `last_updated` stamped now
+    active         active.yaml: the same, `last_updated` stamped now; the one it replaces is kept
+                   (`Kept`: a hard link) until the cycle's record is written, and put back if the
+                   record cannot be (exit 7: the previous active.yaml is intact, agent/cycle/run.py)
 
 A crash in between can only duplicate an archived item, never lose one. Every state is redacted
 before it is written, and each file written is listed in the report.
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import agent.memory.bounding as memory
 import agent.state as state_rules
+from agent.store.files import Kept
 from agent.store.state_file import write_state
 
 if TYPE_CHECKING:
@@ -42,14 +45,21 @@ def sleep(
     log: Log,
     after: dict,
     archived: list[memory.Archived],
-) -> dict:
+) -> tuple[dict, Kept]:
     """Bound `after`'s memory (archiving what leaves it, with `archived`: what reflect moved out),
-    write the after snapshot and active.yaml; the state saved."""
+    write the after snapshot and active.yaml: (the state saved, the active.yaml it replaced, kept
+    until the caller drops it or puts it back)."""
     after, moved = memory.bound_memory(after, settings.notes_budget, settings.completed_window)
     _archive(home, secrets, log, archived + moved, report)
     save(home, home.snapshot(report.cycle_id, "after"), after, report, secrets)
-    report.active_digest = save(home, home.active, dict(after, last_updated=state_rules.now_iso()), report, secrets)
-    return after
+    previous = Kept(home.active)
+    try:
+        stamped = dict(after, last_updated=state_rules.now_iso())
+        report.active_digest = save(home, home.active, stamped, report, secrets)
+    except BaseException:
+        previous.drop()  # the write failed: active.yaml is the previous one
+        raise
+    return after, previous
 
 
 def _archive(home: Home, secrets: Secrets, log: Log, moved: list[memory.Archived], report: CycleReport) -> None:

@@ -726,8 +726,8 @@ def _lived_in(tmp_path: Path) -> tuple[Path, Path, bytes]:
 @pytest.mark.parametrize("where", ["_before.yaml", "_after.yaml", "active.yaml", "index.jsonl", "cycle_"])
 def test_full_disk_mid_cycle_is_exit_7_and_keeps_active(tmp_path: Path, monkeypatch, where):
     """ENOSPC (simulated in-process) at each file a cycle writes: one clear message, exit 7, the
-    previous active.yaml intact (except when only the index append failed, after it was saved),
-    no temporary files, and the lock released."""
+    previous active.yaml intact (when only the index append failed, after it was saved, it is put
+    back), no temporary files, and the lock released."""
     home, script, old = _lived_in(tmp_path)
     refused = _fail_writes(monkeypatch, errno.ENOSPC, lambda p: where in Path(p).name)
     result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}")
@@ -736,13 +736,38 @@ def test_full_disk_mid_cycle_is_exit_7_and_keeps_active(tmp_path: Path, monkeypa
     assert result.exit_code == ExitCode.DISK, result.output
     assert "agent: error: could not write" in result.stderr and "(the disk is full)" in result.stderr
     assert "Traceback" not in result.output
-    if where != "index.jsonl":
-        assert (home / "scratchpad" / "active.yaml").read_bytes() == old
+    assert (home / "scratchpad" / "active.yaml").read_bytes() == old
     assert_every_file_whole(home)
     assert leftovers(home) == []
     assert not is_locked(Home.at(home))
     again = run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
     assert again.exit_code == 0
+
+
+def test_an_unwritable_index_is_exit_7_and_the_previous_active_yaml_is_put_back(tmp_path: Path):
+    """logs/index.jsonl made read-only (a real process whose root cannot pass mode bits): the cycle
+    works and saves, its record cannot be written, and the active.yaml it replaced is put back, so
+    exit 7 means what the docs say; its result stays in its after snapshot, and nothing is left over."""
+    from tests.helpers import mode_bits_bind_root, run_agent_process
+
+    home, script, old = _lived_in(tmp_path)
+    index = home / "logs" / "index.jsonl"
+    recorded = index.read_bytes()
+    index.chmod(0o444)
+    result = run_agent_process(
+        "run", "--home", str(home), "--model", f"scripted:{script}", "-q", preexec_fn=mode_bits_bind_root
+    )
+    index.chmod(0o644)
+    assert result.returncode == ExitCode.DISK, result.stdout + result.stderr
+    [line] = result.stderr.splitlines()  # one line for cron mail
+    assert line.startswith(f"agent: error: could not write {index}: Permission denied")
+    assert "active.yaml is as it was before cycle" in line and "_after.yaml, with no record in the index" in line
+    assert (home / "scratchpad" / "active.yaml").read_bytes() == old and index.read_bytes() == recorded
+    cycle_id = re.search(r"before cycle (\S+) ", line).group(1)
+    assert read_state_file(home / "scratchpad" / f"{cycle_id}_after.yaml", home) is not None  # the result, kept
+    assert leftovers(home) == [] and not is_locked(Home.at(home))
+    again = run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
+    assert again.exit_code == 0, again.output  # the home carries on from the state it had
 
 
 def test_full_disk_while_writing_the_temporary_file(tmp_path: Path, monkeypatch):
