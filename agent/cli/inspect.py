@@ -320,6 +320,7 @@ def _last_cycle(last: dict) -> dict:
         "error": last.get("error"),
         "source": last.get("source"),
         "model": last.get("model"),
+        "held_for": last.get("held_for"),
     }  # the model that cycle used (the configured one may differ now)
 
 
@@ -333,7 +334,8 @@ def _last_cycle_line(last: dict) -> str:
         )
         when = f", started {age(last['started_age_s'])} ago" if last["started_age_s"] is not None else ""
     on = f" on {last['model']}" if isinstance(last.get("model"), str) else ""
-    return f"{last['cycle_id']} {last['stop_reason'] or '?'}{code}{on}{when}"
+    held = f" for {last['held_for']}" if isinstance(last.get("held_for"), str) else ""
+    return f"{last['cycle_id']} {last['stop_reason'] or '?'}{held}{code}{on}{when}"
 
 
 @click.command()
