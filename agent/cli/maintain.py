@@ -320,18 +320,23 @@ def _examples_check(home: Home) -> Check:
 
 def _shell_check(home: Home, settings) -> Check:
     """Which shell policy a cycle would use, and why; `any` and a sandbox that cannot start are named."""
-    from agent.tools.sandbox import policy_in_force
+    from agent.tools.sandbox import bwrap_path, policy_in_force, workspace_is_home
 
     found = policy_in_force(home.root, settings, remember=False)
     detail = f"{found.policy}: {found.why}"
     if found.policy == "sandbox" and found.warning:
         return Check("shell", False, detail, "install bubblewrap (docs/operations.md), or set shell_policy: auto")
     if found.warning:
-        fix = (
-            "set shell_policy: auto to keep commands in the workspace"
-            if found.policy == "any"
-            else "install bubblewrap to give the model a sandboxed shell (docs/operations.md)"
-        )
+        if found.policy == "any":
+            fix = "set shell_policy: auto to keep commands in the workspace"
+        elif workspace_is_home(home.root, settings):
+            fix = "set workspace to a folder of the home: the sandbox never mounts the whole home"
+        elif bwrap_path() is None:
+            fix = "install bubblewrap to give the model a sandboxed shell (docs/operations.md)"
+        else:  # installed but refused: a container's defaults, a sysctl, an AppArmor profile
+            fix = (
+                "let bubblewrap start here (docs/operations.md), or set shell_policy: allowlist to choose the allowlist"
+            )
         return Check("shell", True, detail, fix, warning=True)
     return Check("shell", True, detail)
 

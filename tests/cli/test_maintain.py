@@ -435,3 +435,15 @@ def test_doctor_prints_each_check_as_it_finishes(healthy_home):
             proc.wait(timeout=120)
         reader.join(timeout=30)
     assert any(line.startswith("ok   lock") for line in lines)
+
+
+def test_doctor_says_how_to_get_the_sandbox_for_the_reason_it_is_missing(tmp_path):
+    """No bwrap: install it. A whole-home workspace: a folder for the workspace, bwrap or not.
+    (bwrap installed but refused, as in a container: tests/system/test_image.py.)"""
+    home = tmp_path / "home"
+    run_cli("init", str(home))
+    no_bwrap = checks_of(doctor(home, "--json", env={"PATH": str(tmp_path / "nothing")}))["shell"]
+    assert no_bwrap["warning"] and no_bwrap["fix"].startswith("install bubblewrap"), no_bwrap
+    (home / "config.yaml").write_text('workspace: "."\n')
+    whole_home = checks_of(doctor(home, "--json"))["shell"]
+    assert whole_home["warning"] and whole_home["fix"].startswith("set workspace to a folder"), whole_home
