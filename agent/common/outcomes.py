@@ -58,6 +58,7 @@ _EXIT_CODES = {
     StopReason.AWAITING_APPROVAL: ExitCode.AWAITING_APPROVAL,
     StopReason.STALLED: ExitCode.STALLED,
     StopReason.BUDGET_EXHAUSTED: ExitCode.BUDGET_EXHAUSTED,
+    StopReason.HELD: ExitCode.STALLED,  # a held cycle ends with the code of what it waits on (Held.exit_code)
 }
 
 
