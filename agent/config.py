@@ -95,13 +95,13 @@ class Settings:
     )
     notes_budget: int | None = _doc(
         "Most characters of notes kept in active.yaml (at least 200); older lines move to "
-        "logs/archive.jsonl. Unset: unbounded.",
+        "the archive (logs/agent.db). Unset: unbounded.",
         minimum=200,
         unit="characters",
         default=4000,
     )
     completed_window: int | None = _doc(
-        "Most completed_tasks kept in active.yaml; older ones move to logs/archive.jsonl. Unset: unbounded.",
+        "Most completed_tasks kept in active.yaml; older ones move to the archive (logs/agent.db). Unset: unbounded.",
         minimum=0,
         default=20,
     )
@@ -160,18 +160,19 @@ class Settings:
         "Seconds to wait for another cycle's lock before exiting busy (5).", minimum=0, unit="seconds", default=0.0
     )
     local_threads: int | None = _doc(
-        "Threads for the embedded model; unset: one fewer than the cores no other "
-        "process is running on when the model loads, at least one (it never takes the "
-        "last free core). They spin briefly, then sleep (GOMP_SPINCOUNT=10000 unless "
-        "OMP_WAIT_POLICY or it is set), so a machine that gets busy slows it a little, not "
-        "many times over (see docs/measurements.md).",
+        "Threads for the embedded model; unset: a prompt is read on every core no other "
+        "process is running on when the model loads, and a reply decoded on one fewer, at "
+        "least one (decoding never takes the last free core). They spin briefly, then sleep "
+        "(GOMP_SPINCOUNT=10000 unless OMP_WAIT_POLICY or it is set), so a machine that gets "
+        "busy slows it a little, not many times over (see docs/measurements.md).",
         above=0,
         default=None,
     )
     local_context: int = _doc("Context window (tokens) for the embedded model.", above=0, default=4096)
     guided: bool | None = _doc(
         "Narrow the model's choices each step, through the schema its replies must follow, "
-        "to the likeliest tools and a done summary that starts with a value just found; never "
+        "to the likeliest tools, a first step's paths and contents from the task's words, and a "
+        "done summary that starts with a value just found; never "
         "offer it pending_actions, so the queue stays the operator's and done's (was "
         "local_guided). Unset: on for the bundled tiny model, off for others (local:FILE, openai:).",
         default=None,
@@ -190,7 +191,7 @@ class Settings:
         default=None,
     )
     transcript_max_bytes: int = _doc(
-        "Most bytes of one cycle's exact transcript (logs/cycle_<id>.transcript.jsonl: "
+        "Most bytes of one cycle's exact transcript (in logs/agent.db: "
         "every request and reply, redacted); 0: no transcript.",
         minimum=0,
         default=1024 * 1024,
@@ -267,7 +268,7 @@ class Settings:
     mcp_timeout: float = _doc("Seconds one MCP tool call may take.", above=0, unit="seconds", default=30.0)
     response_format: str = _doc(
         "openai: structured output: auto (probe json_schema, json_object_schema, json_object, "
-        "text once; remember the first accepted in logs/endpoint.json), or one of those to "
+        "text once; remember the first accepted in logs/agent.db), or one of those to "
         "force it.",
         choices=("auto", "json_schema", "json_object_schema", "json_object", "text"),
         default="auto",
@@ -285,7 +286,7 @@ class Settings:
     )
     tool_calling: str = _doc(
         "openai: how the model calls tools: auto (probe native tool calls once, else the "
-        "JSON-in-text path; remembered in logs/endpoint.json), native (tools / tool_calls "
+        "JSON-in-text path; remembered in logs/agent.db), native (tools / tool_calls "
         "only), or text (one JSON action in the reply's text).",
         choices=("auto", "native", "text"),
         default="auto",

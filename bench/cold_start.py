@@ -70,6 +70,18 @@ client.chat.completions.create(model="test-model", messages=[{"role": "user", "c
 FROZEN_CLIENT = "import gc\ngc.disable()\nimport openai\ngc.freeze()\ngc.enable()\n" + BARE_CLIENT
 
 
+def newest_record(home: Path) -> dict:
+    """The newest cycle's record, from the home's logs/agent.db."""
+    from agent.store.cycles import newest_first
+    from agent.store.db import close_all
+    from agent.store.home import Home
+
+    try:
+        return next(newest_first(Home.at(home)))
+    finally:
+        close_all()
+
+
 def timed(argv: list[str], env: dict) -> tuple[float, float]:
     """(wall seconds, CPU seconds: user + system) of one run of `argv` to its end."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -134,7 +146,7 @@ def main() -> None:
                 home and with_task(home)
                 runs[name].append(timed(argv, command_env))
         for home, iterations in ((scripted_home, 5), (openai_home, 1)):  # the cycles did work, not idle
-            last = json.loads((home / "logs" / "index.jsonl").read_text().splitlines()[-1])
+            last = newest_record(home)
             if (last.get("stop_reason"), last.get("iterations")) != ("done", iterations):
                 raise SystemExit(f"{home.name}: the last cycle was not a {iterations}-iteration done: {last}")
     wall = {name: statistics.median(w for w, _ in values) * 1000 for name, values in runs.items()}

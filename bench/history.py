@@ -1,13 +1,16 @@
 """History bench: does anything a cycle or a command does grow with the number of cycles ever run?
 
 Makes real cycles first (the real runner, a scripted model, budgets set, a small completed_window
-and notes_budget so the archive fills), then fabricates homes of N cycles from their records: every
-index record, archive record, snapshot pair and cycle log is a real one, replicated with a fresh id,
-15 minutes apart (a `*/15` cron line), the newest ending now. Snapshot files, logs and transcripts
-are written for the newest `--files` cycles only (default 100,000: all of them up to 100k; at 1M the
-index and archive have every cycle and the disk the newest 100k), as if retention had long ago
-removed the rest; the output says how many each home has. Transcripts are written empty unless
-`--transcripts` (what listing a folder costs is per file; a real transcript's size is printed).
+and notes_budget so the archive fills), then fabricates homes of N cycles from their records, in
+the files the release before logs/agent.db kept (logs/index.jsonl, archive.jsonl, cycles.json, a
+transcript file per cycle): every record, archive item, snapshot pair, cycle log and transcript is
+a real one, replicated with a fresh id, 15 minutes apart (a `*/15` cron line), the newest ending
+now. The first command on each home upgrades it into logs/agent.db (the `upgrade (once)` row),
+and everything after runs on the database. Snapshot files, logs and transcripts are written for
+the newest `--files` cycles only (default 100,000: all of them up to 100k; at 1M the records and
+archive have every cycle and the disk the newest 100k), as if retention had long ago removed the
+rest; the output says how many each home has. Transcripts are written as one short record unless
+`--transcripts` (a real transcript's size is printed).
 
 Then, for every size side by side (one command at every size before the next repetition, so machine
 load falls on all sizes alike), each measured as a separate process whose time and peak memory
@@ -18,7 +21,7 @@ load falls on all sizes alike), each measured as a separate process whose time a
   history    `agent history --limit 20`
   diff       `agent diff` (the latest cycle)
   show-all   `agent show --all` (the whole archive, to /dev/null), once
-  recall     the first recall (its index deleted before), once
+  recall     a recall search, once
   daily      `agent history --daily` (the newest 20 days)
   prune      `agent prune --keep K` deleting up to 10,000 expired cycles (snapshot pair, log, transcript), once,
              after an `os.sync()` (what a prune deletes is old: written back long ago, not minutes ago)
@@ -26,7 +29,7 @@ load falls on all sizes alike), each measured as a separate process whose time a
              the same way in a folder beside the home, unlinked by a bare loop: what the kernel alone
              takes to delete them on this filesystem, the floor under any prune
 
-plus the one-off recount of the running totals (what the first command after an upgrade pays), and
+plus the one-off upgrade (the first command on a home an older release wrote: `agent status`), and
 disk bytes per cycle. Medians of `--repeats` runs.
 
     python bench/history.py                                  # 1k, 10k, 100k
@@ -53,11 +56,13 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from agent.after.transcript import read_transcript  # noqa: E402
 from agent.config import load_settings  # noqa: E402
 from agent.cycle.run import run_cycle  # noqa: E402
 from agent.models import ScriptedModel  # noqa: E402
-from agent.store.files import read_jsonl  # noqa: E402
-from agent.store.home import Home, read_index  # noqa: E402
+from agent.store.archive import archived  # noqa: E402
+from agent.store.cycles import newest_first  # noqa: E402
+from agent.store.home import Home  # noqa: E402
 
 TEMPLATE_CYCLES = 12
 CONFIG = (
@@ -81,9 +86,10 @@ for folder in ("scratchpad", "logs"):
         os.unlink(name, dir_fd=fd)
 """
 RECALL = (
-    "import sys; from agent.store.home import Home; from agent.store.recall_index import search; "
+    "import sys; from agent.store.home import Home; from agent.store.archive import search; "
     "print(len(search(Home.at(sys.argv[1]), 'observation cycle lorem', 5)))"
 )
+SHORT_TRANSCRIPT = json.dumps({"call": 1, "cut": "fabricated"}).encode() + b"\n"
 
 
 def script(folder: Path, n: int) -> Path:
@@ -113,8 +119,8 @@ def make_templates(folder: Path) -> dict:
         moment = start + dt.timedelta(minutes=15 * n)
         report = run_cycle(home, settings, ScriptedModel(script(folder, n)), clock=lambda m=moment: m)
         assert report.exit_code == 0, report
-    records = read_index(home)
-    archive = read_jsonl(home.archive, "kind")
+    records = list(newest_first(home))[::-1]
+    archive = list(archived(home))
     cycles = []
     for record in records:
         cid = record["cycle_id"]
@@ -124,10 +130,11 @@ def make_templates(folder: Path) -> dict:
                 ("before", home.snapshot(cid, "before")),
                 ("after", home.snapshot(cid, "after")),
                 ("log", home.cycle_log(cid)),
-                ("transcript", home.transcript(cid)),
             )
             if path.exists()
         }
+        lines = [json.dumps(r, ensure_ascii=False) + "\n" for _, r in read_transcript(home, cid)]
+        files["transcript"] = "".join(lines).encode()
         cycles.append({"record": record, "archive": [a for a in archive if a.get("cycle_id") == cid], "files": files})
     return {"root": root, "cycles": cycles}
 
@@ -135,14 +142,14 @@ def make_templates(folder: Path) -> dict:
 def fabricate(templates: dict, root: Path, size: int, with_files: int, full_transcripts: bool) -> dict:
     """A home of `size` cycles, 15 minutes apart, the newest 15 minutes ago; files for the newest `with_files`."""
     began = time.perf_counter()
-    skipped = shutil.ignore_patterns("*_before.yaml", "*_after.yaml", "cycle_*", "*.jsonl", "*.json", "*.sqlite3")
+    skipped = shutil.ignore_patterns("*_before.yaml", "*_after.yaml", "cycle_*", "agent.db*")
     shutil.copytree(templates["root"], root, ignore=skipped)
     now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     first = now - dt.timedelta(minutes=15 * size)
     home = Home.at(root)
     cycles = templates["cycles"]
     newest = None
-    with open(home.index, "w") as index, open(home.archive, "w") as archive:
+    with open(home.logs / "index.jsonl", "w") as index, open(home.logs / "archive.jsonl", "w") as archive:
         for i in range(size):
             moment = first + dt.timedelta(minutes=15 * i)
             cid = moment.strftime("%Y%m%d_%H%M%S") + "_01"
@@ -156,17 +163,20 @@ def fabricate(templates: dict, root: Path, size: int, with_files: int, full_tran
                 for label in ("before", "after"):
                     home.snapshot(cid, label).write_bytes(files[label])
                 home.cycle_log(cid).write_bytes(files.get("log", b""))
-                if "transcript" in files:  # empty unless asked: listing costs per file, and disk is shared
-                    home.transcript(cid).write_bytes(files["transcript"] if full_transcripts else b"")
+                transcript = home.logs / f"cycle_{cid}.transcript.jsonl"  # short unless asked: disk is shared
+                transcript.write_bytes(files["transcript"] if full_transcripts else SHORT_TRANSCRIPT)
             newest = cid
     (home.logs / "cycles.json").write_text(json.dumps({"newest": newest, "unrecorded": []}))
     made = time.perf_counter() - began
-    index_bytes, archive_bytes = home.index.stat().st_size, home.archive.stat().st_size
+    index_bytes, archive_bytes = (
+        (home.logs / "index.jsonl").stat().st_size,
+        (home.logs / "archive.jsonl").stat().st_size,
+    )
     file_bytes = sum(
         e.stat().st_size
         for folder in (home.scratchpad, home.logs)
         for e in os.scandir(folder)
-        if e.name.startswith("cycle_") or e.name.endswith(("_before.yaml", "_after.yaml"))
+        if (e.name.startswith("cycle_") and e.name.endswith(".log")) or e.name.endswith(("_before.yaml", "_after.yaml"))
     )
     return {
         "root": root,
@@ -190,8 +200,6 @@ def floor_files(templates: dict, folder: Path, count: int, full_transcripts: boo
         for label in ("before", "after"):
             home.snapshot(cid, label).write_bytes(files[label])
         home.cycle_log(cid).write_bytes(files.get("log", b""))
-        if "transcript" in files:
-            home.transcript(cid).write_bytes(files["transcript"] if full_transcripts else b"")
     return folder
 
 
@@ -246,28 +254,24 @@ def main() -> None:
         transcript = statistics.median(len(c["files"].get("transcript", b"")) for c in templates["cycles"])
         print(
             f"a real cycle's transcript: {transcript:,.0f} bytes "
-            + ("(written in full)" if args.transcripts else "(written empty: --transcripts writes them in full)")
+            + (
+                "(written in full)"
+                if args.transcripts
+                else "(written as one short record: --transcripts writes them in full)"
+            )
         )
         results: dict[str, dict[int, list[tuple[float, float, float]]]] = {}
 
         def record(name: str, size: int, value: tuple[float, float, float]) -> None:
             results.setdefault(name, {}).setdefault(size, []).append(value)
 
-        for made in homes:  # the one-off recount of logs/totals.json (then kept by every cycle)
+        for made in homes:  # the one-off upgrade: the first command on a home an older release wrote
             record(
-                "totals recount (once)",
+                "upgrade (once, by `status`)",
                 made["size"],
-                measure(
-                    args.code,
-                    [
-                        sys.executable,
-                        "-c",
-                        "import sys; from agent.store.home import Home; from agent.store.totals import update_totals; "
-                        "update_totals(Home.at(sys.argv[1]))",
-                        str(made["root"]),
-                    ],
-                ),
+                measure(args.code, agent("status", "--home", str(made["root"]))),
             )
+            made["db_bytes"] = (made["root"] / "logs" / "agent.db").stat().st_size
         scripts = [script(folder, 1000 + n) for n in range(args.repeats)]
         for rep in range(args.repeats):
             for made in homes:
@@ -288,8 +292,7 @@ def main() -> None:
         for made in homes:
             root = str(made["root"])
             record("show --all", made["size"], measure(args.code, agent("show", "--all", "--home", root)))
-            (made["root"] / "logs" / "recall.sqlite3").unlink(missing_ok=True)
-            record("first recall", made["size"], measure(args.code, [sys.executable, "-c", RECALL, root]))
+            record("recall", made["size"], measure(args.code, [sys.executable, "-c", RECALL, root]))
             on_disk = made["files_for"] + args.repeats
             keep = max(on_disk - 10_000, on_disk // 2)  # 10,000 expired cycles where there are that many
             made["pruned"] = on_disk - keep
@@ -328,13 +331,18 @@ def report(homes: list[dict], results: dict, args) -> None:
     print("|---|" + "---|" * len(sizes))
     print("| snapshot pairs + logs on disk | " + " | ".join(f"{h['files_for']:,}" for h in homes) + " |")
     print(
-        "| disk bytes per cycle (index + archive) | "
+        "| disk bytes per cycle (the older release's index + archive) | "
         + " | ".join(f"{(h['index_bytes'] + h['archive_bytes']) / h['size']:,.0f}" for h in homes)
         + " |"
     )
     print(
-        "| disk bytes per cycle (its snapshot pair, log"
-        + (", transcript) | " if args.transcripts else ") | ")
+        "| disk bytes per cycle (logs/agent.db after the upgrade"
+        + (", transcripts in full) | " if args.transcripts else ", short transcripts) | ")
+        + " | ".join(f"{h.get('db_bytes', 0) / h['size']:,.0f}" for h in homes)
+        + " |"
+    )
+    print(
+        "| disk bytes per cycle (its snapshot pair and log) | "
         + " | ".join(f"{h['file_bytes'] / max(1, h['files_for']):,.0f}" for h in homes)
         + " |"
     )

@@ -39,6 +39,18 @@ EMPTY = "goals: []\ncurrent_task: null\npending_actions: []\ncompleted_tasks: []
 DONE = {"tool": "done", "args": {"summary": "nothing to do"}}
 
 
+def newest_record(home: Path) -> dict:
+    """The newest cycle's record, from the home's logs/agent.db."""
+    from agent.store.cycles import newest_first
+    from agent.store.db import close_all
+    from agent.store.home import Home
+
+    try:
+        return next(newest_first(Home.at(home)))
+    finally:
+        close_all()
+
+
 def home_bytes(home: Path) -> int:
     return sum(p.stat().st_size for p in home.rglob("*") if p.is_file())
 
@@ -58,7 +70,7 @@ def timed_cycle(argv: list[str], home: Path, env: dict) -> tuple[float, float, i
     took = time.perf_counter() - began
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: {done.stderr}")
-    inner = json.loads((home / "logs/index.jsonl").read_text().splitlines()[-1])["duration_s"]
+    inner = newest_record(home)["duration_s"]
     return took, inner, home_bytes(home) - size
 
 

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from agent.config import load_settings  # noqa: E402
 from agent.cycle.run import run_cycle  # noqa: E402
 from agent.models import ScriptedModel  # noqa: E402
+from agent.store.db import records  # noqa: E402
 from agent.store.home import Home  # noqa: E402
 
 
@@ -65,11 +66,11 @@ def run(cycles: int, config: str, checkpoints: list[int]) -> dict:
                 prompts[n] = max(report.prompt_bytes)
             if n <= 2:
                 notes_growth.append(len(yaml.safe_load(home.active.read_text())["notes"]))
-        archive = home.logs / "archive.jsonl"
+        archive = records(home).rows("SELECT coalesce(sum(length(record)), 0) FROM archive")[0][0]
         return {
             "prompts": prompts,
             "active_bytes": home.active.stat().st_size,
-            "archive_bytes": archive.stat().st_size if archive.exists() else 0,
+            "archive_bytes": archive,
             "scratchpad_files": sum(1 for _ in home.scratchpad.iterdir()),
             "overhead_blocks": [statistics.median(overheads[i : i + 100]) for i in range(0, len(overheads), 100)],
             "overhead_first": statistics.median(overheads[: min(100, len(overheads))]),

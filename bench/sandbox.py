@@ -74,7 +74,7 @@ def side_by_side(runs: int) -> None:
         for command in ("echo hi", "echo hi | wc -c > n.txt"):
             for files, home in homes.items():
                 ctx = ToolContext(home, settings)
-                shell(ctx, "true")  # the probe, once, remembered in logs/sandbox.json
+                shell(ctx, "true")  # the probe, once, remembered in logs/agent.db
                 medians[files] = show(f"sandbox, {files:>5} files: {command}", calls(ctx, command, runs))
             print(f"{'':52s} ratio 20,000 / 100 files: {medians[20000] / medians[100]:.2f}")
         for files, home in homes.items():

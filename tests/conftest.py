@@ -21,6 +21,15 @@ def home(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def _close_databases():
+    """Each test's homes' databases are closed after it, as each command closes its own."""
+    yield
+    from agent.store.db import close_all
+
+    close_all()
+
+
+@pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never see the developer's model settings or keys."""
     for var in ("AGENT_HOME", "AGENT_MODEL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):

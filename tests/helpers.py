@@ -63,6 +63,46 @@ def store_home(root: Path) -> Home:
     return home
 
 
+def cycle_records(home: Path | Home) -> list[dict]:
+    """Every cycle record in the home's database, oldest first (`agent history -n 0 --json` reversed)."""
+    from agent.store.cycles import newest_first
+
+    return list(newest_first(home if isinstance(home, Home) else Home.at(home)))[::-1]
+
+
+def transcript(home: Path, cycle_id: str | None = None) -> list[dict]:
+    """A cycle's transcript records in order (the newest cycle's, or every cycle's, without an id)."""
+    from agent.after.transcript import read_transcript
+    from agent.store.db import records
+
+    h = Home.at(home)
+    ids = [cycle_id] if cycle_id else [i for (i,) in records(h).rows("SELECT DISTINCT cycle_id FROM transcript")]
+    return [record for one in ids for _, record in read_transcript(h, one)]
+
+
+def remembered(home: Path, name: str) -> dict | None:
+    """A probe the home remembers in its database: "sandbox", "endpoint"."""
+    from agent.store.db import probe
+
+    return probe(Home.at(home), name)
+
+
+def remember_raw(home: Path, name: str, text: str) -> None:
+    """A probe's record replaced by `text`, whatever it holds (a hand edit, or a bug)."""
+    from agent.store.db import records
+
+    db = records(Home.at(home))
+    with db.write():
+        db.execute("INSERT OR REPLACE INTO probe VALUES (?, 1, ?)", (name, text))
+
+
+def stored_bytes(home: Path) -> bytes:
+    """Every byte the home's database holds on disk (its file and its write-ahead log): what a secret
+    must never be found in."""
+    logs = Path(home) / "logs"
+    return b"".join(p.read_bytes() for p in (logs / "agent.db", logs / "agent.db-wal") if p.exists())
+
+
 def read_yaml(path: Path):
     return yaml.safe_load(path.read_text())
 
@@ -80,11 +120,12 @@ def leaked_pieces(text: str, *secrets: str) -> list[str]:
 def tree_digest(root: Path) -> dict[str, str]:
     """Relative path -> sha256 of every file below root (to prove nothing changed).
 
-    The empty .agent.lock is left out: taking the lock may create it, and it holds no data.
+    The empty .agent.lock is left out: taking the lock may create it, and it holds no data; so is
+    the database's shared-memory index (agent.db-shm), which any reader of the database writes.
     """
     out = {}
     for path in sorted(root.rglob("*")):
-        if path.is_file() and not path.is_symlink() and path.name != ".agent.lock":
+        if path.is_file() and not path.is_symlink() and path.name not in (".agent.lock", "agent.db-shm"):
             out[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return out
 
@@ -153,9 +194,8 @@ def archive_items(home: Path, items: list[tuple[str, object]], cycle_id: str = "
     """Archive (kind, value) items the way bounded memory does, through memory's own writer."""
     from agent.memory import bounding as memory
 
-    (home / "logs").mkdir(exist_ok=True)
     moved = [memory.Archived(kind, value, "notes_budget") for kind, value in items]
-    memory.append_archive(home / "logs" / "archive.jsonl", memory.archive_records(moved, cycle_id))
+    memory.append_archive(Home.at(home), memory.archive_records(moved, cycle_id))
 
 
 def install_dist(

@@ -44,7 +44,7 @@ DOCS = [
 _ITEM = re.compile(r"(?:[-*+]|\d+\.)\s")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`*\[(])")
 _BOLD_LEAD = re.compile(r"(?:[-*+]|\d+\.)?\s*\*\*([^*]+)\*\*")
-_FILE_SUFFIXES = ("service", "timer", "prom", "lock", "log", "yaml", "json", "jsonl", "md", "txt", "env")
+_FILE_SUFFIXES = ("service", "timer", "prom", "lock", "log", "yaml", "json", "jsonl", "md", "txt", "env", "db")
 
 
 def _normal(text: str) -> str:

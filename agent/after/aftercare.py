@@ -7,13 +7,14 @@ from typing import Callable
 
 from agent.after.incidents import act_on, first_to_report, incident_key, incident_run
 from agent.after.report import CycleReport
-from agent.common.outcomes import DiskError
+from agent.common.files import Kept
+from agent.common.outcomes import Busy, DiskError
 from agent.config import Settings
 from agent.secrets import Secrets
-from agent.store.files import Kept
-from agent.store.home import Home, append_index, index_newest_first
-from agent.store.retention import delete_cycles, retention_plan
-from agent.store.totals import Totals, update_totals
+from agent.store.cycles import add_record, newest_first
+from agent.store.db import any_rows
+from agent.store.home import Home
+from agent.store.retention import apply_retention
 
 
 def after_cycle(
@@ -25,7 +26,7 @@ def after_cycle(
     prune: bool = True,
     previous: Kept | None = None,
 ) -> None:
-    """Append the index record (with the incident it is part of, and whether it opened it: see
+    """Write the cycle's record (with the incident it is part of, and whether it opened it: see
     incidents.py), then prune old cycles (the record is written first: history never loses a cycle
     that retention removed the files of), then tell the operator's tools: the metrics file, and the
     on_cycle_end command with the same record (with notify_on: once per incident)."""
@@ -36,24 +37,22 @@ def after_cycle(
 
         report.cost = cycle_cost(settings.prices, report.model, report.usage)
     pending = {"pending_approvals": 0, "oldest_pending_approval": None}
-    if home.approvals.exists():
+    if any_rows(home, "approval"):
         from agent.gates.approvals import pending_fields
 
         pending = pending_fields(home)
     record = secrets.redact(dict(report.index_record(), **pending))
     key = incident_key(record)  # the incident this cycle is part of, and the earlier cycles of it
-    run = incident_run(index_newest_first(home), key)  # none read for a cycle with no incident (idle, done)
+    run = incident_run(newest_first(home), key)  # none read for a cycle with no incident (idle, done)
     report.incident = record["incident"] = key
     report.new_incident = record["new_incident"] = key is not None and first_to_report(record, run, act_on)
     _record(home, record, previous)
-    plan, pruned = _retention(home, settings, report.cycle_id, log) if prune else (None, [])  # idle: nothing added
-    totals = keep_totals(
-        home, report.cycle_id, [(path, plan.sizes.get(path, 0)) for path in pruned] if plan else [], log
-    )
+    if prune:  # idle: nothing added
+        _retention(home, settings, report.cycle_id, log)
     if settings.metrics_file is not None:
         from agent.after.metrics import write_metrics
 
-        _outlet(home, "metrics_file", write_metrics(home, settings, record, log, totals), report.cycle_id, log)
+        _outlet(home, "metrics_file", write_metrics(home, settings, record, log), report.cycle_id, log)
     if settings.on_cycle_end:
         from agent.after.hooks import run_cycle_end_hook, wants_hook
 
@@ -65,18 +64,21 @@ def after_cycle(
 
 
 def _record(home: Home, record: dict, previous: Kept | None) -> None:
-    """Append the record. The active.yaml it vouches for stands from then on (`previous` is dropped);
-    a record that cannot be written puts the previous active.yaml back (exit 7, the file intact)."""
+    """Write the record. The active.yaml it vouches for stands from then on (`previous` is dropped);
+    a record that cannot be written puts the previous active.yaml back (exit 7, the file intact; a
+    database another process kept locked, exit 5, the same)."""
     try:
-        append_index(home, record)
-    except DiskError as exc:
+        add_record(home, record)
+    except (DiskError, Busy) as exc:
         if previous is None:
             raise
         failed = previous.put_back()
+        if isinstance(exc, Busy):
+            raise
         cycle_id = record["cycle_id"]
         raise DiskError(
             f"{exc}; active.yaml is as it was before cycle {cycle_id} (its result is in "
-            f"scratchpad/{cycle_id}_after.yaml, with no record in the index)"
+            f"scratchpad/{cycle_id}_after.yaml, with no record in logs/agent.db)"
             if failed is None
             else f"{exc}; and active.yaml could not be put back as it was ({failed}): it holds cycle {cycle_id}'s result"
         ) from exc
@@ -84,18 +86,16 @@ def _record(home: Home, record: dict, previous: Kept | None) -> None:
         previous.drop()
 
 
-def _retention(home: Home, settings: Settings, cycle_id: str, log: Callable[[str], None]) -> tuple:
-    """Prune old cycles (the one just recorded is kept): (the plan, the files deleted). A failure is
-    logged: the cycle is recorded, so it keeps its result and exit code; the next cycle prunes."""
+def _retention(home: Home, settings: Settings, cycle_id: str, log: Callable[[str], None]) -> None:
+    """Prune old cycles (the one just recorded is kept). A failure is logged: the cycle is recorded,
+    so it keeps its result and exit code; the next cycle prunes."""
     try:
-        plan = retention_plan(home, settings, protect=[cycle_id])
-        pruned = [] if plan is None else delete_cycles(plan)
+        pruned = apply_retention(home, settings, protect=[cycle_id])
     except Exception as exc:
         log(f"retention not done: {type(exc).__name__}: {exc}")
-        return None, []
-    if pruned:
-        log(f"retention: removed {len(pruned)} old snapshot/log file(s)")
-    return plan, pruned
+        return
+    if pruned and pruned.deleted:
+        log(f"retention: removed {pruned.deleted} old snapshot/log file(s) and {pruned.transcripts} transcript(s)")
 
 
 def _outlet(home: Home, name: str, problem: str | None, cycle_id: str, log: Callable[[str], None]) -> None:
@@ -105,16 +105,4 @@ def _outlet(home: Home, name: str, problem: str | None, cycle_id: str, log: Call
     try:
         note_outlet(home, name, problem, cycle_id)
     except Exception as exc:  # never cost the cycle its result
-        log(f"{home.outlets.name} not updated: {type(exc).__name__}: {exc}")
-
-
-def keep_totals(home: Home, cycle_id: str, removed: list, log: Callable[[str], None]) -> Totals | None:
-    """Bring logs/totals.json up to date with the record just appended and the files this cycle wrote
-    and retention deleted (agent/store/totals.py): the totals, or None when that failed (logged: the
-    totals are derived data)."""
-    written = [home.snapshot(cycle_id, "before"), home.snapshot(cycle_id, "after"), home.cycle_log(cycle_id)]
-    try:
-        return update_totals(home, added=written, removed=removed)
-    except Exception as exc:  # the next reader recounts; never cost the cycle its result
-        log(f"{home.logs.name}/totals.json not updated: {type(exc).__name__}: {exc}")
-        return None
+        log(f"outlets not updated in {home.database.name}: {type(exc).__name__}: {exc}")

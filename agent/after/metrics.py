@@ -5,7 +5,7 @@ rename: the collector never reads half a file, and it ignores the temporary's `.
 is no exporter of our own: node_exporter already runs where cron does. Every metric is named
 `agent_...` with a `home` label, so one collector folder can hold the files of many homes: gauges
 for the last cycle and the runs of failures and stalls, and counters that only grow (cycles by stop
-reason, tokens, cost: the running totals of the index, which is never pruned).
+reason, tokens, cost: what the database keeps of every record ever written, never lowered).
 
 `metrics_text` is pure (the record in, the text out); `write_metrics` does the I/O and, like
 everything after a cycle is saved, only logs a failure.
@@ -18,11 +18,12 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from agent.common.files import atomic_write
 from agent.common.outcomes import StopReason, is_failure
 from agent.config import Settings
-from agent.store.files import atomic_write
-from agent.store.home import Home, index_newest_first
-from agent.store.totals import Totals, load_totals
+from agent.store.cycles import all_time as spent_all_time
+from agent.store.cycles import by_stop_reason, newest_first
+from agent.store.home import Home
 
 # Readable by node_exporter's user: the file holds counts and codes, never state or secrets.
 METRICS_FILE_MODE = 0o644
@@ -110,9 +111,9 @@ def ended_at(record: dict) -> float | None:
 
 
 def metrics_text(home: str, record: dict, recent: list[dict], all_time: dict | None = None) -> str:
-    """The metrics file for the cycle `record`, the newest of the index records `recent` (oldest
+    """The metrics file for the cycle `record`, the newest of the records `recent` (oldest
     first), with the counters `all_time` ({"cycles": {stop reason: n}, "tokens", "cost"}: the running
-    totals, agent/store/totals.py)."""
+    totals: `counters`)."""
     usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
     families = _gauges(record, usage, recent) + _counters(all_time)
     lines = []
@@ -131,7 +132,7 @@ Family = tuple[str, str, str, Iterable[tuple[dict, Any]]]  # name, type, help, (
 
 
 def _counters(all_time: dict | None) -> list[Family]:
-    """Counters that only grow (not lowered by pruning: the index is never pruned), so Prometheus can
+    """Counters that only grow (neither a prune nor `reset --clean` lowers them), so Prometheus can
     take rates and daily sums (increase(agent_tokens_total[1d]))."""
     if all_time is None:
         return []
@@ -205,6 +206,13 @@ def _gauges(record: dict, usage: dict, recent: list[dict]) -> list[Family]:
     return [(name, "gauge", help_text, samples) for name, help_text, samples in families]
 
 
+def counters(home: Home) -> dict:
+    """{"cycles": {stop reason: n}, "tokens", "cost"}: every record ever written, as the database
+    keeps them (the `outcome` and `spend` tables, agent/store/migrations.py)."""
+    spent = spent_all_time(home)
+    return {"cycles": by_stop_reason(home), "tokens": spent["tokens"], "cost": spent["cost"]}
+
+
 def metrics_path(home: Home, settings: Settings) -> Path | None:
     if not settings.metrics_file:
         return None
@@ -212,18 +220,15 @@ def metrics_path(home: Home, settings: Settings) -> Path | None:
     return path if path.is_absolute() else home.root / path
 
 
-def write_metrics(
-    home: Home, settings: Settings, record: dict, log: Callable[[str], None], totals: Totals | None = None
-) -> str | None:
-    """Rewrite the metrics file for the cycle `record` (already in the index), with the counters of
-    `totals` (None: read now); None when it was written, else the problem (also logged)."""
+def write_metrics(home: Home, settings: Settings, record: dict, log: Callable[[str], None]) -> str | None:
+    """Rewrite the metrics file for the cycle `record` (already written), with the all-time counters
+    the database keeps; None when it was written, else the problem (also logged)."""
     path = metrics_path(home, settings)
     if path is None:
         return None
     try:
-        recent = recent_runs(index_newest_first(home))
-        all_time = (totals or load_totals(home)).all_time
-        text = metrics_text(str(home.root), record, recent, all_time)
+        recent = recent_runs(newest_first(home))
+        text = metrics_text(str(home.root), record, recent, counters(home))
         atomic_write(path, text.encode("utf-8"), mode=METRICS_FILE_MODE)
     except Exception as exc:  # a metrics file must never cost the cycle its result
         problem = f"{path}: {type(exc).__name__}: {exc}"

@@ -1,19 +1,16 @@
 """Outlets: whether the operator's tools were told, shown by `status` until they work again.
 
 A hook that fails, or a metrics file that cannot be written, must not stay a line in one cycle
-log: logs/outlets.json keeps, for `on_cycle_end` and `metrics_file`, the problem of the last
-attempt that failed and the cycle it first failed in, and is rewritten (atomically, under the
-home's lock) only when that changes: a first failure, another problem, or the first success after
-a failure. So a home whose outlets work writes it never; `status` reads it and names each failing
-outlet that is still configured.
+log: the `outlet` table of logs/agent.db keeps, for `on_cycle_end` and `metrics_file`, the problem
+of the last attempt that failed and the cycle it first failed in, and is written only when that
+changes: a first failure, another problem, or the first success after a failure (the row goes). So
+a home whose outlets work writes nothing; `status` reads it and names each failing outlet that is
+still configured.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from agent.store.files import atomic_write
+from agent.store.db import records
 from agent.store.home import Home
 
 OUTLETS = ("on_cycle_end", "metrics_file")
@@ -21,36 +18,30 @@ PROBLEM_CHARS = 500
 
 
 def read_outlets(home: Home) -> dict[str, dict]:
-    """{outlet: {"problem", "since"}} for each failing outlet; {} when none is or the file is
-    missing or unreadable (it is derived: the next failure writes it again)."""
-    try:
-        data = json.loads(home.outlets.read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return {}
-    if not isinstance(data, dict):
-        return {}
-    return {name: entry for name, entry in data.items() if name in OUTLETS and _well_formed(entry)}
-
-
-def _well_formed(entry: Any) -> bool:
-    return isinstance(entry, dict) and all(isinstance(entry.get(key), str) for key in ("problem", "since"))
+    """{outlet: {"problem", "since"}} for each failing outlet; {} when none is."""
+    rows = records(home, create=False).rows("SELECT name, problem, since FROM outlet ORDER BY name")
+    return {name: {"problem": problem, "since": since} for name, problem, since in rows if name in OUTLETS}
 
 
 def note_outlet(home: Home, name: str, problem: str | None, cycle_id: str) -> None:
     """Keep how outlet `name` did in cycle `cycle_id` (`problem` None: it worked). Writes only on a
     change; a failure to write is left to the caller (aftercare logs it)."""
-    failing = read_outlets(home)
-    before = failing.get(name)
+    db = records(home)
+    before = db.one("SELECT problem, since FROM outlet WHERE name = ?", (name,))
     if problem is None:
         if before is None:
             return
-        failing.pop(name)
-    else:
-        problem = " ".join(problem.split())[:PROBLEM_CHARS]
-        if before is not None and before["problem"] == problem:
-            return  # the same failure as before: nothing to write
-        failing[name] = {"problem": problem, "since": before["since"] if before else cycle_id}
-    atomic_write(home.outlets, (json.dumps(failing, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+        with db.write():
+            db.execute("DELETE FROM outlet WHERE name = ?", (name,))
+        return
+    problem = " ".join(problem.split())[:PROBLEM_CHARS]
+    if before is not None and before[0] == problem:
+        return  # the same failure as before: nothing to write
+    with db.write():
+        db.execute(
+            "INSERT INTO outlet VALUES (?, 1, ?, ?) ON CONFLICT (name) DO UPDATE SET problem = excluded.problem",
+            (name, problem, cycle_id),
+        )
 
 
 def failing_outlets(home: Home, configured: dict[str, bool]) -> dict[str, dict]:

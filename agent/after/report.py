@@ -1,4 +1,4 @@
-"""What one cycle did: the record printed by `agent run --json` and appended to logs/index.jsonl."""
+"""What one cycle did: the record printed by `agent run --json` and kept in logs/agent.db."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class CycleReport:
     error: str | None = None
     # per request: the system and user messages (the example turns, the same every time, not counted)
     prompt_bytes: list[int] = field(default_factory=list)
-    archived: int = 0  # items moved from active.yaml to logs/archive.jsonl this cycle
+    archived: int = 0  # items moved from active.yaml to the archive this cycle
     reflect: str | None = None  # None (off), "applied", or "kept unreflected: why"
     actions: dict[str, int] = field(default_factory=dict)  # outcome kind -> how many this cycle
     cost: float | None = None  # usage at the model's `prices`; None: the model has no price
@@ -118,7 +118,7 @@ class CycleReport:
         }
 
     def index_record(self) -> dict:
-        """The line logs/index.jsonl keeps for this cycle (history and status read only these)."""
+        """The record logs/agent.db keeps for this cycle (history and status read only these)."""
         record = self.as_dict()
         record.pop("files")
         record.pop("stop_detail")  # `run --json` and the terminal say it; the record keeps its fields

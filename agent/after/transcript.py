@@ -1,13 +1,14 @@
-"""logs/cycle_<id>.transcript.jsonl: every model request of a cycle and its reply, exactly.
+"""A cycle's transcript: every model request of a cycle and its reply, exactly, in logs/agent.db.
 
 The cycle log says "iteration 1: prompt 4429 bytes"; the transcript keeps the chat messages the
-provider really sent and the reply text it received, one JSON line per request (the reflect call
-too), so a bad cycle can be read back and replayed. Secrets are redacted before a line is written,
-and a transcript is bounded: past `transcript_max_bytes` one `cut` line is written and later
-requests are left out. A transcript that cannot be written (disk full) never fails the cycle; the
-state writes that follow report the disk.
+provider really sent and the reply text it received, one record per request (the reflect call
+too), committed as it is made, so a bad cycle can be read back (`agent logs --transcript`, even
+while it runs) and replayed. Secrets are redacted before a record is written, and a transcript is
+bounded: past `transcript_max_bytes` one `cut` record is written and later requests are left
+out. A transcript that cannot be written (disk full) never fails the cycle; the state writes that
+follow report the disk.
 
-A line: {"call", "purpose", "messages", "reply", "finish_reason", "usage", "elapsed_s"} or, when
+A record: {"call", "purpose", "messages", "reply", "finish_reason", "usage", "elapsed_s"} or, when
 the request failed, "error" in place of the reply. A native request adds "tools" (the function
 definitions sent) and, when the reply made calls, "tool_calls" (each with its arguments string
 exactly as received). Retention deletes it with its cycle's log.
@@ -15,18 +16,18 @@ exactly as received). Retention deletes it with its cycle's log.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import time
-from pathlib import Path
 from typing import Any, Iterator
 
+from agent.common.outcomes import AgentError
 from agent.models.base import Completion, Log, Model, Request
 from agent.secrets import Secrets
-from agent.store.files import SECRET_FILE_MODE
+from agent.store.db import records
+from agent.store.home import Home
+from agent.store.rows import loaded
 
-# Room kept for the one line that says the transcript was cut.
+# Room kept for the one record that says the transcript was cut.
 CUT_LINE_ROOM = 200
 
 
@@ -38,16 +39,12 @@ def sent_messages(request: Request, completion: Completion | None) -> list[dict]
 
 
 class Transcript:
-    """The transcript writer of one cycle; `recording(model)` makes every call of `model` a line."""
+    """The transcript writer of one cycle; `recording(model)` makes every call of `model` a record."""
 
-    def __init__(self, path: Path, secrets: Secrets, max_bytes: int):
-        self.path, self.secrets, self.room = path, secrets, max_bytes
+    def __init__(self, home: Home, cycle_id: str, secrets: Secrets, max_bytes: int):
+        self.home, self.cycle_id, self.secrets, self.room = home, cycle_id, secrets, max_bytes
         self.calls = 0
-        self.handle = None
-        if max_bytes > 0:
-            with contextlib.suppress(OSError):
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, SECRET_FILE_MODE)
-                self.handle = os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace")
+        self.failed = max_bytes <= 0
 
     def recording(self, model: Model) -> "RecordedModel":
         return RecordedModel(model, self)
@@ -73,37 +70,29 @@ class Transcript:
         self._write(self.secrets.redact(record))
 
     def _write(self, record: dict) -> None:
-        if self.handle is None or self.room <= 0:
+        if self.failed or self.room <= 0:
             return
-        line = json.dumps(record, ensure_ascii=False) + "\n"
-        size = len(line.encode("utf-8", "backslashreplace"))
+        text = json.dumps(record, ensure_ascii=False)
+        size = len(text.encode("utf-8", "backslashreplace")) + 1
         if size > self.room - CUT_LINE_ROOM:
-            line = (
-                json.dumps(
-                    {
-                        "call": record["call"],
-                        "cut": "the transcript reached transcript_max_bytes; later requests are not recorded",
-                    }
-                )
-                + "\n"
+            text = json.dumps(
+                {
+                    "call": record["call"],
+                    "cut": "the transcript reached transcript_max_bytes; later requests are not recorded",
+                }
             )
             self.room = 0
         else:
             self.room -= size
         try:
-            self.handle.write(line)
-            self.handle.flush()  # `agent logs --transcript` may read it while the cycle runs
-        except OSError:
-            self.handle = None
+            db = records(self.home)
+            with db.write():
+                db.execute("INSERT INTO transcript (format, cycle_id, record) VALUES (1, ?, ?)", (self.cycle_id, text))
+        except AgentError:  # a full disk: the state writes that follow say so
+            self.failed = True
 
     def close(self) -> None:
-        if self.handle is not None:
-            with contextlib.suppress(OSError):
-                self.handle.flush()
-                os.fsync(self.handle.fileno())
-            with contextlib.suppress(OSError):
-                self.handle.close()
-            self.handle = None
+        """Nothing to close: each record is committed as it is made."""
 
     def __enter__(self) -> "Transcript":
         return self
@@ -136,11 +125,9 @@ class RecordedModel:
         return completion
 
 
-def read_transcript(path: Path) -> Iterator[dict]:
-    """The whole records of a transcript file, in order (a line cut by a crash is skipped)."""
-    with open(path, encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if isinstance(record, dict):
-                    yield record
+def read_transcript(home: Home, cycle_id: str, after: int = 0) -> Iterator[tuple[int, dict]]:
+    """(its place, the record) of each request of a cycle's transcript after place `after`, in order."""
+    rows = records(home, create=False).stream(
+        "SELECT seq, record FROM transcript WHERE cycle_id = ? AND seq > ? ORDER BY seq", (cycle_id, after)
+    )
+    yield from ((seq, record) for seq, text in rows if (record := loaded(text)) is not None)

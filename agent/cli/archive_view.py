@@ -1,6 +1,6 @@
-"""`agent show --all`: the archive (logs/archive.jsonl) printed in bounded memory, however many years
-it holds: counted in one streaming pass, then printed in another, one record at a time
-(agent/store/tail.py), and `--json` written piece by piece exactly as `print_json` would write it whole."""
+"""`agent show --all`: the archive printed in bounded memory, however many years it holds: counted by
+one query, then printed one record at a time (agent/store/archive.py), and `--json` written piece
+by piece exactly as `print_json` would write it whole (so is `agent history -n 0 --json`)."""
 
 from __future__ import annotations
 
@@ -10,24 +10,16 @@ from typing import Any, Callable, Iterable, Iterator
 from agent.cli.common import task_text
 from agent.common.escape import escape_controls, escape_tree
 from agent.common.plain import plain
+from agent.store.archive import archived, counts_by_kind
 from agent.store.home import Home
-from agent.store.tail import records_forwards
 
 TASK, NOTE = "completed_task", "note"
 _NOTHING = object()
 
 
-def archived(home: Home, kind: str) -> Iterator[dict]:
-    """The archive's records of one kind, oldest first, streamed."""
-    return (r for r in records_forwards(home.archive, "kind") if r.get("kind") == kind)
-
-
 def archived_counts(home: Home) -> dict[str, int]:
-    counts = {TASK: 0, NOTE: 0}
-    for record in records_forwards(home.archive, "kind"):
-        if record.get("kind") in counts:
-            counts[record["kind"]] += 1
-    return counts
+    counts = counts_by_kind(home)
+    return {TASK: counts.get(TASK, 0), NOTE: counts.get(NOTE, 0)}
 
 
 def task_lines(home: Home) -> Iterator[str]:
@@ -44,6 +36,21 @@ def note_lines(home: Home) -> Iterator[str]:
 
 def _indented(value: Any, depth: int) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str).replace("\n", "\n" + "  " * depth)
+
+
+def json_list(items: Iterable[Any]) -> Iterator[str]:
+    """The lines of json.dumps(list(items), indent=2, ensure_ascii=False, default=str), one item at a time."""
+    items = iter(items)
+    previous = next(items, _NOTHING)
+    if previous is _NOTHING:
+        yield "[]"
+        return
+    yield "["
+    for item in items:
+        yield f"  {_indented(previous, 1)},"
+        previous = item
+    yield f"  {_indented(previous, 1)}"
+    yield "]"
 
 
 def json_pieces(head: dict[str, Any], lists: dict[str, Callable[[], Iterable[Any]]]) -> Iterator[str]:

@@ -94,7 +94,7 @@ def summary_lines(summary: dict) -> list[str]:
         text += " (" + "; ".join(clip(task_text(t), 50) for t in done["added"]) + ")"
     if done["removed"]:
         text += (
-            f", -{done['removed']} oldest moved to logs/archive.jsonl"
+            f", -{done['removed']} oldest moved to the archive"
             if done.get("archived")
             else f", -{done['removed']} (completed_tasks shrank: edited by hand?)"
         )

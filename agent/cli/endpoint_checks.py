@@ -149,7 +149,7 @@ def chat_check(home: Home, settings: Settings, env, model_name: str) -> Check:
     model = OpenAIModel(model_name, quick, env, home.root)
     lines: list[str] = []
     model.start(lines.append)
-    model.memory.path = None  # the doctor reads only: a probed format is shown, not remembered
+    model.memory.home = None  # the doctor reads only: a probed format is shown, not remembered
     model.client = openai.OpenAI(
         api_key=api_key(quick, env),
         base_url=model.base_url,

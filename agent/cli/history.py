@@ -1,36 +1,34 @@
 """One record per cycle, for `agent history` and `agent status`, from structured records only.
 
-A cycle that finishes appends its record to logs/index.jsonl (agent.cycle.run writes it); those
-records are used as they are. A cycle with snapshots or a log on disk but no record never
-finished: it was killed (kill -9, an out-of-memory kill, power loss), its record could not be
-written (disk full), or someone deleted the index. Such a cycle is shown from its snapshots, with
-no exit code: as `killed` when it has no after snapshot (it died before saving), `incomplete`
-when it has one (its record was lost), or `running` while it still holds the home's lock. Log
-lines are for people and are never read here.
+A cycle that finishes writes its record to logs/agent.db (agent/store/cycles.py); those records
+are used as they are. A cycle whose id was given but that has no record never finished: it was
+killed (kill -9, an out-of-memory kill, power loss), or its record could not be written (disk
+full). Such a cycle is shown from its snapshots, with no exit code: as `killed` when it has no
+after snapshot (it died before saving), `incomplete` when it has one (its record was lost), or
+`running` while it still holds the home's lock. Log lines are for people and are never read here.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterator
 
-from agent.cli.common import clip
+from agent.cli.common import clip, parse_duration
 from agent.common.outcomes import DiskError, InvalidScratchpad, StopReason, UsageError
 from agent.state import parse_time
-from agent.store.home import Home, index_newest_first, read_index
-from agent.store.ids import cycle_started, cycles_file, cycles_on_disk, has_files
+from agent.store.cycles import all_time, newest_cycles, record_of, unrecorded
+from agent.store.home import Home
+from agent.store.ids import cycle_started, has_files
 from agent.store.lock import is_locked
-from agent.store.retention import parse_duration
 from agent.store.state_file import read_state_file
-from agent.store.totals import Totals
 
 KILLED = "killed"  # a before snapshot, no after one, no record: the process died before saving
 SAVED_NOTHING = object()  # the task after a cycle that has not saved (killed, running): shown as nothing at all
-INCOMPLETE = "incomplete"  # both snapshots, no record: it was lost (disk full, the index deleted)
+INCOMPLETE = "incomplete"  # both snapshots, no record: it was lost (disk full)
 RUNNING = "running"  # on disk, no record yet, and a cycle holds the lock now
 
-# The fields of an index record (agent.cycle.run writes them); an unrecorded cycle has them all, as None
+# The fields of a cycle record (agent.cycle.run writes them); an unrecorded cycle has them all, as None
 # where its snapshots cannot tell.
 RECORD_FIELDS = (
     "cycle_id",
@@ -50,11 +48,6 @@ RECORD_FIELDS = (
 )
 
 
-def cycle_ids(home: Home) -> list[str]:
-    """Every cycle id the home knows of, from the index and from files on disk, oldest first."""
-    return sorted({r["cycle_id"] for r in read_index(home)} | set(cycles_on_disk(home)))
-
-
 def cycle_running(home: Home) -> bool:
     """Whether a cycle holds the home's lock now. False when the lock file cannot be opened
     (a read-only home, or another user's): reading history must not need write access."""
@@ -64,20 +57,16 @@ def cycle_running(home: Home) -> bool:
         return False
 
 
-def history_records(home: Home, running: bool) -> list[dict]:
-    """One record per cycle, oldest first: the index's records (source "index") and, for cycles
-    on disk that the index lacks, records read from their snapshots (source "snapshots").
-
-    `running`: whether a cycle holds the home's lock now; the newest unrecorded cycle is then
-    the one running, not an incomplete one.
-    """
-    records = {r["cycle_id"]: dict(r, source="index") for r in read_index(home)}
-    on_disk = cycles_on_disk(home)
-    newest = max([*records, *on_disk], default=None)
-    for cycle_id in on_disk:
-        if cycle_id not in records:
-            records[cycle_id] = unrecorded_cycle(home, cycle_id, running=running and cycle_id == newest)
-    return [records[k] for k in sorted(records)]
+def history_newest_first(home: Home, running: bool) -> Iterator[dict]:
+    """One record per cycle, newest first, read only as far as the caller goes: the cycles' own
+    records (source "index") and, for cycles with files and no record, records read from their
+    snapshots (source "snapshots"). `running`: whether a cycle holds the home's lock now; the
+    newest cycle, when it has no record, is then the one running, not a killed one."""
+    for n, (cycle_id, record) in enumerate(newest_cycles(home)):
+        if record is None:
+            yield unrecorded_cycle(home, cycle_id, running=running and n == 0)
+        else:
+            yield dict(record, source="index")
 
 
 @dataclass(frozen=True)
@@ -129,48 +118,22 @@ def parse_when(text: str, now: _dt.datetime) -> _dt.datetime:
 
 
 def recent_history(home: Home, running: bool, limit: int, shown: Shown = EVERY) -> list[dict]:
-    """The newest `limit` records of `history_records` that `shown` keeps, oldest first, in time and
-    memory that do not grow with the history: the index read backwards only that far (or, with
-    `since`, only back to it), and the cycles without a record from logs/cycles.json
-    (agent/store/ids.py). A home without that file or without an index (an older version's, or its
-    index deleted) is read the whole way; so is `--limit 0` without `since`."""
-    known = cycles_file(home)
-    if (limit <= 0 and shown.since is None) or known is None or not home.index.is_file():
-        records = [r for r in history_records(home, running) if shown.keeps(r)]
-        return records[-limit:] if limit > 0 else records
-    found: dict[str, dict] = {}
-    for record in index_newest_first(home):
+    """The newest `limit` records of `history_newest_first` that `shown` keeps (0: all), oldest first,
+    read back only that far (with `since`, only back to it)."""
+    found: list[dict] = []
+    for record in history_newest_first(home, running):
         if shown.past(record) or (limit > 0 and len(found) >= limit):
             break
         if shown.keeps(record):
-            found.setdefault(record["cycle_id"], dict(record, source="index"))  # the newest of a repeated id
-    unrecorded = unrecorded_ids(home, known, found)
-    newest = max([*found, *unrecorded], default=None)
-    for cycle_id in unrecorded:
-        record = unrecorded_cycle(home, cycle_id, running=running and cycle_id == newest)
-        if shown.keeps(record):
-            found[cycle_id] = record
-    records = [found[k] for k in sorted(found)]
-    return records[-limit:] if limit > 0 else records
+            found.append(record)
+    return found[::-1]
 
 
-def unrecorded_ids(home: Home, known: dict, recorded: Iterable[str]) -> list[str]:
-    """The cycles logs/cycles.json names that have files on disk and no record among `recorded`."""
-    recorded = set(recorded)
-    return sorted(i for i in {*known["unrecorded"], known["newest"]} if i not in recorded and has_files(home, i))
-
-
-def history_summary(home: Home, running: bool, totals: Totals) -> tuple[dict | None, int, int]:
-    """(the newest cycle's record, how many cycles, how many of them have no record) for `status`,
-    from the running totals and the index's end (the whole way only where recent_history goes it)."""
-    known = cycles_file(home)
-    if known is None or not home.index.is_file():
-        records = history_records(home, running)
-        return (records[-1] if records else None), len(records), sum(r["source"] != "index" for r in records)
-    newest = next(index_newest_first(home), None)
-    unrecorded = unrecorded_ids(home, known, [newest["cycle_id"]] if newest else [])
-    last = recent_history(home, running, 1)
-    return (last[-1] if last else None), totals.records + len(unrecorded), len(unrecorded)
+def history_summary(home: Home, running: bool) -> tuple[dict | None, int, int]:
+    """(the newest cycle's record, how many cycles, how many of them have no record) for `status`."""
+    last = next(history_newest_first(home, running), None)
+    missing = len(unrecorded(home))
+    return last, all_time(home)["cycles"] + missing, missing
 
 
 class KnownCycles:
@@ -191,9 +154,7 @@ class KnownCycles:
         if not isinstance(cycle_id, str) or cycle_started(cycle_id) is None:
             return False
         return (
-            cycle_id in self.newest
-            or has_files(self.home, cycle_id)
-            or any(r["cycle_id"] == cycle_id for r in index_newest_first(self.home))
+            cycle_id in self.newest or has_files(self.home, cycle_id) or record_of(self.home, cycle_id)[1] is not None
         )
 
 

@@ -1,11 +1,12 @@
 """Looking back and around: `agent diff`, `history`, `show` and `status`. These only read.
 
-History and status come from logs/index.jsonl and the snapshots (agent/cli/history.py); the
-current task always comes from active.yaml, the real state now.
+History and status come from the cycle records in logs/agent.db and the snapshots
+(agent/cli/history.py); the current task always comes from active.yaml, the real state now.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import difflib
 import itertools
@@ -17,7 +18,7 @@ import click
 
 from agent.after.incidents import incident_text, open_incident
 from agent.after.outlets import failing_outlets, outlet_lines
-from agent.cli.archive_view import NOTE, TASK, archived, archived_counts, json_pieces, note_lines, task_lines
+from agent.cli.archive_view import NOTE, TASK, archived, archived_counts, json_list, json_pieces, note_lines, task_lines
 from agent.cli.common import (
     age,
     clip,
@@ -40,6 +41,7 @@ from agent.cli.history import (
     KnownCycles,
     Shown,
     cycle_running,
+    history_newest_first,
     history_summary,
     parse_when,
     recent_history,
@@ -54,9 +56,9 @@ from agent.config import load_settings
 from agent.gates.budgets import newest_days
 from agent.models.local.model import bundled_model_path, local_runtime_installed
 from agent.state import FIELDS
-from agent.store.home import Home, index_newest_first
+from agent.store.cycles import disk, newest_first
+from agent.store.home import Home
 from agent.store.state_file import load_state
-from agent.store.totals import load_totals
 
 # --------------------------------------------------------------------------------------- diff
 
@@ -134,7 +136,9 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
     show_default=True,
     help="Show the newest N cycles (0: all).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print every field of each cycle's record as JSON.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print every field of each cycle's record as JSON (with -n 0: the export)."
+)
 @click.option("--daily", is_flag=True, help="One row per UTC day instead: cycles, tokens and cost.")
 @click.option(
     "--since", metavar="WHEN", help="Only cycles that started at or after WHEN: 2026-11-24, an ISO time, or 7d ago."
@@ -163,10 +167,11 @@ def history(
     """One row per cycle, newest first: id, start, duration, iterations, stop reason, tokens, task;
     under a failed cycle's row, why it failed.
 
-    Reads logs/index.jsonl, which every finished cycle appends to. A cycle with files on disk
-    but no record there is listed from its snapshots as `killed` (no after snapshot: it died
-    before saving), `incomplete` (its record lost) or `running` (it holds the lock). The filters
-    read the index back only as far as --since (and --limit) need.
+    Reads the cycle records in logs/agent.db, which every finished cycle writes. A cycle with files
+    on disk but no record there is listed from its snapshots as `killed` (no after snapshot: it
+    died before saving), `incomplete` (its record lost) or `running` (it holds the lock). The
+    filters read the records back only as far as --since (and --limit) need.
+    `agent history -n 0 --json` is the export of every record, streamed.
     """
     home = existing_home(home_dir)
     now = _dt.datetime.now(_dt.timezone.utc)
@@ -177,15 +182,21 @@ def history(
         no_idle=no_idle,
     )
     running = cycle_running(home)
-    if daily:  # the index read backwards, as far as the newest `limit` days go (0: all), --since at most
-        if reasons or no_idle:
-            raise UsageError("--daily counts every cycle of a day: it takes --since, --until and --limit only")
-        back_to_since = itertools.takewhile(lambda r: not shown.past(r), index_newest_first(home))
-        days = newest_days(back_to_since, home_settings(home.root).prices, 0 if shown.until else limit)
+    prices = home_settings(home.root).prices
+    if daily and (reasons or no_idle):
+        raise UsageError("--daily counts every cycle of a day: it takes --since, --until and --limit only")
+    if as_json and not daily:  # streamed, one record at a time: the export of years of history
+        kept = itertools.takewhile(lambda r: not shown.past(r), history_newest_first(home, running))
+        records = with_costs((r for r in kept if shown.keeps(r)), prices)
+        for piece in json_list(records if limit == 0 else itertools.islice(records, limit)):
+            click.echo(escape_json(piece))
+        return
+    if daily:  # what the records spent per day: the newest `limit` days (0: all) in --since/--until
+        bounded = shown.since is not None or shown.until is not None
+        days = newest_days(home, prices, 0 if bounded else limit)
         records = [d for d in days if _day_shown(d["day"], shown)][: limit or None]
-    else:  # --limit N: only the index's last records are read (0: all)
-        kept = recent_history(home, running, limit, shown)
-        records = list(reversed(with_costs(kept, home_settings(home.root).prices)))
+    else:  # --limit N: only the newest records are read (0: all)
+        records = list(reversed(list(with_costs(recent_history(home, running, limit, shown), prices))))
     if as_json:
         print_json(records)
     elif not records:
@@ -207,9 +218,7 @@ def _day_shown(day: str, shown: Shown) -> bool:
 
 @click.command()
 @home_option
-@click.option(
-    "--all", "show_all", is_flag=True, help="Also show completed tasks and notes archived to logs/archive.jsonl."
-)
+@click.option("--all", "show_all", is_flag=True, help="Also show the completed tasks and notes moved to the archive.")
 @json_option
 @reports_errors
 def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
@@ -254,14 +263,14 @@ def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
     yield _bold(f"pending ({len(state['pending_actions'])}):")
     yield from _or_none([f"  {i}. {p}" for i, p in enumerate(state["pending_actions"], 1)])
     if show_all:
-        yield _bold(f"archived completed ({counts[TASK]}, logs/archive.jsonl):")
+        yield _bold(f"archived completed ({counts[TASK]}):")
         yield from task_lines(home)
         if not counts[TASK]:
             yield "  (none)"
     yield _bold(f"completed ({len(state['completed_tasks'])}):")
     yield from _or_none([f"  - {task_text(t)}" for t in state["completed_tasks"]])
     if show_all and counts[NOTE]:
-        yield _bold(f"archived notes ({counts[NOTE]} entries, logs/archive.jsonl):")
+        yield _bold(f"archived notes ({counts[NOTE]} entries):")
         yield from note_lines(home)
     yield _bold(f"notes ({len(notes)} lines):")
     yield from _or_none([f"  {line}" for line in notes])
@@ -270,6 +279,15 @@ def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
     since = seconds_since(state["last_updated"])
     ago = "" if since is None else f" ({age(since)} ago)"
     yield f"{_bold('last updated:')} {state['last_updated'] or 'never'}{ago}"
+
+
+def _records_size(home: Home) -> dict:
+    """The database's size on disk, with its write-ahead log."""
+    total = 0
+    for path in (home.database, home.database.with_name(home.database.name + "-wal")):
+        with contextlib.suppress(OSError):
+            total += path.stat().st_size
+    return {"path": str(home.database), "bytes": total}
 
 
 def _configured_model(home_root: Path) -> tuple[str | None, str | None]:
@@ -346,12 +364,11 @@ def status(home_dir: Path, as_json: bool) -> None:
     """Is a cycle running, how did the last one end and when, the task now, and disk use."""
     home = existing_home(home_dir)
     running = cycle_running(home)
-    totals = load_totals(home)
-    newest, cycles, unrecorded = history_summary(home, running, totals)  # the index's end and running totals only
+    newest, cycles, unrecorded = history_summary(home, running)  # the newest record, and counts the database keeps
     current_task, scratchpad_error = _current_task(home)
     model, config_problem = _configured_model(home.root)
     last = _last_cycle(newest) if newest else None
-    disk = {kind: {"files": files, "bytes": size} for kind, (files, size) in totals.disk.items()}
+    on_disk = {kind: {"files": files, "bytes": size} for kind, (files, size) in disk(home).items()}
     data = {
         "home": str(home.root),
         "running": running,
@@ -359,15 +376,16 @@ def status(home_dir: Path, as_json: bool) -> None:
         "last_cycle": last,
         "current_task": current_task,
         "scratchpad_error": scratchpad_error,
-        "snapshots": disk["snapshots"],
-        "logs": disk["logs"],
+        "snapshots": on_disk["snapshots"],
+        "logs": on_disk["logs"],
+        "records": _records_size(home),
         "model": model,
         "config_error": config_problem,
         "shell_policy": _shell_policy(home.root),
     }
-    extras, extra_lines = status_extras(index_newest_first(home), totals, current_task, home.root)
+    extras, extra_lines = status_extras(newest_first(home), home, current_task)
     waiting, waiting_lines = approvals_status(home)
-    incident = open_incident(index_newest_first(home))  # read back only as far as it goes
+    incident = open_incident(newest_first(home))  # read back only as far as it goes
     settings = home_settings(home.root)
     outlets = failing_outlets(
         home, {"on_cycle_end": bool(settings.on_cycle_end), "metrics_file": bool(settings.metrics_file)}
@@ -387,8 +405,9 @@ def status(home_dir: Path, as_json: bool) -> None:
         else f"task now:  unknown: {clip(scratchpad_error, 200)}"
     )
     echo(f"cycles:    {cycles}" + (f" ({unrecorded} without a record)" if unrecorded else ""))
-    echo(f"snapshots: {disk['snapshots']['files']} file(s), {size(disk['snapshots']['bytes'])}")
-    echo(f"logs:      {disk['logs']['files']} file(s), {size(disk['logs']['bytes'])}")
+    echo(f"snapshots: {on_disk['snapshots']['files']} file(s), {size(on_disk['snapshots']['bytes'])}")
+    echo(f"logs:      {on_disk['logs']['files']} file(s), {size(on_disk['logs']['bytes'])}")
+    echo(f"records:   {home.database.relative_to(home.root)}, {size(data['records']['bytes'])}")
     echo(f"model:     {model or '(none)'}" + (f"  [config problem: {config_problem}]" if config_problem else ""))
     shell = data["shell_policy"]
     if shell:

@@ -40,6 +40,7 @@ class LiveReporter:
         self.started = time.monotonic()
         self.iteration, self.max_iterations, self.tokens = 0, max_iterations, 0  # `1/10` from the first step
         self.last_tool: str | None = None
+        self.notice: str | None = None  # what the model is doing before its first reply
 
     def __call__(self, event: str, **data: Any) -> None:
         handler = getattr(self, f"_on_{event}", None)
@@ -58,8 +59,14 @@ class LiveReporter:
         self.live = Live(console=self.console, transient=True, refresh_per_second=8, get_renderable=self._ticking)
         self.live.start()
 
+    def _on_notice(self, text: str, **_: Any) -> None:
+        self.notice = escape_controls(text)
+        self.console.print(Text("  " + self.notice, style="dim"), overflow="ellipsis", no_wrap=True)
+        if self.live is not None:
+            self.live.update(self._status())
+
     def _on_iteration(self, n: int, max: int, outcome: Any, usage: Any, **_: Any) -> None:  # noqa: A002
-        self.iteration, self.max_iterations = n, max
+        self.iteration, self.max_iterations, self.notice = n, max, None
         self.tokens = getattr(usage, "total_tokens", 0) or 0
         kind = getattr(getattr(outcome, "kind", None), "action", "tool")
         tool = getattr(outcome, "tool", None)
@@ -110,6 +117,8 @@ class LiveReporter:
         ]
         if self.last_tool:
             parts.append(f"last tool {self.last_tool}")
+        if self.notice:
+            parts.append("preparing the model")
         return Group(Spinner("dots", text=Text("  " + " · ".join(parts), style="dim")))
 
     def _ticking(self) -> Group:

@@ -1,10 +1,10 @@
-"""`agent logs [CYCLE] [-f] [--transcript]`: a cycle's log (or its exact transcript), the latest
-by default; `-f` follows a running cycle until it ends.
+"""`agent logs [CYCLE] [-f] [--transcript]`: a cycle's log (or its exact transcript, from
+logs/agent.db), the latest by default; `-f` follows a running cycle until it ends.
 
-The end of a cycle is the release of the home's lock: the cycle writes its last log line before
-it lets go, so a follower that sees the lock free reads once more and has every line. Every
-line printed has its control characters escaped (log lines already are; a transcript holds what
-the model wrote, raw).
+The end of a cycle is the release of the home's lock: the cycle writes its last log line (and
+commits its last transcript record) before it lets go, so a follower that sees the lock free reads
+once more and has every line. Every line printed has its control characters escaped (log lines
+already are; a transcript holds what the model wrote, raw).
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ import click
 
 from agent.after.transcript import read_transcript
 from agent.cli.common import existing_home, home_option, reports_errors
-from agent.cli.history import cycle_ids, cycle_running
+from agent.cli.history import cycle_running, recent_history
 from agent.common.escape import escape_controls
 from agent.common.outcomes import UsageError
 from agent.common.plain import plain
+from agent.store.cycles import newest_cycle, record_of
 from agent.store.home import Home
-from agent.store.ids import cycle_started, cycles_on_disk, newest_cycle
+from agent.store.ids import cycle_started
 
 # How often a follower looks for new lines (checking the lock adds ~0.1 s while a cycle runs).
 FOLLOW_POLL_SECONDS = 0.1
@@ -30,22 +31,19 @@ FOLLOW_POLL_SECONDS = 0.1
 
 def chosen_cycle(home: Home, cycle_id: str | None) -> str:
     """The cycle asked for (`latest` or none: the newest with a log; idle cycles write none), or a
-    usage error naming it. A cycle with its log on disk (the latest: the newest id given, from
-    logs/cycles.json) is chosen without listing a folder or reading the index."""
-    wanted = newest_cycle(home) if cycle_id in (None, "latest") else cycle_id
+    usage error naming it."""
+    latest = cycle_id in (None, "latest")
+    wanted = newest_cycle(home) if latest else cycle_id
     if wanted and cycle_started(wanted) and home.cycle_log(wanted).is_file():
         return wanted
-    if cycle_id in (None, "latest"):
-        logged = next((i for i in reversed(cycles_on_disk(home)) if home.cycle_log(i).is_file()), None)
-        if logged:
-            return logged
-    known = cycle_ids(home)
-    if cycle_id in (None, "latest"):
-        if not known:
+    recent = [r["cycle_id"] for r in recent_history(home, False, 50)]  # the newest with a log, not far back
+    if latest:
+        logged = next((i for i in reversed(recent) if home.cycle_log(i).is_file()), None)
+        if not recent:
             raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
-        return known[-1]
-    if cycle_id not in known:
-        near = ", ".join(known[-3:]) or "none yet"
+        return logged or recent[-1]
+    if not (cycle_started(cycle_id) and record_of(home, cycle_id)[0]):
+        near = ", ".join(recent[-3:]) or "none yet"
         raise UsageError(f"no cycle '{cycle_id}' in {home.root} (latest: {near}; `agent history` lists them all)")
     return cycle_id
 
@@ -83,6 +81,28 @@ def follow_file(path: Path, home: Home) -> None:
             _echo_lines(pending.decode("utf-8", "replace"))
 
 
+def print_transcript(home: Home, cycle_id: str, follow: bool, as_json: bool) -> None:
+    """A cycle's transcript, record by record; with `follow`, the records added until no cycle holds
+    the lock."""
+    seen, any_seen = 0, False
+    while True:
+        running = follow and cycle_running(home)  # asked before reading, as in follow_file
+        for seen, record in read_transcript(home, cycle_id, seen):
+            any_seen = True
+            if as_json:
+                click.echo(json.dumps(record, ensure_ascii=True))
+            else:
+                _echo_transcript_record(record)
+        if not running:
+            break
+        time.sleep(FOLLOW_POLL_SECONDS)
+    if not any_seen and not follow:
+        raise UsageError(
+            f"cycle {cycle_id} has no transcript (it was idle, was pruned, ran before transcripts were kept, "
+            "or had transcript_max_bytes: 0)"
+        )
+
+
 @click.command()
 @home_option
 @click.argument("cycle_id", metavar="[CYCLE]", required=False)
@@ -109,15 +129,7 @@ def logs(home_dir: Path, cycle_id: str | None, follow: bool, transcript: bool, a
         )
     chosen = chosen_cycle(home, cycle_id)
     if transcript:
-        path = _existing(home.transcript(chosen), home, "transcript", chosen)
-        if follow:
-            return follow_file(path, home)
-        for record in read_transcript(path):
-            if as_json:
-                click.echo(json.dumps(record, ensure_ascii=True))
-            else:
-                _echo_transcript_record(record)
-        return
+        return print_transcript(home, chosen, follow, as_json)
     path = _existing(home.cycle_log(chosen), home, "log", chosen)
     if follow:
         return follow_file(path, home)

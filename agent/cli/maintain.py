@@ -21,6 +21,7 @@ from agent.cli.common import (
     existing_home,
     home_option,
     json_option,
+    parse_duration,
     print_json,
     reports_errors,
     size,
@@ -40,9 +41,8 @@ from agent.models.openai.compat import OpenAIModel
 from agent.models.resolve import anchor_model_path
 from agent.store.home import Home
 from agent.store.lock import home_lock, is_locked
-from agent.store.retention import parse_duration, prune_cycles
+from agent.store.retention import prune_cycles
 from agent.store.state_file import read_state_file
-from agent.store.totals import update_totals
 
 PROBE_TOKENS = 8  # tokens `agent doctor` has the embedded model decode
 SPOOL_BYTES = 1 << 20  # what `agent prune` holds of its listing in memory; more goes to a temporary file
@@ -66,11 +66,12 @@ SPOOL_BYTES = 1 << 20  # what `agent prune` holds of its listing in memory; more
 def prune(
     home_dir: Path, keep_cycles: int | None, older_than: str | None, dry_run: bool, lock_wait: float, as_json: bool
 ) -> None:
-    """Delete old cycles' snapshot pairs and logs.
+    """Delete old cycles' snapshot pairs, logs and transcripts.
 
-    Never touches active.yaml, the cycle index (history still lists pruned cycles) or
-    logs/archive.jsonl. With both options a cycle goes only if it is outside the newest N *and*
-    older than DURATION: `--keep 10 --older-than 7d` never leaves fewer than ten.
+    Never touches active.yaml, the cycle records (history still lists pruned cycles, and budgets
+    still count what they spent) or the archive. With both options a cycle goes only if it is
+    outside the newest N *and* older than DURATION: `--keep 10 --older-than 7d` never leaves fewer
+    than ten.
     """
     if keep_cycles is None and older_than is None:
         raise UsageError("say what to keep: --keep N and/or --older-than DURATION (add --dry-run to preview)")
@@ -103,21 +104,21 @@ def prune(
                 if not as_json:
                     files.echo()
                 raise
-            if found.deleted:
-                with contextlib.suppress(DiskError):  # derived data: status shows stale disk use until a recount
-                    update_totals(home, removed=found.tally())
         if as_json:
             click.echo('{\n  "removed_cycles": ', nl=False)
             cycles.echo_list()
             click.echo(f',\n  "kept_cycles": {found.kept},\n  "files": ', nl=False)
             files.echo_list()
-            click.echo(f',\n  "bytes": {found.bytes},\n  "dry_run": {json.dumps(dry_run)},\n  "deleted": ', nl=False)
+            click.echo(f',\n  "bytes": {found.bytes},\n  "transcripts": {found.transcripts},', nl=False)
+            click.echo(f'\n  "dry_run": {json.dumps(dry_run)},\n  "deleted": ', nl=False)
             deleted.echo_list()
             click.echo("\n}")
             return
         files.echo()
+    transcripts = f" and {found.transcripts} transcript(s)" if found.transcripts else ""  # rows of logs/agent.db
     click.echo(
-        f"{verb} {found.cycles} cycle(s), {found.files} file(s), {size(found.bytes)}; kept {found.kept} cycle(s)"
+        f"{verb} {found.cycles} cycle(s), {found.files} file(s), {size(found.bytes)}{transcripts}; "
+        f"kept {found.kept} cycle(s)"
     )
 
 
@@ -191,6 +192,22 @@ def _permission_checks(home: Home) -> list[Check]:
         else:
             checks.append(Check(name, True, f"writable, mode {mode:04o}"))
     return checks
+
+
+def _records_check(home: Home) -> Check:
+    """logs/agent.db: opened (an older release's files moved in, when there are), its migration and journal."""
+    from agent.store.db import journal_mode, records
+    from agent.store.migrations import MIGRATIONS
+
+    name = home.database.relative_to(home.root)
+    try:
+        if not home.database.exists() and not any(p.exists() for p in home.older_release_files):
+            return Check("records", True, f"none yet: the first cycle makes {name} ({journal_mode(home.logs)[1]})")
+        db = records(home, create=False)
+        version = db.one("PRAGMA user_version")[0]
+    except (AgentError, OSError) as exc:
+        return Check("records", False, str(exc), f"make {home.logs} readable and writable by this user")
+    return Check("records", True, f"{name}: migration {version} of {len(MIGRATIONS)}, {db.journal}")
 
 
 def _model_checks(home: Home, settings, env) -> list[Check]:
@@ -469,6 +486,7 @@ def doctor_checks(
     except AgentError as exc:
         checks.append(Check("lock", False, str(exc), f"make {home.root} writable by this user"))
     checks += _permission_checks(home)
+    checks.append(_records_check(home))
     return checks
 
 

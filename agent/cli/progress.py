@@ -1,7 +1,8 @@
 """What `agent run` prints while a cycle runs.
 
-A reporter is called as reporter(event, **data) with the events "start", "iteration" and "end"
-(others are ignored), so the cycle does not know which one it talks to. On a terminal that is
+A reporter is called as reporter(event, **data) with the events "start", "notice" (a model says
+what keeps the first call long: the embedded model's first run on a machine), "iteration" and
+"end" (others are ignored), so the cycle does not know which one it talks to. On a terminal that is
 the rich live display (agent/cli/live.py, imported only then, since rich is slow to load); in
 cron mail, pipes and logs it is one plain line per event with no control codes.
 """
@@ -34,6 +35,8 @@ class PlainReporter:
         if event == "start":
             task = data["task"] or "(none)"
             self._line(f"cycle {data['cycle_id']} started (model {data['model']}); task: {task}")
+        elif event == "notice":
+            self._line(f"  {data['text']}")
         elif event == "iteration":
             usage = data["usage"]
             tokens = f" [{usage.total_tokens} tokens]" if usage.total_tokens else ""

@@ -1,6 +1,6 @@
 """What a command that replaces the state keeps of it: `restore` and `reset` never delete what
 they replace. The state (or, when it cannot be used, its raw text) and any queued edits dropped
-with it go to logs/archive.jsonl, appended before active.yaml is replaced, so a crash in between
+with it go to the archive (logs/agent.db), committed before active.yaml is replaced, so a crash in between
 can only leave them archived twice."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from agent.common.outcomes import InvalidScratchpad
 from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.memory.bounding import Archived, append_archive, archive_records
+from agent.memory.inbox import discard_queued
 from agent.store.home import Home
-from agent.store.inbox import discard_queued
 from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
 
 REPLACED_STATE, DROPPED_EDIT = "replaced_state", "dropped_edit"  # archive kinds
@@ -40,10 +40,10 @@ def archive_replaced(home: Home, why: str, cycle_id: str) -> dict:
     replaced = [] if state is None else [Archived(REPLACED_STATE, state, reason)]
     kept: dict = {"state": state, "edits": []}
 
-    def archive(edits: list[dict]) -> None:  # under the inbox's lock, before it is emptied
+    def archive(edits: list[dict]) -> None:  # in the inbox's transaction, before it is emptied
         items = replaced + [Archived(DROPPED_EDIT, edit, f"{why}: queued for the replaced memory") for edit in edits]
         if items:
-            append_archive(home.archive, archive_records(items, cycle_id))
+            append_archive(home, archive_records(items, cycle_id))
         kept["edits"] = edits
 
     discard_queued(home, before_emptying=archive)

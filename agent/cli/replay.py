@@ -27,18 +27,19 @@ from agent.cli.diffing import summarize_change, summary_lines
 from agent.cli.isolation import SIDE_EFFECT_SETTINGS, without_settings
 from agent.cli.logs import chosen_cycle
 from agent.common.escape import escape_controls
+from agent.common.files import atomic_write
 from agent.common.outcomes import UsageError
 from agent.common.plain import plain
+from agent.common.walk import copy_tree, remove_tree
 from agent.config import Settings, load_settings
 from agent.cycle.dispatch import ReplyError, parse_reply
 from agent.cycle.run import run_cycle
 from agent.models import resolve_model
 from agent.models.resolve import anchor_model_path
 from agent.secrets import Secrets
-from agent.store.files import atomic_write
-from agent.store.home import Home, read_index
+from agent.store.cycles import record_of
+from agent.store.home import Home
 from agent.store.state_file import read_state_file
-from agent.store.walk import copy_tree, remove_tree
 
 # Never copied into the scratch home: the runtime's own files, and version control.
 NOT_COPIED = (*(path.name for path in Home(Path()).runtime_files), ".git")
@@ -49,7 +50,7 @@ def make_scratch_home(
     home: Home, settings: Settings, cycle_id: str, folder: Path, without: tuple[str, ...] = SIDE_EFFECT_SETTINGS
 ) -> Home:
     """A copy of `home` in `folder` that starts where `cycle_id` started, its config.yaml without the
-    settings named in `without` (isolation.py). Folders are copied by the bounded walk (`store/walk.py`);
+    settings named in `without` (isolation.py). Folders are copied by the bounded walk (`common/walk.py`);
     what it leaves out (a tree too deep) is said on stderr."""
     scratch = Home(folder)
     if Path(settings.workspace).parts:  # a workspace folder: only it and the operator's files are needed
@@ -73,12 +74,10 @@ def make_scratch_home(
     return scratch
 
 
-def actions(transcript: Path, counted: Any) -> list[str]:
-    """The tools a cycle called, in order, from its transcript; without one, the index's counts."""
-    if not transcript.is_file():
-        return [f"{kind}x{n}" for kind, n in counted.items()] if isinstance(counted, dict) else []
-    names = []
-    for record in read_transcript(transcript):
+def actions(home: Home, cycle_id: str, counted: Any) -> list[str]:
+    """The tools a cycle called, in order, from its transcript; without one, its record's counts."""
+    names: list[str] = []
+    for _, record in read_transcript(home, cycle_id):
         if "reply" not in record:
             names.append("(cut)" if "cut" in record else "(model error)")
             continue
@@ -93,6 +92,8 @@ def actions(transcript: Path, counted: Any) -> list[str]:
         except ReplyError:
             called = ["(unparseable)"]
         names += [name if record.get("purpose") == "action" else f"{record.get('purpose')}:{name}" for name in called]
+    if not names and isinstance(counted, dict):  # no transcript (pruned, or transcript_max_bytes: 0)
+        return [f"{kind}x{n}" for kind, n in counted.items()]
     return names
 
 
@@ -116,7 +117,7 @@ def side(record: dict, home: Home, cycle_id: str) -> dict:
         "iterations": record.get("iterations"),
         "usage": record.get("usage"),
         "error": record.get("error"),
-        "actions": actions(home.transcript(cycle_id), record.get("actions")),
+        "actions": actions(home, cycle_id, record.get("actions")),
         "change": _change(home, cycle_id),
     }
 
@@ -187,9 +188,7 @@ def replay(home_dir: Path, cycle_id: str, model: str, keep: bool, as_json: bool,
             err=True,
         )
         settings = dataclasses.replace(settings, mcp_servers={})
-    recorded_record = next(
-        (r for r in reversed(read_index(home)) if r["cycle_id"] == chosen), {"stop_reason": "incomplete", "model": None}
-    )
+    recorded_record = record_of(home, chosen)[1] or {"stop_reason": "incomplete", "model": None}
     folder = Path(tempfile.mkdtemp(prefix="agent-replay-"))
     try:
         kept_mcp = ("mcp_servers",) if with_mcp else ()

@@ -1,8 +1,8 @@
 """Going back and branching off: `agent restore` and `agent fork`.
 
 `agent restore CYCLE[:before|:after]` makes a snapshot the state again, under the lock. The state
-it replaces is never deleted: it is appended to logs/archive.jsonl (kind "replaced_state") before
-active.yaml is replaced, so a crash in between can only leave it archived twice. Edits queued in
+it replaces is never deleted: it goes to the archive (kind "replaced_state", `agent show --all`)
+before active.yaml is replaced, so a crash in between can only leave it archived twice. Edits queued in
 the inbox are applied to the state being replaced first (a restore means "exactly this state").
 A restore also repairs a home whose active.yaml cannot be read: its raw text is archived instead.
 
@@ -76,7 +76,7 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
         replaced, reason = _replaced(home)
         source_cycle = Path(side.label).name.rsplit("_", 1)[0]
         append_archive(
-            home.archive,
+            home,
             archive_records([Archived("replaced_state", replaced, f"{reason} {side.label}")], source_cycle),
         )
         restored = dict(side.state, last_updated=now_iso())
@@ -84,7 +84,7 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
     data = {
         "restored_from": side.label,
         "active": str(home.active),
-        "replaced_state_archived_to": str(home.archive.relative_to(home.root)),
+        "replaced_state_archived_to": str(home.database.relative_to(home.root)),
         "current_task": restored["current_task"],
     }
     if as_json:
@@ -92,7 +92,7 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
         return
     task = escape_controls(restored["current_task"] or "(none)")
     click.echo(
-        f"active.yaml is now {side.label} (task: {task}); the replaced state is in {data['replaced_state_archived_to']}"
+        f"active.yaml is now {side.label} (task: {task}); the replaced state is archived in {data['replaced_state_archived_to']} (agent show --all)"
     )
 
 

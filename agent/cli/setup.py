@@ -25,18 +25,17 @@ from agent.cli.common import (
 )
 from agent.cli.replacing import archive_replaced
 from agent.common.escape import escape_controls
+from agent.common.files import atomic_write
 from agent.common.jsonschema import type_name
 from agent.common.outcomes import UsageError
 from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.config import MAX_CONFIG_BYTES, Settings, config_values, field_docs, load_settings, settings_from
 from agent.cycle.prompt import default_rules
 from agent.memory.queue_edits import describe as describe_edit
-from agent.store.files import atomic_write
+from agent.store.cycles import forget_history
 from agent.store.home import Home, remove_stale_temporaries
-from agent.store.ids import CYCLES_NAME
 from agent.store.lock import home_lock
 from agent.store.state_file import read_state_file, write_state
-from agent.store.totals import totals_path
 from agent.tools import CONTROL_TOOLS, open_registry
 from agent.tools.workspace import ensure_workspace
 
@@ -261,7 +260,7 @@ def print_steps(steps: list[str]) -> None:
 @click.option(
     "--clean",
     is_flag=True,
-    help="Also delete the home's snapshots, cycle logs and cycle index "
+    help="Also delete the home's snapshots, cycle logs, transcripts and cycle index "
     "(asks first on a terminal; needs --yes without one).",
 )
 @click.option("--yes", "-y", "assume_yes", is_flag=True, help="Do not ask before --clean deletes.")
@@ -272,7 +271,7 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
     """Replace active.yaml with a template (refused with exit 5 while a cycle runs, unless --wait).
 
     Nothing is lost: the replaced state and every queued edit dropped with it are appended to
-    logs/archive.jsonl (kinds replaced_state and dropped_edit) before active.yaml is replaced.
+    archive (kinds replaced_state and dropped_edit, `agent show --all`) before active.yaml is replaced.
     """
     home = existing_folder(home_dir)  # reset makes a home of a folder (the README's set-up: a fresh clone)
     chosen = read_template(home.root, template)  # InvalidScratchpad (6) for a bad state, UsageError (2) config
@@ -281,6 +280,7 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
     if clean and not assume_yes:
         _confirm_clean(home)
     removed: list[str] = []
+    records = 0
     with home_lock(home, wait=lock_wait):
         home.ensure_dirs()
         remove_stale_temporaries(home)
@@ -290,20 +290,12 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
         kept = archive_replaced(home, f"agent reset from template '{template}'", "reset")
         write_state(home.active, state)
         if clean:
-            doomed = [
-                *home.scratchpad.glob("*_before.yaml"),
-                *home.scratchpad.glob("*_after.yaml"),
-                *home.logs.glob("cycle_*.log"),
-                *home.logs.glob("cycle_*.transcript.jsonl"),
-                home.index,
-                totals_path(home),
-                home.logs / CYCLES_NAME,
-            ]  # what was derived from that history
-            for path in sorted(doomed):
-                if path.exists():
-                    path.unlink()
-                    removed.append(str(path.relative_to(home.root)))
-    archive = str(home.archive.relative_to(home.root))
+            doomed = [*home.scratchpad.glob("*_before.yaml"), *home.scratchpad.glob("*_after.yaml")]
+            for path in sorted([*doomed, *home.logs.glob("cycle_*.log")]):
+                path.unlink(missing_ok=True)
+                removed.append(str(path.relative_to(home.root)))
+            records = forget_history(home)  # after the files: a kill between leaves records, not orphans
+    archive = str(home.database.relative_to(home.root))
     edits = kept["edits"]
     if as_json:
         print_json(
@@ -311,6 +303,7 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
                 "template": str(source),
                 "active": str(home.active),
                 "removed": removed,
+                "removed_records": records,
                 "archived_to": archive,
                 "replaced_state_archived": kept["state"] is not None,
                 "discarded_edits": edits,
@@ -327,7 +320,7 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
     for call in calls:
         echo(f"denied parked call {call}, not yet run (agent approvals lists it)")
     if clean:
-        echo(f"removed {len(removed)} snapshot/log file(s)")
+        echo(f"removed {len(removed)} snapshot/log file(s) and {records} cycle record(s)")
 
 
 def _confirm_clean(home: Home) -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Sequence
 
 from agent.common.outcomes import Busy, UsageError
-from agent.store.home import Home, index_newest_first
+from agent.store.cycles import with_files_newest_first
+from agent.store.home import Home
 from agent.store.lock import is_locked
 from agent.store.state_file import read_state_file
 
@@ -31,11 +32,11 @@ def _file_side(home: Home, path: Path) -> Side:
 
 def latest_saved(home: Home, cycles: Sequence[str]) -> str:
     """The newest cycle with a snapshot pair (idle cycles write none), else the newest cycle: the
-    newest few known, then the index read backwards, lazily, only as far as the first one found."""
+    newest few known, then the cycles with files on disk, newest first, as far as the first found."""
     if not cycles:
         raise UsageError(f"no cycles in {home.root} yet; run `agent run` first")
     newest = list(cycles[-3:])
-    ids = itertools.chain(reversed(newest), (r["cycle_id"] for r in index_newest_first(home)))  # lazily
+    ids = itertools.chain(reversed(newest), with_files_newest_first(home))  # lazily
     return next((c for c in ids if home.snapshot(c, "before").is_file()), newest[-1])
 
 

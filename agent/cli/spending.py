@@ -4,8 +4,7 @@ day, against the daily and monthly budgets (agent/gates/budgets.py, agent/gates/
 from __future__ import annotations
 
 import datetime as _dt
-from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from agent.cli.common import home_settings
 from agent.cli.history import cost_text, money
@@ -13,18 +12,18 @@ from agent.common.escape import escape_controls
 from agent.config import Settings
 from agent.gates.budgets import period_spending, record_cost, utc_day
 from agent.gates.stalls import stall_status
-from agent.store.totals import Totals
+from agent.store.home import Home
 
 
-def with_costs(records: list[dict], prices: dict) -> list[dict]:
-    """Records with `cost` filled in where the index lacks it and the model now has a price."""
-    return [dict(r, cost=record_cost(r, prices)) if r.get("source", "index") == "index" else r for r in records]
+def with_costs(records: Iterable[dict], prices: dict) -> Iterator[dict]:
+    """Records with `cost` filled in where the record lacks it and the model now has a price."""
+    return (dict(r, cost=record_cost(r, prices)) if r.get("source", "index") == "index" else r for r in records)
 
 
-def spending(totals: Totals, settings: Settings, now: _dt.datetime | None = None) -> dict:
-    """Today's and this month's tokens and cost (UTC), from the running totals, with the budgets that apply."""
+def spending(home: Home, settings: Settings, now: _dt.datetime | None = None) -> dict:
+    """Today's and this month's tokens and cost (UTC), from what the records spent, with the budgets that apply."""
     today = utc_day((now or _dt.datetime.now(_dt.timezone.utc)).isoformat())
-    spent = period_spending(totals, today, settings.prices)
+    spent = period_spending(home, today, settings.prices)
     day, month = spent["day"], spent["month"]
     return {
         "today": {
@@ -56,14 +55,12 @@ def _period_line(period: dict) -> str:
     return f"{period['cycles']} cycle(s), {tokens}{cost}"
 
 
-def status_extras(
-    newest_first: Iterable[dict], totals: Totals, current_task: Any, root: Path
-) -> tuple[dict, list[str]]:
-    """(status --json's stall and spending, status's lines for them), from the index's records newest
-    first (read only as far as the streak goes) and the running totals."""
-    settings = home_settings(root)
+def status_extras(newest_first: Iterable[dict], home: Home, current_task: Any) -> tuple[dict, list[str]]:
+    """(status --json's stall and spending, status's lines for them), from the records newest first
+    (read only as far as the streak goes) and what the records spent."""
+    settings = home_settings(home.root)
     stall = stall_status(newest_first, current_task, settings.stall_cycles)
-    spent = spending(totals, settings)
+    spent = spending(home, settings)
     lines = [f"today:     {_period_line(spent['today'])}", f"month:     {_period_line(spent['month'])}"]
     if stall:
         lines.append(
@@ -77,7 +74,7 @@ DAILY_HEADERS = ["DAY (UTC)", "CYCLES", "TOKENS", "COST"]
 
 
 def daily_lines(days: list[dict], width: int | None = None) -> list[str]:
-    """`history --daily`: the rows of `daily_totals` (newest first, as given), aligned. `width` is unused:
+    """`history --daily`: the rows of `newest_days` (newest first, as given), aligned. `width` is unused:
     these rows are short (the argument matches the per-cycle table's)."""
     rows = [[d["day"], str(d["cycles"]), f"{d['tokens']:,}", cost_text(d["cost"], d["unpriced_cycles"])] for d in days]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(DAILY_HEADERS)]

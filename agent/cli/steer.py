@@ -3,8 +3,8 @@ lets a held home call its model again.
 
 An edit never blocks and is never lost. When the home's lock is free, the command takes it,
 applies any edits queued earlier (the inbox), then its own, validates and writes active.yaml
-atomically. When a cycle holds the lock (past --wait), the edit is appended to the inbox
-(scratchpad/inbox.jsonl) and the command exits 0 saying so: the next wake applies it, in order.
+atomically. When a cycle holds the lock (past --wait), the edit is queued in the inbox
+(logs/agent.db) and the command exits 0 saying so: the next wake applies it, in order.
 What each edit does is defined once, in agent/memory/queue_edits.py.
 """
 
@@ -19,9 +19,8 @@ import agent.gates.checks as checks
 import agent.memory.queue_edits as queue_edits
 from agent.cli.common import echo, existing_home, home_option, json_option, print_json, reports_errors, wait_seconds
 from agent.common.outcomes import Busy, InvalidScratchpad, UsageError
-from agent.memory.inbox import apply_inbox
+from agent.memory.inbox import apply_inbox, queue_edit, queued_edits
 from agent.state import problems
-from agent.store.inbox import queue_edit, queued_edits
 from agent.store.lock import home_lock
 from agent.store.state_file import load_state, write_state
 

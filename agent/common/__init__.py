@@ -9,4 +9,6 @@
 - secret_forms.py      the shapes a secret takes in text; secret_fragments.py, finding any fragment of one
 - imports.py           a large module's first import, without the garbage collector
 - entry_points.py      what installed packages declare (tool plugins, model providers), read without importing them
+- files.py             atomic file writes, disk errors, fault points (for the tests that kill at each step)
+- walk.py              bounded walks, copies and removals of trees the model shaped (the workspace)
 """

@@ -4,6 +4,7 @@
 - wake.py        under the lock, before the model: the home made ready, the state read, the cycle named
 - work.py        the model's part: the loop built over the tools, the gates and the preamble, then run
 - sleep.py       saving: memory bounded, the after snapshot, active.yaml
+- crash.py       before a cycle: what a killed process left (temporary files, a cycle with no record)
 - loop.py        the model loop: prompt -> model -> dispatcher; events.py, one event per action
 - limits.py      every limit of the cycle's own that ends it without `done`
 - dispatch.py    one reply to a state change and a tagged note

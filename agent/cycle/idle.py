@@ -37,6 +37,7 @@ from agent.gates.base import Woke
 from agent.memory.inbox import Applied, apply_inbox
 from agent.secrets import Secrets
 from agent.state import add_note
+from agent.store.db import any_rows
 from agent.store.home import Home
 
 # The most bytes of the wake_when command's stdout given to the model (the start of it).
@@ -106,7 +107,7 @@ def _has_work(home: Home, settings: Settings, state: dict) -> bool:
         return True
     if journal.unfinished(home):
         return True
-    if not home.approvals.exists():  # nothing was ever parked: agent/gates/approvals.py is not imported
+    if not any_rows(home, "approval"):  # nothing was ever parked: agent/gates/approvals.py is not imported
         return False
     from agent.gates.approvals import APPROVED, DENIED, read_approvals
 

@@ -1,11 +1,10 @@
-"""The journal of calls with side effects: logs/calls.jsonl.
+"""The journal of calls with side effects: the `call` rows of logs/agent.db.
 
 Tools declare whether a call may change something outside the cycle's memory (`Tool.side_effects`:
 MCP tools and plugins do unless they say otherwise). Before such a call runs, an `intent` record
-is appended to the journal (whole or not at all, fsynced: store/files.py `append_jsonl`); when
-it returns, or raises, its `result`. Calls run one at a time under the home's lock, so a cycle
-killed mid-call leaves that call's intent as the journal's last record, and finding it reads
-only the journal's tail, never the whole file.
+is committed to the journal; when it returns, or raises, its `result`. Calls run one at a time
+under the home's lock, so a cycle killed mid-call leaves that call's intent as the journal's last
+record, and finding it reads that one row, never the whole journal.
 
 The next cycle that runs (idle.wake, before its before snapshot) does not repeat such a call on
 its own. It adds `[INTERRUPTED] call ID tool(args) may or may not have completed` to the notes,
@@ -27,26 +26,29 @@ from typing import Any, Callable
 
 from agent.after.report import CycleReport
 from agent.common.escape import escape_controls
-from agent.common.outcomes import DiskError
 from agent.common.tags import Tag
 from agent.config import Settings
 from agent.models.replies import clip_line
 from agent.secrets import Secrets
 from agent.state import add_note
-from agent.store.files import append_jsonl, read_jsonl
+from agent.store.db import records
 from agent.store.home import Home
+from agent.store.rows import loaded
 
-# A call's intent is the journal's last record when it is unfinished; records are kept small
-# (arguments over ARGS_KEPT_BYTES are kept as clipped text), so this tail always holds it whole.
-JOURNAL_TAIL_BYTES = 64 * 1024
 ARGS_KEPT_BYTES = 16 * 1024
 RESULT_KEPT_CHARS = 300
 CALLS_IN_RECORD = 20  # the most calls one index record lists
 INTENT, RESULT, INTERRUPTED = "intent", "result", "interrupted"
 
 
-def journal_file(home: Home):
-    return home.logs / "calls.jsonl"
+def append(home: Home, record: dict) -> None:
+    """One record committed to the journal (AgentError, such as a full disk: nothing was written)."""
+    db = records(home)
+    with db.write():
+        db.execute(
+            "INSERT INTO call (format, call, event, record) VALUES (1, ?, ?, ?)",
+            (record["call"], record["event"], json.dumps(record, ensure_ascii=False)),
+        )
 
 
 def _now() -> str:
@@ -68,7 +70,7 @@ class Journal:
     """One cycle's journal writer; `ToolContext.run` calls `around` for each call with side effects."""
 
     def __init__(self, home: Home, report: CycleReport, secrets: Secrets, log: Callable[[str], None]):
-        self.path, self.report, self.secrets, self.log = journal_file(home), report, secrets, log
+        self.home, self.report, self.secrets, self.log = home, report, secrets, log
         self.count = 0
 
     def around(self, tool: str, args: dict, call: Callable[[], Any]) -> Any:
@@ -77,19 +79,8 @@ class Journal:
         call_id = f"{self.report.cycle_id}/{self.count}"
         args = self.secrets.redact(args)
         kept = args if len(json.dumps(args, ensure_ascii=False).encode()) <= ARGS_KEPT_BYTES else shown(tool, args)
-        append_jsonl(
-            self.path,
-            [
-                {
-                    "call": call_id,
-                    "event": INTENT,
-                    "cycle_id": self.report.cycle_id,
-                    "tool": tool,
-                    "args": kept,
-                    "at": _now(),
-                }
-            ],
-        )  # a disk error here: the call is not made
+        intent = {"call": call_id, "event": INTENT, "cycle_id": self.report.cycle_id, "tool": tool, "args": kept}
+        append(self.home, dict(intent, at=_now()))  # a disk error here: the call is not made
         self.log(f"journal: call {call_id} {shown(tool, args)} started")
         try:
             result = call()
@@ -103,19 +94,16 @@ class Journal:
         text = clip_line(self.secrets.redact_text(" ".join(text.split())), RESULT_KEPT_CHARS)
         status = "returned" if ok else "failed"
         _listed(self.report, call_id, tool, status)
-        append_jsonl(self.path, [{"call": call_id, "event": RESULT, "ok": ok, "result": text, "at": _now()}])
+        append(self.home, {"call": call_id, "event": RESULT, "ok": ok, "result": text, "at": _now()})
         self.log(f"journal: call {call_id} {status}: {escape_controls(text)}")
 
 
 def unfinished(home: Home) -> dict | None:
-    """The intent of a call a killed cycle left unfinished, or None. DiskError (exit 7) when the
-    journal cannot be read: whether a call is unfinished must not be guessed."""
-    try:
-        records = read_jsonl(journal_file(home), "call", JOURNAL_TAIL_BYTES)
-    except OSError as exc:
-        raise DiskError(f"could not read {journal_file(home)}: {exc.strerror or exc}") from exc
-    last = records[-1] if records else None
-    return last if last and last.get("event") == INTENT and isinstance(last.get("tool"), str) else None
+    """The intent of a call a killed cycle left unfinished, or None. AgentError (a disk error: exit 7)
+    when the journal cannot be read: whether a call is unfinished must not be guessed."""
+    found = records(home, create=False).one("SELECT event, record FROM call ORDER BY seq DESC LIMIT 1")
+    last = loaded(found[1]) if found and found[0] == INTENT else None
+    return last if isinstance(last, dict) and isinstance(last.get("tool"), str) else None
 
 
 def note_interrupted(home: Home, settings: Settings, state: dict, report: CycleReport) -> dict:
@@ -128,10 +116,7 @@ def note_interrupted(home: Home, settings: Settings, state: dict, report: CycleR
 
     call_id, tool, args = str(record.get("call")), record["tool"], record.get("args")
     parked = park_call(home, report.cycle_id, tool, args) if gate(settings)(tool) and isinstance(args, dict) else None
-    append_jsonl(
-        journal_file(home),
-        [{"call": call_id, "event": INTERRUPTED, "noted_in": report.cycle_id, "approval": parked, "at": _now()}],
-    )
+    append(home, {"call": call_id, "event": INTERRUPTED, "noted_in": report.cycle_id, "approval": parked, "at": _now()})
     _listed(report, call_id, tool, INTERRUPTED)
     text = (
         f"call {call_id} {shown(tool, args)} may or may not have completed: the cycle running it ended "

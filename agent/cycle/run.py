@@ -27,6 +27,7 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from agent.after.aftercare import after_cycle
+from agent.after.cycle_log import CycleLog
 from agent.after.report import CycleReport, SafeReporter
 from agent.after.transcript import Transcript
 from agent.cycle.idle import record as record_idle
@@ -34,7 +35,6 @@ from agent.cycle.sleep import save, sleep
 from agent.cycle.wake import Cycle, awake, given
 from agent.cycle.work import work
 from agent.secrets import Secrets
-from agent.store.cycle_log import CycleLog
 from agent.tools import open_registry, policy_line
 from agent.tools.workspace import settle_workspace
 
@@ -74,7 +74,7 @@ def _run(cycle: Cycle) -> CycleReport:
         with (
             tools as registry,
             CycleLog(home.cycle_log(report.cycle_id), secrets) as log,
-            Transcript(home.transcript(report.cycle_id), secrets, settings.transcript_max_bytes) as transcript,
+            Transcript(home, report.cycle_id, secrets, settings.transcript_max_bytes) as transcript,
         ):
             model = transcript.recording(cycle.model)  # every request and reply, exactly
             log(f"cycle {report.cycle_id} model={model.name} home={home.root}{woken.swept.note}")

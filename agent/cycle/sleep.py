@@ -1,7 +1,7 @@
 """Sleep: what a cycle saves once its model's part is over, in an order a crash cannot harm.
 
     bound memory   notes past `notes_budget` and completed tasks past `completed_window` are
-                   appended to the archive first (fsynced), then leave the state
+                   committed to the archive first, then leave the state
     after          <id>_after.yaml: the state as the cycle left it (`last_updated` untouched)
     active         active.yaml: the same, `last_updated` stamped now; the one it replaces is kept
                    (`Kept`: a hard link) until the cycle's record is written, and put back if the
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import agent.memory.bounding as memory
 import agent.state as state_rules
-from agent.store.files import Kept
+from agent.common.files import Kept
 from agent.store.state_file import write_state
 
 if TYPE_CHECKING:
@@ -65,6 +65,6 @@ def sleep(
 def _archive(home: Home, secrets: Secrets, log: Log, moved: list[memory.Archived], report: CycleReport) -> None:
     """Archive before saving: a crash in between can only duplicate a record, never lose one."""
     if moved:
-        memory.append_archive(home.archive, secrets.redact(memory.archive_records(moved, report.cycle_id)))
+        memory.append_archive(home, secrets.redact(memory.archive_records(moved, report.cycle_id)))
         report.archived = len(moved)
-        log(f"archived {len(moved)} item(s) to {home.archive.name}")
+        log(f"archived {len(moved)} item(s)")

@@ -7,7 +7,7 @@ cost budget with no price: exit 2, before anything is read or written). Then, aw
     ready the home: its folders and workspace, what a killed cycle left (temporary files, commands
         still running, a cycle that saved nothing)
     read active.yaml (InvalidScratchpad: exit 6, nothing written)
-    name the cycle (noted in logs/cycles.json) and start its report
+    name the cycle (its row in logs/agent.db) and start its report
     apply the inbox; idle.py decides whether there is anything to do
     open the cycle's gates: any of them may hold it (Held), so that it calls no model
 
@@ -27,9 +27,9 @@ import agent.cycle.interrupts as interrupts
 import agent.cycle.prompt as prompt
 from agent.after.report import CycleReport
 from agent.common.outcomes import Held
+from agent.cycle.crash import Sweep, clean_after_crash
 from agent.gates.registry import check_gates, open_gates
-from agent.store.crash import Sweep, clean_after_crash
-from agent.store.ids import new_cycle_id
+from agent.store.cycles import new_cycle_id
 from agent.store.lock import home_lock
 from agent.store.state_file import load_state
 from agent.tools.children import reap_recorded
@@ -100,7 +100,7 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
         swept = clean_after_crash(home, ensure_workspace(home.root, settings), held)
         reap_recorded(home.root)  # commands a killed cycle left running
         state = load_state(home)  # an invalid active.yaml: exit 6 before anything is written
-        cycle_id = new_cycle_id(home, now)  # noted in logs/cycles.json
+        cycle_id = new_cycle_id(home, now)  # its row in logs/agent.db
         report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), model.name)
         before, why_idle, woke = idle.wake(home, settings, state, report, cycle.force, secrets)
         gates = None if why_idle else open_gates(home, settings, secrets, model, cycle_id, now, woke)

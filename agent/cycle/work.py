@@ -32,6 +32,7 @@ from agent.cycle.dispatch import dispatch
 from agent.cycle.loop import Loop
 from agent.gates.base import Tools
 from agent.models import ModelError
+from agent.models.base import with_notices
 from agent.store.state_file import state_size_problem
 from agent.tools import ToolContext
 
@@ -80,7 +81,7 @@ def _loop(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log
     preamble = worked.preamble(prompt.system_prompt(cycle.rules, registry), worked.offered(cycle.examples, registry))
     loop = Loop(model, tools, preamble, gates, report)  # its time budget counts all that follows
     state = gates.before_loop(copy.deepcopy(woken.state), tools)  # approvals: the calls the operator decided on
-    model.start(log)
+    model.start(with_notices(log, lambda text: cycle.progress("notice", text=text)))  # a slow first call, said
     for note in [Tag.TOOL_ERROR.line(p) for p in registry.problems] + killed_notes(woken.swept.killed):
         state_rules.add_note(state, note)  # a plugin or MCP server left out, a killed cycle: said where people look
     # the one sink of the loop's steps: the log line, the counts, the progress display

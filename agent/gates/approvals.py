@@ -1,26 +1,25 @@
 """Approvals: calls to gated tools wait for the operator instead of running.
 
-A call to a tool that `approval_required` names is parked in scratchpad/approvals.json with an
-id, an [APPROVAL] note says so, and the cycle stops with `awaiting_approval` (exit 8). The
+A call to a tool that `approval_required` names is parked (a row of logs/agent.db) with an id,
+an [APPROVAL] note says so, and the cycle stops with `awaiting_approval` (exit 8). The
 operator answers with `agent approve ID` or `agent deny ID --reason TEXT`, even while a cycle
 runs. The next cycle, before the model is asked anything, runs every approved call exactly as
 it was parked (same registry, same tool policy), notes its result, and notes each denial with
 its reason, so the model learns what was refused and why.
 
-The file is the runtime's (the model's tools cannot reach scratchpad/). Every change is a
-read-modify-write under a short lock of its own (scratchpad/.approvals.lock), written
-atomically, so approving never waits for a running cycle and never races it. A call is marked
-`ran` before it runs: a crash in between skips it rather than running it twice.
+The database is the runtime's (the model's tools cannot reach logs/). Every change is a
+read-modify-write in one transaction of the database (milliseconds: SQLite's own lock, never the
+home's), so approving never waits for a running cycle and never races it. A call is marked `ran`
+before it runs: a crash in between skips it rather than running it twice.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import fnmatch
 import json
 import re
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from agent.common.escape import escape_controls
 from agent.common.outcomes import InvalidScratchpad, Parked, UsageError
@@ -29,18 +28,14 @@ from agent.config import Settings
 from agent.gates.base import Action, Gate, Tools
 from agent.secrets import Secrets
 from agent.state import add_note
-from agent.store.files import atomic_write
+from agent.store.db import Database, any_rows, records
 from agent.store.home import Home
-from agent.store.lock import file_lock
+from agent.store.rows import loaded
 from agent.tools import NeedsApproval, Registry, ToolContext
 
 PENDING, APPROVED, DENIED, RAN = "pending", "approved", "denied", "ran"
 STATUSES = (PENDING, APPROVED, DENIED, RAN)
 NO_RESULT = "(no result recorded: the cycle ended before the call returned)"
-
-
-def approvals_file(home: Home):
-    return home.approvals
 
 
 def _patterns(settings: Settings) -> dict[str, list[str]]:
@@ -81,25 +76,19 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-@contextlib.contextmanager
-def _locked(home: Home) -> Iterator[None]:
-    """Hold the approvals file's own lock for one read-modify-write (milliseconds, never a cycle)."""
-    with file_lock(home.approvals_lock):
-        yield
-
-
 def read_approvals(home: Home) -> list[dict]:
-    """Every parked call, oldest first ([] when none was ever parked)."""
-    path = approvals_file(home)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return []
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidScratchpad(f"{path}: cannot be read: {exc}") from exc
-    if not isinstance(data, list) or not all(_well_formed(r) for r in data):
-        raise InvalidScratchpad(f"{path}: not a list of approval records (id, cycle_id, tool, args, status)")
-    return data
+    """Every parked call, oldest first ([] when none was ever parked); InvalidScratchpad for a row
+    that is not an approval record (edited by hand)."""
+    found = []
+    for approval_id, text in records(home, create=False).rows("SELECT id, record FROM approval ORDER BY id"):
+        record = loaded(text)
+        if not _well_formed(record):
+            raise InvalidScratchpad(
+                f"{records(home, create=False).path}: parked call {approval_id} is not an approval record "
+                "(id, cycle_id, tool, args, status)"
+            )
+        found.append(record)
+    return found
 
 
 def pending_count(home: Home) -> int:
@@ -112,8 +101,6 @@ def pending_count(home: Home) -> int:
 
 def pending_calls(home: Home) -> list[dict]:
     """The parked calls still waiting for the operator, oldest first (InvalidScratchpad: unreadable)."""
-    if not approvals_file(home).exists():  # nothing was ever parked
-        return []
     return [record for record in read_approvals(home) if record["status"] == PENDING]
 
 
@@ -139,12 +126,16 @@ def _well_formed(record: Any) -> bool:
     )
 
 
-def _write(home: Home, records: list[dict]) -> None:
-    atomic_write(approvals_file(home), (json.dumps(records, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+def _save(db: Database, record: dict) -> None:
+    """One parked call, new or changed (inside `db.write()`)."""
+    db.execute(
+        "INSERT OR REPLACE INTO approval (id, format, status, record) VALUES (?, 1, ?, ?)",
+        (int(record["id"]), record["status"], json.dumps(record, ensure_ascii=False)),
+    )
 
 
-def _next_id(records: list[dict]) -> str:
-    return str(max((int(r["id"]) for r in records if r["id"].isdigit()), default=0) + 1)
+def _next_id(db: Database) -> str:
+    return str(db.one("SELECT coalesce(max(id), 0) + 1 FROM approval")[0])
 
 
 def shown_call(record: dict) -> str:
@@ -174,12 +165,13 @@ def park_call(home: Home, cycle_id: str, tool: str, args: dict) -> str:
 
 def _parked(home: Home, cycle_id: str, tool: str, args: dict) -> dict:
     """The pending record for this call: the same call already pending keeps its id."""
-    with _locked(home):
-        records = read_approvals(home)
-        record = next((r for r in records if r["status"] == PENDING and r["tool"] == tool and r["args"] == args), None)
+    db = records(home)
+    with db.write():
+        waiting = pending_calls(home)
+        record = next((r for r in waiting if r["tool"] == tool and r["args"] == args), None)
         if record is None:
             record = {
-                "id": _next_id(records),
+                "id": _next_id(db),
                 "cycle_id": cycle_id,
                 "tool": tool,
                 "args": args,
@@ -190,7 +182,7 @@ def _parked(home: Home, cycle_id: str, tool: str, args: dict) -> dict:
                 "handled_in": None,
                 "result": None,
             }
-            _write(home, records + [record])
+            _save(db, record)
     return record
 
 
@@ -207,16 +199,19 @@ def run_decided(
     has not heard of yet; the new state."""
     for warning in pattern_warnings(ctx.settings, registry):
         log(f"warning: {warning}")
-    if not approvals_file(home).exists():  # nothing was ever parked (decide needs a parked call)
+    if not any_rows(home, "approval"):  # nothing was ever parked (decide needs a parked call)
         return state
-    with _locked(home):
-        records = read_approvals(home)
-        todo = [r for r in records if r["status"] == APPROVED or (r["status"] == DENIED and r["handled_in"] is None)]
+    db = records(home)
+    with db.write():
+        todo = [
+            r
+            for r in read_approvals(home)
+            if r["status"] == APPROVED or (r["status"] == DENIED and r["handled_in"] is None)
+        ]
         for record in todo:  # marked before running: at most once, even if the process dies mid-call
             record["handled_in"] = cycle_id
             record["status"] = RAN if record["status"] == APPROVED else DENIED
-        if todo:
-            _write(home, records)
+            _save(db, record)
     for record in todo:
         if record["status"] == DENIED:
             add_note(
@@ -264,12 +259,11 @@ class ApprovalGate(Gate):
 
 
 def _set(home: Home, approval_id: str, **fields: Any) -> None:
-    with _locked(home):
-        records = read_approvals(home)
-        for record in records:
+    db = records(home)
+    with db.write():
+        for record in read_approvals(home):
             if record["id"] == approval_id:
-                record.update(fields)
-        _write(home, records)
+                _save(db, {**record, **fields})
 
 
 # ------------------------------------------------------------------------------- the operator
@@ -278,27 +272,27 @@ def _set(home: Home, approval_id: str, **fields: Any) -> None:
 def discard_open(home: Home, why: str) -> list[str]:
     """Deny every call still pending or approved (not run yet), with `why`, as if already noted:
     the memory they were parked for was replaced (`agent reset`). The ids so denied."""
-    if not approvals_file(home).exists():
+    if not any_rows(home, "approval"):
         return []
-    with _locked(home):
-        records = read_approvals(home)
-        open_calls = [r for r in records if r["status"] in (PENDING, APPROVED)]
+    db = records(home)
+    with db.write():
+        open_calls = [r for r in read_approvals(home) if r["status"] in (PENDING, APPROVED)]
         for record in open_calls:
             record.update(status=DENIED, decided=_now(), reason=why, handled_in="reset")
-        if open_calls:
-            _write(home, records)
+            _save(db, record)
     return [r["id"] for r in open_calls]
 
 
 def decide(home: Home, approval_id: str, approve: bool, reason: str | None = None) -> dict:
     """Approve or deny a pending call; UsageError (exit 2) for an unknown id or a decided call."""
-    if not approvals_file(home).exists():
+    if not any_rows(home, "approval"):
         raise UsageError(f"no parked call '{approval_id}': no call was ever parked in {home.root}")
-    with _locked(home):
-        records = read_approvals(home)
-        record = next((r for r in records if r["id"] == approval_id), None)
+    db = records(home)
+    with db.write():
+        parked = read_approvals(home)
+        record = next((r for r in parked if r["id"] == approval_id), None)
         if record is None:
-            known = ", ".join(r["id"] for r in records if r["status"] == PENDING) or "none"
+            known = ", ".join(r["id"] for r in parked if r["status"] == PENDING) or "none"
             raise UsageError(f"no parked call '{approval_id}' (pending: {known}; `agent approvals` lists them)")
         if record["status"] != PENDING:
             raise UsageError(
@@ -306,5 +300,5 @@ def decide(home: Home, approval_id: str, approve: bool, reason: str | None = Non
                 f"{'approved' if approve else 'denied'}"
             )
         record.update(status=APPROVED if approve else DENIED, decided=_now(), reason=reason)
-        _write(home, records)
+        _save(db, record)
     return record

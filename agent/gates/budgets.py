@@ -1,11 +1,12 @@
-"""Budgets across cycles: tokens and money per UTC day and month, from logs/index.jsonl (through its
-running totals, logs/totals.json, so a cycle reads O(1) however long the history).
+"""Budgets across cycles: tokens and money per UTC day and month, from what the cycle records spent
+(agent/store/cycles.py: a table the database keeps per day and model, so a cycle reads the same
+few rows however long the history).
 
-Each cycle's index record carries its `usage` and its `cost` (prompt and completion tokens at
+Each cycle's record carries its `usage` and its `cost` (prompt and completion tokens at
 the `prices` of its model, per million tokens; null when the model has no price). Before every
-model call the budget gate (`BudgetGate.before_call`) asks `Budgets.problem` whether the day's or the month's spending (the
-index's records by the UTC day and month they started, plus this cycle's usage so far) has
-reached a budget; if so the cycle stops with `budget_exhausted` (exit 10) and nothing is sent.
+model call the budget gate (`BudgetGate.before_call`) asks `Budgets.problem` whether the day's or
+the month's spending (the records by the UTC day and month they started, plus this cycle's usage
+so far) has reached a budget; if so the cycle stops with `budget_exhausted` (exit 10) and nothing is sent.
 
 A cost budget needs to know what the model costs: a cost budget with no price for the model
 is a usage error (exit 2) before anything is read, written or sent.
@@ -14,7 +15,7 @@ is a usage error (exit 2) before anything is read, written or sent.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from agent.common.outcomes import LimitReached, StopReason, UsageError
 from agent.config import Settings
@@ -23,11 +24,8 @@ from agent.models.base import Usage
 from agent.models.fallback import FallbackModel
 from agent.setting_checks import MODEL_BUDGET_KEYS
 from agent.state import parse_time
-from agent.store.home import Home, read_index
-from agent.store.ids import cycle_started
-from agent.store.totals import Totals, load_totals
-
-FIRST_TAIL_BYTES = 256 * 1024  # a month of index records is read from the end, growing until it is all there
+from agent.store.cycles import days, spent
+from agent.store.home import Home
 
 COST_BUDGETS = ("daily_cost_budget", "monthly_cost_budget")
 
@@ -66,60 +64,9 @@ def utc_day(started: Any) -> str | None:
     return None if when is None else when.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d")
 
 
-def daily_totals(records: Iterable[dict], prices: dict[str, dict[str, float]]) -> list[dict]:
-    """Per UTC day, oldest first: cycles, tokens, cost (of the priced cycles) and unpriced cycles."""
-    days: dict[str, dict] = {}
-    for record in records:
-        _add_to_day(days, record, prices)
-    return [days[d] for d in sorted(days)]
-
-
-def newest_days(records: Iterable[dict], prices: dict[str, dict[str, float]], limit: int = 0) -> list[dict]:
-    """`daily_totals` of the newest `limit` days (0: all), newest first, from `records` given newest
-    first (the index read backwards), so that time and memory grow with the days shown, not with the
-    history. Every record counts, as in the running totals that budgets and `status` read.
-
-    A record is counted in the day it `started`, and reading stops at the first record whose cycle
-    id is dated before the oldest of the `limit` newest days found: ids keep running order even when
-    the clock steps back, and a cycle never started after the time in its id, so every record
-    further back started before that day too (a clock that stepped back dates a record into an
-    earlier day, but never hides the records around it)."""
-    days: dict[str, dict] = {}
-    oldest_shown = None  # with `limit` days found: the oldest of the newest `limit`
-    for record in records:
-        if oldest_shown is not None and _id_day(record) < oldest_shown:
-            break
-        known = len(days)
-        _add_to_day(days, record, prices)
-        if limit and len(days) >= limit and len(days) != known:
-            oldest_shown = sorted(days, reverse=True)[limit - 1]
-    return [days[d] for d in sorted(days, reverse=True)[: limit or None]]
-
-
-def _id_day(record: dict) -> str:
-    """'YYYY-MM-DD' of the time in a record's cycle id; '9999-12-31' (never stops the reading) if none."""
-    cycle_id = record.get("cycle_id")
-    started = cycle_started(cycle_id) if isinstance(cycle_id, str) else None
-    return "9999-12-31" if started is None else started.strftime("%Y-%m-%d")
-
-
-def _add_to_day(days: dict[str, dict], record: dict, prices: dict[str, dict[str, float]]) -> None:
-    day = utc_day(record.get("started"))
-    if day is None or record.get("source", "index") != "index":
-        return
-    total = days.setdefault(day, {"day": day, "cycles": 0, "tokens": 0, "cost": 0.0, "unpriced_cycles": 0})
-    cost = record_cost(record, prices)
-    total["cycles"] += 1
-    total["tokens"] += record_tokens(record)
-    if cost is None:
-        total["unpriced_cycles"] += record_tokens(record) > 0
-    else:
-        total["cost"] = round(total["cost"] + cost, 8)
-
-
 def bucket_spending(bucket: dict | None, prices: dict[str, dict[str, float]]) -> dict:
-    """A day's or month's running totals (agent/store/totals.py) at `prices`: cycles, tokens, cost (recorded
-    costs, plus records with none priced now) and unpriced cycles, as `daily_totals` counts them."""
+    """What a day's or month's records spent (agent/store/cycles.py) at `prices`: cycles, tokens, cost
+    (recorded costs, plus records with none priced now) and unpriced cycles (tokens, and no price)."""
     if not bucket:
         return {"cycles": 0, "tokens": 0, "cost": 0.0, "unpriced_cycles": 0}
     cost, unpriced = float(bucket["cost"]), 0
@@ -132,12 +79,18 @@ def bucket_spending(bucket: dict | None, prices: dict[str, dict[str, float]]) ->
     return {"cycles": bucket["cycles"], "tokens": bucket["tokens"], "cost": cost, "unpriced_cycles": unpriced}
 
 
-def period_spending(totals: Totals, day: str, prices: dict[str, dict[str, float]]) -> dict[str, dict]:
-    """{"day": ..., "month": ...}: what the index's cycles spent on UTC `day` ('YYYY-MM-DD') and in its month."""
+def period_spending(home: Home, day: str, prices: dict[str, dict[str, float]]) -> dict[str, dict]:
+    """{"day": ..., "month": ...}: what the records spent on UTC `day` ('YYYY-MM-DD') and in its month."""
     return {
-        "day": bucket_spending(totals.days.get(day), prices),
-        "month": bucket_spending(totals.months.get(day[:7]), prices),
+        "day": bucket_spending(spent(home, day, day), prices),
+        "month": bucket_spending(spent(home, day[:7] + "-01", day[:7] + "-31"), prices),
     }
+
+
+def newest_days(home: Home, prices: dict[str, dict[str, float]], limit: int = 0) -> list[dict]:
+    """Per UTC day, newest first, the newest `limit` days with records (0: all): cycles, tokens, cost
+    (of the priced cycles) and unpriced cycles (`agent history --daily`)."""
+    return [dict(day=day, **bucket_spending(bucket, prices)) for day, bucket in days(home, limit)]
 
 
 def check_prices(settings: Settings, model: str) -> None:
@@ -159,9 +112,9 @@ class Budgets:
         check_prices(settings, model)
         self.day = utc_day(now.isoformat())
         self.earlier = {"day": {"tokens": 0, "cost": 0.0}, "month": {"tokens": 0, "cost": 0.0}}
-        if self.enabled:  # the running totals: O(1) however long the history (agent/store/totals.py)
-            for period, spent in period_spending(load_totals(home, now), self.day, settings.prices).items():
-                self.earlier[period] = {"tokens": spent["tokens"], "cost": spent["cost"]}
+        if self.enabled:  # a few rows however long the history (agent/store/cycles.py)
+            for period, used in period_spending(home, self.day, settings.prices).items():
+                self.earlier[period] = {"tokens": used["tokens"], "cost": used["cost"]}
 
     @property
     def enabled(self) -> bool:
@@ -195,49 +148,29 @@ class Budgets:
         return None
 
 
-def month_records(home: Home, now: _dt.datetime) -> list[dict]:
-    """The index records of `now`'s UTC month (and perhaps a few before), oldest first: read from the
-    index's end, so the cost follows one month's cycles, never the whole history (model_budgets only)."""
-    month = now.astimezone(_dt.timezone.utc).strftime("%Y-%m")
-    try:
-        size = home.index.stat().st_size
-    except FileNotFoundError:
-        return []
-    tail = FIRST_TAIL_BYTES
-    while True:
-        records = read_index(home, tail_bytes=None if tail >= size else tail)
-        if tail >= size or not records or (utc_day(records[0].get("started")) or month) < month:
-            return records
-        tail *= 4
-
-
 def model_budget_check(home: Home, settings: Settings, now: _dt.datetime) -> Callable[[str], str | None]:
     """For FallbackModel (`model_budgets`): the message when a model has spent a budget of its own,
-    counted from earlier cycles' index records that name it (this month's, read once, when first
-    asked); None while it has not."""
-    day, month = utc_day(now.isoformat()), now.astimezone(_dt.timezone.utc).strftime("%Y-%m")
-    read: list[list[dict]] = []
+    counted from what earlier cycles on it spent this UTC day and month; None while it has not."""
+    day = utc_day(now.isoformat())
 
-    def spent(model: str) -> str | None:
+    def used_up(model: str) -> str | None:
         limits = settings.model_budgets.get(model)
         if not limits:
             return None
-        if not read:
-            read.append(month_records(home, now))
-        mine = [r for r in read[0] if r.get("model") == model and (utc_day(r.get("started")) or "")[:7] == month]
-        today = [r for r in mine if utc_day(r.get("started")) == day]
+        today = bucket_spending(spent(home, day, day, model), settings.prices)
+        month = bucket_spending(spent(home, day[:7] + "-01", day[:7] + "-31", model), settings.prices)
         used = {
-            "daily_tokens": sum(map(record_tokens, today)),
-            "monthly_tokens": sum(map(record_tokens, mine)),
-            "daily_cost": sum(record_cost(r, settings.prices) or 0.0 for r in today),
-            "monthly_cost": sum(record_cost(r, settings.prices) or 0.0 for r in mine),
+            "daily_tokens": today["tokens"],
+            "monthly_tokens": month["tokens"],
+            "daily_cost": today["cost"],
+            "monthly_cost": month["cost"],
         }
         for key in MODEL_BUDGET_KEYS:
             if key in limits and used[key] >= limits[key]:
                 return f"has spent its {key.replace('_', ' ')} budget ({used[key]:g} of {limits[key]:g}; model_budgets)"
         return None
 
-    return spent
+    return used_up
 
 
 class BudgetGate(Gate):

@@ -1,7 +1,7 @@
 """Holds: a stuck home stops spending until something changes.
 
 After a cycle that stalled (exit 9) or parked a call for the operator (exit 8), later cycles call
-no model until something changes. Such a cycle is held: recorded like an idle one (one index
+no model until something changes. Such a cycle is held: recorded like an idle one (one cycle
 record, no snapshot pair, no log), with stop reason `held`, `held_for: stalled` or
 `held_for: awaiting_approval`, and the exit code of what it waits on (9 or 8).
 
@@ -28,11 +28,13 @@ from typing import Iterable
 
 from agent.common.outcomes import Held, StopReason
 from agent.gates.base import Gate
-from agent.store.home import Home, index_newest_first
+from agent.store.cycles import newest_first
+from agent.store.db import any_rows
+from agent.store.home import Home
 from agent.store.state_file import file_digest
 
 HOLDING = (StopReason.STALLED, StopReason.AWAITING_APPROVAL)  # what a hold is for
-READ_CAP = 1000  # index records read back at most to find the newest that is not idle
+READ_CAP = 1000  # records read back at most to find the newest that is not idle
 CHANGES = "a task or memory edit, an inbox item, an approval or denial, new wake_when output, or `agent resume`"
 
 
@@ -54,8 +56,8 @@ def held_for(record: dict) -> StopReason | None:
 
 
 def _decided_calls(home: Home) -> tuple[bool, bool]:
-    """(a call approved or denied waits to be run or told, a call is pending), from approvals.json."""
-    if not home.approvals.exists():  # nothing was ever parked: approvals.py is not imported
+    """(a call approved or denied waits to be run or told, a call is pending), from the parked calls."""
+    if not any_rows(home, "approval"):  # nothing was ever parked: approvals.py is not imported
         return False, False
     from agent.gates.approvals import APPROVED, DENIED, PENDING, read_approvals
 
@@ -102,7 +104,7 @@ class HoldGate(Gate):
         cycle = self.cycle
         if cycle.woke.forced:
             return
-        base = newest_working(index_newest_first(cycle.home))
+        base = newest_working(newest_first(cycle.home))
         reason = None if base is None else held_for(base)
         if reason is None or what_changed(cycle.home, base, reason, cycle.woke) is not None:
             return

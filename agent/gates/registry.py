@@ -27,9 +27,16 @@ def always(settings: Settings, home: Home) -> bool:
     return True
 
 
+def approvals_wanted(settings: Settings, home: Home) -> bool:
+    """Gated tools, or calls parked before (an approved one still runs when the setting is gone)."""
+    from agent.store.db import any_rows
+
+    return bool(settings.approval_required) or any_rows(home, "approval")
+
+
 # "module:Class" of each gate, and when a cycle has it (from its settings and its home).
 GATES: list[tuple[str, When]] = [
-    ("agent.gates.approvals:ApprovalGate", lambda s, home: bool(s.approval_required) or home.approvals.exists()),
+    ("agent.gates.approvals:ApprovalGate", approvals_wanted),
     ("agent.gates.budgets:BudgetGate", lambda s, home: s.budgeted or bool(s.model_budgets)),
     ("agent.gates.checks:CheckGate", always),
     ("agent.gates.stalls:StallGate", always),

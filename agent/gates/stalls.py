@@ -2,8 +2,8 @@
 
 A cycle that ends without done, on a task that has now ended `stall_cycles` cycles in a row
 without done, stops with `stalled` (exit 9) instead of its limit's reason, so cron can alert.
-The streak is read from logs/index.jsonl (each record's task_after and stop_reason) plus the
-cycle now ending. Only cycles where the model worked on the task count:
+The streak is read from the cycle records, newest first (each one's task_after and stop_reason),
+plus the cycle now ending. Only cycles where the model worked on the task count:
 
 - `done`, or another task, ends the streak;
 - a failed cycle (exit 4: a prompt the endpoint refuses, the model unreachable, a bug: a stop
@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from agent.common.outcomes import FAILURES, StopReason
+from agent.common.outcomes import FAILURES, AgentError, StopReason
 from agent.common.tags import Tag
 from agent.config import Settings
 from agent.gates.base import Gate
 from agent.secrets import Secrets
 from agent.state import add_note
-from agent.store.home import Home, index_newest_first
+from agent.store.cycles import newest_first
+from agent.store.home import Home
 
 NOT_COUNTED = {
     StopReason.AWAITING_APPROVAL.value,
@@ -73,9 +74,9 @@ def judge(
     if task is None or reason is StopReason.DONE or reason.value in NOT_COUNTED:
         return reason
     needed = settings.stall_cycles
-    try:  # the index read backwards, only as far as the streak needs
-        earlier = 0 if resumed else streak_newest_first(index_newest_first(home), task)[0]
-    except OSError:  # an unreadable index must not cost the cycle its result; the save will say more
+    try:  # the records read newest first, only as far as the streak needs
+        earlier = 0 if resumed else streak_newest_first(newest_first(home), task)[0]
+    except AgentError:  # unreadable records must not cost the cycle its result; the save will say more
         return reason
     if earlier + 1 < needed:
         return reason

@@ -2,9 +2,10 @@
 
 `notes` and `completed_tasks` would otherwise grow every cycle, and so would every prompt. Before
 a cycle's state is saved, `bound_memory` keeps the newest notes within a character budget and the
-newest completed tasks within a window; what no longer fits goes, in the same step, to
-logs/archive.jsonl (append-only JSON lines, each tagged with its cycle id). The archive is written
-and fsynced before the snapshots and active.yaml, so a crash in between can only duplicate, never lose.
+newest completed tasks within a window; what no longer fits goes, in the same step, to the archive
+(agent/store/archive.py: rows of logs/agent.db, each tagged with its cycle id, searched by the
+recall tool). The archive is committed before the snapshots and active.yaml are written, so a crash
+in between can only duplicate, never lose.
 
 The optional reflect step (after `done`) lets the model curate `notes` with APPEND / REPLACE /
 CLEAR; whatever it replaces or clears is archived first, and a reflection that fails or breaks an
@@ -26,7 +27,8 @@ from agent.models.base import Request
 from agent.models.replies import ReplyError, parse_reply
 from agent.secrets import Secrets
 from agent.state import InvariantViolation, invariant_problems
-from agent.store.files import append_jsonl, read_jsonl
+from agent.store.archive import append_archive as append_to_archive
+from agent.store.home import Home
 from agent.tools import Tool
 
 ARCHIVE_MARKER = Tag.ARCHIVED.value
@@ -77,7 +79,7 @@ def bound_memory(state: dict, notes_budget: int | None, completed_window: int | 
             size += len(line) + 1
         dropped = lines[: len(lines) - len(kept)]
         moved += [Archived("note", line, "notes_budget") for line in dropped]
-        marker = f"{ARCHIVE_MARKER} {len(dropped)} older note lines moved to logs/archive.jsonl"
+        marker = f"{ARCHIVE_MARKER} {len(dropped)} older note lines moved to the archive"
         new["notes"] = "\n".join([marker, *kept])
     return new, moved
 
@@ -150,13 +152,8 @@ def archive_records(items: Iterable[Archived], cycle_id: str) -> list[dict]:
     ]
 
 
-def append_archive(path, records: list[dict]) -> None:
-    append_jsonl(path, records)
-
-
-def read_archive(path) -> list[dict]:
-    """Every whole record in the archive, oldest first."""
-    return read_jsonl(path, "kind")
+def append_archive(home: Home, records: list[dict]) -> None:
+    append_to_archive(home, records)
 
 
 def reflect(

@@ -6,10 +6,12 @@ operator command that changes the state. The edits are applied in the order they
 one that cannot be applied (drop 5 of 3 tasks, a task too large to save) becomes an [INBOX] note
 instead and is not retried.
 
-Crash safety, with the inbox's lock held throughout:
+The inbox is the `inbox` rows of logs/agent.db: `agent task add` (and the like) queues an edit there
+when a cycle holds the home's lock. Crash safety, in one write transaction of the database (so no
+edit can be queued between the read and the emptying, and be lost):
   1. read the records; skip those whose ids active.yaml lists under `inbox_applied`;
   2. write active.yaml with the edits applied and `inbox_applied: [their ids]` (atomic);
-  3. empty the inbox.
+  3. delete the records, and commit.
 A kill before 2 completes leaves the old active.yaml and every record: they are applied next time.
 A kill between 2 and 3 leaves records that `inbox_applied` names: they are skipped, never applied
 twice. The marker is dropped from the state handed back, so the next save of active.yaml (the
@@ -19,14 +21,20 @@ cycle's, or the command's) removes it; the model never sees it.
 from __future__ import annotations
 
 import copy
+import datetime as _dt
+import json
+import os
 from dataclasses import dataclass, field
+from typing import Callable
 
+from agent.common.files import fault_point
 from agent.common.outcomes import UsageError
 from agent.common.tags import Tag
 from agent.memory.queue_edits import apply_edit, describe
 from agent.state import add_note
+from agent.store.db import any_rows, records
 from agent.store.home import Home
-from agent.store.inbox import empty_inbox, has_queued, inbox_lock, queued_edits
+from agent.store.rows import loaded
 from agent.store.state_file import state_size_problem, write_state
 
 # The top-level key of active.yaml naming the ids of the last batch applied (see above).
@@ -50,13 +58,34 @@ def _applied_ids(state: dict) -> set[str]:
     return {i for i in ids if isinstance(i, str)} if isinstance(ids, list) else set()
 
 
+def queue_edit(home: Home, edit: dict) -> dict:
+    """Queue one edit with a fresh id and the time; returns the record written."""
+    record = {
+        "id": os.urandom(8).hex(),
+        "queued": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **edit,
+    }
+    db = records(home)
+    with db.write():
+        db.execute("INSERT INTO inbox (format, record) VALUES (1, ?)", (json.dumps(record, ensure_ascii=False),))
+    return record
+
+
+def queued_edits(home: Home) -> list[dict]:
+    """The queued edits, oldest first."""
+    rows = records(home, create=False).rows("SELECT record FROM inbox ORDER BY seq")
+    return [record for (text,) in rows if (record := loaded(text)) is not None and "id" in record]
+
+
 def apply_inbox(home: Home, state: dict) -> Applied:
     """Apply every queued edit to `state` (read from active.yaml under the home's lock), save the
     result, empty the inbox. With nothing queued, nothing is written."""
     result = Applied(without_marker(state))
-    if not has_queued(home):
+    if not any_rows(home, "inbox"):
         return result
-    with inbox_lock(home) as fd:
+    db = records(home)
+    with db.write():
+        last = db.one("SELECT max(seq) FROM inbox")[0]  # only what is read now is deleted below
         already = _applied_ids(state)
         fresh = [r for r in queued_edits(home) if not (isinstance(r["id"], str) and r["id"] in already)]
         if fresh:
@@ -65,8 +94,26 @@ def apply_inbox(home: Home, state: dict) -> Applied:
             write_state(
                 home.active, {**result.state, APPLIED_KEY: [r["id"] for r in fresh if isinstance(r["id"], str)]}
             )
-        empty_inbox(home, fd)
+        fault_point("inbox: before emptying")
+        db.execute("DELETE FROM inbox WHERE seq <= ?", (last,))
+    fault_point("inbox: emptied")
     return result
+
+
+def discard_queued(home: Home, before_emptying: Callable[[list[dict]], None] = lambda records: None) -> list[dict]:
+    """Empty the inbox; the records it held (`agent reset`: they were meant for the replaced memory).
+    `before_emptying(records)` runs in the same transaction, before the records are deleted (even
+    when there are none), so whatever it keeps of them cannot miss one queued meanwhile."""
+    if not any_rows(home, "inbox"):
+        before_emptying([])
+        return []
+    db = records(home)
+    with db.write():
+        last = db.one("SELECT max(seq) FROM inbox")[0]
+        queued = queued_edits(home)
+        before_emptying(queued)
+        db.execute("DELETE FROM inbox WHERE seq <= ?", (last,))
+    return queued
 
 
 def _apply_one(result: Applied, record: dict) -> None:

@@ -17,6 +17,22 @@ from agent.common.tags import Outcome, Tag
 Log = Callable[[str], None]
 
 
+class Notice(str):
+    """A line a model logs that the operator should also see now, such as the embedded model
+    preparing itself on its first run on a machine. `with_notices` sends it on."""
+
+
+def with_notices(log: Log, notify: Callable[[str], None]) -> Log:
+    """A Log that writes every line to `log` and hands a Notice to `notify` as well."""
+
+    def both(line: str) -> None:
+        log(line)
+        if isinstance(line, Notice):
+            notify(str(line))
+
+    return both
+
+
 @dataclass(frozen=True)
 class Request:
     """One model call, as the cycle builds it.
@@ -142,7 +158,8 @@ class Model(Protocol):
     name: str
 
     def start(self, log: Log) -> None:
-        """Get ready for one cycle (load weights, open a client); `log` writes to the cycle log."""
+        """Get ready for one cycle (load weights, open a client); `log` writes to the cycle log
+        (and shows a Notice to the operator)."""
 
     def complete(self, request: Request) -> Completion: ...
 

@@ -1,4 +1,4 @@
-"""A home: the folder of one agent, where each of its files lives, and its cycle index."""
+"""A home: the folder of one agent, and where each of its files lives."""
 
 from __future__ import annotations
 
@@ -6,10 +6,8 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
-from agent.store.files import SECRET_DIR_MODE, append_jsonl, disk_error, read_jsonl, remove_temporaries
-from agent.store.tail import records_backwards
+from agent.common.files import SECRET_DIR_MODE, disk_error, remove_temporaries
 
 
 @dataclass(frozen=True)
@@ -56,42 +54,19 @@ class Home:
         return self.root / ".agent.lock"
 
     @property
-    def index(self) -> Path:
-        return self.logs / "index.jsonl"
+    def database(self) -> Path:
+        """Every record of the home in one SQLite database (agent/store/db.py): the cycle index, the
+        spending totals, transcripts, the journal, the archive with its recall index, parked calls,
+        the inbox and the probes."""
+        return self.logs / "agent.db"
 
     @property
-    def archive(self) -> Path:
-        return self.logs / "archive.jsonl"
-
-    @property
-    def inbox(self) -> Path:
-        """Operator edits queued while a cycle holds the lock (store/inbox.py)."""
-        return self.scratchpad / "inbox.jsonl"
-
-    @property
-    def approvals(self) -> Path:
-        """Calls to gated tools parked for the operator (agent/gates/approvals.py), and that file's own lock."""
-        return self.scratchpad / "approvals.json"
-
-    @property
-    def approvals_lock(self) -> Path:
-        return self.scratchpad / ".approvals.lock"
-
-    @property
-    def recall_index(self) -> Path:
-        """SQLite FTS5 over the archive (store/recall_index.py): derived, rebuilt when missing."""
-        return self.logs / "recall.sqlite3"
-
-    @property
-    def endpoint_memory(self) -> Path:
-        """The response format each openai: endpoint and model accepted (agent/models/openai/format_ladder.py)."""
-        return self.logs / "endpoint.json"
-
-    @property
-    def outlets(self) -> Path:
-        """Whether the on_cycle_end hook and the metrics file worked the last time they were due
-        (agent/after/outlets.py): a failing one is shown by `status` until it works again."""
-        return self.logs / "outlets.json"
+    def older_release_files(self) -> tuple[Path, ...]:
+        """What the release before logs/agent.db kept in files (agent/store/upgrade.py moves them in)."""
+        logs = ("index.jsonl", "cycles.json", "totals.json", "calls.jsonl", "archive.jsonl", "recall.sqlite3")
+        logs += ("recall.sqlite3-journal", "endpoint.json", "sandbox.json")
+        older = ("approvals.json", ".approvals.lock", "inbox.jsonl")
+        return tuple(self.logs / name for name in logs) + tuple(self.scratchpad / name for name in older)
 
     @property
     def operator_files(self) -> tuple[Path, ...]:
@@ -108,10 +83,6 @@ class Home:
 
     def cycle_log(self, cycle_id: str) -> Path:
         return self.logs / f"cycle_{cycle_id}.log"
-
-    def transcript(self, cycle_id: str) -> Path:
-        """Every request and reply of the cycle (agent/after/transcript.py); kept and pruned with its log."""
-        return self.logs / f"cycle_{cycle_id}.transcript.jsonl"
 
     def ensure_dirs(self) -> None:
         """Create scratchpad/ and logs/ private to the owner (they may hold tool output).
@@ -134,26 +105,9 @@ def remove_stale_temporaries(
 ) -> list[Path]:
     """Delete the temporary files a killed process left in scratchpad/, logs/ and, when given,
     anywhere in the tools' workspace (write_file writes through atomic_write too), within the
-    bounds of `store/walk.py` (what lies beyond them is added to `left_out`).
+    bounds of `common/walk.py` (what lies beyond them is added to `left_out`).
     Call only while holding the lock."""
     removed = remove_temporaries(home.scratchpad) + remove_temporaries(home.logs)
     if workspace is not None:
         removed += remove_temporaries(workspace, recursive=True, left_out=left_out)
     return removed
-
-
-def append_index(home: Home, record: dict) -> None:
-    """Add one cycle's record to logs/index.jsonl."""
-    append_jsonl(home.index, [record])
-
-
-def read_index(home: Home, tail_bytes: int | None = None) -> list[dict]:
-    """Every cycle record in the index (with `tail_bytes`, the last ones), oldest first.
-    Records with a malformed id are skipped."""
-    return [r for r in read_jsonl(home.index, "cycle_id", tail_bytes) if isinstance(r["cycle_id"], str)]
-
-
-def index_newest_first(home: Home) -> Iterator[dict]:
-    """The index's cycle records, newest first, read backwards from the end only as far as the caller
-    goes (bounded memory: `agent/store/tail.py`). Records with a malformed id are skipped."""
-    return (r for r in records_backwards(home.index, "cycle_id") if isinstance(r["cycle_id"], str))

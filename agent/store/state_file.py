@@ -8,10 +8,10 @@ from pathlib import Path
 
 import yaml
 
+from agent.common.files import atomic_write
 from agent.common.outcomes import InvalidScratchpad
 from agent.common.safe_yaml import FileRefused, dump_yaml, load_yaml, read_text_file, yaml_problem
 from agent.state import fresh_state, normalize, problems
-from agent.store.files import atomic_write
 from agent.store.home import Home
 
 # A scratchpad this large is not memory, it is an accident; refuse it rather than feed it to a model.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.store.files import atomic_write
+from agent.common.files import atomic_write
 from agent.tools.base import ToolContext, ToolError
 from agent.tools.quota import ledger, refuse_if_over
 from agent.tools.sandbox_identity import hand_over

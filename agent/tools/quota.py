@@ -16,9 +16,11 @@ Bounding, while a command runs (`DiskWatch`): every WATCH_SECONDS the agent read
 filesystem's used blocks and inodes (statvfs, one system call whatever the workspace holds). Once
 they have grown past the room the quota left when the command started, a walk confirms it (other
 programs on that filesystem count in the first reading, never in the walk) and the command is
-killed. The overshoot is what the disk takes in one interval plus that walk: nothing in the
-sandbox writes faster than the disk (fallocate is refused by its seccomp filter), and a file is
-at most `sandbox_max_file_bytes` (RLIMIT_FSIZE). docs/reference.md states the bound and
+killed. Growth the walk cannot explain (files deleted while held open, O_TMPFILE files, or other
+programs' writes) is kept count of, and kills the command past `workspace_max_bytes` (or files).
+The overshoot is what the disk takes in one interval plus that walk: nothing in the sandbox
+writes faster than the disk (fallocate and io_uring are refused by its seccomp filter), and a
+file is at most `sandbox_max_file_bytes` (RLIMIT_FSIZE). docs/reference.md states the bound and
 docs/measurements.md what 60 parallel writers reached.
 """
 
@@ -140,27 +142,55 @@ def refuse_if_over(ctx: ToolContext, adding: int = 0, new_files: int = 0) -> Non
         raise ToolError(f"{problem}; writes are refused until files are removed (the operator may raise the setting)")
 
 
+READ_ONLY_AFTER = (
+    "writes are refused from now on (the workspace is read-only to commands) until the operator removes files "
+    "or raises the setting"
+)
+
+
 class DiskWatch:
     """A running command's watch (module docstring): `problem()` is cheap until the workspace's
-    filesystem has grown past the room left, then a walk decides."""
+    filesystem has grown past the room left, then a walk decides.
+
+    Growth the walk cannot explain is counted as well, never forgiven: a file deleted while open,
+    or made with O_TMPFILE and never named (or passed over a socket and closed), takes blocks that
+    no walk finds, until its command ends. So the filesystem may grow while a command runs by at
+    most the room the quota left, plus `workspace_max_bytes` (and files) that no walk explains;
+    another program writing to the same filesystem meanwhile counts in the second part."""
 
     def __init__(self, root: Path, settings: Settings, usage: Usage):
-        self.root, self.settings = root, settings
-        self._base(usage)
+        self.root, self.settings, self.usage = root, settings, usage
+        self.start = os.statvfs(root)
+        # how far the filesystem may grow before the next walk: the room the quota leaves
+        self.walk_at = (settings.workspace_max_bytes - usage.bytes, settings.workspace_max_files - usage.files)
 
-    def _base(self, usage: Usage) -> None:
-        self.room_bytes = self.settings.workspace_max_bytes - usage.bytes
-        self.room_files = self.settings.workspace_max_files - usage.files
-        self.start = os.statvfs(self.root)
-
-    def problem(self) -> str | None:
-        now = os.statvfs(self.root)
-        grown_bytes = (self.start.f_bfree - now.f_bfree) * now.f_frsize
-        grown_files = self.start.f_ffree - now.f_ffree if now.f_files else 0  # some filesystems count no inodes
-        if grown_bytes <= self.room_bytes and grown_files <= self.room_files:
+    def problem(self, running: bool = True) -> str | None:
+        """Why the command must stop (or, once it has ended, why the workspace is over), with what
+        follows for later commands; None: all is well. An ended command holds no unnamed file."""
+        grown = self._growth()
+        if grown[0] <= self.walk_at[0] and grown[1] <= self.walk_at[1]:
             return None
         usage = workspace_usage(self.root, self.settings.workspace_max_files)
         found = usage_problem(usage, self.settings)
-        if found is None:  # someone else wrote to that filesystem: start again from here
-            self._base(usage)
-        return found
+        if found is not None:
+            return f"{found}; {READ_ONLY_AFTER}"
+        if not running:
+            return None
+        unseen = (grown[0] - (usage.bytes - self.usage.bytes), grown[1] - (usage.files - self.usage.files))
+        limits = (self.settings.workspace_max_bytes, self.settings.workspace_max_files)
+        if unseen[0] > limits[0] or unseen[1] > limits[1]:
+            return (
+                f"while it ran, the workspace's filesystem grew by {unseen[0]} bytes and {unseen[1]} files more than "
+                f"the workspace holds, over workspace_max_bytes ({limits[0]}) or workspace_max_files ({limits[1]}): "
+                f"files it deleted (or never named) while holding them open, or another program's writes; that "
+                f"space comes back as the command ends, so later commands run as before"
+            )
+        # within bounds: the next walk when the filesystem has grown by what the quota leaves now
+        self.walk_at = (grown[0] + limits[0] - usage.bytes, grown[1] + limits[1] - usage.files)
+        return None
+
+    def _growth(self) -> tuple[int, int]:
+        """(bytes, files) the workspace's filesystem has grown by since the command started."""
+        now = os.statvfs(self.root)
+        files = self.start.f_ffree - now.f_ffree if now.f_files else 0  # some filesystems count no inodes
+        return (self.start.f_bfree - now.f_bfree) * now.f_frsize, files

@@ -1,18 +1,16 @@
 """recall: the model searches what bounded memory moved out of the scratchpad.
 
-The search itself is agent/store/recall_index.py (an SQLite FTS5 index over logs/archive.jsonl);
+The search itself is agent/store/archive.py (SQLite FTS5 over the archive, in logs/agent.db);
 this module is the tool: its arguments, its refusals, and a bounded answer.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from agent.common.outcomes import AgentError
+from agent.store.archive import Match, fts_query, search
+from agent.store.db import any_rows
 from agent.store.home import Home
 from agent.tools.base import Tool, ToolContext, ToolError
-
-if TYPE_CHECKING:
-    from agent.store.recall_index import Match
 
 MAX_LIMIT = 10
 MATCH_CHARS = 300
@@ -34,20 +32,16 @@ def recall(ctx: ToolContext, query: str, limit: int = 3) -> str:
         query: what to look for, e.g. "disk space warning"
         limit: how many matches to return, best first (1 to 10)
     """
-    import sqlite3  # here, not at the top: a cycle that never recalls never loads SQLite
-
-    from agent.store.recall_index import fts_query, search
-
     if not 1 <= limit <= MAX_LIMIT:
         raise ToolError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
     if fts_query(query) is None:
         raise ToolError("the query has no words to search for")
     home = Home.at(ctx.home)
-    if not home.archive.exists():
-        return "nothing has been archived yet"
     try:
+        if not any_rows(home, "archive"):
+            return "nothing has been archived yet"
         matches = search(home, query, limit)
-    except (OSError, sqlite3.Error) as exc:
+    except AgentError as exc:
         raise ToolError(f"cannot search the archive: {exc}") from None
     if not matches:
         return f"no archived note or task matches {query[:80]!r}"

@@ -18,8 +18,8 @@ One bubblewrap sandbox per command line, run by `/bin/sh -c` (the engine and why
   memory, processes and file size are bounded (sandbox_limits.py), and so are its private /tmp
   and /dev/shm (tmpfs of `sandbox_max_memory` each, charged to its memory cgroup where one exists).
 
-Whether the sandbox works here is probed once and remembered in logs/sandbox.json (like the
-format ladder's logs/endpoint.json); `shell_policy: auto` (the default) uses it when it does
+Whether the sandbox works here is probed once and remembered in logs/agent.db (the `sandbox`
+probe, beside the format ladder's `endpoint`); `shell_policy: auto` (the default) uses it when it does
 and the allowlist otherwise. `policy_in_force` says which policy is in force and why.
 """
 
@@ -32,8 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent.common.outcomes import AgentError
 from agent.config import Settings
-from agent.store.files import atomic_write
+from agent.store.db import probe as remembered
+from agent.store.db import remember_probe
+from agent.store.home import Home
 from agent.tools.children import die_with_parent
 from agent.tools.sandbox_identity import child_setup, outer_ids, workspace_slot
 from agent.tools.sandbox_limits import CommandCgroup, ResourceLimits, nproc_prefix, set_rlimits
@@ -45,7 +48,6 @@ if TYPE_CHECKING:  # imported where used: a cycle that runs no command pays for 
 WORKSPACE = "/workspace"  # where the workspace is inside the sandbox
 INSIDE_UID = 65534  # the sandbox's user inside its user namespace (outside: sandbox_identity.py)
 PATH = "/usr/local/bin:/usr/bin:/bin"
-MEMORY_FILE = "sandbox.json"  # in the home's logs/
 PROBE_TIMEOUT = 60.0
 # Files of /etc a program may need and that hold nothing private (no passwd: one is written).
 ETC_FILES = (
@@ -341,15 +343,14 @@ _probed: dict[str, Probe] = {}  # this process's probes, by identity
 
 
 def remembered_probe(home: Path, settings: Settings, *, remember: bool = True) -> Probe:
-    """The probe remembered in logs/sandbox.json for this bwrap, user and kernel, or a new one
+    """The probe remembered in logs/agent.db for this bwrap, user and kernel, or a new one
     (written there when `remember`; a home that cannot be written to just probes again)."""
     identity = _identity(settings)
-    path = home / "logs" / MEMORY_FILE
     try:
-        noted = json.loads(path.read_text())
+        noted = remembered(Home(home), "sandbox")
         if noted.get("identity") == identity:
             return Probe(bool(noted["works"]), str(noted["why"]), str(noted.get("probed", "")))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (AgentError, KeyError, TypeError, AttributeError):
         pass
     key = json.dumps(identity, sort_keys=True)
     if identity["bwrap"] is None:
@@ -357,15 +358,10 @@ def remembered_probe(home: Path, settings: Settings, *, remember: bool = True) -
     else:
         found = _probed.get(key) or probe(settings)
     _probed[key] = found
-    if remember and path.parent.is_dir():
+    if remember and Home(home).logs.is_dir():
         try:
-            atomic_write(
-                path,
-                json.dumps(
-                    {"identity": identity, "works": found.works, "why": found.why, "probed": found.probed}, indent=1
-                ).encode()
-                + b"\n",
-            )
+            record = {"identity": identity, "works": found.works, "why": found.why, "probed": found.probed}
+            remember_probe(Home(home), "sandbox", record)
         except Exception:  # noqa: BLE001 - a read-only home probes again next time
             pass
     return found

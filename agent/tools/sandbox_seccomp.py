@@ -11,7 +11,11 @@ with no_new_privs set, so it holds for everything the command starts. It refuses
 - the kernel's key store: `add_key`, `keyctl` and `request_key` (EPERM), on top of the fresh
   session keyring the sandbox starts with;
 - `fallocate` (EOPNOTSUPP: the C library then writes the blocks instead), so reserving disk
-  space goes no faster than writing it, which the quota's watch sees (quota.py).
+  space goes no faster than writing it, which the quota's watch sees (quota.py);
+- io_uring (`io_uring_setup`, `io_uring_enter`, `io_uring_register`: ENOSYS, so a program falls
+  back to plain system calls). Its operations run in the kernel, where no seccomp filter sees
+  them: IORING_OP_OPENAT takes a mode (a setuid file), IORING_OP_FALLOCATE reserves a gigabyte
+  of disk in one call, past every rule above. Docker's default profile refuses it too.
 
 Only the machine's own architecture is allowed: a system call of another ABI (i386's `int 0x80`,
 x86_64's x32) kills the process, so no second syscall table gets round a rule. The rules are
@@ -28,9 +32,11 @@ import os
 import stat
 
 ARCHITECTURES = ("x86_64", "aarch64")  # where the rules were written and tested
-FCHMODAT2 = (
-    452  # the same number on every architecture (the kernel's shared table); libseccomp < 2.5.5 has no name for it
-)
+# Calls newer than some libseccomp still installed are named by number: the same on every
+# architecture (the kernel's shared table from 424 on), whatever names libseccomp knows.
+FCHMODAT2 = 452  # libseccomp < 2.5.5 has no name for it
+OPENAT2 = 437  # libseccomp < 2.5.0 has no name for it
+IO_URING = (425, 426, 427)  # io_uring_setup, io_uring_enter, io_uring_register (libseccomp < 2.4.2)
 O_TMPFILE = getattr(os, "O_TMPFILE", 0o20200000)
 MODE_BITS = (stat.S_ISUID, stat.S_ISGID)
 # (system call, index of its flags argument or None, index of its mode argument)
@@ -45,8 +51,9 @@ MODE_CALLS = (
     ("open", 1, 2),
     ("openat", 2, 3),
 )
-REFUSED = (("openat2", errno.ENOSYS), ("add_key", errno.EPERM), ("keyctl", errno.EPERM))
+REFUSED = ((OPENAT2, errno.ENOSYS), ("add_key", errno.EPERM), ("keyctl", errno.EPERM))
 REFUSED += (("request_key", errno.EPERM), ("fallocate", errno.EOPNOTSUPP))
+REFUSED += tuple((number, errno.ENOSYS) for number in IO_URING)
 
 # libseccomp's constants (seccomp.h)
 _ACT_ALLOW = 0x7FFF0000
@@ -97,10 +104,19 @@ def rules() -> list[tuple[str | int, int, list[tuple[int, int, int]]]]:
     return out + [(name, error, []) for name, error in REFUSED]
 
 
+_UNKNOWN_NAME = -1  # what libseccomp answers for a name it does not know (__NR_SCMP_ERROR)
+
+
 def _rule(lib, arg_cmp, ctx, name: str | int, error: int, compared: list[tuple[int, int, int]]) -> None:
     """Refuse `name` with `error` when every (argument, mask, value) comparison holds. A call this
-    architecture does not have (`open` on aarch64) needs no rule."""
+    architecture does not have (`open` on aarch64: libseccomp gives a negative pseudo-number) needs
+    no rule; a name libseccomp does not know at all stops the filter, never drops its rule."""
     number = name if isinstance(name, int) else lib.seccomp_syscall_resolve_name(name.encode())
+    if number == _UNKNOWN_NAME:
+        raise SeccompUnavailable(
+            f"this libseccomp does not know the system call {name}, so the filter could not refuse it; "
+            f"install libseccomp 2.5 or later"
+        )
     if number < 0:
         return
     cmps = (arg_cmp * max(1, len(compared)))(

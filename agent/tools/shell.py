@@ -86,16 +86,13 @@ def _sandboxed(ctx: ToolContext, command: str) -> str:
             except SandboxUnavailable as exc:
                 raise ToolError(f"the sandbox cannot start: {exc}") from None
             text = _result(ctx, proc, watch=watch and watch.problem)
-        now_over = watch and watch.problem()  # one more look as it ends (a walk only past the room)
+        now_over = watch and watch.problem(running=False)  # one more look as it ends (a walk only past the room)
     finally:
         counted.recount()  # in the background, while the model writes its next reply
     if over:
         return f"{text}\n[{over}: the workspace is read-only to commands until the operator removes files]".lstrip()
     if now_over:
-        raise ToolError(
-            f"{now_over}; writes are refused from now on (the workspace is read-only to commands) "
-            f"until the operator removes files or raises the setting; the command's output: {text[:200]}"
-        )
+        raise ToolError(f"{now_over}; the command's output: {text[:200]}")
     return text
 
 
@@ -252,11 +249,7 @@ def _read_until(
                 next_watch = time.monotonic() + WATCH_SECONDS
                 problem = watch()
                 if problem:
-                    raise QuotaExceeded(
-                        f"{problem}; the command was killed, and writes are refused from now on "
-                        f"(the workspace is read-only to commands) until the operator removes files "
-                        f"or raises the setting"
-                    )
+                    raise QuotaExceeded(f"the command was killed: {problem}")
             wait = min(remaining, WATCH_SECONDS) if watch is not None else remaining
             if not selector.select(wait):
                 continue

@@ -1,5 +1,5 @@
-"""After a cycle (agent/after/aftercare.py): the index record first, then retention, the totals,
-the metrics file and the hook; none of them can cost the cycle its result."""
+"""After a cycle (agent/after/aftercare.py): the cycle's record first, then retention, the metrics
+file and the hook; none of them can cost the cycle its result."""
 
 from __future__ import annotations
 
@@ -7,16 +7,20 @@ import datetime as dt
 import json
 import sys
 
-from agent.after.aftercare import after_cycle, keep_totals
+import pytest
+
+from agent.after.aftercare import after_cycle
 from agent.after.report import CycleReport
+from agent.common.outcomes import DiskError
 from agent.config import Settings
 from agent.gates.approvals import park_call
 from agent.models.base import Usage
 from agent.secrets import Secrets
-from agent.store.home import Home, read_index
-from agent.store.ids import new_cycle_id
-from agent.store.totals import load_totals
-from tests.helpers import store_home
+from agent.store.cycles import disk, new_cycle_id
+from agent.store.db import any_rows
+from agent.store.home import Home
+from tests.helpers import cycle_records, store_home, stored_bytes
+from tests.store.faults import read_only
 
 SECRET = "sk-aftercare-0123456789"
 
@@ -40,9 +44,9 @@ def test_the_record_is_appended_redacted_with_its_cost_and_pending_approvals(hom
     lines: list[str] = []
     settings = Settings(prices={"openai:gpt-x": {"input": 2.0, "output": 8.0}})
     after_cycle(h, settings, report, Secrets([SECRET]), lines.append)
-    [record] = read_index(h)
+    [record] = cycle_records(h)
     assert record["cycle_id"] == report.cycle_id and record["cost"] == 6.0
-    assert record["task_after"] == "use [REDACTED]" and SECRET not in h.index.read_text()
+    assert record["task_after"] == "use [REDACTED]" and SECRET.encode() not in stored_bytes(home)
     assert record["pending_approvals"] == 1 and record["oldest_pending_approval"]
     assert "files" not in record and lines == []
 
@@ -50,9 +54,9 @@ def test_the_record_is_appended_redacted_with_its_cost_and_pending_approvals(hom
 def test_without_prices_or_approvals_the_record_says_so(home):
     h = store_home(home)
     after_cycle(h, Settings(), _cycle(h, 0), Secrets(), [].append)
-    [record] = read_index(h)
+    [record] = cycle_records(h)
     assert record["cost"] is None and record["pending_approvals"] == 0 and record["oldest_pending_approval"] is None
-    assert not h.approvals.exists()  # nothing parked: the approvals file is not even made
+    assert not any_rows(h, "approval")  # nothing parked
 
 
 def test_retention_removes_old_cycles_files_but_never_their_records(home):
@@ -61,14 +65,13 @@ def test_retention_removes_old_cycles_files_but_never_their_records(home):
     for minute in range(3):  # as cycles run: each one's files, then its aftercare
         reports.append(_cycle(h, minute))
         after_cycle(h, Settings(keep_cycles=1), reports[-1], Secrets(), lines.append)
-    assert [r["cycle_id"] for r in read_index(h)] == [r.cycle_id for r in reports]
+    assert [r["cycle_id"] for r in cycle_records(h)] == [r.cycle_id for r in reports]
     assert sorted(p.name for p in h.scratchpad.iterdir()) == [
         f"{reports[-1].cycle_id}_after.yaml",
         f"{reports[-1].cycle_id}_before.yaml",
     ]
-    assert lines == ["retention: removed 3 old snapshot/log file(s)"] * 2
-    disk = load_totals(h).disk
-    assert disk["snapshots"][0] == 2  # the totals count what retention left
+    assert lines == ["retention: removed 3 old snapshot/log file(s) and 0 transcript(s)"] * 2
+    assert disk(h) == {"snapshots": [2, 6], "logs": [1, 11]}  # what retention left
 
 
 def test_prune_false_keeps_every_file(home):
@@ -87,16 +90,16 @@ def test_the_metrics_file_and_the_hook_get_the_same_redacted_record(home, tmp_pa
     lines: list[str] = []
     after_cycle(h, settings, report, Secrets([SECRET]), lines.append)
     sent = json.loads(received.read_text())
-    assert sent == read_index(h)[0] and sent["task_after"] == "use [REDACTED]"
+    assert sent == cycle_records(h)[0] and sent["task_after"] == "use [REDACTED]"
     metrics = (home / "agent.prom").read_text()
     assert 'reason="error"} 1' in metrics and SECRET not in metrics
     assert len(lines) == 1 and lines[0].startswith("on_cycle_end: ") and "exited 0" in lines[0]
 
 
-def test_totals_that_cannot_be_saved_are_logged_and_the_cycle_goes_on(home):
+def test_a_record_that_cannot_be_written_is_a_disk_error_naming_the_database(home):
+    """The record is the one write aftercare cannot do without (history, budgets): a failure is exit 7."""
     h = store_home(home)
     report = _cycle(h, 0)
-    (h.logs / "totals.json").mkdir()  # a folder where the totals go
-    lines: list[str] = []
-    keep_totals(h, report.cycle_id, [], lines.append)
-    assert len(lines) == 1 and lines[0].startswith("logs/totals.json not updated: ")
+    read_only(h)
+    with pytest.raises(DiskError, match=r"could not write .*logs/agent.db: .*read-only"):
+        after_cycle(h, Settings(), report, Secrets(), [].append)

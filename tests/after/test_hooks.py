@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.helpers import done, echo, run_cycle
-from tests.helpers import configure
+from tests.helpers import configure, cycle_records
 
 STATE = {
     "goals": [],
@@ -38,7 +38,7 @@ def test_the_hook_gets_the_index_record_on_stdin_and_runs_in_the_home(home):
     assert result.exit_code == 0, result.output
     seen = json.loads((home / "hook_out.json").read_text())
     record = json.loads(seen["stdin"])
-    index = [json.loads(line) for line in (home / "logs" / "index.jsonl").read_text().splitlines()]
+    index = cycle_records(home)
     assert record == index[-1] and record["stop_reason"] == "done" and record["task_after"] == "two"
     assert Path(seen["cwd"]).resolve() == home.resolve()
     assert seen["env"]["AGENT_CYCLE_ID"] == record["cycle_id"] and seen["env"]["AGENT_STOP_REASON"] == "done"
@@ -127,7 +127,7 @@ def test_a_failing_hook_is_shown_by_status_until_it_works_again(home, tmp_path, 
     configure(home, {"current_task": "one"}, on_cycle_end=[str(hook)])
     assert run_cycle(home, [done("one")]).exit_code == 0  # the program does not exist yet
     assert json.loads(run_cycle(home, [], "--json").stdout)["stop_reason"] == "idle"
-    first = json.loads((home / "logs" / "index.jsonl").read_text().splitlines()[0])["cycle_id"]
+    first = cycle_records(home)[0]["cycle_id"]
     out = run_cli("status", "--home", str(home)).stdout
     [line] = [line for line in out.splitlines() if line.startswith("hook:")]
     assert line == f"hook:      on_cycle_end failing since cycle {first}: program not found: {hook}"

@@ -12,11 +12,12 @@ import pytest
 from agent.after.incidents import act_on, error_signature, first_to_report, incident_key, incident_run, open_incident
 from agent.config import load_settings
 from agent.cycle.run import run_cycle as cycle_in_process
+from agent.memory.inbox import queue_edit
 from agent.models.scripted import ScriptedModel
+from agent.store.cycles import add_record, record_of
 from agent.store.home import Home
-from agent.store.inbox import queue_edit
 from tests.cli.helpers import done, echo, run_cycle
-from tests.helpers import configure, run_cli, write_active
+from tests.helpers import configure, cycle_records, run_cli, write_active
 
 WRITE = {"tool": "write_file", "args": {"path": "report.txt", "content": "hello"}}
 
@@ -111,7 +112,7 @@ def test_a_parked_call_mails_once_and_a_second_call_parked_later_mails_again(hom
 
 
 def quiet_line_for(home: Path, call: int) -> str:
-    [record] = [json.loads(line) for line in (home / "logs" / "index.jsonl").read_text().splitlines()][-1:]
+    record = cycle_records(home)[-1]
     return (
         f"agent: cycle {record['cycle_id']} awaiting approval: call {call} to write_file awaits the operator "
         f"(agent approve {call} / agent deny {call}) (exit 8; `agent approvals` lists them)"
@@ -121,24 +122,22 @@ def quiet_line_for(home: Path, call: int) -> str:
 def test_a_spent_budget_mails_one_line_per_budget_period(home, tmp_path):
     """In-process cycles with a clock: two ticks on each of two UTC days, a budget spent on both."""
     configure(home, {"current_task": "count"}, daily_token_budget=10)
-    index = home / "logs" / "index.jsonl"
     lines = []
 
     def tick(day: int) -> None:
         now = _dt.datetime(2026, 11, day, 12, 0, tzinfo=_dt.timezone.utc)
         spent = {"cycle_id": f"202611{day:02}_110000_01", "started": now.replace(hour=11).isoformat()}
-        if not any(spent["cycle_id"] in line for line in index.read_text().splitlines()):
-            spent.update(stop_reason="done", exit_code=0, usage={"total_tokens": 50}, model="scripted")
-            with index.open("a") as handle:  # what that day's earlier cycles spent
-                handle.write(json.dumps(spent) + "\n")
+        if not record_of(Home.at(home), spent["cycle_id"])[0]:  # what that day's earlier cycles spent
+            add_record(
+                Home.at(home),
+                dict(spent, stop_reason="done", exit_code=0, usage={"total_tokens": 50}, model="scripted"),
+            )
         report = cycle_in_process(Home.at(home), load_settings(home), ScriptedModel.from_replies([]), clock=lambda: now)
         assert report.exit_code == 10
         from agent.cli.progress import quiet_line
 
         lines.append(quiet_line(report))
 
-    (home / "logs").mkdir()
-    index.write_text("")
     for day in (24, 24, 25, 25):
         tick(day)
     assert [line is not None for line in lines] == [True, False, True, False]

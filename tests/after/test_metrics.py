@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import sqlite3
 import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.after.metrics import counters as metric_counters
 from agent.after.metrics import metrics_text
+from agent.store.cycles import add_record
+from agent.store.db import close_all
 from tests.cli.helpers import done, echo, run_cycle
-from tests.helpers import configure, run_cli
+from tests.helpers import configure, cycle_records, run_cli, store_home, write_active
 
 STATE = {
     "goals": [],
@@ -207,7 +211,7 @@ def test_the_counters_count_every_cycle_by_stop_reason(home):
     assert got["tokens"] == 0 and got["cost"] == 0
 
 
-def test_the_counters_never_go_backwards_after_a_prune_a_recount_or_an_older_totals_file(home):
+def test_the_counters_never_go_backwards_after_a_prune_or_a_clean_reset(home):
     configure(home, STATE, metrics_file="agent.prom", keep_cycles=1)
     for _ in range(4):
         run_cycle(home, [echo("x"), done("ok")])
@@ -215,36 +219,57 @@ def test_the_counters_never_go_backwards_after_a_prune_a_recount_or_an_older_tot
     assert run_cli("prune", "--home", str(home), "--keep", "1").exit_code == 0
     run_cycle(home, [done("ok")])
     assert counters(home)["cycles"]["done"] == 5  # retention and prune deleted files, not counts
-    (home / "logs" / "totals.json").unlink()  # a recount, from the index that is never pruned
+    assert run_cli("reset", "--home", str(home), "--clean", "--yes").exit_code == 0
+    assert cycle_records(home) == []  # every record forgotten
+    write_active(home, STATE)
     run_cycle(home, [done("ok")])
-    assert counters(home)["cycles"]["done"] == 6
-    older = json.loads((home / "logs" / "totals.json").read_text())
-    older.pop("all_time")
-    (home / "logs" / "totals.json").write_text(json.dumps(dict(older, version=1)))  # an older release's
+    assert counters(home)["cycles"]["done"] == 6  # what the records counted stays
+
+
+def test_the_counters_of_a_database_made_before_they_were_kept_count_the_records_already_in(home):
+    """A database at migration 1 (the release before the counters): its next open adds `outcome`
+    and counts every record in it once, so the counters carry on from what the records say."""
+    configure(home, STATE, metrics_file="agent.prom")
+    for reply in ([done("ok")], [], [done("ok")]):
+        run_cycle(home, reply)
+    database = home / "logs" / "agent.db"
+    close_all()
+    with sqlite3.connect(database) as older:  # as the release before m002 left it
+        for statement in (
+            "DROP TRIGGER cycle_outcome_recorded",
+            "DROP TRIGGER cycle_outcome_imported",
+            "DROP TABLE outcome",
+            "DROP TABLE outlet",
+            "PRAGMA user_version = 1",
+        ):
+            older.execute(statement)
+    older.close()
+    write_active(home, dict(STATE, current_task="two"))
     run_cycle(home, [done("ok")])
-    assert counters(home)["cycles"]["done"] == 7
+    got = counters(home)
+    assert got["cycles"]["done"] == 3 and got["cycles"]["error"] == 1
 
 
-def test_the_counters_add_up_tokens_and_recorded_cost():
-    from agent.store.totals import Totals
-
-    totals = Totals()
+def test_the_counters_add_up_tokens_and_recorded_cost(tmp_path):
+    home = store_home(tmp_path)
     for record in (
-        {"cycle_id": "a", "stop_reason": "done", "usage": {"total_tokens": 100}, "cost": 0.5},
-        {"cycle_id": "b", "stop_reason": "error", "usage": {"total_tokens": 20}, "cost": None},
-        {"cycle_id": "c", "stop_reason": "done", "usage": None, "cost": "bad"},
+        {"cycle_id": "20261124_100000_01", "stop_reason": "done", "usage": {"total_tokens": 100}, "cost": 0.5},
+        {"cycle_id": "20261124_100000_02", "stop_reason": "error", "usage": {"total_tokens": 20}, "cost": None},
+        {"cycle_id": "20261124_100000_03", "stop_reason": "done", "usage": None, "cost": "bad"},
+        {"cycle_id": "20261124_100000_04", "stop_reason": {"not": "a reason"}, "usage": "bad"},  # a hand edit
     ):
-        totals.add_record(record)
-    got = samples(metrics_text("/h", {"stop_reason": "done"}, [], totals.all_time))
+        add_record(home, record)
+    got = samples(metrics_text("/h", {"stop_reason": "done"}, [], metric_counters(home)))
     assert got[("agent_tokens_total", ())] == 120 and got[("agent_cost_total", ())] == 0.5
     assert got[("agent_cycles_total", (("reason", "done"),))] == 2
+    assert got[("agent_cycles_total", (("reason", "error"),))] == 1
 
 
 def test_a_metrics_file_that_cannot_be_written_is_shown_by_status_until_it_works_again(home):
     configure(home, STATE, metrics_file="no/such/folder/agent.prom")
     for _ in range(2):
         assert run_cycle(home, [done("ok")]).exit_code == 0
-    first = json.loads((home / "logs" / "index.jsonl").read_text().splitlines()[0])["cycle_id"]
+    first = cycle_records(home)[0]["cycle_id"]
     out = run_cli("status", "--home", str(home)).stdout
     [line] = [line for line in out.splitlines() if line.startswith("metrics:")]
     assert f"metrics_file not written since cycle {first}:" in line and "no/such/folder/agent.prom" in line

@@ -1,5 +1,5 @@
-"""Exact transcripts: logs/cycle_<id>.transcript.jsonl holds every request and reply of a cycle,
-redacted and bounded, and goes when retention removes its cycle."""
+"""Exact transcripts: logs/agent.db holds every request and reply of a cycle, redacted and
+bounded, committed as each is made, and gone when retention removes its cycle."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from agent.config import Settings
 from agent.cycle import prompt
 from agent.cycle.run import run_cycle
 from agent.models import ScriptedModel
+from agent.store.db import records
 from agent.store.home import Home
 from agent.tools import build_registry
 from tests.cli.helpers import done, echo
-from tests.helpers import run_cli, write_active, write_script
+from tests.helpers import run_cli, stored_bytes, transcript, write_active, write_script
 
 STATE = {
     "goals": [],
@@ -27,10 +28,9 @@ STATE = {
 }
 
 
-def transcript(home: Path, cycle_id: str) -> list[dict]:
-    return [
-        json.loads(line) for line in (home / "logs" / f"cycle_{cycle_id}.transcript.jsonl").read_text().splitlines()
-    ]
+def transcribed(home: Path) -> list[str]:
+    """The ids of the cycles with a transcript."""
+    return [c for (c,) in records(Home.at(home)).rows("SELECT DISTINCT cycle_id FROM transcript ORDER BY cycle_id")]
 
 
 def cycle(home: Path, replies: list, **settings) -> tuple:
@@ -85,15 +85,13 @@ def test_secrets_are_redacted_in_the_transcript(home, monkeypatch):
     monkeypatch.setenv("MY_SECRET", secret)
     write_active(home, dict(STATE, notes=f"password {secret}"))
     report, records = cycle(home, [echo(secret), done("ok")], secret_env=["MY_SECRET"])
-    text = (home / "logs" / f"cycle_{report.cycle_id}.transcript.jsonl").read_text()
-    assert secret not in text and "[REDACTED]" in records[0]["reply"]
+    assert secret.encode() not in stored_bytes(home) and "[REDACTED]" in records[0]["reply"]
 
 
-def test_the_transcript_is_cut_at_transcript_max_bytes_with_one_marker_line(home):
+def test_the_transcript_is_cut_at_transcript_max_bytes_with_one_marker_record(home):
     write_active(home, STATE)
     report, records = cycle(home, [echo(str(i)) for i in range(6)] + [done("ok")], transcript_max_bytes=12000)
-    path = home / "logs" / f"cycle_{report.cycle_id}.transcript.jsonl"
-    assert path.stat().st_size <= 12000
+    assert sum(len(json.dumps(r, ensure_ascii=False).encode()) + 1 for r in records) <= 12000
     assert "cut" in records[-1] and all("cut" not in r for r in records[:-1])
     assert report.exit_code == 0  # a cut transcript changes nothing else
 
@@ -102,7 +100,7 @@ def test_transcript_max_bytes_zero_writes_no_transcript(home):
     write_active(home, STATE)
     report = run_cycle(Home(home), Settings(transcript_max_bytes=0), ScriptedModel.from_replies([done("ok")]))
     assert report.exit_code == 0
-    assert not (home / "logs" / f"cycle_{report.cycle_id}.transcript.jsonl").exists()
+    assert transcribed(home) == []
 
 
 def test_a_negative_transcript_max_bytes_is_a_usage_error(home):
@@ -117,9 +115,7 @@ def test_retention_deletes_a_transcript_with_its_cycle(home):
     write_active(home, STATE)
     first, _ = cycle(home, [done("ok")], keep_cycles=1)
     second, _ = cycle(home, [done("ok")], keep_cycles=1)
-    logs = sorted(p.name for p in (home / "logs").iterdir())
-    assert f"cycle_{first.cycle_id}.transcript.jsonl" not in logs
-    assert f"cycle_{second.cycle_id}.transcript.jsonl" in logs
+    assert transcribed(home) == [second.cycle_id] and first.cycle_id < second.cycle_id
 
 
 def test_prune_and_reset_clean_remove_transcripts(home):
@@ -127,7 +123,7 @@ def test_prune_and_reset_clean_remove_transcripts(home):
     for _ in range(3):
         cycle(home, [done("ok")])
     assert run_cli("prune", "--home", str(home), "--keep", "1").exit_code == 0
-    assert len(list((home / "logs").glob("*.transcript.jsonl"))) == 1
+    assert len(transcribed(home)) == 1
     assert run_cli("reset", "--home", str(home), "--clean", "--yes").exit_code == 0
-    assert not list((home / "logs").glob("*.transcript.jsonl"))
+    assert transcribed(home) == []
     assert yaml.safe_load((home / "scratchpad" / "active.yaml").read_text())["completed_tasks"] == []

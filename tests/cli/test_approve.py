@@ -50,7 +50,9 @@ def parked(home: Path) -> Path:
         _record("3", "approved"),
         _record("4", "pending", args={"command": f"deploy --token {SECRET} \x1b]0;pwned\x07"}),
     ]
-    (home / "scratchpad" / "approvals.json").write_text(json.dumps(records))
+    (home / "scratchpad" / "approvals.json").write_text(json.dumps(records))  # as an older release kept them
+    assert run_cli("approvals", "--home", str(home)).exit_code == 0  # the first command moves them in
+    assert not (home / "scratchpad" / "approvals.json").exists()
     return home
 
 
@@ -125,7 +127,7 @@ def test_answering_in_a_home_where_nothing_was_parked_exits_2(home: Path):
         {"1": "pending"},
     ],
 )
-def test_a_hand_broken_approvals_file_exits_6_naming_it(home: Path, records):
+def test_an_older_releases_hand_broken_approvals_file_exits_6_naming_it_and_changes_nothing(home: Path, records):
     assert run_cli("init", str(home)).exit_code == 0
     (home / "scratchpad" / "approvals.json").write_text(json.dumps(records))
     before = files(home)

@@ -7,9 +7,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.cli.archive_view import json_pieces
+from agent.cli.archive_view import json_list, json_pieces
 from agent.cli.common import print_json
-from agent.store.files import append_jsonl
+from agent.store.archive import append_archive, archived
+from agent.store.home import Home
 from tests.helpers import run_cli
 
 VALUES = st.recursive(
@@ -29,10 +30,16 @@ def test_the_json_written_piece_by_piece_is_the_json_written_whole(head, lists):
     assert "\n".join(json_pieces(head, {k: (lambda v=v: iter(v)) for k, v in lists.items()})) == whole
 
 
+@settings(max_examples=100, deadline=None)
+@given(items=st.lists(VALUES, max_size=5))
+def test_a_json_list_written_item_by_item_is_the_json_written_whole(items):
+    assert "\n".join(json_list(iter(items))) == json.dumps(items, indent=2, ensure_ascii=False, default=str)
+
+
 def test_show_all_prints_what_reading_the_whole_archive_printed(worked_home, capsys):
-    archive = worked_home / "logs" / "archive.jsonl"
-    append_jsonl(
-        archive,
+    home = Home.at(worked_home)
+    append_archive(
+        home,
         [
             {
                 "cycle_id": f"2020010{i}_000000",
@@ -46,17 +53,13 @@ def test_show_all_prints_what_reading_the_whole_archive_printed(worked_home, cap
             {"cycle_id": "20200101_000000", "kind": "replaced_state", "value": {"goals": []}},
         ],
     )
-    with open(archive, "a") as handle:
-        handle.write('{"torn": ')
     data = json.loads(run_cli("show", "--all", "--json", "--home", str(worked_home)).stdout)
-    records = [json.loads(line) for line in archive.read_text().split("\n")[:-1]]
+    records = list(archived(home))
     tasks = [r for r in records if r["kind"] == "completed_task"]
     notes = [r for r in records if r["kind"] == "note"]
     assert data["archived_completed_tasks"] == tasks and data["archived_notes"] == notes
     print_json(data)  # the old way: the whole document at once
     assert run_cli("show", "--all", "--json", "--home", str(worked_home)).stdout == capsys.readouterr().out
     text = run_cli("show", "--all", "--home", str(worked_home)).stdout
-    assert (
-        "archived completed (3, logs/archive.jsonl):\n  - t0: s" in text and "\x1b" not in text and "\x07" not in text
-    )
-    assert "archived notes (1 entries, logs/archive.jsonl):\n  line one\n  line two" in text
+    assert "archived completed (3):\n  - t0: s" in text and "\x1b" not in text and "\x07" not in text
+    assert "archived notes (1 entries):\n  line one\n  line two" in text

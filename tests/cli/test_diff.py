@@ -80,17 +80,17 @@ def test_diff_of_a_pruned_cycle_exits_2_saying_its_snapshot_was_pruned(worked_ho
     assert result.exit_code == 2 and "pruned" in result.stderr
 
 
-def test_the_latest_saved_cycle_is_found_reading_the_index_only_as_far_as_needed(worked_home, monkeypatch):
-    """`agent diff` at any history: the newest cycle with a snapshot pair, the index read backwards
-    lazily, never the whole of it."""
+def test_the_latest_saved_cycle_is_found_reading_the_cycles_only_as_far_as_needed(worked_home, monkeypatch):
+    """`agent diff` at any history: the newest cycle with a snapshot pair, the cycles with files read
+    newest first, lazily, never all of them."""
     ids = cycle_ids(worked_home)
     h = Home.at(worked_home)
 
-    def index_newest_first(home):
-        yield {"cycle_id": ids[0]}
-        raise AssertionError("read the index past the cycle it needed")
+    def with_files_newest_first(home):
+        yield ids[0]
+        raise AssertionError("read the cycles past the one it needed")
 
-    monkeypatch.setattr(snapshots, "index_newest_first", index_newest_first)
+    monkeypatch.setattr(snapshots, "with_files_newest_first", with_files_newest_first)
     assert snapshots.latest_saved(h, ids) == ids[-1]
     for label in ("before", "after"):  # the newest cycle left no pair (an idle cycle writes none)
         h.snapshot(ids[-1], label).unlink()

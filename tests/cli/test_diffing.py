@@ -37,7 +37,7 @@ def test_summarize_change_lists_repeated_additions_and_removals_once_per_copy():
 def test_diff_tells_archived_completed_tasks_from_hand_edits():
     old = {"completed_tasks": ["a", "b", "c"], "current_task": None}
     archived = summarize_change(old, {"completed_tasks": ["b", "c", "d"], "current_task": None})
-    assert "-1 oldest moved to logs/archive.jsonl" in summary_lines(archived)[1]
+    assert "-1 oldest moved to the archive" in summary_lines(archived)[1]
     edited = summarize_change(old, {"completed_tasks": ["a", "c"], "current_task": None})
     assert "edited by hand?" in summary_lines(edited)[1]
 

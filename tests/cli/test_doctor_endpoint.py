@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import remember_raw, remembered, run_cli
 from tests.models.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply
 
 KEY = "sk-doctor-test-5e1f0a9b3c7d"
@@ -39,7 +39,7 @@ def test_doctor_model_checks_the_named_model_with_a_real_one_token_completion(ho
     assert chat.body["max_tokens"] == 1 and chat.body["model"] == "smollm2"
     assert chat.body["tool_choice"] == "auto" and "response_format" not in chat.body  # tool_calling: auto
     assert "response_format tool_calls" in checks["chat"]["detail"]
-    assert not (home / "logs" / "endpoint.json").exists()
+    assert remembered(home, "endpoint") is None  # the doctor writes nothing
 
 
 def test_doctor_probes_like_a_cycle_and_uses_a_remembered_format(home: Path, server: OpenAIServer) -> None:
@@ -50,8 +50,10 @@ def test_doctor_probes_like_a_cycle_and_uses_a_remembered_format(home: Path, ser
     assert result.exit_code == 0, result.output
     assert "json_object_schema" in checks["chat"]["detail"] and "1 format(s) refused first" in checks["chat"]["detail"]
 
-    (home / "logs" / "endpoint.json").write_text(
-        json.dumps({"endpoint": server.base_url, "model": "smollm2", "response_format": "json_object"})
+    remember_raw(
+        home,
+        "endpoint",
+        json.dumps({"endpoint": server.base_url, "model": "smollm2", "response_format": "json_object"}),
     )
     server.add(ONE_TOKEN)
     result, checks = doctor_json(home)

@@ -1,8 +1,7 @@
-"""`agent history` and `agent status`: built from logs/index.jsonl and the snapshots only."""
+"""`agent history` and `agent status`: built from the cycle records (logs/agent.db) and the snapshots only."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -11,16 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from agent.store.db import records
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import cycle_ids, done, echo, json_out, run_cycle
-from tests.helpers import read_yaml, run_cli, wait_for, write_active, write_script
+from tests.helpers import cycle_records, read_yaml, run_cli, wait_for, write_active, write_script
 
 LONG_TASK = "Summarise the machine's disk use every morning and write it to report.txt"
 
 
 def index_records(home: Path) -> list[dict]:
-    return [json.loads(line) for line in (home / "logs" / "index.jsonl").read_text().splitlines()]
+    return cycle_records(home)
 
 
 # --------------------------------------------------------------------------------------- history
@@ -76,12 +76,14 @@ def test_history_never_reads_the_cycle_logs(worked_home):
     assert json_out(run_cli("history", "--home", str(worked_home), "--json")) == before
 
 
-def test_history_without_the_index_lists_cycles_on_disk_as_incomplete_from_their_snapshots(home):
+def test_history_without_records_lists_cycles_on_disk_as_incomplete_from_their_snapshots(home):
     write_active(home, {"current_task": "one", "pending_actions": ["two"]})
     assert run_cycle(home, [echo("a"), done("did one")]).exit_code == 0
     assert run_cycle(home, [echo("b"), echo("c")], "--max-iterations", "2").exit_code == 3
     first, second = cycle_ids(home)
-    (home / "logs" / "index.jsonl").unlink()
+    db = records(Home.at(home))
+    with db.write():  # the records lost (a full disk as each cycle ended)
+        db.execute("UPDATE cycle SET record = NULL")
     rows = json_out(run_cli("history", "--home", str(home), "--json"))
     assert [r["cycle_id"] for r in rows] == [second, first]
     assert {r["stop_reason"] for r in rows} == {"incomplete"} and {r["source"] for r in rows} == {"snapshots"}

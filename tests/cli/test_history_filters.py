@@ -1,5 +1,5 @@
 """`agent history --since/--until/--stop-reason/--no-idle`: pure filters over the records, reading
-the index back only as far as they need; each failed cycle's reason on one escaped line."""
+the records back only as far as they need; each failed cycle's reason on one escaped line."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent.cli.history import Shown, parse_when, table_lines
-from tests.helpers import run_cli
+from agent.store.cycles import add_record
+from agent.store.db import close_all
+from tests.helpers import run_cli, store_home, tree_digest
 
 NOW = _dt.datetime(2026, 11, 24, 12, 0, tzinfo=_dt.timezone.utc)
 
@@ -40,8 +42,9 @@ def weeks(home: Path) -> Path:
     records.append(record("20261122_090000_01", "stalled"))
     records.append(record("20261122_091500_01", "held", held_for="stalled"))
     records.sort(key=lambda r: r["cycle_id"])
-    (home / "logs").mkdir()
-    (home / "logs" / "index.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    for one in records:
+        add_record(store_home(home), one)
+    close_all()
     return home
 
 
@@ -101,12 +104,12 @@ def test_daily_refuses_filters_that_would_change_its_counts(weeks):
 
 @pytest.mark.parametrize("bad", ["yesterday", "7 days", "2026-13-01", ""])
 def test_a_bad_time_is_one_line_and_exit_2_and_nothing_is_written(weeks, bad):
-    before = (weeks / "logs" / "index.jsonl").read_bytes()
+    before = tree_digest(weeks)
     result = run_cli("history", "--home", str(weeks), "--since", bad)
     assert result.exit_code == 2 and result.stdout == ""
     [line] = result.stderr.splitlines()
     assert line.startswith("agent: error:") and "is not a time" in line
-    assert (weeks / "logs" / "index.jsonl").read_bytes() == before
+    assert tree_digest(weeks) == before
 
 
 def test_an_unknown_stop_reason_is_exit_2_naming_the_choices(weeks):
@@ -121,7 +124,7 @@ def test_when_is_a_date_an_iso_time_or_a_duration_ago():
     assert parse_when(" 12h ", NOW) == NOW - _dt.timedelta(hours=12)
 
 
-def test_since_reads_the_index_back_only_as_far_as_it_goes():
+def test_since_reads_the_records_back_only_as_far_as_it_goes():
     window = Shown(since=_dt.datetime(2026, 11, 23, tzinfo=_dt.timezone.utc))
     assert not window.past(record("20261123_000000_01", "done"))
     assert window.past(record("20261122_235959_01", "done"))

@@ -1,5 +1,5 @@
 """Queue edits never block and are never lost: while a cycle holds the lock, `agent task` and
-`agent goal` append to scratchpad/inbox.jsonl; the next wake applies the edits in order, once."""
+`agent goal` queue them in the inbox (logs/agent.db); the next wake applies the edits in order, once."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.memory.inbox import queued_edits
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import done, echo, json_out, run_cycle
@@ -20,8 +21,8 @@ from tests.helpers import read_yaml, run_agent_process, run_cli, snapshots, tree
 
 
 def inbox_lines(home: Path) -> list[str]:
-    path = home / "scratchpad" / "inbox.jsonl"
-    return path.read_text().splitlines() if path.exists() else []
+    """The queued edits, oldest first, one JSON text each."""
+    return [json.dumps(record) for record in queued_edits(Home.at(home))]
 
 
 @pytest.fixture
@@ -185,5 +186,5 @@ def test_a_kill_at_any_step_of_applying_the_inbox_applies_each_edit_exactly_once
         assert "inbox_applied" not in state and inbox_lines(home) == []
         shutil.rmtree(home)
     joined = "\n".join(steps)
-    for must in ("active.yaml: renamed", "inbox.jsonl: before emptying", "inbox.jsonl: emptied"):
+    for must in ("active.yaml: renamed", "inbox: before emptying", "inbox: emptied"):
         assert must in joined, steps

@@ -66,6 +66,18 @@ def test_live_reporter_follows_a_real_cycle(home):
         assert text in out
 
 
+def test_a_models_notice_is_shown_until_its_first_reply():
+    reporter, buffer = _reporter()
+    reporter("start", cycle_id="20260101_000000_01", model="local", task="t")
+    reporter("notice", text="preparing the model (first run on this machine)\x1b[2J")
+    assert "preparing the model" in str(reporter._status().renderables[0].text)
+    reporter("iteration", n=1, max=5, outcome=Outcome(Tag.TOOL, "[TOOL] echo", "echo"), usage=Usage())
+    assert "preparing the model" not in str(reporter._status().renderables[0].text)
+    reporter.close()
+    out = buffer.getvalue()
+    assert "preparing the model (first run on this machine)\\x1b[2J" in out and "\x1b[2J" not in out
+
+
 def test_what_the_model_wrote_cannot_drive_the_terminal():
     reporter, buffer = _reporter()
     hostile = "\x1b]0;owned\x07\x1b[2J\u202e"

@@ -149,9 +149,10 @@ def test_logs_of_a_cycle_with_its_log_reads_no_index_and_lists_no_folder(home, m
     first, second = cycle_ids(home)
 
     def whole_history(*args):
-        raise AssertionError("read the whole index or listed a folder")
+        raise AssertionError("read more than the newest id: history or a listing")
 
-    monkeypatch.setattr(logs_cli, "cycle_ids", whole_history)
-    monkeypatch.setattr(logs_cli, "cycles_on_disk", whole_history)
+    monkeypatch.setattr(logs_cli, "recent_history", whole_history)
+    monkeypatch.setattr(os, "scandir", whole_history)
+    monkeypatch.setattr(os, "listdir", whole_history)
     assert f"cycle {second} model=" in run_cli("logs", "--home", str(home)).stdout
     assert f"cycle {first} ended: done" in run_cli("logs", first, "--home", str(home)).stdout

@@ -15,21 +15,38 @@ from pathlib import Path
 import pytest
 
 from agent.cli import maintain
+from agent.store.archive import append_archive
+from agent.store.cycles import disk
+from agent.store.db import records
 from agent.store.home import Home
 from agent.store.lock import home_lock
-from agent.store.totals import load_totals, scan_disk
 from tests.cli.helpers import cycle_ids, done, json_out, run_cycle
-from tests.helpers import mode_bits_bind_root, run_cli, snapshots, tree_digest, wait_for, write_active, write_script
+from tests.helpers import (
+    mode_bits_bind_root,
+    remembered,
+    run_cli,
+    snapshots,
+    tree_digest,
+    wait_for,
+    write_active,
+    write_script,
+)
 from tests.models.openai_server import OpenAIServer, Reply
 
 # ----------------------------------------------------------------------------------------- prune
 
 
 def age_cycle(home: Path, cycle_id: str, old_id: str) -> None:
-    """Rename a real cycle's files to an older id (as if it had run then)."""
+    """Rename a real cycle (its files, its row and record) to an older id (as if it had run then)."""
     for label in ("before", "after"):
         (home / "scratchpad" / f"{cycle_id}_{label}.yaml").rename(home / "scratchpad" / f"{old_id}_{label}.yaml")
     (home / "logs" / f"cycle_{cycle_id}.log").rename(home / "logs" / f"cycle_{old_id}.log")
+    db = records(Home.at(home))
+    with db.write():
+        db.execute(
+            "UPDATE cycle SET id = ?, record = json_set(record, '$.cycle_id', ?) WHERE id = ?",
+            (old_id, old_id, cycle_id),
+        )
 
 
 def test_prune_dry_run_lists_and_removes_nothing(four_cycles):
@@ -37,25 +54,29 @@ def test_prune_dry_run_lists_and_removes_nothing(four_cycles):
     result = run_cli("prune", "--keep", "1", "--dry-run", "--home", str(four_cycles))
     assert result.exit_code == 0
     assert (
-        result.stdout.count("would remove scratchpad/") == 6 and "would remove 3 cycle(s), 12 file(s)" in result.stdout
-    )  # pairs, logs, transcripts
+        result.stdout.count("would remove scratchpad/") == 6 and "would remove 3 cycle(s), 9 file(s)" in result.stdout
+    )
+    assert "and 3 transcript(s); kept 1 cycle(s)" in result.stdout  # pairs and logs, and transcripts
     assert tree_digest(four_cycles) == before
 
 
-def test_prune_keep_removes_old_pairs_and_logs_but_never_active_index_or_archive(four_cycles):
-    (four_cycles / "logs" / "archive.jsonl").write_text('{"kind": "note", "value": "x"}\n')
-    keep = {p: four_cycles / p for p in ("scratchpad/active.yaml", "logs/index.jsonl", "logs/archive.jsonl")}
-    digests = {p: tree_digest(four_cycles)[p] for p in keep}
+def test_prune_keep_removes_old_pairs_logs_and_transcripts_but_never_active_records_or_archive(four_cycles):
+    append_archive(Home.at(four_cycles), [{"kind": "note", "value": "x"}])
+    active = (four_cycles / "scratchpad" / "active.yaml").read_bytes()
     ids = cycle_ids(four_cycles)
     data = json_out(run_cli("prune", "--keep", "2", "--json", "--home", str(four_cycles)))
     assert (
-        data["removed_cycles"] == ids[:2] and data["kept_cycles"] == 2 and len(data["deleted"]) == 8
-    )  # 2 x (pair, log, transcript)
+        data["removed_cycles"] == ids[:2] and data["kept_cycles"] == 2 and len(data["deleted"]) == 6
+    )  # 2 x (pair, log)
+    assert (
+        data["transcripts"] == 2
+        and json.loads(run_cli("show", "--all", "--json", "--home", str(four_cycles)).stdout)["archived_notes"]
+    )
     assert cycle_ids(four_cycles) == ids[2:]
     assert sorted(p.name for p in (four_cycles / "logs").glob("cycle_*.log")) == [f"cycle_{i}.log" for i in ids[2:]]
-    assert {p: tree_digest(four_cycles)[p] for p in keep} == digests
+    assert (four_cycles / "scratchpad" / "active.yaml").read_bytes() == active
     history = json_out(run_cli("history", "--json", "--home", str(four_cycles)))
-    assert len(history) == 4  # the index still remembers pruned cycles
+    assert len(history) == 4  # the records still remember pruned cycles
 
 
 def test_prune_older_than_keeps_the_newest_n_when_both_are_given(four_cycles):
@@ -213,6 +234,7 @@ def test_doctor_passes_a_healthy_scripted_home(healthy_home):
         "lock",
         "scratchpad/",
         "logs/",
+        "records",
     ]
     assert all(line.startswith("ok ") for line in lines)
 
@@ -226,7 +248,7 @@ def test_doctor_checks_an_openai_endpoint_and_never_prints_the_key(home, models_
     assert "OPENAI_API_KEY is set" in result.stdout and "serves tiny-model" in result.stdout
     assert "ok   chat" in result.stdout and "response_format tool_calls" in result.stdout
     assert key not in result.output
-    assert not (home / "logs" / "endpoint.json").exists()  # the doctor writes nothing
+    assert remembered(home, "endpoint") is None  # the doctor writes nothing
     (home / "config.yaml").write_text(f"model: openai:missing-model\nbase_url: {models_server}\n")
     missing = doctor(home, "--json", env={"OPENAI_API_KEY": key})
     # a name the endpoint does not list is a warning: this server, like llama.cpp's, answers any name
@@ -320,16 +342,30 @@ def test_prune_listing_passes_through_a_temporary_file_and_stays_whole(four_cycl
     ids = cycle_ids(four_cycles)
     dry = run_cli("prune", "--keep", "1", "--dry-run", "--home", str(four_cycles))
     listed = [line.split(" ", 2)[2] for line in dry.stdout.splitlines()[:-1]]
-    assert len(listed) == 12 and all(line.startswith("would remove ") for line in dry.stdout.splitlines()[:-1])
+    assert len(listed) == 9 and all(line.startswith("would remove ") for line in dry.stdout.splitlines()[:-1])
     raw = run_cli("prune", "--keep", "1", "--json", "--dry-run", "--home", str(four_cycles)).stdout
     assert raw == json.dumps(json.loads(raw), indent=2) + "\n"  # laid out as every other --json
     data = json_out(run_cli("prune", "--keep", "1", "--json", "--home", str(four_cycles)))
     assert data["removed_cycles"] == ids[:3] and data["kept_cycles"] == 1 and data["dry_run"] is False
     assert data["files"] == data["deleted"] == listed and data["bytes"] > 0
-    totals = load_totals(Home.at(four_cycles)).disk  # kept by prune: what a recount finds
-    assert [totals[k][0] for k in totals] == [scan_disk(Home.at(four_cycles))[k][0] for k in totals]
+    counted = disk(Home.at(four_cycles))  # as each record was written (a log gets its last line after)
+    assert counted["snapshots"] == [2, data_bytes(four_cycles, "*_*.yaml")] and counted["logs"][0] == 1
+    assert 0 < counted["logs"][1] <= data_bytes(four_cycles, "cycle_*.log")
     again = json_out(run_cli("prune", "--keep", "1", "--json", "--home", str(four_cycles)))
-    assert again == {"removed_cycles": [], "kept_cycles": 1, "files": [], "bytes": 0, "dry_run": False, "deleted": []}
+    assert again == {
+        "removed_cycles": [],
+        "kept_cycles": 1,
+        "files": [],
+        "bytes": 0,
+        "transcripts": 0,
+        "dry_run": False,
+        "deleted": [],
+    }
+
+
+def data_bytes(home: Path, pattern: str) -> int:
+    """The bytes of the cycles' files matching `pattern` in scratchpad/ and logs/."""
+    return sum(p.stat().st_size for folder in ("scratchpad", "logs") for p in (home / folder).glob(pattern))
 
 
 # ------------------------------------------------------------ doctor: what reaches beyond a cycle

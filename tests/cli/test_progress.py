@@ -44,6 +44,18 @@ def test_plain_lines_say_each_event_on_one_escaped_line():
     assert "\x1b" not in stream.getvalue()
 
 
+def test_a_models_notice_is_one_escaped_line_before_its_first_reply_and_quiet_drops_it(capsys):
+    stream = io.StringIO()
+    reporter = PlainReporter(stream, quiet=False)
+    reporter("start", cycle_id="20261124_101500_01", model="local", task="t")
+    reporter("notice", text=f"preparing the model {HOSTILE}")
+    assert stream.getvalue().splitlines()[1] == "  preparing the model two lines \\x1b[2J\\u202e"
+
+    quiet = io.StringIO()
+    PlainReporter(quiet, quiet=True)("notice", text="preparing the model")
+    assert quiet.getvalue() == "" and capsys.readouterr().err == ""
+
+
 def test_quiet_prints_only_the_end_of_a_cycle_that_needs_a_person(capsys):
     stream = io.StringIO()
     reporter = PlainReporter(stream, quiet=True)

@@ -10,7 +10,8 @@ import threading
 
 import pytest
 
-from agent.memory.bounding import read_archive
+from agent.memory.inbox import queued_edits
+from agent.store.archive import archived
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import cycle_ids, done, json_out, run_cycle
@@ -31,7 +32,7 @@ def test_restore_sets_active_to_a_cycle_s_after_snapshot_and_archives_the_replac
     snapshot = read_yaml(worked_home / "scratchpad" / f"{first}_after.yaml")
     assert core(active(worked_home)) == core(snapshot)
     assert active(worked_home)["last_updated"] != snapshot["last_updated"]  # stamped when saved
-    [record] = [r for r in read_archive(worked_home / "logs" / "archive.jsonl") if r["kind"] == "replaced_state"]
+    [record] = [r for r in list(archived(Home.at(worked_home))) if r["kind"] == "replaced_state"]
     assert record["value"] == replaced and record["cycle_id"] == first
     assert record["reason"] == f"restore scratchpad/{first}_after.yaml"
 
@@ -48,7 +49,7 @@ def test_restore_repairs_an_unreadable_active_yaml_and_archives_its_text(worked_
     write_active(worked_home, "current_task: [broken\n")
     assert run_cli("restore", "latest", "--home", str(worked_home)).exit_code == 0
     assert active(worked_home)["current_task"] == "three"
-    record = read_archive(worked_home / "logs" / "archive.jsonl")[-1]
+    record = list(archived(Home.at(worked_home)))[-1]
     assert record["value"] == "current_task: [broken\n" and "could not be used" in record["reason"]
 
 
@@ -57,8 +58,8 @@ def test_restore_applies_queued_edits_to_the_state_it_replaces(worked_home):
         run_cli("task", "add", "queued", "--home", str(worked_home))
     run_cli("restore", "latest:before", "--home", str(worked_home))
     assert "queued" not in active(worked_home)["pending_actions"]
-    assert "queued" in read_archive(worked_home / "logs" / "archive.jsonl")[-1]["value"]["pending_actions"]
-    assert not (worked_home / "scratchpad" / "inbox.jsonl").read_text()
+    assert "queued" in list(archived(Home.at(worked_home)))[-1]["value"]["pending_actions"]
+    assert queued_edits(Home.at(worked_home)) == []
 
 
 @pytest.mark.parametrize(

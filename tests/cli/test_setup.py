@@ -10,16 +10,21 @@ import subprocess
 import pytest
 
 from agent.config import Settings, field_docs, load_settings
+from agent.memory.inbox import queued_edits
 from agent.state import fresh_state
+from agent.store.archive import archived
+from agent.store.cycles import all_time
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.cli.helpers import DONE_REPLIES, json_out, run_cycle
 from tests.helpers import (
     REPO,
+    cycle_records,
     read_yaml,
     run_agent_process,
     run_cli,
     snapshots,
+    transcript,
     tree_digest,
     write_active,
     write_script,
@@ -93,18 +98,20 @@ def test_reset_prefers_the_homes_own_template(home):
     assert read_yaml(home / "scratchpad/active.yaml")["current_task"] == "my own task"
 
 
-def test_reset_clean_removes_snapshots_logs_and_index(home):
+def test_reset_clean_removes_snapshots_logs_transcripts_and_records_but_not_what_was_spent(home):
+    (home / "config.yaml").write_text("prices: {'scripted:x': {input: 1, output: 1}}\n")
     assert run_cycle(home, DONE_REPLIES).exit_code == 0
-    assert snapshots(home, "before")
+    h = Home.at(home)
+    spent = all_time(h)
+    assert snapshots(home, "before") and spent["cycles"] == 1
     result = run_cli("reset", "--home", str(home), "--clean", "--yes")
-    # the pair, the log, the transcript, the index, and logs/totals.json and logs/cycles.json made from them
-    assert result.exit_code == 0 and "removed 7" in result.stdout
+    assert result.exit_code == 0 and "removed 3 snapshot/log file(s) and 1 cycle record(s)" in result.stdout
     assert sorted(p.name for p in (home / "scratchpad").iterdir()) == ["active.yaml"]
-    names = {p.name for p in (home / "logs").iterdir()}
-    assert "archive.jsonl" in names and names <= {
-        "archive.jsonl",
-        "sandbox.json",
-    }  # the replaced state, kept; the probe's memory
+    assert sorted(p.name for p in (home / "logs").iterdir()) == ["agent.db"]
+    assert cycle_records(home) == [] and transcript(home) == []
+    assert all_time(h) == spent  # budgets and counters still count what was spent
+    [replaced] = archived(h)  # the replaced state, kept
+    assert replaced["kind"] == "replaced_state"
 
 
 def test_reset_unknown_template_exits_2_and_changes_nothing(home):
@@ -208,24 +215,24 @@ def test_reset_archives_the_replaced_state_and_every_dropped_edit_so_nothing_typ
 
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert "archived the replaced state to logs/archive.jsonl (task: First task)" in lines
-    assert f"archived the dropped queued edit to logs/archive.jsonl: task add '{TYPED['queued task']}'" in lines
-    assert f"archived the dropped queued edit to logs/archive.jsonl: goal add '{TYPED['queued goal']}'" in lines
-    after = (home / "logs/archive.jsonl").read_text() + (home / "scratchpad/active.yaml").read_text()
+    assert "archived the replaced state to logs/agent.db (task: First task)" in lines
+    assert f"archived the dropped queued edit to logs/agent.db: task add '{TYPED['queued task']}'" in lines
+    assert f"archived the dropped queued edit to logs/agent.db: goal add '{TYPED['queued goal']}'" in lines
+    records = list(archived(Home.at(home)))
+    after = json.dumps(records) + (home / "scratchpad/active.yaml").read_text()
     for what, text in TYPED.items():
         assert text in after, f"the {what} the operator typed was lost"
-    records = [json.loads(line) for line in (home / "logs/archive.jsonl").read_text().splitlines()]
     assert [r["kind"] for r in records] == ["replaced_state", "dropped_edit", "dropped_edit"]
     assert records[0]["value"]["pending_actions"] == [TYPED["task"], "Checked task"]
     assert read_yaml(home / "scratchpad/active.yaml") == fresh_state()
-    assert (home / "scratchpad/inbox.jsonl").read_text() == ""
+    assert queued_edits(Home.at(home)) == []
 
 
 def test_reset_archives_an_unreadable_state_as_its_text(home):
     write_active(home, "current_task: [unclosed\nnotes: the operator's words\n")
     result = run_cli("reset", "--home", str(home), "--json")
     assert result.exit_code == 0, result.output
-    [record] = [json.loads(line) for line in (home / "logs/archive.jsonl").read_text().splitlines()]
+    [record] = archived(Home.at(home))
     assert record["kind"] == "replaced_state" and "the operator's words" in record["value"]
     assert "could not be used" in record["reason"]
 
@@ -235,8 +242,8 @@ def test_bin_reset_sh_archives_what_it_replaces(home):
     env = dict(os.environ, AGENT_HOME=str(home))
     proc = subprocess.run([str(REPO / "bin/reset.sh")], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert "archived the replaced state to logs/archive.jsonl (task: typed by hand)" in proc.stdout
-    assert "typed by hand" in (home / "logs/archive.jsonl").read_text()
+    assert "archived the replaced state to logs/agent.db (task: typed by hand)" in proc.stdout
+    assert "typed by hand" in json.dumps(list(archived(Home.at(home))))
 
 
 def test_reset_clean_without_a_terminal_needs_yes_and_changes_nothing(home):
@@ -286,7 +293,7 @@ def test_reset_clean_on_a_terminal_asks_and_a_no_changes_nothing(home):
 def test_reset_clean_on_a_terminal_deletes_after_a_yes(home):
     assert run_cycle(home, DONE_REPLIES).exit_code == 0
     code, output = _reset_on_a_terminal(home, b"y")
-    assert code == 0 and "removed 7 snapshot/log file(s)" in output
+    assert code == 0 and "removed 3 snapshot/log file(s) and 1 cycle record(s)" in output
     assert not snapshots(home, "before")
 
 
@@ -435,7 +442,7 @@ def test_inits_next_steps_are_commands_that_work_and_reach_a_cycle_that_calls_th
     assert steps == [["task", "add", "--home", "fresh", "Run date -u and note the time"], ["run", "--home", "fresh"]]
     for step in steps:
         assert run_cli(*step, env=env).exit_code == 0
-    record = json.loads((tmp_path / "fresh" / "logs" / "index.jsonl").read_text().splitlines()[-1])
+    record = cycle_records(tmp_path / "fresh")[-1]
     assert record["stop_reason"] == "done" and record["iterations"] == 1  # the model was called: not idle
 
 

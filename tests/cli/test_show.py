@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
-
+from agent.store.archive import append_archive
+from agent.store.home import Home
 from tests.cli.helpers import ANSI, json_out
 from tests.helpers import run_cli, write_active
 
@@ -21,26 +21,22 @@ def test_show_prints_every_field_for_a_person_without_colour_codes(worked_home):
 
 def test_show_all_adds_the_archive_and_tolerates_its_absence(worked_home):
     assert "archived completed (0" in run_cli("show", "--all", "--home", str(worked_home)).stdout
-    archive = worked_home / "logs" / "archive.jsonl"
-    archive.write_text(
-        json.dumps(
+    append_archive(
+        Home.at(worked_home),
+        [
             {
                 "cycle_id": "20200101_000000",
                 "kind": "completed_task",
                 "value": {"task": "old", "summary": "long ago"},
                 "archived_at": "2020-01-01T00:00:00+00:00",
-            }
-        )
-        + "\n"
-        + json.dumps(
+            },
             {
                 "cycle_id": "20200101_000000",
                 "kind": "note",
                 "value": "an old note",
                 "archived_at": "2020-01-01T00:00:00+00:00",
-            }
-        )
-        + "\n{torn line"
+            },
+        ],
     )
     out = run_cli("show", "--all", "--home", str(worked_home)).stdout
     assert "old: long ago  [cycle 20200101_000000]" in out and "an old note" in out
@@ -60,18 +56,18 @@ def test_show_refuses_an_invalid_scratchpad_with_exit_6(home):
 
 
 def test_show_all_puts_each_archive_under_its_heading_in_order(worked_home):
-    (worked_home / "logs" / "archive.jsonl").write_text(
-        json.dumps(
+    append_archive(
+        Home.at(worked_home),
+        [
             {
                 "cycle_id": "20200101_000000",
                 "kind": "note",
                 "value": "only note",
                 "archived_at": "2020-01-01T00:00:00+00:00",
             }
-        )
-        + "\n"
+        ],
     )
     out = run_cli("show", "--all", "--home", str(worked_home)).stdout
-    assert "pending (0):\n  (none)\narchived completed (0, logs/archive.jsonl):\n  (none)\ncompleted (2):\n" in out
-    assert "  - two: did two\narchived notes (1 entries, logs/archive.jsonl):\n  only note\nnotes (3 lines):\n" in out
+    assert "pending (0):\n  (none)\narchived completed (0):\n  (none)\ncompleted (2):\n" in out
+    assert "  - two: did two\narchived notes (1 entries):\n  only note\nnotes (3 lines):\n" in out
     assert out.index("notes (3 lines):") < out.index("last updated:")

@@ -8,7 +8,8 @@ import yaml
 
 from agent.cli.snapshots import latest_saved, resolve_snapshot
 from agent.common.outcomes import InvalidScratchpad, UsageError
-from agent.store.home import Home, append_index
+from agent.store.cycles import add_record
+from agent.store.home import Home
 from tests.helpers import store_home
 
 IDS = ["20260101_000000_01", "20260101_000100_01", "20260101_000200_01"]
@@ -43,10 +44,10 @@ def test_latest_skips_the_cycles_that_saved_no_snapshots(saved: Home):
     assert resolve_snapshot(saved, "latest:after", "before", [*IDS, idle]).state["current_task"] == "task 3"
 
 
-def test_latest_reads_the_index_backwards_past_the_newest_few(saved: Home):
+def test_latest_reads_the_cycles_with_files_past_the_newest_few(saved: Home):
     idle = [f"20260101_00{m}00_01" for m in (30, 40, 50, 51)]  # more idle cycles than the newest few
     for cycle_id in [*IDS, *idle]:
-        append_index(saved, {"cycle_id": cycle_id})
+        add_record(saved, {"cycle_id": cycle_id})
     assert latest_saved(saved, [*IDS, *idle]) == IDS[-1]
     nothing_saved = Home.at(saved.root / "elsewhere")
     assert latest_saved(nothing_saved, idle) == idle[-1]  # none has snapshots: the newest

@@ -1,6 +1,6 @@
-"""What `status` and `history` say about stalls and spending (agent/cli/spending.py), from a real
-index and its running totals: today's and this month's tokens and cost against the budgets, a
-cost never shown as a false 0, and a task's streak."""
+"""What `status` and `history` say about stalls and spending (agent/cli/spending.py), from real
+cycle records and what the database adds up: today's and this month's tokens and cost against the
+budgets, a cost never shown as a false 0, and a task's streak."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from agent.cli.spending import daily_lines, spending, status_extras, with_costs
 from agent.config import Settings
-from agent.store.home import Home, append_index, index_newest_first
-from agent.store.totals import load_totals
+from agent.store.cycles import add_record, newest_first
+from agent.store.home import Home
 from tests.helpers import store_home
 
 PRICES = {"openai:m": {"input": 2.0, "output": 8.0}}
@@ -35,15 +35,15 @@ def _record(n: int, model: str = "openai:m", started: dt.datetime = NOW, **field
 def spent(home) -> Home:
     """Three cycles today (two priced at 2.0 each, one of an unpriced model), one over a year ago."""
     h = store_home(home)
-    append_index(h, _record(0, started=NOW - dt.timedelta(days=400)))
+    add_record(h, _record(0, started=NOW - dt.timedelta(days=400)))
     for n, model in enumerate(["openai:m", "openai:m", "openai:free"], 1):
-        append_index(h, _record(n, model))
+        add_record(h, _record(n, model))
     return h
 
 
 def test_spending_counts_today_and_this_month_against_the_budgets(spent: Home):
     settings = Settings(prices=PRICES, daily_token_budget=2_000_000, monthly_cost_budget=10.0)
-    data = spending(load_totals(spent), settings, NOW)
+    data = spending(spent, settings, NOW)
     today = data["today"]
     assert today["day"] == NOW.strftime("%Y-%m-%d") and today["cycles"] == 3 and today["tokens"] == 1_875_000
     assert today["cost"] == 4.0 and today["unpriced_cycles"] == 1
@@ -56,12 +56,12 @@ def test_with_costs_prices_old_records_and_keeps_recorded_costs():
     records = [_record(1), _record(2, cost=0.5), _record(3, "openai:free"), {"cycle_id": "x", "source": "killed"}]
     costs = [r.get("cost") for r in with_costs(records, PRICES)]
     assert costs == [2.0, 0.5, None, None]
-    assert "cost" not in with_costs(records, PRICES)[3]  # a cycle with no record is left as it is
+    assert "cost" not in list(with_costs(records, PRICES))[3]  # a cycle with no record is left as it is
 
 
 def test_status_lines_say_spending_and_the_streak(spent: Home):
     (spent.root / "config.yaml").write_text("stall_cycles: 3\nprices: {openai:m: {input: 2.0, output: 8.0}}\n")
-    data, lines = status_extras(index_newest_first(spent), load_totals(spent), "the task", spent.root)
+    data, lines = status_extras(newest_first(spent), spent, "the task")
     assert data["stall"]["cycles"] == 4 and data["stall"]["stalled"]
     assert lines[0] == "today:     3 cycle(s), 1,875,000 tokens, cost 4.0000 (+1 unpriced)"
     assert lines[1] == "month:     3 cycle(s), 1,875,000 tokens, cost 4.0000 (+1 unpriced)"
@@ -71,9 +71,9 @@ def test_status_lines_say_spending_and_the_streak(spent: Home):
 def test_a_streak_below_the_threshold_says_how_far_and_a_model_written_task_is_escaped(home):
     h = store_home(home)
     task = "evil\x1b[2J task"
-    append_index(h, _record(1, task_after=task))
+    add_record(h, _record(1, task_after=task))
     (home / "config.yaml").write_text("stall_cycles: [broken\n")  # a broken config: the defaults
-    data, lines = status_extras(index_newest_first(h), load_totals(h), task, home)
+    data, lines = status_extras(newest_first(h), h, task)
     assert data["stall"]["stall_cycles"] == Settings().stall_cycles
     assert lines[-1].endswith(f"(1 of {Settings().stall_cycles} cycles)") and "\x1b" not in lines[-1]
     assert lines[0] == "today:     1 cycle(s), 625,000 tokens, cost unpriced"
@@ -81,7 +81,7 @@ def test_a_streak_below_the_threshold_says_how_far_and_a_model_written_task_is_e
 
 def test_no_task_and_no_cycles_say_nothing_of_a_streak(home):
     h = Home.at(home)
-    data, lines = status_extras(index_newest_first(h), load_totals(h), None, home)
+    data, lines = status_extras(newest_first(h), h, None)
     assert data["stall"] is None and lines == ["today:     0 cycle(s), 0 tokens, cost 0.0000"] + [
         "month:     0 cycle(s), 0 tokens, cost 0.0000"
     ]

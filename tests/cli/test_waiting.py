@@ -1,5 +1,5 @@
 """What `agent status` says of parked calls (agent/cli/waiting.py): how many wait and since when;
-an approvals file broken by hand is said, never raised."""
+a parked call broken by hand is said, never raised."""
 
 from __future__ import annotations
 
@@ -7,8 +7,18 @@ import datetime as dt
 import json
 
 from agent.cli.waiting import approvals_status
-from agent.gates.approvals import park_call
+from agent.gates.approvals import park_call, read_approvals
+from agent.store.db import records as database
 from tests.helpers import store_home
+
+
+def rewrite(h, calls: list[dict]) -> None:
+    """The parked calls replaced by `calls`, as an operator with sqlite3 (or a bug) might."""
+    db = database(h)
+    with db.write():
+        db.execute("DELETE FROM approval")
+        for call in calls:
+            db.execute("INSERT INTO approval VALUES (?, 1, ?, ?)", (int(call["id"]), call["status"], json.dumps(call)))
 
 
 def test_nothing_parked_says_nothing(home):
@@ -21,10 +31,10 @@ def test_pending_calls_are_counted_with_the_oldest_age(home):
     h = store_home(home)
     park_call(h, "20260101_000000_01", "shell", {"command": "a"})
     park_call(h, "20260101_000000_01", "shell", {"command": "b"})
-    records = json.loads(h.approvals.read_text())
+    records = read_approvals(h)
     records[0]["parked"] = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=3)).isoformat(timespec="seconds")
     records.append({**records[1], "id": "3", "status": "denied"})
-    h.approvals.write_text(json.dumps(records))
+    rewrite(h, records)
     data, lines = approvals_status(h)
     assert data["approvals"]["pending"] == 2 and data["approvals"]["ids"] == ["1", "2"]
     assert data["approvals"]["oldest_parked"] == records[0]["parked"]
@@ -37,17 +47,19 @@ def test_pending_calls_are_counted_with_the_oldest_age(home):
 def test_a_parked_time_that_is_not_one_leaves_the_age_out(home):
     h = store_home(home)
     park_call(h, "20260101_000000_01", "shell", {"command": "a"})
-    records = json.loads(h.approvals.read_text())
+    records = read_approvals(h)
     records[0]["parked"] = "last tuesday"
-    h.approvals.write_text(json.dumps(records))
+    rewrite(h, records)
     data, lines = approvals_status(h)
     assert data["approvals"]["oldest_age_s"] is None
     assert lines == ["approvals: 1 call(s) wait for you (ids 1; agent approvals lists them)"]
 
 
-def test_a_broken_approvals_file_is_reported_not_raised(home):
+def test_a_broken_parked_call_is_reported_not_raised(home):
     h = store_home(home)
-    h.approvals.write_text("{not json" + "\x1b[2J" + "x" * 500)
+    db = database(h)
+    with db.write():
+        db.execute("INSERT INTO approval VALUES (1, 1, 'pending', ?)", ("{not json" + "\x1b[2J" + "x" * 500,))
     data, lines = approvals_status(h)
-    assert data["approvals"] is None and "approvals.json: cannot be read" in data["approvals_error"]
+    assert data["approvals"] is None and "agent.db: parked call 1 is not an approval record" in data["approvals_error"]
     assert len(lines) == 1 and lines[0].startswith("approvals: unknown: ") and len(lines[0]) <= 220

@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-from agent.store.files import read_jsonl
-from tests.helpers import configure, read_yaml, run_cli, run_openai, snapshots, tree_digest, write_active
+from tests.helpers import configure, cycle_records, read_yaml, run_cli, run_openai, snapshots, tree_digest, write_active
 from tests.models.openai_server import OpenAIServer, Reply
 
 EMPTY = {
@@ -33,7 +32,7 @@ def run_against(server, home, *extra):
 
 
 def index(home):
-    return read_jsonl(home / "logs/index.jsonl", "cycle_id")
+    return cycle_records(home)
 
 
 def files_written(home):
@@ -68,8 +67,8 @@ def test_a_current_task_or_a_queued_one_runs_the_model(home):
 
 def test_an_edit_queued_in_the_inbox_wakes_the_cycle(home):
     write_active(home, EMPTY)
+    from agent.memory.inbox import queue_edit
     from agent.store.home import Home
-    from agent.store.inbox import queue_edit
 
     queue_edit(Home.at(home), {"op": "goal_add", "text": "watch the disk"})
     with OpenAIServer(default=DONE) as server:

@@ -16,11 +16,13 @@ from agent.after.report import CycleReport
 from agent.common.outcomes import DiskError
 from agent.config import Settings
 from agent.cycle.journal import Journal, note_interrupted
+from agent.gates.approvals import read_approvals
 from agent.secrets import Secrets
-from agent.store.files import read_jsonl
+from agent.store.db import records
 from agent.store.home import Home
-from tests.helpers import read_yaml, run_cli, run_openai, wait_for, write_active, write_script
+from tests.helpers import read_yaml, run_cli, run_openai, store_home, stored_bytes, wait_for, write_active, write_script
 from tests.models.openai_server import OpenAIServer, Reply
+from tests.store.faults import read_only
 
 # A tiny real MCP server: `send` records that it started, then blocks on a FIFO the test holds.
 SENDING_SERVER = '''
@@ -75,7 +77,9 @@ def configure(home, server, **settings):
 
 
 def journal(home):
-    return read_jsonl(home / "logs/calls.jsonl", "call")
+    """The journal's records, oldest first."""
+    rows = records(Home.at(home), create=False).rows("SELECT record FROM call ORDER BY seq")
+    return [json.loads(text) for (text,) in rows]
 
 
 @pytest.mark.parametrize("gated", [False, True])
@@ -118,7 +122,7 @@ def test_a_call_cut_by_sigkill_is_not_repeated_and_the_next_prompt_says_so(home,
     history = run_cli("history", "--home", str(home), "--json")
     assert "interrupted" in history.stdout
     assert "done, 1 interrupted" in run_cli("history", "--home", str(home)).stdout
-    approvals = json.loads((home / "scratchpad/approvals.json").read_text()) if gated else []
+    approvals = read_approvals(Home.at(home)) if gated else []
     if gated:  # parked again for the operator, who decides whether to send it once more
         pending = [a for a in approvals if a["status"] == "pending"]
         assert [(a["tool"], a["args"]) for a in pending] == [("notify__send", {"message": "backup finished"})]
@@ -172,20 +176,26 @@ def test_calls_are_journaled_before_and_after_and_read_only_ones_are_not(home, t
 
 
 def test_a_journal_that_cannot_be_read_stops_the_cycle_before_anything_is_written(home, tmp_path):
+    """Whether a call was left unfinished must not be guessed: a database that cannot be read
+    (here, not a database at all) is one line and exit 7, before anything is written."""
     write_active(home, TASK)
     (home / "logs").mkdir()
-    (home / "logs/calls.jsonl").mkdir()  # not a file
+    (home / "logs/agent.db").write_bytes(b"not a database, " * 1000)
     script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
     result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}")
-    assert result.exit_code == 7 and "could not read" in result.output and "calls.jsonl" in result.output
+    assert result.exit_code == 7 and "agent.db is not a usable database" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.output
     assert read_yaml(home / "scratchpad/active.yaml") == TASK and not list((home / "scratchpad").glob("*_before.yaml"))
+    assert (home / "logs/agent.db").read_bytes() == b"not a database, " * 1000  # left for the operator
 
 
-def test_a_call_whose_intent_cannot_be_journaled_is_not_made(tmp_path):
+def test_a_call_whose_intent_cannot_be_journaled_is_not_made(home):
     made = []
+    h = store_home(home)
     report = CycleReport("20260101_000000_01", "2026-01-01T00:00:00+00:00", "scripted")
-    journal = Journal(Home.at(tmp_path / "no-such-home"), report, Secrets.from_settings(Settings()), lambda _l: None)
-    with pytest.raises(DiskError, match="calls.jsonl"):
+    journal = Journal(h, report, Secrets.from_settings(Settings()), lambda _l: None)
+    read_only(h)
+    with pytest.raises(DiskError, match="agent.db: Read-only file system"):
         journal.around("notify__send", {"message": "hi"}, lambda: made.append(1))
     assert made == [] and report.calls == []
 
@@ -217,5 +227,5 @@ def test_a_call_cut_by_sigint_is_left_unfinished_and_its_note_is_one_redacted_li
     (line,) = noted["notes"].split("\n")
     assert line.startswith("[INTERRUPTED] call 20260101_000000_01/1 chat__post(")
     assert "tok-very-secret" not in line and "\x1b" not in line
-    assert "tok-very-secret" not in (home.logs / "calls.jsonl").read_text()
+    assert b"tok-very-secret" not in stored_bytes(home.root)
     assert note_interrupted(home, settings, state, later) == state  # told once

@@ -12,11 +12,21 @@ from agent.common.tags import Tag
 from agent.config import Settings, load_settings
 from agent.cycle.prompt import user_prompt
 from agent.cycle.run import run_cycle
+from agent.models.base import Notice
 from agent.models.scripted import ScriptedModel
 from agent.state import fresh_state
 from agent.store.home import Home
 from agent.store.lock import home_lock
-from tests.helpers import read_yaml, run_agent_process, run_cli, snapshots, tree_digest, write_active, write_script
+from tests.helpers import (
+    cycle_records,
+    read_yaml,
+    run_agent_process,
+    run_cli,
+    snapshots,
+    tree_digest,
+    write_active,
+    write_script,
+)
 
 DEMO = {
     "goals": ["Demonstrate the wake/run/sleep cycle"],
@@ -270,7 +280,7 @@ def test_json_report_describes_the_cycle(home, tmp_path):
         f"scratchpad/{cid}_after.yaml",
         "scratchpad/active.yaml",
     ]
-    index = [json.loads(line) for line in (home / "logs/index.jsonl").read_text().splitlines()]
+    index = cycle_records(home)
     assert index[-1]["cycle_id"] == cid and index[-1]["stop_reason"] == "done"
 
 
@@ -330,7 +340,7 @@ def test_a_secret_in_a_failure_message_is_redacted_everywhere(home, tmp_path, mo
     assert result.exit_code == 4
     assert secret not in result.stdout and "[REDACTED]" in result.stdout
     for path in [*(home / "scratchpad").iterdir(), *(home / "logs").iterdir()]:
-        assert secret not in path.read_text(), path
+        assert secret.encode() not in path.read_bytes(), path  # the database's file and its WAL too
 
 
 @pytest.mark.parametrize(
@@ -384,3 +394,24 @@ def test_a_lock_held_only_for_an_instant_does_not_make_a_cycle_skip(home, tmp_pa
     result = run(home, write_script(tmp_path, [{"tool": "done", "args": {"summary": "x"}}]))
     probe.join()
     assert result.exit_code == 0, result.output
+
+
+class _Preparing(ScriptedModel):
+    """A scripted model that says, as the embedded model does on its first run, why it will be slow."""
+
+    def start(self, log):
+        super().start(log)
+        log(Notice("preparing the model (first run on this machine)"))
+
+
+def test_a_models_notice_reaches_the_screen_before_its_first_reply_and_the_cycle_log(home):
+    write_active(home, DEMO)
+    events = []
+    model = _Preparing.from_replies([{"tool": "done", "args": {"summary": "ok"}}])
+
+    report = run_cycle(Home.at(home), Settings(), model, lambda event, **data: events.append((event, data)))
+
+    assert [event for event, _ in events] == ["start", "notice", "iteration", "end"]
+    assert events[1][1] == {"text": "preparing the model (first run on this machine)"}
+    log = (home / "logs" / f"cycle_{report.cycle_id}.log").read_text()
+    assert "preparing the model (first run on this machine)" in log

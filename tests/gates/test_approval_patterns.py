@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import run_cli, write_active, write_script
+from tests.helpers import run_cli, transcript, write_active, write_script
 
 SERVER = """
 import asyncio, sys
@@ -99,7 +99,7 @@ def test_a_flood_of_tool_schemas_is_cut_at_the_budget_naming_what_was_left_out(t
     assert result.exit_code == 0, result.stdout
     log = next((home / "logs").glob("cycle_*.log")).read_text()
     request_bytes = [int(n) for n in re.findall(r"prompt (\d+) bytes", log)]
-    shown = next((home / "logs").glob("cycle_*.transcript.jsonl")).read_text()  # what the model was shown
+    shown = json.dumps(transcript(home))  # what the model was shown
     assert "tools left out: their schemas would pass tool_schemas_max_bytes (32768): my_srv__probe" in shown
     assert request_bytes and max(request_bytes) < 200_000
     doctor = json.loads(run_cli("doctor", "--home", str(home), "--json").stdout)

@@ -15,12 +15,13 @@ from agent.cycle.dispatch import dispatch
 from agent.gates.approvals import ApprovalGate, gate, read_approvals
 from agent.gates.base import Action
 from agent.state import fresh_state
+from agent.store.db import any_rows, close_all, records
 from agent.store.home import Home
 from agent.store.lock import home_lock
 from agent.tools import NeedsApproval, ToolContext, build_registry
 from tests.cli.helpers import done, echo, run_cycle
 from tests.gates.helpers import made
-from tests.helpers import read_yaml, run_agent_process, run_cli, tree_digest, write_active, write_script
+from tests.helpers import read_yaml, run_agent_process, run_cli, stored_bytes, tree_digest, write_active, write_script
 
 WRITE = {"tool": "write_file", "args": {"path": "report.txt", "content": "hello"}}
 
@@ -37,6 +38,13 @@ def approvals_json(home: Path) -> list[dict]:
     result = run_cli("approvals", "--home", str(home), "--json")
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
+
+
+def break_approvals(home: Path) -> None:
+    """A parked call that is not an approval record: a row edited by hand (sqlite3) or by a bug."""
+    db = records(Home.at(home))
+    with db.write():
+        db.execute("INSERT INTO approval (id, format, status, record) VALUES (9, 1, 'pending', '{not json')")
 
 
 def notes(home: Path) -> list[str]:
@@ -136,7 +144,7 @@ def test_a_secret_in_parked_args_is_never_stored_nor_printed(gated_home):
     script = gated_home.parent / "secret_script.yaml"
     script.write_text(json.dumps([json.dumps(call)]))
     assert run_cli("run", "--home", str(gated_home), "--model", f"scripted:{script}", env=env).exit_code == 8
-    assert secret not in (gated_home / "scratchpad" / "approvals.json").read_text()
+    assert secret.encode() not in stored_bytes(gated_home)
     for args in (["approvals"], ["approvals", "--json"], ["approve", "1"]):
         result = run_cli(*args, "--home", str(gated_home), env=env)
         assert result.exit_code == 0 and secret not in result.output
@@ -149,11 +157,10 @@ def test_approvals_lists_pending_calls_for_people_and_says_when_there_are_none(g
     assert "pending" in out and 'write_file({"path": "report.txt"' in out
 
 
-def test_a_broken_approvals_file_is_an_invalid_scratchpad_error(gated_home):
-    (gated_home / "scratchpad").mkdir(exist_ok=True)
-    (gated_home / "scratchpad" / "approvals.json").write_text('{"not": "a list"}')
+def test_a_broken_approval_record_is_an_invalid_scratchpad_error(gated_home):
+    break_approvals(gated_home)
     result = run_cli("approvals", "--home", str(gated_home))
-    assert result.exit_code == 6 and "approvals.json" in result.stderr
+    assert result.exit_code == 6 and "agent.db: parked call 9 is not an approval record" in result.stderr
 
 
 def test_mcp_tools_are_gated_by_name_or_by_a_server_pattern():
@@ -180,7 +187,7 @@ def test_the_models_tools_cannot_reach_the_approvals_file(home):
     (home / "config.yaml").write_text("approval_required: [shell]\n")  # workspace unset: the home
     assert run_cycle(home, [{"tool": "shell", "args": {"command": "date"}}]).exit_code == 8
     forged = [dict(r, status="approved") for r in approvals_json(home)]
-    attack = {"tool": "write_file", "args": {"path": "scratchpad/approvals.json", "content": json.dumps(forged)}}
+    attack = {"tool": "write_file", "args": {"path": "logs/agent.db", "content": json.dumps(forged)}}
     assert run_cycle(home, [attack, done("ok")], "--force").exit_code == 0  # --force: a parked home is held
     assert [r["status"] for r in approvals_json(home)] == ["pending"]
 
@@ -218,7 +225,7 @@ def test_reset_denies_parked_and_approved_calls_and_drops_queued_edits_meant_for
     assert run_cli("approve", "--home", str(gated_home), "1").exit_code == 0
     with home_lock(Home.at(gated_home)):  # a cycle runs: the task edit is queued in the inbox
         assert run_cli("task", "add", "--home", str(gated_home), "old plan").exit_code == 0
-    assert (gated_home / "scratchpad" / "inbox.jsonl").stat().st_size > 0
+    assert any_rows(Home.at(gated_home), "inbox")
 
     result = run_cli("reset", "--home", str(gated_home), "--json")
     assert result.exit_code == 0, result.output
@@ -240,7 +247,8 @@ def test_reset_denies_parked_and_approved_calls_and_drops_queued_edits_meant_for
 def test_reset_with_an_unreadable_approvals_file_exits_6_naming_it_and_changes_nothing(gated_home):
     with home_lock(Home.at(gated_home)):
         assert run_cli("task", "add", "--home", str(gated_home), "queued").exit_code == 0
-    (gated_home / "scratchpad" / "approvals.json").write_text("{not json")
+    break_approvals(gated_home)
+    close_all()  # what a command that ended left: the database whole in its file
 
     def files():
         return {name: digest for name, digest in tree_digest(gated_home).items() if not name.endswith(".lock")}
@@ -249,8 +257,8 @@ def test_reset_with_an_unreadable_approvals_file_exits_6_naming_it_and_changes_n
 
     result = run_cli("reset", "--home", str(gated_home))
 
-    assert result.exit_code == 6 and "approvals.json" in result.output
-    assert files() == before  # active.yaml, the inbox, the approvals file: all as they were (a lock file aside)
+    assert result.exit_code == 6 and "parked call 9 is not an approval record" in result.output
+    assert files() == before  # active.yaml, the inbox, the parked calls: all as they were (a lock file aside)
 
 
 # ------------------------------------------------------------- only a call the policy would run is parked
@@ -324,10 +332,11 @@ def test_status_shows_the_calls_that_wait_with_their_count_and_age(gated_home):
 
 
 def test_status_with_an_unreadable_approvals_file_says_so_and_exits_0(gated_home):
-    (gated_home / "scratchpad").mkdir(exist_ok=True)
-    (gated_home / "scratchpad" / "approvals.json").write_text("{not json")
+    break_approvals(gated_home)
     result = run_cli("status", "--home", str(gated_home))
-    assert result.exit_code == 0 and "approvals: unknown: " in result.stdout and "approvals.json" in result.stdout
+    assert (
+        result.exit_code == 0 and "approvals: unknown: " in result.stdout and "agent.db: parked call 9" in result.stdout
+    )
     assert json.loads(run_cli("status", "--home", str(gated_home), "--json").stdout)["approvals_error"]
 
 
@@ -342,7 +351,7 @@ def test_the_approval_gate_holds_a_gated_call_and_parks_it_when_its_outcome_come
         gated.on_action({}, Action(tools["echo"], {"message": "hi"}, ctx))
     state = fresh_state()
     gated.after_action(state, Outcome(Tag.TOOL, "[TOOL] echo(...) -> hi", "echo", {"message": "hi"}))  # nothing held
-    assert not (tmp_path / "scratchpad" / "approvals.json").exists()
+    assert not any_rows(Home.at(tmp_path), "approval")
     with pytest.raises(Parked, match=r"call 1 to echo awaits the operator") as stop:
         gated.after_action(state, Outcome(Tag.APPROVAL, "[APPROVAL] echo needs approval", "echo", {"message": "hi"}))
     assert stop.value.reason is StopReason.AWAITING_APPROVAL

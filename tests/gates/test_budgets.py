@@ -1,5 +1,5 @@
-"""Budgets across cycles: daily and monthly tokens and cost, checked from the index before every
-model call; a spent budget stops the cycle with exit 10 and sends nothing."""
+"""Budgets across cycles: daily and monthly tokens and cost, checked from what the cycle records
+spent before every model call; a spent budget stops the cycle with exit 10 and sends nothing."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ import pytest
 
 from agent.common.outcomes import LimitReached, StopReason, UsageError
 from agent.config import Settings
-from agent.gates.budgets import BudgetGate, Budgets, cycle_cost, daily_totals, newest_days
+from agent.gates.budgets import BudgetGate, Budgets, cycle_cost, newest_days, record_cost, utc_day
 from agent.models.base import Usage
 from agent.models.fallback import FallbackModel
 from agent.models.scripted import ScriptedModel
+from agent.store.cycles import add_record
 from agent.store.home import Home
 from tests.cli.helpers import done, echo, run_cycle
 from tests.gates.helpers import made
-from tests.helpers import configure, run_cli, tree_digest
+from tests.helpers import configure, cycle_records, run_cli, tree_digest
 from tests.models.openai_server import OpenAIServer, Reply, usage
 
 KEY = "sk-test-0123456789abcdef0123"
@@ -50,7 +51,34 @@ def run(home: Path, server: OpenAIServer):
 
 
 def index(home: Path) -> list[dict]:
-    return [json.loads(line) for line in (home / "logs" / "index.jsonl").read_text().splitlines()]
+    return cycle_records(home)
+
+
+def daily_totals(records: list[dict], prices: dict) -> list[dict]:
+    """Per UTC day, oldest first, counted record by record: what the database's totals must equal."""
+    days: dict[str, dict] = {}
+    for record in records:
+        day = utc_day(record.get("started"))
+        if day is None:
+            continue
+        total = days.setdefault(day, {"day": day, "cycles": 0, "tokens": 0, "cost": 0.0, "unpriced_cycles": 0})
+        usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+        tokens, cost = usage.get("total_tokens", 0), record_cost(record, prices)
+        total["cycles"] += 1
+        total["tokens"] += tokens
+        if cost is None:
+            total["unpriced_cycles"] += tokens > 0
+        else:
+            total["cost"] = round(total["cost"] + cost, 8)
+    return [days[d] for d in sorted(days)]
+
+
+def store(home: Path, records: list[dict]) -> Home:
+    """`records` written as cycles write theirs; the home."""
+    h = Home.at(home)
+    for record in records:
+        add_record(h, record)
+    return h
 
 
 def test_a_spent_daily_token_budget_exits_10_and_sends_nothing(home, server):
@@ -127,20 +155,18 @@ def test_a_budget_of_zero_or_less_exits_2_naming_it(home, server, key):
 
 
 def _write_index(home: Path, records: list[tuple[str, int]]) -> None:
-    (home / "logs").mkdir(parents=True, exist_ok=True)
-    with open(home / "logs" / "index.jsonl", "w") as handle:
-        for i, (started, tokens) in enumerate(records):
-            handle.write(
-                json.dumps(
-                    {
-                        "cycle_id": f"c{i}",
-                        "started": started,
-                        "model": MODEL,
-                        "usage": {"prompt_tokens": tokens, "completion_tokens": 0, "total_tokens": tokens},
-                    }
-                )
-                + "\n"
-            )
+    store(
+        home,
+        [
+            {
+                "cycle_id": f"c{i:03d}",
+                "started": started,
+                "model": MODEL,
+                "usage": {"prompt_tokens": tokens, "completion_tokens": 0, "total_tokens": tokens},
+            }
+            for i, (started, tokens) in enumerate(records)
+        ],
+    )
 
 
 def test_days_and_months_are_utc_and_only_this_months_records_count(home):
@@ -189,11 +215,14 @@ def test_the_budget_gate_tells_a_fallback_model_which_of_its_models_spent_its_ow
     assert models.spent("local") is None
 
 
-def test_cost_of_usage_and_of_unpriced_models():
+def test_cost_of_usage_and_of_unpriced_models(tmp_path):
     assert cycle_cost(PRICE, MODEL, Usage(prompt_tokens=1_000_000, completion_tokens=500_000)) == 7.0
     assert cycle_cost(PRICE, "openai:unknown", Usage(prompt_tokens=10)) is None
-    days = daily_totals([{"started": "2026-11-21T00:00:00+00:00", "model": "x", "usage": {"total_tokens": 5}}], PRICE)
-    assert days == [{"day": "2026-11-21", "cycles": 1, "tokens": 5, "cost": 0.0, "unpriced_cycles": 1}]
+    h = store(
+        tmp_path,
+        [{"cycle_id": "c1", "started": "2026-11-21T00:00:00+00:00", "model": "x", "usage": {"total_tokens": 5}}],
+    )
+    assert newest_days(h, PRICE) == [{"day": "2026-11-21", "cycles": 1, "tokens": 5, "cost": 0.0, "unpriced_cycles": 1}]
 
 
 def _day_records(days: int, per_day: int) -> list[dict]:
@@ -213,32 +242,18 @@ def _record(started: _dt.datetime, id_time: _dt.datetime) -> dict:
     }
 
 
-def test_newest_days_are_the_whole_index_totals_of_those_days_newest_first():
+def test_newest_days_are_the_records_totals_of_those_days_newest_first(tmp_path):
     records = _day_records(9, 3)
     whole = daily_totals(records, PRICE)
-    assert newest_days(reversed(records), PRICE) == whole[::-1]  # 0: every day
+    h = store(tmp_path, records)
+    assert newest_days(h, PRICE) == whole[::-1]  # 0: every day
     for limit in (1, 2, 5, 9, 20):
-        assert newest_days(reversed(records), PRICE, limit) == whole[::-1][:limit]
+        assert newest_days(h, PRICE, limit) == whole[::-1][:limit]
 
 
-def test_newest_days_read_no_further_back_than_the_days_shown():
-    """The index is read backwards; an older day's first record ends the reading."""
-    records = _day_records(1000, 4)
-    read = []
-
-    def backwards():
-        for record in reversed(records):
-            read.append(record)
-            yield record
-
-    days = newest_days(backwards(), PRICE, 2)
-    assert [d["day"] for d in days] == ["2029-07-27", "2029-07-26"] and days[0]["cycles"] == 4
-    assert len(read) == 2 * 4 + 1
-
-
-def test_a_clock_that_stepped_back_dates_one_record_a_day_early_and_hides_none():
-    """The third of four cycles on 2 January started by a clock an hour slow: its id still sorts
-    after the second's, so it is counted on 1 January and the two before it still on 2 January."""
+def test_a_clock_that_stepped_back_dates_one_record_a_day_early_and_hides_none(tmp_path):
+    """The third of four cycles on 2 January started by a clock an hour slow: it is counted on
+    1 January (the day it started) and the others still on 2 January."""
     day = _dt.datetime(2026, 1, 2, 0, 30, tzinfo=_dt.timezone.utc)
     records = [_record(day - _dt.timedelta(days=1), day - _dt.timedelta(days=1))]
     records += [_record(day + _dt.timedelta(minutes=m), day + _dt.timedelta(minutes=m)) for m in (0, 10)]
@@ -246,19 +261,47 @@ def test_a_clock_that_stepped_back_dates_one_record_a_day_early_and_hides_none()
     records += [_record(day + _dt.timedelta(minutes=20), day + _dt.timedelta(minutes=20))]
     whole = daily_totals(records, PRICE)[::-1]
     assert [(d["day"], d["cycles"]) for d in whole] == [("2026-01-02", 3), ("2026-01-01", 2)]
-    assert newest_days(reversed(records), PRICE, 1) == whole[:1]
-    assert newest_days(reversed(records), PRICE, 2) == whole
+    h = store(tmp_path, records)
+    assert newest_days(h, PRICE, 1) == whole[:1]
+    assert newest_days(h, PRICE, 2) == whole
 
 
-def test_newest_days_skip_records_without_a_time_and_count_unpriced_usage():
+def test_newest_days_skip_records_without_a_time_and_count_unpriced_usage(tmp_path):
     records = [
-        {"started": "2026-11-21T01:00:00+00:00", "model": "x", "usage": {"total_tokens": 5}},
-        {"started": "not a time", "usage": {"total_tokens": 7}},
-        {"started": None},
+        {"cycle_id": "c1", "started": "2026-11-21T01:00:00+00:00", "model": "x", "usage": {"total_tokens": 5}},
+        {"cycle_id": "c2", "started": "not a time", "usage": {"total_tokens": 7}},
+        {"cycle_id": "c3", "started": None},
     ]
-    assert newest_days(reversed(records), PRICE, 1) == [
+    assert newest_days(store(tmp_path, records), PRICE, 1) == [
         {"day": "2026-11-21", "cycles": 1, "tokens": 5, "cost": 0.0, "unpriced_cycles": 1}
     ]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_what_the_database_adds_up_equals_the_records_counted_one_by_one(tmp_path, seed):
+    """Random records over months and models, some priced now, some with a recorded cost, some
+    without usage or a time: the day totals the database keeps equal the records counted by hand."""
+    import random
+
+    rng = random.Random(seed)
+    start, records = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc), []
+    for n in range(300):
+        started = start + _dt.timedelta(hours=rng.randrange(24 * 90))
+        record = {"cycle_id": f"c{n:04d}", "started": started.isoformat(), "model": rng.choice([MODEL, "x", 5])}
+        if rng.random() < 0.9:
+            prompt, completion = rng.randrange(2000), rng.randrange(200)
+            record["usage"] = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
+        if rng.random() < 0.3:
+            record["cost"] = round(rng.random(), 6)
+        if rng.random() < 0.05:
+            record["started"] = "not a time"
+        records.append(record)
+    prices = {MODEL: {"input": 2.0, "output": 10.0}}
+    assert newest_days(store(tmp_path, records), prices) == daily_totals(records, prices)[::-1]
 
 
 def test_history_and_status_show_tokens_and_cost_per_cycle_and_per_day(home, server):

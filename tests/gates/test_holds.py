@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from agent.gates.holds import held_for, newest_working
+from agent.memory.inbox import queue_edit, queued_edits
+from agent.store.db import records
 from agent.store.home import Home
-from agent.store.inbox import queue_edit
 from tests.cli.helpers import done, echo, run_cycle
 from tests.helpers import read_active, run_cli, snapshots, write_active, write_script
 
@@ -128,7 +129,7 @@ def test_resume_in_a_home_with_nothing_to_do_calls_no_model(home):
     script = write_script(home.parent, [], name="none.yaml")
     ran = run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "--json", env={"AGENT_IDLE": "skip"})
     assert ran.exit_code == 0 and report_of(ran)["stop_reason"] == "idle"
-    assert not (home / "scratchpad" / "inbox.jsonl").read_text()  # the resume was consumed
+    assert queued_edits(Home.at(home)) == []  # the resume was consumed
 
 
 def test_force_is_never_held(stalled):
@@ -167,11 +168,12 @@ def test_a_hold_lasts_however_many_held_cycles_came_before(stalled):
 
 
 def test_a_record_without_digests_is_never_held_after(stalled):
-    index = stalled / "logs" / "index.jsonl"
-    lines = index.read_text().splitlines()
-    last = json.loads(lines[-1])
-    last.pop("active_digest")
-    index.write_text("\n".join([*lines[:-1], json.dumps(last)]) + "\n")
+    db = records(Home.at(stalled))
+    with db.write():  # as an older release's record: no digests
+        db.execute(
+            "UPDATE cycle SET record = json_remove(record, '$.active_digest') "
+            "WHERE id = (SELECT max(id) FROM cycle WHERE record IS NOT NULL)"
+        )
     assert tick(stalled, [done("fixed")])["stop_reason"] == "done"
 
 

@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import json
 
-from agent.memory.bounding import ARCHIVE_MARKER, Archived, apply_curation, bound_memory, read_archive
+from agent.memory.bounding import ARCHIVE_MARKER, Archived, apply_curation, bound_memory
 from agent.state import fresh_state
+from agent.store.archive import archived
+from agent.store.home import Home
 from tests.helpers import read_yaml, run_cli, write_active, write_script
+
+
+def archive_of(home) -> list[dict]:
+    """Every archived record of the home, oldest first."""
+    return list(archived(Home.at(home)))
 
 
 def run(home, script, *extra):
@@ -80,7 +87,7 @@ def test_notes_budget_spills_to_the_archive_and_nothing_is_lost(home, tmp_path):
     active = read_yaml(home / "scratchpad/active.yaml")
     assert len(active["notes"]) <= 1500
     assert active["notes"].startswith(ARCHIVE_MARKER)
-    archive = read_archive(home / "logs/archive.jsonl")
+    archive = archive_of(home)
     assert archive and all(r["kind"] == "note" and r["reason"] == "notes_budget" for r in archive)
     assert all(len(r["cycle_id"]) >= 15 for r in archive)
     everything = "\n".join([r["value"] for r in archive] + [active["notes"]])
@@ -96,7 +103,7 @@ def test_completed_window_keeps_full_history_across_active_and_archive(home, tmp
         assert run(home, script).exit_code == 0
     active = read_yaml(home / "scratchpad/active.yaml")
     assert [t["task"] for t in active["completed_tasks"]] == ["task3", "task4"]
-    archived = [r["value"]["task"] for r in read_archive(home / "logs/archive.jsonl") if r["kind"] == "completed_task"]
+    archived = [r["value"]["task"] for r in archive_of(home) if r["kind"] == "completed_task"]
     assert archived + ["task3", "task4"] == [f"task{i}" for i in range(5)]
 
 
@@ -137,7 +144,7 @@ def test_reflect_replaces_notes_and_archives_the_old_ones(home, tmp_path):
     assert result.exit_code == 0
     assert json.loads(result.stdout)["reflect"] == "applied"
     assert read_yaml(home / "scratchpad/active.yaml")["notes"] == "Known: the task is done"
-    archived = [r["value"] for r in read_archive(home / "logs/archive.jsonl") if r["reason"] == "reflect"]
+    archived = [r["value"] for r in archive_of(home) if r["reason"] == "reflect"]
     assert archived[0] == "old fact" and any("raw tool chatter" in line for line in archived)
 
 
@@ -178,7 +185,7 @@ def test_an_invalid_reflect_reply_keeps_the_unreflected_state(home, tmp_path):
         result = run(sub, reflect_script(tmp_path, [reply]), "--reflect", "--json")
         assert json.loads(result.stdout)["reflect"].startswith("kept unreflected")
         assert "raw tool chatter" in read_yaml(sub / "scratchpad/active.yaml")["notes"]
-    assert not (home / "0/logs/archive.jsonl").exists()
+    assert archive_of(home / "0") == []
 
 
 def test_reflect_only_runs_after_done(home, tmp_path):

@@ -6,7 +6,16 @@ import dataclasses
 import json
 
 from agent.common.tags import Outcome, Tag
-from agent.models.base import Completion, Request, ToolCall, Usage, chat_messages, system_with_examples
+from agent.models.base import (
+    Completion,
+    Notice,
+    Request,
+    ToolCall,
+    Usage,
+    chat_messages,
+    system_with_examples,
+    with_notices,
+)
 
 SCHEMA = {"anyOf": []}
 TURNS = (("Task: say hi", '{"tool": "echo", "args": {"message": "hi"}}'), ("Task: stop", '{"tool": "done"}'))
@@ -69,3 +78,12 @@ def test_native_calls_are_dispatched_one_by_one_and_shown_as_sent():
     shown = json.loads(completion.shown)
     assert shown[1] == {"id": "c2", "type": "function", "function": {"name": 7, "arguments": "not json"}}
     assert Completion('{"tool": "done"}').replies() == ['{"tool": "done"}']  # no calls: the text is the action
+
+
+def test_a_notice_is_logged_like_any_line_and_also_handed_on():
+    logged, notified = [], []
+    log = with_notices(logged.append, notified.append)
+    log("loaded the model")
+    log(Notice("preparing the model"))
+    assert logged == ["loaded the model", "preparing the model"] and notified == ["preparing the model"]
+    assert type(notified[0]) is str

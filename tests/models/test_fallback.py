@@ -7,8 +7,7 @@ import socket
 
 import yaml
 
-from agent.store.files import read_jsonl
-from tests.helpers import run_cli, write_active
+from tests.helpers import cycle_records, run_cli, write_active
 from tests.models.openai_server import OpenAIServer, Reply
 
 TASK = {
@@ -37,7 +36,7 @@ def run(home, *extra):
 
 
 def index(home):
-    return read_jsonl(home / "logs/index.jsonl", "cycle_id")
+    return cycle_records(home)
 
 
 def closed_port_url():

@@ -7,8 +7,8 @@ from typing import Callable
 
 import pytest
 
+from agent.store.cycles import new_cycle_id
 from agent.store.home import Home
-from agent.store.ids import new_cycle_id
 
 
 def _start_cycle(home: Home, now: dt.datetime) -> str:

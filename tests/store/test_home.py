@@ -18,7 +18,6 @@ def _home_paths(home: Home) -> dict[str, Path]:
     paths |= {
         "snapshot": home.snapshot("20260101_000000_00", "before"),
         "cycle_log": home.cycle_log("20260101_000000_00"),
-        "transcript": home.transcript("20260101_000000_00"),
     }
     return paths
 

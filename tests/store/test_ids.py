@@ -1,17 +1,21 @@
-"""Cycle ids: unique, the same length, and always sorting after every cycle the home knows of,
-so snapshot and log names list in the order the cycles ran under plain `ls` and `sort`."""
+"""Cycle ids: unique (even between processes), the same length, and always sorting after every
+cycle the home knows of, so snapshot and log names list in the order the cycles ran under plain
+`ls` and `sort`."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from agent.common.outcomes import InvalidScratchpad
+from agent.store.cycles import add_record, new_cycle_id
+from agent.store.db import records
 from agent.store.home import Home
-from agent.store.ids import cycle_started, cycles_on_disk, following_cycle_id, new_cycle_id
+from agent.store.ids import cycle_started, following_cycle_id
 
 MOMENT = dt.datetime(2026, 4, 1, 10, 1, 37, tzinfo=dt.timezone.utc)
 
@@ -66,8 +70,23 @@ def test_a_clock_stepped_back_continues_after_the_newest_cycle_on_disk(h, start_
 
 def test_a_clock_stepped_back_continues_after_the_newest_cycle_in_the_index(h):
     """Even when retention deleted that cycle's files, the index still knows it."""
-    h.index.write_text(json.dumps({"cycle_id": "20260401_100137_05"}) + "\n")
+    add_record(h, {"cycle_id": "20260401_100137_05"})
     assert new_cycle_id(h, MOMENT - dt.timedelta(hours=1)) == "20260401_100137_06"
+
+
+def test_two_processes_naming_cycles_at_once_never_choose_the_same_id(h):
+    """The newest id is read and the new one taken in one transaction (SQLite's write lock)."""
+    code = (
+        "import datetime as dt, sys; from agent.store.home import Home; from agent.store.cycles import new_cycle_id; "
+        "t = dt.datetime(2026, 4, 1, 10, 1, 37, tzinfo=dt.timezone.utc); "
+        "print(' '.join(new_cycle_id(Home.at(sys.argv[1]), t) for _ in range(40)))"
+    )
+    new_cycle_id(h, MOMENT)  # the database made, so both processes open the same one
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(h.root)], stdout=subprocess.PIPE, text=True) for _ in range(3)
+    ]
+    ids = [i for p in procs for i in p.communicate(timeout=120)[0].split()]
+    assert len(ids) == 120 and len(set(ids)) == 120
 
 
 def test_the_clock_is_used_again_once_it_passes_the_newest_cycle(h, start_cycle):
@@ -88,7 +107,9 @@ def test_an_older_versions_suffixed_ids_are_continued_after_their_second():
     assert following_cycle_id(MOMENT, ["20260401_100136", "20260401_100136_02"]) == "20260401_100137_01"
 
 
-def test_both_id_forms_are_cycles_and_other_names_are_not(h):
+def test_both_id_forms_are_cycles_and_other_names_are_not(home):
+    h = Home.at(home)
+    h.ensure_dirs()
     for name in (
         "20260401_100137",
         "20260401_100137_02",
@@ -99,7 +120,8 @@ def test_both_id_forms_are_cycles_and_other_names_are_not(h):
         "20260401_100140_001",
     ):
         h.snapshot(name, "before").write_text("{}")
-    assert cycles_on_disk(h) == ["20260401_100137", "20260401_100137_02", "20260401_100138_01"]
+    known = [i for (i,) in records(h).rows("SELECT id FROM cycle ORDER BY id")]  # the upgrade listed them
+    assert known == ["20260401_100137", "20260401_100137_02", "20260401_100138_01"]
     assert cycle_started("20260401_100138_01") == dt.datetime(2026, 4, 1, 10, 1, 38, tzinfo=dt.timezone.utc)
     assert cycle_started("20261399_000000") is None and cycle_started("notes") is None
 

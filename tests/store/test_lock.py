@@ -10,7 +10,7 @@ import pytest
 
 from agent.common.outcomes import Busy, DiskError
 from agent.store.home import Home
-from agent.store.lock import BUSY_GRACE_SECONDS, file_lock, home_lock, is_locked
+from agent.store.lock import BUSY_GRACE_SECONDS, home_lock, is_locked
 
 
 def test_is_locked_is_true_only_while_the_lock_is_held(home):
@@ -52,34 +52,27 @@ def test_an_error_inside_the_held_lock_is_not_mistaken_for_busy(home):
     assert not is_locked(h)
 
 
-def test_file_lock_creates_an_owner_only_file_and_refuses_a_second_holder_past_its_deadline(tmp_path):
-    path = tmp_path / "x.lock"
-    with file_lock(path):
-        assert path.stat().st_mode & 0o777 == 0o600
-        with pytest.raises(BlockingIOError), file_lock(path, deadline=time.monotonic() + 0.05):
-            pass
-    with file_lock(path, deadline=time.monotonic()):  # free again once released
+def test_the_lock_file_is_owner_only_and_a_home_that_cannot_hold_one_is_a_disk_error(tmp_path):
+    h = Home.at(tmp_path)
+    with home_lock(h):
+        assert h.lock_file.stat().st_mode & 0o777 == 0o600
+    with pytest.raises(DiskError, match="missing"), home_lock(Home.at(tmp_path / "missing")):
         pass
 
 
-def test_file_lock_without_a_deadline_waits_for_the_holder(tmp_path):
-    path = tmp_path / "x.lock"
+def test_a_taker_with_a_wait_gets_the_lock_once_the_holder_lets_go(home):
+    h = Home.at(home)
     holding, taken = threading.Event(), threading.Event()
 
     def second_taker():
         holding.wait(60)
-        with file_lock(path):
+        with home_lock(h, wait=60):
             taken.set()
 
     worker = threading.Thread(target=second_taker)
-    with file_lock(path):
+    with home_lock(h):
         worker.start()
         holding.set()
         assert not taken.wait(0.2)  # still held: the second taker waits (a bounded check, not synchronisation)
     assert taken.wait(60)
     worker.join(60)
-
-
-def test_file_lock_names_the_file_it_cannot_open(tmp_path):
-    with pytest.raises(DiskError, match="missing"), file_lock(tmp_path / "missing" / "x.lock"):
-        pass

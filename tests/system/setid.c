@@ -4,6 +4,8 @@
  * CALL is one of the names in attempt(); a call this architecture lacks prints "CALL: absent".
  * On x86_64, `i386-chmod` and `x32-chmod` make the call through the other ABIs (int 0x80, and the
  * x32 bit): the filter knows only the native one, so the process must be killed (SIGSYS).
+ * `io_uring-openat` asks io_uring to make the file: its operations run past the filter, so
+ * io_uring itself must be refused.
  * Built by tests/system/test_boundary_setuid.py (with -no-pie: int 0x80 takes 32-bit pointers)
  * and run in the sandbox. */
 #define _GNU_SOURCE
@@ -14,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "uring.h"
 
 #define MODE 06755
 #define SYS_FCHMODAT2 452
@@ -24,6 +27,19 @@ struct open_how_v0 { unsigned long long flags, mode, resolve; };
 static long plain(void) { /* an ordinary file to change the mode of */
     int fd = open("made", O_CREAT | O_WRONLY, 0644);
     return fd < 0 ? -1 : close(fd);
+}
+
+static long uring_openat(void) { /* a ring's result is a negative errno: as a call's */
+    struct io_uring_sqe op;
+    memset(&op, 0, sizeof op);
+    op.opcode = IORING_OP_OPENAT;
+    op.fd = AT_FDCWD;
+    op.addr = (unsigned long)"made";
+    op.len = MODE;
+    op.open_flags = O_CREAT | O_WRONLY;
+    long result = uring_run(&op);
+    if (result < -1) { errno = -result; return -1; }
+    return result;
 }
 
 static long tmpfile_linked(long fd) { /* an O_TMPFILE file becomes "made" */
@@ -53,6 +69,7 @@ static long attempt(const char *call) {
     if (!strcmp(call, "openat-tmpfile"))
         return tmpfile_linked(syscall(SYS_openat, AT_FDCWD, ".", O_TMPFILE | O_WRONLY, MODE));
     if (!strcmp(call, "openat2")) return syscall(SYS_OPENAT2, AT_FDCWD, "made", &how, sizeof how);
+    if (!strcmp(call, "io_uring-openat")) return uring_openat();
     if (!strcmp(call, "mknodat")) return syscall(SYS_mknodat, AT_FDCWD, "made", S_IFREG | MODE, 0);
 #if defined(__x86_64__)
     if (!strcmp(call, "i386-chmod")) { plain(); return int80(15, made_name, MODE); }

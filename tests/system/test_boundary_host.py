@@ -6,19 +6,26 @@ as root and as an ordinary user, in real cycles.
   `checks_unsandboxed: true` runs it there, and the cycle log and doctor say so.
 - `wake_when` is the operator's and runs on the host: the recipe docs/operations.md gives for a
   file in the inbox must not follow a link the model made to /etc or to the home's own files.
+- `agent replay` copies the workspace: the copy takes no more disk than the workspace does (the
+  model's sparse files stay sparse), so a workspace within its quota cannot fill the disk.
+- The command docs/operations.md gives for looking at a git repository the model made runs none
+  of the programs the model's `.git/config`, hooks or attributes name, at a terminal.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import pty
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.sandbox_support import sandbox_required  # noqa: F401 - a fixture
-from tests.users import AgentUser, done, everything_in
+from tests.users import AgentUser, done, everything_in, notes_of, shell
 
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 PLANTED = """\
@@ -119,10 +126,108 @@ def test_the_documented_wake_when_recipe_never_follows_a_link_the_model_made(age
     wake = [n for n in yaml.safe_load((home / "scratchpad" / "active.yaml").read_text())["notes"].splitlines()]
     (note,) = [n for n in wake if n.startswith("[WAKE]")]
     assert "letter.txt" in note and link not in note, note
-    for leaked in ("passwd", "hostname", "index.jsonl", "cycle_", "shell_policy"):
+    for leaked in ("passwd", "hostname", "agent.db", "cycle_", "shell_policy"):
         assert leaked not in note, note
     # a link alone is no letter: the next cycle stays idle
     (inbox / "letter.txt").unlink()
     second = agent_user.cycle(home, [done("nothing")])
     assert json.loads(second.stdout)["stop_reason"] == "idle"
     assert b"passwd" not in everything_in(home / "logs")
+
+
+def _disk_use(folder: Path) -> int:
+    return sum(p.lstat().st_blocks * 512 for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize(
+    "making",
+    [
+        "for i in 1 2 3 4 5; do truncate -s 40M sparse$i; done",  # long files with nothing in them
+        "for i in 1 2 3 4 5; do echo data | dd of=holes$i bs=1 seek=39M status=none; done",  # data past a hole
+    ],
+    ids=["truncated", "written-past-a-hole"],
+)
+def test_replays_copy_of_the_workspace_takes_no_more_disk_than_the_workspace(
+    agent_user, request, making, tmp_path_factory
+):
+    """The model may make files 40 MB long that take no disk, far within a 10 MB quota, which counts
+    blocks. Replay's copy wrote every zero: 200 MB here, and with 20,000 files of the default
+    256 MiB a copy of 5 TB that fills the disk of whoever runs `agent replay`."""
+    request.getfixturevalue("sandbox_required")
+    quota = {"shell_policy": "sandbox", "workspace_max_bytes": 10_000_000, "sandbox_max_file_bytes": 50_000_000}
+    home = agent_user.make_home({**quota, "notes_budget": None})
+    assert agent_user.cycle(home, [shell(making + " && echo made"), done()]).returncode == 0
+    assert notes_of(home)[0].endswith("-> made"), notes_of(home)
+    workspace = home / "workspace"
+    assert _disk_use(workspace) < quota["workspace_max_bytes"]
+    script = agent_user.script(home, [done("again")])
+    replayed = agent_user.agent(
+        "replay", "latest", "--home", str(home), "--model", f"scripted:{script}", "--keep", "--json"
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    copy = Path(json.loads(replayed.stdout)["scratch_home"]) / "workspace"
+    try:
+        files = sorted(p.name for p in workspace.iterdir())
+        assert sorted(p.name for p in copy.iterdir()) == files
+        for name in files:
+            assert (copy / name).read_bytes() == (workspace / name).read_bytes()
+        assert _disk_use(copy) <= _disk_use(workspace) + 64 * 1024, (_disk_use(copy), _disk_use(workspace))
+    finally:
+        shutil.rmtree(copy.parent)
+
+
+def _git_review_recipe() -> str:
+    """docs/operations.md's command for looking at a git repository the model made (a line of a sh block)."""
+    blocks = re.findall(r"^```sh\n(.*?)^```", OPERATIONS.read_text(), flags=re.M | re.S)
+    (line,) = [line for block in blocks for line in block.splitlines() if "git" in line and "workspace/repo" in line]
+    return line
+
+
+GIT_TRAPS = {  # what the model sets up in its repository: each names a program git would run on the host
+    "pager": "git config core.pager 'touch {mark}; cat'",
+    "fsmonitor": "git config core.fsmonitor 'touch {mark}; false'",
+    "hook": "printf '#!/bin/sh\\ntouch {mark}\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout",
+    "filter": "echo 'a.txt filter=trap' > .gitattributes && git add .gitattributes && git commit -qm attributes "
+    "&& git config filter.trap.smudge 'touch {mark}; cat'",
+}
+
+
+@pytest.mark.parametrize("trap", sorted(GIT_TRAPS))
+def test_the_documented_way_to_look_at_the_models_git_repository_runs_none_of_its_programs(agent_user, request, trap):
+    """As root (git's safe.directory was the documented way past its ownership check) or as the
+    agent's user (whose own repository git trusts), `git log` in the workspace ran the model's
+    core.pager at a terminal; other settings run other programs. The recipe clones first."""
+    request.getfixturevalue("sandbox_required")
+    home = agent_user.make_home({"shell_policy": "sandbox", "notes_budget": None})
+    mark = home.parent / f"trapped-by-{trap}"
+    repo = (
+        "git init -q repo && cd repo && git config user.email m@example.com && git config user.name m && "
+        "echo hi > a.txt && git add a.txt && git commit -qm first && "
+        + GIT_TRAPS[trap].format(mark=mark)
+        + " && echo ready"
+    )
+    assert agent_user.cycle(home, [shell(repo), done()]).returncode == 0
+    assert notes_of(home)[0].endswith("-> ready"), notes_of(home)
+    review = agent_user.folder("review")
+    controller, terminal = pty.openpty()  # at a terminal, as an operator types it: git starts its pager
+    try:
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(review), "PAGER": "cat", "TMPDIR": str(review)}
+        proc = agent_user.popen(
+            ["sh", "-c", _git_review_recipe()], env, cwd=home, stdin=terminal, stdout=terminal, stderr=terminal
+        )
+        os.close(terminal)
+        shown = b""
+        while chunk := _read_terminal(controller):
+            shown += chunk
+        assert proc.wait(timeout=60) == 0, shown
+    finally:
+        os.close(controller)
+    assert b"first" in shown, shown  # the log was shown
+    assert not mark.exists()
+
+
+def _read_terminal(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: every program holding the terminal has ended
+        return b""

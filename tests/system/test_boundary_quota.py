@@ -2,17 +2,19 @@
 
 Real sandboxed cycles: a folder whose modes shut the walk out (no read, or no search) holds the
 workspace at "over quota" until the cycle's end puts its modes right, and then its bytes count;
-60 parallel writers are stopped within a bound; /dev/shm is as bounded as /tmp.
+no call reserves disk space faster than it can be written (fallocate, directly or through
+io_uring); 60 parallel writers are stopped within a bound; /dev/shm is as bounded as /tmp.
 """
 
 from __future__ import annotations
 
 import stat
+from pathlib import Path
 
 import pytest
 
 from agent.tools.quota import workspace_usage
-from tests.sandbox_support import sandbox_required  # noqa: F401 - a fixture
+from tests.sandbox_support import built, sandbox_required  # noqa: F401 - a fixture
 from tests.users import done, notes_of, shell
 
 pytestmark = pytest.mark.usefixtures("sandbox_required")
@@ -35,6 +37,23 @@ for _ in range(25):
     os.mkdir("n" * 200)
     os.chdir("n" * 200)
 os.execvp("sh", ["sh", "-c", "n=0; while :; do n=$((n+1)); head -c 1000000 /dev/zero > $n || exit; done"])
+"""
+# Holds 20 files of 5 MB that no walk can see, each under sandbox_max_file_bytes: deleted right after
+# being opened, or made with O_TMPFILE and never named. Then it keeps them a while before saying so.
+HIDDEN_HOLDER = """\
+import os, sys, time
+held = []
+for n in range(20):
+    if sys.argv[1] == "unlinked":
+        fd = os.open(f"f{n}", os.O_CREAT | os.O_WRONLY, 0o600)
+        os.unlink(f"f{n}")
+    else:
+        fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o600)
+    for _ in range(5):
+        os.write(fd, bytes(1_000_000))
+    held.append(fd)
+time.sleep(3)  # the attack: hold them while the command runs
+print("held", 5 * len(held), "MB")
 """
 
 
@@ -75,6 +94,41 @@ def test_a_folder_the_walk_cannot_read_holds_the_workspace_over_quota_until_its_
     over = counted.bytes > QUOTA["workspace_max_bytes"]
     assert (READ_ONLY in notes_of(home)[-2]) == over
     assert (home / "workspace" / "again.txt").exists() != over
+
+
+@pytest.mark.parametrize("call, refused", [("fallocate", "errno 95"), ("io_uring-fallocate", "errno 38")])
+def test_no_call_reserves_disk_space_past_the_quota_at_once(agent_user, tmp_path_factory, call, refused):
+    """fallocate with FALLOC_FL_KEEP_SIZE takes a gigabyte of blocks in one call, past RLIMIT_FSIZE
+    (the file stays empty) and faster than the quota's watch looks. The filter refuses it
+    (EOPNOTSUPP), and io_uring, which would run it past the filter, is not there (ENOSYS)."""
+    home = agent_user.make_home(QUOTA)
+    program = built(Path(__file__).with_name("reserve.c"), tmp_path_factory.mktemp("reserve"))
+    (home / "workspace" / "reserve").write_bytes(program.read_bytes())
+    (home / "workspace" / "reserve").chmod(0o755)
+    agent_user.give(home / "workspace" / "reserve")
+    assert agent_user.cycle(home, [shell(f"./reserve {call} 1000000000"), done()]).returncode == 0
+    (line,) = notes_of(home)[:1]
+    assert line.endswith(f"-> {call}: result -1 {refused} blocks 0"), line
+    assert workspace_usage(home / "workspace", 1000).bytes < QUOTA["workspace_max_bytes"]
+
+
+@pytest.mark.parametrize("hiding", ["unlinked", "tmpfile"])
+def test_files_no_walk_can_see_count_while_the_command_holds_them(agent_user, hiding):
+    """A file deleted while open, or made with O_TMPFILE, takes disk but no walk finds it: the
+    watch used to take the growth for another program's and start again from there, so 100 MB
+    (or, with more processes and files, the whole disk) stayed held by a command under a 10 MB
+    quota. Growth the walk cannot explain now counts too, up to workspace_max_bytes."""
+    home = agent_user.make_home(QUOTA)
+    replies = [
+        {"tool": "write_file", "args": {"path": "holder.py", "content": HIDDEN_HOLDER}},
+        shell(f"python3 holder.py {hiding}"),
+        shell("echo after > after.txt && cat after.txt"),
+    ]
+    assert agent_user.cycle(home, [*replies, done()]).returncode == 0
+    killed, after = notes_of(home)[1:3]
+    assert killed.startswith("[TOOL ERROR] shell(") and "the command was killed" in killed, killed
+    assert "more than the workspace holds" in killed and "held" not in killed, killed
+    assert after.endswith("-> after"), after  # nothing stays over: the space came back with the command's end
 
 
 def test_dev_shm_is_a_tmpfs_as_small_as_tmp(agent_user):

@@ -1,6 +1,6 @@
 """A tree the model shaped (1,200 folders deep, or paths past PATH_MAX) breaks no walk: the
 after-crash sweep, `agent replay`'s copy and its removal are iterative and bounded
-(`agent/store/walk.py`), and the file tools refuse paths that deep or that long."""
+(`agent/common/walk.py`), and the file tools refuse paths that deep or that long."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.store.walk import Walk, copy_tree, remove_tree
+from agent.common.walk import Walk, copy_tree, remove_tree
 from agent.tools import ToolError
 from agent.tools.workspace import confined_path
 from tests.helpers import run_agent_process, run_cli, write_script

@@ -16,6 +16,7 @@ import random
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -29,11 +30,12 @@ import yaml
 import agent.cycle.dispatch
 from agent.common.outcomes import ExitCode
 from agent.common.tags import Tag
-from agent.store.crash import unfinished_cycle
-from agent.store.home import Home, read_index
+from agent.cycle.crash import unfinished_cycle
+from agent.store.db import Database, records
+from agent.store.home import Home
 from agent.store.lock import is_locked
 from agent.store.state_file import read_state_file
-from tests.helpers import make_home, run_cli, tree_digest, wait_for, write_script
+from tests.helpers import cycle_records, make_home, run_cli, tree_digest, wait_for, write_script
 
 ALLOW = "shell_allowlist: [sleep, mkdir, rmdir]\n"  # the commands these tests' scripts run (LockHolder adds cat)
 
@@ -108,16 +110,25 @@ def leftovers(home: Path) -> list[Path]:
 
 
 def assert_every_file_whole(home: Path) -> None:
-    """Every snapshot and active.yaml parses as a valid scratchpad; index lines are whole JSON
-    except perhaps a torn last line (which readers skip)."""
+    """Every snapshot and active.yaml parses as a valid scratchpad; the database passes SQLite's own
+    integrity check (read by a process of its own, as the next command would find it)."""
     for path in sorted((home / "scratchpad").glob("*.yaml")):
         assert read_state_file(path, home) is not None, path
-    index = home / "logs" / "index.jsonl"
-    if index.exists():
-        lines = index.read_text().splitlines()
-        for line in lines[:-1]:
-            json.loads(line)
-        read_index(Home.at(home))
+    if (home / "logs" / "agent.db").exists():
+        check = (
+            "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('PRAGMA integrity_check').fetchone()[0])"
+        )
+        found = subprocess.run(
+            [sys.executable, "-c", check, str(home / "logs" / "agent.db")], capture_output=True, text=True
+        )
+        assert found.stdout.strip() == "ok", found.stdout + found.stderr
+
+
+def journal_rows(home: Path) -> list[str]:
+    """The journal of calls, as stored: what decides the note a cycle after a kill starts with."""
+    if not (home / "logs" / "agent.db").exists():
+        return []
+    return [text for (text,) in records(Home.at(home)).rows("SELECT record FROM call ORDER BY seq")]
 
 
 class Expected:
@@ -134,10 +145,9 @@ class Expected:
         self.count = 0
 
     def after(self, state: dict, home: Path | None = None, after_a_kill: bool = False) -> dict:
-        journal = home / "logs" / "calls.jsonl" if home is not None else None
-        calls = journal.read_bytes() if journal is not None and journal.exists() else b""
+        calls = journal_rows(home) if home is not None else []
         whole = {k: v for k, v in state.items() if k != "last_updated"}  # its notes as they are: they are bounded
-        key = hashlib.sha256(json.dumps([whole, after_a_kill], sort_keys=True).encode() + calls).hexdigest()
+        key = hashlib.sha256(json.dumps([whole, after_a_kill, calls], sort_keys=True).encode()).hexdigest()
         with self.lock:
             if key not in self.cache:
                 self.count += 1
@@ -146,13 +156,19 @@ class Expected:
                 (scratch / "config.yaml").write_text(self.config)
                 (scratch / "scratchpad").mkdir()
                 (scratch / "scratchpad" / "active.yaml").write_text(yaml.safe_dump(state, sort_keys=False))
-                if calls:
-                    (scratch / "logs").mkdir()
-                    (scratch / "logs" / "calls.jsonl").write_bytes(calls)
                 if (
                     after_a_kill
                 ):  # a before snapshot, no after; the id as long as a real one: notes_budget counts characters
                     (scratch / "scratchpad" / "20000101_000000_01_before.yaml").write_text(yaml.safe_dump(state))
+                if calls:  # the same journal (the database made now finds the snapshot above a killed cycle's)
+                    db = records(Home.at(scratch))
+                    with db.write():
+                        for text in calls:
+                            found = json.loads(text)
+                            db.execute(
+                                "INSERT INTO call (format, call, event, record) VALUES (1, ?, ?, ?)",
+                                (found["call"], found["event"], text),
+                            )
                 result = run_cli("run", "--home", str(scratch), "--model", f"scripted:{self.script}", "-q")
                 assert result.exit_code == 0, result.output
                 self.cache[key] = core(active_state(scratch))
@@ -222,8 +238,8 @@ def test_kill_at_every_write_step_loses_nothing(tmp_path: Path):
         "active.yaml: temporary file synced",
         "active.yaml: renamed",
         "active.yaml: folder synced",
-        "index.jsonl: before append",
-        "index.jsonl: appended",
+        "agent.db: before commit",
+        "agent.db: committed",
     ):
         assert must in joined, f"no kill at '{must}' (saw: {steps})"
     assert len(steps) >= 15
@@ -265,7 +281,7 @@ def _calibrate(tmp_path: Path, script: Path) -> tuple[float, float, str]:
         started = time.monotonic()
         assert run_proc("run", "--home", str(calib), "--model", f"scripted:{script}", "-q").returncode == 0
         spans.append(time.monotonic() - started)
-    inner = sorted(r["duration_s"] for r in read_index(Home.at(calib)))[1]
+    inner = sorted(r["duration_s"] for r in cycle_records(calib))[1]
     return sorted(spans)[1], inner, (calib / "config.yaml").read_text()
 
 
@@ -572,7 +588,7 @@ def test_twenty_overlapping_runs_and_resets_serialise_and_lose_no_update(tmp_pat
     befores = sorted((home / "scratchpad").glob("*_before.yaml"), key=by_id)
     afters = sorted((home / "scratchpad").glob("*_after.yaml"), key=by_id)
     assert [by_id(b) for b in befores] == [by_id(a) for a in afters]
-    assert len(befores) == len(runs_ok) == len(read_index(Home.at(home)))
+    assert len(befores) == len(runs_ok) == len(cycle_records(home))
     previous = None
     for before, after in zip(befores, afters):
         b, a = read_state_file(before, home), read_state_file(after, home)
@@ -723,13 +739,38 @@ def _lived_in(tmp_path: Path) -> tuple[Path, Path, bytes]:
     return home, script, (home / "scratchpad" / "active.yaml").read_bytes()
 
 
-@pytest.mark.parametrize("where", ["_before.yaml", "_after.yaml", "active.yaml", "index.jsonl", "cycle_"])
+def _fail_database_writes(monkeypatch, matches) -> list[str]:
+    """Make every statement of logs/agent.db that `matches` fail as SQLite fails on a full disk
+    (SQLITE_FULL), in this process: the error goes the way a real one does, from there on."""
+    refused: list[str] = []
+    real = Database.execute
+
+    def execute(self, sql, args=()):
+        if matches(sql):
+            refused.append(sql)
+            with self.errors():
+                full = sqlite3.OperationalError("database or disk is full")
+                full.sqlite_errorcode = 13  # SQLITE_FULL
+                raise full
+        return real(self, sql, args)
+
+    monkeypatch.setattr(Database, "execute", execute)
+    return refused
+
+
+@pytest.mark.parametrize(
+    "where", ["_before.yaml", "_after.yaml", "active.yaml", "cycle_", "agent.db: the id", "agent.db: the record"]
+)
 def test_full_disk_mid_cycle_is_exit_7_and_keeps_active(tmp_path: Path, monkeypatch, where):
     """ENOSPC (simulated in-process) at each file a cycle writes: one clear message, exit 7, the
-    previous active.yaml intact (when only the index append failed, after it was saved, it is put
-    back), no temporary files, and the lock released."""
+    previous active.yaml intact (when only the record failed, after it was saved, it is put back),
+    no temporary files, and the lock released."""
     home, script, old = _lived_in(tmp_path)
-    refused = _fail_writes(monkeypatch, errno.ENOSPC, lambda p: where in Path(p).name)
+    if where.startswith("agent.db"):
+        statement = "INSERT INTO cycle (id) VALUES" if where.endswith("id") else "INSERT INTO cycle (id, format, record"
+        refused = _fail_database_writes(monkeypatch, lambda sql: sql.startswith(statement))
+    else:
+        refused = _fail_writes(monkeypatch, errno.ENOSPC, lambda p: where in Path(p).name)
     result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}")
     monkeypatch.undo()
     assert refused, "the simulated failure never triggered"
@@ -744,25 +785,30 @@ def test_full_disk_mid_cycle_is_exit_7_and_keeps_active(tmp_path: Path, monkeypa
     assert again.exit_code == 0
 
 
-def test_an_unwritable_index_is_exit_7_and_the_previous_active_yaml_is_put_back(tmp_path: Path):
-    """logs/index.jsonl made read-only (a real process whose root cannot pass mode bits): the cycle
-    works and saves, its record cannot be written, and the active.yaml it replaced is put back, so
-    exit 7 means what the docs say; its result stays in its after snapshot, and nothing is left over."""
-    from tests.helpers import mode_bits_bind_root, run_agent_process
+def test_a_record_the_database_refuses_is_exit_7_and_the_previous_active_yaml_is_put_back(tmp_path: Path, monkeypatch):
+    """The cycle works and saves; then the database refuses its record as SQLite refuses a write on a
+    read-only disk (tests/store/faults.py: SQLite's own result code, through the same error path),
+    and the active.yaml it replaced is put back, so exit 7 means what the docs say; its result stays
+    in its after snapshot, the records are as they were, and nothing is left over."""
+    import agent.after.aftercare
+    from tests.store.faults import read_only
 
     home, script, old = _lived_in(tmp_path)
-    index = home / "logs" / "index.jsonl"
-    recorded = index.read_bytes()
-    index.chmod(0o444)
-    result = run_agent_process(
-        "run", "--home", str(home), "--model", f"scripted:{script}", "-q", preexec_fn=mode_bits_bind_root
-    )
-    index.chmod(0o644)
-    assert result.returncode == ExitCode.DISK, result.stdout + result.stderr
+    recorded = cycle_records(home)
+    real = agent.after.aftercare.add_record
+
+    def refused(at: Home, record: dict) -> None:
+        read_only(at)  # only now: the cycle took its id and saved before this
+        real(at, record)
+
+    monkeypatch.setattr(agent.after.aftercare, "add_record", refused)
+    result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
+    monkeypatch.undo()
+    assert result.exit_code == ExitCode.DISK, result.output
     [line] = result.stderr.splitlines()  # one line for cron mail
-    assert line.startswith(f"agent: error: could not write {index}: Permission denied")
-    assert "active.yaml is as it was before cycle" in line and "_after.yaml, with no record in the index" in line
-    assert (home / "scratchpad" / "active.yaml").read_bytes() == old and index.read_bytes() == recorded
+    assert line.startswith(f"agent: error: could not write {home / 'logs' / 'agent.db'}: Read-only file system")
+    assert "active.yaml is as it was before cycle" in line and "_after.yaml, with no record in logs/agent.db" in line
+    assert (home / "scratchpad" / "active.yaml").read_bytes() == old and cycle_records(home) == recorded
     cycle_id = re.search(r"before cycle (\S+) ", line).group(1)
     assert read_state_file(home / "scratchpad" / f"{cycle_id}_after.yaml", home) is not None  # the result, kept
     assert leftovers(home) == [] and not is_locked(Home.at(home))

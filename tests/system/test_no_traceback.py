@@ -117,7 +117,7 @@ def test_the_setup_really_makes_logs_unreadable(home_copy):
         probe = _agent("-c", "x", unreadable=True, capture_output=True)  # a click usage error: proves we start
         assert probe.returncode == 2
         reader = subprocess.run(
-            [sys.executable, "-c", f"open({str(home / 'logs' / 'index.jsonl')!r})"],
+            [sys.executable, "-c", f"open({str(home / 'logs' / 'agent.db')!r})"],
             preexec_fn=mode_bits_bind_root if os.geteuid() == 0 else None,
             capture_output=True,
             text=True,
@@ -175,10 +175,10 @@ def test_show_piped_into_head_prints_one_line_and_exits_0(home_copy):
 
 
 @pytest.mark.parametrize("command", [["status"], ["history"], ["diff"]])
-def test_a_folder_where_the_index_should_be_is_one_line_and_exit_7(home_copy, command):
+def test_a_folder_where_the_database_should_be_is_one_line_and_exit_7(home_copy, command):
     home, _, _ = home_copy
-    (home / "logs" / "index.jsonl").unlink()
-    (home / "logs" / "index.jsonl").mkdir()
+    (home / "logs" / "agent.db").unlink()
+    (home / "logs" / "agent.db").mkdir()
     proc = _agent(*command, "--home", str(home), capture_output=True, text=True)
     assert proc.returncode == 7 and "Traceback" not in proc.stderr
-    assert proc.stderr.splitlines() == [proc.stderr.strip()] and "index.jsonl: Is a directory" in proc.stderr
+    assert proc.stderr.splitlines() == [proc.stderr.strip()] and "agent.db: Is a directory" in proc.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -297,8 +298,11 @@ def test_a_closed_stdout_keeps_the_cycle_and_writes_nothing_into_the_homes_files
     )
     assert proc.returncode == 0, proc.stderr
     assert active(home)["completed_tasks"] == [{"task": "t", "summary": "went on"}]
-    for path in (home / "logs").glob("*"):
-        assert '"cycle_id"' not in path.read_text() or path.name == "index.jsonl"
+    for path in (home / "logs").glob("*"):  # the database holds records: it must still be one, whole
+        assert b'"cycle_id"' not in path.read_bytes() or path.name == "agent.db"
+    database = sqlite3.connect(home / "logs" / "agent.db")
+    assert database.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    database.close()
 
 
 # ---------------------------------------------------------------- config and inputs

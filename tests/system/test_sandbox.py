@@ -26,7 +26,7 @@ import pytest
 from agent.config import Settings
 from agent.tools.sandbox_identity import hand_over
 from tests.cli.helpers import done
-from tests.helpers import make_home, read_yaml, run_cli, tree_digest, write_script
+from tests.helpers import make_home, read_yaml, remembered, run_cli, tree_digest, write_script
 from tests.sandbox_support import sandbox_required  # noqa: F401 - a fixture
 
 KEY = "sk-live-9d2e4b6a8c1f3e5d7b90"
@@ -264,7 +264,9 @@ def test_a_fork_bomb_a_memory_hog_and_a_disk_filler_are_stopped_and_the_cycle_go
     lines = notes(home)
     assert lines[0].startswith(("[TOOL] shell(", "[TOOL ERROR] shell(")), lines[0]
     if stopped_by:
-        assert any(bound in lines[0] for bound in ((stopped_by,) if isinstance(stopped_by, str) else stopped_by))
+        assert any(bound in lines[0] for bound in ((stopped_by,) if isinstance(stopped_by, str) else stopped_by)), (
+            lines[0]
+        )
     else:  # the kernel killed the hog
         assert "[exit status 137]" in lines[0] or "MemoryError" in lines[0], lines[0]
     assert "timed out" not in lines[0]  # stopped by its bound, not by the clock
@@ -388,8 +390,7 @@ def test_the_cycle_log_doctor_and_status_say_which_policy_is_in_force_and_why(tm
     assert run(home, [done("x")]).exit_code == 0
     log = next((home / "logs").glob("cycle_*.log")).read_text()
     assert "shell policy: sandbox (auto: bubblewrap works here" in log
-    remembered = json.loads((home / "logs" / "sandbox.json").read_text())
-    assert remembered["works"] is True
+    assert remembered(home, "sandbox")["works"] is True
     status = json.loads(run_cli("status", "--home", str(home), "--json").stdout)
     assert status["shell_policy"]["policy"] == "sandbox" and status["shell_policy"]["why"].startswith("auto:")
     doctor = json.loads(run_cli("doctor", "--home", str(home), "--json").stdout)

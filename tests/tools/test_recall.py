@@ -1,5 +1,5 @@
 """recall, the tool: search what bounded memory archived, with refusals and a bounded answer
-(the index itself is tested in tests/store/test_recall_index.py)."""
+(the index itself is tested in tests/store/test_archive.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import pytest
 
 from agent.common.tags import Tag
 from agent.store.home import Home
-from agent.store.recall_index import index_path
 from agent.tools import ToolError
 from agent.tools.recall import MATCH_CHARS, RESULT_CHARS, recall
 from tests.helpers import ARCHIVED_SAMPLE, archive_items, read_yaml, run_cli, write_active, write_script
@@ -37,7 +36,7 @@ def test_recall_finds_archived_notes_and_completed_tasks_best_match_first(home):
 
 def test_recall_says_when_nothing_matches_or_nothing_was_archived(home):
     assert ask(home, "anything") == "nothing has been archived yet"
-    assert not index_path(Home.at(home)).exists()
+    assert not Home.at(home).database.exists()  # a question writes nothing
     archive_items(home, ARCHIVED_SAMPLE)
     assert ask(home, "zebra") == "no archived note or task matches 'zebra'"
 

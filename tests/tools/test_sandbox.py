@@ -11,7 +11,8 @@ import pytest
 
 from agent.common.tags import Tag
 from agent.config import Settings
-from agent.tools.sandbox import MEMORY_FILE, policy_in_force
+from agent.tools.sandbox import policy_in_force
+from tests.helpers import remember_raw, remembered
 from tests.sandbox_support import sandbox_required  # noqa: F401 - a fixture
 from tests.tools.helpers import call, ctx_for
 
@@ -28,11 +29,11 @@ def test_auto_is_the_default_and_picks_the_sandbox_where_it_works_remembering_th
     assert Settings().shell_policy == "auto"
     found = policy_in_force(home, Settings())
     assert found.policy == "sandbox" and found.why.startswith("auto: bubblewrap works here") and not found.warning
-    memory = json.loads((home / "logs" / MEMORY_FILE).read_text())
+    memory = remembered(home, "sandbox")
     assert memory["works"] is True and memory["identity"]["bwrap"]
     # what is remembered is what counts: a record saying it failed (same bwrap, user, kernel) is believed
     memory.update(works=False, why="remembered failure")
-    (home / "logs" / MEMORY_FILE).write_text(json.dumps(memory))
+    remember_raw(home, "sandbox", json.dumps(memory))
     assert policy_in_force(home, Settings()) == policy_in_force(home, Settings(shell_policy="auto"))
     assert policy_in_force(home, Settings()).policy == "allowlist"
     assert "remembered failure" in policy_in_force(home, Settings()).why
@@ -55,7 +56,7 @@ def test_explicit_policies_need_no_probe_and_any_carries_a_warning(tmp_path):
     assert policy_in_force(home, Settings(shell_policy="allowlist")).why == "set in config"
     found = policy_in_force(home, Settings(shell_policy="any"))
     assert found.warning and "the operator's account" in found.why
-    assert not (home / "logs" / MEMORY_FILE).exists()
+    assert remembered(home, "sandbox") is None
 
 
 @pytest.mark.usefixtures("sandbox_required")

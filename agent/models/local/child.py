@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import Settings
-from agent.models.base import Log, ModelError, Request
+from agent.models.base import Log, ModelError, Notice, Request
 from agent.models.local.runtime import LocalRuntime
 from agent.models.local.threads import set_wait_policy
 
@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
     receive, send = Connection(int(argv[0]), writable=False), Connection(int(argv[1]), readable=False)
 
     def log(line: str) -> None:
-        send.send_bytes(json.dumps({"log": line}).encode())
+        send.send_bytes(json.dumps({"notice" if isinstance(line, Notice) else "log": line}).encode())
 
     set_wait_policy()  # before llama_cpp loads libgomp: see threads.py
     with contextlib.suppress(ImportError):  # imported now, while the cycle starts; LocalRuntime reports a failure

@@ -4,8 +4,9 @@ narrowed per step, and nothing else about the cycle changes.
 A 135M model picks the wrong tool and makes up what it was asked to report. So for each step the action schema
 it must follow is narrowed from the structured step (`Request.task`, `Request.previous`):
 `focused_tools` offers only the tools whose own definitions share the most words with the task
-(and `done` once something was done), and `summary_from_result` has `done`'s summary start with
-a value the last tool returned. `without_queue` keeps `pending_actions` out of update_scratchpad in every step:
+(and `done` once something was done), `arguments_from_task` has a first step's `path` and
+`content` arguments come out of the task's own words, and `summary_from_result` has `done`'s
+summary start with a value the last tool returned. `without_queue` keeps `pending_actions` out of update_scratchpad in every step:
 such a model copies the next queued task's words into this one and would replace the queue
 with them, so the queue stays the operator's and `done`'s. The messages stay byte-identical, so
 the prompt cache still hits; the provider returns the schema it offered (`Completion.schema`)
@@ -23,7 +24,9 @@ from agent.models.base import Request
 # Each narrowing here stays only while it raises the held-out tasks of bench/local_tasks.py
 # (`--tasks held-out`). A stopword list, suffix stemming, command lines taken from the task
 # (after "command", or in backquotes), a list of asking words gating the summary, a list of
-# folder words and paths limited to the task's words did not (issue 24), so they are gone.
+# folder words and paths limited to the task's words did not (issue 24), so they went. Paths and
+# contents from the task together did (issue 37: 4/10 to 6/10; contents alone 6/10, paths alone
+# 4/10, and the tuned tasks 9/12, 9/12, 10/12 and 11/12 with both), so they came back as one.
 
 
 def words(text: str) -> set[str]:
@@ -106,6 +109,57 @@ def _narrowed(action_schema: dict, arg: str, narrowing: dict, tool: str | None =
     return {**action_schema, "anyOf": options}
 
 
+def grammar_safe(value: str) -> bool:
+    """Whether a value taken from a task may become a literal in a grammar: llama.cpp's converter
+    leaves a backslash unescaped, and its C++ parser crashes the process on what results (a
+    segfault: not even a failed cycle is saved), so quotes, backslashes and control characters
+    are never offered."""
+    return bool(value) and not re.search(r'["\\\x00-\x1f\x7f]', value)
+
+
+def task_words(task: str) -> list[str]:
+    """The task's words as written (case kept), without surrounding quotes or punctuation."""
+    found = [raw.strip("'\"`()[]{}<>,;:!?").rstrip(".") for raw in task.split()]
+    return [word for word in found if word]
+
+
+def task_paths(task: str) -> list[str]:
+    """What a `path` may be on a task's first step: a word of the task that names a file (has an
+    extension or a slash), or, if none does, any of its words; and "." (the workspace)."""
+    found = [word for word in task_words(task) if grammar_safe(word)]
+    named = [word for word in found if re.search(r"\w\.[A-Za-z]\w*$", word) or "/" in word]
+    chosen = list(dict.fromkeys(named or found))
+    return chosen + (["."] if "." not in chosen else [])
+
+
+MAX_SPAN_WORDS = 6
+MAX_SPAN_START = 40  # runs start within the task's first 40 words: the grammar stays a few hundred choices
+
+
+def task_spans(task: str) -> list[str]:
+    """What a `content` may be on a task's first step: a run of up to MAX_SPAN_WORDS of the task's
+    words, as written ("hello world" in "Write hello world into greeting.txt")."""
+    found = task_words(task)[: MAX_SPAN_START + MAX_SPAN_WORDS - 1]
+    spans = []
+    for start in range(min(len(found), MAX_SPAN_START)):
+        for end in range(start + 1, min(len(found), start + MAX_SPAN_WORDS) + 1):
+            span = " ".join(found[start:end])
+            if grammar_safe(span):
+                spans.append(span)
+    return list(dict.fromkeys(spans))
+
+
+def arguments_from_task(task: str | None, previous: Outcome | None, action_schema: dict) -> dict:
+    """On a task's first step (nothing found yet), `path` and `content` arguments must come out of
+    the task's own words. The 135M model listed the folder "inbox.txt" for the folder inbox and
+    wrote "Hello, World!" when told to write hello world."""
+    if not task or previous is not None:
+        return action_schema
+    schema = _narrowed(action_schema, "path", {"enum": task_paths(task)})
+    spans = task_spans(task)
+    return _narrowed(schema, "content", {"enum": spans}) if spans else schema
+
+
 _SIZE = re.compile(r"\s*\(\d[\d,]* bytes\)$")
 # What a summary may say after the value it starts with: no quote, backslash or control character
 # (the grammar builds the string from this class; JSON escapes are not part of it).
@@ -165,8 +219,10 @@ def without_queue(action_schema: dict) -> dict:
 
 
 def guided_schema(request: Request) -> dict:
-    """The action schema narrowed for this step: no pending_actions, the relevant tools only, and
-    a summary that starts with a value the last step found."""
+    """The action schema narrowed for this step: no pending_actions, the relevant tools only, a
+    first step's paths and contents from the task's words, and a summary that starts with a value
+    the last step found."""
     schema = without_queue(request.schema)
     schema = restrict_schema(schema, focused_tools(request.task, request.previous, schema))
+    schema = arguments_from_task(request.task, request.previous, schema)
     return summary_from_result(request.task, request.previous, schema)

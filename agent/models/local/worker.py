@@ -8,8 +8,9 @@ inherited descriptor but its two pipes), and a new child starts for the next cyc
 
 The parent runs `Worker`; the child runs child.py (`python -m agent.models.local.child R W`).
 Both sides speak JSON, one message per pipe write: the parent sends `{"op": ..., "args": [...]}`
-(Settings and Request as their fields); the child answers any number of `{"log": line}`
-messages, then one `{"reply": ...}` or `{"error": kind, "message": ...}`.
+(Settings and Request as their fields); the child answers any number of `{"log": line}` and
+`{"notice": line}` (a log line the operator also sees: base.Notice) messages, then one
+`{"reply": ...}` or `{"error": kind, "message": ...}`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Mapping
 
-from agent.models.base import Log, ModelCrashed, ModelError, ModelTimeout, ModelUnavailable
+from agent.models.base import Log, ModelCrashed, ModelError, ModelTimeout, ModelUnavailable, Notice
 
 # the ModelError kinds a child may report; anything else it reports is a plain ModelError
 _ERRORS = {kind.__name__: kind for kind in (ModelError, ModelUnavailable, ModelTimeout)}
@@ -119,9 +120,12 @@ class Worker:
                         f"the embedded model gave no reply in the {timeout:.1f}s left; its process was stopped"
                     )
                 message = json.loads(self.receive.recv_bytes())
-                if "log" not in message:
+                if "log" in message:
+                    self.log(str(message["log"]))
+                elif "notice" in message:
+                    self.log(Notice(str(message["notice"])))
+                else:
                     break
-                self.log(str(message["log"]))
         except (EOFError, OSError):
             raise self._died() from None
         if "error" in message:

@@ -48,7 +48,7 @@ from agent.models.openai.tool_calls import (
 from agent.secrets import Secrets, api_key, model_base_url, request_headers, without_credentials
 from agent.store.home import Home
 
-MEMORY_SHOWN = Home(Path()).endpoint_memory  # logs/endpoint.json, as messages name it
+MEMORY_SHOWN = Home(Path()).database  # logs/agent.db, as messages name it
 
 __all__ = ["OpenAIModel", "RESPONSE_FORMATS", "openai_response_schema", "rejects_response_format", "usage_of"]
 
@@ -132,7 +132,7 @@ class OpenAIModel:
         self.guided = bool(settings.guided)  # off unless asked: a capable model would only be hampered
         self.chat_examples = CHAT_EXAMPLES_DEFAULT if settings.chat_examples is None else settings.chat_examples
         self.memory = EndpointMemory(
-            None if home_root is None else Home(home_root).endpoint_memory,
+            None if home_root is None else Home(home_root),
             without_credentials(self.base_url) or OPENAI_ENDPOINT,
             model_name,
         )

@@ -6,20 +6,19 @@ below the top rung, `native` uses only it. An endpoint and model not
 yet known are probed once: each rung is sent without the client's retries until one is accepted
 (llama-cpp-python's server refuses json_schema with an HTTP 500 that the client would otherwise
 retry, three requests and ~1.4 s in every cycle). The first accepted rung is remembered in the
-home (`<home>/logs/endpoint.json`) for that endpoint and model; a different endpoint or model, an
-unreadable file, or the remembered rung being refused later means probing again.
+home (the `endpoint` probe in logs/agent.db) for that endpoint and model; a different endpoint or
+model, an unreadable record, or the remembered rung being refused later means probing again.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
-from pathlib import Path
 from typing import Callable
 
-from agent.common.outcomes import DiskError
+from agent.common.outcomes import AgentError
 from agent.models.base import Log
-from agent.store.files import atomic_write
+from agent.store.db import probe, remember_probe
+from agent.store.home import Home
 
 # "json_object_schema" is {"type": "json_object", "schema": ...}: llama-cpp-python's server
 # refuses json_schema but takes this, and builds a grammar from the schema.
@@ -88,20 +87,21 @@ def rejects_response_format(exc: Exception) -> bool:
 
 
 class EndpointMemory:
-    """logs/endpoint.json: the response format an endpoint and model accepted, kept across cycles.
+    """The `endpoint` probe of logs/agent.db: the response format an endpoint and model accepted, kept
+    across cycles.
 
     One record, {"endpoint", "model", "response_format", "tool_calling", "strict", "probed"}:
     `response_format` is the rung ("tool_calls" for the native path), `tool_calling` says which
     path that is (native or text), `strict` whether the endpoint took strict function schemas. A
     record for another endpoint or model, unreadable or foreign content, or (`native_probed`) a
-    record written before native calls were probed: nothing remembered. Writes are atomic; a failed
-    write is only logged (the next cycle probes again). Retention prunes cycle files only.
-    `recall` reads the file; `record` reuses that reading until this object changes the file (a
-    cycle's start asks for the rung, then whether it was strict: one read).
+    record written before native calls were probed: nothing remembered. A failed write is only
+    logged (the next cycle probes again). Retention prunes cycle files only. `recall` reads the
+    record; `record` reuses that reading until this object changes it (a cycle's start asks for the
+    rung, then whether it was strict: one read). No home (the doctor): nothing read or written.
     """
 
-    def __init__(self, path: Path | None, endpoint: str, model: str):
-        self.path, self.endpoint, self.model = path, endpoint, model
+    def __init__(self, home: Home | None, endpoint: str, model: str):
+        self.home, self.endpoint, self.model = home, endpoint, model
         self._read: dict | None = None  # the record as `recall` last read it; None: read again
 
     def recall(self, native_probed: bool = False) -> str | None:
@@ -118,11 +118,11 @@ class EndpointMemory:
         return self._read
 
     def _load(self) -> dict:
-        if self.path is None:
+        if self.home is None:
             return {}
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = probe(self.home, "endpoint")
+        except AgentError:
             return {}
         if not isinstance(data, dict) or data.get("endpoint") != self.endpoint or data.get("model") != self.model:
             return {}
@@ -137,16 +137,16 @@ class EndpointMemory:
             "strict": strict,
             "probed": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }
-        self._write(lambda path: atomic_write(path, (json.dumps(record) + "\n").encode()), log)
+        self._write(lambda home: remember_probe(home, "endpoint", record), log)
 
     def forget(self, log: Log) -> None:
-        self._write(lambda path: path.unlink(missing_ok=True), log)
+        self._write(lambda home: remember_probe(home, "endpoint", None), log)
 
-    def _write(self, change: Callable[[Path], None], log: Log) -> None:
+    def _write(self, change: Callable[[Home], None], log: Log) -> None:
         self._read = None  # read again when next asked
-        if self.path is None or not self.path.parent.is_dir():
+        if self.home is None or not self.home.logs.is_dir():
             return
         try:
-            change(self.path)
-        except (OSError, DiskError) as exc:  # the next cycle probes again
-            log(f"could not update {self.path}: {exc}")
+            change(self.home)
+        except AgentError as exc:  # the next cycle probes again
+            log(f"could not update the endpoint probe in {self.home.database}: {exc}")

@@ -10,12 +10,16 @@ from agent.common.tags import Outcome, Tag
 from agent.config import Settings
 from agent.models import Request
 from agent.models.local.guidance import (
+    MAX_SPAN_WORDS,
+    arguments_from_task,
     focused_tools,
     guided_schema,
     rank_tools,
     restrict_schema,
     result_values,
     summary_from_result,
+    task_paths,
+    task_spans,
     without_queue,
 )
 from agent.models.local.model import bounded_schema, local_runtime_installed
@@ -87,7 +91,8 @@ def test_the_guided_schema_comes_from_the_structured_step_not_from_the_user_text
     guided = guided_schema(request)
 
     assert _offered(guided)[0] == "list_dir" and "echo" not in _offered(guided) and "done" not in _offered(guided)
-    assert "enum" not in guided["anyOf"][0]["properties"]["args"]["properties"]["path"]  # paths are the model's
+    path = guided["anyOf"][0]["properties"]["args"]["properties"]["path"]
+    assert "reports" in path["enum"] and "hi" not in path["enum"]  # from the task, never from the user text
     listed = _ran("list_dir", {"path": "reports"}, "a.txt (1 bytes)")
     later = guided_schema(Request("S", "U", schema, task="List the folder reports", previous=listed))
     assert _offered(later)[-1] == "done"
@@ -135,6 +140,40 @@ def _compiles(schema: dict) -> None:
         from llama_cpp import LlamaGrammar
 
         LlamaGrammar.from_json_schema(json.dumps(bounded_schema(schema)), verbose=False)
+
+
+def test_a_first_steps_paths_and_contents_come_out_of_the_tasks_words():
+    schema = _registry_schema()
+    task = "Write hello world into greeting.txt"
+    first = arguments_from_task(task, None, schema)
+
+    assert _args_of(first, "write_file")["path"]["enum"] == ["greeting.txt", "."]  # the file the task names
+    contents = _args_of(first, "write_file")["content"]["enum"]
+    assert "hello world" in contents and "Hello, World!" not in contents
+    assert _args_of(first, "append_file")["content"]["enum"] == contents
+    assert "maxLength" not in _args_of(first, "write_file")["path"]
+    # a folder the task names without an extension: any of its words, or the workspace itself
+    assert task_paths("List the files in the folder inbox") == ["List", "the", "files", "in", "folder", "inbox", "."]
+    assert "'second line'" not in task_spans("Append the line 'second line' to log.txt")
+    assert "second line" in task_spans("Append the line 'second line' to log.txt")
+    _compiles(first)
+
+
+def test_once_something_was_found_paths_and_contents_are_the_models_again():
+    schema = _registry_schema()
+    read = _ran("read_file", {"path": "a.txt"}, "alpha")
+    assert arguments_from_task("Copy a.txt into b.txt", read, schema) is schema
+    assert arguments_from_task(None, None, schema) is schema
+
+
+def test_task_words_that_could_be_grammar_syntax_are_never_offered_and_the_choices_stay_bounded():
+    hostile = 'Write a"b and c\\d and \x1b[2J into out.txt'
+    offered = task_spans(hostile) + task_paths(hostile)
+    assert offered and not any(set(value) & {'"', "\\", "\x1b"} for value in offered)
+    long_task = " ".join(f"w{n}" for n in range(500))
+    spans = task_spans(long_task)
+    assert len(spans) <= 40 * MAX_SPAN_WORDS and "w0" in spans and "w499" not in spans
+    _compiles(arguments_from_task(long_task, None, _registry_schema()))
 
 
 READ_INI = _ran(

@@ -59,18 +59,28 @@ def test_a_real_cycle_on_the_embedded_model(home, tmp_path):
     assert Tag.PARSE_ERROR.value not in active["notes"] and Tag.UNKNOWN_TOOL.value not in active["notes"]
     log = (home / "logs" / f"cycle_{report['cycle_id']}.log").read_text()
     assert "prompt cache: saved" in log
+    # the first run on a machine says why it is slower, on the screen (stderr under --json) and in the log
+    assert proc.stderr.count("preparing the model (first run on this machine)") == 1  # once, before the wait
+    assert "preparing the model (first run on this machine)" in log
+    # the bundled model runs from its Q8_0 copy, made in the cache folder
+    assert list((tmp_path / "prompt-cache").glob("*.q8_0.gguf")) and ".q8_0.gguf with " in log
     # threads for the cores nobody else runs on; they spin briefly, then sleep, unless the user chose
-    loaded = re.search(r"with (\d+) threads \((\d+) cores[^;]*; (.*)\)", log)
-    assert loaded and 1 <= int(loaded[1]) <= int(loaded[2]), log
+    loaded = re.search(r"with (\d+) threads, (\d+) for prompts \((\d+) cores[^;]*; (.*)\)", log)
+    assert loaded and 1 <= int(loaded[1]) <= int(loaded[2]) <= int(loaded[3]), log
     if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        assert loaded[3] == "GOMP_SPINCOUNT=10000"
+        assert loaded[4] == "GOMP_SPINCOUNT=10000"
 
     # a second cycle starts from the saved prompt prefix instead of evaluating it again
     second = run_agent_process("run", "--home", str(home), "--json", "--max-iterations", "2", env=env, timeout=300)
     assert second.returncode in (0, 3), second.stderr
     again = json.loads(second.stdout.strip().splitlines()[-1])
     assert "prompt cache: loaded" in (home / "logs" / f"cycle_{again['cycle_id']}.log").read_text()
-    assert again["usage"]["cached_tokens"] > 0
+    assert again["usage"]["cached_tokens"] > 0 and "preparing the model" not in second.stderr
+
+    # new rules are a new prompt: read once again, and said so
+    (home / "rules.md").write_text(default_rules() + "\n- Be brief.\n")
+    third = run_agent_process("run", "--home", str(home), "--json", "--max-iterations", "1", env=env, timeout=300)
+    assert "preparing the model (its prompt is new on this machine)" in third.stderr, third.stderr
 
 
 @pytest.mark.parametrize("absent", ["runtime", "model file"])

@@ -36,23 +36,29 @@ def test_a_kernel_that_does_not_say_gives_no_count(tmp_path):
     assert others_running(samples=1, loadavg=tmp_path / "odd") is None
 
 
-def test_the_thread_count_leaves_one_of_the_cores_nobody_else_runs_on_free_and_is_at_least_one(
+def test_decoding_leaves_one_of_the_cores_nobody_else_runs_on_free_and_prompts_use_them_all(
     tmp_path, monkeypatch, alone
 ):
     monkeypatch.setattr(threads, "cores", lambda cpu_max: (4, True))
-    for running, expected in ((1, 3), (2, 2), (3, 1), (4, 1), (40, 1)):
-        count, why = thread_count(Settings(), _loadavg(tmp_path, running))
-        assert count == expected and why == f"4 cores, {min(running - 1, 4)} busy"
-    # where the kernel does not say, one per core but one
-    assert thread_count(Settings(), tmp_path / "missing") == (3, "4 cores")
+    for running, decode, batch in ((1, 3, 4), (2, 2, 3), (3, 1, 2), (4, 1, 1), (40, 1, 1)):
+        chosen = thread_count(Settings(), _loadavg(tmp_path, running))
+        assert chosen == (decode, batch, f"4 cores, {min(running - 1, 4)} busy")
+    # where the kernel does not say: decoding on every core but one, prompts on all of them
+    assert thread_count(Settings(), tmp_path / "missing") == (3, 4, "4 cores")
     monkeypatch.setattr(threads, "cores", lambda cpu_max: (1, True))
-    assert thread_count(Settings(), _loadavg(tmp_path, 1)) == (1, "1 cores, 0 busy")
+    assert thread_count(Settings(), _loadavg(tmp_path, 1)) == (1, 1, "1 cores, 0 busy")
+
+
+def test_an_idle_two_core_machine_reads_prompts_on_both_and_decodes_on_one(tmp_path, monkeypatch, alone):
+    monkeypatch.setattr(threads, "cores", lambda cpu_max: (2, True))
+    assert thread_count(Settings(), _loadavg(tmp_path, 1))[:2] == (1, 2)
+    assert thread_count(Settings(), _loadavg(tmp_path, 2))[:2] == (1, 1)  # one other process: one core each
 
 
 def test_in_a_cpu_set_or_quota_the_machines_load_is_not_counted(tmp_path, monkeypatch, alone):
     # the load average is the whole machine's: in a container it says nothing about its own cores
     monkeypatch.setattr(threads, "cores", lambda cpu_max: (4, False))
-    assert thread_count(Settings(), _loadavg(tmp_path, 40)) == (3, "4 cores of a CPU set or quota")
+    assert thread_count(Settings(), _loadavg(tmp_path, 40)) == (3, 4, "4 cores of a CPU set or quota")
 
 
 @pytest.mark.parametrize(
@@ -76,7 +82,7 @@ def test_a_cgroup_cpu_quota_caps_the_cores(tmp_path, cpu_max, expected):
 
 
 def test_the_setting_wins_over_the_machine():
-    assert thread_count(Settings(local_threads=3)) == (3, "local_threads")
+    assert thread_count(Settings(local_threads=3)) == (3, 3, "local_threads")
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="needs Linux's /proc/loadavg")
@@ -91,10 +97,11 @@ def test_with_every_core_kept_busy_the_model_gets_one_thread():
     try:
         for loop in loops:
             assert loop.stdout.readline() == "ready\n"
-        count, why = thread_count(Settings())
+        decode, batch, why = thread_count(Settings())
         total, whole_machine = cores()
         # in a container (CPU set or quota) the load is not read: one core is left free all the same
-        assert count == (1 if whole_machine else max(1, total - 1)), why
+        assert decode == (1 if whole_machine else max(1, total - 1)), why
+        assert batch == (1 if whole_machine else total), why
     finally:
         for loop in loops:
             loop.kill()

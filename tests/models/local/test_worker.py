@@ -27,7 +27,7 @@ from agent.models.local.model import LocalModel, bundled_model_path
 from agent.models.local.worker import death
 from agent.store.home import Home
 from agent.store.lock import is_locked
-from tests.helpers import read_yaml, run_agent_process, write_active
+from tests.helpers import cycle_records, read_yaml, run_agent_process, write_active
 
 CRASHING_RUNTIME = Path(__file__).parent.parent / "crashing_runtime"
 HOOK = "import sys; open('hook_ran.json', 'w').write(sys.stdin.read())"  # the record it was given, in the home
@@ -47,7 +47,7 @@ def _home(home: Path) -> None:
 
 
 def _index(home: Path) -> list[dict]:
-    return [json.loads(line) for line in (home / "logs" / "index.jsonl").read_text().splitlines()]
+    return cycle_records(home)
 
 
 def _crashing_env(tmp_path: Path, **more: str) -> dict:

@@ -24,7 +24,20 @@ from agent.models import ModelError, ModelTimeout, ModelUnavailable
 from agent.models import Request as ModelRequest
 from agent.models.openai.compat import RESPONSE_FORMATS, OpenAIModel, openai_response_schema
 from agent.tools import build_registry
-from tests.helpers import REPO, configure, read_yaml, run_cli, run_openai, snapshots, tree_digest
+from tests.helpers import (
+    REPO,
+    configure,
+    cycle_records,
+    read_yaml,
+    remember_raw,
+    remembered,
+    run_cli,
+    run_openai,
+    snapshots,
+    stored_bytes,
+    transcript,
+    tree_digest,
+)
 from tests.models.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply, Request, usage
 
 KEY = "sk-test-7f3a9c1e5b2d4f6a8c0e1234"
@@ -191,9 +204,9 @@ def test_llama_cpp_500_on_json_schema_falls_back_to_json_object_once(home: Path,
     log = cycle_log(home, report)
     assert log.count("refused response_format") == 1
     assert "json_schema (HTTP 500: " in log and "Input should be" in log and "trying json_object_schema" in log
-    remembered = json.loads((home / "logs" / "endpoint.json").read_text())
-    assert remembered["response_format"] == "json_object_schema" and remembered["model"] == "test-model"
-    assert remembered["endpoint"] == server.base_url
+    memory = remembered(home, "endpoint")
+    assert memory["response_format"] == "json_object_schema" and memory["model"] == "test-model"
+    assert memory["endpoint"] == server.base_url
 
     # the next cycle starts from the remembered format: no refused request
     server.default = _scripted_by_format({"json_schema": Reply(500, LLAMA_CPP_REJECTION)}, [DONE])
@@ -203,14 +216,15 @@ def test_llama_cpp_500_on_json_schema_falls_back_to_json_object_once(home: Path,
 
 def test_a_remembered_format_is_forgotten_when_the_endpoint_or_model_changes(home: Path, server: OpenAIServer) -> None:
     configure(home, STATE, **FAST)
-    (home / "logs").mkdir()
-    (home / "logs" / "endpoint.json").write_text(
-        json.dumps({"endpoint": "http://127.0.0.1:1/v1", "model": "test-model", "response_format": "text"})
+    remember_raw(
+        home,
+        "endpoint",
+        json.dumps({"endpoint": "http://127.0.0.1:1/v1", "model": "test-model", "response_format": "text"}),
     )
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
     assert server.chat_requests[0].response_format == "json_schema"  # probed again: another endpoint was remembered
-    assert json.loads((home / "logs" / "endpoint.json").read_text())["response_format"] == "json_schema"
+    assert remembered(home, "endpoint")["response_format"] == "json_schema"
 
 
 def test_a_remembered_format_that_is_refused_later_is_probed_again(home: Path, server: OpenAIServer) -> None:
@@ -223,7 +237,7 @@ def test_a_remembered_format_that_is_refused_later_is_probed_again(home: Path, s
     # a remembered format is sent with the client's retries (max_retries 1), so its refusal costs two requests, once
     assert [r.response_format for r in server.chat_requests[1:]] == ["json_schema", "json_schema", "json_object"]
     assert "now refuses the remembered response_format json_schema" in cycle_log(home, report)
-    assert json.loads((home / "logs" / "endpoint.json").read_text())["response_format"] == "json_object_schema"
+    assert remembered(home, "endpoint")["response_format"] == "json_object_schema"
 
 
 @pytest.mark.parametrize(
@@ -382,7 +396,7 @@ def test_usage_is_summed_over_the_cycle(home: Path, server: OpenAIServer) -> Non
     assert result.exit_code == 0, result.stderr
     expected = {"prompt_tokens": 360, "completion_tokens": 36, "cached_tokens": 96, "total_tokens": 396, "calls": 3}
     assert report["usage"] == expected
-    records = [json.loads(line) for line in (home / "logs" / "index.jsonl").read_text().splitlines()]
+    records = cycle_records(home)
     assert records[-1]["cycle_id"] == report["cycle_id"]
     assert records[-1]["usage"] == expected
     for key in ("started", "duration_s", "iterations", "stop_reason", "task_before", "task_after"):
@@ -415,7 +429,7 @@ def _stopped(home: Path, report: dict, reason: str) -> None:
     active = read_yaml(home / "scratchpad" / "active.yaml")
     assert Tag.STOPPED.line(f"{reason}:") in active["notes"]
     assert active["current_task"] == "Say hello"  # no done: the task did not advance
-    records = [json.loads(line) for line in (home / "logs" / "index.jsonl").read_text().splitlines()]
+    records = cycle_records(home)
     assert records[-1]["stop_reason"] == reason
 
 
@@ -560,9 +574,9 @@ def test_the_key_never_reaches_logs_snapshots_or_active(home: Path, server: Open
     assert KEY not in result.stdout and KEY not in result.stderr
 
     files = [p for p in home.rglob("*") if p.is_file()]
-    assert any(p.name == "index.jsonl" for p in files) and len(snapshots(home, "after")) == 2
+    assert any(p.name == "agent.db" for p in files) and len(snapshots(home, "after")) == 2
     for path in files:
-        assert KEY not in path.read_text(errors="replace"), path
+        assert KEY.encode() not in path.read_bytes(), path
     notes = read_yaml(home / "scratchpad" / "active.yaml")["notes"]
     assert "[REDACTED]" in notes
     assert "[REDACTED]" in read_yaml(snapshots(home, "after")[0])["notes"]
@@ -746,12 +760,11 @@ def test_the_transcript_holds_the_messages_the_server_received_and_its_replies_r
     result, report = run(home, server)
 
     assert result.exit_code == 0, result.stderr
-    path = home / "logs" / f"cycle_{report['cycle_id']}.transcript.jsonl"
-    records = [json.loads(line) for line in path.read_text().splitlines()]
+    records = transcript(home, report["cycle_id"])
     assert [r["call"] for r in records] == [1, 2]
     for record, request in zip(records, server.chat_requests):
         assert record["messages"] == request.messages  # exactly what went over the wire
         assert record["purpose"] == "action" and record["finish_reason"] == "stop"
-    assert KEY not in path.read_text() and "[REDACTED]" in records[0]["reply"]
+    assert KEY.encode() not in stored_bytes(home) and "[REDACTED]" in records[0]["reply"]
     assert json.loads(records[1]["reply"]) == DONE
     assert records[1]["usage"]["prompt_tokens"] == 50 and records[1]["usage"]["completion_tokens"] == 7

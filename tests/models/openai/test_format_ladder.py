@@ -11,8 +11,9 @@ import yaml
 
 from agent.config import Settings, load_settings
 from agent.models.openai.format_ladder import EndpointMemory, response_format_for
+from agent.store.home import Home
 from agent.tools import build_registry
-from tests.helpers import configure
+from tests.helpers import configure, remember_raw, remembered, stored_bytes
 from tests.models.openai.test_compat import (
     DONE,
     FAST,
@@ -22,10 +23,11 @@ from tests.models.openai.test_compat import (
     run,  # noqa: F401
 )
 from tests.models.openai_server import LLAMA_CPP_REJECTION, OpenAIServer, Reply
+from tests.store.faults import read_only
 
 
 def _memory(home: Path) -> dict:
-    return json.loads((home / "logs" / "endpoint.json").read_text())
+    return remembered(home, "endpoint")
 
 
 def test_a_forced_response_format_is_sent_at_once_and_nothing_is_remembered(home: Path, server: OpenAIServer) -> None:
@@ -33,7 +35,7 @@ def test_a_forced_response_format_is_sent_at_once_and_nothing_is_remembered(home
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
     assert server.chat_requests[0].body["response_format"] == {"type": "json_object"}
-    assert not (home / "logs" / "endpoint.json").exists()
+    assert remembered(home, "endpoint") is None
 
 
 @pytest.mark.parametrize(
@@ -43,8 +45,7 @@ def test_an_unreadable_endpoint_memory_means_probing_again_and_is_rewritten(
     home: Path, server: OpenAIServer, content: str
 ) -> None:
     configure(home, STATE, **FAST)
-    (home / "logs").mkdir(exist_ok=True)
-    (home / "logs" / "endpoint.json").write_text(content)
+    remember_raw(home, "endpoint", content)
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
     assert server.chat_requests[0].response_format == "json_schema"
@@ -53,9 +54,8 @@ def test_an_unreadable_endpoint_memory_means_probing_again_and_is_rewritten(
 
 def test_another_model_name_on_the_same_endpoint_is_probed_again(home: Path, server: OpenAIServer) -> None:
     configure(home, STATE, **FAST)
-    (home / "logs").mkdir(exist_ok=True)
-    (home / "logs" / "endpoint.json").write_text(
-        json.dumps({"endpoint": server.base_url, "model": "another-model", "response_format": "text"})
+    remember_raw(
+        home, "endpoint", json.dumps({"endpoint": server.base_url, "model": "another-model", "response_format": "text"})
     )
     server.add(Reply.chat(DONE))
     assert run(home, server)[0].exit_code == 0
@@ -89,8 +89,7 @@ def test_the_remembered_endpoint_never_holds_the_credentials_of_its_url(home: Pa
     server.add(Reply.chat(DONE))
     url = server.base_url.replace("http://", "http://user:s3cret-passw0rd-value@")
     assert run(home, server, env={"OPENAI_BASE_URL": url})[0].exit_code == 0
-    text = (home / "logs" / "endpoint.json").read_text()
-    assert "s3cret" not in text and _memory(home)["endpoint"] == server.base_url
+    assert b"s3cret" not in stored_bytes(home) and _memory(home)["endpoint"] == server.base_url
 
 
 def test_guided_narrows_the_schema_sent_to_an_openai_model(home: Path, server: OpenAIServer) -> None:
@@ -187,8 +186,9 @@ def test_bad_ladder_settings_exit_2_naming_the_key(home: Path, server: OpenAISer
 
 
 def test_a_memory_that_cannot_be_written_is_only_logged(tmp_path: Path) -> None:
-    logs = tmp_path / "logs"
-    (logs / "endpoint.json").mkdir(parents=True)  # a directory where the file should be
+    home = Home.at(tmp_path)
+    home.ensure_dirs()
+    read_only(home)  # the database refuses writes, as on a read-only disk
     lines: list[str] = []
-    EndpointMemory(logs / "endpoint.json", "http://127.0.0.1:1/v1", "m").remember("text", lines.append)
-    assert lines and "could not update" in lines[0]
+    EndpointMemory(home, "http://127.0.0.1:1/v1", "m").remember("text", lines.append)
+    assert lines and "could not update the endpoint probe" in lines[0] and "Read-only" in lines[0]

@@ -14,7 +14,7 @@ from agent.config import Settings
 from agent.models.local.cache import LOCAL_CACHE_ENV
 from agent.models.local.model import bundled_model_path
 from agent.models.local.threads import thread_count
-from tests.helpers import read_yaml, run_agent_process, write_active
+from tests.helpers import read_yaml, remembered, run_agent_process, transcript, write_active
 from tests.models.llama_server import SERVER_ALIAS, LlamaServer
 
 SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")  # [server]
@@ -90,9 +90,9 @@ def test_a_real_cycle_through_llama_cpp_server_probes_the_format_once_and_parses
 
     assert first["model"] == f"openai:{SERVER_ALIAS}" and first["error"] is None and first["usage"]["calls"] >= 1
     # llama_cpp.server refuses json_schema and takes json_object with the schema: remembered in the home
-    remembered = json.loads((home / "logs" / "endpoint.json").read_text())
-    assert remembered == {
-        **remembered,
+    memory = remembered(home, "endpoint")
+    assert memory == {
+        **memory,
         "endpoint": llama_server.base_url,
         "model": SERVER_ALIAS,
         "response_format": "json_object_schema",
@@ -148,8 +148,7 @@ def _native_home(home: Path, tool_calling: str) -> None:
 
 
 def _transcript(home: Path, report: dict) -> list[dict]:
-    path = home / "logs" / f"cycle_{report['cycle_id']}.transcript.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()]
+    return transcript(home, report["cycle_id"])
 
 
 def test_a_real_native_cycle_calls_write_file_and_done_through_the_function_calling_server(
@@ -172,8 +171,8 @@ def test_auto_settles_on_native_calls_after_one_probe_and_remembers_it(
     refused_before = sum(n for status, n in function_calling_server.statuses().items() if status >= 400)
     report = _cycle(home, function_calling_server, tmp_path)
     assert report["exit_code"] == 0 and (home / "workspace" / "a.txt").read_text() == "apple"
-    remembered = json.loads((home / "logs" / "endpoint.json").read_text())
-    assert (remembered["tool_calling"], remembered["response_format"]) == ("native", "tool_calls")
+    memory = remembered(home, "endpoint")
+    assert (memory["tool_calling"], memory["response_format"]) == ("native", "tool_calls")
     records = _transcript(home, report)
     assert all(record.get("tool_calls") for record in records)  # native from the first request on
     assert sum(n for status, n in function_calling_server.statuses().items() if status >= 400) == refused_before

@@ -12,7 +12,7 @@ import pytest
 from agent.config import Settings
 from agent.models.openai.tool_calls import EXAMPLE_RESULT, MAX_CALLS_PER_REPLY, function_tools, strict_allowed
 from agent.tools import build_registry
-from tests.helpers import configure, read_yaml, run_cli, write_script
+from tests.helpers import configure, read_yaml, remembered, run_cli, write_script
 from tests.models.openai.test_compat import DONE, FAST, KEY, STATE, cycle_log, run  # noqa: F401
 from tests.models.openai_server import OpenAIServer, Reply
 
@@ -34,7 +34,7 @@ def done(summary: str = "said hello") -> tuple[str, dict]:
 
 
 def memory(home: Path) -> dict:
-    return json.loads((home / "logs" / "endpoint.json").read_text())
+    return remembered(home, "endpoint")
 
 
 def notes(home: Path) -> list[str]:
@@ -58,7 +58,7 @@ def test_auto_uses_native_calls_after_one_probe_and_remembers_it(home: Path, ser
     server.add(Reply.calls(done("again")))  # the next cycle: native at once, from memory
     result, again = run(home, server)
     assert result.exit_code == 0 and len(server.chat_requests) == 3 and server.chat_requests[-1].tools
-    assert "response_format tool_calls, remembered in logs/endpoint.json" in cycle_log(home, again)
+    assert "response_format tool_calls, remembered in logs/agent.db" in cycle_log(home, again)
 
 
 def test_auto_falls_back_to_the_text_path_after_one_refused_request(home: Path, server: OpenAIServer) -> None:

@@ -1,0 +1,264 @@
+"""logs/agent.db: every record of a home in one SQLite database (the standard library's sqlite3).
+
+`records(home)` is the thread's one connection to a home's database, opened on first use and
+migrated then (`migrations.py`); `close_all()` closes them (the CLI does when a command ends).
+Every change is one transaction (`Database.write`: BEGIN IMMEDIATE, so writers queue on SQLite's
+own lock for up to `BUSY_TIMEOUT_S`, never on a file lock of ours) with synchronous writes (FULL:
+a commit is on disk when it returns). A reader never waits for a writer.
+
+WAL is the journal wherever it works; on a network file system (NFS, SMB, CephFS...: some
+Kubernetes volumes) its shared memory cannot work, so there the rollback journal is used
+(`journal_mode`; `agent doctor` says which, and why). An SQLite error becomes the one-line error
+of its kind: a full or read-only disk is DiskError (exit 7) naming the file, a writer holding the
+database too long Busy (exit 5), a database written by a newer agent UsageError (exit 2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+from agent.common.files import SECRET_FILE_MODE, disk_error, fault_point
+from agent.common.outcomes import Busy, DiskError
+from agent.store.home import Home
+
+BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's transaction (an upgrade's import is the longest)
+NETWORK_FILE_SYSTEMS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "glusterfs", "lustre", "gpfs", "afs"}
+NETWORK_FILE_SYSTEMS |= {"beegfs", "fuse.glusterfs", "fuse.sshfs", "fuse.s3fs", "fuse.rclone", "fuse.gcsfuse"}
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT = 5, 6, 8, 10, 11
+_SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB, _SQLITE_PERM = 13, 14, 26, 3
+
+
+def file_system(folder: Path) -> str:
+    """The type of the file system `folder` is on (from /proc/self/mountinfo), or '' when unknown."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+        target = os.path.realpath(folder)
+    except OSError:
+        return ""
+    best, kind = "", ""
+    for line in lines:
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split(" ")
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4]) if len(parts) > 4 else ""
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best) and rest:
+            best, kind = point, rest.split(" ")[0]
+    return kind
+
+
+def journal_mode(folder: Path) -> tuple[str, str]:
+    """("wal" or "delete", why): WAL needs memory shared by every process that opens the database,
+    which a network file system cannot give; there, the rollback journal."""
+    kind = file_system(folder)
+    if kind in NETWORK_FILE_SYSTEMS:
+        return "delete", f"rollback journal: {folder} is on {kind}, a network file system, where WAL cannot work"
+    return "wal", f"WAL journal ({kind or 'file system unknown'})"
+
+
+class Database:
+    """One open connection to a home's database. Reads (`rows`, `one`, `stream`) need no lock;
+    each `write()` is one transaction, whole or not at all; a write inside a write joins it."""
+
+    def __init__(self, connection: sqlite3.Connection, path: Path, journal: str):
+        self.connection, self.path, self.journal = connection, path, journal
+
+    def rows(self, sql: str, args: Any = ()) -> list[tuple]:
+        with self.errors():
+            return self.connection.execute(sql, args).fetchall()
+
+    def one(self, sql: str, args: Any = ()) -> tuple | None:
+        with self.errors():
+            return self.connection.execute(sql, args).fetchone()
+
+    def stream(self, sql: str, args: Any = (), batch: int = 256) -> Iterator[tuple]:
+        """The rows of a query, a batch at a time: memory stays bounded however many there are."""
+        with self.errors():
+            cursor = self.connection.execute(sql, args)
+            while rows := cursor.fetchmany(batch):
+                yield from rows
+
+    def execute(self, sql: str, args: Any = ()) -> sqlite3.Cursor:
+        """One statement inside `write()`."""
+        with self.errors():
+            return self.connection.execute(sql, args)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Database]:
+        if self.connection.in_transaction:  # a write inside a write joins it
+            yield self
+            return
+        with self.errors():
+            self.connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield self
+            fault_point("agent.db: before commit")
+            with self.errors():
+                self.connection.execute("COMMIT")
+            fault_point("agent.db: committed")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                self.connection.execute("ROLLBACK")
+            raise
+
+    @contextlib.contextmanager
+    def errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise database_error(self.path, exc) from None
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self.connection.close()
+
+
+def database_error(path: Path, exc: sqlite3.Error) -> Exception:
+    """The AgentError an SQLite error means for `path`; a programming error (bad SQL) stays itself."""
+    code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return Busy(f"{path} is busy: another agent process kept it locked for {BUSY_TIMEOUT_S:g}s; try again later")
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return DiskError(f"{path} is not a usable database ({exc}): move it away and restore it from a backup")
+    if code in (_SQLITE_FULL, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN, _SQLITE_PERM):
+        number = _errno_of(path, code)
+        return disk_error(path, OSError(number, str(exc) if number == errno.EIO else os.strerror(number)))
+    return exc
+
+
+def _errno_of(path: Path, code: int) -> int:
+    """The errno behind an SQLite I/O error, from the file system itself (SQLite does not say)."""
+    if path.is_dir():
+        return errno.EISDIR
+    try:
+        info = os.statvfs(path.parent)
+        if info.f_flag & os.ST_RDONLY:
+            return errno.EROFS
+        if code == _SQLITE_FULL or info.f_bavail == 0:
+            return errno.ENOSPC
+    except OSError as exc:
+        return exc.errno or errno.EIO
+    writable = os.access(path.parent, os.W_OK | os.X_OK) and (not path.exists() or os.access(path, os.R_OK | os.W_OK))
+    if not writable:
+        return errno.EACCES
+    return errno.EROFS if code == _SQLITE_READONLY else errno.EIO
+
+
+def open_database(path: Path, home: Home | None) -> Database:
+    """Open (creating it, owner-only, when missing) and migrate the database at `path` of `home`,
+    and move an older release's files in when there are (no home: `path` is ":memory:", a database
+    that lives and dies with its connection)."""
+    from agent.store.migrations import migrate  # the schema: only where a database is opened
+
+    try:
+        fresh = home is None or not path.exists()
+        if home is not None and fresh:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, SECRET_FILE_MODE))
+        connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    except OSError as exc:
+        raise disk_error(path, exc) from None
+    except sqlite3.Error as exc:
+        raise database_error(path, exc) from None
+    mode, why = journal_mode(path.parent)
+    db = Database(connection, path, why)
+    try:
+        with db.errors():
+            if fresh:
+                connection.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before any table: pruning gives space back
+            if connection.execute("PRAGMA journal_mode").fetchone()[0] != mode:
+                connection.execute(f"PRAGMA journal_mode = {mode}")
+            connection.execute("PRAGMA synchronous = FULL")
+        migrate(db)
+        if home is not None and (fresh or any(p.exists() for p in home.older_release_files)):
+            from agent.store.upgrade import move_in  # once: a new database, or an older release's files
+
+            move_in(db, home)
+    except BaseException:
+        _close_unmade(db, fresh and home is not None)
+        raise
+    return db
+
+
+def _close_unmade(db: Database, made_now: bool) -> None:
+    """Close a database whose opening failed; one made by this open with nothing committed goes too,
+    so a refused upgrade leaves the home exactly as it was."""
+    with contextlib.suppress(sqlite3.Error):  # nothing but the schema committed: no process wrote a record yet
+        made_now = made_now and not db.connection.execute("SELECT EXISTS (SELECT 1 FROM cycle)").fetchone()[0]
+    db.close()
+    if made_now:
+        for leftover in (db.path, Path(f"{db.path}-wal"), Path(f"{db.path}-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+_local = threading.local()  # each thread its own connections (commands run in threads, in tests)
+
+
+def _opened() -> dict[Path, tuple[int, int, Database]]:  # path -> (pid, inode, database)
+    if not hasattr(_local, "opened"):
+        _local.opened, _local.empty = {}, []
+    return _local.opened
+
+
+def records(home: Home, create: bool = True) -> Database:
+    """This thread's connection to the home's database, opened and migrated on first use. Without
+    `create`, a home that has no database and nothing to upgrade from gets an empty one in memory
+    instead: reading a home never writes one."""
+    path = home.database
+    try:
+        inode = os.stat(path).st_ino
+    except FileNotFoundError:
+        inode = 0
+    except OSError as exc:
+        raise disk_error(path, exc) from None
+    opened = _opened()
+    found = opened.get(path)
+    if found is not None and found[:2] == (os.getpid(), inode) and inode:
+        return found[2]
+    if not inode and not create and not any(p.exists() for p in home.older_release_files):
+        if not _local.empty:
+            _local.empty.append(open_database(Path(":memory:"), None))
+        return _local.empty[0]
+    if not inode:
+        home.ensure_dirs()
+    if found is not None:
+        found[2].close()
+    db = open_database(path, home)
+    opened[path] = (os.getpid(), os.stat(path).st_ino, db)
+    return db
+
+
+def close_all() -> None:
+    """Close every database this thread opened (the last connection to close ends its WAL)."""
+    opened = _opened()
+    for _, _, db in opened.values():
+        db.close()
+    opened.clear()
+
+
+def probe(home: Home, name: str) -> dict | None:
+    """A probe remembered in the database (the sandbox's, an endpoint's formats), or None."""
+    found = records(home, create=False).one("SELECT record FROM probe WHERE name = ?", (name,))
+    with contextlib.suppress(ValueError, TypeError):
+        return json.loads(found[0]) if found else None
+    return None
+
+
+def remember_probe(home: Home, name: str, record: dict | None) -> None:
+    """Keep (or, with None, forget) a probe; AgentError when it cannot be written."""
+    db = records(home)
+    with db.write():
+        db.execute("DELETE FROM probe WHERE name = ?", (name,))
+        if record is not None:
+            db.execute("INSERT INTO probe VALUES (?, 1, ?)", (name, json.dumps(record)))
+
+
+def any_rows(home: Home, table: str) -> bool:
+    """Whether a table holds any row (cheap: whether to load the module that reads it)."""
+    return records(home, create=False).one(f"SELECT EXISTS (SELECT 1 FROM {table})")[0] == 1

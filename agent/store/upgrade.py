@@ -1,0 +1,199 @@
+"""The upgrade from an older release's files: every record they hold, moved into logs/agent.db.
+
+`move_in` runs when a home's database is made, and whenever it is opened and such files are there:
+on a home's first run after the upgrade, and again if an older release ran on it since (what it
+wrote moves in too). It
+reads each file the older release wrote (the cycle index, the newest id given, the journal, the
+archive, parked calls, the inbox, the probes) one line at a time, in one transaction that also
+notes it is done; then the transcripts, a batch of files per transaction; then deletes the files.
+A kill at any step leaves a home the next open finishes: nothing is moved in twice. A line torn by
+a crash is skipped, and a record glued after a torn one is still found, as that release read them;
+a file that cannot be read where it matters (parked calls) refuses the upgrade, changing nothing.
+Derived files (totals.json, recall.sqlite3) are not read: the database keeps its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from agent.common.files import fault_point
+from agent.common.outcomes import InvalidScratchpad
+from agent.store.home import Home
+from agent.store.ids import CYCLE_ID, cycle_started
+from agent.store.lock import holding_lock
+from agent.store.rows import add_archive, count_files, insert_record
+
+if TYPE_CHECKING:
+    from agent.store.db import Database
+
+MAX_GLUED_STARTS = 100  # object starts a torn line is searched at for the record glued after it
+BATCH_FILES, BATCH_BYTES = 256, 16 * 1024 * 1024  # transcript files moved in per transaction, at most
+_STATUSES = ("pending", "approved", "denied", "ran")  # of a parked call
+_CYCLE_FILE = re.compile(rf"(?:cycle_)?({CYCLE_ID.pattern})(?:_before\.yaml|_after\.yaml|\.log)")
+_TRANSCRIPT = re.compile(r"cycle_(.+)\.transcript\.jsonl")
+
+
+def move_in(db: Database, home: Home) -> None:
+    """Move an older release's files into the database, under the home's lock when there are (an
+    older release's cycle may be writing them), each step safe to run again after a kill: the files
+    whose records are in are noted (name, inode, size, time) in the same transaction, so files left
+    by a kill are not read twice, and files an older release wrote since are read."""
+    older = any(path.exists() for path in home.older_release_files)
+    with holding_lock(home, wait=60) if older else contextlib.nullcontext():
+        _move_in(db, home)
+
+
+def _move_in(db: Database, home: Home) -> None:
+    with db.write():
+        found = _identities(home)
+        noted = json.loads((db.one("SELECT files FROM upgrade") or ["[]"])[0])
+        if not found or not all(one in noted for one in found):  # none: a new database, its cycles listed
+            import_records(db, home)
+            db.execute("DELETE FROM upgrade")
+            db.execute("INSERT INTO upgrade VALUES (?)", (json.dumps(found),))
+    import_transcripts(db, home)
+    for path in home.older_release_files:
+        path.unlink(missing_ok=True)
+    fault_point("agent.db: older files removed")
+
+
+def _identities(home: Home) -> list[list]:
+    found = []
+    for path in home.older_release_files:
+        with contextlib.suppress(OSError):
+            info = path.stat()
+            found.append([path.name, info.st_ino, info.st_size, info.st_mtime_ns])
+    return found
+
+
+def record_in(line: str, required_key: str) -> dict | None:
+    """The record on one line: the whole line, or, when a torn record was glued to its front (a
+    crash before appends began each on a new line), the whole record ending the line."""
+    with contextlib.suppress(ValueError, RecursionError):
+        record = json.loads(line)
+        return record if isinstance(record, dict) and required_key in record else None
+    decoder, end = json.JSONDecoder(), len(line.rstrip())
+    start = line.find('{"', 1)  # '{"' outside a JSON string starts an object
+    for _ in range(MAX_GLUED_STARTS):
+        if start == -1:
+            break
+        with contextlib.suppress(ValueError, RecursionError):
+            record, stop = decoder.raw_decode(line, start)
+            if stop == end and isinstance(record, dict) and required_key in record:
+                return record
+        start = line.find('{"', start + 1)
+    return None
+
+
+def json_lines(path: Path, required_key: str) -> Iterator[dict]:
+    """Every whole record of a JSON-lines file, oldest first, one line in memory at a time."""
+    with contextlib.suppress(FileNotFoundError), open(path, "rb") as handle:
+        for line in handle:  # split on b"\n" only: JSON leaves U+2028 and the like unescaped
+            record = record_in(line.decode("utf-8", "replace"), required_key) if line.strip() else None
+            if record is not None:
+                yield record
+
+
+def _json_file(path: Path) -> object:
+    try:
+        return json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise InvalidScratchpad(f"{path}: cannot be read ({exc}); fix or remove it, then run again") from None
+
+
+def import_records(db: Database, home: Home) -> None:
+    """Every record of the older release's files, into `db` (inside a transaction)."""
+    for record in json_lines(home.logs / "index.jsonl", "cycle_id"):
+        if isinstance(record["cycle_id"], str):
+            insert_record(db, record)
+    fault_point("agent.db: index imported")
+    _cycles_on_disk(db, home)
+    with contextlib.suppress(InvalidScratchpad, AttributeError, TypeError):  # a cache: the listing above will do
+        newest = _json_file(home.logs / "cycles.json")
+        if CYCLE_ID.fullmatch(newest.get("newest")):  # the newest id ever given: new ids sort after it
+            db.execute("INSERT OR IGNORE INTO cycle (id, files) VALUES (?, 0)", (newest["newest"],))
+    for record in json_lines(home.logs / "calls.jsonl", "call"):
+        db.execute(
+            "INSERT INTO call (format, call, event, record) VALUES (1, ?, ?, ?)",
+            (str(record["call"]), str(record.get("event")), json.dumps(record)),
+        )
+    add_archive(db, json_lines(home.logs / "archive.jsonl", "kind"))
+    fault_point("agent.db: archive imported")
+    _import_parked(db, home.scratchpad / "approvals.json")
+    for record in json_lines(home.scratchpad / "inbox.jsonl", "id"):
+        db.execute("INSERT INTO inbox (format, record) VALUES (1, ?)", (json.dumps(record),))
+    for name in ("endpoint", "sandbox"):
+        with contextlib.suppress(InvalidScratchpad):
+            found = _json_file(home.logs / f"{name}.json")
+            if isinstance(found, dict):  # remembered probes: an unreadable one is probed again
+                db.execute("INSERT OR REPLACE INTO probe VALUES (?, 1, ?)", (name, json.dumps(found)))
+    fault_point("agent.db: older records imported")
+
+
+def _cycles_on_disk(db: Database, home: Home) -> None:
+    """Every cycle with a snapshot or log on disk (killed ones too): its files counted in its row."""
+    for folder in (home.scratchpad, home.logs):
+        with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
+            for found in filter(None, (_CYCLE_FILE.fullmatch(entry.name) for entry in entries)):
+                if cycle_started(found.group(1)):
+                    count_files(db, home, found.group(1))
+
+
+def _import_parked(db: Database, path: Path) -> None:
+    calls = _json_file(path)
+    if calls is not None and not (isinstance(calls, list) and all(_parked_call(c) for c in calls)):
+        raise InvalidScratchpad(f"{path}: not a list of approval records; fix or remove it, then run again")
+    for call in calls or []:
+        if db.one("SELECT 1 FROM approval WHERE id = ?", (int(call["id"]),)):  # written since the upgrade
+            call = dict(call, id=str(db.one("SELECT max(id) + 1 FROM approval")[0]))
+        db.execute("INSERT INTO approval VALUES (?, 1, ?, ?)", (int(call["id"]), call["status"], json.dumps(call)))
+
+
+def _parked_call(call: object) -> bool:
+    fields = call if isinstance(call, dict) else {}
+    return all(isinstance(fields.get(key), str) for key in ("id", "cycle_id", "tool")) and (
+        fields["id"].isdigit() and isinstance(fields.get("args"), dict) and fields.get("status") in _STATUSES
+    )
+
+
+def import_transcripts(db: Database, home: Home) -> None:
+    """The transcript files' lines into the database, a batch of files per transaction (at most
+    `BATCH_FILES`, or `BATCH_BYTES` of them), each batch's files deleted once its rows commit."""
+    with contextlib.suppress(FileNotFoundError), os.scandir(home.logs) as entries:
+        found = [(e.name, e.stat().st_size) for e in entries if _TRANSCRIPT.fullmatch(e.name)]
+    while found:
+        size, batch = 0, []
+        while found and len(batch) < BATCH_FILES and size < BATCH_BYTES:
+            name, bytes_ = found.pop()
+            batch.append(name)
+            size += bytes_
+        with db.write():
+            for name in batch:
+                _import_transcript(db, home.logs / name)
+        fault_point("agent.db: transcripts imported")
+        for name in batch:
+            (home.logs / name).unlink(missing_ok=True)
+
+
+def _import_transcript(db: Database, path: Path) -> None:
+    cycle_id = _TRANSCRIPT.fullmatch(path.name).group(1)
+    try:
+        handle = open(path, "rb")  # before the rows go: a file another process moved in meanwhile is skipped
+    except FileNotFoundError:
+        return
+    with handle:
+        db.execute("DELETE FROM transcript WHERE cycle_id = ?", (cycle_id,))  # moved in before a kill
+        for line in handle:
+            record = record_in(line.decode("utf-8", "replace"), "call") if line.strip() else None
+            if record is not None:
+                db.execute(
+                    "INSERT INTO transcript (format, cycle_id, record) VALUES (1, ?, ?)",
+                    (cycle_id, json.dumps(record, ensure_ascii=False)),
+                )
