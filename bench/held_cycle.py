@@ -4,12 +4,14 @@ called until something changes) against before (every tick asked the model again
 Two homes, each stalled once before the timing (stall_cycles 1), then ticked alternately in one
 session, each tick an `agent run -q` process (so machine noise hits both alike):
 
-  held         the default: the tick is held (exit 9), one index record, no model call
+  held         the default: the tick is held (exit 9), one cycle record, no model call
   asked        `--force` against an OpenAI-compatible stub on 127.0.0.1 whose reply never finishes
                the task: the model is asked and the cycle stalls again (exit 9), as every tick did before
 
-Printed: the median wall time of each process, the median time inside the cycle (the index
-record's `duration_s`), the median bytes each tick added to its home, the tokens each tick sent
+Printed: the median wall time of each process, the median time inside the cycle (the
+record's `duration_s`), the median bytes each tick added to its home (logs/agent.db and its WAL as
+files: whole pages, so a record that fits a page already there adds 0), the bytes of the tick's
+record, the tokens each tick sent
 (the stub's usage, 4 bytes a token), and the load average before and after (the 2-core machine is
 shared; the ratios are the numbers to read).
 
@@ -19,8 +21,10 @@ shared; the ratios are the numbers to read).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -51,11 +55,18 @@ def make_home(root: Path, name: str) -> Path:
     return home
 
 
+def records(home: Path) -> list[dict]:
+    """The home's cycle records, oldest first, read from logs/agent.db read-only."""
+    with contextlib.closing(sqlite3.connect(f"file:{home / 'logs/agent.db'}?mode=ro", uri=True)) as db:
+        rows = db.execute("SELECT record FROM cycle WHERE record IS NOT NULL ORDER BY id").fetchall()
+    return [json.loads(text) for (text,) in rows]
+
+
 def last_record(home: Path) -> dict:
-    return json.loads((home / "logs/index.jsonl").read_text().splitlines()[-1])
+    return records(home)[-1]
 
 
-def timed_tick(argv: list[str], home: Path, env: dict, server: OpenAIServer) -> tuple[float, float, int, int]:
+def timed_tick(argv: list[str], home: Path, env: dict, server: OpenAIServer) -> tuple[float, float, int, int, int]:
     size, asked = home_bytes(home), len(server.chat_requests)
     began = time.perf_counter()
     done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
@@ -68,7 +79,7 @@ def timed_tick(argv: list[str], home: Path, env: dict, server: OpenAIServer) -> 
         for r in server.chat_requests[asked:]
     )
     tokens = tokens or record["usage"]["total_tokens"]
-    return took, record["duration_s"], home_bytes(home) - size, tokens
+    return took, record["duration_s"], home_bytes(home) - size, len(json.dumps(record).encode()), tokens
 
 
 def main() -> None:
@@ -93,24 +104,23 @@ def main() -> None:
         for _ in range(args.runs):
             for name, argv in variants.items():
                 results[name].append(timed_tick(argv, Path(argv[len(run)]), env, server))
-        held_reasons = {
-            r["stop_reason"] for r in map(json.loads, (root / "held/logs/index.jsonl").read_text().splitlines())
-        }
+        held_reasons = {r["stop_reason"] for r in records(root / "held")}
     load_after = os.getloadavg()
     print(
         f"runs: {args.runs} of each, alternating; load average before {load_before[0]:.2f}, "
         f"after {load_after[0]:.2f} ({os.cpu_count()} cores); the held home's stop reasons: {sorted(held_reasons)}"
     )
     print(
-        "| tick after a stall | process (median) | inside the cycle (median) | bytes written (median) | tokens sent |"
+        "| tick after a stall | process (median) | inside the cycle (median) | home growth (median) | its record "
+        "| tokens sent |"
     )
-    print("| --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- |")
     base = [statistics.median(column) for column in zip(*results["held"])]
     for name, rows in results.items():
-        t, i, s, tokens = (statistics.median(column) for column in zip(*rows))
+        t, i, s, r, tokens = (statistics.median(column) for column in zip(*rows))
         print(
             f"| {name} | {t * 1000:.0f} ms ({t / base[0]:.2f}x) | {i * 1000:.1f} ms ({i / max(base[1], 1e-4):.1f}x) "
-            f"| {s:,.0f} ({s / max(base[2], 1):.1f}x) | {tokens:,.0f} |"
+            f"| {s:,.0f} bytes | {r:,.0f} bytes | {tokens:,.0f} |"
         )
 
 
