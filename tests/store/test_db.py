@@ -56,6 +56,34 @@ def test_the_database_is_made_owner_only_in_wal_mode_with_synchronous_writes(hom
     assert db.one("PRAGMA auto_vacuum") == (2,)  # incremental: pruning gives space back
 
 
+MAKE = """
+import sys
+from agent.store.db import records
+from agent.store.home import Home
+sys.stdin.read()  # every process waits here, so they all find no database and make it together
+records(Home.at(sys.argv[1])).execute("INSERT INTO inbox (format, record) VALUES (1, ?)", (sys.argv[2],))
+"""
+
+
+def test_processes_making_the_database_at_once_all_use_one_and_leave_nothing_else(home):
+    """Each builds its own under a private name and links it into place: one wins, the rest open
+    the winner's, every row lands in it and no private copy is left behind."""
+    makers = [
+        subprocess.Popen([sys.executable, "-c", MAKE, str(home), f"r{i}"], stdin=subprocess.PIPE, cwd=REPO, text=True)
+        for i in range(8)
+    ]
+    for maker in makers:
+        maker.stdin.close()  # released together
+    assert [maker.wait(timeout=120) for maker in makers] == [0] * 8
+    h = Home.at(home)
+    assert sorted(text for (text,) in records(h).rows("SELECT record FROM inbox")) == [f"r{i}" for i in range(8)]
+    assert sorted(p.name for p in h.database.parent.iterdir() if p.name.startswith((".agent.db", "agent.db"))) == [
+        "agent.db",
+        "agent.db-shm",
+        "agent.db-wal",
+    ]
+
+
 def test_reading_a_home_without_a_database_makes_none(home):
     h = Home.at(home)
     frozen = tree_digest(home)
