@@ -394,6 +394,15 @@ class Settings:
         maximum=1,
         default=0.25,
     )
+    stale_after: float | None = _doc(
+        "Hours without a cycle after which `agent fleet` and `agent report` say this home needs a person "
+        "(its scheduler may have stopped); unset: three times its usual interval (the median gap between "
+        "its last 20 cycles), a day while it has run fewer than two.",
+        above=0,
+        maximum=8760,
+        unit="hours",
+        default=None,
+    )
 
     @property
     def section_specs(self) -> tuple[SectionSpec, ...]:

@@ -20,6 +20,8 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 - replay.py                          `replay`
 - approve.py                         `approvals`, `approve`, `deny`
 - maintain.py, endpoint_checks.py    `prune` and `doctor`
+- fleet.py, health.py                 `fleet`, and how a home is doing (what it and `report` show)
+- report.py, window.py, page.py       `report`: the records of its window, and the page drawn from them
 - common.py, guard.py                what the commands share; the escape every printed line goes through
 """
 
@@ -54,6 +56,8 @@ COMMANDS = {
     "approvals": "agent.cli.approve:approvals",
     "approve": "agent.cli.approve:approve",
     "deny": "agent.cli.approve:deny",
+    "fleet": "agent.cli.fleet:fleet",
+    "report": "agent.cli.report:report",
 }
 
 

@@ -75,6 +75,20 @@ def _styled_diff_line(line: str) -> str:
     return line
 
 
+def snapshot_diff(home: Home, a: str, b: str, cycles: KnownCycles) -> dict:
+    """What `agent diff A B --json` prints: {from, to, summary (field by field), diff (unified, of the YAML)}."""
+    left, right = resolve_snapshot(home, a, "before", cycles), resolve_snapshot(home, b, "after", cycles)
+    unified = difflib.unified_diff(
+        left.text.splitlines(), right.text.splitlines(), fromfile=left.label, tofile=right.label, lineterm=""
+    )
+    return {
+        "from": left.label,
+        "to": right.label,
+        "summary": summarize_change(left.state, right.state),
+        "diff": "\n".join(unified),
+    }
+
+
 @click.command()
 @home_option
 @click.argument("a", required=False)
@@ -104,21 +118,16 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
             a, b = "latest:after", "active"
         else:
             b = a.partition(":")[0]
-    left, right = resolve_snapshot(home, a, "before", cycles), resolve_snapshot(home, b, "after", cycles)
-    summary = summarize_change(left.state, right.state)
-    unified = list(
-        difflib.unified_diff(
-            left.text.splitlines(), right.text.splitlines(), fromfile=left.label, tofile=right.label, lineterm=""
-        )
-    )
+    change = snapshot_diff(home, a, b, cycles)
     if as_json:
-        print_json({"from": left.label, "to": right.label, "summary": summary, "diff": "\n".join(unified)})
+        print_json(change)
         return
-    for line in summary_lines(summary):
+    for line in summary_lines(change["summary"]):
         echo(line)
     click.echo()
+    unified = change["diff"].split("\n") if change["diff"] else []
     if not unified:
-        click.echo(f"no differences between {left.label} and {right.label}")
+        click.echo(f"no differences between {change['from']} and {change['to']}")
     for line in unified:
         click.echo(_styled_diff_line(escape_controls(line)), color=color)
 
@@ -356,13 +365,9 @@ def _last_cycle_line(last: dict) -> str:
     return f"{last['cycle_id']} {last['stop_reason'] or '?'}{held}{code}{on}{when}"
 
 
-@click.command()
-@home_option
-@json_option
-@reports_errors
-def status(home_dir: Path, as_json: bool) -> None:
-    """Is a cycle running, how did the last one end and when, the task now, and disk use."""
-    home = existing_home(home_dir)
+def status_report(home: Home) -> tuple[dict, list[str]]:
+    """What `agent status` says of a home: its --json data, and its lines for a person (to escape).
+    `agent fleet` and `agent report` read a home's health through here."""
     running = cycle_running(home)
     newest, cycles, unrecorded = history_summary(home, running)  # the newest record, and counts the database keeps
     current_task, scratchpad_error = _current_task(home)
@@ -391,30 +396,37 @@ def status(home_dir: Path, as_json: bool) -> None:
         home, {"on_cycle_end": bool(settings.on_cycle_end), "metrics_file": bool(settings.metrics_file)}
     )
     data.update(extras, **waiting, incident=incident, outlets=outlets)
+    lines = [
+        f"home:      {home.root}",
+        f"running:   {'yes: a cycle holds the lock now' if running else 'no'}",
+        f"last:      {'no cycles yet' if last is None else _last_cycle_line(last)}",
+        *([f"           error: {clip(last['error'], 200)}"] if last and last["error"] else []),
+        f"task now:  {current_task or '(none)'}"
+        if scratchpad_error is None
+        else f"task now:  unknown: {clip(scratchpad_error, 200)}",
+        f"cycles:    {cycles}" + (f" ({unrecorded} without a record)" if unrecorded else ""),
+        f"snapshots: {on_disk['snapshots']['files']} file(s), {size(on_disk['snapshots']['bytes'])}",
+        f"logs:      {on_disk['logs']['files']} file(s), {size(on_disk['logs']['bytes'])}",
+        f"records:   {home.database.relative_to(home.root)}, {size(data['records']['bytes'])}",
+        f"model:     {model or '(none)'}" + (f"  [config problem: {config_problem}]" if config_problem else ""),
+    ]
+    shell = data["shell_policy"]
+    if shell:
+        lines.append(f"shell:     {'WARNING: ' if shell['warning'] else ''}{shell['policy']} ({shell['why']})")
+    if incident:
+        lines.append(f"incident:  {incident_text(incident)}")
+    return data, lines + outlet_lines(outlets) + waiting_lines + extra_lines
+
+
+@click.command()
+@home_option
+@json_option
+@reports_errors
+def status(home_dir: Path, as_json: bool) -> None:
+    """Is a cycle running, how did the last one end and when, the task now, and disk use."""
+    data, lines = status_report(existing_home(home_dir))
     if as_json:
         print_json(data)
         return
-    echo(f"home:      {home.root}")
-    echo(f"running:   {'yes: a cycle holds the lock now' if running else 'no'}")
-    echo(f"last:      {'no cycles yet' if last is None else _last_cycle_line(last)}")
-    if last and last["error"]:
-        echo(f"           error: {clip(last['error'], 200)}")
-    echo(
-        f"task now:  {current_task or '(none)'}"
-        if scratchpad_error is None
-        else f"task now:  unknown: {clip(scratchpad_error, 200)}"
-    )
-    echo(f"cycles:    {cycles}" + (f" ({unrecorded} without a record)" if unrecorded else ""))
-    echo(f"snapshots: {on_disk['snapshots']['files']} file(s), {size(on_disk['snapshots']['bytes'])}")
-    echo(f"logs:      {on_disk['logs']['files']} file(s), {size(on_disk['logs']['bytes'])}")
-    echo(f"records:   {home.database.relative_to(home.root)}, {size(data['records']['bytes'])}")
-    echo(f"model:     {model or '(none)'}" + (f"  [config problem: {config_problem}]" if config_problem else ""))
-    shell = data["shell_policy"]
-    if shell:
-        echo(f"shell:     {'WARNING: ' if shell['warning'] else ''}{shell['policy']} ({shell['why']})")
-    if incident:
-        echo(f"incident:  {incident_text(incident)}")
-    for line in outlet_lines(outlets):
-        echo(line)
-    for line in waiting_lines + extra_lines:
+    for line in lines:
         echo(line)

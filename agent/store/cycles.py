@@ -72,6 +72,15 @@ def newest_cycles(home: Home) -> Iterator[tuple[str, dict | None]]:
     return ((cycle_id, loaded(text)) for cycle_id, text, files in rows if text is not None or files)
 
 
+def cycles_since(home: Home, first_id: str) -> list[tuple[str, dict | None]]:
+    """`newest_cycles`' (id, record) of the cycles whose ids sort at or after `first_id`, oldest
+    first: a range of the primary key, so it reads only those (`agent report`'s window)."""
+    rows = records(home, create=False).stream(
+        "SELECT id, record, files FROM cycle WHERE id >= ? ORDER BY id", (first_id,)
+    )
+    return [(cycle_id, loaded(text)) for cycle_id, text, files in rows if text is not None or files]
+
+
 def with_files_newest_first(home: Home) -> Iterator[str]:
     """The ids of the cycles with files on disk, newest first, read only as far as the caller goes."""
     rows = records(home, create=False).stream("SELECT id FROM cycle WHERE files ORDER BY id DESC", batch=16)
@@ -127,6 +136,18 @@ def days(home: Home, limit: int = 0) -> list[tuple[str, dict]]:
     )
     buckets = _buckets(rows)
     return [(day, buckets[day]) for (day,) in found]
+
+
+def spent_by_day(home: Home, first_day: str, last_day: str) -> tuple[dict[str, dict], dict[str, dict[str, dict]]]:
+    """What the records of UTC days `first_day` to `last_day` spent, ({day: bucket}, {model ('' when
+    not recorded): {day: bucket}}): `days`' buckets for a range, whole and per model."""
+    rows = records(home, create=False).rows(
+        f"SELECT day, model, {_SUMS} FROM spend WHERE day BETWEEN ? AND ? GROUP BY day, model", (first_day, last_day)
+    )
+    models: dict[str, list[tuple]] = {}
+    for row in rows:
+        models.setdefault(row[1], []).append(row)
+    return _buckets(rows), {model: _buckets(mine) for model, mine in models.items()}
 
 
 def all_time(home: Home) -> dict:

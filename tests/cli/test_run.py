@@ -197,6 +197,13 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
     "agent.after.hooks",
     "agent.after.metrics",
     "agent.tools.mcp",
+    "jinja2",  # agent report's page, and what it shows: never a cycle's
+    "markupsafe",
+    "agent.cli.report",
+    "agent.cli.fleet",
+    "agent.cli.health",
+    "agent.cli.window",
+    "agent.cli.page",
 }
 
 

@@ -40,7 +40,7 @@ RECALL = {"tool": "recall", "args": {"query": "rotate nginx logs"}}
 
 # Every command, with the arguments of real uses ({id}: a done cycle; {failed}: a failed one;
 # {killed}: one killed before it saved; {tmp}: a fresh folder), those that only read first, so each sees the home as it was left.
-# --home HOME is appended (init takes it as DIRECTORY).
+# --home HOME is appended (init takes it as DIRECTORY, fleet as HOME).
 USES = [
     ["tools"],
     ["tools", "--json"],
@@ -79,6 +79,11 @@ USES = [
     ["replay", "{killed}", "--model", "scripted:{script}"],
     ["diff", "{killed}"],
     ["logs", "{killed}"],
+    ["report", "-o", "{tmp}.html"],
+    ["report", "-o", "{tmp}.html", "--json"],
+    ["fleet"],
+    ["fleet", "--json"],
+    ["fleet", "-q"],
     ["fork", "{id}", "{tmp}/forked"],
     ["fork", "{id}", "{tmp}/forked2", "--json"],
     ["init", "{tmp}/new"],
@@ -198,7 +203,7 @@ def _run_every_use(lived: dict, copy: Path) -> list[tuple[str, object]]:
         tmp = copy.parent / f"use{n}"
         names = {"id": lived["first"], "failed": lived["failed"], "killed": lived["killed"]}
         args = [part.format(**names, script=script, tmp=tmp) for part in use]
-        args += [] if use[0] == "init" else ["--home", str(copy)]
+        args += [] if use[0] == "init" else [str(copy)] if use[0] == "fleet" else ["--home", str(copy)]
         seen.append((" ".join(use), run_cli(*args)))
     return seen
 

@@ -28,7 +28,7 @@ from tests.helpers import REPO, mode_bits_bind_root, write_active, write_script
 WRITE = {"tool": "write_file", "args": {"path": "a.txt", "content": "a"}}
 
 # Every command, with the arguments one real use of it takes ({id}: the first cycle; {script}:
-# a scripted model; {tmp}: a fresh folder). --home HOME is appended (init takes it as DIRECTORY).
+# a scripted model; {tmp}: a fresh folder). --home HOME is appended (init and fleet take it as an argument).
 USES = {
     "run": [["run", "--model", "scripted:{script}", "--force"]],
     "init": [["init"]],
@@ -50,6 +50,8 @@ USES = {
     "approvals": [["approvals"], ["approvals", "--all"]],
     "approve": [["approve", "1"]],
     "deny": [["deny", "2"]],
+    "report": [["report", "-o", "{tmp}/report.html"]],
+    "fleet": [["fleet"], ["fleet", "--json"]],
 }
 EVERY_USE = [use for name in USES for use in USES[name]]
 
@@ -99,7 +101,7 @@ def _agent(*args: str, env: dict | None = None, unreadable: bool = False, **kw) 
 
 def _argv(use: list[str], home: Path, first: str, script: Path, tmp: Path) -> list[str]:
     filled = [part.format(id=first, script=script, tmp=tmp) for part in use]
-    return filled + [str(home)] if use[0] == "init" else filled + ["--home", str(home)]
+    return filled + [str(home)] if use[0] in ("init", "fleet") else filled + ["--home", str(home)]
 
 
 def _whole_files(home: Path) -> None:
@@ -141,6 +143,8 @@ def test_every_command_with_an_unreadable_logs_folder_says_so_with_a_documented_
     assert "Traceback" not in proc.stderr and "Error:" not in proc.stderr.replace("agent: error:", ""), proc.stderr
     if use[0] == "doctor":  # doctor's own contract: a failed check is a FAIL line and exit 1
         assert proc.returncode == 1 and "FAIL logs/" in proc.stdout
+    elif use[0] == "fleet":  # fleet's: a home it cannot read is a row that needs a person, exit 1
+        assert proc.returncode == 1 and "cannot use" in proc.stdout and "logs" in proc.stdout
     elif proc.returncode != 0:
         assert proc.returncode == 7, proc.stderr
         [line] = proc.stderr.splitlines()
@@ -159,7 +163,8 @@ def test_every_command_whose_reader_closed_the_pipe_exits_0_and_prints_nothing(h
         proc = _agent(*_argv(use, home, first, script, tmp_path), stdout=write_end, stderr=subprocess.PIPE, text=True)
     finally:
         os.close(write_end)
-    assert proc.returncode == 0, proc.stderr
+    # fleet keeps its exit code, as run does (the home has parked calls: it needs a person)
+    assert proc.returncode == (1 if use[0] == "fleet" else 0), proc.stderr
     if use[0] != "replay":  # replay reports its progress on stderr by design; nothing about the pipe
         assert proc.stderr == ""
     assert not any(word in proc.stderr for word in ("Traceback", "rror", "Exception", "pipe")), proc.stderr

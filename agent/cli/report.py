@@ -1,0 +1,139 @@
+"""`agent report`: one home, or several, over the last `--days` days, as one self-contained HTML file.
+
+For each home: its health (what `agent fleet` says of it), a timeline of its cycles coloured by stop
+reason, its tokens and cost per day by model against the daily budgets, the incidents, the newest
+cycles in detail, and its memory sections. Several homes get an index first, the ones that need a
+person at the top. What is read is the window's records and what `agent status` reads
+(agent/cli/window.py, agent/cli/health.py); the page is drawn by agent/cli/page.py.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+import click
+
+from agent.cli.common import existing_home, home_option, home_settings, print_json, reports_errors
+from agent.cli.health import home_health, most_pressing_first
+from agent.cli.history import KnownCycles
+from agent.common.outcomes import InvalidScratchpad
+from agent.secrets import Secrets
+from agent.store.home import Home
+
+DEFAULT_OUTPUT = "report.html"
+
+
+def memory_sections(home: Home, specs: tuple) -> dict | None:
+    """Each section's fill (`agent memory`'s gauge); None for a home without sections."""
+    if not specs:
+        return None
+    from agent.memory.sections import entries_of, fill, text_of
+    from agent.setting_checks import by_stability
+    from agent.store.state_file import load_state
+
+    try:
+        state = load_state(home)
+    except InvalidScratchpad as exc:
+        return {"sections": [], "problem": str(exc)}
+    rows = []
+    for spec in by_stability(specs):
+        used = len(entries_of(state, spec)) if spec.is_list else len(text_of(state, spec))
+        rows.append(
+            {
+                "name": spec.name,
+                "kind": spec.kind,
+                "fill": fill(state, spec),
+                "used": used,
+                "limit": spec.limit,
+                "fraction": round(used / spec.limit, 4) if spec.limit else 0,
+                "read_only": spec.read_only,
+            }
+        )
+    return {"sections": rows, "problem": None}
+
+
+def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_after: float | None = None) -> dict:
+    """Everything the page shows of one home (a folder that is not a home: its health row alone)."""
+    from agent.cli.window import (
+        cycle_detail,
+        newest_worked,
+        spending_by_day,
+        stop_reason_counts,
+        timeline,
+        window_records,
+        window_start,
+    )
+
+    health = home_health(folder, stale_after)
+    if not health["is_home"]:
+        return {"health": health}
+    home = Home.at(health["home"])
+    settings = home_settings(home.root)
+    since = window_start(days, now)
+    records = window_records(home, health["running"], since)
+    secrets = Secrets.from_settings(settings)
+    cycles = KnownCycles(home)
+    page = {
+        "health": health,
+        "since": since.date().isoformat(),
+        "range": [int(since.timestamp()), int(now.timestamp())],
+        "cycles": len(records),
+        "counts": stop_reason_counts(records),
+        "spending": spending_by_day(home, since, now, settings.prices),
+        "budgets": {"tokens": settings.daily_token_budget, "cost": settings.daily_cost_budget},
+        "timeline": timeline(records, settings.prices),
+        "incidents": [],
+        "details": [cycle_detail(home, record, secrets, cycles) for record in newest_worked(records, detail)],
+        "memory": memory_sections(home, settings.section_specs),
+    }
+    return secrets.redact(page)  # everything on the page, with the secrets known now (transcripts: before clipping too)
+
+
+@click.command()
+@click.argument("folders", metavar="[HOME...]", nargs=-1, type=click.Path(path_type=Path))
+@home_option
+@click.option("--days", type=click.IntRange(min=1, max=366), default=30, show_default=True, help="The last N UTC days.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEFAULT_OUTPUT,
+    show_default=True,
+    help="The HTML file to write (replaced whole).",
+)
+@click.option(
+    "--detail",
+    type=click.IntRange(min=0, max=100),
+    default=5,
+    show_default=True,
+    help="How many of the newest cycles (idle ones left out) to show in detail.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print where the page went and each home's health as JSON.")
+@reports_errors
+def report(folders: tuple[Path, ...], home_dir: Path, days: int, output: Path, detail: int, as_json: bool) -> None:
+    """Write one HTML page of a home's last N days (or, given several, an index and a part per home).
+
+    \b
+      agent report                         this home (--home, AGENT_HOME or .), to report.html
+      agent report ~/agents/* -o fleet.html    an index of every home, most pressing first, then each
+
+    The page needs no network: the charting library and the data are inside it, and it opens
+    from file:// anywhere. Everything a model wrote is escaped, and transcripts are redacted.
+    """
+    from agent.cli.page import render
+    from agent.common.files import atomic_write
+
+    if not folders:
+        existing_home(home_dir)  # one home, named by --home: not being one is an error (exit 2)
+    now = _dt.datetime.now(_dt.timezone.utc)
+    pages = [home_page(folder, days, detail, now) for folder in (folders or (home_dir,))]
+    order = {id(h): n for n, h in enumerate(most_pressing_first([p["health"] for p in pages]))}
+    pages.sort(key=lambda page: order[id(page["health"])])
+    html = render(pages, days=days, now=now, index=len(folders) > 1)
+    atomic_write(output, html.encode("utf-8"))
+    if as_json:
+        homes = [{k: v for k, v in p["health"].items() if k != "status"} for p in pages]
+        print_json({"output": str(output.absolute()), "bytes": len(html.encode("utf-8")), "homes": homes})
+    else:
+        click.echo(f"wrote {output} ({len(pages)} home(s), the last {days} day(s))")

@@ -1,0 +1,154 @@
+"""Report bench: does `agent report` (and `agent fleet`) cost the same over a long history as over a
+short one, given the same cycles inside the window? And what do Jinja2 and uPlot add to its start-up?
+
+Homes of N cycles are made as the tests make them (tests/histories.py: rows of logs/agent.db written
+through the store's writer in one transaction, 15 minutes apart, every stop reason, several models, an incident; then three real
+cycles with snapshots and transcripts). Every home ends at the same moment, so the last `--days`
+days hold the same cycles in each (7 days: 672 + 3); the rest lies before the window.
+
+Then, for every size side by side (one command at every size before the next repetition, so the
+machine's load falls on all sizes alike), each a separate process whose wall time and peak memory
+(`ru_maxrss` of that child alone, read by a fresh wrapper process) are taken:
+
+  report     `agent report --home H --days D -o FILE`
+  fleet      `agent fleet H`
+
+and, once, what each library adds to the report's start-up, in fresh processes: importing Jinja2,
+compiling the page's template, reading and hashing uPlot's files, and the bytes uPlot adds to a page.
+
+    python bench/report.py                              # 1,000 and 100,000 cycles, 5 repeats
+    python bench/report.py --sizes 1000,100000,1000000 --repeats 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.histories import long_home  # noqa: E402
+
+EVERY = dt.timedelta(minutes=15)
+WRAPPER = """
+import resource, subprocess, sys, time
+began = time.perf_counter()
+done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+took = time.perf_counter() - began
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(done.returncode, took, usage.ru_maxrss)
+sys.stderr.write(done.stderr.decode(errors="replace")[-400:])
+"""
+STARTUP = {  # name: (what runs first, untimed; what is timed)
+    "import jinja2": ("", "import jinja2"),
+    "the report's own modules (agent.cli.report, window, page)": (
+        "import agent.cli.common",
+        "import agent.cli.report, agent.cli.window, agent.cli.page",
+    ),
+    "jinja2: make the environment and compile the page's template": (
+        "import jinja2, agent.cli.page as p",
+        "p._environment().get_template('report.html.j2')",
+    ),
+    "uPlot: read and hash its JS and CSS": (
+        "import agent.cli.page as p",
+        "p._hashed('script-src', [(p.UPLOT / 'uPlot.iife.min.js').read_text()]); "
+        "p._hashed('style-src', [(p.UPLOT / 'uPlot.min.css').read_text()])",
+    ),
+}
+
+
+def measure(argv: list[str]) -> tuple[float, float]:
+    """(wall seconds, peak resident MiB) of one run of `argv` in a fresh process."""
+    out = subprocess.run([sys.executable, "-c", WRAPPER, *argv], capture_output=True, text=True, cwd=REPO)
+    code, took, rss = out.stdout.split()
+    if code not in ("0", "1"):  # fleet exits 1 for a home that needs a person
+        raise SystemExit(f"{argv} exited {code}: {out.stderr}")
+    return float(took), int(rss) / 1024
+
+
+def startup(repeats: int) -> dict[str, float]:
+    """Median seconds of each STARTUP snippet in a fresh interpreter, timed inside it."""
+    timed = "{}\nimport time; t = time.perf_counter(); {}; print(time.perf_counter() - t)"
+    found = {}
+    for name, (first, code) in STARTUP.items():
+        runs = [
+            float(subprocess.check_output([sys.executable, "-c", timed.format(first, code)], cwd=REPO, text=True))
+            for _ in range(repeats)
+        ]
+        found[name] = statistics.median(runs)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="1000,100000")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--days", type=int, default=7)
+    parser.add_argument("--keep", type=Path, help="make the homes here and keep them (default: a temporary folder)")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="report-bench-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(
+        f"# report bench: sizes {sizes}, {args.repeats} repeats, --days {args.days}, {os.cpu_count()} cores, "
+        f"load average before {os.getloadavg()}"
+    )
+    try:
+        end = dt.datetime.now(dt.timezone.utc).replace(microsecond=0) - EVERY * 4
+        homes = {}
+        for size in sizes:
+            began = time.perf_counter()
+            homes[size] = long_home(folder / f"home-{size}", size, end, EVERY).root
+            print(f"made {size:,} cycles in {time.perf_counter() - began:.1f} s")
+        results: dict[str, dict[int, list[tuple[float, float]]]] = {}
+        for rep in range(args.repeats):
+            for size, root in homes.items():
+                page = folder / f"report-{size}.html"
+                report = ["-m", "agent", "report", "--home", str(root), "--days", str(args.days), "-o", str(page)]
+                results.setdefault("report", {}).setdefault(size, []).append(measure([sys.executable, *report]))
+                fleet = [sys.executable, "-m", "agent", "fleet", str(root)]
+                results.setdefault("fleet", {}).setdefault(size, []).append(measure(fleet))
+        pages = {size: (folder / f"report-{size}.html").stat().st_size for size in sizes}
+        print_results(sizes, results, pages, startup(args.repeats))
+    finally:
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def print_results(sizes: list[int], results: dict, pages: dict[int, int], started: dict[str, float]) -> None:
+    print(f"load average after: {os.getloadavg()}\n")
+    print(
+        "each cell: median wall time, median peak resident memory; the ratio is the largest size's to the smallest's\n"
+    )
+    print("| | " + " | ".join(f"{s:,} cycles" for s in sizes) + " | ratio |")
+    print("|---|" + "---|" * (len(sizes) + 1))
+    for name, by_size in results.items():
+        cells, times, rss = [], [], []
+        for size in sizes:
+            runs = by_size[size]
+            times.append(statistics.median(t for t, _ in runs))
+            rss.append(statistics.median(m for _, m in runs))
+            cells.append(f"{times[-1] * 1000:.0f} ms, {rss[-1]:.0f} MiB")
+        ratio = f"{times[-1] / times[0]:.2f}x time, {rss[-1] / rss[0]:.2f}x memory"
+        print(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+    print("| page size | " + " | ".join(f"{pages[s] / 1024:.0f} KiB" for s in sizes) + " | |")
+    print("\nstart-up, median seconds in a fresh interpreter (each line on its own):\n")
+    for name, seconds in started.items():
+        print(f"- {name}: {seconds * 1000:.1f} ms")
+    from agent.cli.page import UPLOT
+
+    added = sum((UPLOT / name).stat().st_size for name in ("uPlot.iife.min.js", "uPlot.min.css"))
+    print(f"- uPlot's bytes in every page: {added / 1024:.1f} KiB")
+
+
+if __name__ == "__main__":
+    main()

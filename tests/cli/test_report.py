@@ -1,0 +1,280 @@
+"""`agent report`: the page's content, its escaping, its bad input. (What a browser makes of it:
+tests/system/test_report_page.py.)"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import hashlib
+import json
+import re
+import stat
+from collections import Counter
+from html import unescape
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent.cli.window import spending_by_day, window_records, window_start
+from agent.store.home import Home
+from tests.helpers import run_cli
+from tests.histories import HOSTILE_ERROR, HOSTILE_TASK, fabricated, write_history
+
+EVERY = _dt.timedelta(hours=2)
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+
+
+@pytest.fixture
+def history_home(tmp_path: Path) -> Path:
+    """60 days of cycles two hours apart (720), the newest an hour ago, with an incident; the task now
+    is the hostile one."""
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    (root / "config.yaml").write_text(yaml.safe_dump({"daily_cost_budget": 1.0, "prices": {}}))
+    (root / "scratchpad" / "active.yaml").write_text(yaml.safe_dump({"current_task": HOSTILE_TASK}))
+    write_history(Home.at(root), fabricated(720, _now() - _dt.timedelta(hours=1), EVERY, incident_at=30))
+    return root
+
+
+def _report(*args: str) -> tuple[int, str]:
+    result = run_cli("report", *map(str, args))
+    return result.exit_code, result.output
+
+
+def _attributes(html: str, name: str, value: str) -> dict[str, str]:
+    """{data-<name>: data-<value>} of every element that has both."""
+    pairs = re.findall(rf'data-{name}="([^"]*)" data-{value}="([^"]*)"', html)
+    return dict(pairs)
+
+
+def test_a_report_is_one_private_file_and_a_line_saying_where(history_home, tmp_path):
+    page = tmp_path / "out" / "r.html"
+    page.parent.mkdir()
+    code, output = _report("--home", history_home, "-o", page)
+    assert code == 0 and output == f"wrote {page} (1 home(s), the last 30 day(s))\n"
+    assert stat.S_IMODE(page.stat().st_mode) == 0o600  # it holds transcripts
+    html = page.read_text()
+    assert html.startswith("<!doctype html>") and html.rstrip().endswith("</html>")
+    markup = re.sub(r"<(script|style)[^>]*>.*?</\1>", "", html, flags=re.S)
+    assert re.findall(r'(?:src|href|action)="([^"]*)"', markup) == ["#home-0"] * markup.count('href="#home-0"')
+    assert "://" not in markup and "<link" not in markup  # nothing fetched: all of it is inside
+
+
+def test_the_counts_per_stop_reason_are_the_windows_only(history_home, tmp_path):
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page, "--days", "10")[0] == 0
+    history = json.loads(run_cli("history", "--home", str(history_home), "--json", "--limit", "0").output)
+    since = window_start(10, _now()).strftime("%Y%m%d")
+    expected = Counter(r["stop_reason"] for r in history if r["cycle_id"][:8] >= since)
+    shown = {reason: int(count) for reason, count in _attributes(page.read_text(), "stop-reason", "count").items()}
+    assert shown == dict(expected)
+    assert sum(shown.values()) < len(history) / 5  # the other 50 days are left out
+
+
+def test_the_days_are_history_dailys(history_home, tmp_path):
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page, "--days", "7")[0] == 0
+    daily = json.loads(run_cli("history", "--home", str(history_home), "--daily", "--json", "--limit", "7").output)
+    rows = re.findall(
+        r'data-day="([^"]+)" data-cycles="(\d+)" data-tokens="(\d+)" data-cost="([^"]+)"', page.read_text()
+    )
+    assert [(d, int(c), int(t), float(x)) for d, c, t, x in rows] == [
+        (d["day"], d["cycles"], d["tokens"], d["cost"]) for d in daily
+    ]
+
+
+def test_model_text_is_escaped_everywhere_and_no_script_can_be_closed(history_home, tmp_path):
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page)[0] == 0
+    html = page.read_text()
+    assert "<img" not in html and "<script>window" not in html and "<b>bold?" not in html
+    assert "&lt;img src=x onerror=" in html  # the task, as text
+    assert "&lt;/script&gt;&lt;script&gt;window.__pwned=2" in html  # the error, as text
+    assert "\u2028" not in html and "\u2029" not in html
+    for block in re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', html, re.S):
+        assert "<" not in block and ">" not in block  # nothing in the data can end its block
+        json.loads(block)
+    (data,) = [json.loads(b) for b in re.findall(r'class="home-data"[^>]*>(.*?)</script>', html, re.S)]
+    assert HOSTILE_TASK in data["timeline"]["tasks"]  # the same text, for the page's script to show as text
+    assert HOSTILE_ERROR.split("\u2028")[0] not in html
+
+
+def test_only_the_packages_own_scripts_and_styles_may_run(history_home, tmp_path):
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page)[0] == 0
+    html = page.read_text()
+    policy = unescape(re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1))
+    rules = dict(rule.strip().split(" ", 1) for rule in policy.split(";"))
+    assert rules["default-src"] == "'none'"
+    scripts = re.findall(r"<script>(.*?)</script>", html, re.S)
+    styles = re.findall(r"<style>(.*?)</style>", html, re.S)
+    assert len(scripts) == 2 and len(styles) == 3
+
+    def digest(text: str) -> str:
+        return f"'sha256-{base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()}'"
+
+    assert sorted(rules["script-src"].split()) == sorted(map(digest, scripts))
+    assert sorted(rules["style-src"].split()) == sorted(map(digest, styles))
+    assert " style=" not in html and " on" not in re.sub(r"<script>.*?</script>", "", html, flags=re.S).lower().replace(
+        " one", ""
+    ).replace(" on ", "")
+
+
+def test_several_homes_get_an_index_with_the_ones_that_need_a_person_first(history_home, tmp_path):
+    quiet = tmp_path / "quiet"
+    (quiet / "scratchpad").mkdir(parents=True)
+    write_history(Home.at(quiet), fabricated(20, _now() - _dt.timedelta(minutes=30), EVERY, pattern=["done"]))
+    folder = tmp_path / "not-a-home"
+    folder.mkdir()
+    page = tmp_path / "r.html"
+    code, output = _report(quiet, history_home, folder, "-o", page)
+    assert code == 0 and "3 home(s)" in output
+    html = page.read_text()
+    rows = re.findall(
+        r'<tr class="home-row[^"]*" data-home="([^"]+)" data-state="([^"]+)" data-needs-person="(\w+)"', html
+    )
+    assert rows[-1] == (str(quiet), "ok", "false")
+    assert (str(folder), "not a home", "true") in rows
+    assert html.count('<section class="home"') == 3
+
+
+def test_json_says_where_the_page_went_and_how_each_home_is(history_home, tmp_path):
+    page = tmp_path / "r.html"
+    result = run_cli("report", "--home", str(history_home), "-o", str(page), "--json")
+    data = json.loads(result.output)
+    assert data["output"] == str(page) and data["bytes"] == page.stat().st_size
+    assert [h["home"] for h in data["homes"]] == [str(history_home)] and "status" not in data["homes"][0]
+
+
+def test_a_folder_that_is_not_a_home_is_refused_and_nothing_is_written(tmp_path):
+    page = tmp_path / "r.html"
+    code, output = _report("--home", tmp_path, "-o", page)
+    assert code == 2 and "is not an agent home" in output and output.count("\n") == 1
+    assert not page.exists()
+
+
+def test_an_output_that_cannot_be_written_is_one_line_and_exit_7(history_home, tmp_path):
+    page = tmp_path / "missing" / "r.html"
+    code, output = _report("--home", history_home, "-o", page)
+    assert code == 7 and output.startswith("agent: error: could not write") and output.count("\n") == 1
+    assert not page.parent.exists()
+
+
+def test_an_existing_page_is_replaced_whole(history_home, tmp_path):
+    page = tmp_path / "r.html"
+    page.write_text("old")
+    assert _report("--home", history_home, "-o", page)[0] == 0
+    assert page.read_text().startswith("<!doctype html>")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+@pytest.mark.parametrize("days", ["0", "-3", "many"])
+def test_a_bad_days_is_a_usage_error(history_home, tmp_path, days):
+    code, output = _report("--home", history_home, "-o", tmp_path / "r.html", "--days", days)
+    assert code == 2 and "--days" in output and not (tmp_path / "r.html").exists()
+
+
+def test_the_window_is_read_from_the_newest_cycle_back_to_its_first_day(history_home):
+    home = Home.at(history_home)
+    since = window_start(3, _now())
+    records = window_records(home, False, since)
+    assert records and all(r["cycle_id"][:8] >= since.strftime("%Y%m%d") for r in records)
+    assert len(records) in range(24, 37)  # two or three days and the part of today, 12 a day
+
+
+def _steps_to_read_the_window(root: Path, since: _dt.datetime) -> tuple[int, int]:
+    """(cycles in the window, the SQLite virtual machine's steps to read them and their days' spending)."""
+    from agent.store.db import records
+
+    home = Home.at(root)
+    connection = records(home).connection
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0  # go on
+
+    connection.set_progress_handler(count, 50)
+    try:
+        found = window_records(home, False, since)
+        spending_by_day(home, since, _now(), {})
+    finally:
+        connection.set_progress_handler(None, 0)
+    return len(found), steps[0]
+
+
+def test_the_window_costs_the_same_however_long_the_history_before_it(tmp_path):
+    end, since = _now() - _dt.timedelta(hours=1), window_start(7, _now())
+    roots = {}
+    for before in (100, 20_000):  # cycles before the window, then the same 7 days of cycles two hours apart
+        roots[before] = tmp_path / str(before)
+        (roots[before] / "scratchpad").mkdir(parents=True)
+        write_history(Home.at(roots[before]), fabricated(before + 84, end, EVERY, incident_at=None))
+    (short, short_steps), (long, long_steps) = (_steps_to_read_the_window(roots[n], since) for n in (100, 20_000))
+    assert short == long and short in range(72, 85)
+    assert long_steps <= short_steps * 1.2 + 50, (short_steps, long_steps)  # a scan of 20,000 rows is 200x more
+
+
+def test_a_secret_known_now_is_redacted_from_every_part_of_the_page(tmp_path, monkeypatch):
+    secret = "tok-7f3a9c2e81b44d0e9a6f"
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    (root / "config.yaml").write_text("secret_env: [REPORT_TEST_TOKEN]\n")
+    (root / "scratchpad" / "active.yaml").write_text(yaml.safe_dump({"current_task": f"use {secret} once"}))
+    script = tmp_path / "script.yaml"
+    replies = [
+        {"tool": "echo", "args": {"message": f"the token is {secret}"}},
+        {"tool": "done", "args": {"summary": secret}},
+    ]
+    script.write_text(yaml.safe_dump([json.dumps(r) for r in replies]))
+    assert (
+        run_cli("run", "--home", str(root), "--model", f"scripted:{script}").exit_code == 0
+    )  # the secret unknown then
+    assert secret in run_cli("logs", "--home", str(root), "--transcript").output  # kept as it was then
+    monkeypatch.setenv("REPORT_TEST_TOKEN", secret)
+    page = tmp_path / "r.html"
+    assert _report("--home", root, "-o", page)[0] == 0
+    html = page.read_text()
+    assert secret not in html and secret[:12] not in html and "[REDACTED]" in html
+    assert html.count('<details class="request">') == 2  # the transcript is there, redacted
+
+
+def test_a_home_with_sections_shows_each_sections_fill(tmp_path):
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    sections = {"known": {"kind": "list", "limit": 4}, "about": {"kind": "text", "limit": 100}}
+    (root / "config.yaml").write_text(yaml.safe_dump({"sections": sections}))
+    (root / "scratchpad" / "active.yaml").write_text(
+        yaml.safe_dump({"current_task": None, "about": "a small agent", "known": [{"text": "one"}, {"text": "two"}]})
+    )
+    script = tmp_path / "script.yaml"
+    script.write_text(yaml.safe_dump([json.dumps({"tool": "done", "args": {"summary": "-"}})]))
+    assert run_cli("run", "--home", str(root), "--model", f"scripted:{script}").exit_code == 0  # idle: adopts them
+    page = tmp_path / "r.html"
+    assert _report("--home", root, "-o", page)[0] == 0
+    rows = re.findall(r'data-section="(\w+)" data-used="(\d+)" data-limit="(\d+)"', page.read_text())
+    assert rows == [("about", "13", "100"), ("known", "2", "4")]
+
+
+def test_a_home_that_never_ran_gets_a_page_that_says_so(tmp_path):
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    page = tmp_path / "r.html"
+    assert _report("--home", root, "-o", page)[0] == 0
+    html = page.read_text()
+    assert 'data-field="state">never ran<' in html and "no cycle has run yet" in html
+    assert "Timeline: 0 cycle(s)" in html and "No cycle in the window asked a model." in html
+
+
+def test_the_visible_page_holds_no_python_repr(history_home, tmp_path):
+    from tests.system.test_no_repr import reprs
+
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page)[0] == 0
+    markup = re.sub(r"<(script|style)[^>]*>.*?</\1>", "", page.read_text(), flags=re.S)
+    text = unescape(re.sub(r"<[^>]+>", " ", markup))
+    assert reprs(text) == [] and "None" not in markup

@@ -1,0 +1,206 @@
+"""`agent report`'s page in a real browser: headless Chromium (Debian's package), the network off, the
+page opened from file://. What the page shows is checked against `agent history --json` and `agent
+status --json`; nothing a model wrote may run.
+
+`AGENT_REPORT_SCREENSHOT=docs/report.png python -m pytest tests/system/test_report_page.py -k long`
+writes the README's screenshot (the top of the page) from this test: it is never made by hand.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from agent.common.outcomes import StopReason
+from tests.chromium import Chromium
+from tests.helpers import run_cli
+from tests.histories import HOSTILE_TASK, INCIDENT_TASK, MODELS, long_home
+
+pytestmark = pytest.mark.slow
+
+EVERY = _dt.timedelta(minutes=20)
+PNG = b"\x89PNG\r\n\x1a\n"
+SCREENSHOT_HEIGHT = 1500  # the README's picture: the health, the timeline and the spending
+
+# What the page shows, read from its DOM (data-* attributes and text), one home's part at a time.
+READ_HOME = """
+(section => {
+  const f = name => section.querySelector(`[data-field="${name}"]`);
+  const rows = [...section.querySelectorAll('table.days tbody tr[data-day]')];
+  return {
+    state: f('state').textContent,
+    last_cycle: f('last_cycle') && f('last_cycle').dataset.value,
+    last_outcome: f('last_outcome') && f('last_outcome').textContent,
+    approvals_pending: f('approvals_pending') && Number(f('approvals_pending').dataset.value),
+    today: f('today') && {...f('today').dataset},
+    month: f('month') && {...f('month').dataset},
+    current_task: f('current_task') && f('current_task').textContent,
+    counts: Object.fromEntries([...section.querySelectorAll('ul.legend li')].map(
+      li => [li.dataset.stopReason, Number(li.dataset.count)])),
+    days: rows.map(tr => ({day: tr.dataset.day, cycles: Number(tr.dataset.cycles),
+      tokens: Number(tr.dataset.tokens), cost: Number(tr.dataset.cost), unpriced: Number(tr.dataset.unpriced)})),
+    models: [...section.querySelectorAll('table.days thead th')].slice(4).map(th => th.textContent),
+    details: [...section.querySelectorAll('details.cycle')].map(d => d.dataset.cycle),
+    charts: section.querySelectorAll('.uplot canvas').length,
+  };
+})
+"""
+
+
+def _json(*args: str):
+    result = run_cli(*args)
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.output)
+
+
+@pytest.fixture(scope="module")
+def long_history(tmp_path_factory) -> Path:
+    """2,403 cycles 20 minutes apart (33 days: the window holds 30 of them), every stop reason, three
+    models, an incident; the newest three are real cycles, the first of them on the hostile task."""
+    folder = tmp_path_factory.mktemp("report")
+    end = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0) - EVERY * 4
+    return long_home(folder / "home", 2400, end, EVERY).root
+
+
+def _page(tmp_path: Path, *args: str) -> Path:
+    page = tmp_path / "report.html"
+    result = run_cli("report", *args, "-o", str(page))
+    assert result.exit_code == 0, result.output
+    return page
+
+
+def _window(history: list[dict], page: dict) -> list[dict]:
+    since = min(day["day"] for day in page["days"]).replace("-", "")
+    return [r for r in history if r["cycle_id"][:8] >= since]
+
+
+def _assert_offline_and_clean(browser: Chromium) -> None:
+    assert browser.errors == []
+    assert browser.requests and all(url.startswith("file://") for url in browser.requests), browser.requests
+    assert browser.dialogs == []
+    assert browser.evaluate("window.__pwned === undefined") is True
+
+
+def _hover_the_hostile_cycle(browser: Chromium) -> dict:
+    """Put the timeline's cursor on a cycle of the hostile task (as a hover would), then hover and click
+    with the mouse: what the tooltip and the pinned panel show."""
+    return browser.evaluate(
+        """(() => {
+      const u = window.agentReport.timelines[0];
+      const tl = JSON.parse(document.querySelector('script.home-data').textContent).timeline;
+      const i = tl.task.findIndex(k => tl.tasks[k] === %s);
+      u.setCursor({left: u.valToPos(tl.t[i], 'x'), top: 5});
+      const tip = document.getElementById('tooltip-0');
+      const box = u.over.getBoundingClientRect();
+      return {id: tl.id[i], text: tip.textContent, hidden: tip.hidden, elements: tip.querySelectorAll('img, b, script').length,
+              x: box.left + box.width / 2, y: box.top + box.height / 2};
+    })()"""
+        % json.dumps(HOSTILE_TASK)
+    )
+
+
+def test_the_report_of_a_long_history_opens_offline_and_says_what_history_and_status_say(long_history, tmp_path):
+    root = str(long_history)
+    page = _page(tmp_path, "--home", root)
+    history = _json("history", "--home", root, "--json", "--limit", "0")
+    daily = _json("history", "--home", root, "--daily", "--json", "--limit", "30")
+    status = _json("status", "--home", root, "--json")
+    with Chromium(tmp_path / "profile") as browser:
+        browser.open(page.as_uri())
+        assert browser.evaluate("document.body.dataset.drawn") == "true"
+        shown = browser.evaluate(f"{READ_HOME}(document.querySelector('section.home'))")
+        hovered = _hover_the_hostile_cycle(browser)
+        browser.mouse("mouseMoved", hovered["x"], hovered["y"])
+        tooltip = browser.evaluate(
+            "[document.getElementById('tooltip-0').hidden, document.getElementById('tooltip-0').textContent]"
+        )
+        browser.mouse("mousePressed", hovered["x"], hovered["y"])
+        browser.mouse("mouseReleased", hovered["x"], hovered["y"])
+        pinned = browser.evaluate("document.getElementById('pinned-0').textContent")
+        text = browser.evaluate("document.body.innerText")
+        picture = browser.screenshot()
+        if os.environ.get("AGENT_REPORT_SCREENSHOT"):
+            Path(os.environ["AGENT_REPORT_SCREENSHOT"]).write_bytes(browser.screenshot(SCREENSHOT_HEIGHT))
+        _assert_offline_and_clean(browser)
+    assert picture.startswith(PNG) and len(picture) > 50_000
+
+    # the health fields are status's
+    last = status["last_cycle"]
+    assert (shown["last_cycle"], shown["last_outcome"]) == (last["cycle_id"], last["stop_reason"])
+    assert shown["approvals_pending"] == status["approvals"]["pending"]
+    assert shown["current_task"] == status["current_task"]
+    for period in ("today", "month"):
+        spent = status["spending"][period]
+        assert (int(shown[period]["cycles"]), int(shown[period]["tokens"])) == (spent["cycles"], spent["tokens"])
+        assert float(shown[period]["cost"]) == pytest.approx(spent["cost"])
+    # the counts per stop reason are history's, over the window; every stop reason is among them
+    window = _window(history, shown)
+    assert len(history) == 2403 and 2000 < len(window) < len(history)
+    assert shown["counts"] == dict(Counter(r["stop_reason"] for r in window))
+    assert {reason.value for reason in StopReason} <= set(shown["counts"])
+    # the cost per day is history --daily's, by model too
+    assert shown["days"] == [
+        {
+            "day": d["day"],
+            "cycles": d["cycles"],
+            "tokens": d["tokens"],
+            "cost": d["cost"],
+            "unpriced": d["unpriced_cycles"],
+        }
+        for d in daily
+    ]
+    assert set(MODELS) <= set(shown["models"]) and shown["charts"] == 3
+    worked = [r["cycle_id"] for r in history if r["stop_reason"] not in ("idle", "held")]
+    assert shown["details"] == worked[:5]  # newest first, idle cycles left out
+    # the hostile task is text wherever it shows, and nothing of it ran
+    assert hovered["hidden"] is False and hovered["elements"] == 0 and HOSTILE_TASK in hovered["text"]
+    assert tooltip[0] is False and "cycle" in tooltip[1]
+    assert pinned.startswith("cycle") and "stop reason" in pinned
+    assert HOSTILE_TASK in text and INCIDENT_TASK in json.dumps(history)
+
+
+def test_an_index_over_three_homes_puts_the_ones_that_need_a_person_first(long_history, tmp_path):
+    now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    parked = tmp_path / "parked"  # its real cycle's write_file waits for the operator
+    long_home(parked, 40, now - EVERY * 4, EVERY, real=1, incident_at=None, approval_required=["write_file"])
+    stale = tmp_path / "stale"  # its newest cycle three days ago
+    long_home(stale, 40, now - _dt.timedelta(days=3), EVERY, real=1, incident_at=None)
+    homes = [str(long_history), str(parked), str(stale)]
+    page = _page(tmp_path, *homes)
+    fleet = {row["home"]: row for row in _json("fleet", "--json", *homes)}
+    with Chromium(tmp_path / "profile") as browser:
+        browser.open(page.as_uri())
+        index = browser.evaluate(
+            """[...document.querySelectorAll('#index tr.home-row')].map(tr => ({
+              home: tr.dataset.home, state: tr.dataset.state, needs: tr.dataset.needsPerson === 'true',
+              outcome: tr.querySelector('[data-field="last_outcome"]').textContent,
+              approvals: Number(tr.querySelector('[data-field="approvals_pending"]').dataset.value),
+              cost: Number(tr.querySelector('[data-field="cost_today"]').dataset.value),
+              link: tr.querySelector('a').getAttribute('href'),
+              target: document.querySelector(tr.querySelector('a').getAttribute('href')).dataset.home}))"""
+        )
+        parts = browser.evaluate(f"[...document.querySelectorAll('section.home')].map(s => {READ_HOME}(s))")
+        picture = browser.screenshot()
+        _assert_offline_and_clean(browser)
+    assert picture.startswith(PNG)
+    assert [(row["home"], row["state"], row["needs"]) for row in index] == [
+        (str(parked), "parked", True),  # parked before stale: the more pressing state
+        (str(stale), "ok", True),
+        (str(long_history), "ok", False),
+    ]
+    assert index[0]["approvals"] == 1
+    for row in index:
+        status = _json("status", "--home", row["home"], "--json")
+        assert row["state"] == fleet[row["home"]]["state"] and row["needs"] == fleet[row["home"]]["needs_person"]
+        assert row["outcome"] == status["last_cycle"]["stop_reason"]
+        assert row["approvals"] == status["approvals"]["pending"]
+        assert row["cost"] == pytest.approx(status["spending"]["today"]["cost"])
+        assert row["target"] == row["home"]
+    assert [part["last_cycle"] for part in parts] == [
+        _json("status", "--home", row["home"], "--json")["last_cycle"]["cycle_id"] for row in index
+    ]
