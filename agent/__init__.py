@@ -11,7 +11,7 @@ The package, from the top layer down (AGENTS.md has the rule):
 - tools/             what the model may call
 - models/            the model interface and its providers
 - config.py          every setting
-- store/             everything a home holds on disk
+- store/             a home's files and records (logs/agent.db); scratchpad.py, the scratchpad's files
 - state.py           the scratchpad's fields; secrets.py, redaction; setting_checks.py, settings' constraints
 - common/            leaf helpers every layer shares
 """

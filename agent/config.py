@@ -105,7 +105,11 @@ class Settings:
         minimum=0,
         default=20,
     )
-    reflect: bool = _doc("After done, one more model call curates notes (APPEND / REPLACE / CLEAR).", default=False)
+    reflect: bool = _doc(
+        "After done, one more model call curates notes (APPEND / REPLACE / CLEAR); with sections, the sections "
+        "and notes, also after max_iterations or the time budget.",
+        default=False,
+    )
     note_result_chars: int = _doc("A tool result is clipped to this many characters in notes.", above=0, default=300)
     shell_policy: str = _doc(
         "shell tool: auto (the sandbox where it works here, else the allowlist), sandbox (any "

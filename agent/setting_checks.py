@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent.common.jsonschema import describe
 from agent.common.outcomes import UsageError
+from agent.common.plain import described
 
 # One MCP server in config.yaml (mcp_servers: {name: this}).
 MCP_SERVER_SCHEMA = {
@@ -234,7 +234,7 @@ class SectionSpec:
             rule = (
                 f"List of at most {self.limit} entries, each one line of at most {self.entry_chars} characters. "
                 '"APPEND: <text>" adds an entry (restating one already there confirms it); '
-                '"REMOVE: <id>" removes one.'
+                '"REMOVE: <id>" removes one (recall finds it again by its id).'
             )
         else:
             rule = (
@@ -283,7 +283,7 @@ def _section_spec(name: Any, raw: Any, reserved: Mapping[str, str]) -> SectionSp
         )
     where = f"sections.{name}"
     if not isinstance(raw, Mapping):
-        raise UsageError(f"setting '{where}' must be a mapping of {', '.join(SECTION_KEYS)}, got {describe(raw)}")
+        raise UsageError(f"setting '{where}' must be a mapping of {', '.join(SECTION_KEYS)}, got {described(raw)}")
     for key in raw:
         if key not in SECTION_KEYS:
             raise UsageError(f"setting '{where}': unknown key {key!r} (keys: {', '.join(SECTION_KEYS)})")
@@ -297,7 +297,7 @@ def _section_spec(name: Any, raw: Any, reserved: Mapping[str, str]) -> SectionSp
     flags = {key: raw.get(key, False) for key in ("read_only", "surface")}
     for key, value in flags.items():
         if not isinstance(value, bool):
-            raise UsageError(f"setting '{where}.{key}' must be true or false, got {describe(value)}")
+            raise UsageError(f"setting '{where}.{key}' must be true or false, got {described(value)}")
     return SectionSpec(
         name,
         kind,
@@ -313,7 +313,7 @@ def _section_spec(name: Any, raw: Any, reserved: Mapping[str, str]) -> SectionSp
 def _description(raw: Mapping, where: str) -> str:
     description = raw.get("description", "")
     if not isinstance(description, str) or len(description.splitlines()) > 1:
-        raise UsageError(f"setting '{where}.description' must be one line of text, got {describe(description)}")
+        raise UsageError(f"setting '{where}.description' must be one line of text, got {described(description)}")
     if len(description) > MOST_DESCRIPTION_CHARS:
         raise UsageError(
             f"setting '{where}.description' is {len(description)} characters, over {MOST_DESCRIPTION_CHARS}"
@@ -325,7 +325,7 @@ def _word(raw: Mapping, where: str, key: str, words: tuple[str, ...], default: s
     """A key of a section that is one of `words` (a YAML `yes` or an empty value is none of them)."""
     value = raw.get(key, default) if default is not None else _required(raw, where, key, " or ".join(words))
     if not isinstance(value, str):
-        raise UsageError(f"setting '{where}.{key}' must be one of {', '.join(words)}, got {describe(value)}")
+        raise UsageError(f"setting '{where}.{key}' must be one of {', '.join(words)}, got {described(value)}")
     check_constraints(f"{where}.{key}", value, {"choices": words})
     return value
 
@@ -340,6 +340,6 @@ def _whole(raw: Mapping, where: str, key: str, most: int, unit: str, default: in
     """A whole-number key of a section, from 1 to `most` (`unit` named in the message)."""
     value = raw.get(key, default) if default is not None else _required(raw, where, key, f"the most {unit} it holds")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f"setting '{where}.{key}' must be a whole number of {unit}, got {describe(value)}")
+        raise UsageError(f"setting '{where}.{key}' must be a whole number of {unit}, got {described(value)}")
     check_constraints(f"{where}.{key}", value, {"minimum": 1, "maximum": most, "unit": unit})
     return value

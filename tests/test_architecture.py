@@ -98,12 +98,13 @@ LAYERS = [
     {"docs", "cli"},  # the operator's commands, and the settings table they document
     {"cycle"},  # the core loop: one cycle, its limits, the dispatcher, the prompt, idle cycles, the journal
     {"after"},  # what a cycle leaves behind: report, transcript, aftercare, hook, metrics
-    {"memory"},  # bounding and reflection, queue edits, the inbox
     {"gates"},  # approvals, checks, budgets, stalls
+    {"memory"},  # bounding and reflection, queue edits, the inbox, sections, consolidation
     {"tools"},  # what the model may call
     {"models"},  # the model interface and every model
     {"config"},  # settings
-    {"store"},  # files on disk: the home, ids, locks, snapshots, the index
+    {"scratchpad"},  # the scratchpad's files: active.yaml and the snapshot pairs
+    {"store"},  # files on disk: the home, its records (logs/agent.db), ids, locks
     {"state", "secrets", "setting_checks"},  # the state's rules, redaction, settings' constraints
     {"common"},  # leaf helpers: outcomes, tags, escaping, JSON schema, YAML
 ]

@@ -121,11 +121,11 @@ def test_a_section_spec_takes_its_defaults_and_keeps_config_order():
         ({"k": {"kind": "list", "limit": 0}}, "setting 'sections.k.limit' must be between 1 and 1000 entries, got 0"),
         (
             {"k": {"kind": "list", "limit": 2.5}},
-            "setting 'sections.k.limit' must be a whole number of entries, got float",
+            "setting 'sections.k.limit' must be a whole number of entries, got the number",
         ),
         (
             {"k": {"kind": "list", "limit": True}},
-            "setting 'sections.k.limit' must be a whole number of entries, got bool",
+            "setting 'sections.k.limit' must be a whole number of entries, got true",
         ),
         ({"k": {"kind": "text", "limit": 100_001}}, "'sections.k.limit' must be between 1 and 100000 characters"),
         (
@@ -139,9 +139,12 @@ def test_a_section_spec_takes_its_defaults_and_keeps_config_order():
         ),
         (
             {"k": {"kind": "list", "limit": 9, "read_only": "yes"}},
-            "'sections.k.read_only' must be true or false, got str",
+            "'sections.k.read_only' must be true or false, got the text",
         ),
-        ({"k": {"kind": "list", "limit": 9, "surface": 1}}, "'sections.k.surface' must be true or false, got int 1"),
+        (
+            {"k": {"kind": "list", "limit": 9, "surface": 1}},
+            "'sections.k.surface' must be true or false, got the number 1",
+        ),
         (
             {"k": {"kind": "list", "limit": 9, "description": "a\nb"}},
             "'sections.k.description' must be one line of text",

@@ -72,8 +72,8 @@ def test_parse_time_reads_iso_stamps_as_utc_and_refuses_the_rest():
 
 
 def test_every_runtime_key_of_active_yaml_is_taken_from_section_names():
-    import agent.gates.checks as checks
     import agent.memory.inbox as inbox
+    import agent.memory.task_checks as checks
     from agent.state import FIELDS, SECTION_IDS_KEY, taken_keys
 
     assert {checks.CHECKS_KEY, inbox.APPLIED_KEY, SECTION_IDS_KEY, *FIELDS} <= set(taken_keys())

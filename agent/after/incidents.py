@@ -1,7 +1,7 @@
 """Incidents: what a person is told once, not on every tick.
 
 An incident is one stop reason a person must act on (a failure, a parked call, a stall, a spent
-budget: exit 4, 8, 9 or 10) on one task with one error signature. A held cycle is part of the
+budget: exit 4, 8, 9 or 10, and a reverted consolidation, a failure that exits 3) on one task with one error signature. A held cycle is part of the
 incident it holds after. Its key, from a cycle's record alone:
 
     error (and every failure)   the stop reason, the task, the error with its numbers masked
@@ -10,7 +10,8 @@ incident it holds after. Its key, from a cycle's record alone:
     budget_exhausted            the stop reason, the budget and its period (one per UTC day or month)
 
 An incident opens at the first cycle that has its key and lasts while the cycles after it have the
-same key; idle cycles (no model asked) neither continue nor end one. It clears at the first cycle
+same key; idle cycles (no model asked) and accepted consolidations (no task's cycle) neither
+continue nor end one. It clears at the first cycle
 with another key or none. Nothing is kept but the records: whether a cycle is the first of its
 incident that a channel reports (the line `--quiet` prints for cron mail; the `notify_on` hook) is
 a pure function of its record and the records before it, read newest first as far as the incident
@@ -48,9 +49,11 @@ def _reason(record: dict) -> str | None:
 
 def incident_key(record: dict) -> str | None:
     """The key of the incident a cycle's record is part of (16 hex digits), or None: none."""
-    if record.get("exit_code") not in ACT_ON or record.get("source", "index") != "index":
-        return None
     reason = _reason(record)
+    if record.get("source", "index") != "index":
+        return None
+    if record.get("exit_code") not in ACT_ON and not is_failure(reason):  # a reverted consolidation exits 3
+        return None
     if is_failure(reason):
         parts = [reason, record.get("task_after"), error_signature(record.get("error"))]
     elif reason == StopReason.STALLED.value:
@@ -62,7 +65,9 @@ def incident_key(record: dict) -> str | None:
 
 
 def _idle(record: dict) -> bool:
-    return record.get("stop_reason") == StopReason.IDLE.value or record.get("source", "index") != "index"
+    """Passed over: neither part of an incident nor its end (no task's cycle: idle, a consolidation accepted)."""
+    passed = (StopReason.IDLE.value, StopReason.CONSOLIDATED.value)
+    return record.get("stop_reason") in passed or record.get("source", "index") != "index"
 
 
 def incident_run(older: Iterable[dict], key: str | None) -> list[dict]:

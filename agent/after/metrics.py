@@ -183,13 +183,18 @@ def _gauges(record: dict, usage: dict, recent: list[dict]) -> list[Family]:
         ("last_cycle_duration_seconds", "Seconds the last cycle took.", [({}, record.get("duration_s"))]),
         (
             "consecutive_failures",
-            "Newest cycles in a row that failed, until one succeeds (cycles that asked no model are passed over).",
+            "Newest cycles in a row that failed (error, or a consolidation reverted), until one succeeds (cycles that asked no model are passed over).",
             [({}, failures_in_a_row(recent))],
         ),
         (
             "consecutive_stalls",
             "Newest cycles in a row that ended stalled or were held after a stall.",
             [({}, stalls_in_a_row(recent))],
+        ),
+        (
+            "surfaced_entries",
+            "Entries the agent wants a person to know (its surface: true sections); no series without such a section.",
+            [({}, (record.get("surfaced") or {}).get("count") if isinstance(record.get("surfaced"), dict) else None)],
         ),
         (
             "pending_approvals",

@@ -57,6 +57,8 @@ class CycleReport:
     resumed: bool = False  # `agent resume` was applied at this wake: the stall streak starts over
     incident: str | None = None  # the incident this cycle is part of (agent/after/incidents.py); None: none
     new_incident: bool = False  # this cycle opened it: --quiet's line and the notify_on hook are for it
+    violations: list[str] | None = None  # a reverted consolidation: why (the first few); in the record when set
+    surfaced: dict | None = None  # with surface sections: {count, entries} a person should know (sections.py)
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
@@ -115,6 +117,9 @@ class CycleReport:
             "resumed": self.resumed,
             "incident": self.incident,
             "new_incident": self.new_incident,
+            # only where they apply: a home without sections keeps the record it always had
+            **({"violations": self.violations} if self.violations is not None else {}),
+            **({"surfaced": self.surfaced} if self.surfaced is not None else {}),
         }
 
     def index_record(self) -> dict:

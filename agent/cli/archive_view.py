@@ -10,7 +10,8 @@ from typing import Any, Callable, Iterable, Iterator
 from agent.cli.common import task_text
 from agent.common.escape import escape_controls, escape_tree
 from agent.common.plain import plain
-from agent.store.archive import archived, counts_by_kind
+from agent.memory.section_archive import still_held
+from agent.store.archive import archived, counts_by_kind, section_records
 from agent.store.home import Home
 
 TASK, NOTE = "completed_task", "note"
@@ -20,6 +21,54 @@ _NOTHING = object()
 def archived_counts(home: Home) -> dict[str, int]:
     counts = counts_by_kind(home)
     return {TASK: counts.get(TASK, 0), NOTE: counts.get(NOTE, 0)}
+
+
+# ------------------------------------------------------------------------ memory sections
+
+
+class SectionArchive:
+    """What left the memory sections, by section (in the order they first left), each section's
+    records in the order they left; without what a cycle that did not save left: an entry
+    active.yaml still holds, an entry a later record of its id supersedes, a text the section
+    still holds. One pass finds what to show (a position per archived id: memory grows with
+    the ids archived, never with their texts); each section is then read in one more pass."""
+
+    def __init__(self, home: Home, state: dict):
+        self.home = home
+        last: dict[tuple[str, str], int] = {}  # (section, id) -> the row of its last record
+        self.shown: dict[str, set[int]] = {}  # section -> the rows to show (first-seen order)
+        for row, record in section_records(home):
+            section = record.get("section")
+            if not isinstance(section, str) or still_held(record, state):
+                continue
+            rows = self.shown.setdefault(section, set())
+            if isinstance(record.get("id"), str):
+                rows.discard(last.get((section, record["id"])))  # superseded by this one
+                last[(section, record["id"])] = row
+            rows.add(row)
+        self.count = sum(len(rows) for rows in self.shown.values())
+
+    def records(self) -> Iterator[dict]:
+        """The records to show, by section; streamed."""
+        for section, rows in self.shown.items():
+            yield from (record for row, record in section_records(self.home, section) if row in rows)
+
+    def lines(self) -> Iterator[str]:
+        current = None
+        for record in self.records():
+            record = escape_tree(record)  # text the model wrote, about to be printed
+            if record["section"] != current:
+                current = record["section"]
+                yield f"  {current}:"
+            yield "    " + _section_line(record)
+
+
+def _section_line(record: dict) -> str:
+    value = record.get("value")
+    text = value.get("text") if isinstance(value, dict) else value
+    head = record.get("id") or "(text)"
+    replaced = f" -> {record['replaced_by']}" if record.get("replaced_by") else ""
+    return f"{head} [{record.get('reason')}, cycle {record.get('cycle_id', '?')}] {plain(text)}{replaced}"
 
 
 def task_lines(home: Home) -> Iterator[str]:

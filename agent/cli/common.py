@@ -167,6 +167,25 @@ def home_settings(root: Path) -> Settings:
         return Settings()
 
 
+def operator_text(text: str, what: str, strip: bool = True) -> str:
+    """Text from the command line for the home's files (a task, a goal, a check, a memory entry):
+    refused in one line (UsageError, exit 2) when it is empty, or is not valid UTF-8 (an argument
+    with bytes no UTF-8 text has: the terminal's encoding is not UTF-8, or a raw byte was typed),
+    which no YAML or JSON file of the home could hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = ord(text[exc.start]) - 0xDC00 if "\udc80" <= text[exc.start] <= "\udcff" else None
+        shown = f"byte 0x{byte:02x}" if byte is not None else "a character no file can hold"
+        raise UsageError(
+            f"the {what} is not valid UTF-8 text ({shown} at character {exc.start + 1}); "
+            f"the home's files are UTF-8: check the terminal's encoding (locale)"
+        ) from None
+    if not text.strip():
+        raise UsageError(f"the {what} is empty")
+    return text.strip() if strip else text
+
+
 def print_json(data: Any) -> None:
     click.echo(escape_json(json.dumps(data, indent=2, ensure_ascii=False, default=str)))
 

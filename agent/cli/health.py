@@ -10,7 +10,8 @@ A home needs a person when any of these holds (each one an `attention` item with
   between its last 20 cycles, idle ones included, and ten minutes at least; a day while it has run
   fewer than two), or no cycle at all: a scheduler that stopped firing says nothing itself;
 - an open incident: its newest cycle (idle ones passed over) stopped for a reason a person must
-  act on (failed, stalled, awaiting approval, budget exhausted: exits 4, 8, 9, 10);
+  act on (failed, stalled, awaiting approval, budget exhausted: exits 4, 8, 9, 10; a consolidation
+  reverted, a failure too);
 - a call parked for longer than a day;
 - a daily or monthly budget spent;
 - a config.yaml or an active.yaml that no cycle can use (every cycle would exit 2 or 6);
@@ -25,7 +26,7 @@ from typing import Any
 
 from agent.cli.common import age, clip, existing_home, home_settings
 from agent.cli.history import recent_history
-from agent.common.outcomes import AgentError, ExitCode, StopReason
+from agent.common.outcomes import AgentError, ExitCode, StopReason, is_failure
 from agent.config import Settings
 from agent.state import parse_time
 
@@ -140,7 +141,9 @@ def _incident(status: dict) -> dict | None:
     if "incident" in status:
         return status["incident"]
     last = status["last_cycle"]
-    if last is None or last.get("source") != "index" or last.get("exit_code") not in ACT_ON:
+    if last is None or last.get("source") != "index":
+        return None
+    if last.get("exit_code") not in ACT_ON and not is_failure(last.get("stop_reason")):  # a reverted consolidation
         return None
     return {"key": f"{last['stop_reason']}:{last['cycle_id']}", "stop_reason": last["stop_reason"], "since": None}
 

@@ -16,12 +16,12 @@ from typing import Any, Iterator
 
 from agent.cli.common import clip, parse_duration
 from agent.common.outcomes import DiskError, InvalidScratchpad, StopReason, UsageError
+from agent.scratchpad import read_state_file
 from agent.state import parse_time
 from agent.store.cycles import all_time, newest_cycles, record_of, unrecorded
 from agent.store.home import Home
 from agent.store.ids import cycle_started, has_files
 from agent.store.lock import is_locked
-from agent.store.state_file import read_state_file
 
 KILLED = "killed"  # a before snapshot, no after one, no record: the process died before saving
 SAVED_NOTHING = object()  # the task after a cycle that has not saved (killed, running): shown as nothing at all

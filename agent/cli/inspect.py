@@ -18,7 +18,17 @@ import click
 
 from agent.after.incidents import incident_text, open_incident
 from agent.after.outlets import failing_outlets, outlet_lines
-from agent.cli.archive_view import NOTE, TASK, archived, archived_counts, json_list, json_pieces, note_lines, task_lines
+from agent.cli.archive_view import (
+    NOTE,
+    TASK,
+    SectionArchive,
+    archived,
+    archived_counts,
+    json_list,
+    json_pieces,
+    note_lines,
+    task_lines,
+)
 from agent.cli.common import (
     age,
     clip,
@@ -55,10 +65,10 @@ from agent.common.outcomes import InvalidScratchpad, StopReason, UsageError
 from agent.config import load_settings
 from agent.gates.budgets import newest_days
 from agent.models.local.model import bundled_model_path, local_runtime_installed
+from agent.scratchpad import load_state
 from agent.state import FIELDS
 from agent.store.cycles import disk, newest_first
 from agent.store.home import Home
-from agent.store.state_file import load_state
 
 # --------------------------------------------------------------------------------------- diff
 
@@ -227,7 +237,12 @@ def _day_shown(day: str, shown: Shown) -> bool:
 
 @click.command()
 @home_option
-@click.option("--all", "show_all", is_flag=True, help="Also show the completed tasks and notes moved to the archive.")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also show the completed tasks, notes and memory section entries moved to the archive.",
+)
 @json_option
 @reports_errors
 def show(home_dir: Path, show_all: bool, as_json: bool) -> None:
@@ -248,6 +263,9 @@ def _echo_state_json(home: Home, state: dict, show_all: bool) -> None:
         if show_all
         else {}
     )
+    sections = SectionArchive(home, state) if show_all else None
+    if sections is not None and sections.count:  # what left the memory sections, when anything did
+        lists["archived_from_sections"] = sections.records
     for piece in json_pieces(head, lists):  # streamed: the archive is never all in memory
         click.echo(escape_json(piece))
 
@@ -263,6 +281,7 @@ def _or_none(lines: list[str]) -> list[str]:
 def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
     """The state for a person, line by line; with show_all, the archive streamed in its place."""
     counts = archived_counts(home) if show_all else {}
+    sections = SectionArchive(home, state) if show_all else None  # before the state is escaped for printing
     notes = [escape_controls(line) for line in state["notes"].split("\n")] if state["notes"] else []
     state = escape_tree(state)  # text the model wrote, about to be printed: each field on one line
     yield f"{_bold('current task:')} {state['current_task'] or '(none)'}"
@@ -281,6 +300,9 @@ def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
     if show_all and counts[NOTE]:
         yield _bold(f"archived notes ({counts[NOTE]} entries):")
         yield from note_lines(home)
+    if sections is not None and sections.count:
+        yield _bold(f"archived from memory sections ({sections.count}):")
+        yield from sections.lines()
     yield _bold(f"notes ({len(notes)} lines):")
     yield from _or_none([f"  {line}" for line in notes])
     for key in (k for k in state if k not in FIELDS):
@@ -328,6 +350,20 @@ def _current_task(home: Home) -> tuple[str | None, str | None]:
         return load_state(home)["current_task"], None
     except InvalidScratchpad as exc:
         return None, str(exc)
+
+
+def _surfaced(home: Home) -> list[dict] | None:
+    """What the agent wants a person to know: the entries of its `surface: true` sections in
+    active.yaml (None: the home has no such section, or its state or config cannot be read)."""
+    settings = home_settings(home.root)
+    if not any(spec.surface for spec in settings.section_specs):
+        return None
+    from agent.memory.sections import surfaced
+
+    try:
+        return surfaced(load_state(home), settings.section_specs)
+    except InvalidScratchpad:  # said under "task now"
+        return None
 
 
 def _last_cycle(last: dict) -> dict:
@@ -388,6 +424,9 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
         "config_error": config_problem,
         "shell_policy": _shell_policy(home.root),
     }
+    surfaced = _surfaced(home)
+    if surfaced is not None:  # a home with a surface: true section
+        data["surfaced"] = surfaced
     extras, extra_lines = status_extras(newest_first(home), home, current_task)
     waiting, waiting_lines = approvals_status(home)
     incident = open_incident(newest_first(home))  # read back only as far as it goes
@@ -415,7 +454,11 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
         lines.append(f"shell:     {'WARNING: ' if shell['warning'] else ''}{shell['policy']} ({shell['why']})")
     if incident:
         lines.append(f"incident:  {incident_text(incident)}")
-    return data, lines + outlet_lines(outlets) + waiting_lines + extra_lines
+    tell = [  # the agent's SURFACE: one line each, escaped like every line
+        f"tell:      [{item['section']}{' ' + str(item['id']) if item.get('id') else ''}] {clip(item['text'], 200)}"
+        for item in surfaced or []
+    ]
+    return data, lines + outlet_lines(outlets) + waiting_lines + extra_lines + tell
 
 
 @click.command()

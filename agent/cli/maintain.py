@@ -39,10 +39,10 @@ from agent.models.local.model import LocalModel
 from agent.models.local.worker import rebuild_command
 from agent.models.openai.compat import OpenAIModel
 from agent.models.resolve import anchor_model_path
+from agent.scratchpad import read_state_file
 from agent.store.home import Home
 from agent.store.lock import home_lock, is_locked
 from agent.store.retention import prune_cycles
-from agent.store.state_file import read_state_file
 
 PROBE_TOKENS = 8  # tokens `agent doctor` has the embedded model decode
 SPOOL_BYTES = 1 << 20  # what `agent prune` holds of its listing in memory; more goes to a temporary file
@@ -294,6 +294,23 @@ def _mcp_checks(home: Home, settings, env) -> list[Check]:
     return checks
 
 
+def _memory_checks(home: Home, settings, state: dict | None) -> list[Check]:
+    """The memory sections against active.yaml: a kind that changed (a cycle would exit 2) or a broken
+    section fails; a section over its limit (the operator's entries, never evicted) is a warning."""
+    if not settings.sections or state is None:
+        return []
+    from agent.memory.sections import kind_conflict, over_limits, state_problems
+
+    specs = settings.section_specs
+    problem = kind_conflict(state, specs) or "; ".join(state_problems(state, specs)[:3])
+    if problem:
+        return [Check("memory", False, problem, f"fix {home.active} or the sections in {home.config}")]
+    over = over_limits(state, specs)
+    if over:
+        return [Check("memory", True, warning, "agent memory (the ids to drop)", warning=True) for warning in over]
+    return [Check("memory", True, f"{len(specs)} section(s), each within its limit")]
+
+
 def _rules_check(home: Home) -> Check:
     """rules.md is the system prompt: unreadable fails every cycle; empty leaves the model only the tool list."""
     try:
@@ -449,6 +466,7 @@ def doctor_checks(
         checks.append(Check("config", False, str(exc), f"edit {home.config} (`agent init` writes a commented one)"))
     checks.append(_rules_check(home))
     checks.append(_examples_check(home))
+    state = None
     try:
         state = read_state_file(home.active, home.root)
         checks.append(
@@ -475,6 +493,7 @@ def doctor_checks(
                 dataclasses.replace(c, name=f"{c.name} (fallback {n})") if n else c
                 for c in _model_checks(home, one, env)
             ]
+        checks += _memory_checks(home, settings, state)
         checks += _mcp_checks(home, settings, env)
         checks.append(_shell_check(home, settings))
         checks.append(_checks_check(home, settings))

@@ -9,8 +9,8 @@ from agent.common.outcomes import InvalidScratchpad
 from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.memory.bounding import Archived, append_archive, archive_records
 from agent.memory.inbox import discard_queued
+from agent.scratchpad import MAX_SCRATCHPAD_BYTES, read_state_file
 from agent.store.home import Home
-from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
 
 REPLACED_STATE, DROPPED_EDIT = "replaced_state", "dropped_edit"  # archive kinds
 
@@ -47,4 +47,13 @@ def archive_replaced(home: Home, why: str, cycle_id: str) -> dict:
         kept["edits"] = edits
 
     discard_queued(home, before_emptying=archive)
+    keep_section_ids(home, state)
     return kept
+
+
+def keep_section_ids(home: Home, state: object) -> None:
+    """The replaced state's section ids are never issued again (agent/memory/section_archive.py)."""
+    if isinstance(state, dict) and "section_ids" in state:  # a state without sections: nothing to keep
+        from agent.memory.section_archive import keep_ids
+
+        keep_ids(home, state)

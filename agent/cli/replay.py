@@ -36,10 +36,10 @@ from agent.cycle.dispatch import ReplyError, parse_reply
 from agent.cycle.run import run_cycle
 from agent.models import resolve_model
 from agent.models.resolve import anchor_model_path
+from agent.scratchpad import read_state_file
 from agent.secrets import Secrets
 from agent.store.cycles import record_of
 from agent.store.home import Home
-from agent.store.state_file import read_state_file
 
 # Never copied into the scratch home: the runtime's own files, and version control.
 NOT_COPIED = (*(path.name for path in Home(Path()).runtime_files), ".git")

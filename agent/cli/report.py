@@ -29,8 +29,8 @@ def memory_sections(home: Home, specs: tuple) -> dict | None:
     if not specs:
         return None
     from agent.memory.sections import entries_of, fill, text_of
+    from agent.scratchpad import load_state
     from agent.setting_checks import by_stability
-    from agent.store.state_file import load_state
 
     try:
         state = load_state(home)

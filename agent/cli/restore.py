@@ -21,7 +21,7 @@ import click
 from agent.cli.common import existing_home, home_option, json_option, print_json, reports_errors, wait_option
 from agent.cli.history import KnownCycles
 from agent.cli.isolation import SIDE_EFFECT_SETTINGS, without_settings
-from agent.cli.replacing import unusable_text
+from agent.cli.replacing import keep_section_ids, unusable_text
 from agent.cli.setup import make_home, next_steps, print_steps
 from agent.cli.snapshots import Side, resolve_snapshot
 from agent.common.escape import escape_controls
@@ -32,10 +32,10 @@ from agent.cycle.examples import MAX_EXAMPLES_BYTES
 from agent.cycle.prompt import MAX_RULES_BYTES
 from agent.memory.bounding import Archived, append_archive, archive_records
 from agent.memory.inbox import apply_inbox
+from agent.scratchpad import load_state, write_state
 from agent.state import now_iso
 from agent.store.home import Home
 from agent.store.lock import home_lock
-from agent.store.state_file import load_state, write_state
 
 SPEC_HELP = "CYCLE is a cycle id (or `latest`), optionally ending in :before or :after (default :after)."
 
@@ -79,6 +79,7 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
             home,
             archive_records([Archived("replaced_state", replaced, f"{reason} {side.label}")], source_cycle),
         )
+        keep_section_ids(home, replaced)  # a restored older state never issues the replaced one's ids again
         restored = dict(side.state, last_updated=now_iso())
         write_state(home.active, restored)
     data = {

@@ -39,7 +39,7 @@ from agent.secrets import Secrets
 @click.option(
     "--reflect/--no-reflect",
     default=None,
-    help="After done, one more model call curates notes (default: 'reflect' in config.yaml, off).",
+    help="After done, one more model call curates the memory (default: 'reflect' in config.yaml, off).",
 )
 @click.option(
     "--force",

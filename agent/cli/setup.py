@@ -32,10 +32,10 @@ from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.config import MAX_CONFIG_BYTES, Settings, config_values, field_docs, load_settings, settings_from
 from agent.cycle.prompt import default_rules
 from agent.memory.queue_edits import describe as describe_edit
+from agent.scratchpad import read_state_file, write_state
 from agent.store.cycles import forget_history
 from agent.store.home import Home, remove_stale_temporaries
 from agent.store.lock import home_lock
-from agent.store.state_file import read_state_file, write_state
 from agent.tools import CONTROL_TOOLS, open_registry
 from agent.tools.workspace import ensure_workspace
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Sequence
 
 from agent.common.outcomes import Busy, UsageError
+from agent.scratchpad import read_state_file
 from agent.store.cycles import with_files_newest_first
 from agent.store.home import Home
 from agent.store.lock import is_locked
-from agent.store.state_file import read_state_file
 
 
 @dataclass

@@ -15,14 +15,28 @@ from pathlib import Path
 
 import click
 
-import agent.gates.checks as checks
 import agent.memory.queue_edits as queue_edits
-from agent.cli.common import echo, existing_home, home_option, json_option, print_json, reports_errors, wait_seconds
-from agent.common.outcomes import Busy, InvalidScratchpad, UsageError
-from agent.memory.inbox import apply_inbox, queue_edit, queued_edits
+import agent.memory.task_checks as checks
+from agent.cli.common import (
+    echo,
+    existing_home,
+    home_option,
+    home_settings,
+    json_option,
+    operator_text,
+    print_json,
+    reports_errors,
+    wait_seconds,
+)
+from agent.common.outcomes import Busy, InvalidScratchpad
+from agent.config import Settings
+from agent.memory.inbox import apply_inbox, archive_operator_leaving, queue_edit, queued_edits
+from agent.memory.queue_edits import EditContext
+from agent.scratchpad import load_state, write_state
+from agent.secrets import Secrets
 from agent.state import problems
+from agent.store.home import Home
 from agent.store.lock import home_lock
-from agent.store.state_file import load_state, write_state
 
 wait_option = click.option(
     "--wait",
@@ -37,19 +51,23 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
     """Apply `edit` now under the lock (after the inbox), or queue it when a cycle holds the lock.
 
     A refused edit (UsageError) writes nothing; an unreadable active.yaml is InvalidScratchpad
-    (exit 6). Either way the inbox is kept as it was.
+    (exit 6). Either way the inbox is kept as it was. What a memory edit moves out of a section is
+    archived before active.yaml is written.
     """
     home = existing_home(home_dir)
+    settings = home_settings(home.root)  # a broken config.yaml: the defaults (a task edit still works)
     try:
         with home_lock(home, wait=lock_wait):
             home.ensure_dirs()
             original = load_state(home)
-            earlier = apply_inbox(home, original)
+            context = _edit_context(home, settings, original)
+            earlier = apply_inbox(home, original, context, Secrets.from_settings(settings))
             state = copy.deepcopy(earlier.state)
-            message = queue_edits.apply_edit(state, edit)
+            message = queue_edits.apply_edit(state, edit, context)
             found = problems(state)
             if found:  # a bug in an edit, never the user's input: refuse rather than save
                 raise InvalidScratchpad(f"refusing to write {home.active}: {'; '.join(found)}")
+            archive_operator_leaving(home, context, Secrets.from_settings(settings))
             if state != original or not home.active.exists():
                 write_state(home.active, state)
     except Busy:
@@ -71,6 +89,7 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
                 "current_task": state["current_task"],
                 "pending_actions": state["pending_actions"],
                 "checks": state.get(checks.CHECKS_KEY, {}),
+                **({"section": {edit["section"]: state.get(edit["section"])}} if "section" in edit else {}),
             }
         )
         return
@@ -78,11 +97,16 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
         echo(line)
 
 
-def _nonblank(text: str, what: str) -> str:
-    text = text.strip()
-    if not text:
-        raise UsageError(f"{what} text is empty")
-    return text
+def _edit_context(home: Home, settings: Settings, state: dict) -> EditContext:
+    """What a memory edit (this one, or one queued earlier) needs: the sections, checked against the
+    state (a changed kind: exit 2), the command's stamp and the archive's highest ids."""
+    if not settings.sections:
+        return EditContext()
+    from agent.memory.section_archive import highest_ids
+    from agent.memory.sections import Stamp, checked
+
+    checked(state, settings.section_specs, home.active)
+    return EditContext(settings.section_specs, Stamp.of(), highest_ids(home))
 
 
 # ----------------------------------------------------------------------------------------- task
@@ -143,9 +167,9 @@ def task_list(home_dir: Path, as_json: bool) -> None:
 @reports_errors
 def task_add(home_dir: Path, text: str, first: bool, check: str | None, lock_wait: float, as_json: bool) -> None:
     """Queue a task. With no current task it becomes the current task right away."""
-    if check is not None and not check.strip():
-        raise UsageError("the check command is empty")
-    edit_state(home_dir, lock_wait, queue_edits.task_add(_nonblank(text, "task"), first, check), as_json)
+    if check is not None:
+        check = operator_text(check, "check command", strip=False)
+    edit_state(home_dir, lock_wait, queue_edits.task_add(operator_text(text, "task text"), first, check), as_json)
 
 
 @task.command("drop")
@@ -176,7 +200,7 @@ def goal() -> None:
 @reports_errors
 def goal_add(home_dir: Path, text: str, lock_wait: float, as_json: bool) -> None:
     """Add a goal at the end of the list."""
-    edit_state(home_dir, lock_wait, queue_edits.goal_add(_nonblank(text, "goal")), as_json)
+    edit_state(home_dir, lock_wait, queue_edits.goal_add(operator_text(text, "goal text")), as_json)
 
 
 @goal.command("list")

@@ -34,32 +34,44 @@ class StopReason(str, enum.Enum):
     BUDGET_EXHAUSTED = "budget_exhausted"
     ERROR = "error"
     IDLE = "idle"  # nothing to do, or wake_when said no: no model was called (agent/cycle/idle.py)
+    CONSOLIDATED = "consolidated"  # agent consolidate: the rewrite of the sections was accepted
+    CONSOLIDATION_REVERTED = "consolidation_reverted"  # agent consolidate: refused, active.yaml untouched
     HELD = "held"  # a gate held the cycle at wake (stalled or awaiting approval, nothing changed): no model called
 
     @property
     def exit_code(self) -> ExitCode:
         return _EXIT_CODES.get(self, ExitCode.STOPPED)
 
-
-# The stop reasons that are failures: a failed cycle never counts toward (or ends) a stall, and
-# `consecutive_failures` counts them until a cycle succeeds. The one definition every reader uses.
-FAILURES = frozenset({StopReason.ERROR})
-
-
-def is_failure(stop_reason: object) -> bool:
-    """Whether a stop reason (a StopReason, or a record's text) is a failure."""
-    return getattr(stop_reason, "value", stop_reason) in {reason.value for reason in FAILURES}
+    @property
+    def is_failure(self) -> bool:
+        """Whether a cycle that ended so failed: what incidents, alerts and the failure counts count."""
+        return self in FAILURES
 
 
 _EXIT_CODES = {
     StopReason.DONE: ExitCode.DONE,
     StopReason.IDLE: ExitCode.DONE,
+    StopReason.CONSOLIDATED: ExitCode.DONE,
     StopReason.ERROR: ExitCode.FAILED,
     StopReason.AWAITING_APPROVAL: ExitCode.AWAITING_APPROVAL,
     StopReason.STALLED: ExitCode.STALLED,
     StopReason.BUDGET_EXHAUSTED: ExitCode.BUDGET_EXHAUSTED,
     StopReason.HELD: ExitCode.STALLED,  # a held cycle ends with the code of what it waits on (Held.exit_code)
 }
+
+
+# The stop reasons that are failures: a failed cycle, and a consolidation the runtime had to revert
+# (its model broke the invariant). A failure never counts toward (or ends) a stall, and
+# `consecutive_failures` counts them until a cycle succeeds. The one definition every reader uses.
+FAILURES = frozenset({StopReason.ERROR, StopReason.CONSOLIDATION_REVERTED})
+
+
+def is_failure(stop_reason: object) -> bool:
+    """`StopReason.is_failure` for a stop reason as a record holds it (text; anything else: no)."""
+    try:
+        return StopReason(stop_reason).is_failure
+    except ValueError:
+        return False
 
 
 class AgentError(Exception):

@@ -3,10 +3,12 @@
 YAML and JSON give None, lists and mappings; an f-string would print them as Python does (`None`,
 `['a']`, `{'task': ...}`). `plain` writes them the way the rest of the output reads: nothing as
 "(none)", a list as its items, a mapping as `key: value` pairs, anything nested in parentheses.
+`described` says what a refused value is, for a message.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -27,3 +29,22 @@ def plain(value: Any, nothing: str = "(none)") -> str:
 def _nested(value: Any) -> str:
     text = plain(value)
     return f"({text})" if isinstance(value, (dict, list, tuple)) and value else text
+
+
+def described(value: Any, limit: int = 60) -> str:
+    """What a value someone sent is, for a message saying why it was refused: its kind in words and,
+    for a scalar, the value itself (text as JSON, clipped to `limit`); never a Python repr."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, str):
+        shown = json.dumps(value if len(value) <= limit else value[: limit - 3] + "...", ensure_ascii=False)
+        return f"the text {shown}"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
+    if isinstance(value, dict):
+        return f"a mapping of {len(value)} key{'s' if len(value) != 1 else ''}"
+    return f"a value of another kind ({type(value).__name__})"

@@ -39,6 +39,7 @@ class Tag(str, enum.Enum):
     ARCHIVED = "[ARCHIVED]"
     INBOX = "[INBOX]"
     WAKE = "[WAKE]"  # what the wake_when command printed: why this cycle runs (agent/cycle/idle.py)
+    MEMORY = "[MEMORY]"  # what wake did to a section: a lowered limit applied, hand-written entries adopted
     INTERRUPTED = "[INTERRUPTED]"  # a call with side effects a killed cycle left unfinished (agent/cycle/journal.py)
 
     def line(self, text: str) -> str:
@@ -67,6 +68,7 @@ class Outcome:
     tool: str | None = None
     args: Any = None
     result: str | None = None  # a tool that ran (Tag.TOOL): its result as the note shows it, after "-> "
+    leaving: tuple = ()  # what it moved out of a memory section, for the archive (memory/sections.py Leaving)
 
     @property
     def done(self) -> bool:
@@ -80,4 +82,5 @@ class Outcome:
             tool=secrets.redact(self.tool),  # an unknown tool's name is whatever the model sent
             args=secrets.redact(self.args),
             result=secrets.redact(self.result),  # None stays None: redact leaves non-strings alone
+            leaving=(),  # what left memory is the archive's, never shown
         )

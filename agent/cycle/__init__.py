@@ -12,4 +12,5 @@
 - idle.py        idle cycles and `wake_when`
 - journal.py     the journal of calls with side effects
 - interrupts.py  signals during a cycle
+- consolidate.py `agent consolidate`: a cycle whose one model call rewrites the memory sections
 """

@@ -19,7 +19,7 @@ import dataclasses
 import json
 from typing import Any
 
-import agent.gates.checks as checks
+import agent.memory.task_checks as checks
 from agent.common.escape import escape_controls
 from agent.common.jsonschema import check, describe
 from agent.common.tags import Outcome, Tag
@@ -97,16 +97,28 @@ def dispatch(
         return _noted(state, action)
     name, args = action
     if name == "update_scratchpad":
-        new, refusal = apply_update(state, args)
-        refusal = refusal or gates.on_action(state, Action(registry[name], args, ctx, after=new))
-        if refusal:
-            return _noted(
-                state, Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}"), name, args)
-            )
-        return _noted(new, Outcome(Tag.UPDATE, Tag.UPDATE.line(", ".join(args) or "nothing"), name, args))
+        return _update(state, Action(registry[name], args, ctx), gates)
     if name == "done":
         return _done(state, Action(registry[name], args, ctx), gates)
     return _run_tool(state, Action(registry[name], args, ctx), gates)
+
+
+def _update(state: dict, action: Action, gates: Gate) -> tuple[dict, Outcome]:
+    """update_scratchpad: the fields (apply_update), then the memory sections, when the home has them
+    (`ctx.memory`: their own rules, read-only sections refused by name), then the gates; all or nothing."""
+    args, memory, name = action.args, action.ctx.memory, action.tool.name
+    fields, edits = memory.split(args) if memory is not None else (args, {})
+    new, refusal = apply_update(state, fields)
+    change = memory.apply(new, edits) if memory is not None and not refusal else None
+    if change is not None:
+        new, refusal = change.state, change.refusal
+    refusal = refusal or gates.on_action(state, action._replace(after=new))
+    if refusal:
+        note = Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}")
+        return _noted(state, Outcome(Tag.TOOL_ERROR, note, name, args))
+    said = ([", ".join(fields)] if fields else []) + list(change.notes if change else ())  # what each section did
+    leaving = change.leaving if change else ()
+    return _noted(new, Outcome(Tag.UPDATE, Tag.UPDATE.line("; ".join(said) or "nothing"), name, args, leaving=leaving))
 
 
 def _action(
@@ -129,7 +141,7 @@ def _action(
         listed = ", ".join(registry.names())
         return Outcome(Tag.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(f"{_clip(name, 60)} (tools: {listed})"), name, args)
     args = {} if args is None else args
-    problem = registry[name].check_args(args) or _not_offered(offered, name, args)
+    problem = registry[name].check_args(args) or _not_offered(offered, name, registry[name].offered_args(args))
     if problem:
         return Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}: {problem}"), name, args)
     return name, ctx.secrets.redact(args)  # no tool ever receives a secret from the model (to send, write or echo)

@@ -2,9 +2,10 @@
 cycles, so prompt caches hit (a provider's, or llama.cpp's KV cache for the embedded model);
 everything that changes goes in the user message, last.
 
-The user message is laid out for the smallest models: the scratchpad as YAML (empty fields
-left out), then, last, where the model looks most, the iteration, the task, the result of the
-previous action and one line saying what to do now.
+The user message is laid out for the smallest models: the memory sections a home defines (the
+most stable first: read-only, then text, then lists, so the bytes a prompt cache keeps reach as far
+as they can), the scratchpad as YAML (empty fields left out), then, last, where the model looks
+most, the iteration, the task, the result of the previous action and one line saying what to do now.
 
 The worked examples are data (agent/cycle/examples.py): each is rendered by `user_prompt` itself
 and passed in each `Request` as a (user, reply) turn, so an example looks exactly like the message
@@ -101,8 +102,11 @@ def without_previous_note(state: dict, previous: Outcome | None) -> dict:
     return {**state, "notes": state["notes"].rpartition("\n")[0]}
 
 
-def _compact(state: dict) -> dict:
-    return {k: v for k, v in state.items() if v not in (None, "", [], {}) and k != "last_updated"}
+def _compact(state: dict, specs: tuple = ()) -> dict:
+    """The fields worth showing: not empty, not last_updated, and not a section (`specs`: shown in
+    their own block) nor the sections' id counters."""
+    hidden = {"last_updated", *(spec.name for spec in specs), *(["section_ids"] if specs else [])}
+    return {k: v for k, v in state.items() if v not in (None, "", [], {}) and k not in hidden}
 
 
 def user_prompt(
@@ -111,19 +115,26 @@ def user_prompt(
     max_iterations: int,
     warnings: list[str] | None = None,
     previous: Outcome | None = None,
+    specs: tuple = (),
 ) -> str:
-    """The changing part: the scratchpad as YAML, then where this iteration stands and what the
-    `previous` action of this cycle did (None: this is its first), whose note `state`'s notes no
-    longer hold (`without_previous_note`): each thing is shown once."""
-    return "".join(_user_parts(state, iteration, max_iterations, warnings, previous))
+    """The changing part: the memory sections (`specs`; the most stable first, so a prompt cache
+    keeps them), the scratchpad as YAML, then where this iteration stands and what the `previous`
+    action of this cycle did (None: this is its first), whose note `state`'s notes no longer hold
+    (`without_previous_note`): each thing is shown once."""
+    return "".join(_user_parts(state, iteration, max_iterations, warnings, previous, specs))
 
 
 def _user_parts(
-    state: dict, iteration: int, max_iterations: int, warnings: list[str] | None, previous: Outcome | None
+    state: dict,
+    iteration: int,
+    max_iterations: int,
+    warnings: list[str] | None,
+    previous: Outcome | None,
+    specs: tuple = (),
 ) -> tuple[str, str]:
-    """The user message in its two parts: the scratchpad block (what fitting may cut) and the closing
-    lines (always kept whole)."""
-    compact = _compact(state)
+    """The user message in its two parts: the memory and scratchpad block (what fitting may cut) and
+    the closing lines (always kept whole)."""
+    compact = _compact(state, specs)
     scratchpad = dump_yaml(compact).rstrip() if compact else "(empty)"
     closing = [
         f"Iteration {iteration} of {max_iterations}.",
@@ -135,7 +146,16 @@ def _user_parts(
         closing.append("Now: this is the LAST iteration: call done with a summary of what was done.")
     else:
         closing.append(f"Now: {next_step(state, previous)}")
-    return f"## Scratchpad\n\n{scratchpad}\n", "\n" + "\n".join(closing) + "\n"
+    return f"{_memory_block(state, specs)}## Scratchpad\n\n{scratchpad}\n", "\n" + "\n".join(closing) + "\n"
+
+
+def _memory_block(state: dict, specs: tuple) -> str:
+    """The sections with their fill ('' for a home without sections), then a blank line."""
+    if not specs:
+        return ""
+    from agent.memory.sections import render  # a home without sections never loads them
+
+    return render(state, specs) + "\n"
 
 
 # ------------------------------------------------------------------------- fitting the prompt
@@ -177,8 +197,9 @@ def fitted_user_prompt(
     """`user_prompt`, clipped so that the system text, `others` bytes sent besides (the example
     turns) and the user message fit `prompt_max_bytes` (when they can at all)."""
     max_iterations, max_bytes, warnings = settings.max_iterations, settings.prompt_max_bytes, list(warnings or [])
+    specs = settings.section_specs if getattr(settings, "sections", None) else ()
     state = without_previous_note(state, previous)
-    user = user_prompt(state, iteration, max_iterations, warnings, previous)
+    user = user_prompt(state, iteration, max_iterations, warnings, previous, specs)
     room = max(max_bytes - len(system.encode()) - others, max_bytes // 4)  # a huge system never empties the user's
     full = len(user.encode())
     if full <= room:
@@ -190,7 +211,9 @@ def fitted_user_prompt(
     cap = max(SMALLEST_CLIP, room // 4)
     while True:
         clipped = previous and dataclasses.replace(previous, note=clip_text(previous.note, cap))
-        block, closing = _user_parts(clip_strings(state, cap), iteration, max_iterations, [*warnings, note], clipped)
+        block, closing = _user_parts(
+            clip_strings(state, cap), iteration, max_iterations, [*warnings, note], clipped, specs
+        )
         if len((block + closing).encode()) <= room or cap <= SMALLEST_CLIP:
             break
         cap //= 2

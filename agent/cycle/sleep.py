@@ -1,7 +1,8 @@
 """Sleep: what a cycle saves once its model's part is over, in an order a crash cannot harm.
 
     bound memory   notes past `notes_budget` and completed tasks past `completed_window` are
-                   committed to the archive first, then leave the state
+                   committed to the archive first, then leave the state; so are the entries
+                   that left a memory section during the cycle
     after          <id>_after.yaml: the state as the cycle left it (`last_updated` untouched)
     active         active.yaml: the same, `last_updated` stamped now; the one it replaces is kept
                    (`Kept`: a hard link) until the cycle's record is written, and put back if the
@@ -19,7 +20,8 @@ from typing import TYPE_CHECKING
 import agent.memory.bounding as memory
 import agent.state as state_rules
 from agent.common.files import Kept
-from agent.store.state_file import write_state
+from agent.scratchpad import write_state
+from agent.store.db import records
 
 if TYPE_CHECKING:
     from agent.after.report import CycleReport
@@ -44,13 +46,22 @@ def sleep(
     report: CycleReport,
     log: Log,
     after: dict,
-    archived: list[memory.Archived],
+    archived: list,
 ) -> tuple[dict, Kept]:
-    """Bound `after`'s memory (archiving what leaves it, with `archived`: what reflect moved out),
-    write the after snapshot and active.yaml: (the state saved, the active.yaml it replaced, kept
-    until the caller drops it or puts it back)."""
+    """Bound `after`'s memory (archiving what leaves it, with `archived`: what reflect moved out and
+    the entries that left a section), write the after snapshot and active.yaml: (the state saved,
+    the active.yaml it replaced, kept until the caller drops it or puts it back)."""
     after, moved = memory.bound_memory(after, settings.notes_budget, settings.completed_window)
-    _archive(home, secrets, log, archived + moved, report)
+    sections = [item for item in archived if not isinstance(item, memory.Archived)]
+    bounded = [item for item in archived if isinstance(item, memory.Archived)] + moved
+    if bounded or sections:
+        with records(home).write():  # all that leaves in one transaction, committed before any save
+            _archive(home, secrets, log, bounded, report)
+            if sections:  # memory/sections.py Leaving: with the section and the id recall finds them by
+                from agent.memory.section_archive import archive_leaving
+
+                report.archived += archive_leaving(home, secrets, sections, report.cycle_id)
+                log(f"archived {len(sections)} section item(s)")
     save(home, home.snapshot(report.cycle_id, "after"), after, report, secrets)
     previous = Kept(home.active)
     try:
@@ -59,7 +70,16 @@ def sleep(
     except BaseException:
         previous.drop()  # the write failed: active.yaml is the previous one
         raise
+    tell(report, settings, secrets, after)
     return after, previous
+
+
+def tell(report: CycleReport, settings: Settings, secrets: Secrets, state: dict) -> None:
+    """Put what the `surface: true` sections of `state` hold in the cycle's record (redacted)."""
+    if settings.sections:
+        from agent.memory.sections import surfaced_summary
+
+        report.surfaced = secrets.redact(surfaced_summary(state, settings.section_specs))
 
 
 def _archive(home: Home, secrets: Secrets, log: Log, moved: list[memory.Archived], report: CycleReport) -> None:

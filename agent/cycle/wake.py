@@ -6,7 +6,8 @@ cost budget with no price: exit 2, before anything is read or written). Then, aw
     take the home's lock (Busy: exit 5); from here a signal is only noted
     ready the home: its folders and workspace, what a killed cycle left (temporary files, commands
         still running, a cycle that saved nothing)
-    read active.yaml (InvalidScratchpad: exit 6, nothing written)
+    read active.yaml (InvalidScratchpad: exit 6, nothing written), and check it against the
+        sections config.yaml defines (a changed kind: exit 2; a hand-broken section: exit 6)
     name the cycle (its row in logs/agent.db) and start its report
     apply the inbox; idle.py decides whether there is anything to do
     open the cycle's gates: any of them may hold it (Held), so that it calls no model
@@ -28,10 +29,11 @@ import agent.cycle.prompt as prompt
 from agent.after.report import CycleReport
 from agent.common.outcomes import Held
 from agent.cycle.crash import Sweep, clean_after_crash
+from agent.cycle.sleep import tell
 from agent.gates.registry import check_gates, open_gates
+from agent.scratchpad import load_state
 from agent.store.cycles import new_cycle_id
 from agent.store.lock import home_lock
-from agent.store.state_file import load_state
 from agent.tools.children import reap_recorded
 from agent.tools.workspace import ensure_workspace
 
@@ -100,9 +102,14 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
         swept = clean_after_crash(home, ensure_workspace(home.root, settings), held)
         reap_recorded(home.root)  # commands a killed cycle left running
         state = load_state(home)  # an invalid active.yaml: exit 6 before anything is written
+        if settings.sections:  # a section's kind changed (exit 2) or a hand-broken one (exit 6): nothing written
+            from agent.memory.sections import checked
+
+            checked(state, settings.section_specs, home.active)
         cycle_id = new_cycle_id(home, now)  # its row in logs/agent.db
         report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), model.name)
         before, why_idle, woke = idle.wake(home, settings, state, report, cycle.force, secrets)
+        tell(report, settings, secrets, before)  # an idle cycle's record says it too
         gates = None if why_idle else open_gates(home, settings, secrets, model, cycle_id, now, woke)
         yield Woken(before, report, swept, gates, why_idle or _held(gates, before, cycle.force), signals)
 

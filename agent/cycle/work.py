@@ -6,18 +6,18 @@
     the model started; the notes the loop starts with (a plugin or MCP server left out, a killed cycle)
     the loop, until done or a limit (loop.py); a signal now raises at once
     the invariants: a state the runtime would refuse to load is never saved
-    reflect, after done, when it is on
+    the gates judge how it ended (`on_end`: stalls)
+    reflect, when it is on: after done; with sections, also after max_iterations or the time budget
 
 Any failure (the model, a bug, a signal, a broken invariant) leaves the state as read plus one
-failure note, and the traceback goes to the cycle's log. Then the gates judge how it ended
-(`on_end`: stalls).
+failure note, and the traceback goes to the cycle's log.
 """
 
 from __future__ import annotations
 
 import copy
 import traceback
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import agent.cycle.examples as worked
 import agent.cycle.interrupts as interrupts
@@ -33,7 +33,7 @@ from agent.cycle.loop import Loop
 from agent.gates.base import Tools
 from agent.models import ModelError
 from agent.models.base import with_notices
-from agent.store.state_file import state_size_problem
+from agent.scratchpad import state_size_problem
 from agent.tools import ToolContext
 
 if TYPE_CHECKING:
@@ -44,39 +44,86 @@ if TYPE_CHECKING:
     from agent.tools import Registry
 
 
-def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log) -> tuple[dict, list[memory.Archived]]:
-    """Run the loop (and reflect) on a copy of the woken state: (the state to save, what reflect
-    moved out of memory). On any failure, the state as read plus a failure note."""
+def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log) -> tuple[dict, list]:
+    """Run the loop on a copy of the woken state, have the gates judge how it ended, then reflect when
+    that allows it: (the state to save, what left memory meanwhile: the notes reflect moved out, the
+    entries that left a section). On any failure, the state as read plus a failure note, and nothing left."""
     before, report = woken.state, woken.report
+    loop, archived = None, []
     try:
         if woken.signals.noted:  # arrived while waking or writing the before snapshot
             raise Interrupted(woken.signals.noted)
         with interrupts.raising():
             loop, state = _loop(cycle, woken, model, registry, log)
+            loop.events.subscribe(lambda step: archived.extend(step.outcome.leaving))  # an update's leaving
             after, reason = loop.run(state)
-            broken = state_rules.invariant_problems(before, after) + [p for p in [state_size_problem(after)] if p]
-            if broken:
-                raise state_rules.InvariantViolation("; ".join(broken))
-            archived: list[memory.Archived] = []
-            if reason is StopReason.DONE and cycle.settings.reflect:
-                after, archived, report.reflect = memory.reflect(
-                    model, before, after, report.usage, log, loop.limits.seconds_left(), cycle.secrets
-                )
+            _check_invariants(before, after, loop.tools.ctx.memory)
     except (Exception, KeyboardInterrupt, Interrupted) as exc:
-        after, archived, reason = copy.deepcopy(before), [], StopReason.ERROR  # failed cycles count toward stalls
-        state_rules.add_note(after, report.fail(exc, cycle.secrets))
-        log(f"cycle failed: {report.error}")
-        if not isinstance(exc, ModelError):  # a bug's traceback; an HTTP error or a timeout is its line above
-            log.block(traceback.format_exc())
-    report.end(woken.gates.on_end(after, reason))
+        loop, archived, (after, reason) = None, [], _failed(cycle, woken, exc, log)
+    reason = woken.gates.on_end(after, reason)  # stalls judged before reflect: never reflect after a stall
+    if loop is not None and cycle.settings.reflect and _reflects(reason, loop.tools.ctx.memory):
+        try:
+            with interrupts.raising():
+                after, reflected, report.reflect = _reflect(cycle, loop, model, before, after, reason, log)
+            archived += reflected
+        except (Exception, KeyboardInterrupt, Interrupted) as exc:  # a signal while reflecting
+            archived, (after, reason) = [], _failed(cycle, woken, exc, log)
+    report.end(reason)
     return after, archived
+
+
+def _failed(cycle: Cycle, woken: Woken, exc: BaseException, log: Log) -> tuple[dict, StopReason]:
+    """A failed cycle's state (as read, plus the failure note) and stop reason; the traceback logged."""
+    after = copy.deepcopy(woken.state)  # failed cycles count toward stalls
+    state_rules.add_note(after, woken.report.fail(exc, cycle.secrets))
+    log(f"cycle failed: {woken.report.error}")
+    if not isinstance(exc, ModelError):  # a bug's traceback; an HTTP error or a timeout is its line above
+        log.block(traceback.format_exc())
+    return after, StopReason.ERROR
+
+
+def _check_invariants(before: dict, after: dict, sections: Any) -> None:
+    """A state the runtime would refuse to load, or one breaking a section's rules, is never saved."""
+    broken = state_rules.invariant_problems(before, after) + [p for p in [state_size_problem(after)] if p]
+    broken += sections.problems(after) if sections is not None else []
+    if broken:
+        raise state_rules.InvariantViolation("; ".join(broken))
+
+
+# With sections, reflect (seed 000's second phase) follows a loop that ended on its own terms; never
+# one that waits for the operator, stalled, spent a budget or failed. Without sections: after done only.
+REFLECTS_AFTER = (StopReason.DONE, StopReason.MAX_ITERATIONS, StopReason.TIME_BUDGET)
+# After a time_budget stop, reflect may take this share of time_budget beyond it.
+REFLECT_GRACE = 0.25
+
+
+def _reflects(reason: StopReason, sections: Any) -> bool:
+    return reason in REFLECTS_AFTER if sections is not None else reason is StopReason.DONE
+
+
+def _reflect(
+    cycle: Cycle, loop: Loop, model: Model, before: dict, after: dict, reason: StopReason, log: Log
+) -> tuple[dict, list, str]:
+    """The reflect step: (the state, what it moved out, its status)."""
+    report, sections, seconds = loop.report, loop.tools.ctx.memory, loop.limits.seconds_left()
+    if sections is None:  # notes only, as it always was
+        return memory.reflect(model, before, after, report.usage, log, seconds, cycle.secrets)
+    if reason is StopReason.TIME_BUDGET and cycle.settings.time_budget is not None:
+        seconds = max(seconds or 0.0, cycle.settings.time_budget * REFLECT_GRACE)
+    return memory.reflect_sections(model, before, after, sections, report.usage, log, seconds, cycle.secrets)
 
 
 def _loop(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log) -> tuple[Loop, dict]:
     """The loop of this cycle, built whole, and the state it starts from: what the gates run before
     the model is asked anything has run, and the notes the loop starts with are in it."""
     report, gates, secrets = woken.report, woken.gates, cycle.secrets
-    ctx = ToolContext(cycle.home.root, cycle.settings, secrets, journal.Journal(cycle.home, report, secrets, log))
+    ctx = ToolContext(
+        cycle.home.root,
+        cycle.settings,
+        secrets,
+        journal.Journal(cycle.home, report, secrets, log),
+        memory=_sections(cycle, woken),
+    )
     tools = Tools(registry, ctx, log, lambda state, reply: dispatch(state, reply, registry, ctx))
     preamble = worked.preamble(prompt.system_prompt(cycle.rules, registry), worked.offered(cycle.examples, registry))
     loop = Loop(model, tools, preamble, gates, report)  # its time budget counts all that follows
@@ -89,6 +136,22 @@ def _loop(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log
     loop.events.subscribe(lambda step: log(f"iteration {step.n}: {step.outcome.note}"))
     loop.events.subscribe(lambda step: _progress(cycle, step, report))
     return loop, state
+
+
+def _sections(cycle: Cycle, woken: Woken) -> Any:
+    """The cycle's memory sections as its updates apply them (None: the home has none); the woken
+    state (settled by the memory gate) bounds what may leave each list in this cycle."""
+    if not cycle.settings.sections:
+        return None
+    from agent.memory.sections import Edits, Stamp  # a home without sections never loads them
+
+    settings = cycle.settings
+    return Edits(
+        settings.section_specs,
+        copy.deepcopy(woken.state),
+        Stamp.of(woken.report.cycle_id),
+        settings.consolidate_max_loss,
+    )
 
 
 def _progress(cycle: Cycle, step: Step, report: CycleReport) -> None:

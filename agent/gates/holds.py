@@ -28,10 +28,10 @@ from typing import Iterable
 
 from agent.common.outcomes import Held, StopReason
 from agent.gates.base import Gate
+from agent.scratchpad import file_digest
 from agent.store.cycles import newest_first
 from agent.store.db import any_rows
 from agent.store.home import Home
-from agent.store.state_file import file_digest
 
 HOLDING = (StopReason.STALLED, StopReason.AWAITING_APPROVAL)  # what a hold is for
 READ_CAP = 1000  # records read back at most to find the newest that is not idle

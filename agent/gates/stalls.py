@@ -37,6 +37,7 @@ NOT_COUNTED = {
     StopReason.BUDGET_EXHAUSTED.value,
     StopReason.IDLE.value,
     StopReason.HELD.value,
+    StopReason.CONSOLIDATED.value,  # a consolidation is not a task's cycle: it neither counts nor ends a streak
     *(reason.value for reason in FAILURES),
 }  # idle and held: the model was not asked, so it did not fail to advance; a failure is not a stall
 STREAK_READ_CAP = 1000  # index records read back at most: a longer streak is counted as this long

@@ -156,6 +156,91 @@ def append_archive(home: Home, records: list[dict]) -> None:
     append_to_archive(home, records)
 
 
+def reflect_sections(
+    model: Any,
+    before: dict,
+    state: dict,
+    sections: Any,
+    usage: Any,
+    log: Callable[[str], None],
+    timeout: float | None = None,
+    secrets: Secrets | None = None,
+) -> tuple[dict, list, str]:
+    """Reflect for a home with sections (seed 000's second phase): one more model call whose only tool
+    is update_scratchpad over the writable sections and notes, under every rule of an update
+    (`sections`: the cycle's Edits; what may leave a list counts from the cycle's start). Returns
+    (state, what left: notes lines and section entries, status); any failure or refusal keeps the
+    unreflected state, and an interrupt is not caught."""
+    from agent.memory.sections import REFLECT_RULES, reflect_tool  # only a home with sections reflects this way
+
+    tool = reflect_tool(sections.specs)
+    redact = secrets.redact if secrets else (lambda value: value)
+    try:
+        completion = model.complete(
+            Request(
+                REFLECT_RULES,
+                reflect_sections_prompt(redact(state), sections.specs),
+                {"anyOf": [tool.action_schema()]},
+                timeout=timeout,
+                purpose="reflect",
+            )
+        )
+        usage.add(completion.usage)
+        log(f"reflect: reply {redact(completion.shown)[:2000]!r}")  # redacted before the cut: no half key
+        args = _reflect_args(tool, completion.replies()[0])
+        edits = {k: v for k, v in args.items() if k != "notes"}
+        curated, moved = apply_curation(state, args["notes"]) if "notes" in args else (state, [])
+        change = sections.apply(curated, redact(edits))
+        if change.refusal:
+            raise ReplyError(f"update_scratchpad refused: {change.refusal}")
+        broken = invariant_problems(before, change.state) + sections.problems(change.state)
+        if broken:
+            raise InvariantViolation("; ".join(broken))
+    except Exception as exc:
+        log(f"reflect step failed, keeping the unreflected state: {type(exc).__name__}: {exc}")
+        return state, [], f"kept unreflected: {type(exc).__name__}: {exc}"
+    log(f"reflect: {'; '.join(change.notes) or 'no section changed'} ({len(moved)} note line(s) archived)")
+    return change.state, [*moved, *change.leaving], "applied"
+
+
+def _reflect_args(tool: Tool, reply: Any) -> dict:
+    """The arguments of a reflect reply's call to `tool` (ReplyError when it is not one)."""
+    action = parse_reply(reply)  # the text, or the first native call
+    if action.get("tool") != tool.name:
+        raise ReplyError(f"expected the {tool.name} tool, got {action.get('tool')!r}")
+    args = {} if action.get("args") is None else action.get("args")
+    problem = tool.check_args(args)
+    if problem:
+        raise ReplyError(problem)
+    return args
+
+
+def reflect_sections_prompt(state: dict, specs: Any) -> str:
+    """What reflect with sections is shown: the memory block, then the rest of the scratchpad (the
+    task, the queue, the notes with what this cycle did), then what to do."""
+    from agent.memory.sections import render
+
+    rest = {
+        k: v for k, v in state.items() if k not in {s.name for s in specs} and k not in ("section_ids", "last_updated")
+    }
+    return (
+        "\n".join(
+            [
+                render(state, specs).rstrip(),
+                "",
+                "## Scratchpad",
+                "",
+                "```yaml",
+                dump_yaml({k: v for k, v in rest.items() if v not in (None, "", [], {})}).rstrip(),
+                "```",
+                "",
+                "Update the memory now: only the sections that changed. Reply with one JSON action.",
+            ]
+        )
+        + "\n"
+    )
+
+
 def reflect(
     model: Any,
     before: dict,

@@ -18,7 +18,8 @@ citation-superset invariant of seed 002, with a bounded loss):
       sources' texts together, within entry_chars, and says what no other entry after the run says
       (whitespace and case aside, as APPEND matches);
   (d) an operator entry is kept as it is (never merged, never archived); an entry stated on 2 days
-      or more is kept or has a successor, never archived bare;
+      or more, or a successor of one (it carries `protected: true`), is kept or has a successor, never
+      archived bare;
   (e) nothing else changes: only writable list sections may be named, and every limit holds.
 
 Anything else is a list of violations and the caller keeps active.yaml byte-identical. The reply's
@@ -33,16 +34,19 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from agent.common.jsonschema import describe
+from agent.common.escape import escape_controls
+from agent.common.plain import described
 from agent.memory.sections import (
     MODEL,
     OPERATOR,
+    PROTECTED_DAYS,
     RUNTIME_ENTRY_KEYS,
     Leaving,
     Stamp,
     entries_of,
     most_lost,
     next_id,
+    protected,
     said,
     shown_id,
     specs_by_name,
@@ -101,21 +105,29 @@ def consolidatable(specs: Iterable[SectionSpec]) -> list[SectionSpec]:
     return [spec for spec in specs if spec.is_list and not spec.read_only]
 
 
-def consolidate_tool(specs: Iterable[SectionSpec]) -> Tool:
-    """The consolidation's only tool, its schema generated from the sections."""
-    kept = {
-        "type": "object",
-        "properties": {"id": {"type": "string"}},
-        "required": ["id"],
-        "additionalProperties": False,
-    }
+def _entries_schema(spec: SectionSpec, held: int) -> dict:
+    """What one section's new entries may be, with bounds of their own (a grammar built from it can
+    express the whole section: a model's step default of 8 items could not)."""
+    most = max(spec.limit, held)
+    an_id = {"type": "string", "maxLength": ID_BYTES}
+    kept = {"type": "object", "properties": {"id": an_id}, "required": ["id"], "additionalProperties": False}
     successor = {
         "type": "object",
-        "properties": {"text": {"type": "string"}, "cites": {"type": "array", "items": {"type": "string"}}},
+        "properties": {
+            "text": {"type": "string", "maxLength": spec.entry_chars},
+            "cites": {"type": "array", "items": an_id, "maxItems": most},
+        },
         "required": ["text", "cites"],
         "additionalProperties": False,
     }
-    entries = {"type": "array", "items": {"anyOf": [kept, successor]}}
+    return {"type": "array", "items": {"anyOf": [kept, successor]}, "maxItems": most}
+
+
+def consolidate_tool(specs: Iterable[SectionSpec], state: dict | None = None) -> Tool:
+    """The consolidation's only tool, its schema generated from the sections (and their sizes in
+    `state`: a section over its limit may be given back whole)."""
+    sections = consolidatable(specs)
+    held = {spec.name: len(entries_of(state or {}, spec)) for spec in sections}
     return Tool(
         name=TOOL_NAME,
         description=(
@@ -129,10 +141,14 @@ def consolidate_tool(specs: Iterable[SectionSpec]) -> Tool:
             "properties": {
                 "sections": {
                     "type": "object",
-                    "properties": {spec.name: entries for spec in consolidatable(specs)},
+                    "properties": {spec.name: _entries_schema(spec, held[spec.name]) for spec in sections},
                     "additionalProperties": False,
                 },
-                "archive": {"type": "array", "items": {"type": "string"}},
+                "archive": {
+                    "type": "array",
+                    "items": {"type": "string", "maxLength": ID_BYTES},
+                    "maxItems": max(1, sum(held.values())),
+                },
             },
             "required": ["sections"],
             "additionalProperties": False,
@@ -152,6 +168,61 @@ def reply_cap(state: dict, specs: Iterable[SectionSpec]) -> int:
     return total
 
 
+def reply_tokens(state: dict, specs: Iterable[SectionSpec]) -> int:
+    """The most tokens a consolidation's reply may need: every entry of every section it may rewrite
+    given back (a successor is no longer than its sources, so the texts held bound the texts sent),
+    at two characters a token and some for each entry's frame."""
+    total = 64
+    for spec in consolidatable(specs):
+        total += sum(len(str(e.get("text", ""))) // 2 + 16 for e in entries_of(state, spec))
+    return total
+
+
+CONSOLIDATE_RULES = """# Consolidate
+
+You are tidying a long-running agent's memory. Rewrite its list sections so that they say the same
+in fewer, better entries: merge entries that say the same or belong together, drop what is stale,
+keep what still holds. The runtime checks every rule below; if one fails, nothing changes at all.
+
+For each section you rewrite, give its new entries in order, each either {"id": ID} (kept as it is)
+or {"text": TEXT, "cites": [IDS]} (a new entry standing for the entries it cites). Put the ids of
+entries that leave without a successor in "archive". A section you do not name stays as it is.
+
+(a) Every id the section held ends in exactly one place: kept, cited by exactly one new entry, or
+    archived. Cite only ids of that section.
+(b) Shrink by at most the share shown: merging n entries into one counts n - 1.
+(c) A new entry adds no facts: it cites at least one id, is one line, is no longer than the entries
+    it cites together, and says something no other entry says.
+(d) An operator entry is kept as it is. An entry marked protected is kept or cited, never archived.
+(e) Do not touch anything else.
+
+Reply with one JSON object: {"tool": "consolidate", "args": {"sections": {...}, "archive": [...]}}.
+"""
+
+
+def consolidate_prompt(state: dict, specs: Iterable[SectionSpec], max_loss: float) -> str:
+    """What the consolidation is shown: each section it may rewrite, every entry with its id, its
+    strength and whose it is, and the most the section may lose."""
+    lines = []
+    for spec in consolidatable(specs):
+        entries = entries_of(state, spec)
+        if not entries:
+            continue
+        least = len(entries) - most_lost(len(entries), max_loss)
+        lines += [
+            f"## {spec.name} ({len(entries)} entries; keep at least {least}; at most {spec.limit})",
+            *([escape_controls(spec.description)] if spec.description else []),
+        ]
+        for entry in entries:
+            tags = [f"{entry.get('days', 1)} day(s)", *(["operator"] if entry.get("by") == OPERATOR else [])]
+            tags += ["protected"] if protected(entry) and entry.get("by") != OPERATOR else []
+            lines.append(
+                f"- {escape_controls(entry.get('id'))} [{', '.join(tags)}] {escape_controls(entry.get('text', ''))}"
+            )
+        lines.append("")
+    return "\n".join([*lines, "Consolidate now. Reply with one JSON action."]) + "\n"
+
+
 def parse_consolidation(reply: Any, state: dict, specs: Iterable[SectionSpec]) -> dict | Reverted:
     """The arguments of a reply's consolidate call, its size bounded by `reply_cap` before parsing;
     Reverted says why there are none."""
@@ -160,7 +231,7 @@ def parse_consolidation(reply: Any, state: dict, specs: Iterable[SectionSpec]) -
     except ReplyError as exc:
         return Reverted((f"the reply cannot be used: {exc}",))
     if action.get("tool") != TOOL_NAME:
-        return Reverted((f"the reply calls {describe(action.get('tool'))}, not {TOOL_NAME}",))
+        return Reverted((f"the reply calls {shown_id(action.get('tool'))}, not {TOOL_NAME}",))
     return action.get("args")
 
 
@@ -195,19 +266,19 @@ def _shape(args: Any, specs: tuple[SectionSpec, ...], held: int, found: _Violati
     checked before anything is looked into."""
     if not isinstance(args, dict) or not isinstance(args.get("sections"), dict):
         found.add(
-            f'the arguments must be {{"sections": {{SECTION: [entries]}}, "archive": [ids]}}, got {describe(args)}'
+            f'the arguments must be {{"sections": {{SECTION: [entries]}}, "archive": [ids]}}, got {described(args)}'
         )
         return None
     for key in args:
         if key not in ("sections", "archive"):
-            found.add(f"the arguments have an unexpected key {describe(key)} (keys: sections, archive)")
+            found.add(f"the arguments have an unexpected key {shown_id(key)} (keys: sections, archive)")
     archive = args.get("archive", [])
     if not isinstance(archive, list):
-        found.add(f"archive must be a list of ids, got {describe(archive)}")
+        found.add(f"archive must be a list of ids, got {described(archive)}")
     elif len(archive) > held:
         found.add(f"(a) archive names {len(archive)} ids; the sections held {held} entries in all")
     elif not all(isinstance(i, str) for i in archive):
-        found.add(f"archive must be a list of ids (strings), got {describe(archive)}")
+        found.add(f"archive must be a list of ids (strings), got {described(archive)}")
     by_name = specs_by_name(specs)
     sections = {}
     for name, items in args["sections"].items():
@@ -222,14 +293,14 @@ def _shape(args: Any, specs: tuple[SectionSpec, ...], held: int, found: _Violati
 
 def _section_problem(name: Any, spec: SectionSpec | None, items: Any) -> str | None:
     if spec is None:
-        shown = f"'{name}'" if isinstance(name, str) and SECTION_NAME.fullmatch(name) else describe(name)
+        shown = f"'{name}'" if isinstance(name, str) and SECTION_NAME.fullmatch(name) else described(name)
         return f"(e) {shown} is not a section of config.yaml"
     if not spec.is_list:
         return f"(e) '{name}' is a text section: consolidation rewrites list sections only"
     if spec.read_only:
         return f"(e) '{name}' is read-only: consolidation cannot rewrite it"
     if not isinstance(items, list):
-        return f"(e) '{name}' must be given a list of entries, got {describe(items)}"
+        return f"(e) '{name}' must be given a list of entries, got {described(items)}"
     return None
 
 
@@ -285,7 +356,7 @@ def _check_item(
 ) -> None:
     where = f"{spec.name}[{index}]"
     if not isinstance(item, dict):
-        found.add(f'{where} must be {{"id": ID}} or {{"text": TEXT, "cites": [IDS]}}, got {describe(item)}')
+        found.add(f'{where} must be {{"id": ID}} or {{"text": TEXT, "cites": [IDS]}}, got {described(item)}')
         return
     forged = sorted(str(k) for k in item if k in RUNTIME_ENTRY_KEYS - {"id"})
     unexpected = sorted(str(k) for k in item if k not in RUNTIME_ENTRY_KEYS | {"text", "cites"})
@@ -311,7 +382,7 @@ def _place(
     """Record that `entry_id` ends up `how` (kept, cited by ...); False (a violation added) when it
     names no entry of this section."""
     if not isinstance(entry_id, str):
-        found.add(f"(a) {where}: an id must be a string, got {describe(entry_id)}")
+        found.add(f"(a) {where}: an id must be a string, got {described(entry_id)}")
         return False
     if entry_id not in before:
         other = owner.get(entry_id)
@@ -327,7 +398,7 @@ def _check_successor(
 ) -> None:
     text, cites = item.get("text"), item.get("cites")
     if not isinstance(text, str) or not text.strip() or len(text.strip().splitlines()) > 1:
-        found.add(f"(c) {where}: a successor's text must be one line of text, got {describe(text)}")
+        found.add(f"(c) {where}: a successor's text must be one line of text, got {described(text)}")
         return
     if not isinstance(cites, list) or not cites:
         found.add(f"(c) {where} cites nothing: consolidation merges what is there, it adds no facts")
@@ -377,11 +448,13 @@ def _check_places(spec: SectionSpec, entry_id: str, entry: dict, where: list[str
         return
     if entry.get("by") == OPERATOR and where != ["kept"]:
         found.add(f"(d) {name}: {entry_id} is the operator's: keep it as it is; it is never merged or archived")
-    elif where == ["archived"] and entry.get("days", 1) >= 2:
-        found.add(
-            f"(d) {name}: {entry_id} was stated on {entry['days']} days: keep it or cite it from a successor; "
-            f"it is never archived bare"
+    elif where == ["archived"] and protected(entry):
+        why = (
+            f"was stated on {entry['days']} days"
+            if entry.get("days", 1) >= PROTECTED_DAYS
+            else "succeeds a protected entry"
         )
+        found.add(f"(d) {name}: {entry_id} {why}: keep it or cite it from a successor; it is never archived bare")
 
 
 # ----------------------------------------------------------------------------------- applying
@@ -407,6 +480,8 @@ def _applied(state: dict, by_name: dict, sections: dict, archived: dict, stamp: 
                 "last_day": min(str(s.get("last_day")) for s in sources),
                 "merged_from": [s["id"] for s in sources],
             }
+            if any(protected(s) for s in sources):
+                successor["protected"] = True  # protection is not laundered by merging with a weaker entry
             entries.append(successor)
             merged += len(sources)
             leaving += [Leaving(name, copy.deepcopy(s), "consolidate", successor["id"]) for s in sources]

@@ -7,11 +7,13 @@ one that cannot be applied (drop 5 of 3 tasks, a task too large to save) becomes
 instead and is not retried.
 
 The inbox is the `inbox` rows of logs/agent.db: `agent task add` (and the like) queues an edit there
-when a cycle holds the home's lock. Crash safety, in one write transaction of the database (so no
-edit can be queued between the read and the emptying, and be lost):
-  1. read the records; skip those whose ids active.yaml lists under `inbox_applied`;
-  2. write active.yaml with the edits applied and `inbox_applied: [their ids]` (atomic);
-  3. delete the records, and commit.
+when a cycle holds the home's lock. Crash safety (only this, under the home's lock, deletes rows,
+and only those it read: none queued meanwhile is lost):
+  1. read the records up to the newest row; skip those whose ids active.yaml lists under
+     `inbox_applied`; apply them; commit what memory edits moved out of a section to the archive;
+  2. in one write transaction of the database (no edit is queued meanwhile), write active.yaml
+     with the edits applied and `inbox_applied: [their ids]` (atomic), delete the records read,
+     and commit.
 A kill before 2 completes leaves the old active.yaml and every record: they are applied next time.
 A kill between 2 and 3 leaves records that `inbox_applied` names: they are skipped, never applied
 twice. The marker is dropped from the state handed back, so the next save of active.yaml (the
@@ -25,17 +27,17 @@ import datetime as _dt
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from agent.common.files import fault_point
 from agent.common.outcomes import UsageError
 from agent.common.tags import Tag
-from agent.memory.queue_edits import apply_edit, describe
+from agent.memory.queue_edits import EditContext, apply_edit, describe
+from agent.scratchpad import state_size_problem, write_state
 from agent.state import add_note
 from agent.store.db import any_rows, records
 from agent.store.home import Home
 from agent.store.rows import loaded
-from agent.store.state_file import state_size_problem, write_state
 
 # The top-level key of active.yaml naming the ids of the last batch applied (see above).
 APPLIED_KEY = "inbox_applied"
@@ -71,26 +73,34 @@ def queue_edit(home: Home, edit: dict) -> dict:
     return record
 
 
-def queued_edits(home: Home) -> list[dict]:
-    """The queued edits, oldest first."""
-    rows = records(home, create=False).rows("SELECT record FROM inbox ORDER BY seq")
+def queued_edits(home: Home, last: int | None = None) -> list[dict]:
+    """The queued edits, oldest first (those up to row `last` only, when given)."""
+    rows = records(home, create=False).rows(
+        "SELECT record FROM inbox WHERE ? IS NULL OR seq <= ? ORDER BY seq", (last, last)
+    )
     return [record for (text,) in rows if (record := loaded(text)) is not None and "id" in record]
 
 
-def apply_inbox(home: Home, state: dict) -> Applied:
+def apply_inbox(home: Home, state: dict, context: EditContext | None = None, secrets: Any = None) -> Applied:
     """Apply every queued edit to `state` (read from active.yaml under the home's lock), save the
-    result, empty the inbox. With nothing queued, nothing is written."""
+    result, empty the inbox. With nothing queued, nothing is written. A memory edit needs `context`
+    (the sections, the stamp); what memory edits move out of a section is archived (redacted by
+    `secrets`) before active.yaml is written."""
     result = Applied(without_marker(state))
     if not any_rows(home, "inbox"):
         return result
-    db = records(home)
-    with db.write():
-        last = db.one("SELECT max(seq) FROM inbox")[0]  # only what is read now is deleted below
-        already = _applied_ids(state)
-        fresh = [r for r in queued_edits(home) if not (isinstance(r["id"], str) and r["id"] in already)]
+    context, db = context or EditContext(), records(home)
+    last = db.one("SELECT max(seq) FROM inbox")[0]  # only what is read now is deleted below
+    already = _applied_ids(state)
+    fresh = [r for r in queued_edits(home, last) if not (isinstance(r["id"], str) and r["id"] in already)]
+    for record in fresh:
+        _apply_one(result, record, context)
+    # What a memory edit moved out is committed to the archive before active.yaml is written (a
+    # kill in between leaves it archived and still held: readers skip such a record). Nothing but
+    # this (under the home's lock) deletes inbox rows, so the rows read stay until the delete below.
+    archive_operator_leaving(home, context, secrets)
+    with db.write():  # no edit is queued while active.yaml is written and the rows read deleted
         if fresh:
-            for record in fresh:
-                _apply_one(result, record)
             write_state(
                 home.active, {**result.state, APPLIED_KEY: [r["id"] for r in fresh if isinstance(r["id"], str)]}
             )
@@ -116,16 +126,29 @@ def discard_queued(home: Home, before_emptying: Callable[[list[dict]], None] = l
     return queued
 
 
-def _apply_one(result: Applied, record: dict) -> None:
-    candidate = copy.deepcopy(result.state)
+def archive_operator_leaving(home: Home, context: EditContext, secrets: Any) -> None:
+    """Archive what the operator's memory edits moved out of a section (then forget it), before the
+    state that lost it is written."""
+    if context.leaving:
+        from agent.memory.section_archive import archive_leaving  # only a memory edit moves anything out
+        from agent.secrets import Secrets
+
+        stamp = context.stamp.cycle if context.stamp is not None else "operator"
+        archive_leaving(home, secrets or Secrets(), context.leaving, stamp)
+        context.leaving.clear()
+
+
+def _apply_one(result: Applied, record: dict, context: EditContext) -> None:
+    candidate, kept = copy.deepcopy(result.state), len(context.leaving)
     try:
         if not isinstance(record["id"], str):
             raise UsageError("the record's id is not text")
-        message = apply_edit(candidate, record)
+        message = apply_edit(candidate, record, context)
         too_large = state_size_problem(candidate)
         if too_large:
             raise UsageError(too_large)
     except UsageError as exc:
+        del context.leaving[kept:]  # the edit is not applied: nothing of it leaves
         note = Tag.INBOX.line(f"queued edit not applied: {describe(record)[:200]}: {exc}")
         add_note(result.state, note)
         result.refused.append(note)

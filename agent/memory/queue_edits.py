@@ -1,22 +1,42 @@
-"""The operator's edits to the queue and the goals, as data: one definition of what each does.
+"""The operator's edits to the queue, the goals and the memory sections, as data: one definition
+of what each does.
 
 An edit is a small JSON-able record, {"op": "task_add", "text": ..., "first": false, "check": null},
 {"op": "task_drop", "number": 2}, {"op": "goal_add", "text": ...}, {"op": "goal_drop",
-"number": 1} or {"op": "resume"} (`agent resume`: changes no field; applying it is the change that
-lets a held home call its model again, agent/gates/holds.py). `agent task` / `agent goal` apply one at once when the lock is free; when a cycle
-holds it, the same record waits in the inbox (agent/memory/inbox.py) and is applied by `apply_edit` at
-the next wake. Pure: state in, state changed in place, a message out; UsageError refuses.
+"number": 1}, {"op": "resume"} (`agent resume`: changes no field; applying it is the change that
+lets a held home call its model again, agent/gates/holds.py), or, for a section config.yaml defines,
+{"op": "memory_add", "section": "known", "text": ...}, {"op": "memory_drop", "section": "known",
+"id": "known-3"} or {"op": "memory_set", "section": "purpose", "text": ...}. `agent task` / `agent
+goal` / `agent memory` apply one at once when the lock is free; when a cycle holds it, the same
+record waits in the inbox (agent/memory/inbox.py) and is applied by `apply_edit` at the next wake.
+Pure: state in, state changed in place, a message out; UsageError refuses. A memory edit is the
+operator's (agent/memory/sections.py `operator_edit`, read-only sections included); what it moves
+out of a section is added to the `EditContext`'s `leaving`, for the caller to archive before it saves.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-import agent.gates.checks as checks
+import agent.memory.task_checks as checks
 from agent.common.outcomes import UsageError
 
-OPS = ("task_add", "task_drop", "goal_add", "goal_drop", "resume")
+OPS = ("task_add", "task_drop", "goal_add", "goal_drop", "memory_add", "memory_drop", "memory_set", "resume")
+MEMORY_OPS = ("memory_add", "memory_drop", "memory_set")
 RESUME = {"op": "resume"}
+
+
+@dataclass
+class EditContext:
+    """What a memory edit needs: the sections config.yaml defines (memory/sections.py SectionSpec),
+    the stamp its entries take (the waking cycle's, or the command's), and a list that collects what
+    the edits moved out of a section."""
+
+    specs: tuple = ()
+    stamp: Any = None  # memory/sections.py Stamp; None: now
+    floor: dict = field(default_factory=dict)  # the highest id of each section the archive holds
+    leaving: list = field(default_factory=list)
 
 
 def task_add(text: str, first: bool = False, check: str | None = None) -> dict:
@@ -35,13 +55,20 @@ def goal_drop(number: int) -> dict:
     return {"op": "goal_drop", "number": number}
 
 
+def memory_edit(op: str, section: str, value: str) -> dict:
+    """`agent memory add|set SECTION TEXT` or `drop SECTION ID`, as a record."""
+    return {"op": f"memory_{op}", "section": section, "id" if op == "drop" else "text": value}
+
+
 def describe(edit: dict) -> str:
-    """An edit for a person: `task add 'X' (first) [check: C]`, `goal drop 2`."""
+    """An edit for a person: `task add 'X' (first) [check: C]`, `goal drop 2`, `memory drop known known-3`."""
     op = str(edit.get("op", "?")).replace("_", " ")
     if edit.get("op") == "resume":
         return op
     if "number" in edit:
         return f"{op} {edit['number']}"
+    if "section" in edit:
+        return f"{op} {edit['section']} " + (f"{edit['id']}" if "id" in edit else repr(edit.get("text")))
     text = f"{op} {edit.get('text')!r}" + (" (first)" if edit.get("first") else "")
     return text + (f" [check: {edit['check']}]" if edit.get("check") else "")
 
@@ -63,12 +90,14 @@ def _text(edit: dict) -> str:
     return text.strip()
 
 
-def apply_edit(state: dict, edit: dict) -> str:
+def apply_edit(state: dict, edit: dict, context: EditContext | None = None) -> str:
     """Apply one edit to `state` in place and say what it did; UsageError refuses it (callers
-    apply to a copy: a refused edit may have changed part of it)."""
+    apply to a copy: a refused edit may have changed part of it). A memory edit needs `context`."""
     op = edit.get("op") if isinstance(edit, dict) else None
     if op not in OPS:
         raise UsageError(f"unknown edit {op!r} (edits: {', '.join(OPS)})")
+    if op in MEMORY_OPS:
+        return _memory(state, edit, context or EditContext())
     try:
         message = _APPLY[op](state, edit)
         if op.startswith("task"):
@@ -121,6 +150,29 @@ def _goal_drop(state: dict, edit: dict) -> str:
 
 def _resume(state: dict, edit: dict) -> str:
     return "resumed by the operator: the model is called again, and a stalled task's streak starts over"
+
+
+def _memory(state: dict, edit: dict, context: EditContext) -> str:
+    """An operator's edit of a section, in place; what it moved out added to `context.leaving`."""
+    from agent.memory.sections import Stamp, operator_edit, settle, specs_by_name  # only memory edits need them
+
+    section, op = edit.get("section"), str(edit["op"]).removeprefix("memory_")
+    spec = specs_by_name(context.specs).get(section) if isinstance(section, str) else None
+    if spec is None:
+        names = ", ".join(s.name for s in context.specs) or "none"
+        raise UsageError(f"there is no section {section!r} in config.yaml (sections: {names})")
+    value = edit.get("id" if op == "drop" else "text")
+    if not isinstance(value, str):
+        raise UsageError(f"memory {op}: the {'id' if op == 'drop' else 'text'} is missing")
+    stamp = context.stamp or Stamp.of()
+    woken = settle(state, context.specs, stamp, context.floor)  # as at wake: entries adopted, counters raised
+    change = operator_edit(woken.state, spec, op, value, stamp)
+    if change.refusal:
+        raise UsageError(change.refusal)
+    state.clear()
+    state.update(change.state)
+    context.leaving.extend([*woken.leaving, *change.leaving])
+    return "; ".join([*woken.notes, *change.notes]) or f"{section}: unchanged"
 
 
 _APPLY = {

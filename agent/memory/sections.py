@@ -38,10 +38,11 @@ import datetime as _dt
 import re
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from agent.common.escape import escape_controls
-from agent.common.jsonschema import describe
+from agent.common.outcomes import InvalidScratchpad, UsageError
+from agent.common.plain import described
 from agent.setting_checks import SectionSpec, by_stability, edit_schemas
 from agent.state import SECTION_IDS_KEY
 from agent.store.ids import SECOND_FORMAT, cycle_started
@@ -51,7 +52,9 @@ APPEND, REMOVE, CLEAR = "APPEND:", "REMOVE:", "CLEAR"
 MODEL, OPERATOR = "model", "operator"
 # The fields of an entry only the runtime writes (and the order a new entry's keys are written in).
 ENTRY_KEYS = ("id", "text", "by", "added", "days", "last_day")
-RUNTIME_ENTRY_KEYS = frozenset({"id", "by", "added", "days", "last_day", "merged_from"})
+RUNTIME_ENTRY_KEYS = frozenset({"id", "by", "added", "days", "last_day", "merged_from", "protected"})
+# The days on which an entry must have been stated to be protected (never archived bare by a consolidation).
+PROTECTED_DAYS = 2
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -124,6 +127,16 @@ def entries_of(state: dict, spec: SectionSpec) -> list:
     return value if isinstance(value, list) else []
 
 
+def shown_entries(state: dict, spec: SectionSpec) -> list[dict]:
+    """A list section's entries as a reader shows them, before wake has adopted what an operator wrote
+    by hand too: a plain string is an entry with that text and no id yet (the operator's)."""
+    return [
+        {"text": item, "by": OPERATOR} if isinstance(item, str) else item
+        for item in entries_of(state, spec)
+        if isinstance(item, (str, dict))
+    ]
+
+
 def text_of(state: dict, spec: SectionSpec) -> str:
     value = state.get(spec.name)
     return value if isinstance(value, str) else ""
@@ -157,7 +170,7 @@ def shown_id(value: Any) -> str:
     plain), else described (clipped, its type named): a 10,000-character id never fills a message."""
     if isinstance(value, str) and len(value) <= 64 and value.isprintable() and " " not in value:
         return value
-    return describe(value)
+    return described(value)
 
 
 def most_lost(count: int, max_loss: float) -> int:
@@ -172,12 +185,26 @@ def removal_allowance(count: int, max_loss: float) -> int:
     return max(1, most_lost(count, max_loss))
 
 
+def protected(entry: dict) -> bool:
+    """Whether a consolidation may never archive `entry` bare: the operator's, stated on
+    PROTECTED_DAYS days or more, or a successor of such an entry (`protected: true`: protection
+    passes to a successor, so two consolidations cannot launder it: merged with a weaker entry, then
+    archived bare)."""
+    return entry.get("by") == OPERATOR or entry.get("days", 1) >= PROTECTED_DAYS or entry.get("protected") is True
+
+
+def strength(entry: dict) -> int:
+    """An entry's days as eviction weighs them: a protected successor weighs as PROTECTED_DAYS."""
+    days = entry.get("days", 1)
+    return max(days, PROTECTED_DAYS) if entry.get("protected") is True else days
+
+
 def weakest_first(entries: list[dict]) -> list[dict]:
-    """Model entries in the order eviction takes them: the fewest days first, then the longest
-    since last stated, then the oldest. Operator entries are never evicted."""
+    """Model entries in the order eviction takes them: the fewest days first (`strength`), then the
+    longest since last stated, then the oldest. Operator entries are never evicted."""
     model = [e for e in entries if e.get("by") == MODEL]
     return sorted(
-        model, key=lambda e: (e.get("days", 1), str(e.get("last_day")), str(e.get("added")), id_number(e.get("id")))
+        model, key=lambda e: (strength(e), str(e.get("last_day")), str(e.get("added")), id_number(e.get("id")))
     )
 
 
@@ -254,12 +281,36 @@ def apply_edits(
             if spec.read_only:
                 raise _Refused(f"section '{name}' is read-only: only the operator writes it (agent memory set)")
             if not isinstance(value, str):
-                raise _Refused(f"section '{name}' takes a string, got {describe(value)}")
+                raise _Refused(f"section '{name}' takes a string, got {described(value)}")
             edit = _list_edit if spec.is_list else _text_edit
             edit(new, spec, value, _Context(leaving, notes, stamp, start, max_loss, MODEL))
     except _Refused as exc:
         return Change(state, refusal=str(exc))
     return Change(new, tuple(leaving), tuple(notes))
+
+
+@dataclass(frozen=True)
+class Edits:
+    """A cycle's sections as update_scratchpad and the reflect step apply them: the specs, the state
+    the cycle began from (after wake: it bounds what may leave each list in the cycle), the cycle's
+    stamp and the share that may leave (`consolidate_max_loss`)."""
+
+    specs: tuple[SectionSpec, ...]
+    start: dict
+    stamp: Stamp
+    max_loss: float
+
+    def split(self, args: dict) -> tuple[dict, dict]:
+        """update_scratchpad's arguments as (the fields', the sections')."""
+        return split_update(args, self.specs)
+
+    def apply(self, state: dict, edits: dict) -> Change:
+        return apply_edits(state, self.specs, edits, start=self.start, max_loss=self.max_loss, stamp=self.stamp)
+
+    def problems(self, after: dict) -> list[str]:
+        """Why the state a cycle would save breaks the sections' rules (checked again before saving:
+        every edit was checked as it was applied, this holds whatever happened in between)."""
+        return state_problems(after, self.specs) + loss_problems(self.start, after, self.specs, self.max_loss)
 
 
 @dataclass
@@ -500,9 +551,33 @@ def kind_conflict(state: dict, specs: Iterable[SectionSpec]) -> str | None:
             )
         return (
             f"section '{spec.name}' is {kind} in config.yaml, but active.yaml already uses '{spec.name}' for "
-            f"{describe(value)}; rename that key in active.yaml, or name the section otherwise"
+            f"{_kind_of(value)}; rename that key in active.yaml, or name the section otherwise"
         )
     return None
+
+
+def _kind_of(value: Any) -> str:
+    """What a YAML value is, in words (never a Python repr)."""
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, bool):
+        return "true or false"
+    return "a number" if isinstance(value, (int, float)) else "a value of another kind"
+
+
+def checked(state: dict, specs: Iterable[SectionSpec], where: object) -> None:
+    """Refuse a state these sections cannot be used with, before anything is written: a kind that
+    changed or a key used for something else is UsageError (exit 2), a hand-broken section
+    InvalidScratchpad (exit 6); `where` (active.yaml's path) starts the message."""
+    specs = tuple(specs)
+    conflict = kind_conflict(state, specs)
+    if conflict:
+        raise UsageError(f"{where}: {conflict}")
+    found = state_problems(state, specs)
+    if found:
+        raise InvalidScratchpad(
+            f"{where}: {'; '.join(found[:5])}" + (f" (and {len(found) - 5} more)" if len(found) > 5 else "")
+        )
 
 
 def state_problems(state: dict, specs: Iterable[SectionSpec]) -> list[str]:
@@ -519,7 +594,9 @@ def state_problems(state: dict, specs: Iterable[SectionSpec]) -> list[str]:
         if value is None or isinstance(value, (str, list)) and not spec.is_list or isinstance(value, str):
             continue  # empty, text, or a kind changed (kind_conflict's to say)
         if not isinstance(value, list):
-            found.append(f"section '{spec.name}' must be {'a list' if spec.is_list else 'text'}, got {describe(value)}")
+            found.append(
+                f"section '{spec.name}' must be {'a list' if spec.is_list else 'text'}, got {described(value)}"
+            )
             continue
         for index, item in enumerate(value):
             where = f"{spec.name}[{index}]"
@@ -535,7 +612,7 @@ def state_problems(state: dict, specs: Iterable[SectionSpec]) -> list[str]:
         isinstance(counters, dict)
         and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counters.values())
     ):
-        found.append(f"'{SECTION_IDS_KEY}' must map section names to whole numbers, got {describe(counters)}")
+        found.append(f"'{SECTION_IDS_KEY}' must map section names to whole numbers, got {described(counters)}")
     return found
 
 
@@ -543,7 +620,7 @@ def _item_problem(item: Any, where: str) -> str | None:
     if isinstance(item, str):
         return None if item.strip() else f"{where} is empty"
     if not isinstance(item, dict):
-        return f"{where} must be an entry (a mapping with a text) or a plain string, got {describe(item)}"
+        return f"{where} must be an entry (a mapping with a text) or a plain string, got {described(item)}"
     if not isinstance(item.get("text"), str) or not item["text"].strip():
         return f"{where} has no text"
     if "id" not in item:
@@ -555,20 +632,23 @@ def _item_problem(item: Any, where: str) -> str | None:
         "days": isinstance(item.get("days"), int) and not isinstance(item.get("days"), bool) and item["days"] >= 1,
         "last_day": isinstance(item.get("last_day"), (str, _dt.date)) and bool(DAY.fullmatch(str(item["last_day"]))),
         "merged_from": isinstance(item.get("merged_from", []), list),
+        "protected": isinstance(item.get("protected", False), bool),
     }
     wrong = [key for key, ok in checks.items() if not ok]
     if wrong:
-        return f"{where} ({item.get('id')}): runtime field '{wrong[0]}' is missing or wrong, got {describe(item.get(wrong[0]))}"
+        return f"{where} ({item.get('id')}): runtime field '{wrong[0]}' is missing or wrong, got {described(item.get(wrong[0]))}"
     return None
 
 
 # ------------------------------------------------------------------------------------- wake
 
 
-def settle(state: dict, specs: Iterable[SectionSpec], stamp: Stamp) -> Change:
+def settle(state: dict, specs: Iterable[SectionSpec], stamp: Stamp, floor: Mapping[str, int] | None = None) -> Change:
     """At wake, before the `_before` snapshot (the state has passed `kind_conflict` and
     `state_problems`): every section's key made; a plain string or an id-less mapping in a list
-    adopted as the operator's entry; each counter at least its section's highest id; and a section
+    adopted as the operator's entry; each counter at least its section's highest id, and at least
+    `floor` (the highest id of each section the archive holds: an id is never issued twice, even
+    when an operator lowers or deletes `section_ids`); and a section
     over a lowered limit brought within it: a list's weakest model entries archived (the operator's
     stay, over the limit if need be: `over_limits` says so), a writable text's oldest lines archived
     when it says when_full: archive. No sections: the state as given, untouched."""
@@ -576,7 +656,7 @@ def settle(state: dict, specs: Iterable[SectionSpec], stamp: Stamp) -> Change:
     if not specs:
         return Change(state)
     new, leaving, notes = copy.deepcopy(state), [], []
-    _raise_counters(new, specs)
+    _raise_counters(new, specs, floor or {})
     for spec in specs:
         if spec.is_list:
             _settle_list(new, spec, stamp, leaving, notes)
@@ -585,11 +665,12 @@ def settle(state: dict, specs: Iterable[SectionSpec], stamp: Stamp) -> Change:
     return Change(new, tuple(leaving), tuple(notes))
 
 
-def _raise_counters(state: dict, specs: tuple[SectionSpec, ...]) -> None:
+def _raise_counters(state: dict, specs: tuple[SectionSpec, ...], floor: Mapping[str, int]) -> None:
     """Each list section's counter at least the highest id of its form in any list section (an entry
-    moved by hand to another section keeps its id, and that id must never be issued again)."""
+    moved by hand to another section keeps its id, and that id must never be issued again), and at
+    least its `floor`."""
     names = {spec.name for spec in specs if spec.is_list}
-    highest: dict[str, int] = {}
+    highest: dict[str, int] = {name: number for name, number in floor.items() if name in names and number > 0}
     for spec in specs:
         items = state.get(spec.name) if spec.is_list else None
         for item in items if isinstance(items, list) else ():
@@ -660,9 +741,10 @@ def over_limits(state: dict, specs: Iterable[SectionSpec]) -> list[str]:
             )
         if spec.is_list:
             found += [
-                f"entry {e['id']} of '{spec.name}' is {len(e['text'])} characters, over its entry_chars ({spec.entry_chars})"
-                for e in entries_of(state, spec)
-                if len(e.get("text", "")) > spec.entry_chars
+                f"entry {e.get('id', '(not yet adopted)')} of '{spec.name}' is {len(e['text'])} characters, over its "
+                f"entry_chars ({spec.entry_chars})"
+                for e in shown_entries(state, spec)
+                if isinstance(e.get("text"), str) and len(e["text"]) > spec.entry_chars
             ]
     return found
 
@@ -733,10 +815,34 @@ def surfaced(state: dict, specs: Iterable[SectionSpec]) -> list[dict]:
         if not spec.surface:
             continue
         if spec.is_list:
-            found += [{"section": spec.name, "id": e.get("id"), "text": e.get("text")} for e in entries_of(state, spec)]
+            found += [
+                {"section": spec.name, "id": e.get("id"), "text": e.get("text")} for e in shown_entries(state, spec)
+            ]
         elif text_of(state, spec):
             found.append({"section": spec.name, "text": text_of(state, spec)})
     return found
+
+
+# What a cycle's record carries of the surfaced entries at most (all of them are counted).
+SURFACED_IN_RECORD, SURFACED_CHARS = 20, 300
+
+
+def surfaced_summary(state: dict, specs: Iterable[SectionSpec]) -> dict | None:
+    """What a cycle's record (the index, the hook's stdin, the metrics) says of `surfaced`: how many,
+    and the first SURFACED_IN_RECORD, each text clipped to SURFACED_CHARS. None when no section is
+    `surface: true` (the record then stays as it always was)."""
+    specs = tuple(specs)
+    if not any(spec.surface for spec in specs):
+        return None
+    found = surfaced(state, specs)
+    shown = [
+        {
+            **item,
+            "text": item["text"] if len(item["text"]) <= SURFACED_CHARS else item["text"][: SURFACED_CHARS - 1] + "…",
+        }
+        for item in found[:SURFACED_IN_RECORD]
+    ]
+    return {"count": len(found), "entries": shown}
 
 
 # ------------------------------------------------------------------------------ the reflect step

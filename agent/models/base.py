@@ -48,16 +48,19 @@ class Request:
     task: str | None = None  # the current task; None when there is none
     previous: Outcome | None = None  # what the previous action of this cycle did (redacted); None before the first
     timeout: float | None = None  # seconds left in the cycle's time budget; None: no budget
-    purpose: str = "action"  # what the call is for, as the transcript records it: "action" or "reflect"
+    purpose: str = "action"  # what the call is for, as the transcript records it: "action", "reflect", "consolidate"
     examples: tuple = ()  # worked steps as (user turn, reply) pairs, for chat_messages (agent/cycle/examples.py)
     examples_text: str = ""  # the same examples as a section of system text, for a model sent no turns
+    max_output_tokens: int | None = None  # this call's own cap (a consolidation's reply); None: the setting's
 
     @classmethod
     def from_fields(cls, fields: dict) -> "Request":
         """A Request from its `dataclasses.asdict` (as the embedded model's child process receives it)."""
         previous = fields.get("previous")
         if previous is not None:  # its tag arrives as the tag's text: made a Tag again, or `is` fails
-            previous = Outcome(**{**previous, "kind": Tag(previous["kind"])})
+            previous = Outcome(
+                **{**previous, "kind": Tag(previous["kind"]), "leaving": tuple(previous.get("leaving", ()))}
+            )
         return cls(**{**fields, "previous": previous})
 
 

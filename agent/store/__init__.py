@@ -1,4 +1,4 @@
-"""Everything a home holds on disk, one module per job:
+"""A home's files and records (the scratchpad's own files are agent/scratchpad.py), one module per job:
 
 - home.py        Home (where each file lives), stale temporary files
 - db.py          logs/agent.db: the connection, transactions, its errors, the journal (WAL or rollback), probes
@@ -8,7 +8,6 @@
 - cycles.py      the cycle index: new ids, records, what they spent, the files on disk
 - archive.py     the archive and its full-text recall index
 - ids.py         cycle ids, and the rule that keeps them in time order
-- state_file.py  read, validate and write scratchpad files
 - lock.py        the home's lock
 - retention.py   which old cycles' snapshots, logs and transcripts to delete
 

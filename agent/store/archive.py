@@ -1,9 +1,11 @@
 """The archive: what bounded memory moved out of the scratchpad, and its full-text recall index.
 
-Each archived item (a note line, a completed task, a replaced state...) is a row of logs/agent.db's
-`archive` table, and its searchable text a row of `recall` (SQLite FTS5, contentless: the index
-only, keyed by the archive row), written in the same transaction: the index never lags the
-archive and needs no catch-up. Rows are never deleted.
+Each archived item (a note line, a completed task, a replaced state, what left a memory
+section...) is a row of logs/agent.db's `archive` table, and its searchable text a row of `recall`
+(SQLite FTS5, contentless: the index only, keyed by the archive row), written in the same
+transaction: the index never lags the archive and needs no catch-up. Rows are never deleted. What
+left a memory section also has its section, entry id and successor in columns of its row, and the
+`section_id` table keeps each section's highest id the archive received (migration m003).
 
 The query comes from the model, so it is never FTS5 syntax: its words are each quoted as a string
 and OR-ed, so operators (AND, NOT, NEAR), column filters, `*` and quotes are just text.
@@ -30,8 +32,10 @@ class Match:
     """One archived item that matched: a note line or a completed task."""
 
     cycle_id: str
-    kind: str  # "note" | "completed_task", as in the archive
+    kind: str  # "note" | "completed_task" | "section_entry" | "section_text" ..., as in the archive
     text: str
+    section: str | None = None  # what left a memory section: which one
+    entry_id: str | None = None  # and, for a list's entry, its id
 
 
 def append_archive(home: Home, items: list[dict]) -> None:
@@ -51,17 +55,50 @@ def counts_by_kind(home: Home) -> dict[str, int]:
     return dict(records(home, create=False).rows("SELECT kind, count(*) FROM archive GROUP BY kind"))
 
 
+def section_records(home: Home, section: str | None = None) -> Iterator[tuple[int, dict]]:
+    """(row, record) of what left the memory sections (or one of them), oldest first, streamed."""
+    where = "section IS NOT NULL" if section is None else "section = ?"  # the latter by archive_section
+    sql = f"SELECT seq, record FROM archive WHERE {where} ORDER BY seq"
+    rows = records(home, create=False).stream(sql, () if section is None else (section,))
+    yield from ((seq, record) for seq, text in rows if (record := loaded(text)) is not None)
+
+
+def highest_ids(home: Home) -> dict[str, int]:
+    """The highest id number of each memory section the archive ever received (the `section_id`
+    table: raised by the database as each archive row is added, and by `raise_ids`)."""
+    return dict(records(home, create=False).rows("SELECT section, highest FROM section_id"))
+
+
+def raise_ids(home: Home, highest: dict[str, int]) -> None:
+    """Raise each section's highest id number to at least `highest`'s (never lowered)."""
+    db = records(home)
+    with db.write():
+        for section, number in highest.items():
+            db.execute(
+                "INSERT INTO section_id VALUES (?, ?) ON CONFLICT (section) "
+                "DO UPDATE SET highest = max(highest, excluded.highest)",
+                (section, number),
+            )
+
+
+_ENTRY_ID = re.compile(r"\b[a-z][a-z0-9_]{0,31}-[0-9]{1,18}\b")  # a section entry's id: known-12
+
+
 def fts_query(text: str) -> str | None:
-    """An FTS5 MATCH expression for untrusted text: its first words, each quoted, OR-ed; None if none."""
+    """An FTS5 MATCH expression for untrusted text: an entry id it names as a phrase (`known-12`:
+    "known 12", the two words side by side, so the entry ranks first), then its first words, each
+    quoted, OR-ed; None if none."""
+    text = text[:MAX_QUERY_CHARS]
+    phrases = [" ".join(_WORD.findall(found)) for found in _ENTRY_ID.findall(text.lower())][:MAX_QUERY_WORDS]
     words: list[str] = []
-    for word in _WORD.findall(text[:MAX_QUERY_CHARS]):
+    for word in _WORD.findall(text):
         word = word[:MAX_WORD_CHARS].lower()
         if word not in words:
             words.append(word)
         if len(words) == MAX_QUERY_WORDS:
             break
     # No word holds a double quote, so each "word" is a plain string to FTS5, never syntax.
-    return " OR ".join(f'"{word}"' for word in words) or None
+    return " OR ".join([*(f'"{phrase}"' for phrase in dict.fromkeys(phrases)), *(f'"{w}"' for w in words)]) or None
 
 
 def search(home: Home, query: str, limit: int) -> list[Match]:
@@ -70,9 +107,12 @@ def search(home: Home, query: str, limit: int) -> list[Match]:
     if expression is None:
         return []
     rows = records(home, create=False).rows(
-        "SELECT archive.cycle_id, archive.kind, archive.record FROM (SELECT rowid, rank FROM recall "
+        "SELECT archive.cycle_id, archive.kind, archive.record, archive.section, archive.entry_id FROM (SELECT rowid, rank FROM recall "
         "WHERE recall MATCH ? ORDER BY rank, rowid DESC LIMIT ?) AS found JOIN archive ON archive.seq = found.rowid "
         "ORDER BY found.rank, found.rowid DESC",
         (expression, limit),
     )
-    return [Match(cycle_id, kind, entry_text(loaded(text) or {})) for cycle_id, kind, text in rows]
+    return [
+        Match(cycle_id, kind, entry_text(loaded(text) or {}), section, entry_id)
+        for cycle_id, kind, text, section, entry_id in rows
+    ]

@@ -19,46 +19,27 @@ import contextlib
 import errno
 import json
 import os
-import re
 import sqlite3
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from agent.common import file_systems
+from agent.common.file_systems import file_system
 from agent.common.files import SECRET_FILE_MODE, disk_error, fault_point
 from agent.common.outcomes import Busy, DiskError
 from agent.store.home import Home
 
 BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's transaction (an upgrade's import is the longest)
-NETWORK_FILE_SYSTEMS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "glusterfs", "lustre", "gpfs", "afs"}
-NETWORK_FILE_SYSTEMS |= {"beegfs", "fuse.glusterfs", "fuse.sshfs", "fuse.s3fs", "fuse.rclone", "fuse.gcsfuse"}
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT = 5, 6, 8, 10, 11
 _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB, _SQLITE_PERM = 13, 14, 26, 3
-
-
-def file_system(folder: Path) -> str:
-    """The type of the file system `folder` is on (from /proc/self/mountinfo), or '' when unknown."""
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-        target = os.path.realpath(folder)
-    except OSError:
-        return ""
-    best, kind = "", ""
-    for line in lines:
-        fields, _, rest = line.partition(" - ")
-        parts = fields.split(" ")
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4]) if len(parts) > 4 else ""
-        inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= len(best) and rest:
-            best, kind = point, rest.split(" ")[0]
-    return kind
 
 
 def journal_mode(folder: Path) -> tuple[str, str]:
     """("wal" or "delete", why): WAL needs memory shared by every process that opens the database,
     which a network file system cannot give; there, the rollback journal."""
     kind = file_system(folder)
-    if kind in NETWORK_FILE_SYSTEMS:
+    if kind in file_systems.NETWORK:
         return "delete", f"rollback journal: {folder} is on {kind}, a network file system, where WAL cannot work"
     return "wal", f"WAL journal ({kind or 'file system unknown'})"
 

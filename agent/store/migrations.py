@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable
 
 from agent.common.files import fault_point
 from agent.common.outcomes import UsageError
+from agent.store.rows import loaded, section_columns
 
 if TYPE_CHECKING:
     from agent.store.db import Database
@@ -134,3 +135,41 @@ def m002_outcomes_and_outlets(db: Database) -> None:
         "CREATE TABLE outlet (name TEXT PRIMARY KEY, format INTEGER NOT NULL, problem TEXT NOT NULL, since TEXT NOT NULL)",
     ):
         db.execute(statement)
+
+
+def _raise_ids(ids: str) -> str:
+    """An upsert raising `section_id` to the highest number among `ids` (a query of one column, `id`,
+    each `<section>-<digits>`; anything of another form is not an id the runtime issued: skipped)."""
+    section, digits = "substr(id, 1, instr(id, '-') - 1)", "substr(id, instr(id, '-') + 1)"
+    return f"""INSERT INTO section_id (section, highest)
+        SELECT {section}, max(CAST({digits} AS INTEGER)) FROM ({ids})
+        WHERE instr(id, '-') > 1 AND length({digits}) BETWEEN 1 AND 18 AND {digits} NOT GLOB '*[^0-9]*'
+        GROUP BY 1
+        ON CONFLICT (section) DO UPDATE SET highest = max(highest, excluded.highest)"""
+
+
+@migration
+def m003_memory_sections(db: Database) -> None:
+    """What leaves a memory section (agent/memory/section_archive.py): the archive rows say which
+    section and entry id (and which successor replaced it), for `recall` and `agent show --all` to
+    find it by section and id; `section_id` keeps the highest id number of each section that ever
+    reached the archive (raised by the database itself as each row is added, and by `restore` and
+    `reset` for the state they replace), so no id is issued twice."""
+    for statement in (
+        "ALTER TABLE archive ADD COLUMN section TEXT",
+        "ALTER TABLE archive ADD COLUMN entry_id TEXT",
+        "ALTER TABLE archive ADD COLUMN replaced_by TEXT",
+        "CREATE INDEX archive_section ON archive (section, entry_id) WHERE section IS NOT NULL",
+        "CREATE TABLE section_id (section TEXT PRIMARY KEY, highest INTEGER NOT NULL) WITHOUT ROWID",
+        f"""CREATE TRIGGER archive_section_id AFTER INSERT ON archive
+            WHEN new.entry_id IS NOT NULL OR new.replaced_by IS NOT NULL
+            BEGIN {_raise_ids("SELECT new.entry_id AS id UNION ALL SELECT new.replaced_by")}; END""",
+    ):
+        db.execute(statement)
+    # Section records a database already holds: their columns read out of the record, then the mark.
+    for seq, text in db.rows("SELECT seq, record FROM archive WHERE kind IN ('section_entry', 'section_text')"):
+        db.execute(
+            "UPDATE archive SET section = ?, entry_id = ?, replaced_by = ? WHERE seq = ?",
+            (*section_columns(loaded(text) or {}), seq),
+        )
+    db.execute(_raise_ids("SELECT entry_id AS id FROM archive UNION ALL SELECT replaced_by FROM archive"))

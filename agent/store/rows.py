@@ -86,8 +86,13 @@ def insert_record(db: Database, record: dict, files: tuple[int, int, int, int, i
 
 
 def entry_text(record: dict) -> str:
-    """The searchable text of one archive record: a note line, or a completed task and its summary."""
+    """The searchable text of one archive record: a note line, a completed task and its summary, or
+    what left a memory section (`known known-3: text`, and what replaced it)."""
     value = record.get("value")
+    if isinstance(record.get("section"), str):
+        text = value.get("text") if isinstance(value, dict) else value
+        replaced = f" (replaced by {record['replaced_by']})" if isinstance(record.get("replaced_by"), str) else ""
+        return f"{record['section']} {record.get('id') or 'text'}: {'' if text is None else plain(text)}{replaced}"
     if isinstance(value, dict):
         task, summary = value.get("task"), value.get("summary")
         rest = [f"{k}: {plain(v)}" for k, v in value.items() if k not in ("task", "summary")]
@@ -95,15 +100,32 @@ def entry_text(record: dict) -> str:
     return "" if value is None else plain(value)
 
 
+def section_columns(record: dict) -> tuple[str | None, str | None, str | None]:
+    """(section, entry id, replaced_by) of an archive record of what left a memory section; Nones
+    for any other record (the `archive` table's columns of those names, migration m003)."""
+    if not isinstance(record.get("section"), str):
+        return None, None, None
+    return tuple(
+        record.get(key) if isinstance(record.get(key), str) else None for key in ("section", "id", "replaced_by")
+    )
+
+
 def add_archive(db: Database, items: Iterable[dict]) -> None:
-    """Archive records ({cycle_id, archived_at, kind, reason, value}) and their recall rows."""
+    """Archive records ({cycle_id, archived_at, kind, reason, value}; what left a memory section
+    also section, id, replaced_by) and their recall rows."""
     with db.write():
         for record in items:
             if not isinstance(record.get("kind"), str):
                 continue
             seq = db.execute(
-                "INSERT INTO archive (format, cycle_id, kind, record) VALUES (1, ?, ?, ?)",
-                (str(record.get("cycle_id", "?")), record["kind"], json.dumps(record, ensure_ascii=False)),
+                "INSERT INTO archive (format, cycle_id, kind, record, section, entry_id, replaced_by) "
+                "VALUES (1, ?, ?, ?, ?, ?, ?)",
+                (
+                    str(record.get("cycle_id", "?")),
+                    record["kind"],
+                    json.dumps(record, ensure_ascii=False),
+                    *section_columns(record),
+                ),
             ).lastrowid
             text = entry_text(record)
             if text.strip():

@@ -53,6 +53,7 @@ class ToolContext:
     secrets: Secrets | None = None  # None: the settings' secrets, read from the environment
     journal: Any = None  # a cycle's journal of calls with side effects (agent/cycle/journal.py); None: none kept
     ledger: Any = None  # the workspace's count for the quota, made when first needed (agent/tools/quota.py)
+    memory: Any = None  # the cycle's sections as update_scratchpad applies them (memory/sections.py Edits); None: none
 
     def __post_init__(self) -> None:
         if self.secrets is None:
@@ -139,6 +140,9 @@ class Tool:
     # Whether a call may change something outside the cycle's memory (send, write, run): such calls
     # are journaled, and one a killed cycle left unfinished is never repeated on its own.
     side_effects: bool = True
+    # Arguments the tool knows but does not offer (update_scratchpad: the read-only sections): the
+    # schema leaves them out, and check_args lets them through so the tool refuses them by name.
+    unoffered: tuple[str, ...] = ()
 
     @classmethod
     def from_function(
@@ -175,13 +179,17 @@ class Tool:
         if not isinstance(args, dict):
             return f"args must be a JSON object, got {describe(args)}"
         for key in args:
-            if key not in self.args_schema["properties"]:
+            if key not in self.args_schema["properties"] and key not in self.unoffered:
                 allowed = ", ".join(self.args_schema["properties"]) or "none"
                 return f"unexpected argument '{key}' (arguments: {allowed})"
         for key in self.args_schema["required"]:
             if key not in args:
                 return f"missing required argument '{key}'"
-        return check(args, self.args_schema)
+        return check(self.offered_args(args), self.args_schema)
+
+    def offered_args(self, args: dict) -> dict:
+        """`args` without the arguments the tool does not offer (`unoffered`)."""
+        return {k: v for k, v in args.items() if k not in self.unoffered} if self.unoffered else args
 
     def refusal(self, ctx: ToolContext, args: dict) -> str | None:
         """Why the tool would refuse these (schema-valid) arguments without running, or None:
@@ -237,9 +245,11 @@ def control_tools(sections: tuple[SectionSpec, ...] = ()) -> list[Tool]:
         description=(
             "Change scratchpad fields. completed_tasks entries are appended; pending_actions is "
             "replaced; goals, current_task and notes are set to the value given."
+            + (" A memory section takes one string: see its description." if sections else "")
         ),
         args_schema={"type": "object", "properties": writable, "required": [], "additionalProperties": False},
         example={"current_task": "Check disk space", "pending_actions": ["Report free space"]},
+        unoffered=tuple(spec.name for spec in sections if spec.read_only),  # refused by name, not as unknown
     )
     done = Tool(
         name="done",

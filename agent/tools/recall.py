@@ -1,7 +1,9 @@
 """recall: the model searches what bounded memory moved out of the scratchpad.
 
 The search itself is agent/store/archive.py (SQLite FTS5 over the archive, in logs/agent.db);
-this module is the tool: its arguments, its refusals, and a bounded answer.
+this module is the tool: its arguments, its refusals, and a bounded answer. What left a memory
+section is found by its words, and by its id (`recall("known-12")`); a record of an entry
+active.yaml still holds is one a cycle that did not save left, and is not shown.
 """
 
 from __future__ import annotations
@@ -25,6 +27,32 @@ def match_line(match: Match) -> str:
     return f"[{match.cycle_id}] {match.kind.replace('_', ' ')}: {text}"
 
 
+def saved(home: Home, matches: list[Match]) -> list[Match]:
+    """`matches` without what a cycle that did not save left: an entry of a memory section that
+    active.yaml still holds (a kill between the archive and active.yaml), and each entry once."""
+    if not any(match.entry_id for match in matches):
+        return matches
+    from agent.scratchpad import load_state
+
+    try:
+        state = load_state(home)
+    except AgentError:  # an unreadable active.yaml: shown as found
+        state = {}
+    seen, kept = set(), []
+    for match in matches:
+        key = (match.section, match.entry_id)
+        held = state.get(match.section) if match.section else None
+        if match.entry_id and (key in seen or _holds(held, match.entry_id)):
+            continue
+        seen.add(key)
+        kept.append(match)
+    return kept
+
+
+def _holds(entries: object, entry_id: str) -> bool:
+    return isinstance(entries, list) and any(isinstance(e, dict) and e.get("id") == entry_id for e in entries)
+
+
 def recall(ctx: ToolContext, query: str, limit: int = 3) -> str:
     """Search the archive of older notes and completed tasks (moved out of the scratchpad).
 
@@ -40,7 +68,7 @@ def recall(ctx: ToolContext, query: str, limit: int = 3) -> str:
     try:
         if not any_rows(home, "archive"):
             return "nothing has been archived yet"
-        matches = search(home, query, limit)
+        matches = saved(home, search(home, query, limit + MAX_LIMIT))[:limit]
     except AgentError as exc:
         raise ToolError(f"cannot search the archive: {exc}") from None
     if not matches:

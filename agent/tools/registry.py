@@ -31,10 +31,13 @@ def schema_bytes(tool: "Tool") -> int:
     return len(json.dumps(tool.action_schema(), ensure_ascii=False).encode())
 
 
-def within_schema_budget(tools: list["Tool"], budget: int) -> tuple[list["Tool"], list[str]]:
-    """(the tools whose schemas fit `budget` together, in order, the control tools always; the
-    names left out). A flood of MCP schemas never makes every request huge."""
-    kept, left_out, used = [], [], sum(schema_bytes(t) for t in control_tools())
+def within_schema_budget(
+    tools: list["Tool"], budget: int, control: list["Tool"] | None = None
+) -> tuple[list["Tool"], list[str]]:
+    """(the tools whose schemas fit `budget` together, in order, the control tools (`control`,
+    default: without sections) always; the names left out). A flood of MCP schemas never makes every
+    request huge."""
+    kept, left_out, used = [], [], sum(schema_bytes(t) for t in (control_tools() if control is None else control))
     for tool in tools:
         size = schema_bytes(tool)
         if used + size > budget:
@@ -84,12 +87,13 @@ def build_registry(
     offered = [t for t in tools if t.name not in off and (wanted is None or t.name in wanted)]
     offered_names = {t.name for t in offered}
     disabled = [t.name for t in tools if t.name not in offered_names]
-    offered, left_out = within_schema_budget(offered, settings.tool_schemas_max_bytes)
+    control = control_tools(settings.section_specs)  # update_scratchpad takes the writable sections
+    offered, left_out = within_schema_budget(offered, settings.tool_schemas_max_bytes, control)
     if left_out:
         problem = f"{SCHEMAS_LEFT_OUT} ({settings.tool_schemas_max_bytes}): {', '.join(left_out)}"
         problems.append(problem)
         (warn or warn_once)(problem)
-    return Registry(offered + control_tools(), disabled, problems)
+    return Registry(offered + control, disabled, problems)
 
 
 @contextlib.contextmanager

@@ -255,3 +255,16 @@ def test_a_cycle_running_for_longer_than_stale_after_needs_a_person(fleet):
         row = json.loads(_fleet("--json", fleet["stale"]).output)[0]
     assert (row["state"], row["running"]) == ("running", True)
     assert [item["text"] for item in row["attention"]] == ["a cycle has run for 2h (stale after 45m)"]
+
+
+def test_a_reverted_consolidation_is_an_incident(tmp_path):
+    """Issue 33: a reverted consolidation counts as a failure, so fleet names it though it exits 3."""
+    from tests.memory.homes import known, with_sections
+
+    root = with_sections(
+        tmp_path / "memory", {"current_task": None, "known": known("a", "b"), "section_ids": {"known": 2}}
+    )
+    script = write_script(tmp_path, [{"tool": "consolidate", "args": {"sections": {"known": []}}}])
+    assert run_cli("consolidate", "--home", str(root), "--model", f"scripted:{script}").exit_code == 3
+    result = run_cli("fleet", "-q", str(root))
+    assert result.exit_code == 1 and "incident: consolidation_reverted" in result.stdout, result.output

@@ -162,6 +162,8 @@ USES_OF_A_HOME = {
     "task": ("task", "add", "typed in the wrong folder"),
     "goal": ("goal", "add", "a goal"),
     "resume": ("resume",),
+    "memory": ("memory", "add", "known", "a fact"),
+    "consolidate": ("consolidate", "--model", "scripted:nowhere.yaml"),
     "prune": ("prune", "--keep", "1"),
     "logs": ("logs",),
     "replay": ("replay", "latest", "--model", "scripted:nowhere.yaml"),

@@ -26,6 +26,7 @@ def leaf_commands() -> list[tuple[str, click.Command]]:
     for name in main.list_commands(ctx):
         command = main.get_command(ctx, name)
         if isinstance(command, click.Group):
+            found += [(name, command)] if command.invoke_without_command else []  # `agent memory` shows, too
             found += [(f"{name} {sub}", command.get_command(ctx, sub)) for sub in command.list_commands(ctx)]
         else:
             found.append((name, command))
@@ -55,7 +56,8 @@ def test_the_help_names_every_exit_code():
 
 def test_every_command_has_help_text_and_json_output():
     commands = leaf_commands()
-    assert len(commands) == len(COMMANDS) - 2 + 6  # task and goal each hold add, list and drop
+    # task and goal each hold add, list and drop; memory holds add, drop and set, and shows the sections itself
+    assert len(commands) == len(COMMANDS) - 3 + 6 + 3 + 1
     for name, command in commands:
         assert command.help, name
         assert any(p.name == "as_json" for p in command.params), name

@@ -197,6 +197,11 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
     "agent.after.hooks",
     "agent.after.metrics",
     "agent.tools.mcp",
+    "agent.gates.memory",  # a home without sections never loads them
+    "agent.memory.sections",
+    "agent.memory.section_archive",
+    "agent.memory.consolidation",
+    "fractions",
     "jinja2",  # agent report's page, and what it shows: never a cycle's
     "markupsafe",
     "agent.cli.report",

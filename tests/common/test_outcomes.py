@@ -20,6 +20,8 @@ from agent.common.outcomes import AgentError, ExitCode, LimitReached, StopReason
         (StopReason.TOKEN_BUDGET, ExitCode.STOPPED),
         (StopReason.TIME_BUDGET, ExitCode.STOPPED),
         (StopReason.REPEATED_ACTION, ExitCode.STOPPED),
+        (StopReason.CONSOLIDATED, ExitCode.DONE),
+        (StopReason.CONSOLIDATION_REVERTED, ExitCode.STOPPED),
     ],
 )
 def test_every_stop_reason_has_its_exit_code(reason, code):
@@ -41,6 +43,8 @@ def test_the_values_files_and_schedulers_read_are_stable():
         "held",
         "error",
         "idle",
+        "consolidated",
+        "consolidation_reverted",
     }
 
 
@@ -57,3 +61,11 @@ def test_every_operator_facing_error_has_its_exit_code():
         "DiskError": ExitCode.DISK,
     }.items()
     assert AgentError.exit_code is ExitCode.FAILED
+
+
+def test_a_failure_is_a_failed_cycle_or_a_reverted_consolidation_and_nothing_else():
+    from agent.common.outcomes import is_failure
+
+    assert {r for r in StopReason if r.is_failure} == {StopReason.ERROR, StopReason.CONSOLIDATION_REVERTED}
+    assert is_failure("consolidation_reverted") and is_failure("error")
+    assert not any(is_failure(value) for value in ("done", "stalled", "idle", "consolidated", None, 7, "bogus"))

@@ -29,6 +29,7 @@ STABLE = {
     Tag.ARCHIVED: ("[ARCHIVED]", None),
     Tag.INBOX: ("[INBOX]", None),
     Tag.WAKE: ("[WAKE]", None),
+    Tag.MEMORY: ("[MEMORY]", None),
     Tag.INTERRUPTED: ("[INTERRUPTED]", None),
 }
 

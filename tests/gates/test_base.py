@@ -1,4 +1,4 @@
-"""The gate interface: the gates are one kind of thing, a list of gates is a gate, and a fifth
+"""The gate interface: the six gates are one kind of thing, a list of gates is a gate, and a seventh
 gate, defined here and listed by the same one line as the others, refuses, holds or stops a real cycle."""
 
 from __future__ import annotations
@@ -61,9 +61,16 @@ def gate_classes() -> list[type]:
     return found
 
 
-def test_the_gates_are_gates_that_change_only_hooks_of_the_one_interface():
+def test_the_six_gates_are_gates_that_change_only_hooks_of_the_one_interface():
     classes = gate_classes()
-    assert [c.__name__ for c in classes] == ["ApprovalGate", "BudgetGate", "CheckGate", "StallGate", "HoldGate"]
+    assert [c.__name__ for c in classes] == [
+        "ApprovalGate",
+        "BudgetGate",
+        "CheckGate",
+        "StallGate",
+        "HoldGate",
+        "MemoryGate",
+    ]
     for gate in classes:
         assert issubclass(gate, Gate)
         own = {name for name in vars(gate) if not name.startswith("_")}
@@ -77,6 +84,8 @@ def test_a_plain_cycle_has_the_gates_that_are_always_on_and_no_module_it_does_no
     assert [c.__name__ for c in chosen] == ["CheckGate", "StallGate", "HoldGate"]
     chosen = registry._classes(Settings(approval_required=["shell"], daily_token_budget=10), Home.at(tmp_path))
     assert [c.__name__ for c in chosen] == ["ApprovalGate", "BudgetGate", "CheckGate", "StallGate", "HoldGate"]
+    chosen = registry._classes(Settings(sections={"known": {"kind": "list", "limit": 3}}), Home.at(tmp_path))
+    assert [c.__name__ for c in chosen] == ["CheckGate", "StallGate", "HoldGate", "MemoryGate"]
 
 
 def test_a_list_of_gates_asks_each_in_turn_and_the_first_refusal_wins(tmp_path):
@@ -102,7 +111,7 @@ def test_a_list_of_gates_asks_each_in_turn_and_the_first_refusal_wins(tmp_path):
     assert state["seen"] == "abc"
 
 
-def test_a_fifth_gate_listed_by_one_line_refuses_an_update_with_a_tool_error_in_a_real_cycle(home, monkeypatch):
+def test_another_gate_listed_by_one_line_refuses_an_update_with_a_tool_error_in_a_real_cycle(home, monkeypatch):
     write_active(home, {"goals": ["ship it"], "current_task": "plan"})
     listed(monkeypatch, "ReadOnlyGoals")
     result = run_cycle(home, [{"tool": "update_scratchpad", "args": {"goals": ["nap"]}}, done("planned")])
@@ -112,7 +121,7 @@ def test_a_fifth_gate_listed_by_one_line_refuses_an_update_with_a_tool_error_in_
     assert "[TOOL ERROR] update_scratchpad refused: goals are read-only (the operator's)" in state["notes"]
 
 
-def test_a_fifth_gate_can_hold_a_cycle_at_wake_so_that_no_model_is_called(home, monkeypatch):
+def test_another_gate_can_hold_a_cycle_at_wake_so_that_no_model_is_called(home, monkeypatch):
     write_active(home, {"current_task": "work"})
     (home / "hold").write_text("")
     listed(monkeypatch, "HeldWhileFlagged")
@@ -126,7 +135,7 @@ def test_a_fifth_gate_can_hold_a_cycle_at_wake_so_that_no_model_is_called(home, 
     assert run_cycle(home, [done("worked")]).exit_code == 0  # something changed: the cycle runs
 
 
-def test_a_fifth_gate_can_stop_a_real_cycle_before_a_model_call(home, monkeypatch):
+def test_another_gate_can_stop_a_real_cycle_before_a_model_call(home, monkeypatch):
     write_active(home, {"current_task": "work"})
     listed(monkeypatch, "OneCallOnly")
     result = run_cycle(home, [echo("one"), echo("two"), done("never")])

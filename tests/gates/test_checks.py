@@ -10,7 +10,8 @@ import pytest
 
 from agent.config import Settings
 from agent.gates.base import Action
-from agent.gates.checks import CheckGate, checked_tasks_removed, run_check
+from agent.gates.checks import CheckGate, run_check
+from agent.memory.task_checks import checked_tasks_removed
 from agent.secrets import Secrets
 from agent.tools import ToolContext, build_registry
 from tests.cli.helpers import done, json_out, run_cycle

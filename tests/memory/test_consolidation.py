@@ -318,6 +318,40 @@ def test_a_protected_entry_may_be_merged():
     assert isinstance(consolidate(reply), Accepted)
 
 
+def test_a_successor_of_a_protected_entry_stays_protected_so_two_runs_cannot_launder_it():
+    merged = {
+        "sections": {
+            "known": [
+                {"text": "The NAS (10.0.0.5) backs up at 02:00", "cites": ["known-2", "known-3"]},
+                *kept("known-1", "known-4", "known-5", "known-6", "known-7", "known-8"),
+            ]
+        }
+    }
+    first = consolidate(merged)
+    successor = first.state["known"][0]
+    assert successor["days"] == 1 and successor["protected"] is True  # earns no days, keeps the protection
+    bare = {"sections": {"known": kept("known-1", "known-4", "known-5", "known-6", "known-7", "known-8")}}
+    bare["archive"] = ["known-9"]
+    reverted_with(bare, "(d) known: known-9 succeeds a protected entry: keep it or cite it", state=first.state)
+    again = {
+        "sections": {
+            "known": [{"text": "NAS 10.0.0.5, backups 02:00", "cites": ["known-9"]}, *bare["sections"]["known"]]
+        }
+    }
+    assert consolidate(again, first.state).state["known"][0]["protected"] is True  # and to its successor's successor
+
+
+def test_a_successor_of_unprotected_entries_carries_no_protection():
+    result = consolidate(good_reply())
+    assert "protected" not in result.state["known"][2]
+
+
+def test_the_model_cannot_forge_protection():
+    reply = good_reply()
+    reply["sections"]["known"][2]["protected"] = True
+    reverted_with(reply, "sets the runtime-owned field 'protected'")
+
+
 # ------------------------------------------------------------------------ hostile replies (e)
 
 
@@ -398,16 +432,16 @@ def test_a_successor_that_picks_its_own_id_is_reverted():
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (None, 'the arguments must be {"sections": {SECTION: [entries]}, "archive": [ids]}, got NoneType'),
+        (None, 'the arguments must be {"sections": {SECTION: [entries]}, "archive": [ids]}, got null'),
         ([], "the arguments must be"),
         ({"sections": []}, "the arguments must be"),
-        ({"sections": {}, "notes": "x"}, "the arguments have an unexpected key str 'notes'"),
-        ({"sections": {}, "archive": "known-7"}, "archive must be a list of ids, got str 'known-7'"),
+        ({"sections": {}, "notes": "x"}, "the arguments have an unexpected key notes"),
+        ({"sections": {}, "archive": "known-7"}, 'archive must be a list of ids, got the text "known-7"'),
         ({"sections": {"known": []}, "archive": [7]}, "archive must be a list of ids (strings)"),
-        ({"sections": {"known": {"id": "known-1"}}}, "(e) 'known' must be given a list of entries, got dict"),
+        ({"sections": {"known": {"id": "known-1"}}}, "(e) 'known' must be given a list of entries, got a mapping"),
         ({"sections": {"known": ["known-1"]}}, 'known[0] must be {"id": ID} or {"text": TEXT, "cites": [IDS]}'),
-        ({"sections": {"known": [{"id": 1}]}}, "(a) known[0]: an id must be a string, got int 1"),
-        ({"sections": {"known": [{"id": ["known-1"]}]}}, "(a) known[0]: an id must be a string, got list"),
+        ({"sections": {"known": [{"id": 1}]}}, "(a) known[0]: an id must be a string, got the number 1"),
+        ({"sections": {"known": [{"id": ["known-1"]}]}}, "(a) known[0]: an id must be a string, got a list"),
         ({"sections": {"known": [{"note": "x"}]}}, "known[0] has an unexpected key note (an entry is"),
         ({"sections": {"known": [{"text": "x", "cites": "known-3"}]}}, "(c) known[0] cites nothing"),
     ],
@@ -469,7 +503,7 @@ def test_parse_consolidation_reads_the_call_or_says_why_not():
     text = json.dumps({"tool": "consolidate", "args": good_reply()})
     assert parse_consolidation(text, STATE, SPECS) == good_reply()
     other = parse_consolidation(json.dumps({"tool": "done", "args": {}}), STATE, SPECS)
-    assert other == Reverted(("the reply calls str 'done', not consolidate",))
+    assert other == Reverted(("the reply calls done, not consolidate",))
     assert parse_consolidation("no json here", STATE, SPECS).violations[0].startswith("the reply cannot be used:")
 
 
@@ -497,7 +531,9 @@ def test_a_reply_of_the_largest_honest_size_fits_the_cap():
 def test_a_long_or_odd_id_is_shown_clipped_in_the_violation():
     reply = good_reply()
     reply["sections"]["known"][2]["cites"].append("k" * 10_000)
-    result = reverted_with(reply, "(a) known[2] cites str 'kkkk")
+    result = reverted_with(reply, '(a) known[2] cites the text "kkkk')
     assert max(len(v) for v in result.violations) < 300
-    reverted_with({"sections": {"known": []}, "archive": ["a\nforged line"]}, "archive names str 'a\\nforged line'")
-    reverted_with({"sections": {"x" * 500: []}}, "(e) str 'xxxx")
+    reverted_with(
+        {"sections": {"known": []}, "archive": ["a\nforged line"]}, 'archive names the text "a\\nforged line"'
+    )
+    reverted_with({"sections": {"x" * 500: []}}, '(e) the text "xxxx')

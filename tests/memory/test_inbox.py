@@ -13,9 +13,9 @@ import agent.memory.inbox as inbox
 from agent.common.outcomes import DiskError
 from agent.memory.inbox import APPLIED_KEY, apply_inbox, discard_queued, queue_edit, queued_edits, without_marker
 from agent.memory.queue_edits import goal_add, task_add, task_drop
+from agent.scratchpad import MAX_SCRATCHPAD_BYTES, read_state_file
 from agent.state import fresh_state
 from agent.store.db import any_rows, records
-from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
 from tests.helpers import store_home, tree_digest
 
 
@@ -76,7 +76,7 @@ def test_hostile_records_become_inbox_notes_and_the_good_ones_still_apply(home):
     assert result.messages == ["current task is now: good"]
     assert [note.split(": ", 2)[2] for note in result.refused] == [
         "the record's id is not text",
-        "unknown edit '\\x1b[2Jrm' (edits: task_add, task_drop, goal_add, goal_drop, resume)",
+        "unknown edit '\\x1b[2Jrm' (edits: task_add, task_drop, goal_add, goal_drop, memory_add, memory_drop, memory_set, resume)",
         "there is no goal 9: the goal list is empty",
     ]
     notes = result.state["notes"].split("\n")
@@ -128,8 +128,8 @@ def test_an_edit_queued_while_the_inbox_is_applied_survives_for_the_next_wake(ho
     )
     real_queued, other = inbox.queued_edits, []
 
-    def queued_then_another_arrives(home):
-        found = real_queued(home)
+    def queued_then_another_arrives(home, *upto):
+        found = real_queued(home, *upto)
         if not other:  # the apply has read the inbox: another process queues now
             other.append(subprocess.Popen([sys.executable, "-c", code, str(h.root)], stdout=subprocess.PIPE, text=True))
             assert other[0].stdout.readline() == "ready\n"

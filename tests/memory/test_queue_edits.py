@@ -56,7 +56,10 @@ def test_goals_are_added_and_dropped_by_number():
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        ({"op": "rm -rf /"}, "unknown edit 'rm -rf /' (edits: task_add, task_drop, goal_add, goal_drop, resume)"),
+        (
+            {"op": "rm -rf /"},
+            "unknown edit 'rm -rf /' (edits: task_add, task_drop, goal_add, goal_drop, memory_add, memory_drop, memory_set, resume)",
+        ),
         ({}, "unknown edit None"),
         (["task_add"], "unknown edit None"),
         ({"op": "task_add", "text": "   "}, "task_add: the text is empty"),

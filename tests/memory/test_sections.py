@@ -11,8 +11,8 @@ import random
 
 import pytest
 
-from agent.common.jsonschema import describe
 from agent.common.outcomes import UsageError
+from agent.common.plain import described
 from agent.common.safe_yaml import dump_yaml, load_yaml
 from agent.memory.sections import (
     Change,
@@ -106,16 +106,16 @@ def test_without_sections_no_key_of_the_state_is_a_problem():
 @pytest.mark.parametrize(
     "raw, message",
     [
-        ({"kind": True, "limit": 3}, "setting 'sections.s.kind' must be one of text, list, got bool True"),
-        ({"kind": ["list"], "limit": 3}, "setting 'sections.s.kind' must be one of text, list, got list"),
+        ({"kind": True, "limit": 3}, "setting 'sections.s.kind' must be one of text, list, got true"),
+        ({"kind": ["list"], "limit": 3}, "setting 'sections.s.kind' must be one of text, list, got a list"),
         (
             {"kind": "list", "limit": 3, "when_full": True},
-            "'sections.s.when_full' must be one of archive, refuse, got bool",
+            "'sections.s.when_full' must be one of archive, refuse, got true",
         ),
         ({"kind": "list", "limit": 3, "when_full": None}, "'sections.s.when_full' must be one of archive, refuse, got"),
         (
             {"kind": "list", "limit": 3, "when_full": {"a": 1}},
-            "'sections.s.when_full' must be one of archive, refuse, got dict",
+            "'sections.s.when_full' must be one of archive, refuse, got a mapping",
         ),
     ],
 )
@@ -171,6 +171,22 @@ def test_a_hand_written_id_whose_number_is_odd_never_breaks_wake_or_eviction(num
     assert woke[SECTION_IDS_KEY]["known"] == 3
     full = applied(applied(woke, known="APPEND: d"), known="APPEND: e")  # evicts the weakest
     assert [e["id"] for e in full["known"]] == ["known-2", "known-3", "known-4", "known-5"]
+
+
+def test_wake_raises_a_counter_to_the_archives_highest_id_even_when_the_operator_deleted_the_counters():
+    state = with_known("a", "b")
+    del state[SECTION_IDS_KEY]
+    settled = settle(state, SPECS, DAY2, floor={"known": 40, "unknown": 3, "now": 9, "gone": 7}).state
+    assert settled[SECTION_IDS_KEY] == {"known": 40, "unknown": 3}  # lists only; a text has no ids
+    assert applied(settled, known="APPEND: c")["known"][-1]["id"] == "known-41"
+    assert settle(settled, SPECS, DAY2, floor={"known": 5}).state[SECTION_IDS_KEY]["known"] == 40  # never lowered
+
+
+def test_a_protected_successor_is_evicted_after_the_one_day_entries():
+    state = with_known("a", "b", "c", "d")
+    state["known"][0]["protected"] = True  # as a consolidation leaves a successor of a protected entry
+    change = edit(state, known="APPEND: e", max_loss=1)
+    assert [v.value["text"] for v in change.leaving] == ["b"]
 
 
 def test_wake_raises_a_counter_past_its_ids_that_sit_in_another_section():
@@ -250,24 +266,24 @@ def test_a_key_the_state_already_uses_for_something_else_is_named():
         assert kind_conflict(state, SPECS).startswith(
             "section 'known' is a list in config.yaml, but active.yaml already uses 'known' for "
         )
-    assert "already uses 'now' for dict" in kind_conflict({**fresh_state(), "now": {"a": 1}}, SPECS)
+    assert "already uses 'now' for a mapping;" in kind_conflict({**fresh_state(), "now": {"a": 1}}, SPECS)
 
 
 @pytest.mark.parametrize(
     "value, problem",
     [
-        ({"x": 1}, "section 'known' must be a list, got dict"),
-        ([3], "known[0] must be an entry (a mapping with a text) or a plain string, got int 3"),
+        ({"x": 1}, "section 'known' must be a list, got a mapping"),
+        ([3], "known[0] must be an entry (a mapping with a text) or a plain string, got the number 3"),
         ([""], "known[0] is empty"),
         ([{"text": 5}], "known[0] has no text"),
         ([{"id": "known-1", "text": "a"}], "known[0] (known-1): runtime field 'by' is missing or wrong"),
         (
             [{"id": "known-1", "text": "a", "by": "root", "added": "x", "days": 1, "last_day": "2026-01-01"}],
-            "runtime field 'by' is missing or wrong, got str 'root'",
+            "runtime field 'by' is missing or wrong, got the text \"root\"",
         ),
         (
             [{"id": "known-1", "text": "a", "by": "model", "added": "x", "days": 0, "last_day": "2026-01-01"}],
-            "runtime field 'days' is missing or wrong, got int 0",
+            "runtime field 'days' is missing or wrong, got the number 0",
         ),
         (
             [{"id": "known-1", "text": "a", "by": "model", "added": "x", "days": 1, "last_day": "yesterday"}],
@@ -286,7 +302,7 @@ def test_counters_that_are_not_a_mapping_of_whole_numbers_are_an_invalid_scratch
     # `section_ids:` left empty by hand loads as null; wake would then crash making the next id.
     state = {**with_known("a"), SECTION_IDS_KEY: counters}
     assert state_problems(state, SPECS) == [
-        f"'{SECTION_IDS_KEY}' must map section names to whole numbers, got {describe(counters)}"
+        f"'{SECTION_IDS_KEY}' must map section names to whole numbers, got {described(counters)}"
     ]
 
 
@@ -377,7 +393,7 @@ def test_remove_of_an_id_the_section_lacks_lists_its_ids():
 def test_a_remove_of_a_huge_id_is_refused_naming_it_clipped():
     # The refusal becomes a [TOOL ERROR] note: 100,000 characters sent must not come back whole.
     change = edit(with_known("a"), known="REMOVE: " + "x" * 100_000)
-    assert change.refusal.startswith("section 'known' has no entry str 'xxxx")
+    assert change.refusal.startswith("section 'known' has no entry the text \"xxxx")
     assert len(change.refusal) < 200
 
 
@@ -505,7 +521,7 @@ def test_one_refused_section_refuses_the_whole_call():
 
 
 def test_a_value_that_is_not_a_string_is_refused():
-    assert edit(woken(), known=["APPEND: a"]).refusal == "section 'known' takes a string, got list ['APPEND: a']"
+    assert edit(woken(), known=["APPEND: a"]).refusal == "section 'known' takes a string, got a list of 1 item"
 
 
 def test_split_update_separates_the_fields_from_the_sections():

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from agent.common import file_systems
+from agent.common.file_systems import file_system
 from agent.common.outcomes import Busy, DiskError
 from agent.store import db as database
-from agent.store.db import any_rows, file_system, journal_mode, records
+from agent.store.db import any_rows, journal_mode, records
 from agent.store.home import Home
 from tests.helpers import REPO, make_home, run_cli, tree_digest, write_script
 from tests.store.faults import full, read_only
@@ -24,7 +26,7 @@ from tests.store.faults import full, read_only
 def test_the_journal_is_wal_on_a_local_file_system_and_rollback_on_a_network_one(tmp_path, monkeypatch):
     local = file_system(tmp_path)
     assert local and journal_mode(tmp_path) == ("wal", f"WAL journal ({local})")
-    monkeypatch.setattr(database, "NETWORK_FILE_SYSTEMS", database.NETWORK_FILE_SYSTEMS | {local})
+    monkeypatch.setattr(file_systems, "NETWORK", file_systems.NETWORK | {local})
     mode, why = journal_mode(tmp_path)
     assert mode == "delete" and f"is on {local}, a network file system, where WAL cannot work" in why
 
@@ -33,7 +35,7 @@ def test_a_home_on_a_network_file_system_runs_its_cycles_on_a_rollback_journal_a
     tmp_path, monkeypatch
 ):
     """As a home on NFS would: the rollback journal chosen when the database is made, and kept."""
-    monkeypatch.setattr(database, "NETWORK_FILE_SYSTEMS", database.NETWORK_FILE_SYSTEMS | {file_system(tmp_path)})
+    monkeypatch.setattr(file_systems, "NETWORK", file_systems.NETWORK | {file_system(tmp_path)})
     home = make_home(tmp_path, "")
     script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
     for _ in range(2):
@@ -231,6 +233,7 @@ def test_the_reference_lists_the_same_tables_the_migrations_make():
         "approval",
         "inbox",
         "probe",
+        "section_id",
     } | {"upgrade"} | {"outcome", "outlet"}
     reference = (REPO / "docs" / "reference.md").read_text()
     section = reference[reference.index("## A home's files") : reference.index("## Commands")]

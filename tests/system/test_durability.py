@@ -31,10 +31,10 @@ import agent.cycle.dispatch
 from agent.common.outcomes import ExitCode
 from agent.common.tags import Tag
 from agent.cycle.crash import unfinished_cycle
+from agent.scratchpad import read_state_file
 from agent.store.db import Database, records
 from agent.store.home import Home
 from agent.store.lock import is_locked
-from agent.store.state_file import read_state_file
 from tests.helpers import cycle_records, make_home, run_cli, tree_digest, wait_for, write_script
 
 ALLOW = "shell_allowlist: [sleep, mkdir, rmdir]\n"  # the commands these tests' scripts run (LockHolder adds cat)

@@ -18,9 +18,9 @@ from agent.common.safe_yaml import dump_yaml, load_yaml
 from agent.common.tags import Tag
 from agent.config import Settings
 from agent.cycle.dispatch import dispatch
+from agent.scratchpad import read_state_file
 from agent.secrets import Secrets
 from agent.state import FIELD_SCHEMAS, normalize, problems
-from agent.store.state_file import read_state_file
 from agent.tools import ToolContext, build_registry
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))

@@ -19,7 +19,7 @@ import pytest
 
 from agent.common.outcomes import ExitCode
 from agent.common.safe_yaml import load_yaml
-from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
+from agent.scratchpad import MAX_SCRATCHPAD_BYTES, read_state_file
 from tests.helpers import run_cli, tree_digest, write_script
 
 REPO = Path(__file__).resolve().parents[2]

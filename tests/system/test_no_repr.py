@@ -1,6 +1,6 @@
 """No Python repr reaches a person: every command in the command map, run over a home that has
 lived (done, failed, parked, approved, denied, stalled, budget-spent and idle cycles, archived
-notes, tasks and a replaced state), plus every line of its cycle logs and the tool results in
+notes, tasks and a replaced state, memory sections edited, refused and consolidated), plus every line of its cycle logs and the tool results in
 its notes, is swept for `None`, dict and list reprs, PyYAML's `<unicode string>`, an object's
 default repr and a traceback.
 
@@ -36,6 +36,12 @@ REPR = re.compile(
 )
 
 WRITE = {"tool": "write_file", "args": {"path": "report.txt", "content": "the report"}}
+SECTIONS = """sections:
+  purpose: {kind: text, limit: 200, read_only: true}
+  known: {kind: list, limit: 4, entry_chars: 80}
+  tell: {kind: list, limit: 3, surface: true}
+consolidate_max_loss: 0.5
+"""
 RECALL = {"tool": "recall", "args": {"query": "rotate nginx logs"}}
 
 # Every command, with the arguments of real uses ({id}: a done cycle; {failed}: a failed one;
@@ -89,6 +95,14 @@ USES = [
     ["init", "{tmp}/new"],
     ["init", "{tmp}/new2", "--json"],
     ["init", "{tmp}/new3", "--template", "nope"],
+    ["memory"],
+    ["memory", "--json"],
+    ["consolidate", "--model", "scripted:{script}"],
+    ["consolidate", "--model", "scripted:{script}", "--json"],
+    ["memory", "add", "known", "typed by hand"],
+    ["memory", "add", "nowhere", "x"],
+    ["memory", "drop", "known", "known-99"],
+    ["memory", "set", "purpose", "a purpose", "--json"],
     ["prune", "--keep", "100", "--dry-run"],
     ["prune", "--keep", "100", "--json"],
     # then those that change it
@@ -188,8 +202,28 @@ def lived_in(tmp_path_factory) -> dict:
         assert result.exit_code == 10, result.output
         result = agent("run", "--home", str(home), "--model", "openai:test-model", "--json", env=env)
         assert result.exit_code == 10, result.output
-    (home / "config.yaml").write_text("approval_required: [write_file]\n")
+    (home / "config.yaml").write_text("approval_required: [write_file]\n" + SECTIONS)
     assert run_cli("task", "drop", "0", "--home", str(home)).exit_code == 0
+    assert agent("task", "add", "learn", "--home", str(home)).exit_code == 0
+    learn = [{"tool": "update_scratchpad", "args": {"known": f"APPEND: fact {n}"}} for n in range(1, 5)]
+    forged = {"tool": "update_scratchpad", "args": {"known": "CLEAR", "purpose": "mine now"}}
+    cycle([*learn, forged, {"tool": "update_scratchpad", "args": {"known": "REMOVE: known-1"}}, done("learned")])
+    for reply in (None, {"sections": {"known": {"a": 1}}, "archive": "x"}, {"sections": {"known": [{"id": None}]}}):
+        agent(
+            "consolidate",
+            "--home",
+            str(home),
+            "--model",
+            f"scripted:{write_script(root, [{'tool': 'consolidate', 'args': reply}], name=f'c{len(outputs)}.yaml')}",
+        )
+    merge = {"sections": {"known": [{"id": "known-2"}, {"text": "facts 3, 4", "cites": ["known-3", "known-4"]}]}}
+    script = write_script(root, [{"tool": "consolidate", "args": merge}], name="merge.yaml")
+    assert agent("consolidate", "--home", str(home), "--model", f"scripted:{script}").exit_code == 0
+    assert agent("memory", "set", "--home", str(home), "purpose", "Keep the servers healthy").exit_code == 0
+    assert agent("memory", "add", "--home", str(home), "tell", "The disk is nearly full").exit_code == 0
+    dropped = {"sections": {"known": []}}  # reverted last: an incident fleet -q names
+    script = write_script(root, [{"tool": "consolidate", "args": dropped}], name="dropped.yaml")
+    assert agent("consolidate", "--home", str(home), "--model", f"scripted:{script}").exit_code == 3
     killed = "20000101_000000_01"  # an old cycle killed after its before snapshot: no record, no log
     shutil.copyfile(home / "scratchpad" / f"{first}_before.yaml", home / "scratchpad" / f"{killed}_before.yaml")
     return {"root": root, "home": home, "first": first, "failed": failed, "killed": killed, "outputs": outputs}
@@ -264,7 +298,8 @@ def test_a_planted_repr_is_caught_where_a_person_sees_it(lived_in, tmp_path):
     log = sorted((copy / "logs").glob("cycle_*.log"))[0]
     log.write_text(log.read_text() + "12:00:00.000 planted usage {'prompt_tokens': 0}\n")
     found = _findings(_run_every_use(lived_in, copy), copy)
-    assert any(f.startswith("`agent show`: ") and "planted {'key'" in f for f in found), found
+    # (the snippet is shown by repr: with a double quote near it, its single quotes come escaped)
+    assert any(f.startswith("`agent show`: ") and "planted {" in f and "key" in f for f in found), found
     assert any(f.startswith("`agent show --json`: ") for f in found), found
     assert any(f.startswith(f"{log.name}: ") and "planted usage" in f for f in found), found
 

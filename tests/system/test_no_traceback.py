@@ -41,6 +41,8 @@ USES = {
     "task": [["task", "list"], ["task", "add", "typed by hand"], ["task", "drop", "1"]],
     "goal": [["goal", "list"], ["goal", "add", "a goal"]],
     "resume": [["resume"]],
+    "memory": [["memory"], ["memory", "--json"], ["memory", "add", "known", "x"]],
+    "consolidate": [["consolidate", "--model", "scripted:{script}"]],
     "prune": [["prune", "--keep", "1"]],
     "doctor": [["doctor"]],
     "logs": [["logs", "{id}"], ["logs", "{id}", "--transcript"]],
@@ -67,8 +69,10 @@ def lived_in(tmp_path_factory) -> tuple[Path, str, Path]:
     home = root / "home"
     env = _env()
     assert _agent("init", str(home)).returncode == 0
-    (home / "config.yaml").write_text("approval_required: [write_file]\n")
-    write_active(home, {"goals": ["g"], "current_task": "one", "pending_actions": ["two", "three"]})
+    (home / "config.yaml").write_text("approval_required: [write_file]\nsections: {known: {kind: list, limit: 5}}\n")
+    write_active(
+        home, {"goals": ["g"], "current_task": "one", "pending_actions": ["two", "three"], "known": ["a fact"]}
+    )
     for n, replies in enumerate(
         ([echo("hi"), done("did one")], [WRITE], [{"tool": "write_file", "args": {"path": "b.txt", "content": "b"}}])
     ):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from agent.common.outcomes import ExitCode
-from agent.store.state_file import MAX_SCRATCHPAD_BYTES, read_state_file
+from agent.scratchpad import MAX_SCRATCHPAD_BYTES, read_state_file
 from tests.helpers import make_home, run_cli, tree_digest, wait_for, write_active, write_script
 
 DONE = {"tool": "done", "args": {"summary": "went on"}}

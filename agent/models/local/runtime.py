@@ -209,11 +209,13 @@ class LocalRuntime:
                 "(a tool name or argument with a quote or backslash?); see `agent tools`"
             )
         messages = chat_messages(request)  # the rules' examples as chat turns
+        # a step's reply is short; a call that says it needs more (a consolidation) has its own cap
+        limit = request.max_output_tokens or min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS)
         try:
             response = self.llm.create_chat_completion(
                 messages=messages,
                 temperature=self.settings.temperature,
-                max_tokens=min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS),
+                max_tokens=limit,
                 response_format={"type": "json_object", "schema": grammar},
             )
         except ValueError as exc:  # llama.cpp: prompt longer than the context
@@ -233,7 +235,7 @@ class LocalRuntime:
             ),
             choice.get("finish_reason"),
             sent=messages,
-            limit=min(self.settings.max_output_tokens, LOCAL_MAX_TOKENS),
+            limit=limit,
             schema=None if schema is request.schema else schema,
         )
 

@@ -213,6 +213,7 @@ class OpenAIModel:
                 self._step_down(kind, refused.exc)
                 continue
             completion = self._completion(response, kwargs["messages"], time.monotonic() - started, tools)
+            completion.limit = kwargs["max_tokens"]
             if self.guided:  # what was offered: the tool list sent with every request, or this step's schema
                 completion.schema = without_queue(request.schema) if tools is not None else schema
             if tools is not None:
@@ -227,7 +228,7 @@ class OpenAIModel:
             model=self.model_name,
             messages=messages,
             temperature=self.settings.temperature,
-            max_tokens=self.settings.max_output_tokens,
+            max_tokens=request.max_output_tokens or self.settings.max_output_tokens,
         )
         tools = None
         if kind == TOOL_CALLS:  # the tool list is the same in every request: byte-stable for caches

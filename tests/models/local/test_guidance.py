@@ -210,3 +210,11 @@ def test_when_the_last_step_found_values_done_must_start_with_one_of_them():
     assert summary_from_result(task, NO_SUCH_FILE, schema) is schema
     _compiles(shaped)
     _compiles(summary_from_result("Find the CSV file", LISTED, schema))  # dots are written as [.]
+
+
+def test_the_guided_schema_keeps_the_memory_sections_and_leaves_out_only_the_queue():
+    sections = {"known": {"kind": "list", "limit": 3}, "purpose": {"kind": "text", "limit": 50, "read_only": True}}
+    schema = without_queue(build_registry(Settings(sections=sections), entry_points=[]).action_schema())
+    (update,) = [o for o in schema["anyOf"] if o["properties"]["tool"]["const"] == "update_scratchpad"]
+    offered = update["properties"]["args"]["properties"]
+    assert "known" in offered and "pending_actions" not in offered and "purpose" not in offered

@@ -6,9 +6,7 @@ import pytest
 
 from agent.common.outcomes import InvalidScratchpad
 from agent.common.safe_yaml import dump_yaml
-from agent.state import fresh_state
-from agent.store.home import Home
-from agent.store.state_file import (
+from agent.scratchpad import (
     MAX_SCRATCHPAD_BYTES,
     StateTooLarge,
     load_state,
@@ -16,6 +14,8 @@ from agent.store.state_file import (
     state_size_problem,
     write_state,
 )
+from agent.state import fresh_state
+from agent.store.home import Home
 
 
 def state_of_size(size: int) -> dict:

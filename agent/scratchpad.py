@@ -1,5 +1,6 @@
-"""Scratchpad files: read and validate one (active.yaml or a snapshot), write one, and refuse to
-write a state that reading would refuse."""
+"""The scratchpad's files (active.yaml and the snapshot pairs: files, as seed 004 and people expect,
+never rows of the database): read and validate one, write one, and refuse to write a state that
+reading would refuse."""
 
 from __future__ import annotations
 

@@ -1,0 +1,98 @@
+"""What leaves a section, in the archive: written before the state that lost it is saved, and read
+back by `recall` and `agent show --all` by section and id.
+
+Each list entry that leaves is one archive record `{"kind": "section_entry", "section": "known",
+"id": "known-12", "reason": ..., "replaced_by": "known-20" (a consolidation's successor), "value":
+the whole entry, "cycle_id", "archived_at"}`, a row of logs/agent.db's `archive` table beside the
+notes and tasks bounded memory moves there, its section, id and successor in columns of that row;
+a text section's old text is a `section_text` record without an id.
+
+Ids are never issued twice. The counters in active.yaml (`section_ids`) are the operator's to
+edit, so the database also keeps, in its `section_id` table, the highest id of each section that
+ever reached the archive (a successor named in `replaced_by` included): raised by the database
+itself in the transaction that adds the row, so it cannot lag the archive; at wake each counter
+is raised to it (`sections.settle`'s floor).
+
+A cycle that did not save (killed between the archive and active.yaml) leaves records of entries
+active.yaml still holds: readers skip a record whose entry is still in its section, and of two
+records of one id they show the last (ids are never reused: only the record of the saving cycle
+can follow one that did not save).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import TYPE_CHECKING, Iterable
+
+from agent.memory.sections import Leaving, id_number
+from agent.state import SECTION_IDS_KEY
+from agent.store.archive import append_archive, highest_ids, raise_ids
+
+if TYPE_CHECKING:
+    from agent.secrets import Secrets
+    from agent.store.home import Home
+
+SECTION_ENTRY, SECTION_TEXT = "section_entry", "section_text"
+KINDS = (SECTION_ENTRY, SECTION_TEXT)
+
+
+def records(leaving: Iterable[Leaving], cycle_id: str) -> list[dict]:
+    """The archive records of what left sections in cycle (or operator command) `cycle_id`."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    found = []
+    for item in leaving:
+        kind = SECTION_ENTRY if isinstance(item.value, dict) else SECTION_TEXT
+        found.append({"cycle_id": cycle_id, "archived_at": stamp, "kind": kind, **item.record()})
+    return found
+
+
+def _raised(mark: dict[str, int], items: list[dict]) -> dict[str, int]:
+    raised = dict(mark)
+    for item in items:
+        for entry_id in (item.get("id"), item.get("replaced_by")):
+            if isinstance(entry_id, str):
+                section = entry_id.rpartition("-")[0]
+                if section and id_number(entry_id) > raised.get(section, 0):
+                    raised[section] = id_number(entry_id)
+    return raised
+
+
+def keep_ids(home: Home, state: object) -> None:
+    """Before a state is replaced whole (`agent restore`, `agent reset`; it is archived as it is):
+    raise the high-water mark past every id it holds or its counters reached, so a restored older
+    state never issues one of them again. Writes nothing for a state without section ids."""
+    if not isinstance(state, dict):
+        return
+    found = [
+        {"id": item["id"]}
+        for value in state.values()
+        if isinstance(value, list)
+        for item in value
+        if isinstance(item, dict) and isinstance(item.get("id"), str)
+    ]
+    counters = state.get(SECTION_IDS_KEY)
+    if isinstance(counters, dict):
+        found += [{"id": f"{name}-{n}"} for name, n in counters.items() if isinstance(n, int) and n > 0]
+    mark = highest_ids(home)
+    raised = _raised(mark, found)
+    if raised != mark:
+        raise_ids(home, raised)
+
+
+def archive_leaving(home: Home, secrets: Secrets, leaving: Iterable[Leaving], cycle_id: str) -> int:
+    """Commit what left sections to the archive (redacted; the database raises each section's
+    high-water mark in the same transaction); how many records. Called before the state that lost
+    them is saved."""
+    items = records(leaving, cycle_id)
+    append_archive(home, secrets.redact(items))
+    return len(items)
+
+
+def still_held(record: dict, state: dict) -> bool:
+    """Whether `state` still holds what an archive record says left a section (so a cycle that did
+    not save wrote the record): the entry of its id, or, for a text, that text."""
+    section, value = record.get("section"), record.get("value")
+    held = state.get(section) if isinstance(section, str) else None
+    if isinstance(record.get("id"), str):
+        return isinstance(held, list) and any(isinstance(e, dict) and e.get("id") == record["id"] for e in held)
+    return isinstance(held, str) and isinstance(value, str) and bool(value) and value in held

@@ -1,0 +1,60 @@
+"""The acceptance checks bound to queued tasks, as part of the state: one command per task text
+under the top-level key `checks` of active.yaml, which the runtime owns. Pure functions of a
+state; running a check, and refusing a `done` whose check fails, is the check gate's
+(agent/gates/checks.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+# The top-level key of active.yaml that holds the operator's checks: {task text: command line}.
+CHECKS_KEY = "checks"
+
+
+def checks_of(state: dict) -> dict[str, str]:
+    """The checks in a state. A hand-edited value that is not a mapping of text to text fails
+    closed: every task then has an unrunnable check (see `check_for`)."""
+    checks = state.get(CHECKS_KEY) or {}
+    if not isinstance(checks, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in checks.items()):
+        raise ValueError(f"'{CHECKS_KEY}' in active.yaml must map task text to a command line")
+    return checks
+
+
+def check_for(state: dict, task: str | None) -> str | None:
+    """The command that must pass before `task` is done, or None when it has no check."""
+    return checks_of(state).get(task) if task is not None else None
+
+
+def queued_tasks(state: dict) -> Counter:
+    """Every queued task text (current and pending), counted."""
+    return Counter(
+        ([state["current_task"]] if state.get("current_task") else []) + list(state.get("pending_actions") or [])
+    )
+
+
+def checked_tasks_removed(old: dict, new: dict) -> list[str]:
+    """Checked tasks queued in `old` that `new` no longer queues as often (renamed or removed)."""
+    try:
+        checked = checks_of(old)
+    except ValueError:
+        return []  # a malformed checks value already refuses every done
+    before, after = queued_tasks(old), queued_tasks(new)
+    return [task for task in checked if after[task] < before[task]]
+
+
+def set_check(state: dict, task: str, command: str) -> None:
+    state[CHECKS_KEY] = {**checks_of(state), task: command}
+
+
+def prune_checks(state: dict) -> None:
+    """Drop the checks of tasks no longer queued (done or dropped); the key goes when empty.
+    A malformed value is left for the operator (it refuses every done meanwhile)."""
+    queued = queued_tasks(state)
+    try:
+        kept = {task: command for task, command in checks_of(state).items() if queued[task]}
+    except ValueError:
+        return
+    if kept:
+        state[CHECKS_KEY] = kept
+    else:
+        state.pop(CHECKS_KEY, None)
