@@ -115,11 +115,11 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
 
 
 def _held(gates: Gate, state: dict, force: bool) -> Held | None:
-    """Why a gate holds this cycle (no model is called), or None (`agent run --force` is never held)."""
-    if force:
-        return None
+    """Why a gate holds this cycle (no model is called), or None. Every gate's at_wake runs, forced or
+    not (the memory gate settles the sections there); `agent run --force` is never held (HoldGate
+    stands aside for it, and a hold any other gate raised is dropped)."""
     try:
         gates.at_wake(state)
     except Held as held:
-        return held
+        return None if force else held
     return None

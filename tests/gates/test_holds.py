@@ -136,6 +136,17 @@ def test_force_is_never_held(stalled):
     assert tick(stalled, [done("fixed")], "--force")["stop_reason"] == "done"
 
 
+def test_force_skips_the_hold_but_not_the_other_gates_at_wake(home):
+    """The memory gate settles the sections at wake: a --force cycle has it too (a hand-written
+    entry is adopted as the operator's before the prompt shows it)."""
+    (home / "config.yaml").write_text("sections: {known: {kind: list, limit: 5}}\n")
+    write_active(home, {"current_task": "one", "known": ["a fact written by hand"]})
+    result = run_cycle(home, [done("did one")], "--force")
+    assert result.exit_code == 0, result.output
+    [entry] = read_active(home)["known"]
+    assert entry["text"] == "a fact written by hand" and entry["by"] == "operator" and entry["id"]
+
+
 def test_held_cycles_neither_count_toward_a_stall_nor_end_its_streak(stalled):
     for _ in range(3):
         tick(stalled)
