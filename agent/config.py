@@ -206,7 +206,8 @@ class Settings:
         default=None,
     )
     notify_on: list[str] | None = _doc(
-        "Stop reasons that run on_cycle_end (e.g. [error, stalled]); unset: every cycle.", default=None
+        "Stop reasons that run on_cycle_end (e.g. [error, stalled]), once per incident; unset: every cycle.",
+        default=None,
     )
     hook_timeout: float = _doc(
         "Seconds on_cycle_end may run before its process group is killed.", above=0, unit="seconds", default=30.0

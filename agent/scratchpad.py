@@ -4,6 +4,7 @@ reading would refuse."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import yaml
@@ -91,11 +92,21 @@ def state_size_problem(state: dict) -> str | None:
     return _size_problem(len(dump_yaml(state).encode("utf-8")))
 
 
-def write_state(path: Path, state: dict) -> None:
+def write_state(path: Path, state: dict) -> str:
     """Replace the scratchpad file `path` with `state`; StateTooLarge (nothing written) when it
-    would be over the size read_state_file accepts."""
+    would be over the size read_state_file accepts. The sha256 of the bytes written (`file_digest`)."""
     data = dump_yaml(state).encode("utf-8")
     problem = _size_problem(len(data))
     if problem:
         raise StateTooLarge(f"{path}: not written: {problem}")
     atomic_write(path, data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_digest(path: Path) -> str | None:
+    """The sha256 of a scratchpad file's bytes as they are now (None: there is none): what tells a
+    held home that its memory changed (agent/gates/holds.py)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None

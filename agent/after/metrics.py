@@ -2,8 +2,10 @@
 
 After every saved cycle the file is rewritten whole (a temporary file in the same folder, then a
 rename: the collector never reads half a file, and it ignores the temporary's `.tmp` name). There
-is no exporter of our own: node_exporter already runs where cron does. Every metric is a gauge
-named `agent_...` with a `home` label, so one collector folder can hold the files of many homes.
+is no exporter of our own: node_exporter already runs where cron does. Every metric is named
+`agent_...` with a `home` label, so one collector folder can hold the files of many homes: gauges
+for the last cycle and the runs of failures and stalls, and counters that only grow (cycles by stop
+reason, tokens, cost: what the database keeps of every record ever written, never lowered).
 
 `metrics_text` is pure (the record in, the text out); `write_metrics` does the I/O and, like
 everything after a cycle is saved, only logs a failure.
@@ -19,12 +21,9 @@ from typing import Any, Callable, Iterable
 from agent.common.files import atomic_write
 from agent.common.outcomes import StopReason, is_failure
 from agent.config import Settings
-from agent.store.cycles import newest_first
+from agent.store.cycles import all_time as spent_all_time
+from agent.store.cycles import by_stop_reason, newest_first
 from agent.store.home import Home
-
-# consecutive_failures (every failing stop reason), consecutive_stalls
-RUNS_COUNTED = {*(r.value for r in StopReason if r.is_failure), StopReason.STALLED.value}
-RUNS_READ_CAP = 1000  # records read back at most: a longer run is counted as this long
 
 # Readable by node_exporter's user: the file holds counts and codes, never state or secrets.
 METRICS_FILE_MODE = 0o644
@@ -39,15 +38,56 @@ def _label_value(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def consecutive(records: list[dict], stop_reason: str | Callable[[Any], bool]) -> int:
-    """How many of the newest records in a row ended with `stop_reason` (or one it says yes to)."""
-    matches = stop_reason if callable(stop_reason) else (lambda reason: reason == stop_reason)
+RUN_READ_CAP = 1000  # records read back at most: a longer run of failures or stalls is counted as this long
+NO_MODEL_ASKED = (StopReason.IDLE.value, StopReason.HELD.value, StopReason.BUDGET_EXHAUSTED.value)
+
+
+def _failed(record: dict) -> bool:
+    return is_failure(record.get("stop_reason"))
+
+
+def _held_stall(record: dict) -> bool:
+    return record.get("stop_reason") == StopReason.HELD.value and record.get("held_for") == StopReason.STALLED.value
+
+
+def consecutive(records: list[dict], counted: Callable[[dict], bool], passed_over: Callable[[dict], bool]) -> int:
+    """How many of the newest records (oldest first in `records`) in a row are `counted`, the ones
+    `passed_over` neither counting nor ending the run."""
     count = 0
     for record in reversed(records):
-        if not matches(record.get("stop_reason")):
+        if passed_over(record):
+            continue
+        if not counted(record):
             break
         count += 1
     return count
+
+
+def failures_in_a_row(records: list[dict]) -> int:
+    """Failed cycles in a row, newest first, until a cycle succeeds: cycles that asked no model (idle,
+    held, a spent budget) are passed over, so an outage keeps counting however the ticks go."""
+    return consecutive(records, _failed, lambda r: r.get("stop_reason") in NO_MODEL_ASKED)
+
+
+def stalls_in_a_row(records: list[dict]) -> int:
+    """Stalled cycles in a row, the held ones after a stall included; idle cycles are passed over."""
+    return consecutive(
+        records,
+        lambda r: r.get("stop_reason") == StopReason.STALLED.value or _held_stall(r),
+        lambda r: r.get("stop_reason") == StopReason.IDLE.value,
+    )
+
+
+def recent_runs(newest_first: Iterable[dict]) -> list[dict]:
+    """The newest records, oldest first, as far back as a run of failures or stalls goes (at most
+    RUN_READ_CAP): what `failures_in_a_row` and `stalls_in_a_row` count."""
+    recent: list[dict] = []
+    for record in newest_first:
+        recent.insert(0, record)
+        in_a_run = _failed(record) or _held_stall(record) or record.get("stop_reason") in NO_MODEL_ASKED
+        if not in_a_run or len(recent) >= RUN_READ_CAP:
+            break
+    return recent
 
 
 def pending_approvals(record: dict) -> int:
@@ -70,9 +110,52 @@ def ended_at(record: dict) -> float | None:
     return None if started is None else started + (_number(record.get("duration_s")) or 0)
 
 
-def metrics_text(home: str, record: dict, recent: list[dict]) -> str:
-    """The metrics file for the cycle `record`, the newest of the index records `recent`."""
+def metrics_text(home: str, record: dict, recent: list[dict], all_time: dict | None = None) -> str:
+    """The metrics file for the cycle `record`, the newest of the records `recent` (oldest
+    first), with the counters `all_time` ({"cycles": {stop reason: n}, "tokens", "cost"}: the running
+    totals: `counters`)."""
     usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
+    families = _gauges(record, usage, recent) + _counters(all_time)
+    lines = []
+    for name, kind, help_text, samples in families:
+        shown = [(labels, value) for labels, value in samples if _number(value) is not None]
+        if not shown:  # a record without the field (no cost configured): no series rather than a false 0
+            continue
+        lines += [f"# HELP agent_{name} {help_text}", f"# TYPE agent_{name} {kind}"]
+        for labels, value in shown:
+            pairs = ",".join(f'{key}="{_label_value(str(val))}"' for key, val in {"home": home, **labels}.items())
+            lines.append(f"agent_{name}{{{pairs}}} {value!r}")
+    return "\n".join(lines) + "\n"
+
+
+Family = tuple[str, str, str, Iterable[tuple[dict, Any]]]  # name, type, help, (labels, value) samples
+
+
+def _counters(all_time: dict | None) -> list[Family]:
+    """Counters that only grow (neither a prune nor `reset --clean` lowers them), so Prometheus can
+    take rates and daily sums (increase(agent_tokens_total[1d]))."""
+    if all_time is None:
+        return []
+    cycles = all_time.get("cycles", {})
+    reasons = [r.value for r in StopReason] + sorted(set(cycles) - {r.value for r in StopReason})
+    return [
+        (
+            "cycles_total",
+            "counter",
+            "Cycles recorded, by stop reason.",
+            [({"reason": reason}, cycles.get(reason, 0)) for reason in reasons],
+        ),
+        ("tokens_total", "counter", "Tokens the recorded cycles used.", [({}, all_time.get("tokens"))]),
+        (
+            "cost_total",
+            "counter",
+            "What the recorded cycles cost, in the unit of the configured prices (cycles without a price add 0).",
+            [({}, all_time.get("cost"))],
+        ),
+    ]
+
+
+def _gauges(record: dict, usage: dict, recent: list[dict]) -> list[Family]:
     families: list[tuple[str, str, Iterable[tuple[dict, Any]]]] = [
         ("last_cycle_timestamp_seconds", "Unix time the last cycle ended.", [({}, ended_at(record))]),
         ("last_cycle_exit_code", "Exit code of the last cycle.", [({}, record.get("exit_code"))]),
@@ -100,13 +183,13 @@ def metrics_text(home: str, record: dict, recent: list[dict]) -> str:
         ("last_cycle_duration_seconds", "Seconds the last cycle took.", [({}, record.get("duration_s"))]),
         (
             "consecutive_failures",
-            "Newest cycles in a row that failed (stop reason error, or a consolidation reverted).",
-            [({}, consecutive(recent, is_failure))],
+            "Newest cycles in a row that failed (error, or a consolidation reverted), until one succeeds (cycles that asked no model are passed over).",
+            [({}, failures_in_a_row(recent))],
         ),
         (
             "consecutive_stalls",
-            "Newest cycles in a row that ended stalled.",
-            [({}, consecutive(recent, StopReason.STALLED.value))],
+            "Newest cycles in a row that ended stalled or were held after a stall.",
+            [({}, stalls_in_a_row(recent))],
         ),
         (
             "surfaced_entries",
@@ -125,16 +208,14 @@ def metrics_text(home: str, record: dict, recent: list[dict]) -> str:
             [({}, _unix_time(record.get("oldest_pending_approval")))],
         ),
     ]
-    lines = []
-    for name, help_text, samples in families:
-        shown = [(labels, value) for labels, value in samples if _number(value) is not None]
-        if not shown:  # a record without the field (no cost configured): no series rather than a false 0
-            continue
-        lines += [f"# HELP agent_{name} {help_text}", f"# TYPE agent_{name} gauge"]
-        for labels, value in shown:
-            pairs = ",".join(f'{key}="{_label_value(str(val))}"' for key, val in {"home": home, **labels}.items())
-            lines.append(f"agent_{name}{{{pairs}}} {value!r}")
-    return "\n".join(lines) + "\n"
+    return [(name, "gauge", help_text, samples) for name, help_text, samples in families]
+
+
+def counters(home: Home) -> dict:
+    """{"cycles": {stop reason: n}, "tokens", "cost"}: every record ever written, as the database
+    keeps them (the `outcome` and `spend` tables, agent/store/migrations.py)."""
+    spent = spent_all_time(home)
+    return {"cycles": by_stop_reason(home), "tokens": spent["tokens"], "cost": spent["cost"]}
 
 
 def metrics_path(home: Home, settings: Settings) -> Path | None:
@@ -144,17 +225,18 @@ def metrics_path(home: Home, settings: Settings) -> Path | None:
     return path if path.is_absolute() else home.root / path
 
 
-def write_metrics(home: Home, settings: Settings, record: dict, log: Callable[[str], None]) -> None:
-    """Rewrite the metrics file for the cycle `record` (already written); failures are logged."""
+def write_metrics(home: Home, settings: Settings, record: dict, log: Callable[[str], None]) -> str | None:
+    """Rewrite the metrics file for the cycle `record` (already written), with the all-time counters
+    the database keeps; None when it was written, else the problem (also logged)."""
     path = metrics_path(home, settings)
     if path is None:
-        return
+        return None
     try:
-        recent = []  # the newest records, as far back as a run of failures or stalls goes
-        for older in newest_first(home):
-            recent.insert(0, older)
-            if older.get("stop_reason") not in RUNS_COUNTED or len(recent) >= RUNS_READ_CAP:
-                break
-        atomic_write(path, metrics_text(str(home.root), record, recent).encode("utf-8"), mode=METRICS_FILE_MODE)
+        recent = recent_runs(newest_first(home))
+        text = metrics_text(str(home.root), record, recent, counters(home))
+        atomic_write(path, text.encode("utf-8"), mode=METRICS_FILE_MODE)
     except Exception as exc:  # a metrics file must never cost the cycle its result
-        log(f"metrics_file {path} not written: {type(exc).__name__}: {exc}")
+        problem = f"{path}: {type(exc).__name__}: {exc}"
+        log(f"metrics_file {problem}: not written")
+        return problem
+    return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from agent.common.outcomes import StopReason
+from agent.common.outcomes import Held, Stop, StopReason
 from agent.common.tags import Tag
 from agent.models.base import Usage
 from agent.secrets import Secrets
@@ -50,6 +50,13 @@ class CycleReport:
     stop_detail: str | None = None  # what the limit that stopped the loop said (redacted); `run --json`, not the record
     idle: str | None = None  # why no model was called (stop reason idle; agent/cycle/idle.py)
     calls: list[dict] = field(default_factory=list)  # calls with side effects: {call, tool, status} (journal.py)
+    held_for: str | None = None  # stop reason held: what the cycle waits on (stalled, awaiting_approval)
+    signature: str | None = None  # what makes its stop one incident and not another (a budget's period, a call)
+    active_digest: str | None = None  # sha256 of active.yaml as the cycle left it (a held cycle: as it found it)
+    wake_digest: str | None = None  # sha256 of what wake_when printed, when it said yes
+    resumed: bool = False  # `agent resume` was applied at this wake: the stall streak starts over
+    incident: str | None = None  # the incident this cycle is part of (agent/after/incidents.py); None: none
+    new_incident: bool = False  # this cycle opened it: --quiet's line and the notify_on hook are for it
     violations: list[str] | None = None  # a reverted consolidation: why (the first few); in the record when set
     surfaced: dict | None = None  # with surface sections: {count, entries} a person should know (sections.py)
 
@@ -64,13 +71,23 @@ class CycleReport:
         self.end(StopReason.ERROR)
         return Tag.CYCLE_FAILED.line(f"cycle {self.cycle_id}: {kind}: {error} (see logs/cycle_{self.cycle_id}.log)")
 
-    def stopped_by(self, stop: Exception, secrets: Secrets) -> str:
+    def stopped_by(self, stop: Stop, secrets: Secrets) -> str:
         """Keep what a limit said when it stopped the loop (--quiet prints it for exits 8 and 10)."""
         self.stop_detail = secrets.redact_text(str(stop))
+        self.signature = None if stop.signature is None else secrets.redact_text(stop.signature)
         return self.stop_detail
 
     def end(self, reason: StopReason) -> None:
         self.stop_reason, self.exit_code = reason.value, int(reason.exit_code)
+
+    def held(self, held: Held, secrets: Secrets) -> None:
+        """End as a cycle a gate held at wake: stop reason held, the exit code of what it waits on."""
+        self.stop_reason, self.exit_code = StopReason.HELD.value, int(held.exit_code)
+        self.held_for = None if held.held_for is None else held.held_for.value
+        self.idle, self.signature = secrets.redact_text(str(held)), held.signature
+        for key, value in held.repeated.items():
+            if key in ("active_digest", "wake_digest"):
+                setattr(self, key, value)
 
     def as_dict(self) -> dict:
         return {
@@ -93,6 +110,13 @@ class CycleReport:
             "idle": self.idle,
             "calls": self.calls,
             "stop_detail": self.stop_detail,
+            "held_for": self.held_for,
+            "signature": self.signature,
+            "active_digest": self.active_digest,
+            "wake_digest": self.wake_digest,
+            "resumed": self.resumed,
+            "incident": self.incident,
+            "new_incident": self.new_incident,
             # only where they apply: a home without sections keeps the record it always had
             **({"violations": self.violations} if self.violations is not None else {}),
             **({"surfaced": self.surfaced} if self.surfaced is not None else {}),

@@ -10,7 +10,7 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 
 - run.py, progress.py, live.py       `agent run`, and what it prints while a cycle runs
 - setup.py                           `init`, `reset`, `tools`
-- steer.py                           `task` and `goal`
+- steer.py                           `task`, `goal` and `resume`
 - memory.py                          `memory`: the sections, shown and edited as the operator
 - consolidate.py                     `consolidate`: one consolidation of the sections
 - inspect.py, diffing.py, history.py, spending.py, waiting.py, archive_view.py
@@ -50,6 +50,7 @@ COMMANDS = {
     "goal": "agent.cli.steer:goal",
     "memory": "agent.cli.memory:memory",
     "consolidate": "agent.cli.consolidate:consolidate",
+    "resume": "agent.cli.steer:resume",
     "prune": "agent.cli.maintain:prune",
     "doctor": "agent.cli.maintain:doctor",
     "logs": "agent.cli.logs:logs",

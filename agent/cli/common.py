@@ -7,6 +7,7 @@ import datetime as _dt
 import functools
 import json
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -40,6 +41,18 @@ wait_option = click.option(
     default=0.0,
     help="Seconds to wait for a running cycle to finish before giving up with exit code 5 (busy).",
 )
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
+
+
+def parse_duration(text: str) -> float:
+    """'7d', '12h', '30m', '90s', '2w', '1.5d' -> seconds. UsageError for anything else."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise UsageError(f"duration '{text}' is not a number followed by a unit: s, m, h, d or w (e.g. 7d, 12h)")
+    return float(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
 def reports_errors(func):

@@ -11,11 +11,13 @@ after snapshot (it died before saving), `incomplete` when it has one (its record
 from __future__ import annotations
 
 import datetime as _dt
+from dataclasses import dataclass
 from typing import Any, Iterator
 
-from agent.cli.common import clip
-from agent.common.outcomes import DiskError, InvalidScratchpad
+from agent.cli.common import clip, parse_duration
+from agent.common.outcomes import DiskError, InvalidScratchpad, StopReason, UsageError
 from agent.scratchpad import read_state_file
+from agent.state import parse_time
 from agent.store.cycles import all_time, newest_cycles, record_of, unrecorded
 from agent.store.home import Home
 from agent.store.ids import cycle_started, has_files
@@ -67,13 +69,63 @@ def history_newest_first(home: Home, running: bool) -> Iterator[dict]:
             yield dict(record, source="index")
 
 
-def recent_history(home: Home, running: bool, limit: int) -> list[dict]:
-    """The newest `limit` records of `history_newest_first` (0: all), oldest first."""
-    found = []
+@dataclass(frozen=True)
+class Shown:
+    """Which cycles `history` shows: a pure filter over records. `since` and `until` bound when a cycle
+    started (UTC); `reasons` keeps only those stop reasons (empty: all); `no_idle` hides the cycles
+    that called no model (idle and held)."""
+
+    since: _dt.datetime | None = None
+    until: _dt.datetime | None = None
+    reasons: frozenset[str] = frozenset()
+    no_idle: bool = False
+
+    def keeps(self, record: dict) -> bool:
+        reason = record.get("stop_reason")
+        if self.no_idle and reason in (StopReason.IDLE.value, StopReason.HELD.value):
+            return False
+        if self.reasons and reason not in self.reasons:
+            return False
+        started = parse_time(record.get("started"))
+        if started is None:  # a record without a start time is shown only when no time bound is asked
+            return self.since is None and self.until is None
+        return (self.since is None or started >= self.since) and (self.until is None or started < self.until)
+
+    def past(self, record: dict) -> bool:
+        """Whether no record further back can be kept: this one's id is dated before `since` (ids keep
+        running order when a clock steps back, and a cycle never started after the time in its id)."""
+        cycle_id = record.get("cycle_id")
+        started = cycle_started(cycle_id) if isinstance(cycle_id, str) else None
+        return self.since is not None and started is not None and started < self.since
+
+
+EVERY = Shown()
+
+
+def parse_when(text: str, now: _dt.datetime) -> _dt.datetime:
+    """A time for `--since` / `--until`: a UTC date (2026-11-24), an ISO time (UTC when it names no
+    zone), or a duration ago (90m, 12h, 7d, 2w). UsageError (exit 2) for anything else."""
+    when = parse_time(text.strip())
+    if when is not None:
+        return when
+    try:
+        return now - _dt.timedelta(seconds=parse_duration(text.strip()))
+    except UsageError:
+        raise UsageError(
+            f"'{text}' is not a time: give a UTC date (2026-11-24), an ISO time (2026-11-24T08:00) "
+            f"or a duration ago (90m, 12h, 7d, 2w)"
+        ) from None
+
+
+def recent_history(home: Home, running: bool, limit: int, shown: Shown = EVERY) -> list[dict]:
+    """The newest `limit` records of `history_newest_first` that `shown` keeps (0: all), oldest first,
+    read back only that far (with `since`, only back to it)."""
+    found: list[dict] = []
     for record in history_newest_first(home, running):
-        found.append(record)
-        if len(found) == limit:
+        if shown.past(record) or (limit > 0 and len(found) >= limit):
             break
+        if shown.keeps(record):
+            found.append(record)
     return found[::-1]
 
 
@@ -170,6 +222,8 @@ def table_lines(records: list[dict], width: int | None) -> list[str]:
             unsaved = record.get("stop_reason") in (KILLED, RUNNING)
             task = task_change(record.get("task_before"), SAVED_NOTHING if unsaved else record.get("task_after"), room)
         lines.append("  ".join([*(cell.ljust(w) for cell, w in zip(cells, widths)), task]).rstrip())
+        if record is not None and record.get("error"):  # why it failed: one line under its row
+            lines.append(f"  error: {clip(record['error'], None if width is None else max(width - 9, 20))}")
     return lines
 
 
@@ -179,9 +233,10 @@ def stop_cell(record: dict) -> str:
     calls = record.get("calls") if isinstance(record.get("calls"), list) else []
     made = sum(1 for c in calls if isinstance(c, dict) and c.get("status") != "interrupted")
     cut = len(calls) - made
+    held_for = record.get("held_for") if record.get("stop_reason") == StopReason.HELD.value else None
     return ", ".join(
         [
-            str(record.get("stop_reason") or "?"),
+            str(record.get("stop_reason") or "?") + (f" ({held_for})" if isinstance(held_for, str) else ""),
             *([f"{made} call(s)"] if made else []),
             *([f"{cut} interrupted"] if cut else []),
         ]

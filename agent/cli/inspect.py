@@ -7,6 +7,7 @@ History and status come from the cycle records in logs/agent.db and the snapshot
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import difflib
 import itertools
 import json
@@ -15,6 +16,8 @@ from typing import Any, Iterator
 
 import click
 
+from agent.after.incidents import incident_text, open_incident
+from agent.after.outlets import failing_outlets, outlet_lines
 from agent.cli.archive_view import (
     NOTE,
     TASK,
@@ -46,9 +49,11 @@ from agent.cli.history import (
     KILLED,
     RUNNING,
     KnownCycles,
+    Shown,
     cycle_running,
     history_newest_first,
     history_summary,
+    parse_when,
     recent_history,
     table_lines,
 )
@@ -56,7 +61,7 @@ from agent.cli.snapshots import latest_saved, resolve_snapshot
 from agent.cli.spending import daily_lines, status_extras, with_costs
 from agent.cli.waiting import approvals_status
 from agent.common.escape import escape_controls, escape_json, escape_tree
-from agent.common.outcomes import InvalidScratchpad, UsageError
+from agent.common.outcomes import InvalidScratchpad, StopReason, UsageError
 from agent.config import load_settings
 from agent.gates.budgets import newest_days
 from agent.models.local.model import bundled_model_path, local_runtime_installed
@@ -154,27 +159,63 @@ def diff(home_dir: Path, a: str | None, b: str | None, as_json: bool, color: boo
     "--json", "as_json", is_flag=True, help="Print every field of each cycle's record as JSON (with -n 0: the export)."
 )
 @click.option("--daily", is_flag=True, help="One row per UTC day instead: cycles, tokens and cost.")
+@click.option(
+    "--since", metavar="WHEN", help="Only cycles that started at or after WHEN: 2026-11-24, an ISO time, or 7d ago."
+)
+@click.option("--until", metavar="WHEN", help="Only cycles that started before WHEN (the same forms).")
+@click.option(
+    "--stop-reason",
+    "reasons",
+    multiple=True,
+    type=click.Choice([r.value for r in StopReason]),
+    metavar="REASON",
+    help="Only cycles that ended with this stop reason (error, stalled, held, ...; repeat it for several).",
+)
+@click.option("--no-idle", is_flag=True, help="Hide the cycles that called no model (idle and held).")
 @reports_errors
-def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
-    """One row per cycle, newest first: id, start, duration, iterations, stop reason, tokens, task.
+def history(
+    home_dir: Path,
+    limit: int,
+    as_json: bool,
+    daily: bool,
+    since: str | None,
+    until: str | None,
+    reasons: tuple[str, ...],
+    no_idle: bool,
+) -> None:
+    """One row per cycle, newest first: id, start, duration, iterations, stop reason, tokens, task;
+    under a failed cycle's row, why it failed.
 
     Reads the cycle records in logs/agent.db, which every finished cycle writes. A cycle with files
     on disk but no record there is listed from its snapshots as `killed` (no after snapshot: it
-    died before saving), `incomplete` (its record lost) or `running` (it holds the lock).
+    died before saving), `incomplete` (its record lost) or `running` (it holds the lock). The
+    filters read the records back only as far as --since (and --limit) need.
     `agent history -n 0 --json` is the export of every record, streamed.
     """
     home = existing_home(home_dir)
+    now = _dt.datetime.now(_dt.timezone.utc)
+    shown = Shown(
+        since=None if since is None else parse_when(since, now),
+        until=None if until is None else parse_when(until, now),
+        reasons=frozenset(reasons),
+        no_idle=no_idle,
+    )
     running = cycle_running(home)
     prices = home_settings(home.root).prices
+    if daily and (reasons or no_idle):
+        raise UsageError("--daily counts every cycle of a day: it takes --since, --until and --limit only")
     if as_json and not daily:  # streamed, one record at a time: the export of years of history
-        records = with_costs(history_newest_first(home, running), prices)
+        kept = itertools.takewhile(lambda r: not shown.past(r), history_newest_first(home, running))
+        records = with_costs((r for r in kept if shown.keeps(r)), prices)
         for piece in json_list(records if limit == 0 else itertools.islice(records, limit)):
             click.echo(escape_json(piece))
         return
-    if daily:  # what the records spent per day: the newest `limit` days (0: all)
-        records = newest_days(home, prices, limit)
+    if daily:  # what the records spent per day: the newest `limit` days (0: all) in --since/--until
+        bounded = shown.since is not None or shown.until is not None
+        days = newest_days(home, prices, 0 if bounded else limit)
+        records = [d for d in days if _day_shown(d["day"], shown)][: limit or None]
     else:  # --limit N: only the newest records are read (0: all)
-        records = list(reversed(list(with_costs(recent_history(home, running, limit), prices))))
+        records = list(reversed(list(with_costs(recent_history(home, running, limit, shown), prices))))
     if as_json:
         print_json(records)
     elif not records:
@@ -182,6 +223,13 @@ def history(home_dir: Path, limit: int, as_json: bool, daily: bool) -> None:
     else:
         for line in (daily_lines if daily else table_lines)(records, terminal_width()):
             echo(line)
+
+
+def _day_shown(day: str, shown: Shown) -> bool:
+    """Whether a UTC day ('YYYY-MM-DD') overlaps the --since/--until window."""
+    start = _dt.datetime.fromisoformat(day).replace(tzinfo=_dt.timezone.utc)
+    after_since = shown.since is None or start + _dt.timedelta(days=1) > shown.since
+    return after_since and (shown.until is None or start < shown.until)
 
 
 # --------------------------------------------------------------------------------- show/status
@@ -335,6 +383,7 @@ def _last_cycle(last: dict) -> dict:
         "error": last.get("error"),
         "source": last.get("source"),
         "model": last.get("model"),
+        "held_for": last.get("held_for"),
     }  # the model that cycle used (the configured one may differ now)
 
 
@@ -348,7 +397,8 @@ def _last_cycle_line(last: dict) -> str:
         )
         when = f", started {age(last['started_age_s'])} ago" if last["started_age_s"] is not None else ""
     on = f" on {last['model']}" if isinstance(last.get("model"), str) else ""
-    return f"{last['cycle_id']} {last['stop_reason'] or '?'}{code}{on}{when}"
+    held = f" for {last['held_for']}" if isinstance(last.get("held_for"), str) else ""
+    return f"{last['cycle_id']} {last['stop_reason'] or '?'}{held}{code}{on}{when}"
 
 
 def status_report(home: Home) -> tuple[dict, list[str]]:
@@ -379,7 +429,12 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
         data["surfaced"] = surfaced
     extras, extra_lines = status_extras(newest_first(home), home, current_task)
     waiting, waiting_lines = approvals_status(home)
-    data.update(extras, **waiting)
+    incident = open_incident(newest_first(home))  # read back only as far as it goes
+    settings = home_settings(home.root)
+    outlets = failing_outlets(
+        home, {"on_cycle_end": bool(settings.on_cycle_end), "metrics_file": bool(settings.metrics_file)}
+    )
+    data.update(extras, **waiting, incident=incident, outlets=outlets)
     lines = [
         f"home:      {home.root}",
         f"running:   {'yes: a cycle holds the lock now' if running else 'no'}",
@@ -397,11 +452,13 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
     shell = data["shell_policy"]
     if shell:
         lines.append(f"shell:     {'WARNING: ' if shell['warning'] else ''}{shell['policy']} ({shell['why']})")
+    if incident:
+        lines.append(f"incident:  {incident_text(incident)}")
     tell = [  # the agent's SURFACE: one line each, escaped like every line
         f"tell:      [{item['section']}{' ' + str(item['id']) if item.get('id') else ''}] {clip(item['text'], 200)}"
         for item in surfaced or []
     ]
-    return data, lines + waiting_lines + extra_lines + tell
+    return data, lines + outlet_lines(outlets) + waiting_lines + extra_lines + tell
 
 
 @click.command()

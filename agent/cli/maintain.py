@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import shutil
 import stat
 import sys
@@ -22,6 +21,7 @@ from agent.cli.common import (
     existing_home,
     home_option,
     json_option,
+    parse_duration,
     print_json,
     reports_errors,
     size,
@@ -45,19 +45,9 @@ from agent.store.lock import home_lock, is_locked
 from agent.store.retention import prune_cycles
 
 PROBE_TOKENS = 8  # tokens `agent doctor` has the embedded model decode
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
 SPOOL_BYTES = 1 << 20  # what `agent prune` holds of its listing in memory; more goes to a temporary file
 
 # -------------------------------------------------------------------------------------- prune
-
-
-def parse_duration(text: str) -> float:
-    """'7d', '12h', '30m', '90s', '2w', '1.5d' -> seconds. UsageError for anything else."""
-    match = _DURATION.match(str(text))
-    if not match:
-        raise UsageError(f"duration '{text}' is not a number followed by a unit: s, m, h, d or w (e.g. 7d, 12h)")
-    return float(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
 @click.command()

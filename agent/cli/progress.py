@@ -64,7 +64,11 @@ class PlainReporter:
 
 def quiet_line(r: Any) -> str | None:
     """The one line `agent run --quiet` prints (on stderr, so cron mails it) for a cycle that needs
-    a person: failed (4), awaiting approval (8), stalled (9), budget exhausted (10). None otherwise."""
+    a person: failed (4), awaiting approval (8), stalled (9), budget exhausted (10), once per incident
+    (agent/after/incidents.py): the cycle that opens it. None otherwise (a held cycle is part of the
+    incident it holds after)."""
+    if r.incident is not None and not r.new_incident:
+        return None  # told already: the incident's first cycle printed its line
     if r.error:
         return f"agent: cycle {r.cycle_id} failed: {r.error} (see logs/cycle_{r.cycle_id}.log)"
     if r.stop_reason == StopReason.AWAITING_APPROVAL.value:
@@ -79,6 +83,8 @@ def quiet_line(r: Any) -> str | None:
             f"agent: budget exhausted, nothing sent to the model: {r.stop_detail} "
             f"(exit 10; `agent status` shows spending)"
         )
+    if r.stop_reason == StopReason.HELD.value and r.held_for is not None:  # a hold whose incident was never told
+        return f"agent: cycle {r.cycle_id} {r.idle} (exit {r.exit_code})"
     return None
 
 

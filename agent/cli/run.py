@@ -41,7 +41,11 @@ from agent.secrets import Secrets
     default=None,
     help="After done, one more model call curates the memory (default: 'reflect' in config.yaml, off).",
 )
-@click.option("--force", is_flag=True, help="Call the model even when there is nothing to do, and skip 'wake_when'.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Call the model even when there is nothing to do or the home is held; skip 'wake_when'.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the cycle on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @reports_errors

@@ -1,4 +1,5 @@
-"""Steering between cycles: `agent task` and `agent goal` edit the queue and the goals.
+"""Steering between cycles: `agent task` and `agent goal` edit the queue and the goals; `agent resume`
+lets a held home call its model again.
 
 An edit never blocks and is never lost. When the home's lock is free, the command takes it,
 applies any edits queued earlier (the inbox), then its own, validates and writes active.yaml
@@ -227,3 +228,25 @@ def goal_list(home_dir: Path, as_json: bool) -> None:
 def goal_drop(home_dir: Path, number: int, lock_wait: float, as_json: bool) -> None:
     """Remove goal NUMBER (as `agent goal list` shows it)."""
     edit_state(home_dir, lock_wait, queue_edits.goal_drop(number), as_json)
+
+
+# --------------------------------------------------------------------------------------- resume
+
+
+@click.command()
+@home_option
+@json_option
+@reports_errors
+def resume(home_dir: Path, as_json: bool) -> None:
+    """Let a held home call its model again at the next cycle, though nothing else changed.
+
+    After a stall (exit 9) or a parked call (exit 8) later cycles are held, calling no model, until
+    something changes; this is the change. A stalled task's streak starts over. Queued like any edit
+    (scratchpad/inbox.jsonl) and applied at the next wake, so it never waits for a running cycle."""
+    home = existing_home(home_dir)
+    record = queue_edit(home, queue_edits.RESUME)
+    message = "queued: the next cycle calls the model again, and a stalled task's streak starts over"
+    if as_json:
+        print_json({"queued": True, "id": record["id"], "message": message})
+    else:
+        echo(message)

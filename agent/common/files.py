@@ -1,7 +1,9 @@
-"""Durable file writes: atomic replacement, disk errors, fault points.
+"""Durable file writes: atomic replacement, a replaced file kept until it may go, disk errors,
+fault points.
 
 Every whole-file write goes through `atomic_write` (temporary file in the same folder, fsync,
-rename, fsync of the folder), so a crash leaves each file whole-old or whole-new. Records that
+rename, fsync of the folder), so a crash leaves each file whole-old or whole-new; `Kept` holds the
+version a write replaced until the caller knows the new one may stand. Records that
 grow (the index, the journal, the archive...) are rows of logs/agent.db instead (store/db.py).
 """
 
@@ -88,6 +90,60 @@ def atomic_write(path: Path, data: bytes, mode: int = SECRET_FILE_MODE) -> None:
         if created:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def _sync_folder(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class Kept:
+    """A file as it was, kept while a new version replaces it, until what makes the new one count is
+    written (a cycle's record: agent/cycle/run.py). `put_back` restores it (or removes the new file when
+    there was none), `drop` lets it go. Kept by a hard link under a temporary's name, so keeping costs
+    no space, putting back is a rename that works on a full disk, and one a killed process leaves is
+    swept like any temporary; where links are refused, its bytes are kept in memory instead."""
+
+    def __init__(self, path: Path):
+        self.path, self.link, self.data = path, None, None
+        self.existed = path.exists()
+        if not self.existed:
+            return
+        link = _temporary_path(path)
+        try:
+            os.link(path, link, follow_symlinks=False)
+            self.link = link
+        except OSError:  # a file system without hard links
+            try:
+                self.data = path.read_bytes()
+            except OSError as exc:
+                raise disk_error(path, exc) from exc
+        fault_point(f"{path.name}: previous kept")
+
+    def put_back(self) -> str | None:
+        """Restore the file as it was; None when done, else why it could not be."""
+        try:
+            if self.link is not None:
+                os.replace(self.link, self.path)
+                self.link = None
+                _sync_folder(self.path.parent)
+            elif self.data is not None:
+                atomic_write(self.path, self.data)
+            elif not self.existed:
+                self.path.unlink(missing_ok=True)
+        except (OSError, DiskError) as exc:
+            return str(exc)
+        return None
+
+    def drop(self) -> None:
+        if self.link is not None:
+            with contextlib.suppress(OSError):  # left behind, it is swept as a temporary
+                os.unlink(self.link)
+            self.link = None
+        self.data = None
 
 
 def remove_temporaries(folder: Path, recursive: bool = False, left_out: list[str] | None = None) -> list[Path]:

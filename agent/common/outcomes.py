@@ -36,6 +36,7 @@ class StopReason(str, enum.Enum):
     IDLE = "idle"  # nothing to do, or wake_when said no: no model was called (agent/cycle/idle.py)
     CONSOLIDATED = "consolidated"  # agent consolidate: the rewrite of the sections was accepted
     CONSOLIDATION_REVERTED = "consolidation_reverted"  # agent consolidate: refused, active.yaml untouched
+    HELD = "held"  # a gate held the cycle at wake (stalled or awaiting approval, nothing changed): no model called
 
     @property
     def exit_code(self) -> ExitCode:
@@ -44,7 +45,7 @@ class StopReason(str, enum.Enum):
     @property
     def is_failure(self) -> bool:
         """Whether a cycle that ended so failed: what incidents, alerts and the failure counts count."""
-        return self in _FAILURES
+        return self in FAILURES
 
 
 _EXIT_CODES = {
@@ -55,11 +56,14 @@ _EXIT_CODES = {
     StopReason.AWAITING_APPROVAL: ExitCode.AWAITING_APPROVAL,
     StopReason.STALLED: ExitCode.STALLED,
     StopReason.BUDGET_EXHAUSTED: ExitCode.BUDGET_EXHAUSTED,
+    StopReason.HELD: ExitCode.STALLED,  # a held cycle ends with the code of what it waits on (Held.exit_code)
 }
 
 
-# A failed cycle, and a consolidation the runtime had to revert (its model broke the invariant).
-_FAILURES = frozenset({StopReason.ERROR, StopReason.CONSOLIDATION_REVERTED})
+# The stop reasons that are failures: a failed cycle, and a consolidation the runtime had to revert
+# (its model broke the invariant). A failure never counts toward (or ends) a stall, and
+# `consecutive_failures` counts them until a cycle succeeds. The one definition every reader uses.
+FAILURES = frozenset({StopReason.ERROR, StopReason.CONSOLIDATION_REVERTED})
 
 
 def is_failure(stop_reason: object) -> bool:
@@ -108,9 +112,10 @@ class Stop(Exception):
     """Raised inside a cycle to end it early, carrying its stop reason: the one family every limit and
     gate raises (as mini-swe-agent's `InterruptAgentFlow`); the loop and the cycle decide what each means."""
 
-    def __init__(self, reason: StopReason, message: str):
+    def __init__(self, reason: StopReason, message: str, signature: str | None = None):
         super().__init__(message)
         self.reason = reason
+        self.signature = signature  # what makes this stop one incident and not another (a budget and its period)
 
 
 class Done(Stop):
@@ -127,13 +132,27 @@ class LimitReached(Stop):
 class Parked(LimitReached):
     """Raised inside the loop when a gated call was parked for the operator (agent/gates/approvals.py)."""
 
-    def __init__(self, message: str):
-        super().__init__(StopReason.AWAITING_APPROVAL, message)
+    def __init__(self, message: str, signature: str | None = None):
+        super().__init__(StopReason.AWAITING_APPROVAL, message, signature)
 
 
 class Held(Stop):
-    """Raised by a gate at wake: this cycle calls no model. It is recorded as an idle cycle (one index
-    record, no snapshot pair, no log), with the gate's message as the reason (agent/gates/base.py)."""
+    """Raised by a gate at wake: this cycle calls no model. It is recorded like an idle cycle (one index
+    record, no snapshot pair, no log) with stop reason `held`, the gate's message as the reason, and
+    `held_for`: what it waits on (stalled, awaiting_approval), whose exit code it ends with (none: 0).
+    `repeated`: fields of the record it holds after that its own record repeats (agent/gates/holds.py)."""
 
-    def __init__(self, message: str):
-        super().__init__(StopReason.IDLE, message)
+    def __init__(
+        self,
+        message: str,
+        held_for: StopReason | None = None,
+        signature: str | None = None,
+        repeated: dict | None = None,
+    ):
+        super().__init__(StopReason.HELD, message, signature)
+        self.held_for = held_for
+        self.repeated = dict(repeated or {})
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.DONE if self.held_for is None else self.held_for.exit_code

@@ -6,8 +6,9 @@ At wake, under the lock, once the inbox is applied, `wake` decides whether the c
   on_cycle_end (argv, no shell, from the home, in its own session, secrets scrubbed from its
   environment, killed with its group at `hook_timeout`). Exit 0: the cycle runs, and the start of
   what it printed on stdout (redacted, one line, control characters escaped) is a [WAKE] note
-  in the state the cycle starts from, so the model sees what happened. Any other ending (an
-  exit code, a timeout, a program not found): idle.
+  in the state the cycle starts from, so the model sees what happened, and the sha256 of that
+  output is the record's `wake_digest` (a held home runs again when it differs). Any other ending
+  (an exit code, a timeout, a program not found): idle.
 - otherwise the state decides: no current task, an empty queue, nothing applied from the inbox,
   no approved or denied call waiting to be run or told, and no interrupted call to tell (see
   journal.py): idle; with `idle: plan` a state that has goals runs, so the model plans from them;
@@ -16,20 +17,24 @@ At wake, under the lock, once the inbox is applied, `wake` decides whether the c
 An idle cycle (`record`) takes an id and appends one index record (stop reason `idle`, exit 0),
 then writes the metrics and runs on_cycle_end as any cycle does. It writes no snapshot pair, no
 cycle log and no transcript, leaves active.yaml as it is and prunes nothing (it added nothing).
+A cycle a gate holds at wake (agent/gates/holds.py) is recorded the same way, with stop reason
+`held` and the exit code of what it waits on.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Callable
 
 import agent.cycle.journal as journal
 from agent.after.aftercare import after_cycle
 from agent.after.report import CycleReport
-from agent.common.outcomes import InvalidScratchpad, StopReason
+from agent.common.outcomes import Held, InvalidScratchpad, StopReason
 from agent.common.tags import Tag
 from agent.config import Settings
-from agent.memory.inbox import apply_inbox
+from agent.gates.base import Woke
+from agent.memory.inbox import Applied, apply_inbox
 from agent.memory.queue_edits import EditContext
 from agent.secrets import Secrets
 from agent.state import add_note
@@ -43,13 +48,23 @@ NOTHING_TO_DO = "nothing to do: no current task, an empty queue, nothing in the 
 
 def wake(
     home: Home, settings: Settings, state: dict, report: CycleReport, force: bool, secrets: Secrets
-) -> tuple[dict, str | None]:
+) -> tuple[dict, str | None, Woke]:
     """Apply the inbox to `state` (read from active.yaml) and decide: (the state the cycle starts
-    from, None) when it runs, or (that state, why it is idle) when no model is to be called.
-    Sets the report's task_before."""
+    from, None, what wake found) when it runs, or (that state, why it is idle, what wake found) when
+    no model is to be called. Sets the report's task_before, resumed and wake_digest."""
     applied = apply_inbox(home, state, _edit_context(home, settings, report), secrets)
-    state = applied.state
+    state, report.resumed = applied.state, applied.resumed
     report.task_before = secrets.redact(state["current_task"])
+    state, why = _decide(home, settings, state, report, force, secrets, applied)
+    changed = bool(applied.messages or applied.refused or applied.resumed)
+    interrupted = any(call.get("status") == journal.INTERRUPTED for call in report.calls)
+    woke = Woke(report.wake_digest, changed, applied.resumed, interrupted, force)
+    return state, why, woke
+
+
+def _decide(
+    home: Home, settings: Settings, state: dict, report: CycleReport, force: bool, secrets: Secrets, applied: Applied
+) -> tuple[dict, str | None]:
     if settings.wake_when and not force:
         from agent.after.hooks import run_command  # here, not at the top: only a home with wake_when runs one
 
@@ -69,6 +84,7 @@ def wake(
             problem, output = f"could not run: {type(exc).__name__}: {exc}", ""
         if problem is not None:
             return state, f"wake_when: {settings.wake_when[0]}: {problem}"
+        report.wake_digest = hashlib.sha256(output.encode("utf-8", "surrogatepass")).hexdigest()
         state = dict(state)
         add_note(state, wake_note(output, secrets))
     elif not (force or applied.messages or applied.refused or _has_work(home, settings, state)):
@@ -118,14 +134,19 @@ def record(
     home: Home,
     settings: Settings,
     report: CycleReport,
-    why: str,
+    why: str | Held,
     started: float,
     secrets: Secrets,
     report_event: Callable[..., None],
 ) -> CycleReport:
-    """End `report` as an idle cycle: its index record, metrics and hook; nothing else is written."""
-    report.end(StopReason.IDLE)
-    report.idle, report.task_after, report.duration_s = why, report.task_before, time.monotonic() - started
+    """End `report` as an idle cycle (`why`: its reason), or a held one (`why`: the gate's Held): its
+    index record, metrics and hook; nothing else is written."""
+    if isinstance(why, Held):
+        report.held(why, secrets)
+    else:
+        report.end(StopReason.IDLE)
+        report.idle = why
+    report.task_after, report.duration_s = report.task_before, time.monotonic() - started
     after_cycle(home, settings, report, secrets, lambda _line: None, prune=False)
     report_event("end", report=report)
     return report

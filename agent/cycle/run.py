@@ -8,7 +8,9 @@
                                                     (work.py, loop.py); the gates judge how it ended
         write <id>_after.yaml, active.yaml       4. memory bounded, then the pair's second half, then
                                                     active.yaml with last_updated (sleep.py)
-        aftercare                                5. the index record, retention, metrics, the hook
+        aftercare                                5. the index record (cannot be written: the previous
+                                                    active.yaml is put back, exit 7), retention,
+                                                    metrics, the hook
                                                  6. unlock; exit code from the stop reason
 
 If step 3 fails (model error, a bug, a signal, a broken invariant) the state saved is the state
@@ -84,12 +86,12 @@ def _run(cycle: Cycle) -> CycleReport:
             if settled:
                 log(settled)
             noted_before_saving = woken.signals.noted  # from here a signal is only noted
-            after = sleep(home, settings, secrets, report, log, after, archived)  # 4
+            after, previous = sleep(home, settings, secrets, report, log, after, archived)  # 4
             report.task_after, report.model = secrets.redact(after["current_task"]), model.name  # it answered
             report.duration_s = time.monotonic() - started
             if woken.signals.noted is not noted_before_saving:
                 log(f"{woken.signals.noted} while saving: ignored, the cycle's result was saved")
-            after_cycle(home, settings, report, secrets, log)  # 5
+            after_cycle(home, settings, report, secrets, log, previous=previous)  # 5
             log(
                 f"cycle {report.cycle_id} ended: {report.stop_reason} after {report.iterations} iterations, "
                 f"exit {report.exit_code}, {report.usage}"

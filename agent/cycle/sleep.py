@@ -4,7 +4,9 @@
                    committed to the archive first, then leave the state; so are the entries
                    that left a memory section during the cycle
     after          <id>_after.yaml: the state as the cycle left it (`last_updated` untouched)
-    active         active.yaml: the same, `last_updated` stamped now
+    active         active.yaml: the same, `last_updated` stamped now; the one it replaces is kept
+                   (`Kept`: a hard link) until the cycle's record is written, and put back if the
+                   record cannot be (exit 7: the previous active.yaml is intact, agent/cycle/run.py)
 
 A crash in between can only duplicate an archived item, never lose one. Every state is redacted
 before it is written, and each file written is listed in the report.
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import agent.memory.bounding as memory
 import agent.state as state_rules
+from agent.common.files import Kept
 from agent.scratchpad import write_state
 from agent.store.db import records
 
@@ -28,10 +31,12 @@ if TYPE_CHECKING:
     from agent.store.home import Home
 
 
-def save(home: Home, path: Path, state: dict, report: CycleReport, secrets: Secrets) -> None:
-    """Write `state`, redacted, to `path` in the home, and list the file in the report."""
-    write_state(path, secrets.redact(state))
+def save(home: Home, path: Path, state: dict, report: CycleReport, secrets: Secrets) -> str:
+    """Write `state`, redacted, to `path` in the home, and list the file in the report; the digest of
+    the bytes written."""
+    digest = write_state(path, secrets.redact(state))
     report.files.append(str(path.relative_to(home.root)))
+    return digest
 
 
 def sleep(
@@ -42,9 +47,10 @@ def sleep(
     log: Log,
     after: dict,
     archived: list,
-) -> dict:
+) -> tuple[dict, Kept]:
     """Bound `after`'s memory (archiving what leaves it, with `archived`: what reflect moved out and
-    the entries that left a section), write the after snapshot and active.yaml; the state saved."""
+    the entries that left a section), write the after snapshot and active.yaml: (the state saved,
+    the active.yaml it replaced, kept until the caller drops it or puts it back)."""
     after, moved = memory.bound_memory(after, settings.notes_budget, settings.completed_window)
     sections = [item for item in archived if not isinstance(item, memory.Archived)]
     bounded = [item for item in archived if isinstance(item, memory.Archived)] + moved
@@ -57,9 +63,15 @@ def sleep(
                 report.archived += archive_leaving(home, secrets, sections, report.cycle_id)
                 log(f"archived {len(sections)} section item(s)")
     save(home, home.snapshot(report.cycle_id, "after"), after, report, secrets)
-    save(home, home.active, dict(after, last_updated=state_rules.now_iso()), report, secrets)
+    previous = Kept(home.active)
+    try:
+        stamped = dict(after, last_updated=state_rules.now_iso())
+        report.active_digest = save(home, home.active, stamped, report, secrets)
+    except BaseException:
+        previous.drop()  # the write failed: active.yaml is the previous one
+        raise
     tell(report, settings, secrets, after)
-    return after
+    return after, previous
 
 
 def tell(report: CycleReport, settings: Settings, secrets: Secrets, state: dict) -> None:

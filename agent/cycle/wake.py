@@ -88,7 +88,7 @@ class Woken(NamedTuple):
     report: CycleReport
     swept: Sweep
     gates: Gate | None  # None for an idle cycle: no gate is opened
-    idle: str | None
+    idle: str | Held | None  # why it calls no model: idle (a reason), or held by a gate
     signals: interrupts.Deferred  # a signal that arrived while awake, noted
 
 
@@ -108,16 +108,18 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
             checked(state, settings.section_specs, home.active)
         cycle_id = new_cycle_id(home, now)  # its row in logs/agent.db
         report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), model.name)
-        before, why_idle = idle.wake(home, settings, state, report, cycle.force, secrets)
+        before, why_idle, woke = idle.wake(home, settings, state, report, cycle.force, secrets)
         tell(report, settings, secrets, before)  # an idle cycle's record says it too
-        gates = None if why_idle else open_gates(home, settings, secrets, model, cycle_id, now)
-        yield Woken(before, report, swept, gates, why_idle or _held(gates, before), signals)
+        gates = None if why_idle else open_gates(home, settings, secrets, model, cycle_id, now, woke)
+        yield Woken(before, report, swept, gates, why_idle or _held(gates, before, cycle.force), signals)
 
 
-def _held(gates: Gate, state: dict) -> str | None:
-    """Why a gate holds this cycle (no model is called), or None."""
+def _held(gates: Gate, state: dict, force: bool) -> Held | None:
+    """Why a gate holds this cycle (no model is called), or None. Every gate's at_wake runs, forced or
+    not (the memory gate settles the sections there); `agent run --force` is never held (HoldGate
+    stands aside for it, and a hold any other gate raised is dropped)."""
     try:
         gates.at_wake(state)
     except Held as held:
-        return str(held)
+        return None if force else held
     return None

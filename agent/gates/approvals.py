@@ -153,6 +153,7 @@ def park(home: Home, cycle_id: str, state: dict, outcome: Outcome, secrets: Secr
     raise Parked(
         f"call {record['id']} to {outcome.tool} awaits the operator "
         f"(agent approve {record['id']} / agent deny {record['id']})",
+        signature=f"call {record['id']}",  # one incident per parked call
     )
 
 

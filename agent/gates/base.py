@@ -6,7 +6,7 @@ gate overrides it, so a gate is only the hooks it needs:
 
     hook          when                                        what it may do
     check         before the lock (a classmethod)             raise UsageError: exit 2, nothing read or written
-    at_wake       the inbox is applied, no model asked yet    raise Held: this cycle calls no model (idle)
+    at_wake       the inbox is applied, no model asked yet    raise Held: this cycle calls no model (held)
     before_loop   the tools are open, before the first call   run calls, add notes: the state the loop starts from
     before_call   before each model call                      raise LimitReached: nothing more is sent
     on_action     a valid call, before it is applied          return why not (a [TOOL ERROR]); raise NeedsApproval
@@ -38,6 +38,16 @@ if TYPE_CHECKING:
     from agent.tools import Registry, Tool, ToolContext
 
 
+class Woke(NamedTuple):
+    """What the cycle's wake found that a gate may weigh (agent/cycle/idle.py)."""
+
+    wake_digest: str | None = None  # sha256 of what wake_when printed when it said yes; None: it did not run
+    inbox: bool = False  # the inbox applied something (an edit, or a refusal noted)
+    resumed: bool = False  # `agent resume` was among it
+    interrupted: bool = False  # a killed cycle left a call with side effects unfinished (journal.py)
+    forced: bool = False  # `agent run --force`
+
+
 class GateContext(NamedTuple):
     """What a gate may know of the cycle it guards."""
 
@@ -47,6 +57,7 @@ class GateContext(NamedTuple):
     model: Model  # the model the cycle starts with (a FallbackModel: all of them)
     cycle_id: str
     now: _dt.datetime  # when the cycle started (UTC)
+    woke: Woke = Woke()
 
 
 class Tools(NamedTuple):

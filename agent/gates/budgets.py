@@ -122,6 +122,12 @@ class Budgets:
 
     def problem(self, usage: Usage) -> str | None:
         """Which budget is spent, with this cycle's `usage` so far counted in; None: none is."""
+        spent = self.spent(usage)
+        return None if spent is None else spent[0]
+
+    def spent(self, usage: Usage) -> tuple[str, str] | None:
+        """(what `problem` says, the budget and its period: `daily token budget, UTC day 2026-11-24`, one
+        incident per budget period), or None: no budget is spent."""
         s = self.settings
         cost_now = cycle_cost(s.prices, self.model, usage) or 0.0
         checks = (
@@ -137,7 +143,8 @@ class Budgets:
             if spent >= budget:
                 shown = f"{spent:,} of {budget:,} tokens" if unit == "tokens" else f"{spent:.4f} of {budget:g}"
                 when = f"UTC day {self.day}" if period == "day" else f"UTC month {self.day[:7]}"
-                return f"the {name} {unit.rstrip('s')} budget is spent: {shown} used in {when}"
+                budget_name = f"{name} {unit.rstrip('s')} budget"
+                return f"the {budget_name} is spent: {shown} used in {when}", f"{budget_name}, {when}"
         return None
 
 
@@ -183,6 +190,6 @@ class BudgetGate(Gate):
             model.spent = model_budget_check(cycle.home, settings, cycle.now)
 
     def before_call(self, usage: Usage) -> None:
-        spent = self.budgets.problem(usage) if self.budgets else None
+        spent = self.budgets.spent(usage) if self.budgets else None
         if spent:
-            raise LimitReached(StopReason.BUDGET_EXHAUSTED, spent)
+            raise LimitReached(StopReason.BUDGET_EXHAUSTED, *spent)

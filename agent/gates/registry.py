@@ -12,7 +12,7 @@ import datetime as _dt
 import importlib
 from typing import TYPE_CHECKING, Callable
 
-from agent.gates.base import Gate, GateContext, Gates
+from agent.gates.base import Gate, GateContext, Gates, Woke
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -40,6 +40,7 @@ GATES: list[tuple[str, When]] = [
     ("agent.gates.budgets:BudgetGate", lambda s, home: s.budgeted or bool(s.model_budgets)),
     ("agent.gates.checks:CheckGate", always),
     ("agent.gates.stalls:StallGate", always),
+    ("agent.gates.holds:HoldGate", always),
     ("agent.gates.memory:MemoryGate", lambda s, home: bool(s.sections)),  # last: a gate that holds comes first
 ]
 
@@ -60,8 +61,14 @@ def check_gates(settings: Settings, home: Home, model_name: str) -> None:
 
 
 def open_gates(
-    home: Home, settings: Settings, secrets: Secrets, model: Model, cycle_id: str, now: _dt.datetime
+    home: Home,
+    settings: Settings,
+    secrets: Secrets,
+    model: Model,
+    cycle_id: str,
+    now: _dt.datetime,
+    woke: Woke = Woke(),
 ) -> Gates:
     """The gates of one cycle, under the lock, once it has its id and is to run."""
-    cycle = GateContext(home, settings, secrets, model, cycle_id, now)
+    cycle = GateContext(home, settings, secrets, model, cycle_id, now, woke)
     return Gates([gate(cycle) for gate in _classes(settings, home)])

@@ -6,17 +6,24 @@ The streak is read from the cycle records, newest first (each one's task_after a
 plus the cycle now ending. Only cycles where the model worked on the task count:
 
 - `done`, or another task, ends the streak;
-- a failed cycle (exit 4: a prompt the endpoint refuses, the model unreachable, a bug) counts:
-  a home that can never make progress stops with exit 9 instead of failing for ever;
-- one awaiting approval (exit 8) and one whose budget was spent (exit 10) neither count nor end
-  it: the model was not the one stuck, and exit 8/10 already tell the operator what to do.
+- a failed cycle (exit 4: a prompt the endpoint refuses, the model unreachable, a bug: a stop
+  reason in `FAILURES`) neither counts nor ends it: a failure stays a failure, so a home that
+  cannot reach its model fails (exit 4) on every tick and `consecutive_failures` keeps counting,
+  rather than turning an outage into a stall;
+- one awaiting approval (exit 8), one whose budget was spent (exit 10), and idle and held cycles
+  neither count nor end it: the model was not the one stuck, and exit 8/10 already tell the
+  operator what to do;
+- a cycle that applied `agent resume` counts and ends it: after a resume the task has a whole
+  streak again.
+
+After a stall, later cycles are held (agent/gates/holds.py) until something changes.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable
 
-from agent.common.outcomes import AgentError, StopReason
+from agent.common.outcomes import FAILURES, AgentError, StopReason
 from agent.common.tags import Tag
 from agent.config import Settings
 from agent.gates.base import Gate
@@ -29,9 +36,10 @@ NOT_COUNTED = {
     StopReason.AWAITING_APPROVAL.value,
     StopReason.BUDGET_EXHAUSTED.value,
     StopReason.IDLE.value,
+    StopReason.HELD.value,
     StopReason.CONSOLIDATED.value,  # a consolidation is not a task's cycle: it neither counts nor ends a streak
-    StopReason.CONSOLIDATION_REVERTED.value,
-}  # idle: the model was not asked, so it did not fail to advance
+    *(reason.value for reason in FAILURES),
+}  # idle and held: the model was not asked, so it did not fail to advance; a failure is not a stall
 STREAK_READ_CAP = 1000  # index records read back at most: a longer streak is counted as this long
 
 
@@ -47,22 +55,28 @@ def streak_newest_first(records: Iterable[dict], task: Any) -> tuple[int, bool]:
     for seen, record in enumerate(records):
         if seen >= STREAK_READ_CAP:
             break
-        if record.get("source", "index") != "index" or record.get("stop_reason") in NOT_COUNTED:
+        if record.get("source", "index") != "index":
             continue
-        if record.get("stop_reason") == StopReason.DONE.value or record.get("task_after") != task:
+        if record.get("stop_reason") not in NOT_COUNTED:
+            if record.get("stop_reason") == StopReason.DONE.value or record.get("task_after") != task:
+                return count, True
+            count += 1
+        if record.get("resumed") is True:  # `agent resume`: the streak starts over from that cycle
             return count, True
-        count += 1
     return count, False
 
 
-def judge(home: Home, settings: Settings, state: dict, reason: StopReason, secrets: Secrets) -> StopReason:
-    """The cycle's stop reason: `reason`, or STALLED (with a note) when this cycle completes a stall."""
+def judge(
+    home: Home, settings: Settings, state: dict, reason: StopReason, secrets: Secrets, resumed: bool = False
+) -> StopReason:
+    """The cycle's stop reason: `reason`, or STALLED (with a note) when this cycle completes a stall.
+    `resumed`: this cycle applied `agent resume`, so no earlier cycle counts."""
     task = secrets.redact(state["current_task"])
     if task is None or reason is StopReason.DONE or reason.value in NOT_COUNTED:
         return reason
     needed = settings.stall_cycles
     try:  # the records read newest first, only as far as the streak needs
-        earlier, _ = streak_newest_first(newest_first(home), task)
+        earlier = 0 if resumed else streak_newest_first(newest_first(home), task)[0]
     except AgentError:  # unreadable records must not cost the cycle its result; the save will say more
         return reason
     if earlier + 1 < needed:
@@ -96,4 +110,4 @@ class StallGate(Gate):
 
     def on_end(self, state: dict, reason: StopReason) -> StopReason:
         cycle = self.cycle
-        return judge(cycle.home, cycle.settings, state, reason, cycle.secrets)
+        return judge(cycle.home, cycle.settings, state, reason, cycle.secrets, cycle.woke.resumed)

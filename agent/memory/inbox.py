@@ -46,8 +46,9 @@ APPLIED_KEY = "inbox_applied"
 @dataclass
 class Applied:
     state: dict  # the state with the queued edits applied, without the marker
-    messages: list[str] = field(default_factory=list)  # what each applied edit did
+    messages: list[str] = field(default_factory=list)  # what each applied edit did (`agent resume` aside)
     refused: list[str] = field(default_factory=list)  # the [INBOX] notes of edits not applied
+    resumed: bool = False  # an `agent resume` was among the edits applied
 
 
 def without_marker(state: dict) -> dict:
@@ -153,4 +154,7 @@ def _apply_one(result: Applied, record: dict, context: EditContext) -> None:
         result.refused.append(note)
         return
     result.state = candidate
-    result.messages.append(message)
+    if record.get("op") == "resume":  # changes nothing by itself: it only lets a held home run (holds.py)
+        result.resumed = True
+    else:
+        result.messages.append(message)

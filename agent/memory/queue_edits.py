@@ -3,14 +3,15 @@ of what each does.
 
 An edit is a small JSON-able record, {"op": "task_add", "text": ..., "first": false, "check": null},
 {"op": "task_drop", "number": 2}, {"op": "goal_add", "text": ...}, {"op": "goal_drop",
-"number": 1}, or, for a section config.yaml defines, {"op": "memory_add", "section": "known",
-"text": ...}, {"op": "memory_drop", "section": "known", "id": "known-3"} or {"op": "memory_set",
-"section": "purpose", "text": ...}. `agent task` / `agent goal` / `agent memory` apply one at once
-when the lock is free; when a cycle holds it, the same record waits in the inbox
-(agent/memory/inbox.py) and is applied by `apply_edit` at the next wake. Pure: state in, state
-changed in place, a message out; UsageError refuses. A memory edit is the operator's
-(agent/memory/sections.py `operator_edit`, read-only sections included); what it moves out of a
-section is added to the `EditContext`'s `leaving`, for the caller to archive before it saves.
+"number": 1}, {"op": "resume"} (`agent resume`: changes no field; applying it is the change that
+lets a held home call its model again, agent/gates/holds.py), or, for a section config.yaml defines,
+{"op": "memory_add", "section": "known", "text": ...}, {"op": "memory_drop", "section": "known",
+"id": "known-3"} or {"op": "memory_set", "section": "purpose", "text": ...}. `agent task` / `agent
+goal` / `agent memory` apply one at once when the lock is free; when a cycle holds it, the same
+record waits in the inbox (agent/memory/inbox.py) and is applied by `apply_edit` at the next wake.
+Pure: state in, state changed in place, a message out; UsageError refuses. A memory edit is the
+operator's (agent/memory/sections.py `operator_edit`, read-only sections included); what it moves
+out of a section is added to the `EditContext`'s `leaving`, for the caller to archive before it saves.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import Any
 import agent.memory.task_checks as checks
 from agent.common.outcomes import UsageError
 
-OPS = ("task_add", "task_drop", "goal_add", "goal_drop", "memory_add", "memory_drop", "memory_set")
+OPS = ("task_add", "task_drop", "goal_add", "goal_drop", "memory_add", "memory_drop", "memory_set", "resume")
 MEMORY_OPS = ("memory_add", "memory_drop", "memory_set")
+RESUME = {"op": "resume"}
 
 
 @dataclass
@@ -61,6 +63,8 @@ def memory_edit(op: str, section: str, value: str) -> dict:
 def describe(edit: dict) -> str:
     """An edit for a person: `task add 'X' (first) [check: C]`, `goal drop 2`, `memory drop known known-3`."""
     op = str(edit.get("op", "?")).replace("_", " ")
+    if edit.get("op") == "resume":
+        return op
     if "number" in edit:
         return f"{op} {edit['number']}"
     if "section" in edit:
@@ -144,6 +148,10 @@ def _goal_drop(state: dict, edit: dict) -> str:
     return f"dropped goal {edit.get('number')}: {dropped}"
 
 
+def _resume(state: dict, edit: dict) -> str:
+    return "resumed by the operator: the model is called again, and a stalled task's streak starts over"
+
+
 def _memory(state: dict, edit: dict, context: EditContext) -> str:
     """An operator's edit of a section, in place; what it moved out added to `context.leaving`."""
     from agent.memory.sections import Stamp, operator_edit, settle, specs_by_name  # only memory edits need them
@@ -167,4 +175,10 @@ def _memory(state: dict, edit: dict, context: EditContext) -> str:
     return "; ".join([*woken.notes, *change.notes]) or f"{section}: unchanged"
 
 
-_APPLY = {"task_add": _task_add, "task_drop": _task_drop, "goal_add": _goal_add, "goal_drop": _goal_drop}
+_APPLY = {
+    "task_add": _task_add,
+    "task_drop": _task_drop,
+    "goal_add": _goal_add,
+    "goal_drop": _goal_drop,
+    "resume": _resume,
+}

@@ -158,6 +158,11 @@ def all_time(home: Home) -> dict:
     return {"cycles": cycles, "tokens": tokens, "cost": round(cost, 8)}
 
 
+def by_stop_reason(home: Home) -> dict[str, int]:
+    """{stop reason: how many records ever written ended with it}. Only ever grows."""
+    return dict(records(home, create=False).rows("SELECT stop_reason, cycles FROM outcome"))
+
+
 def disk(home: Home) -> dict[str, list[int]]:
     """{"snapshots": [files, bytes], "logs": [files, bytes]}: the cycles' files on disk, as counted
     when each cycle's record was written and each prune ran."""

@@ -113,6 +113,30 @@ def m001_records(db: Database) -> None:
         db.execute(statement)
 
 
+_OUTCOME = """INSERT INTO outcome VALUES (json_extract(new.record, '$.stop_reason'), 1)
+  ON CONFLICT (stop_reason) DO UPDATE SET cycles = cycles + 1"""
+_HAS_STOP_REASON = "json_valid(new.record) AND json_type(new.record, '$.stop_reason') = 'text'"
+
+
+@migration
+def m002_outcomes_and_outlets(db: Database) -> None:
+    for statement in (
+        # the records per stop reason, kept by the database itself as `spend` is, and never lowered
+        # (the metrics file's agent_cycles_total); the records already in are counted once, here
+        """CREATE TABLE outcome (stop_reason TEXT PRIMARY KEY, cycles INTEGER NOT NULL) WITHOUT ROWID""",
+        f"""INSERT INTO outcome SELECT json_extract(record, '$.stop_reason'), count(*) FROM cycle
+            WHERE record IS NOT NULL AND {_HAS_STOP_REASON.replace("new.", "")} GROUP BY 1""",
+        f"""CREATE TRIGGER cycle_outcome_recorded AFTER UPDATE OF record ON cycle
+            WHEN old.record IS NULL AND new.record IS NOT NULL AND {_HAS_STOP_REASON} BEGIN {_OUTCOME}; END""",
+        f"""CREATE TRIGGER cycle_outcome_imported AFTER INSERT ON cycle
+            WHEN new.record IS NOT NULL AND {_HAS_STOP_REASON} BEGIN {_OUTCOME}; END""",
+        # the operator's outlets (on_cycle_end, metrics_file) whose last attempt failed: the problem
+        # and the cycle it first failed in, until one works again (agent/after/outlets.py)
+        "CREATE TABLE outlet (name TEXT PRIMARY KEY, format INTEGER NOT NULL, problem TEXT NOT NULL, since TEXT NOT NULL)",
+    ):
+        db.execute(statement)
+
+
 def _raise_ids(ids: str) -> str:
     """An upsert raising `section_id` to the highest number among `ids` (a query of one column, `id`,
     each `<section>-<digits>`; anything of another form is not an id the runtime issued: skipped)."""

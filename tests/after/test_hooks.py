@@ -117,3 +117,30 @@ def test_bad_hook_settings_are_usage_errors_and_nothing_runs(home, config, needl
     result = run_cycle(home, [done("ok")])
     assert result.exit_code == 2 and needle in result.stderr
     assert not (home / "logs").exists()
+
+
+def test_a_failing_hook_is_shown_by_status_until_it_works_again(home, tmp_path, monkeypatch):
+    from tests.helpers import run_cli
+
+    monkeypatch.setenv("AGENT_IDLE", "skip")  # idle cycles run the hook too, and write no log
+    hook = tmp_path / "notify.sh"
+    configure(home, {"current_task": "one"}, on_cycle_end=[str(hook)])
+    assert run_cycle(home, [done("one")]).exit_code == 0  # the program does not exist yet
+    assert json.loads(run_cycle(home, [], "--json").stdout)["stop_reason"] == "idle"
+    first = cycle_records(home)[0]["cycle_id"]
+    out = run_cli("status", "--home", str(home)).stdout
+    [line] = [line for line in out.splitlines() if line.startswith("hook:")]
+    assert line == f"hook:      on_cycle_end failing since cycle {first}: program not found: {hook}"
+    hook.write_text("#!/bin/sh\nexit 3\n")
+    hook.chmod(0o755)
+    run_cycle(home, [])
+    status = json.loads(run_cli("status", "--home", str(home), "--json").stdout)["outlets"]["on_cycle_end"]
+    assert status == {"problem": "exit 3", "since": first}  # another problem, the same outage
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    run_cycle(home, [])
+    assert "hook:" not in run_cli("status", "--home", str(home)).stdout
+    hook.write_text("#!/bin/sh\nexit 1\n")
+    run_cycle(home, [])
+    assert "hook:" in run_cli("status", "--home", str(home)).stdout
+    (home / "config.yaml").write_text("idle: skip\n")  # a hook no longer configured is never shown
+    assert "hook:" not in run_cli("status", "--home", str(home)).stdout

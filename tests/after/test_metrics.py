@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
+import sqlite3
 import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.after.metrics import counters as metric_counters
 from agent.after.metrics import metrics_text
+from agent.store.cycles import add_record
+from agent.store.db import close_all
 from tests.cli.helpers import done, echo, run_cycle
-from tests.helpers import configure, run_cli
+from tests.helpers import configure, cycle_records, run_cli, store_home, write_active
 
 STATE = {
     "goals": [],
@@ -27,7 +32,9 @@ def samples(text: str) -> dict[tuple, float]:
     """(metric name, frozen labels without home) -> value, from the real parser."""
     out = {}
     for family in text_string_to_metric_families(text):
-        assert family.type == "gauge" and family.documentation
+        counter = family.name in ("agent_cycles", "agent_tokens", "agent_cost")  # the parser drops _total
+        assert family.type == ("counter" if counter else "gauge")
+        assert family.documentation
         for sample in family.samples:
             labels = dict(sample.labels)
             labels.pop("home")
@@ -101,6 +108,9 @@ def test_cost_stalls_and_pending_approvals_come_from_the_records():
     assert got[("agent_consecutive_stalls", ())] == 2 and got[("agent_consecutive_failures", ())] == 0
     assert got[("agent_pending_approvals", ())] == 2
     assert got[("agent_last_cycle_timestamp_seconds", ())] == 1767225602.5
+    held = {"stop_reason": "held", "held_for": "stalled"}
+    got = samples(metrics_text("/srv/agent", held, [*recent, {"stop_reason": "idle"}, held, held]))
+    assert got[("agent_consecutive_stalls", ())] == 4  # the held cycles after a stall are stalls too
 
 
 @pytest.mark.parametrize("home_path", ['/srv/"quoted"\\agent', "/srv/new\nline"])
@@ -171,3 +181,98 @@ def test_the_sample_alert_rules_name_only_series_the_metrics_file_writes():
     exprs = [rule["expr"] for rule in rules]
     assert any(e.startswith("absent(agent_") for e in exprs)
     assert any('reason="budget_exhausted"' in e for e in exprs)
+
+
+def test_consecutive_failures_keep_counting_over_cycles_that_asked_no_model():
+    failed = {"stop_reason": "error"}
+    passed_over = [{"stop_reason": "idle"}, {"stop_reason": "budget_exhausted"}, {"stop_reason": "held"}]
+    recent = [{"stop_reason": "done"}, failed, *passed_over, failed, {"stop_reason": "idle"}, failed]
+    assert samples(metrics_text("/h", failed, recent))[("agent_consecutive_failures", ())] == 3
+    recent.append({"stop_reason": "max_iterations"})  # a cycle that asked a model and got a reply: it ends
+    assert samples(metrics_text("/h", recent[-1], recent))[("agent_consecutive_failures", ())] == 0
+
+
+def counters(home) -> dict:
+    got = samples((home / "agent.prom").read_text())
+    return {
+        "cycles": {dict(k[1])["reason"]: v for k, v in got.items() if k[0] == "agent_cycles_total"},
+        "tokens": got[("agent_tokens_total", ())],
+        "cost": got[("agent_cost_total", ())],
+    }
+
+
+def test_the_counters_count_every_cycle_by_stop_reason(home):
+    configure(home, STATE, metrics_file="agent.prom", max_iterations=1)
+    run_cycle(home, [done("ok")])
+    run_cycle(home, [])  # fails
+    run_cycle(home, [echo("x")])  # idle: run, so this one works on nothing and hits the cap
+    got = counters(home)
+    assert got["cycles"]["done"] == 1 and got["cycles"]["error"] == 1 and got["cycles"]["max_iterations"] == 1
+    assert got["cycles"]["held"] == 0 and got["cycles"]["stalled"] == 0  # every reason has a series from the start
+    assert got["tokens"] == 0 and got["cost"] == 0
+
+
+def test_the_counters_never_go_backwards_after_a_prune_or_a_clean_reset(home):
+    configure(home, STATE, metrics_file="agent.prom", keep_cycles=1)
+    for _ in range(4):
+        run_cycle(home, [echo("x"), done("ok")])
+    assert counters(home)["cycles"]["done"] == 4
+    assert run_cli("prune", "--home", str(home), "--keep", "1").exit_code == 0
+    run_cycle(home, [done("ok")])
+    assert counters(home)["cycles"]["done"] == 5  # retention and prune deleted files, not counts
+    assert run_cli("reset", "--home", str(home), "--clean", "--yes").exit_code == 0
+    assert cycle_records(home) == []  # every record forgotten
+    write_active(home, STATE)
+    run_cycle(home, [done("ok")])
+    assert counters(home)["cycles"]["done"] == 6  # what the records counted stays
+
+
+def test_the_counters_of_a_database_made_before_they_were_kept_count_the_records_already_in(home, monkeypatch):
+    """A database made at migration 1 (the release before the counters): its next open adds `outcome`
+    and counts every record in it once, so the counters carry on from what the records say."""
+    from agent.store import migrations
+
+    configure(home, STATE, metrics_file="agent.prom")
+    monkeypatch.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:1])  # that release's schema
+    for reply in ([done("ok")], [], [done("ok")]):
+        run_cycle(home, reply)
+    close_all()
+    monkeypatch.undo()
+    with contextlib.closing(sqlite3.connect(home / "logs" / "agent.db")) as older:
+        assert older.execute("PRAGMA user_version").fetchone()[0] == 1
+    write_active(home, dict(STATE, current_task="two"))
+    run_cycle(home, [done("ok")])
+    got = counters(home)
+    assert got["cycles"]["done"] == 3 and got["cycles"]["error"] == 1
+
+
+def test_the_counters_add_up_tokens_and_recorded_cost(tmp_path):
+    home = store_home(tmp_path)
+    for record in (
+        {"cycle_id": "20261124_100000_01", "stop_reason": "done", "usage": {"total_tokens": 100}, "cost": 0.5},
+        {"cycle_id": "20261124_100000_02", "stop_reason": "error", "usage": {"total_tokens": 20}, "cost": None},
+        {"cycle_id": "20261124_100000_03", "stop_reason": "done", "usage": None, "cost": "bad"},
+        {"cycle_id": "20261124_100000_04", "stop_reason": {"not": "a reason"}, "usage": "bad"},  # a hand edit
+    ):
+        add_record(home, record)
+    got = samples(metrics_text("/h", {"stop_reason": "done"}, [], metric_counters(home)))
+    assert got[("agent_tokens_total", ())] == 120 and got[("agent_cost_total", ())] == 0.5
+    assert got[("agent_cycles_total", (("reason", "done"),))] == 2
+    assert got[("agent_cycles_total", (("reason", "error"),))] == 1
+
+
+def test_a_metrics_file_that_cannot_be_written_is_shown_by_status_until_it_works_again(home):
+    configure(home, STATE, metrics_file="no/such/folder/agent.prom")
+    for _ in range(2):
+        assert run_cycle(home, [done("ok")]).exit_code == 0
+    first = cycle_records(home)[0]["cycle_id"]
+    out = run_cli("status", "--home", str(home)).stdout
+    [line] = [line for line in out.splitlines() if line.startswith("metrics:")]
+    assert f"metrics_file not written since cycle {first}:" in line and "no/such/folder/agent.prom" in line
+    assert (
+        json.loads(run_cli("status", "--home", str(home), "--json").stdout)["outlets"]["metrics_file"]["since"] == first
+    )
+    (home / "no" / "such" / "folder").mkdir(parents=True)
+    assert run_cycle(home, [done("ok")]).exit_code == 0
+    assert "metrics:" not in run_cli("status", "--home", str(home)).stdout
+    assert json.loads(run_cli("status", "--home", str(home), "--json").stdout)["outlets"] == {}

@@ -161,6 +161,7 @@ USES_OF_A_HOME = {
     "status": ("status",),
     "task": ("task", "add", "typed in the wrong folder"),
     "goal": ("goal", "add", "a goal"),
+    "resume": ("resume",),
     "memory": ("memory", "add", "known", "a fact"),
     "consolidate": ("consolidate", "--model", "scripted:nowhere.yaml"),
     "prune": ("prune", "--keep", "1"),

@@ -10,6 +10,7 @@ import pytest
 
 from agent.after.report import CycleReport
 from agent.cli.progress import PlainReporter, make_reporter, quiet_line
+from agent.common.outcomes import StopReason
 from agent.common.tags import Outcome, Tag
 from agent.models.base import Usage
 from tests.helpers import REPO
@@ -83,22 +84,46 @@ def test_off_a_terminal_the_reporter_is_plain_on_stdout_or_on_stderr_under_json(
     assert captured.out == "" and "cycle c started (model m); task: (none)" in captured.err
 
 
-def test_the_cron_mail_table_in_operations_md_shows_the_lines_quiet_prints():
-    """docs/operations.md names, per exit code, the one line --quiet prints; it must be the real one."""
+def cron_mail_rows() -> dict[str, str | None]:
+    """docs/operations.md's cron mail table: each stop reason it names -> the line documented (None: none)."""
     rows = {}
     for line in (REPO / "docs" / "operations.md").read_text().splitlines():
-        match = re.match(r"\| (\d+) \| `+(.+?)`+ \|$", line)
+        match = re.match(r"\| (`[a-z_]+`(?:, `[a-z_]+`)*) \((\d+)(?: or \d+)?\) \| (.+) \|$", line)
         if match:
-            rows[int(match.group(1))] = match.group(2)
-    report = CycleReport("20261124_101500_01", "2026-11-24T10:15:00+00:00", "openai:m", task_after="fix the build")
-    stops = [
-        (8, "awaiting_approval", "call 3 to shell awaits the operator (agent approve 3 / agent deny 3)"),
-        (9, "stalled", None),
-        (10, "budget_exhausted", "the daily token budget is spent: 1,100 of 500 tokens used in UTC day 2026-11-24"),
-    ]
-    for code, reason, detail in stops:
-        report.stop_reason, report.exit_code, report.stop_detail = reason, code, detail
-        documented = rows[code].replace("<id>", report.cycle_id).replace("<n>", "3").replace("<tool>", "shell")
-        documented = documented.replace("<task>", "fix the build")
-        printed = quiet_line(report)
-        assert printed.startswith(documented.removesuffix("...)")), (code, printed, documented)
+            mail = re.match(r"`+(.+?)`+(?:,|$)", match.group(3))
+            for reason in re.findall(r"`([a-z_]+)`", match.group(1)):
+                rows[reason] = mail.group(1) if mail else None
+    return rows
+
+
+DETAILS = {  # what a cycle with each stop reason that mails carries
+    "awaiting_approval": {"stop_detail": "call 3 to shell awaits the operator (agent approve 3 / agent deny 3)"},
+    "budget_exhausted": {
+        "stop_detail": "the daily token budget is spent: 1,100 of 500 tokens used in UTC day 2026-11-24"
+    },
+    "error": {"error": "ModelError: HTTP 503"},
+    "held": {"held_for": "stalled", "idle": "held: the task stalled"},
+}
+
+
+@pytest.mark.parametrize("reason", [r.value for r in StopReason])
+def test_the_cron_mail_table_in_operations_md_shows_the_line_quiet_prints_for_each_stop_reason(reason: str):
+    """Stop reason by stop reason, the line the table names is the one --quiet prints for the cycle
+    that opens an incident, and a cycle that is part of one told already prints nothing."""
+    rows = cron_mail_rows()
+    assert reason in rows, f"docs/operations.md's cron mail table has no row for {reason}"
+    code = StopReason(reason).exit_code if reason != "held" else 9
+    report = _report(stop_reason=reason, exit_code=int(code), incident="0123456789abcdef", new_incident=True)
+    for key, value in DETAILS.get(reason, {}).items():
+        setattr(report, key, value)
+    if reason == "held":  # a held cycle is part of the incident it holds after: never the first
+        report.new_incident = False
+    printed, documented = quiet_line(report), rows[reason]
+    if documented is None:
+        assert printed is None, (reason, printed)
+    else:
+        documented = documented.replace("<id>", report.cycle_id).replace("<n>", "3").replace("<tool>", "shell")
+        documented = documented.replace("<task>", "fix the build").replace("<kind>: <error>", "ModelError: HTTP 503")
+        assert printed is not None and printed.startswith(documented.removesuffix("...)")), (reason, printed)
+    report.new_incident = False
+    assert quiet_line(report) is None  # the next cycles of the incident mail nothing

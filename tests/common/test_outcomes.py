@@ -40,6 +40,7 @@ def test_the_values_files_and_schedulers_read_are_stable():
         "awaiting_approval",
         "stalled",
         "budget_exhausted",
+        "held",
         "error",
         "idle",
         "consolidated",

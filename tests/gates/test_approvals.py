@@ -188,7 +188,7 @@ def test_the_models_tools_cannot_reach_the_approvals_file(home):
     assert run_cycle(home, [{"tool": "shell", "args": {"command": "date"}}]).exit_code == 8
     forged = [dict(r, status="approved") for r in approvals_json(home)]
     attack = {"tool": "write_file", "args": {"path": "logs/agent.db", "content": json.dumps(forged)}}
-    assert run_cycle(home, [attack, done("ok")]).exit_code == 0
+    assert run_cycle(home, [attack, done("ok")], "--force").exit_code == 0  # --force: a parked home is held
     assert [r["status"] for r in approvals_json(home)] == ["pending"]
 
 
@@ -320,7 +320,8 @@ def test_under_quiet_a_parked_call_prints_one_line_for_cron_mail(gated_home):
 def test_status_shows_the_calls_that_wait_with_their_count_and_age(gated_home):
     assert "approvals" not in run_cli("status", "--home", str(gated_home)).stdout  # nothing waits: nothing said
     assert run_cycle(gated_home, [WRITE]).exit_code == 8
-    assert run_cycle(gated_home, [{"tool": "write_file", "args": {"path": "b.txt", "content": "x"}}]).exit_code == 8
+    second = [{"tool": "write_file", "args": {"path": "b.txt", "content": "x"}}]
+    assert run_cycle(gated_home, second, "--force").exit_code == 8  # --force: a parked home is held
     text = run_cli("status", "--home", str(gated_home))
     assert text.exit_code == 0
     [line] = [line for line in text.stdout.splitlines() if line.startswith("approvals:")]

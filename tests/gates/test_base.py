@@ -1,4 +1,4 @@
-"""The gate interface: the five gates are one kind of thing, a list of gates is a gate, and a sixth
+"""The gate interface: the six gates are one kind of thing, a list of gates is a gate, and a seventh
 gate, defined here and listed by the same one line as the others, refuses, holds or stops a real cycle."""
 
 from __future__ import annotations
@@ -61,9 +61,16 @@ def gate_classes() -> list[type]:
     return found
 
 
-def test_the_five_gates_are_gates_that_change_only_hooks_of_the_one_interface():
+def test_the_six_gates_are_gates_that_change_only_hooks_of_the_one_interface():
     classes = gate_classes()
-    assert [c.__name__ for c in classes] == ["ApprovalGate", "BudgetGate", "CheckGate", "StallGate", "MemoryGate"]
+    assert [c.__name__ for c in classes] == [
+        "ApprovalGate",
+        "BudgetGate",
+        "CheckGate",
+        "StallGate",
+        "HoldGate",
+        "MemoryGate",
+    ]
     for gate in classes:
         assert issubclass(gate, Gate)
         own = {name for name in vars(gate) if not name.startswith("_")}
@@ -74,11 +81,11 @@ def test_a_plain_cycle_has_the_gates_that_are_always_on_and_no_module_it_does_no
     from agent.store.home import Home
 
     chosen = registry._classes(Settings(), Home.at(tmp_path))
-    assert [c.__name__ for c in chosen] == ["CheckGate", "StallGate"]
+    assert [c.__name__ for c in chosen] == ["CheckGate", "StallGate", "HoldGate"]
     chosen = registry._classes(Settings(approval_required=["shell"], daily_token_budget=10), Home.at(tmp_path))
-    assert [c.__name__ for c in chosen] == ["ApprovalGate", "BudgetGate", "CheckGate", "StallGate"]
+    assert [c.__name__ for c in chosen] == ["ApprovalGate", "BudgetGate", "CheckGate", "StallGate", "HoldGate"]
     chosen = registry._classes(Settings(sections={"known": {"kind": "list", "limit": 3}}), Home.at(tmp_path))
-    assert [c.__name__ for c in chosen] == ["CheckGate", "StallGate", "MemoryGate"]
+    assert [c.__name__ for c in chosen] == ["CheckGate", "StallGate", "HoldGate", "MemoryGate"]
 
 
 def test_a_list_of_gates_asks_each_in_turn_and_the_first_refusal_wins(tmp_path):
@@ -121,7 +128,8 @@ def test_another_gate_can_hold_a_cycle_at_wake_so_that_no_model_is_called(home, 
     result = run_cycle(home, [], "--json")  # a model with no replies: calling it would fail the cycle
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout.splitlines()[-1])
-    assert record["stop_reason"] == "idle" and record["idle"].startswith("held: the operator asked for a pause")
+    assert record["stop_reason"] == "held" and record["idle"].startswith("held: the operator asked for a pause")
+    assert record["held_for"] is None  # held for nothing a person must act on: exit 0
     assert snapshots(home, "before") == [] and read_active(home)["current_task"] == "work"
     (home / "hold").unlink()
     assert run_cycle(home, [done("worked")]).exit_code == 0  # something changed: the cycle runs

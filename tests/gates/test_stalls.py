@@ -54,14 +54,18 @@ def test_an_operator_changing_the_task_ends_the_streak(stuck_home):
     assert idle(stuck_home).exit_code == 3
 
 
-def test_failed_cycles_count_toward_the_streak(stuck_home):
+def test_failed_cycles_neither_count_toward_the_streak_nor_end_it(stuck_home):
     assert idle(stuck_home).exit_code == 3
     assert run_cycle(stuck_home, []).exit_code == 4  # the script ends at once: the cycle fails
-    assert idle(stuck_home).exit_code == 9
+    assert idle(stuck_home).exit_code == 3  # two cycles that worked, not three
+    assert run_cycle(stuck_home, []).exit_code == 4
+    assert idle(stuck_home).exit_code == 9  # the failures in between did not end the streak either
 
 
-def test_a_home_that_only_fails_stops_with_stalled(stuck_home):
-    assert [run_cycle(stuck_home, []).exit_code for _ in range(3)] == [4, 4, 9]
+def test_a_home_that_only_fails_fails_on_every_tick_and_never_stalls(stuck_home):
+    assert [run_cycle(stuck_home, []).exit_code for _ in range(6)] == [4] * 6
+    history = json.loads(run_cli("history", "--home", str(stuck_home), "--json").stdout)
+    assert [r["stop_reason"] for r in history] == ["error"] * 6
 
 
 def test_status_shows_the_stall(stuck_home):
@@ -84,8 +88,8 @@ def test_bad_stall_cycles_exits_2_naming_it(stuck_home):
     assert result.exit_code == 2 and "'stall_cycles' must be greater than 0" in result.stderr
 
 
-def test_the_streak_counts_failed_cycles_skips_approval_and_budget_cycles_and_stops_at_done():
-    rec = lambda reason, task="t": {"stop_reason": reason, "task_after": task}  # noqa: E731
+def test_the_streak_skips_failed_approval_budget_idle_and_held_cycles_and_stops_at_done():
+    rec = lambda reason, task="t", **more: {"stop_reason": reason, "task_after": task, **more}  # noqa: E731
     records = [
         rec("max_iterations"),
         rec("done"),
@@ -93,11 +97,21 @@ def test_the_streak_counts_failed_cycles_skips_approval_and_budget_cycles_and_st
         rec("error"),
         rec("awaiting_approval"),
         rec("budget_exhausted"),
+        rec("idle"),
+        rec("held", held_for="stalled"),
         rec("repeated_action"),
         rec("stalled"),
     ]
-    assert streak(records, "t") == 4
+    assert streak(records, "t") == 3
     assert streak(records + [rec("max_iterations", "other")], "t") == 0
+    assert streak(records + [rec("error", "other")], "t") == 3  # a failure on any task ends nothing
+
+
+def test_a_resumed_cycle_counts_and_ends_the_streak():
+    rec = lambda reason, **more: {"stop_reason": reason, "task_after": "t", **more}  # noqa: E731
+    records = [rec("max_iterations"), rec("stalled"), rec("max_iterations", resumed=True), rec("max_iterations")]
+    assert streak(records, "t") == 2
+    assert streak([*records[:2], rec("error", resumed=True)], "t") == 0  # even a failed resumed cycle ends it
 
 
 def test_an_a_b_a_b_alternation_is_a_repeated_action():
@@ -157,6 +171,7 @@ def test_the_stall_gate_turns_the_cycle_that_completes_a_stall_into_stalled(home
     state = {"current_task": "t", "notes": ""}
     assert gate.on_end(state, StopReason.DONE) is StopReason.DONE and state["notes"] == ""
     assert gate.on_end(state, StopReason.BUDGET_EXHAUSTED) is StopReason.BUDGET_EXHAUSTED  # not counted
-    assert gate.on_end(state, StopReason.ERROR) is StopReason.STALLED
+    assert gate.on_end(state, StopReason.ERROR) is StopReason.ERROR  # a failure stays a failure
+    assert gate.on_end(state, StopReason.MAX_ITERATIONS) is StopReason.STALLED
     assert state["notes"] == "[STOPPED] stalled: task 't' has ended 3 cycles in a row without done"
     assert gate.on_end({"current_task": "other", "notes": ""}, StopReason.MAX_ITERATIONS) is StopReason.MAX_ITERATIONS

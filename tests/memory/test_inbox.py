@@ -76,7 +76,7 @@ def test_hostile_records_become_inbox_notes_and_the_good_ones_still_apply(home):
     assert result.messages == ["current task is now: good"]
     assert [note.split(": ", 2)[2] for note in result.refused] == [
         "the record's id is not text",
-        "unknown edit '\\x1b[2Jrm' (edits: task_add, task_drop, goal_add, goal_drop, memory_add, memory_drop, memory_set)",
+        "unknown edit '\\x1b[2Jrm' (edits: task_add, task_drop, goal_add, goal_drop, memory_add, memory_drop, memory_set, resume)",
         "there is no goal 9: the goal list is empty",
     ]
     notes = result.state["notes"].split("\n")

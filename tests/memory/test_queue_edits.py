@@ -58,7 +58,7 @@ def test_goals_are_added_and_dropped_by_number():
     [
         (
             {"op": "rm -rf /"},
-            "unknown edit 'rm -rf /' (edits: task_add, task_drop, goal_add, goal_drop, memory_add, memory_drop, memory_set)",
+            "unknown edit 'rm -rf /' (edits: task_add, task_drop, goal_add, goal_drop, memory_add, memory_drop, memory_set, resume)",
         ),
         ({}, "unknown edit None"),
         (["task_add"], "unknown edit None"),

@@ -763,8 +763,8 @@ def _fail_database_writes(monkeypatch, matches) -> list[str]:
 )
 def test_full_disk_mid_cycle_is_exit_7_and_keeps_active(tmp_path: Path, monkeypatch, where):
     """ENOSPC (simulated in-process) at each file a cycle writes: one clear message, exit 7, the
-    previous active.yaml intact (except when only the record failed, after it was saved), no
-    temporary files, and the lock released."""
+    previous active.yaml intact (when only the record failed, after it was saved, it is put back),
+    no temporary files, and the lock released."""
     home, script, old = _lived_in(tmp_path)
     if where.startswith("agent.db"):
         statement = "INSERT INTO cycle (id) VALUES" if where.endswith("id") else "INSERT INTO cycle (id, format, record"
@@ -777,13 +777,43 @@ def test_full_disk_mid_cycle_is_exit_7_and_keeps_active(tmp_path: Path, monkeypa
     assert result.exit_code == ExitCode.DISK, result.output
     assert "agent: error: could not write" in result.stderr and "(the disk is full)" in result.stderr
     assert "Traceback" not in result.output
-    if where != "agent.db: the record":
-        assert (home / "scratchpad" / "active.yaml").read_bytes() == old
+    assert (home / "scratchpad" / "active.yaml").read_bytes() == old
     assert_every_file_whole(home)
     assert leftovers(home) == []
     assert not is_locked(Home.at(home))
     again = run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
     assert again.exit_code == 0
+
+
+def test_a_record_the_database_refuses_is_exit_7_and_the_previous_active_yaml_is_put_back(tmp_path: Path, monkeypatch):
+    """The cycle works and saves; then the database refuses its record as SQLite refuses a write on a
+    read-only disk (tests/store/faults.py: SQLite's own result code, through the same error path),
+    and the active.yaml it replaced is put back, so exit 7 means what the docs say; its result stays
+    in its after snapshot, the records are as they were, and nothing is left over."""
+    import agent.after.aftercare
+    from tests.store.faults import read_only
+
+    home, script, old = _lived_in(tmp_path)
+    recorded = cycle_records(home)
+    real = agent.after.aftercare.add_record
+
+    def refused(at: Home, record: dict) -> None:
+        read_only(at)  # only now: the cycle took its id and saved before this
+        real(at, record)
+
+    monkeypatch.setattr(agent.after.aftercare, "add_record", refused)
+    result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
+    monkeypatch.undo()
+    assert result.exit_code == ExitCode.DISK, result.output
+    [line] = result.stderr.splitlines()  # one line for cron mail
+    assert line.startswith(f"agent: error: could not write {home / 'logs' / 'agent.db'}: Read-only file system")
+    assert "active.yaml is as it was before cycle" in line and "_after.yaml, with no record in logs/agent.db" in line
+    assert (home / "scratchpad" / "active.yaml").read_bytes() == old and cycle_records(home) == recorded
+    cycle_id = re.search(r"before cycle (\S+) ", line).group(1)
+    assert read_state_file(home / "scratchpad" / f"{cycle_id}_after.yaml", home) is not None  # the result, kept
+    assert leftovers(home) == [] and not is_locked(Home.at(home))
+    again = run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q")
+    assert again.exit_code == 0, again.output  # the home carries on from the state it had
 
 
 def test_full_disk_while_writing_the_temporary_file(tmp_path: Path, monkeypatch):

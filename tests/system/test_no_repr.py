@@ -58,6 +58,9 @@ USES = [
     ["history", "--daily"],
     ["history", "--json"],
     ["history", "--daily", "--json"],
+    ["history", "--no-idle", "--since", "7d"],
+    ["history", "--stop-reason", "error", "--stop-reason", "held"],
+    ["history", "--until", "2000-01-02", "--json"],
     ["show"],
     ["show", "--all"],
     ["show", "--json"],
@@ -106,6 +109,8 @@ USES = [
     ["task", "add", "typed by hand"],
     ["task", "drop", "9"],
     ["goal", "add", "a goal"],
+    ["resume"],
+    ["resume", "--json"],
     ["approve", "3"],
     ["approve", "1"],
     ["approve", "3", "--json"],
@@ -170,17 +175,19 @@ def lived_in(tmp_path_factory) -> dict:
     first = cycle([echo("rotating"), done("rotated and compressed four files")])
     cycle([echo("df says 12G free"), done("checked the disk")])  # the first task moves to the archive
     cycle([WRITE], expect=8)  # parked: call 1
-    cycle([{"tool": "write_file", "args": {"path": "other.txt", "content": "x"}}], expect=8)  # call 2
+    cycle([{"tool": "write_file", "args": {"path": "other.txt", "content": "x"}}], "--force", expect=8)  # call 2
     assert agent("approve", "1", "--home", str(home)).exit_code == 0
     assert agent("deny", "2", "--home", str(home), "--reason", "not in production").exit_code == 0
     cycle([RECALL, done("wrote the report")])  # the approved call runs first; recall finds the archive
     cycle([{"tool": "write_file", "args": {"path": "c.txt", "content": "c"}}], expect=8)  # call 3: pending
-    cycle([{"tool": "write_file", "args": {"path": "d.txt", "content": "d"}}], expect=8)  # call 4: pending
-    failed = cycle([], expect=4)  # the script has no reply: the model fails
+    cycle([{"tool": "write_file", "args": {"path": "d.txt", "content": "d"}}], "--force", expect=8)  # call 4
+    failed = cycle([], "--force", expect=4)  # the script has no reply: the model fails (--force: parked)
     (home / "config.yaml").write_text("approval_required: [write_file]\nstall_cycles: 2\nmax_iterations: 2\n")
-    for _ in range(3):  # stalled (whether the failed cycle counts towards it or not)
+    for _ in range(2):  # stalled (the failed cycle does not count towards it)
         cycle([echo("still watching"), echo("still")], expect=(3, 9))
     assert json.loads(outputs[-1][1].stdout)["stop_reason"] == "stalled"
+    cycle([], expect=9)  # held: no model called
+    assert json.loads(outputs[-1][1].stdout)["stop_reason"] == "held"
     assert agent("restore", f"{first}:before", "--home", str(home)).exit_code == 0  # a replaced state archived
     recall_all = {"tool": "recall", "args": {"query": "watch the queue count sheep", "limit": 10}}
     cycle([recall_all, done("remembered")])  # recall over the replaced state too

@@ -30,7 +30,7 @@ WRITE = {"tool": "write_file", "args": {"path": "a.txt", "content": "a"}}
 # Every command, with the arguments one real use of it takes ({id}: the first cycle; {script}:
 # a scripted model; {tmp}: a fresh folder). --home HOME is appended (init and fleet take it as an argument).
 USES = {
-    "run": [["run", "--model", "scripted:{script}"]],
+    "run": [["run", "--model", "scripted:{script}", "--force"]],
     "init": [["init"]],
     "reset": [["reset"], ["reset", "--clean", "--yes"]],
     "tools": [["tools"]],
@@ -40,6 +40,7 @@ USES = {
     "status": [["status"], ["status", "--json"]],
     "task": [["task", "list"], ["task", "add", "typed by hand"], ["task", "drop", "1"]],
     "goal": [["goal", "list"], ["goal", "add", "a goal"]],
+    "resume": [["resume"]],
     "memory": [["memory"], ["memory", "--json"], ["memory", "add", "known", "x"]],
     "consolidate": [["consolidate", "--model", "scripted:{script}"]],
     "prune": [["prune", "--keep", "1"]],
@@ -76,7 +77,8 @@ def lived_in(tmp_path_factory) -> tuple[Path, str, Path]:
         ([echo("hi"), done("did one")], [WRITE], [{"tool": "write_file", "args": {"path": "b.txt", "content": "b"}}])
     ):
         script = write_script(root, replies, name=f"setup_{n}.yaml")
-        assert _agent("run", "--home", str(home), "--model", f"scripted:{script}", env=env).returncode in (0, 8)
+        run = ["run", "--home", str(home), "--model", f"scripted:{script}", "--force"]  # a parked home is held
+        assert _agent(*run, env=env).returncode in (0, 8)
     first = sorted(p.name[: -len("_before.yaml")] for p in (home / "scratchpad").glob("*_before.yaml"))[0]
     return home, first, write_script(root, [done("ok")], name="done.yaml")
 
