@@ -41,15 +41,22 @@ CONFIG = {
     "stale_after": 24,
 }
 # What the fabricated cycles end with, in turn: every stop reason, done and idle the most often.
+# A held cycle follows the stalled one it holds after, as a gate holds it at wake.
+_REST = [r.value for r in StopReason if r not in (StopReason.DONE, StopReason.IDLE, StopReason.HELD)]
 PATTERN = [
     *([StopReason.DONE.value] * 5),
     *([StopReason.IDLE.value] * 4),
-    *(reason.value for reason in StopReason if reason not in (StopReason.DONE, StopReason.IDLE)),
+    *_REST[: _REST.index(StopReason.STALLED.value) + 1],
+    StopReason.HELD.value,
+    *_REST[_REST.index(StopReason.STALLED.value) + 1 :],
 ]
+NO_MODEL = (StopReason.IDLE.value, StopReason.HELD.value)  # cycles that asked no model
+HELD_FOR = StopReason.STALLED
 
 
 def _record(cycle_id: str, moment: _dt.datetime, n: int, reason: str, task: str, error: str | None) -> dict:
-    idle = reason == StopReason.IDLE.value
+    idle = reason in NO_MODEL
+    held = reason == StopReason.HELD.value
     model = MODELS[n % len(MODELS)]
     usage = {
         "prompt_tokens": 0 if idle else 900 + (n % 7) * 150,
@@ -65,17 +72,18 @@ def _record(cycle_id: str, moment: _dt.datetime, n: int, reason: str, task: str,
         "duration_s": 0.0 if idle else 2.5 + n % 9,
         "model": model,
         "stop_reason": reason,
-        "exit_code": int(StopReason(reason).exit_code),
+        "exit_code": int(HELD_FOR.exit_code if held else StopReason(reason).exit_code),
         "iterations": 0 if idle else 1 + n % 6,
-        "task_before": None if idle else task,
-        "task_after": None if idle or reason == StopReason.DONE.value else task,
+        "task_before": task if held else None if idle else task,
+        "task_after": task if held else None if idle or reason == StopReason.DONE.value else task,
         "usage": usage,
         "error": error,
         "archived": 0,
         "reflect": None,
         "actions": {} if idle else {"tool": 1, "done": 1},
         "cost": None if idle else cycle_cost(PRICES, model, usage),
-        "idle": "no task" if idle else None,
+        "idle": "held: stalled, and nothing changed since" if held else "no task" if idle else None,
+        "held_for": HELD_FOR.value if held else None,
         "calls": [],
         "pending_approvals": 0,
         "oldest_pending_approval": None,

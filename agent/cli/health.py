@@ -9,9 +9,9 @@ A home needs a person when any of these holds (each one an `attention` item with
 - no cycle for longer than `stale_after` (default: three times its usual interval, the median gap
   between its last 20 cycles, idle ones included, and ten minutes at least; a day while it has run
   fewer than two), or no cycle at all: a scheduler that stopped firing says nothing itself;
-- an open incident: its newest cycle (idle ones passed over) stopped for a reason a person must
-  act on (failed, stalled, awaiting approval, budget exhausted: exits 4, 8, 9, 10; a consolidation
-  reverted, a failure too);
+- an open incident, as `agent status` tells it (agent/after/incidents.py: failed, stalled, awaiting
+  approval, budget exhausted, exits 4, 8, 9, 10, and a consolidation reverted, a failure too; a held
+  cycle is part of the one it holds after);
 - a call parked for longer than a day;
 - a daily or monthly budget spent;
 - a config.yaml or an active.yaml that no cycle can use (every cycle would exit 2 or 6);
@@ -24,9 +24,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from agent.after.incidents import incident_text
 from agent.cli.common import age, clip, existing_home, home_settings
 from agent.cli.history import recent_history
-from agent.common.outcomes import AgentError, ExitCode, StopReason, is_failure
+from agent.common.outcomes import AgentError, StopReason
 from agent.config import Settings
 from agent.state import parse_time
 
@@ -52,8 +53,6 @@ STATES = (
     "ok",
     "idle",
 )
-# The exit codes of outcomes a person must act on (the ones `agent run --quiet` prints a line for).
-ACT_ON = (ExitCode.FAILED, ExitCode.AWAITING_APPROVAL, ExitCode.STALLED, ExitCode.BUDGET_EXHAUSTED)
 _STATE_OF_REASON = {
     StopReason.ERROR.value: "failing",
     StopReason.STALLED.value: "stalled",
@@ -136,16 +135,8 @@ def budgets_used(status: dict) -> list[dict]:
 
 
 def _incident(status: dict) -> dict | None:
-    """The open incident as `agent status` tells it; where status names none, the newest cycle's
-    outcome when a person must act on it."""
-    if "incident" in status:
-        return status["incident"]
-    last = status["last_cycle"]
-    if last is None or last.get("source") != "index":
-        return None
-    if last.get("exit_code") not in ACT_ON and not is_failure(last.get("stop_reason")):  # a reverted consolidation
-        return None
-    return {"key": f"{last['stop_reason']}:{last['cycle_id']}", "stop_reason": last["stop_reason"], "since": None}
+    """The open incident, as `agent status` tells it (agent/after/incidents.py)."""
+    return status.get("incident")
 
 
 def attention(status: dict, age_s: float | None, stale_s: float) -> list[dict]:
@@ -161,9 +152,7 @@ def attention(status: dict, age_s: float | None, stale_s: float) -> list[dict]:
         items.append({"key": f"stale:{last['cycle_id']}", "text": f"{what} (stale after {age(stale_s)})"})
     incident = _incident(status)
     if incident:
-        what = incident.get("stop_reason")
-        error = f": {clip(last.get('error'), 120)}" if last and last.get("error") else ""
-        items.append({"key": f"incident:{incident['key']}", "text": f"incident: {what}{error}"})
+        items.append({"key": f"incident:{incident['key']}", "text": f"incident: {clip(incident_text(incident), 240)}"})
     approvals = status.get("approvals") or {}
     if (approvals.get("oldest_age_s") or 0) > APPROVAL_WAIT_S:
         items.append(

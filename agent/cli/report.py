@@ -61,6 +61,7 @@ def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_aft
     """Everything the page shows of one home (a folder that is not a home: its health row alone)."""
     from agent.cli.window import (
         cycle_detail,
+        incidents,
         newest_worked,
         spending_by_day,
         stop_reason_counts,
@@ -87,7 +88,7 @@ def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_aft
         "spending": spending_by_day(home, since, now, settings.prices),
         "budgets": {"tokens": settings.daily_token_budget, "cost": settings.daily_cost_budget},
         "timeline": timeline(records, settings.prices),
-        "incidents": [],
+        "incidents": incidents(home, records),
         "details": [cycle_detail(home, record, secrets, cycles) for record in newest_worked(records, detail)],
         "memory": memory_sections(home, settings.section_specs, records),
     }

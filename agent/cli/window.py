@@ -24,12 +24,12 @@ from agent.common.outcomes import AgentError, StopReason
 from agent.common.plain import plain
 from agent.gates.budgets import bucket_spending, record_cost, record_tokens
 from agent.secrets import Secrets
-from agent.store.cycles import cycles_since, spent_by_day
+from agent.store.cycles import cycles_since, newest_first, spent_by_day
 from agent.store.home import Home
 from agent.store.ids import SECOND_FORMAT, cycle_started
 
 UNKNOWN_MODEL = "(not recorded)"
-NOT_DETAILED = (StopReason.IDLE.value, "held", RUNNING)  # no model was asked: nothing to show in detail
+NOT_DETAILED = (StopReason.IDLE.value, StopReason.HELD.value, RUNNING)  # no model was asked: nothing to show in detail
 TEXT_CHARS = 2000  # of a task or an error on the timeline
 MESSAGE_CHARS = 20_000  # of one message of a transcript, on the page
 TRANSCRIPT_CHARS = 300_000  # of one cycle's transcript, on the page (`agent logs ID --transcript` has it all)
@@ -90,15 +90,18 @@ def _shown(text: Any, limit: int | None = TEXT_CHARS) -> str | None:
 
 
 def timeline(records: list[dict], prices: dict) -> dict:
-    """The window's cycles as columns for the chart: start (epoch seconds), stop reason, task (an index
-    into `tasks`: a task repeats over many cycles), error, cycle id, model, tokens and cost."""
+    """The window's cycles as columns for the chart: start (epoch seconds), stop reason, what a held
+    cycle waits on, task (an index into `tasks`: a task repeats over many cycles), error, cycle id,
+    model, tokens and cost."""
     tasks: dict[str, int] = {}
-    columns: dict[str, list] = {key: [] for key in ("t", "reason", "task", "error", "id", "model", "tokens", "cost")}
+    keys = ("t", "reason", "held_for", "task", "error", "id", "model", "tokens", "cost")
+    columns: dict[str, list] = {key: [] for key in keys}
     for record in records:
         started = cycle_started(record["cycle_id"])
         task = _shown(record.get("task_before")) or ""
         columns["t"].append(None if started is None else int(started.timestamp()))
         columns["reason"].append(str(record.get("stop_reason") or "?"))
+        columns["held_for"].append(plain(record.get("held_for")) if record.get("held_for") else None)
         columns["task"].append(tasks.setdefault(task, len(tasks)))
         columns["error"].append(_shown(record.get("error")))
         columns["id"].append(record["cycle_id"])
@@ -106,6 +109,66 @@ def timeline(records: list[dict], prices: dict) -> dict:
         columns["tokens"].append(record_tokens(record))
         columns["cost"].append(record_cost(record, prices))
     return dict(columns, tasks=list(tasks))
+
+
+# ---------------------------------------------------------------------------------- incidents
+
+INCIDENTS_SHOWN = 100  # the newest; the page says how many there were in all
+
+
+def _passed_over(record: dict) -> bool:
+    """A cycle that neither continues nor ends an incident (agent/after/incidents.py): idle, or
+    without a record."""
+    return record.get("stop_reason") == StopReason.IDLE.value or record.get("source", "index") != "index"
+
+
+def _opened(record: dict, key: str, home: Home) -> dict:
+    """The incident the window's first cycle is part of: it began where the records before the window
+    say (read back only as far as it goes, as `agent status` reads it)."""
+    from agent.after.incidents import incident_run
+
+    earlier = incident_run(newest_first(home, before=record["cycle_id"]), key)
+    return {
+        "key": key,
+        "since": earlier[-1]["cycle_id"] if earlier else record["cycle_id"],
+        "cycles": len(earlier),
+        "error": _shown(next((r.get("error") for r in earlier if r.get("error")), None)),
+        "ended": None,
+    }
+
+
+def _continued(incident: dict, record: dict) -> None:
+    held = record.get("stop_reason") == StopReason.HELD.value
+    reason = record.get("held_for") if held else record.get("stop_reason")
+    incident.update(
+        stop_reason=plain(reason, "?"), held=held, task=_shown(record.get("task_after")), last=record["cycle_id"]
+    )
+    incident["cycles"] += 1
+    incident["error"] = _shown(record.get("error")) or incident["error"]  # the newest, as status says
+
+
+def incidents(home: Home, records: list[dict]) -> dict:
+    """The incidents of the window as `agent status` defines them (agent/after/incidents.py: one stop
+    reason on one task with one error signature; a held cycle is part of the one it holds after),
+    newest first: its stop reason, task and newest error, the cycle that opened it (before the
+    window, for one open at its start) and the one that ended it (None: open now), its cycles."""
+    from agent.after.incidents import incident_key
+
+    worked = [r for r in records if not _passed_over(r)]
+    found: list[dict] = []
+    current: dict | None = None
+    for record in worked:
+        key = incident_key(record)
+        if current is not None and key != current["key"]:
+            current["ended"] = record["cycle_id"]
+            current = None
+        if key is not None and current is None:
+            opened = {"key": key, "since": record["cycle_id"], "cycles": 0, "error": None, "ended": None}
+            current = _opened(record, key, home) if record is worked[0] else opened
+            found.append(current)
+        if current is not None:
+            _continued(current, record)
+    return {"shown": found[::-1][:INCIDENTS_SHOWN], "count": len(found)}
 
 
 # ---------------------------------------------------------------------------------- memory

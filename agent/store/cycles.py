@@ -59,9 +59,14 @@ def count_files(home: Home, cycle_id: str) -> None:
         count_files_of(db, home, cycle_id)
 
 
-def newest_first(home: Home) -> Iterator[dict]:
-    """Every cycle's record, newest first, read only as far as the caller goes."""
-    rows = records(home, create=False).stream("SELECT record FROM cycle WHERE record IS NOT NULL ORDER BY id DESC")
+def newest_first(home: Home, before: str | None = None) -> Iterator[dict]:
+    """Every cycle's record (or those whose ids sort before `before`), newest first, read only as far
+    as the caller goes."""
+    older = "" if before is None else " AND id < ?"
+    rows = records(home, create=False).stream(
+        f"SELECT record FROM cycle WHERE record IS NOT NULL{older} ORDER BY id DESC",
+        () if before is None else (before,),
+    )
     return (record for (text,) in rows if (record := loaded(text)) is not None)
 
 

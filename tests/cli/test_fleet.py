@@ -267,4 +267,4 @@ def test_a_reverted_consolidation_is_an_incident(tmp_path):
     script = write_script(tmp_path, [{"tool": "consolidate", "args": {"sections": {"known": []}}}])
     assert run_cli("consolidate", "--home", str(root), "--model", f"scripted:{script}").exit_code == 3
     result = run_cli("fleet", "-q", str(root))
-    assert result.exit_code == 1 and "incident: consolidation_reverted" in result.stdout, result.output
+    assert result.exit_code == 1 and "incident: failing: consolidation_reverted" in result.stdout, result.output

@@ -313,3 +313,88 @@ def test_the_archive_is_read_back_only_to_the_first_cycle_asked_for(home):
     append_archive(Home.at(home), [dict(row, cycle_id=cycle_id, id=f"known-{n}") for n, cycle_id in enumerate(ids)])
     found = list(sections_left_since(Home.at(home), "20260101_000000_00"))
     assert found == [("20260102_000000_01", "known", "known-2", None, "evict")]  # stopped at the older one
+
+
+# ------------------------------------------------------------------------- incidents and held cycles
+
+
+def _incident_rows(html: str) -> list[dict]:
+    keys = ("incident", "stop-reason", "since", "ended", "last", "cycles", "open")
+    pattern = r"<tr " + r" ".join(rf'data-{k}="([^"]*)"' for k in keys) + ">"
+    return [dict(zip(keys, unescape_all(found))) for found in re.findall(pattern, html)]
+
+
+def unescape_all(values: tuple) -> list[str]:
+    return [unescape(v) for v in values]
+
+
+def test_each_incident_is_one_row_as_status_would_tell_it_at_its_last_cycle(history_home, tmp_path):
+    from agent.after.incidents import open_incident
+    from agent.store.cycles import newest_first
+
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page)[0] == 0
+    rows = _incident_rows(page.read_text())
+    assert len(rows) > 10 and rows == sorted(rows, key=lambda r: r["since"], reverse=True)  # newest first
+    for row in rows:  # what status said when the incident's last cycle was the newest
+        told = open_incident(newest_first(Home.at(history_home), before=row["last"] + "~"))
+        assert (told["key"], told["since"], told["cycles"]) == (row["incident"], row["since"], int(row["cycles"]))
+        assert told["stop_reason"] == row["stop-reason"]
+    # the failing run on one task (its errors' numbers differ) is one incident of 6, ended by the next worked cycle
+    (failing,) = [r for r in rows if int(r["cycles"]) == 6]
+    history = json.loads(run_cli("history", "--home", str(history_home), "--json", "-n", "0").output)[::-1]
+    ids = [r["cycle_id"] for r in history if r["stop_reason"] != "idle"]
+    assert failing["ended"] == ids[ids.index(failing["last"]) + 1] and failing["open"] == "false"
+
+
+def _held_home(root: Path, days_ago: float) -> Path:
+    """A home whose call 3 was parked `days_ago` days ago; every cycle since was held (and idle ones)."""
+    from agent.store.ids import following_cycle_id
+    from tests.histories import _record
+
+    (root / "scratchpad").mkdir(parents=True)
+    (root / "config.yaml").write_text(yaml.safe_dump({"prices": {}}))
+    (root / "scratchpad" / "active.yaml").write_text(yaml.safe_dump({"current_task": "ship it"}))
+    start = _now() - _dt.timedelta(days=days_ago)
+    reasons = ["done", "awaiting_approval", *(["held", "idle"] * int(days_ago * 6))]
+    found, ids = [], []
+    for n, reason in enumerate(reasons):
+        moment = start + _dt.timedelta(hours=2) * (n - 1)
+        ids.append(following_cycle_id(moment, ids[-1:]))
+        record = _record(ids[-1], moment, n, reason, "ship it", None)
+        if reason in ("held", "awaiting_approval"):
+            record.update(signature="call 3", exit_code=9)
+        if reason == "held":
+            record.update(held_for="awaiting_approval")
+        found.append(record)
+    write_history(Home.at(root), found)
+    return root
+
+
+@pytest.mark.parametrize("days", [1, 30])
+def test_a_held_home_says_held_and_its_incident_as_status_does_even_from_before_the_window(tmp_path, days):
+    root = _held_home(tmp_path / "home", days_ago=3)  # with --days 1 the incident began before the window
+    status = json.loads(run_cli("status", "--home", str(root), "--json").output)
+    assert status["incident"]["held"] is True and status["incident"]["stop_reason"] == "awaiting_approval"
+    page = tmp_path / "r.html"
+    assert _report("--home", root, "-o", page, "--days", days)[0] == 0
+    html = page.read_text()
+    (row,) = _incident_rows(html)
+    incident = status["incident"]
+    assert (row["incident"], row["since"], int(row["cycles"]), row["open"]) == (
+        incident["key"],
+        incident["since"],
+        incident["cycles"],
+        "true",
+    )
+    assert row["stop-reason"] == "awaiting_approval" and "(held)" in html
+    assert re.search(r'data-field="state">held<', html)
+    fleet = json.loads(run_cli("fleet", "--json", str(root)).output)[0]
+    assert fleet["state"] == "held" and any(
+        i["text"].startswith("incident: ") and "held" in i["text"] for i in fleet["attention"]
+    )
+    (data,) = [json.loads(b) for b in re.findall(r'class="home-data"[^>]*>(.*?)</script>', html, re.S)]
+    timeline = data["timeline"]
+    held = [k for k, reason in enumerate(timeline["reason"]) if reason == "held"]
+    assert held and {timeline["held_for"][k] for k in held} == {"awaiting_approval"}
+    assert _attributes(html, "stop-reason", "count")["held"] == str(len(held))

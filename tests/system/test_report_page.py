@@ -47,9 +47,17 @@ READ_HOME = """
     models: [...section.querySelectorAll('table.days thead th')].slice(4).map(th => th.textContent),
     details: [...section.querySelectorAll('details.cycle')].map(d => d.dataset.cycle),
     charts: section.querySelectorAll('.uplot canvas').length,
+    incidents: [...section.querySelectorAll('table.incidents tr[data-incident]')].map(tr => ({...tr.dataset})),
   };
 })
 """
+
+
+# The timeline's row (y) of each stop reason's marks: the ones that asked no model are drawn apart, below.
+TIMELINE_ROWS = """(() => {
+  const u = window.agentReport.timelines[0];
+  return Object.fromEntries(u.series.slice(1).map((s, k) => [s.label, [...new Set(u.data[k + 1].filter(v => v != null))]]));
+})()"""
 
 
 def _json(*args: str):
@@ -114,6 +122,7 @@ def test_the_report_of_a_long_history_opens_offline_and_says_what_history_and_st
         browser.open(page.as_uri())
         assert browser.evaluate("document.body.dataset.drawn") == "true"
         shown = browser.evaluate(f"{READ_HOME}(document.querySelector('section.home'))")
+        rows = browser.evaluate(TIMELINE_ROWS)
         hovered = _hover_the_hostile_cycle(browser)
         browser.mouse("mouseMoved", hovered["x"], hovered["y"])
         tooltip = browser.evaluate(
@@ -155,6 +164,17 @@ def test_the_report_of_a_long_history_opens_offline_and_says_what_history_and_st
         for d in daily
     ]
     assert set(MODELS) <= set(shown["models"]) and shown["charts"] == 3
+    # one row per stop reason; idle and held cycles each on a row of their own, below the others
+    assert set(rows) == set(shown["counts"]) and all(len(ys) == 1 for ys in rows.values())
+    assert rows["idle"] == [-1] and rows["held"] == [-2]
+    assert sorted(y for r, (y,) in rows.items() if r not in ("idle", "held")) == list(range(1, len(rows) - 1))
+    # the incidents: the newest first, the one open now is status's
+    assert shown["incidents"] and shown["incidents"] == sorted(shown["incidents"], key=lambda i: i["since"])[::-1]
+    opened = [i for i in shown["incidents"] if i["open"] == "true"]
+    told = status["incident"]
+    assert [(i["incident"], i["since"], int(i["cycles"])) for i in opened] == (
+        [(told["key"], told["since"], told["cycles"])] if told else []
+    )
     worked = [r["cycle_id"] for r in history if r["stop_reason"] not in ("idle", "held")]
     assert shown["details"] == worked[:5]  # newest first, idle cycles left out
     # the hostile task is text wherever it shows, and nothing of it ran

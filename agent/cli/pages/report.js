@@ -5,7 +5,9 @@
   var colours = JSON.parse(document.getElementById("colours").textContent);
   var utc = function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); };
   var colour = function (reason) { return colours[reason] || colours["?"]; };
-  var IDLE = "idle";
+  // Cycles that asked no model, each kind on a row of its own below the line: idle, then held.
+  var APART = ["idle", "held"];
+  var apart = function (reason) { return APART.indexOf(reason) >= 0; };
 
   function width(el) { return Math.max(320, Math.floor(el.getBoundingClientRect().width) || 800); }
 
@@ -15,7 +17,7 @@
     var lines = [
       ["cycle", tl.id[i]],
       ["started", tl.t[i] == null ? "?" : stamp(tl.t[i])],
-      ["stop reason", tl.reason[i]],
+      ["stop reason", tl.reason[i] + (tl.held_for[i] ? " (waits on " + tl.held_for[i] + ")" : "")],
       ["task", tl.tasks[tl.task[i]] || "(none)"],
       ["model", tl.model[i]],
       ["tokens", String(tl.tokens[i])],
@@ -40,23 +42,23 @@
   function timelineChart(el, tl, range, tooltip, pinned) {
     var seen = {};
     tl.reason.forEach(function (r) { seen[r] = true; });
-    var rows = Object.keys(colours).filter(function (r) { return seen[r] && r !== IDLE; });
-    Object.keys(seen).forEach(function (r) { if (rows.indexOf(r) < 0 && r !== IDLE) rows.push(r); });
+    var rows = Object.keys(colours).filter(function (r) { return seen[r] && !apart(r); });
+    Object.keys(seen).forEach(function (r) { if (rows.indexOf(r) < 0 && !apart(r)) rows.push(r); });
     var ys = {}, labels = {};
     rows.forEach(function (r, k) { ys[r] = rows.length - k; labels[rows.length - k] = r; });
-    ys[IDLE] = -1;
-    labels[-1] = IDLE;
-    var shown = rows.concat(seen[IDLE] ? [IDLE] : []);
+    var below = APART.filter(function (r) { return seen[r]; });
+    below.forEach(function (r, k) { ys[r] = -1 - k; labels[-1 - k] = r; });
+    var shown = rows.concat(below);
     var data = [tl.t].concat(shown.map(function (r) {
       return tl.reason.map(function (x) { return x === r ? ys[r] : null; });
     }));
     var opts = {
       width: width(el),
-      height: Math.max(160, 34 * (rows.length + 2)),
+      height: Math.max(160, 34 * (rows.length + below.length + 1)),
       tzDate: utc,
       legend: { show: false },
       cursor: { points: { show: false }, drag: { x: true, y: false } },
-      scales: { x: { time: true, auto: false, range: range }, y: { auto: false, range: [-1.8, rows.length + 0.8] } },
+      scales: { x: { time: true, auto: false, range: range }, y: { auto: false, range: [-0.8 - Math.max(1, below.length), rows.length + 0.8] } },
       axes: [
         {},
         {
@@ -66,7 +68,7 @@
         }
       ],
       series: [{}].concat(shown.map(function (r) {
-        var small = r === IDLE;
+        var small = apart(r);
         return {
           label: r,
           stroke: colour(r),
