@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from agent.common.cycle_ids import following_cycle_id
 from agent.common.outcomes import StopReason
 from agent.config import load_settings
 from agent.cycle.run import run_cycle
@@ -23,7 +24,6 @@ from agent.gates.budgets import cycle_cost
 from agent.models import ScriptedModel
 from agent.store.db import records as database
 from agent.store.home import Home
-from agent.store.ids import following_cycle_id
 from agent.store.rows import insert_record
 
 MODELS = ("openai:gpt-4o-mini", "openai:gpt-4o", "openai:local-llama")  # the last has no price

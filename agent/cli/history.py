@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from agent.cli.common import clip, parse_duration
+from agent.common.cycle_ids import cycle_started
 from agent.common.outcomes import DiskError, InvalidScratchpad, StopReason, UsageError
 from agent.scratchpad import read_state_file
 from agent.state import parse_time
 from agent.store.cycles import all_time, newest_cycles, record_of, unrecorded
-from agent.store.home import Home
-from agent.store.ids import cycle_started, has_files
+from agent.store.home import Home, has_files
 from agent.store.lock import is_locked
 
 KILLED = "killed"  # a before snapshot, no after one, no record: the process died before saving

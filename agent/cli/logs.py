@@ -18,12 +18,12 @@ import click
 from agent.after.transcript import read_transcript
 from agent.cli.common import existing_home, home_option, reports_errors
 from agent.cli.history import cycle_running, recent_history
+from agent.common.cycle_ids import cycle_started
 from agent.common.escape import escape_controls
 from agent.common.outcomes import UsageError
 from agent.common.plain import plain
 from agent.store.cycles import newest_cycle, record_of
 from agent.store.home import Home
-from agent.store.ids import cycle_started
 
 # How often a follower looks for new lines (checking the lock adds ~0.1 s while a cycle runs).
 FOLLOW_POLL_SECONDS = 0.1

@@ -19,6 +19,7 @@ from collections import Counter
 from typing import Any
 
 from agent.cli.history import RUNNING, unrecorded_cycle
+from agent.common.cycle_ids import SECOND_FORMAT, cycle_started
 from agent.common.escape import escape_controls
 from agent.common.outcomes import AgentError, StopReason
 from agent.common.plain import plain
@@ -26,7 +27,6 @@ from agent.gates.budgets import bucket_spending, record_cost, record_tokens
 from agent.secrets import Secrets
 from agent.store.cycles import cycles_since, newest_first, spent_by_day
 from agent.store.home import Home
-from agent.store.ids import SECOND_FORMAT, cycle_started
 
 UNKNOWN_MODEL = "(not recorded)"
 NOT_DETAILED = (StopReason.IDLE.value, StopReason.HELD.value, RUNNING)  # no model was asked: nothing to show in detail

@@ -10,6 +10,8 @@
 - imports.py           a large module's first import, without the garbage collector
 - entry_points.py      what installed packages declare (tool plugins, model providers), read without importing them
 - files.py             atomic file writes, disk errors, fault points (for the tests that kill at each step)
+- cycle_ids.py         cycle ids, and the rule that keeps them in time order
+- json_lines.py        the whole records of a JSON-lines file a crash may have torn
 - file_systems.py      which file system a folder is on, and which of them are network ones
 - walk.py              bounded walks, copies and removals of trees the model shaped (the workspace)
 """

@@ -54,14 +54,15 @@ def fault_point(step: str) -> None:
 TEMPORARY_NAME = re.compile(r"\..+\.\d+\.[0-9a-f]{8}\.tmp")
 
 
-def _temporary_path(target: Path) -> Path:
+def temporary_path(target: Path) -> Path:
+    """A fresh name beside `target` of the form the sweep after a crash removes (TEMPORARY_NAME)."""
     return target.parent / f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
 
 
 def atomic_write(path: Path, data: bytes, mode: int = SECRET_FILE_MODE) -> None:
     """Replace `path` with `data` so that a crash leaves either the old or the new file whole.
     A `mode` other than the private default is set whatever the umask (a file others must read)."""
-    tmp = _temporary_path(path)
+    tmp = temporary_path(path)
     created = False
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
@@ -112,7 +113,7 @@ class Kept:
         self.existed = path.exists()
         if not self.existed:
             return
-        link = _temporary_path(path)
+        link = temporary_path(path)
         try:
             os.link(path, link, follow_symlinks=False)
             self.link = link

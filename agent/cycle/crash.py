@@ -12,7 +12,7 @@ from agent.store.lock import Held
 
 def unfinished_cycle(home: Home) -> str | None:
     """The newest cycle's id if it has a before snapshot and no after one (it was killed); else None.
-    The newest is one row of logs/agent.db (agent/store/ids.py): no folder is listed."""
+    The newest is one row of logs/agent.db (agent/common/cycle_ids.py): no folder is listed."""
     newest = newest_cycle(home)
     killed = (
         newest is not None and home.snapshot(newest, "before").exists() and not home.snapshot(newest, "after").exists()

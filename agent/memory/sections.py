@@ -40,12 +40,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
+from agent.common.cycle_ids import SECOND_FORMAT, cycle_started
 from agent.common.escape import escape_controls
 from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.common.plain import described
 from agent.setting_checks import SectionSpec, by_stability, edit_schemas
 from agent.state import SECTION_IDS_KEY
-from agent.store.ids import SECOND_FORMAT, cycle_started
 from agent.tools import Tool
 
 APPEND, REMOVE, CLEAR = "APPEND:", "REMOVE:", "CLEAR"

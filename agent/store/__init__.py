@@ -7,7 +7,6 @@
 - upgrade.py     moving an older release's files (index, journal, archive, approvals, inbox...) into the database
 - cycles.py      the cycle index: new ids, records, what they spent, the files on disk
 - archive.py     the archive and its full-text recall index
-- ids.py         cycle ids, and the rule that keeps them in time order
 - lock.py        the home's lock
 - retention.py   which old cycles' snapshots, logs and transcripts to delete
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Iterator
 
+from agent.common.cycle_ids import SECOND_LENGTH, cycle_started, following_cycle_id
 from agent.common.outcomes import InvalidScratchpad
 from agent.store.db import records
 from agent.store.home import Home
-from agent.store.ids import SECOND_LENGTH, cycle_started, following_cycle_id
 from agent.store.rows import count_files as count_files_of
 from agent.store.rows import file_sizes, insert_record, loaded
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 from agent.common import file_systems
 from agent.common.file_systems import file_system
-from agent.common.files import SECRET_FILE_MODE, disk_error, fault_point
+from agent.common.files import SECRET_FILE_MODE, disk_error, fault_point, temporary_path
 from agent.common.outcomes import Busy, DiskError
 from agent.store.home import Home
 
@@ -172,7 +172,7 @@ def _connect(path: Path) -> sqlite3.Connection:
 def _make(path: Path, migrate: Callable[[Database], None]) -> bool:
     """Make the database at `path` (schema and journal mode set) unless another process does first;
     True when this one did."""
-    new = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.new")
+    new = temporary_path(path)  # a kill leaves it to the sweep after a crash
     try:
         os.close(os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, SECRET_FILE_MODE))
         mode, why = journal_mode(path.parent)

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.common.cycle_ids import SNAPSHOT_LABELS
 from agent.common.files import SECRET_DIR_MODE, disk_error, remove_temporaries
 
 
@@ -111,3 +112,10 @@ def remove_stale_temporaries(
     if workspace is not None:
         removed += remove_temporaries(workspace, recursive=True, left_out=left_out)
     return removed
+
+
+def has_files(home: Home, cycle_id: str) -> bool:
+    """Whether a cycle still has a snapshot or its log on disk."""
+    return any(
+        p.exists() for p in (*(home.snapshot(cycle_id, label) for label in SNAPSHOT_LABELS), home.cycle_log(cycle_id))
+    )

@@ -9,7 +9,7 @@ not the archive.
 The rules are *keep* rules and a cycle goes only when every rule given lets it go: `keep_cycles=N`
 keeps the newest N cycles, `keep_days=D` those that started less than D days ago, and always the
 newest (`--keep 10 --older-than 7d` never leaves fewer than ten). "Newest" is by id order, the
-order the cycles ran (ids.py), never the time in an id: a clock that was wrong must not get newer
+order the cycles ran (common/cycle_ids.py), never the time in an id: a clock that was wrong must not get newer
 cycles pruned. So what expires is a prefix of the cycles with files, read oldest first from the
 database's index of them, only as many as expire: no folder is listed.
 """
@@ -24,10 +24,10 @@ import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
+from agent.common.cycle_ids import cycle_started
 from agent.common.files import fault_point
 from agent.store.db import Database, records
 from agent.store.home import Home
-from agent.store.ids import cycle_started
 
 if TYPE_CHECKING:  # a type only: config sits above the store
     from agent.config import Settings

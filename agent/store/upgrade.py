@@ -19,19 +19,19 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
+from agent.common.cycle_ids import CYCLE_ID, cycle_started
 from agent.common.files import fault_point
+from agent.common.json_lines import json_lines, record_in
 from agent.common.outcomes import InvalidScratchpad
 from agent.store.home import Home
-from agent.store.ids import CYCLE_ID, cycle_started
 from agent.store.lock import holding_lock
 from agent.store.rows import add_archive, count_files, insert_record
 
 if TYPE_CHECKING:
     from agent.store.db import Database
 
-MAX_GLUED_STARTS = 100  # object starts a torn line is searched at for the record glued after it
 BATCH_FILES, BATCH_BYTES = 256, 16 * 1024 * 1024  # transcript files moved in per transaction, at most
 _STATUSES = ("pending", "approved", "denied", "ran")  # of a parked call
 _CYCLE_FILE = re.compile(rf"(?:cycle_)?({CYCLE_ID.pattern})(?:_before\.yaml|_after\.yaml|\.log)")
@@ -69,34 +69,6 @@ def _identities(home: Home) -> list[list]:
             info = path.stat()
             found.append([path.name, info.st_ino, info.st_size, info.st_mtime_ns])
     return found
-
-
-def record_in(line: str, required_key: str) -> dict | None:
-    """The record on one line: the whole line, or, when a torn record was glued to its front (a
-    crash before appends began each on a new line), the whole record ending the line."""
-    with contextlib.suppress(ValueError, RecursionError):
-        record = json.loads(line)
-        return record if isinstance(record, dict) and required_key in record else None
-    decoder, end = json.JSONDecoder(), len(line.rstrip())
-    start = line.find('{"', 1)  # '{"' outside a JSON string starts an object
-    for _ in range(MAX_GLUED_STARTS):
-        if start == -1:
-            break
-        with contextlib.suppress(ValueError, RecursionError):
-            record, stop = decoder.raw_decode(line, start)
-            if stop == end and isinstance(record, dict) and required_key in record:
-                return record
-        start = line.find('{"', start + 1)
-    return None
-
-
-def json_lines(path: Path, required_key: str) -> Iterator[dict]:
-    """Every whole record of a JSON-lines file, oldest first, one line in memory at a time."""
-    with contextlib.suppress(FileNotFoundError), open(path, "rb") as handle:
-        for line in handle:  # split on b"\n" only: JSON leaves U+2028 and the like unescaped
-            record = record_in(line.decode("utf-8", "replace"), required_key) if line.strip() else None
-            if record is not None:
-                yield record
 
 
 def _json_file(path: Path) -> object:

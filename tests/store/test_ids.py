@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from agent.common.cycle_ids import cycle_started, following_cycle_id
 from agent.common.outcomes import InvalidScratchpad
 from agent.store.cycles import add_record, new_cycle_id
 from agent.store.db import records
 from agent.store.home import Home
-from agent.store.ids import cycle_started, following_cycle_id
 
 MOMENT = dt.datetime(2026, 4, 1, 10, 1, 37, tzinfo=dt.timezone.utc)
 

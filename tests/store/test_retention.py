@@ -12,13 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.cli.maintain import parse_duration
+from agent.common.cycle_ids import cycle_started
 from agent.common.outcomes import UsageError
 from agent.config import Settings, load_settings
 from agent.store import retention
 from agent.store.cycles import add_record, all_time, disk, newest_first, spent
 from agent.store.db import records
 from agent.store.home import Home
-from agent.store.ids import cycle_started
 from agent.store.retention import CYCLE_FILES, apply_retention, prune_cycles
 from tests.helpers import run_cli, tree_digest, write_script
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from agent.common.json_lines import json_lines, record_in
 from agent.gates.approvals import read_approvals
 from agent.memory.inbox import queued_edits
 from agent.store import migrations
@@ -26,7 +27,6 @@ from agent.store.archive import archived, search
 from agent.store.cycles import all_time, disk, newest_cycles
 from agent.store.db import close_all, probe, records
 from agent.store.home import Home
-from agent.store.upgrade import json_lines, record_in
 from tests.helpers import run_agent_process, run_cli, transcript, tree_digest, write_script
 
 OLDER = Path(__file__).parent / "older_home"

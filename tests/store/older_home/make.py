@@ -24,11 +24,11 @@ from agent.store.inbox import queue_edit
 from agent.store.recall_index import search
 
 from agent.cli import main
+from agent.common.cycle_ids import new_cycle_id
 from agent.common.files import append_jsonl
 from agent.cycle.journal import journal_file
 from agent.models.openai.format_ladder import EndpointMemory
 from agent.store.home import Home
-from agent.store.ids import new_cycle_id
 
 root = Path(sys.argv[1])
 home = Home.at(root)

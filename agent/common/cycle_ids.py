@@ -16,7 +16,7 @@ plain `ls` and `sort` list them in the order the cycles ran. The rule that keeps
 
 So the time in an id is when the cycle ran only as far as the clock was right; order comes from
 comparing ids as strings. UTC keeps the order across daylight-saving changes. This module is the
-rule; `new_cycle_id` (agent/store/cycles.py) applies it to the newest id in logs/agent.db.
+rule, a pure one; `new_cycle_id` (agent/store/cycles.py) applies it to the newest id in logs/agent.db.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from typing import Iterable
-
-from agent.store.home import Home
 
 CYCLE_ID = re.compile(r"\d{8}_\d{6}(?:_\d{2})?")
 SECOND_FORMAT = "%Y%m%d_%H%M%S"
@@ -64,10 +62,3 @@ def following_cycle_id(now: _dt.datetime, existing: Iterable[str]) -> str:
         return f"{newest_second}_{int(sequence) + 1:02d}"
     next_second = cycle_started(newest_second) + _dt.timedelta(seconds=1)  # OverflowError after 9999
     return f"{next_second.strftime(SECOND_FORMAT)}_01"
-
-
-def has_files(home: Home, cycle_id: str) -> bool:
-    """Whether a cycle still has a snapshot or its log on disk."""
-    return any(
-        p.exists() for p in (*(home.snapshot(cycle_id, label) for label in SNAPSHOT_LABELS), home.cycle_log(cycle_id))
-    )
