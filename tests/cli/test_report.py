@@ -349,7 +349,7 @@ def test_each_incident_is_one_row_as_status_would_tell_it_at_its_last_cycle(hist
 
 def _held_home(root: Path, days_ago: float) -> Path:
     """A home whose call 3 was parked `days_ago` days ago; every cycle since was held (and idle ones)."""
-    from agent.store.ids import following_cycle_id
+    from agent.common.cycle_ids import following_cycle_id
     from tests.histories import _record
 
     (root / "scratchpad").mkdir(parents=True)
