@@ -49,6 +49,9 @@ WORKSPACE = "/workspace"  # where the workspace is inside the sandbox
 INSIDE_UID = 65534  # the sandbox's user inside its user namespace (outside: sandbox_identity.py)
 PATH = "/usr/local/bin:/usr/bin:/bin"
 PROBE_TIMEOUT = 60.0
+# The sandbox runs this much nicer than the agent, so the quota's watch (quota.py) keeps its share
+# of a busy machine's CPU against the command's writers.
+SANDBOX_NICE = 10
 # Files of /etc a program may need and that hold nothing private (no passwd: one is written).
 ETC_FILES = (
     "alternatives",
@@ -225,6 +228,7 @@ class Sandbox:
         def preexec() -> None:  # in the child: a failure is told on its output, never run unbounded
             try:
                 cgroup.join()
+                os.nice(SANDBOX_NICE)  # inherited by every process inside; undoing it needs CAP_SYS_NICE
                 set_rlimits(limits, cgroup.bounds_memory)
                 setup()
                 on_death()  # last: a change of user clears the parent-death signal

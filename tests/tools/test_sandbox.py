@@ -5,13 +5,14 @@ against the sandbox itself is tests/system/test_sandbox.py."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from agent.common.tags import Tag
 from agent.config import Settings
-from agent.tools.sandbox import policy_in_force
+from agent.tools.sandbox import SANDBOX_NICE, policy_in_force
 from tests.helpers import remember_raw, remembered
 from tests.sandbox_support import sandbox_required  # noqa: F401 - a fixture
 from tests.tools.helpers import call, ctx_for
@@ -67,6 +68,13 @@ def test_the_sandboxed_shell_runs_a_command_line_in_the_workspace(tmp_path):
     )
     assert kind is Tag.TOOL and note.endswith("-> 2; /workspace")
     assert (home / "workspace" / "n.txt").read_text() == "2\n"
+
+
+@pytest.mark.usefixtures("sandbox_required")
+def test_the_sandbox_runs_nicer_than_the_agent_and_cannot_take_it_back(tmp_path):
+    """So on a busy machine the quota's watch keeps its share of the CPU against the command."""
+    kind, note = call(ctx_for(_home(tmp_path), shell_policy="sandbox"), "shell", command="nice; renice -n 0 -p $$")
+    assert kind is Tag.TOOL and f"-> {os.nice(0) + SANDBOX_NICE}; renice: " in note and "Permission denied" in note
 
 
 def test_file_tools_refuse_a_write_past_the_workspace_quota_and_the_cycle_goes_on(tmp_path):
