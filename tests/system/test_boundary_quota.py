@@ -155,7 +155,10 @@ def test_sixty_parallel_writers_are_stopped_within_the_bound(agent_user):
     """60 writers of 1 MB files, each at the bottom of its own chain of 25 folders with 200-character
     names: paths past PATH_MAX, which a walk by path cannot open (so never counted). Killed soon
     after the workspace's filesystem grew past the room left, and the workspace read-only after.
-    The bound is a time (reference.md): the assertion only catches a writer that was never stopped."""
+    The bound is a time (reference.md), and on a busy machine a longer one: as an ordinary user (no
+    memory cgroup to throttle their dirty pages) under the whole suite and two busy loops, the
+    writers got 1.9 GB down before the kill. So the size only catches a writer never stopped (120 s
+    of them fill the disk); the note that the command was killed is what says it was stopped."""
     home = agent_user.make_home({**QUOTA, "sandbox_max_processes": 400, "shell_timeout": 120})
     writers = "for i in $(seq 60); do (mkdir w$i && cd w$i && exec python3 /workspace/deep.py) & done; wait"
     replies = [{"tool": "write_file", "args": {"path": "deep.py", "content": DEEP_WRITER}}, shell(writers)]
@@ -164,4 +167,4 @@ def test_sixty_parallel_writers_are_stopped_within_the_bound(agent_user):
     assert killed.startswith("[TOOL ERROR] shell(") and "the command was killed" in killed, killed
     assert READ_ONLY in after and not (home / "workspace" / "more.txt").exists()
     used = workspace_usage(home / "workspace", 100_000).bytes
-    assert used < 50 * QUOTA["workspace_max_bytes"], f"{used / MB:.0f} MB"  # measured: docs/measurements.md
+    assert used < 500 * QUOTA["workspace_max_bytes"], f"{used / MB:.0f} MB"  # measured: docs/measurements.md
