@@ -74,6 +74,33 @@ def is_failure(stop_reason: object) -> bool:
         return False
 
 
+class FailureKind(str, enum.Enum):
+    """What went wrong in a failed cycle, as the runtime classifies it (never the server's wording):
+    the cycle record's `error_kind`. Incidents, the failure note that folds repeats, the records
+    database's `error_kind` column and every view read this one list. An HTTP 4xx is its own kind
+    per status code (`http_kind`), so a revoked key (401) is never merged with a bad request (400)."""
+
+    REFUSED = "refused"  # the endpoint refused the connection (nothing listens there)
+    TIMEOUT = "timeout"  # no answer within the time the cycle gave the request
+    CONNECTION = "connection"  # the connection was lost, reset, or never made (DNS, TLS)
+    MODEL_NOT_FOUND = "model_not_found"  # the endpoint answered that it has no model of that name
+    HTTP_5XX = "http_5xx"  # the endpoint failed (any 5xx): one kind, however it is numbered
+    BAD_RESPONSE = "bad_response"  # an answer the client could not use (malformed, empty)
+    CRASHED = "crashed"  # the model's own process died mid-call (the embedded model)
+    UNAVAILABLE = "unavailable"  # the model cannot be loaded or reached for another reason
+    INTERRUPTED = "interrupted"  # a signal (SIGTERM, SIGINT) ended the cycle
+    INVARIANT = "invariant"  # the state the cycle would save broke an invariant
+    BUG = "bug"  # an unexpected exception in the runner itself
+
+
+def http_kind(status: int) -> str:
+    """The failure kind of an HTTP error status: `http_401` for each 4xx, `http_5xx` for any 5xx
+    (404 on a model's name is MODEL_NOT_FOUND, decided where the request is made)."""
+    if 500 <= status <= 599:
+        return FailureKind.HTTP_5XX.value
+    return f"http_{int(status)}"
+
+
 class AgentError(Exception):
     """An error the CLI reports as one clear message and a documented exit code."""
 

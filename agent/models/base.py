@@ -189,7 +189,13 @@ class Provider(Protocol):
 
 
 class ModelError(Exception):
-    """The model could not produce a reply (a refused request, a malformed response, ...)."""
+    """The model could not produce a reply (a refused request, a malformed response, ...). `kind`: the
+    failure kind (agent/common/outcomes.py `FailureKind`, or `http_kind`'s text) where it raised it
+    knows it; None: the cycle classifies it by its class."""
+
+    def __init__(self, message: str = "", kind: str | None = None):
+        super().__init__(message)
+        self.kind = kind
 
 
 class ModelUnavailable(ModelError):
