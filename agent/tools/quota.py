@@ -22,6 +22,14 @@ The overshoot is what the disk takes in one interval plus that walk: nothing in 
 writes faster than the disk (fallocate and io_uring are refused by its seccomp filter), and a
 file is at most `sandbox_max_file_bytes` (RLIMIT_FSIZE). docs/reference.md states the bound and
 docs/measurements.md what 60 parallel writers reached.
+
+Past the quota, as a filesystem's own quota does: growth is refused, and deleting, truncating
+and smaller overwrites still work, so the model can get back under in the same cycle with no
+operator. A command then runs with the workspace writable but RLIMIT_FSIZE at 0 (a write that
+adds bytes fails with "File too large") and a watch whose ceiling is the use it started with
+(a new file or folder past it kills the command); a file tool's write that adds no bytes and no
+files is accepted. Only a workspace the walk cannot count is read-only to commands: what it
+holds is unknown, so nothing is let in until the cycle's end has put the modes right.
 """
 
 from __future__ import annotations
@@ -63,22 +71,34 @@ def workspace_usage(root: Path, max_files: int) -> Usage:
 
 def usage_problem(usage: Usage, settings: Settings, adding: int = 0, new_files: int = 0) -> str | None:
     """Why a workspace with `usage` is (or, with `adding` more bytes and `new_files` more files,
-    would be) over its quota, or None."""
+    would be) over its quota, or None. Says how far over, so the model knows what to free."""
     if usage.unreadable:
         return (
             f"the workspace cannot be counted: '{usage.unreadable}' cannot be read (its modes shut its owner out), "
             f"so the workspace counts as over its quota until the cycle's end puts the modes right"
         )
-    files = f"{usage.files}{'' if usage.complete else '+'}"
-    if usage.files + new_files > settings.workspace_max_files:
-        files = f"{files} (+{new_files})" if new_files else files
-        return (
-            f"the workspace holds {files} files and folders, over workspace_max_files ({settings.workspace_max_files})"
-        )
-    if usage.bytes + adding > settings.workspace_max_bytes:
-        grown = f"would take {usage.bytes + adding}" if adding else f"takes {usage.bytes}"
-        return f"the workspace {grown} bytes, over workspace_max_bytes ({settings.workspace_max_bytes})"
+    files, limit = usage.files + new_files, settings.workspace_max_files
+    if files > limit:
+        shown = f"{usage.files}{'' if usage.complete else '+'}" + (f" (+{new_files})" if new_files else "")
+        return f"the workspace holds {shown} files and folders, {files - limit} over workspace_max_files ({limit})"
+    total, limit = usage.bytes + adding, settings.workspace_max_bytes
+    if total > limit:
+        grown = f"would take {total}" if adding else f"takes {usage.bytes}"
+        return f"the workspace {grown} bytes, {total - limit} over workspace_max_bytes ({limit})"
     return None
+
+
+def is_over(usage: Usage, settings: Settings) -> bool:
+    """Whether a countable workspace is over its quota now (growth is then refused)."""
+    return not usage.unreadable and usage_problem(usage, settings) is not None
+
+
+# What follows from being over, said wherever a call meets it.
+NO_GROWTH = (
+    "nothing in the workspace may grow until it is back under (a write that adds bytes or files fails); "
+    "deleting or truncating files frees it, and the quota lifts by itself as soon as it is under"
+)
+READ_ONLY = "the workspace is read-only to commands until the cycle's end puts the modes right"
 
 
 class Ledger:
@@ -136,16 +156,16 @@ def quota_problem(ctx: ToolContext, adding: int = 0, new_files: int = 0) -> str 
 
 
 def refuse_if_over(ctx: ToolContext, adding: int = 0, new_files: int = 0) -> None:
-    """A file tool's gate: a ToolError when the write would leave the workspace over its quota."""
-    problem = quota_problem(ctx, adding, new_files)
+    """A file tool's gate: a ToolError when the write would add bytes or files and leave the
+    workspace over its quota. A write that adds neither (a smaller or equal overwrite) is let
+    through even past the quota: it is how the model gets back under."""
+    usage = ledger(ctx).usage()
+    if not usage.unreadable and adding <= 0 and new_files <= 0:
+        return
+    problem = usage_problem(usage, ctx.settings, max(0, adding), new_files)
     if problem:
-        raise ToolError(f"{problem}; writes are refused until files are removed (the operator may raise the setting)")
-
-
-READ_ONLY_AFTER = (
-    "writes are refused from now on (the workspace is read-only to commands) until the operator removes files "
-    "or raises the setting"
-)
+        after = READ_ONLY if usage.unreadable else NO_GROWTH
+        raise ToolError(f"{problem}; {after}")
 
 
 class DiskWatch:
@@ -161,8 +181,11 @@ class DiskWatch:
     def __init__(self, root: Path, settings: Settings, usage: Usage):
         self.root, self.settings, self.usage = root, settings, usage
         self.start = os.statvfs(root)
-        # how far the filesystem may grow before the next walk: the room the quota leaves
-        self.walk_at = (settings.workspace_max_bytes - usage.bytes, settings.workspace_max_files - usage.files)
+        # What the command may take the workspace to: the quota, or the use it started with when it
+        # was already over (growth is refused, deletion is not).
+        self.ceiling = (max(settings.workspace_max_bytes, usage.bytes), max(settings.workspace_max_files, usage.files))
+        # how far the filesystem may grow before the next walk: the room the ceiling leaves
+        self.walk_at = (self.ceiling[0] - usage.bytes, self.ceiling[1] - usage.files)
 
     def problem(self, running: bool = True) -> str | None:
         """Why the command must stop (or, once it has ended, why the workspace is over), with what
@@ -171,9 +194,9 @@ class DiskWatch:
         if grown[0] <= self.walk_at[0] and grown[1] <= self.walk_at[1]:
             return None
         usage = workspace_usage(self.root, self.settings.workspace_max_files)
-        found = usage_problem(usage, self.settings)
-        if found is not None:
-            return f"{found}; {READ_ONLY_AFTER}"
+        if usage.unreadable or usage.bytes > self.ceiling[0] or usage.files > self.ceiling[1]:
+            found = usage_problem(usage, self.settings) or "the workspace grew while it was over its quota"
+            return f"{found}; {READ_ONLY if usage.unreadable else NO_GROWTH}"
         if not running:
             return None
         unseen = (grown[0] - (usage.bytes - self.usage.bytes), grown[1] - (usage.files - self.usage.files))
@@ -185,8 +208,8 @@ class DiskWatch:
                 f"files it deleted (or never named) while holding them open, or another program's writes; that "
                 f"space comes back as the command ends, so later commands run as before"
             )
-        # within bounds: the next walk when the filesystem has grown by what the quota leaves now
-        self.walk_at = (grown[0] + limits[0] - usage.bytes, grown[1] + limits[1] - usage.files)
+        # within bounds: the next walk when the filesystem has grown by what the ceiling leaves now
+        self.walk_at = (grown[0] + self.ceiling[0] - usage.bytes, grown[1] + self.ceiling[1] - usage.files)
         return None
 
     def _growth(self) -> tuple[int, int]:

@@ -3,7 +3,8 @@ the workspace by the kernel rather than by a list of allowed commands.
 
 One bubblewrap sandbox per command line, run by `/bin/sh -c` (the engine and why: docs/reference.md,
 "Threat model"). Inside:
-- the workspace, mounted at /workspace (read-only for checks, or once over its quota), is the
+- the workspace, mounted at /workspace (read-only for checks, or while its quota's walk cannot
+  count it; past its quota it stays writable but nothing may grow: RLIMIT_FSIZE 0), is the
   only writable place besides a private /tmp (a tmpfs of at most `sandbox_max_memory`);
 - the rest of the file system is /usr (and the /bin, /lib links into it) plus a few files of
   /etc, all read-only: no home, no /root, no host /tmp, no /home, /var, /run, /sys;
@@ -162,18 +163,32 @@ def bwrap_args(settings: Settings, *, writable: bool, env: dict[str, str], fds: 
     return args
 
 
+# Past the quota, set by the sandbox's first shell (after bwrap has written its own files): no write
+# may add a byte (RLIMIT_FSIZE 0), and such a write fails with EFBIG ("File too large") instead of
+# killing the writer (SIGXFSZ ignored, which stays ignored across exec). Deleting and truncating work.
+NO_GROWTH_PREFIX = "ulimit -f 0 || exit 126\ntrap '' XFSZ\n"
+
+
 class Sandbox:
     """One command line's sandbox: `start` it, read the process as any other, then `close`.
 
     The same small interface serves the shell tool and acceptance checks (an "environment" in
-    mini-swe-agent's sense); `writable=False` mounts the workspace read-only.
+    mini-swe-agent's sense); `writable=False` mounts the workspace read-only; `grow=False` keeps it
+    writable but lets no write add a byte (a workspace past its quota).
     """
 
     def __init__(
-        self, workspace: Path, settings: Settings, *, writable: bool = True, env: dict[str, str] | None = None
+        self,
+        workspace: Path,
+        settings: Settings,
+        *,
+        writable: bool = True,
+        grow: bool = True,
+        env: dict[str, str] | None = None,
     ):
         self.workspace, self.settings, self.writable, self.env = workspace, settings, writable, dict(env or {})
         self.limits = resource_limits(settings)
+        self.grow = grow
         self.cgroup = CommandCgroup()
 
     def __enter__(self) -> Sandbox:
@@ -236,7 +251,7 @@ class Sandbox:
                 os.write(1, f"the sandbox could not be set up: {exc}\n".encode())
                 os._exit(126)
 
-        script = f'{nproc_prefix(limits)}\nexec /bin/sh -c "$1"'
+        script = f'{nproc_prefix(limits)}\n{"" if self.grow else NO_GROWTH_PREFIX}exec /bin/sh -c "$1"'
         return subprocess.Popen(
             [bwrap, "--args", str(options_fd), "--", "/bin/sh", "-c", script, "sh", command],
             cwd="/",

@@ -3,7 +3,7 @@
 - sandbox (what `auto` picks where it works): any command line, run by `/bin/sh -c` in a
   bubblewrap sandbox that keeps it in the workspace (sandbox.py), within the workspace quota
   (quota.py: watched while it runs, counted again after it while the model writes its next
-  reply; past it, the workspace is read-only to commands);
+  reply; past it, commands still run but nothing may grow, so deleting files gets it back under);
 - allowlist (the fallback): argv, never a shell, each command with its argument policy
   (shell_policy.py) and no operand outside the workspace: `refusal(ctx, argv)`;
 - any: argv, any program, with the operator's account (an explicit opt-in that every cycle log
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable
 
 from agent.tools.base import ToolContext, ToolError
 from agent.tools.children import die_with_parent, forget_group, record_group
-from agent.tools.quota import WATCH_SECONDS, DiskWatch, ledger, usage_problem
+from agent.tools.quota import NO_GROWTH, READ_ONLY, WATCH_SECONDS, DiskWatch, ledger, usage_problem
 from agent.tools.sandbox import WHOLE_HOME, Sandbox, SandboxUnavailable, policy_in_force, workspace_is_home
 from agent.tools.shell_policy import POLICIES, option_refusal
 from agent.tools.workspace import confined_path, keep_for_sandbox, workspace_root
@@ -78,9 +78,11 @@ def _sandboxed(ctx: ToolContext, command: str) -> str:
     counted = ledger(ctx)
     usage = counted.usage()  # the count started as the last command ended
     over = usage_problem(usage, ctx.settings)
-    watch = None if over else DiskWatch(root, ctx.settings, usage)
+    # Past the quota, growth is refused and deletion is not (quota.py); a workspace that cannot be
+    # counted at all is read-only, and has no watch (its walk would find it unreadable again).
+    watch = None if usage.unreadable else DiskWatch(root, ctx.settings, usage)
     try:
-        with Sandbox(root, ctx.settings, writable=not over) as box:
+        with Sandbox(root, ctx.settings, writable=not usage.unreadable, grow=over is None) as box:
             try:
                 proc = box.start(command)
             except SandboxUnavailable as exc:
@@ -89,10 +91,10 @@ def _sandboxed(ctx: ToolContext, command: str) -> str:
         now_over = watch and watch.problem(running=False)  # one more look as it ends (a walk only past the room)
     finally:
         counted.recount()  # in the background, while the model writes its next reply
-    if over:
-        return f"{text}\n[{over}: the workspace is read-only to commands until the operator removes files]".lstrip()
     if now_over:
         raise ToolError(f"{now_over}; the command's output: {text[:200]}")
+    if over:
+        return f"{text}\n[{over}: {READ_ONLY if usage.unreadable else NO_GROWTH}]".lstrip()
     return text
 
 

@@ -29,6 +29,7 @@ QUOTA = {
     "note_result_chars": 600,
 }
 READ_ONLY = "the workspace is read-only to commands"
+NO_GROWTH = "nothing in the workspace may grow until it is back under"
 # A writer at the bottom of 25 folders with 200-character names (chdir by name: no path is used),
 # then writing 1 MB files until it is stopped.
 DEEP_WRITER = """\
@@ -84,16 +85,21 @@ def test_a_folder_the_walk_cannot_read_holds_the_workspace_over_quota_until_its_
     assert agent_user.cycle(home, [shell(c) for c in hide] + [done()]).returncode == 0
     lines = notes_of(home)
     assert "over workspace_max_bytes" in lines[-3] or "cannot be read" in lines[-3], lines
-    assert lines[-2].startswith("[TOOL] shell(") and READ_ONLY in lines[-2], lines
-    assert not (home / "workspace" / "more.txt").exists()
+    # not counted (an ordinary user): read-only; counted (root reads any folder): nothing may grow
+    assert lines[-2].startswith("[TOOL] shell(") and (READ_ONLY in lines[-2] or NO_GROWTH in lines[-2]), lines
+    more = home / "workspace" / "more.txt"
+    assert not more.exists() or more.stat().st_size == 0
     # the cycle's end gave the owner its folder back: now it is counted, cycle after cycle
     assert _hidden(home) == []
     counted = workspace_usage(home / "workspace", 1000)
     assert counted.bytes > 6 * MB and not counted.unreadable
     assert agent_user.cycle(home, [shell("echo again > again.txt"), done()]).returncode == 0
     over = counted.bytes > QUOTA["workspace_max_bytes"]
-    assert (READ_ONLY in notes_of(home)[-2]) == over
-    assert (home / "workspace" / "again.txt").exists() != over
+    again = notes_of(home)[-2]
+    assert READ_ONLY not in again  # counted now: past the quota nothing may grow, but it is not read-only
+    assert (NO_GROWTH in again and "[exit status 1]" in again) == over, again  # echo's write failed (EFBIG)
+    written = (home / "workspace" / "again.txt").read_text() if (home / "workspace" / "again.txt").exists() else ""
+    assert written == ("" if over else "again\n")
 
 
 @pytest.mark.parametrize("call, refused", [("fallocate", "errno 95"), ("io_uring-fallocate", "errno 38")])
@@ -165,6 +171,43 @@ def test_sixty_parallel_writers_are_stopped_within_the_bound(agent_user):
     assert agent_user.cycle(home, [*replies, shell("echo more > more.txt"), done()]).returncode == 0
     killed, after = notes_of(home)[1:3]
     assert killed.startswith("[TOOL ERROR] shell(") and "the command was killed" in killed, killed
-    assert READ_ONLY in after and not (home / "workspace" / "more.txt").exists()
+    assert NO_GROWTH in after, after
+    more = home / "workspace" / "more.txt"
+    assert not more.exists() or more.stat().st_size == 0  # created perhaps, but never grown
     used = workspace_usage(home / "workspace", 100_000).bytes
     assert used < 500 * QUOTA["workspace_max_bytes"], f"{used / MB:.0f} MB"  # measured: docs/measurements.md
+
+
+def test_past_the_quota_the_model_deletes_and_carries_on_in_the_same_cycle(agent_user):
+    """As a filesystem's quota: one command fills the workspace past the quota and is killed; then,
+    in the same cycle, growth is refused (not the whole workspace: commands still run), the model
+    deletes the file, and writing, running a script and committing with git all work again, with no
+    operator."""
+    home = agent_user.make_home(QUOTA)
+    commit = (
+        "git init -q repo && cd repo && git config user.email agent@example.com && git config user.name agent"
+        " && cp ../count.py . && git add count.py && git commit -q -m counted && git log --format=%s"
+    )
+    replies = [
+        shell("head -c 30000000 /dev/zero > big"),
+        shell("echo grown >> grown.txt; echo ran"),
+        {"tool": "write_file", "args": {"path": "new.txt", "content": "refused while over"}},
+        shell("rm big && echo removed"),
+        {"tool": "write_file", "args": {"path": "count.py", "content": "print(6 * 7)\n"}},
+        shell("python3 count.py"),
+        shell(commit),
+    ]
+    assert agent_user.cycle(home, [*replies, done()]).returncode == 0
+    filled, grown, refused, removed, wrote, ran, committed = notes_of(home)[:7]
+    assert filled.startswith("[TOOL ERROR] shell(") and "over workspace_max_bytes" in filled, filled
+    assert NO_GROWTH in filled and "deleting or truncating files frees it" in filled, filled
+    assert grown.startswith("[TOOL] shell(") and "ran" in grown, grown  # commands run; the append failed (EFBIG)
+    assert not (home / "workspace" / "grown.txt").exists() or (home / "workspace" / "grown.txt").stat().st_size == 0
+    assert " over workspace_max_bytes (10000000): " + NO_GROWTH in grown, grown  # how far over, and what frees it
+    assert refused.startswith("[TOOL ERROR] write_file(") and NO_GROWTH in refused, refused
+    assert removed.startswith("[TOOL] shell(") and "removed" in removed, removed
+    assert wrote.startswith("[TOOL] write_file("), wrote
+    assert ran.endswith("-> 42"), ran
+    assert committed.endswith("-> counted"), committed
+    assert not (home / "workspace" / "big").exists() and not (home / "workspace" / "new.txt").exists()
+    assert workspace_usage(home / "workspace", 1000).bytes < QUOTA["workspace_max_bytes"]

@@ -271,7 +271,7 @@ def test_a_fork_bomb_a_memory_hog_and_a_disk_filler_are_stopped_and_the_cycle_go
         assert "[exit status 137]" in lines[0] or "MemoryError" in lines[0], lines[0]
     assert "timed out" not in lines[0]  # stopped by its bound, not by the clock
     over_quota = isinstance(stopped_by, str) and stopped_by.startswith("over workspace")
-    assert ("is read-only to commands" in lines[1]) == bool(over_quota)
+    assert ("nothing in the workspace may grow" in lines[1]) == bool(over_quota)
     assert lines[1].startswith("[TOOL] shell(") and "REACHED" in lines[1]
     assert lines[2].startswith("[TOOL ERROR] write_file(" if over_quota else "[TOOL] write_file(")
     assert lines[3] == '[TOOL] echo({"message": "still here"}) -> still here'

@@ -75,27 +75,53 @@ def test_the_problem_names_the_setting_it_is_over(tmp_path: Path):
     ctx = _ctx(tmp_path, **settings)
     assert quota_problem(ctx) is None
     assert quota_problem(ctx, new_files=1) == (
-        "the workspace holds 3 (+1) files and folders, over workspace_max_files (3)"
+        "the workspace holds 3 (+1) files and folders, 1 over workspace_max_files (3)"
     )
     (tmp_path / "workspace" / "f3").write_text("one too many")
     assert quota_problem(_ctx(tmp_path, **settings)) == (
-        "the workspace holds 4+ files and folders, over workspace_max_files (3)"
+        "the workspace holds 4+ files and folders, 1 over workspace_max_files (3)"
     )
     (tmp_path / "workspace" / "f3").unlink()
     ctx = _ctx(tmp_path, **settings)
     assert quota_problem(ctx, adding=100_000).startswith("the workspace would take ")
-    assert quota_problem(ctx, adding=100_000).endswith("bytes, over workspace_max_bytes (100000)")
+    assert quota_problem(ctx, adding=100_000).endswith(" over workspace_max_bytes (100000)")
 
 
-def test_refuse_if_over_is_a_tool_error_saying_what_to_do(tmp_path: Path):
+def test_past_the_quota_a_write_that_grows_is_refused_saying_how_far_over_and_what_frees_it(tmp_path: Path):
     (tmp_path / "workspace").mkdir()
     (tmp_path / "workspace" / "big").write_bytes(b"x" * 20_000)
-    with pytest.raises(
-        ToolError, match=r"the workspace takes \d+ bytes, over workspace_max_bytes \(8192\); writes are refused"
-    ):
-        refuse_if_over(_ctx(tmp_path, workspace_max_bytes=8192))
+    ctx = _ctx(tmp_path, workspace_max_bytes=8192)
+    with pytest.raises(ToolError) as refused:
+        refuse_if_over(ctx, adding=10)
+    used = workspace_usage(tmp_path / "workspace", 100).bytes
+    assert str(refused.value).startswith(
+        f"the workspace would take {used + 10} bytes, {used + 10 - 8192} over workspace_max_bytes (8192); "
+    )
+    assert "deleting or truncating files frees it" in str(refused.value)
+    with pytest.raises(ToolError, match="files and folders, 1 over workspace_max_files"):
+        refuse_if_over(_ctx(tmp_path, workspace_max_bytes=10**9, workspace_max_files=1), new_files=1)
     (tmp_path / "workspace" / "big").unlink()
     refuse_if_over(_ctx(tmp_path, workspace_max_bytes=8192), adding=10)  # under: no error
+
+
+def test_past_the_quota_a_write_that_adds_nothing_is_let_through(tmp_path: Path):
+    """As a filesystem's quota: growth is refused, a smaller or equal overwrite is not."""
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "workspace" / "big").write_bytes(b"x" * 20_000)
+    ctx = _ctx(tmp_path, workspace_max_bytes=8192)
+    refuse_if_over(ctx, adding=-12_000)
+    refuse_if_over(ctx, adding=0)
+
+
+def test_a_workspace_the_walk_cannot_count_refuses_every_write(tmp_path: Path):
+    from agent.tools.quota import Ledger, Usage
+
+    ctx = _ctx(tmp_path, workspace_max_bytes=8192)
+    counted = Ledger(ctx.workspace, ctx.settings.workspace_max_files)
+    counted._usage = Usage(0, 0, True, "locked")  # what a walk that met an unreadable folder leaves
+    ctx.ledger = counted
+    with pytest.raises(ToolError, match="cannot be counted: 'locked'.*read-only to commands"):
+        refuse_if_over(ctx, adding=-100)
 
 
 def test_what_lies_past_path_max_is_counted_not_skipped(tmp_path: Path):

@@ -82,7 +82,7 @@ def test_file_tools_refuse_a_write_past_the_workspace_quota_and_the_cycle_goes_o
     ctx = ctx_for(home, workspace_max_bytes=20_000, workspace_max_files=3)
     assert call(ctx, "write_file", path="a.txt", content="x" * 8000)[0] is Tag.TOOL
     kind, note = call(ctx, "write_file", path="b.txt", content="y" * 16000)
-    assert kind is Tag.TOOL_ERROR and "over workspace_max_bytes (20000)" in note and "writes are refused" in note
+    assert kind is Tag.TOOL_ERROR and "over workspace_max_bytes (20000)" in note and "may grow" in note
     assert not (home / "workspace" / "b.txt").exists()
     assert call(ctx, "write_file", path="b.txt", content="small")[0] is Tag.TOOL
     assert call(ctx, "write_file", path="c.txt", content="small")[0] is Tag.TOOL
