@@ -5,7 +5,8 @@ budget: exit 4, 8, 9 or 10, and a reverted consolidation, a failure that exits 3
 incident it holds after. Its key, from a cycle's record alone:
 
     error (and every failure)   the stop reason, the task, the error with its numbers masked
-    stalled                     the stop reason, the task
+    stalled                     the stop reason, the task's identity (agent/store/task_identity.py;
+                                an earlier release's record: its text)
     awaiting_approval           the stop reason, the call (`call 3`: one incident per parked call)
     budget_exhausted            the stop reason, the budget and its period (one per UTC day or month)
 
@@ -56,8 +57,8 @@ def incident_key(record: dict) -> str | None:
         return None
     if is_failure(reason):
         parts = [reason, record.get("task_after"), error_signature(record.get("error"))]
-    elif reason == StopReason.STALLED.value:
-        parts = [reason, record.get("task_after")]
+    elif reason == StopReason.STALLED.value:  # the task, however the model words it
+        parts = [reason, record["task_id"] if isinstance(record.get("task_id"), str) else record.get("task_after")]
     else:  # awaiting_approval, budget_exhausted: the call, the budget and its period
         parts = [reason, record.get("signature")]
     text = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)
