@@ -62,7 +62,10 @@ def status_extras(newest_first: Iterable[dict], home: Home, current_task: Any) -
     stall = stall_status(newest_first, current_task, settings.stall_cycles)
     spent = spending(home, settings)
     lines = [f"today:     {_period_line(spent['today'])}", f"month:     {_period_line(spent['month'])}"]
-    if stall:
+    if stall and stall.get("held"):
+        lines.append(f"stall:     {escape_controls(stall['text'])}")
+        lines.append(f"           {escape_controls(stall['held'])}")
+    elif stall:
         lines.append(
             f"stall:     {'stalled: ' if stall['stalled'] else ''}{escape_controls(stall['text'])}"
             + ("" if stall["stalled"] else f" ({stall['cycles']} of {stall['stall_cycles']} cycles)")

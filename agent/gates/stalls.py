@@ -178,13 +178,17 @@ def stall_status(records: Iterable[dict], task: Any, stall_cycles: int) -> dict 
     cycles = carried_streak(_peeked.replay(), task_id, task)
     if not cycles:
         return None
+    same = newest is not None and task_id == newest.get("task_id")
+    held = same and newest.get("stop_reason") == StopReason.HELD.value and newest.get("held_for") == "stalled"
     return {
         "task": task,
-        "task_id": task_id if newest is not None and task_id == newest.get("task_id") else None,
+        "task_id": task_id if same else None,
         "cycles": cycles,
         "stall_cycles": stall_cycles,
         "stalled": cycles >= stall_cycles,
         "text": stall_text(task, cycles),
+        "held": newest.get("idle") if held else None,  # the held record's line: when it stalled, what waits
+        "waiting": newest.get("waiting") if same else None,
     }
 
 
