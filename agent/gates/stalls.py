@@ -33,6 +33,7 @@ After a stall, later cycles are held (agent/gates/holds.py) until something chan
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Iterable
 
 from agent.common.outcomes import FAILURES, AgentError, StopReason
@@ -109,17 +110,8 @@ def carried_streak(newest_first: Iterable[dict], task_id: str, task: Any) -> int
             continue
         if has_identity(record) and isinstance(record.get("streak"), int):
             return record["streak"] if record["task_id"] == task_id else 0
-        return _counted_back([record, *_rest(records)], task_id, task)
+        return _counted_back(itertools.chain([record], records), task_id, task)  # read lazily, as far as it goes
     return 0
-
-
-def _rest(records, cap: int = STREAK_READ_CAP) -> list[dict]:
-    out = []
-    for record in records:
-        out.append(record)
-        if len(out) >= cap:
-            break
-    return out
 
 
 def record_streak(record: dict, older: Iterable[dict], plan: bool) -> int:

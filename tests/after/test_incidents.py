@@ -222,3 +222,10 @@ def test_a_hostile_task_is_one_escaped_line_in_status(home):
     out = run_cli("status", "--home", str(home)).stdout
     [line] = [line for line in out.splitlines() if line.startswith("incident:")]
     assert "\x1b" not in out and "\\n" in line
+
+
+def test_a_stall_is_one_incident_however_the_model_words_its_task():
+    stalled = {"stop_reason": "stalled", "exit_code": 9, "task_id": "c1", "task_after": "Fix it (attempt 2)"}
+    held = {"stop_reason": "held", "held_for": "stalled", "exit_code": 9, "task_id": "c1", "task_after": "Fix it (v3)"}
+    assert incident_key(stalled) == incident_key(held) is not None
+    assert incident_key(dict(stalled, task_id="c9")) != incident_key(stalled)  # another task: another incident

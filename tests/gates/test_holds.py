@@ -234,3 +234,12 @@ def test_no_snapshot_pair_log_or_transcript_for_a_held_cycle(stalled):
     record = tick(stalled)
     assert len(snapshots(stalled, "before")) == pairs and len(list((stalled / "logs").glob("cycle_*"))) == logs
     assert not (stalled / "logs" / f"cycle_{record['cycle_id']}.log").exists()
+
+
+def test_status_says_when_the_held_task_stalled_and_what_waits_behind_it(stalled):
+    assert run_cli("task", "add", "look at the logs", "--home", str(stalled)).exit_code == 0
+    tick(stalled)
+    out = run_cli("status", "--home", str(stalled)).stdout
+    assert "held: task 'fix the build' stalled on " in out and "; 2 tasks wait behind it;" in out
+    data = json.loads(run_cli("status", "--home", str(stalled), "--json").stdout)
+    assert data["stall"]["waiting"] == 2 and data["stall"]["cycles"] == 2 and data["stall"]["held"].startswith("held:")
