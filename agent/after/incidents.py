@@ -6,7 +6,7 @@ incident it holds after. Its key, from a cycle's record alone:
 
     error (and every failure)   the stop reason, the task, the error with its numbers masked
     stalled                     the stop reason, the task's identity (agent/store/task_identity.py;
-                                an earlier release's record: its text)
+                                an earlier release's record: its text's, which the task keeps)
     awaiting_approval           the stop reason, the call (`call 3`: one incident per parked call)
     budget_exhausted            the stop reason, the budget and its period (one per UTC day or month)
 
@@ -27,6 +27,7 @@ import re
 from typing import Any, Callable, Iterable
 
 from agent.common.outcomes import ExitCode, StopReason, is_failure
+from agent.store.task_identity import identity_of
 
 # The exit codes of the outcomes a person must act on: the ones --quiet prints a line for.
 ACT_ON = (ExitCode.FAILED, ExitCode.AWAITING_APPROVAL, ExitCode.STALLED, ExitCode.BUDGET_EXHAUSTED)
@@ -58,7 +59,7 @@ def incident_key(record: dict) -> str | None:
     if is_failure(reason):
         parts = [reason, record.get("task_after"), error_signature(record.get("error"))]
     elif reason == StopReason.STALLED.value:  # the task, however the model words it
-        parts = [reason, record["task_id"] if isinstance(record.get("task_id"), str) else record.get("task_after")]
+        parts = [reason, identity_of(record)]
     else:  # awaiting_approval, budget_exhausted: the call, the budget and its period
         parts = [reason, record.get("signature")]
     text = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)

@@ -44,7 +44,7 @@ from agent.secrets import Secrets
 from agent.state import add_note
 from agent.store.cycles import newest_first
 from agent.store.home import Home
-from agent.store.task_identity import at_wake, has_identity, newest_identified, of_task
+from agent.store.task_identity import at_wake, has_identity, identity_of, newest_identified, of_task
 
 NOT_COUNTED = {
     StopReason.AWAITING_APPROVAL.value,
@@ -170,7 +170,7 @@ def stall_status(records: Iterable[dict], task: Any, stall_cycles: int) -> dict 
     cycles = carried_streak(_peeked.replay(), task_id, task)
     if not cycles:
         return None
-    same = newest is not None and task_id == newest.get("task_id")
+    same = newest is not None and task_id == identity_of(newest)
     held = same and newest.get("stop_reason") == StopReason.HELD.value and newest.get("held_for") == "stalled"
     return {
         "task": task,

@@ -23,13 +23,17 @@ How a rename is told from a new task: by who could have made the change.
 
 Records of an earlier release (no `task_id`) are compared by their text, as the streak always
 was: such a record is of the task when its `task_after` is the text the task had when it crossed
-the upgrade (the `task_before` of the oldest record of it that has an identity).
+the upgrade (the `task_before` of the oldest record of it that has an identity). A task that
+crosses the upgrade unchanged keeps the identity its text gives (`text:<digest>`, `identity_of`),
+so a stall's incident that spans the upgrade stays one incident.
 
 Pure functions of records; reading them is the caller's.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Iterable, Iterator
 
 READ_CAP = 1000  # records read back at most to find the newest that has an identity
@@ -45,23 +49,35 @@ def has_identity(record: dict) -> bool:
     return record.get("source", "index") == "index" and isinstance(record.get("task_id"), str)
 
 
+def text_identity(task: Any) -> str:
+    """The identity an earlier release's record has: its task's text's (the same text, the same task)."""
+    text = json.dumps(task, ensure_ascii=False, default=str)
+    return "text:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def identity_of(record: dict) -> str:
+    """A record's task identity: its `task_id`, or for an earlier release's record its text's."""
+    return record["task_id"] if isinstance(record.get("task_id"), str) else text_identity(record.get("task_after"))
+
+
 def newest_identified(newest_first: Iterable[dict]) -> dict | None:
-    """The newest record that has an identity, from records given newest first (at most READ_CAP read)."""
+    """The newest cycle record that says which task it left, from records given newest first (at most
+    READ_CAP read): one with an identity, or an earlier release's; a consolidation's is passed over."""
     for seen, record in enumerate(newest_first):
         if seen >= READ_CAP:
             return None
-        if has_identity(record):
-            return record
+        if record.get("source", "index") != "index" or record.get("stop_reason") == "consolidated":
+            continue
+        return record
     return None
 
 
 def at_wake(previous: dict | None, task: Any, cycle_id: str) -> str:
     """The identity of the current task `task` (its redacted text, as read at wake with the inbox
-    applied), given `previous`, the newest record that has one: the same when `task` is the text
-    that record left, else a new one issued by `cycle_id` (the operator changed it, or no record
-    has an identity yet)."""
-    if previous is not None and has_identity(previous) and previous.get("task_after") == task:
-        return previous["task_id"]
+    applied), given `previous` (`newest_identified`): the record's when `task` is the text that
+    record left, else a new one issued by `cycle_id` (the operator changed it, or no cycle ran yet)."""
+    if previous is not None and previous.get("task_after") == task:
+        return identity_of(previous)
     return issued(cycle_id)
 
 

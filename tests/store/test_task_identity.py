@@ -3,7 +3,7 @@ changes it, an operator's edit between cycles or an accepted done does."""
 
 from __future__ import annotations
 
-from agent.store.task_identity import at_end, at_wake, issued, newest_identified, of_task
+from agent.store.task_identity import at_end, at_wake, identity_of, issued, newest_identified, of_task, text_identity
 
 
 def record(task_id: str | None, before: str | None, after: str | None, **more) -> dict:
@@ -25,9 +25,14 @@ def test_no_current_task_is_an_identity_too():
     assert at_wake(record("c1+done", None, None), None, "c2") == "c1+done"
 
 
-def test_the_first_wake_and_one_after_an_earlier_release_issue_an_identity():
+def test_the_first_wake_issues_an_identity():
     assert at_wake(None, "t", "c1") == "c1"
-    assert at_wake(record(None, "t", "t"), "t", "c2") == "c2"
+
+
+def test_a_task_that_crosses_the_upgrade_unchanged_keeps_the_identity_its_text_gives():
+    older = record(None, "t", "t")  # an earlier release's record: no identity
+    assert at_wake(older, "t", "c2") == identity_of(older) == text_identity("t") != text_identity("u")
+    assert at_wake(older, "edited by the operator", "c2") == "c2"
 
 
 def test_only_an_accepted_done_changes_the_identity_within_a_cycle():
