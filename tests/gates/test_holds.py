@@ -113,7 +113,7 @@ def test_an_edit_of_the_stalled_task_by_hand_lets_the_next_cycle_run_with_a_whol
     assert tick(stalled, [echo("trying again")])["stop_reason"] == "stalled"
 
 
-def test_an_inbox_item_lets_the_next_cycle_run(stalled):
+def test_a_goal_edit_through_the_inbox_lets_the_next_cycle_run(stalled):
     queue_edit(Home.at(stalled), {"op": "goal_add", "text": "keep the build green"})  # as if a cycle held the lock
     assert tick(stalled, [done("fixed")])["stop_reason"] == "done"
 
@@ -243,3 +243,13 @@ def test_status_says_when_the_held_task_stalled_and_what_waits_behind_it(stalled
     assert "held: task 'fix the build' stalled on " in out and "; 2 tasks wait behind it;" in out
     data = json.loads(run_cli("status", "--home", str(stalled), "--json").stdout)
     assert data["stall"]["waiting"] == 2 and data["stall"]["cycles"] == 2 and data["stall"]["held"].startswith("held:")
+
+
+def test_a_home_with_sections_is_held_after_a_stall_until_an_agent_memory_edit(home):
+    config = {"stall_cycles": 1, "max_iterations": 1, "sections": {"known": {"kind": "list", "limit": 5}}}
+    (home / "config.yaml").write_text(yaml.safe_dump(config))
+    write_active(home, {"current_task": "fix the build", "known": ["the build uses make"]})
+    assert tick(home, [echo("looking")])["stop_reason"] == "stalled"
+    assert tick(home)["stop_reason"] == "held"
+    assert run_cli("memory", "add", "known", "the other compiler works", "--home", str(home)).exit_code == 0
+    assert tick(home, [done("fixed")])["stop_reason"] == "done"
