@@ -65,6 +65,7 @@ class CycleReport:
     memory_digest: str | None = None  # what a hold compares: the state left, the queue apart (gates/holds.py)
     streak: int | None = None  # cycles in a row the task has ended without done, this one included (gates/stalls.py)
     stalled_on: str | None = None  # a cycle held after a stall: when the task stalled (the stalled cycle's start)
+    replaced: int | None = None  # the newest state reset or restore replaced, as its wake saw (store/archive.py)
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
@@ -129,6 +130,7 @@ class CycleReport:
             "memory_digest": self.memory_digest,
             "streak": self.streak,
             "stalled_on": self.stalled_on,
+            "replaced": self.replaced,
             # only where they apply: a home without sections keeps the record it always had
             **({"violations": self.violations} if self.violations is not None else {}),
             **({"surfaced": self.surfaced} if self.surfaced is not None else {}),

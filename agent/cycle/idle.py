@@ -40,6 +40,7 @@ from agent.memory.queue_edits import EditContext
 from agent.secrets import Secrets
 from agent.state import add_note
 from agent.store import task_identity
+from agent.store.archive import newest_replaced
 from agent.store.cycles import newest_first
 from agent.store.db import any_rows
 from agent.store.home import Home
@@ -78,8 +79,9 @@ def wake(
 def _identify(home: Home, report: CycleReport, state: dict) -> None:
     """The current task's identity at wake (from the newest record that has one: its text then and
     now), the tasks waiting behind it and what a hold compares; an idle or held cycle leaves them so."""
+    report.replaced = newest_replaced(home)
     report.task_id_before = report.task_id = task_identity.at_wake(
-        task_identity.newest_identified(newest_first(home)), report.task_before, report.cycle_id
+        task_identity.newest_identified(newest_first(home)), report.task_before, report.cycle_id, report.replaced
     )
     report.waiting = len(state["pending_actions"])
     report.memory_digest = memory_digest(state)

@@ -159,14 +159,14 @@ def stall_text(task: Any, cycles: int) -> str:
     return f"task {shown} has ended {cycles} cycles in a row without done"
 
 
-def stall_status(records: Iterable[dict], task: Any, stall_cycles: int) -> dict | None:
+def stall_status(records: Iterable[dict], task: Any, stall_cycles: int, replaced: int | None = None) -> dict | None:
     """What `status` says of the current task's streak, from records given newest first (read lazily;
-    `task`: the current task's text in active.yaml); None when the last cycle ended it. The same
+    `task`: the current task's text in active.yaml, `replaced`: as at wake); None when the last cycle ended it. The same
     count as the newest record's `streak` (the metrics and the hook's record), unless the operator
     changed the task since."""
     records = iter(records)
     newest = newest_identified(_peeked := _Peek(records))
-    task_id = at_wake(newest, task, "")
+    task_id = at_wake(newest, task, "", replaced)
     cycles = carried_streak(_peeked.replay(), task_id, task)
     if not cycles:
         return None

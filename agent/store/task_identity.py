@@ -17,7 +17,9 @@ How a rename is told from a new task: by who could have made the change.
 - Between cycles only the operator writes active.yaml (`agent task`, `agent memory`, the inbox,
   `reset`, `restore`, an edit by hand). At wake, a current task whose text is the newest record's
   `task_after` is the same task; any other text is the operator's change (the task edited,
-  dropped or replaced): a new identity. A task queued behind it changes nothing.
+  dropped or replaced): a new identity. So is a state `agent reset` or `agent restore` replaced
+  since that record, whatever its text (each replaced state goes to the archive first: the record
+  keeps the newest one's position, `replaced`). A task queued behind it changes nothing.
 - No current task is an identity too: that of the time since the last accepted `done` or operator
   change (what an `idle: plan` home's model plans in, from the goals).
 
@@ -72,11 +74,15 @@ def newest_identified(newest_first: Iterable[dict]) -> dict | None:
     return None
 
 
-def at_wake(previous: dict | None, task: Any, cycle_id: str) -> str:
+def at_wake(previous: dict | None, task: Any, cycle_id: str, replaced: int | None = None) -> str:
     """The identity of the current task `task` (its redacted text, as read at wake with the inbox
-    applied), given `previous` (`newest_identified`): the record's when `task` is the text that
-    record left, else a new one issued by `cycle_id` (the operator changed it, or no cycle ran yet)."""
-    if previous is not None and previous.get("task_after") == task:
+    applied), given `previous` (`newest_identified`) and `replaced` (the newest replaced state's
+    position in the archive, agent/store/archive.py): the record's when `task` is the text that
+    record left and no state was replaced since, else a new one issued by `cycle_id` (the operator
+    changed it, or no cycle ran yet)."""
+    seen = None if previous is None else previous.get("replaced")
+    reset = isinstance(replaced, int) and isinstance(seen, int) and replaced > seen
+    if previous is not None and previous.get("task_after") == task and not reset:
         return identity_of(previous)
     return issued(cycle_id)
 

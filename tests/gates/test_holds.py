@@ -253,3 +253,13 @@ def test_a_home_with_sections_is_held_after_a_stall_until_an_agent_memory_edit(h
     assert tick(home)["stop_reason"] == "held"
     assert run_cli("memory", "add", "known", "the other compiler works", "--home", str(home)).exit_code == 0
     assert tick(home, [done("fixed")])["stop_reason"] == "done"
+
+
+def test_a_reset_to_the_same_task_is_a_new_task_with_a_whole_streak(stalled):
+    (stalled / "templates").mkdir()
+    (stalled / "templates" / "again.yaml").write_text(yaml.safe_dump({"current_task": "fix the build"}))
+    stalled_id = json.loads(run_cli("history", "--home", str(stalled), "--json", "-n", "1").stdout)[0]["task_id"]
+    assert run_cli("reset", "--home", str(stalled), "--template", "again").exit_code == 0
+    record = tick(stalled, [echo("from scratch")])
+    assert record["stop_reason"] == "max_iterations" and record["task_id_before"] != stalled_id
+    assert tick(stalled, [echo("still")])["stop_reason"] == "stalled"

@@ -50,3 +50,9 @@ def test_records_of_an_earlier_release_are_of_the_task_by_the_text_it_had_at_the
     records = [record("c3", "renamed", "renamed again"), record("c3", "t", "renamed"), record(None, "t", "t")]
     records += [record(None, "other", "other")]
     assert [same for _, same in of_task(records, "c3", "renamed again")] == [True, True, True, False]
+
+
+def test_a_state_reset_or_restored_since_the_newest_record_is_a_new_task_whatever_its_text():
+    previous = record("c1", "t", "t", replaced=3)
+    assert at_wake(previous, "t", "c2", replaced=3) == "c1"
+    assert at_wake(previous, "t", "c2", replaced=4) == "c2"
