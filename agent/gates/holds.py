@@ -49,9 +49,13 @@ from agent.store.home import Home
 
 HOLDING = (StopReason.STALLED, StopReason.AWAITING_APPROVAL)  # what a hold is for
 READ_CAP = 1000  # records read back at most to find the newest that is not idle
+DECIDED = (
+    "the operator approves or denies it, or something else changes: the current task edited or dropped, a goal "
+    "or memory edit, new wake_when output, or `agent resume`"
+)
 CHANGES = (
-    "the stalled task is edited or dropped, a goal or memory edit, an approval or denial, new wake_when output, "
-    "or `agent resume`"
+    "something changes: the stalled task edited or dropped, a goal or memory edit, an approval or denial, "
+    "new wake_when output, or `agent resume`"
 )
 NOT_COMPARED = ("pending_actions", "last_updated", "checks", "inbox_applied")  # the queue, and the runtime's stamps
 
@@ -137,7 +141,7 @@ def held_text(base: dict, reason: StopReason, waiting: int = 0) -> str:
         waits = base.get("signature") or "a parked call"
         return (
             f"held: {waits} awaits the operator (`agent approvals` lists it) and nothing else changed since "
-            f"cycle {base.get('cycle_id')}; the model is not called until {CHANGES}"
+            f"cycle {base.get('cycle_id')}; the model is not called until {DECIDED}"
         )
     task = base.get("task_after")
     what = "planning from the goals (no current task)" if task is None else f"task {_shown(task)}"
