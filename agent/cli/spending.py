@@ -64,7 +64,7 @@ def status_extras(newest_first: Iterable[dict], home: Home, current_task: Any) -
     spent = spending(home, settings)
     lines = [f"today:     {_period_line(spent['today'])}", f"month:     {_period_line(spent['month'])}"]
     if stall and stall.get("held"):
-        lines.append(f"stall:     {escape_controls(stall['text'])}")
+        lines.append(f"stall:     stalled: {escape_controls(stall['text'])}")
         lines.append(f"           {escape_controls(stall['held'])}")
     elif stall:
         lines.append(
