@@ -10,6 +10,7 @@ from agent.after.report import CycleReport
 from agent.common.files import Kept
 from agent.common.outcomes import Busy, DiskError
 from agent.config import Settings
+from agent.gates.stalls import record_streak
 from agent.secrets import Secrets
 from agent.store.cycles import add_record, newest_first
 from agent.store.db import any_rows
@@ -42,6 +43,8 @@ def after_cycle(
 
         pending = pending_fields(home)
     record = secrets.redact(dict(report.index_record(), **pending))
+    if isinstance(record.get("task_id"), str):  # a task's cycle (not a consolidation): the streak it leaves
+        report.streak = record["streak"] = record_streak(record, newest_first(home), settings.idle == "plan")
     key = incident_key(record)  # the incident this cycle is part of, and the earlier cycles of it
     run = incident_run(newest_first(home), key)  # none read for a cycle with no incident (idle, done)
     report.incident = record["incident"] = key

@@ -5,7 +5,8 @@ budget: exit 4, 8, 9 or 10, and a reverted consolidation, a failure that exits 3
 incident it holds after. Its key, from a cycle's record alone:
 
     error (and every failure)   the stop reason, the task, the error with its numbers masked
-    stalled                     the stop reason, the task
+    stalled                     the stop reason, the task's identity (agent/store/task_identity.py;
+                                an earlier release's record: its text's, which the task keeps)
     awaiting_approval           the stop reason, the call (`call 3`: one incident per parked call)
     budget_exhausted            the stop reason, the budget and its period (one per UTC day or month)
 
@@ -26,6 +27,7 @@ import re
 from typing import Any, Callable, Iterable
 
 from agent.common.outcomes import ExitCode, StopReason, is_failure
+from agent.store.task_identity import identity_of
 
 # The exit codes of the outcomes a person must act on: the ones --quiet prints a line for.
 ACT_ON = (ExitCode.FAILED, ExitCode.AWAITING_APPROVAL, ExitCode.STALLED, ExitCode.BUDGET_EXHAUSTED)
@@ -56,8 +58,8 @@ def incident_key(record: dict) -> str | None:
         return None
     if is_failure(reason):
         parts = [reason, record.get("task_after"), error_signature(record.get("error"))]
-    elif reason == StopReason.STALLED.value:
-        parts = [reason, record.get("task_after")]
+    elif reason == StopReason.STALLED.value:  # the task, however the model words it
+        parts = [reason, identity_of(record)]
     else:  # awaiting_approval, budget_exhausted: the call, the budget and its period
         parts = [reason, record.get("signature")]
     text = json.dumps(parts, sort_keys=True, default=str, ensure_ascii=False)

@@ -69,8 +69,14 @@ def failures_in_a_row(records: list[dict]) -> int:
     return consecutive(records, _failed, lambda r: r.get("stop_reason") in NO_MODEL_ASKED)
 
 
-def stalls_in_a_row(records: list[dict]) -> int:
-    """Stalled cycles in a row, the held ones after a stall included; idle cycles are passed over."""
+def stalls_in_a_row(records: list[dict], stall_cycles: int | None = None) -> int:
+    """The stall `status` shows: the cycles in a row the current task has ended without done (the
+    newest record's `streak`, agent/gates/stalls.py), once that has reached `stall_cycles`; else 0.
+    Records of an earlier release (no streak): stalled cycles in a row, the held ones after a stall
+    included, idle cycles passed over."""
+    newest = records[-1] if records else {}
+    if isinstance(newest.get("streak"), int) and stall_cycles is not None:
+        return newest["streak"] if newest["streak"] >= stall_cycles else 0
     return consecutive(
         records,
         lambda r: r.get("stop_reason") == StopReason.STALLED.value or _held_stall(r),
@@ -110,12 +116,14 @@ def ended_at(record: dict) -> float | None:
     return None if started is None else started + (_number(record.get("duration_s")) or 0)
 
 
-def metrics_text(home: str, record: dict, recent: list[dict], all_time: dict | None = None) -> str:
+def metrics_text(
+    home: str, record: dict, recent: list[dict], all_time: dict | None = None, stall_cycles: int | None = None
+) -> str:
     """The metrics file for the cycle `record`, the newest of the records `recent` (oldest
     first), with the counters `all_time` ({"cycles": {stop reason: n}, "tokens", "cost"}: the running
-    totals: `counters`)."""
+    totals: `counters`); `stall_cycles`: the setting the stall is judged by."""
     usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
-    families = _gauges(record, usage, recent) + _counters(all_time)
+    families = _gauges(record, usage, recent, stall_cycles) + _counters(all_time)
     lines = []
     for name, kind, help_text, samples in families:
         shown = [(labels, value) for labels, value in samples if _number(value) is not None]
@@ -155,7 +163,7 @@ def _counters(all_time: dict | None) -> list[Family]:
     ]
 
 
-def _gauges(record: dict, usage: dict, recent: list[dict]) -> list[Family]:
+def _gauges(record: dict, usage: dict, recent: list[dict], stall_cycles: int | None = None) -> list[Family]:
     families: list[tuple[str, str, Iterable[tuple[dict, Any]]]] = [
         ("last_cycle_timestamp_seconds", "Unix time the last cycle ended.", [({}, ended_at(record))]),
         ("last_cycle_exit_code", "Exit code of the last cycle.", [({}, record.get("exit_code"))]),
@@ -188,8 +196,9 @@ def _gauges(record: dict, usage: dict, recent: list[dict]) -> list[Family]:
         ),
         (
             "consecutive_stalls",
-            "Newest cycles in a row that ended stalled or were held after a stall.",
-            [({}, stalls_in_a_row(recent))],
+            "Once the current task has stalled, the cycles in a row it has ended without done (status's count; "
+            "held cycles called no model and are not counted); 0 otherwise.",
+            [({}, stalls_in_a_row(recent, stall_cycles))],
         ),
         (
             "surfaced_entries",
@@ -233,7 +242,7 @@ def write_metrics(home: Home, settings: Settings, record: dict, log: Callable[[s
         return None
     try:
         recent = recent_runs(newest_first(home))
-        text = metrics_text(str(home.root), record, recent, counters(home))
+        text = metrics_text(str(home.root), record, recent, counters(home), settings.stall_cycles)
         atomic_write(path, text.encode("utf-8"), mode=METRICS_FILE_MODE)
     except Exception as exc:  # a metrics file must never cost the cycle its result
         problem = f"{path}: {type(exc).__name__}: {exc}"

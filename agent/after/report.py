@@ -59,6 +59,13 @@ class CycleReport:
     new_incident: bool = False  # this cycle opened it: --quiet's line and the notify_on hook are for it
     violations: list[str] | None = None  # a reverted consolidation: why (the first few); in the record when set
     surfaced: dict | None = None  # with surface sections: {count, entries} a person should know (sections.py)
+    task_id_before: str | None = None  # the current task's identity at wake (agent/store/task_identity.py)
+    task_id: str | None = None  # its identity as the cycle left it (a new one after an accepted done)
+    waiting: int = 0  # tasks queued behind the current one as the cycle left them (idle, held: as it found them)
+    memory_digest: str | None = None  # what a hold compares: the state left, the queue apart (gates/holds.py)
+    streak: int | None = None  # cycles in a row the task has ended without done, this one included (gates/stalls.py)
+    stalled_on: str | None = None  # a cycle held after a stall: when the task stalled (the stalled cycle's start)
+    replaced: int | None = None  # the newest state reset or restore replaced, as its wake saw (store/archive.py)
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
@@ -86,7 +93,7 @@ class CycleReport:
         self.held_for = None if held.held_for is None else held.held_for.value
         self.idle, self.signature = secrets.redact_text(str(held)), held.signature
         for key, value in held.repeated.items():
-            if key in ("active_digest", "wake_digest"):
+            if key in ("active_digest", "wake_digest", "stalled_on"):
                 setattr(self, key, value)
 
     def as_dict(self) -> dict:
@@ -117,6 +124,13 @@ class CycleReport:
             "resumed": self.resumed,
             "incident": self.incident,
             "new_incident": self.new_incident,
+            "task_id_before": self.task_id_before,
+            "task_id": self.task_id,
+            "waiting": self.waiting,
+            "memory_digest": self.memory_digest,
+            "streak": self.streak,
+            "stalled_on": self.stalled_on,
+            "replaced": self.replaced,
             # only where they apply: a home without sections keeps the record it always had
             **({"violations": self.violations} if self.violations is not None else {}),
             **({"surfaced": self.surfaced} if self.surfaced is not None else {}),

@@ -208,6 +208,7 @@ def home_health(folder: Path, stale_override: float | None = None) -> dict:
         "stale_after_s": round(stale_s, 1),
         "stale": any(item["key"].startswith("stale:") for item in items),
         "incident": _incident(status),
+        "stall": status.get("stall"),  # the current task's streak, as status counts it (agent/gates/stalls.py)
         "approvals_pending": approvals.get("pending", 0),
         "approvals_oldest_age_s": approvals.get("oldest_age_s"),
         "budgets": budgets_used(status),

@@ -10,9 +10,10 @@ from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.memory.bounding import Archived, append_archive, archive_records
 from agent.memory.inbox import discard_queued
 from agent.scratchpad import MAX_SCRATCHPAD_BYTES, read_state_file
+from agent.store.archive import REPLACED_STATE
 from agent.store.home import Home
 
-REPLACED_STATE, DROPPED_EDIT = "replaced_state", "dropped_edit"  # archive kinds
+DROPPED_EDIT = "dropped_edit"  # an archive kind (a replaced state's is REPLACED_STATE)
 
 
 def unusable_text(home: Home) -> str:

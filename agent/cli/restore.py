@@ -34,6 +34,7 @@ from agent.memory.bounding import Archived, append_archive, archive_records
 from agent.memory.inbox import apply_inbox
 from agent.scratchpad import load_state, write_state
 from agent.state import now_iso
+from agent.store.archive import REPLACED_STATE
 from agent.store.home import Home
 from agent.store.lock import home_lock
 
@@ -77,7 +78,7 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
         source_cycle = Path(side.label).name.rsplit("_", 1)[0]
         append_archive(
             home,
-            archive_records([Archived("replaced_state", replaced, f"{reason} {side.label}")], source_cycle),
+            archive_records([Archived(REPLACED_STATE, replaced, f"{reason} {side.label}")], source_cycle),
         )
         keep_section_ids(home, replaced)  # a restored older state never issues the replaced one's ids again
         restored = dict(side.state, last_updated=now_iso())

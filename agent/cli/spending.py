@@ -12,6 +12,7 @@ from agent.common.escape import escape_controls
 from agent.config import Settings
 from agent.gates.budgets import period_spending, record_cost, utc_day
 from agent.gates.stalls import stall_status
+from agent.store.archive import newest_replaced
 from agent.store.home import Home
 
 
@@ -59,10 +60,13 @@ def status_extras(newest_first: Iterable[dict], home: Home, current_task: Any) -
     """(status --json's stall and spending, status's lines for them), from the records newest first
     (read only as far as the streak goes) and what the records spent."""
     settings = home_settings(home.root)
-    stall = stall_status(newest_first, current_task, settings.stall_cycles)
+    stall = stall_status(newest_first, current_task, settings.stall_cycles, newest_replaced(home))
     spent = spending(home, settings)
     lines = [f"today:     {_period_line(spent['today'])}", f"month:     {_period_line(spent['month'])}"]
-    if stall:
+    if stall and stall.get("held"):
+        lines.append(f"stall:     stalled: {escape_controls(stall['text'])}")
+        lines.append(f"           {escape_controls(stall['held'])}")
+    elif stall:
         lines.append(
             f"stall:     {'stalled: ' if stall['stalled'] else ''}{escape_controls(stall['text'])}"
             + ("" if stall["stalled"] else f" ({stall['cycles']} of {stall['stall_cycles']} cycles)")

@@ -34,10 +34,14 @@ from agent.common.outcomes import Held, InvalidScratchpad, StopReason
 from agent.common.tags import Tag
 from agent.config import Settings
 from agent.gates.base import Woke
+from agent.gates.holds import memory_digest
 from agent.memory.inbox import Applied, apply_inbox
 from agent.memory.queue_edits import EditContext
 from agent.secrets import Secrets
 from agent.state import add_note
+from agent.store import task_identity
+from agent.store.archive import newest_replaced
+from agent.store.cycles import newest_first
 from agent.store.db import any_rows
 from agent.store.home import Home
 
@@ -55,11 +59,32 @@ def wake(
     applied = apply_inbox(home, state, _edit_context(home, settings, report), secrets)
     state, report.resumed = applied.state, applied.resumed
     report.task_before = secrets.redact(state["current_task"])
+    _identify(home, report, secrets.redact(state))
     state, why = _decide(home, settings, state, report, force, secrets, applied)
     changed = bool(applied.messages or applied.refused or applied.resumed)
     interrupted = any(call.get("status") == journal.INTERRUPTED for call in report.calls)
-    woke = Woke(report.wake_digest, changed, applied.resumed, interrupted, force)
+    woke = Woke(
+        report.wake_digest,
+        changed,
+        applied.resumed,
+        interrupted,
+        force,
+        report.task_id_before,
+        report.task_before,
+        report.memory_digest,
+    )
     return state, why, woke
+
+
+def _identify(home: Home, report: CycleReport, state: dict) -> None:
+    """The current task's identity at wake (from the newest record that has one: its text then and
+    now), the tasks waiting behind it and what a hold compares; an idle or held cycle leaves them so."""
+    report.replaced = newest_replaced(home)
+    report.task_id_before = report.task_id = task_identity.at_wake(
+        task_identity.newest_identified(newest_first(home)), report.task_before, report.cycle_id, report.replaced
+    )
+    report.waiting = len(state["pending_actions"])
+    report.memory_digest = memory_digest(state)
 
 
 def _decide(

@@ -30,11 +30,13 @@ from agent.after.aftercare import after_cycle
 from agent.after.cycle_log import CycleLog
 from agent.after.report import CycleReport, SafeReporter
 from agent.after.transcript import Transcript
+from agent.common.outcomes import StopReason
 from agent.cycle.idle import record as record_idle
 from agent.cycle.sleep import save, sleep
 from agent.cycle.wake import Cycle, awake, given
 from agent.cycle.work import work
 from agent.secrets import Secrets
+from agent.store import task_identity
 from agent.tools import open_registry, policy_line
 from agent.tools.workspace import settle_workspace
 
@@ -88,6 +90,9 @@ def _run(cycle: Cycle) -> CycleReport:
             noted_before_saving = woken.signals.noted  # from here a signal is only noted
             after, previous = sleep(home, settings, secrets, report, log, after, archived)  # 4
             report.task_after, report.model = secrets.redact(after["current_task"]), model.name  # it answered
+            done = report.stop_reason == StopReason.DONE.value  # accepted: the queue advanced
+            report.task_id = task_identity.at_end(report.task_id_before, done, report.cycle_id)
+            report.waiting = len(after["pending_actions"])
             report.duration_s = time.monotonic() - started
             if woken.signals.noted is not noted_before_saving:
                 log(f"{woken.signals.noted} while saving: ignored, the cycle's result was saved")

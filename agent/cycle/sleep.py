@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import agent.memory.bounding as memory
 import agent.state as state_rules
 from agent.common.files import Kept
+from agent.gates.holds import memory_digest
 from agent.scratchpad import write_state
 from agent.store.db import records
 
@@ -63,6 +64,7 @@ def sleep(
                 report.archived += archive_leaving(home, secrets, sections, report.cycle_id)
                 log(f"archived {len(sections)} section item(s)")
     save(home, home.snapshot(report.cycle_id, "after"), after, report, secrets)
+    report.memory_digest = memory_digest(secrets.redact(after))  # what the next wake compares, if this one holds
     previous = Kept(home.active)
     try:
         stamped = dict(after, last_updated=state_rules.now_iso())

@@ -46,6 +46,9 @@ class Woke(NamedTuple):
     resumed: bool = False  # `agent resume` was among it
     interrupted: bool = False  # a killed cycle left a call with side effects unfinished (journal.py)
     forced: bool = False  # `agent run --force`
+    task_id: str | None = None  # the current task's identity at wake (agent/store/task_identity.py)
+    task: str | None = None  # the current task's text at wake (redacted)
+    memory_digest: str | None = None  # what the hold compares: the state at wake but the queue (holds.py)
 
 
 class GateContext(NamedTuple):

@@ -21,6 +21,7 @@ from agent.store.db import records
 from agent.store.home import Home
 from agent.store.rows import add_archive, entry_text, loaded
 
+REPLACED_STATE = "replaced_state"  # the kind of a state `agent reset` or `agent restore` replaced
 MAX_QUERY_CHARS = 2000
 MAX_QUERY_WORDS = 16
 MAX_WORD_CHARS = 64
@@ -132,3 +133,10 @@ def search(home: Home, query: str, limit: int) -> list[Match]:
         Match(cycle_id, kind, entry_text(loaded(text) or {}), section, entry_id)
         for cycle_id, kind, text, section, entry_id in rows
     ]
+
+
+def newest_replaced(home: Home) -> int:
+    """The archive's position of the newest state `reset` or `restore` replaced (0: none ever was):
+    a wake that finds a newer one than the newest record saw finds the operator's new task."""
+    row = records(home, create=False).one("SELECT max(seq) FROM archive WHERE kind = ?", (REPLACED_STATE,))
+    return int(row[0] or 0)

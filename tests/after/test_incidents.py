@@ -15,6 +15,7 @@ from agent.cycle.run import run_cycle as cycle_in_process
 from agent.memory.inbox import queue_edit
 from agent.models.scripted import ScriptedModel
 from agent.store.cycles import add_record, record_of
+from agent.store.db import records
 from agent.store.home import Home
 from tests.cli.helpers import done, echo, run_cycle
 from tests.helpers import configure, cycle_records, run_cli, write_active
@@ -222,3 +223,23 @@ def test_a_hostile_task_is_one_escaped_line_in_status(home):
     out = run_cli("status", "--home", str(home)).stdout
     [line] = [line for line in out.splitlines() if line.startswith("incident:")]
     assert "\x1b" not in out and "\\n" in line
+
+
+def test_a_stall_is_one_incident_however_the_model_words_its_task():
+    stalled = {"stop_reason": "stalled", "exit_code": 9, "task_id": "c1", "task_after": "Fix it (attempt 2)"}
+    held = {"stop_reason": "held", "held_for": "stalled", "exit_code": 9, "task_id": "c1", "task_after": "Fix it (v3)"}
+    assert incident_key(stalled) == incident_key(held) is not None
+    assert incident_key(dict(stalled, task_id="c9")) != incident_key(stalled)  # another task: another incident
+
+
+def test_a_stall_that_spans_the_upgrade_stays_one_incident(home):
+    (home / "config.yaml").write_text("stall_cycles: 2\nmax_iterations: 1\n")
+    write_active(home, {"current_task": "fix the build"})
+    assert [run_cycle(home, [echo("looking")]).exit_code for _ in range(2)] == [3, 9]
+    db = records(Home.at(home))
+    with db.write():  # as the previous release wrote them: no identity, no streak
+        db.execute("UPDATE cycle SET record = json_remove(record, '$.task_id', '$.task_id_before', '$.streak')")
+    held = run_cycle(home, [], "--quiet")
+    assert held.exit_code == 9 and held.stderr == ""  # the same incident: nothing more to mail
+    stalled, held_record = cycle_records(home)[-2:]
+    assert incident_key(stalled) == incident_key(held_record) and held_record["stop_reason"] == "held"

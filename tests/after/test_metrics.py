@@ -276,3 +276,11 @@ def test_a_metrics_file_that_cannot_be_written_is_shown_by_status_until_it_works
     assert run_cycle(home, [done("ok")]).exit_code == 0
     assert "metrics:" not in run_cli("status", "--home", str(home)).stdout
     assert json.loads(run_cli("status", "--home", str(home), "--json").stdout)["outlets"] == {}
+
+
+def test_consecutive_stalls_is_the_streak_status_shows_once_the_task_has_stalled():
+    held = {"stop_reason": "held", "held_for": "stalled", "task_id": "c1", "streak": 36}
+    recent = [{"stop_reason": "stalled", "streak": 36}, held, held]
+    assert samples(metrics_text("/h", held, recent, stall_cycles=5))[("agent_consecutive_stalls", ())] == 36
+    counting = {"stop_reason": "max_iterations", "task_id": "c1", "streak": 4}
+    assert samples(metrics_text("/h", counting, [counting], stall_cycles=5))[("agent_consecutive_stalls", ())] == 0

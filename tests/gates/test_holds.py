@@ -85,13 +85,35 @@ def test_a_denial_is_a_change_the_model_is_told_of(parked):
     )
 
 
-def test_a_task_edit_lets_the_next_cycle_run(stalled):
+def test_a_task_queued_behind_the_stalled_one_keeps_the_hold(stalled):
     assert tick(stalled)["stop_reason"] == "held"
-    assert run_cli("task", "add", "look at the logs", "--home", str(stalled)).exit_code == 0
-    assert tick(stalled, [done("fixed")])["stop_reason"] == "done"
+    for task in ("look at the logs", "write it up"):
+        assert run_cli("task", "add", task, "--home", str(stalled)).exit_code == 0
+    record = tick(stalled)
+    assert (record["stop_reason"], record["held_for"], record["waiting"]) == ("held", "stalled", 3)
+    assert "held: task 'fix the build' stalled on " in record["idle"] and "; 3 tasks wait behind it;" in record["idle"]
+    assert read_active(stalled)["pending_actions"] == ["deploy", "look at the logs", "write it up"]  # applied, waiting
 
 
-def test_an_inbox_item_lets_the_next_cycle_run(stalled):
+def test_a_queued_task_dropped_keeps_the_hold(stalled):
+    assert run_cli("task", "drop", "1", "--home", str(stalled)).exit_code == 0
+    assert tick(stalled)["stop_reason"] == "held"
+
+
+def test_dropping_the_stalled_task_lets_the_next_cycle_run(stalled):
+    assert tick(stalled)["stop_reason"] == "held"
+    assert run_cli("task", "drop", "0", "--home", str(stalled)).exit_code == 0
+    record = tick(stalled, [done("deployed")])
+    assert (record["stop_reason"], record["task_before"]) == ("done", "deploy")
+
+
+def test_an_edit_of_the_stalled_task_by_hand_lets_the_next_cycle_run_with_a_whole_streak(stalled):
+    write_active(stalled, dict(read_active(stalled), current_task="fix the build with the other compiler"))
+    assert tick(stalled, [echo("trying")])["stop_reason"] == "max_iterations"  # a new task: its own streak
+    assert tick(stalled, [echo("trying again")])["stop_reason"] == "stalled"
+
+
+def test_a_goal_edit_through_the_inbox_lets_the_next_cycle_run(stalled):
     queue_edit(Home.at(stalled), {"op": "goal_add", "text": "keep the build green"})  # as if a cycle held the lock
     assert tick(stalled, [done("fixed")])["stop_reason"] == "done"
 
@@ -178,14 +200,33 @@ def test_a_hold_lasts_however_many_held_cycles_came_before(stalled):
     assert records[4]["stop_reason"] == "stalled" and base["active_digest"] == records[4]["active_digest"]
 
 
-def test_a_record_without_digests_is_never_held_after(stalled):
-    db = records(Home.at(stalled))
-    with db.write():  # as an older release's record: no digests
+def as_an_older_release_left_it(home: Path, *fields: str) -> None:
+    """The newest record without `fields` (an older release wrote none of them)."""
+    paths = ", ".join(f"'$.{field}'" for field in fields)
+    db = records(Home.at(home))
+    with db.write():
         db.execute(
-            "UPDATE cycle SET record = json_remove(record, '$.active_digest') "
+            f"UPDATE cycle SET record = json_remove(record, {paths}) "
             "WHERE id = (SELECT max(id) FROM cycle WHERE record IS NOT NULL)"
         )
+
+
+def test_a_record_without_digests_is_never_held_after(stalled):
+    as_an_older_release_left_it(stalled, "active_digest", "memory_digest", "task_id", "task_id_before", "streak")
     assert tick(stalled, [done("fixed")])["stop_reason"] == "done"
+
+
+def test_an_older_release_s_stall_is_held_until_active_yaml_changes(stalled):
+    as_an_older_release_left_it(stalled, "memory_digest", "task_id", "task_id_before", "streak")
+    assert run_cli("task", "add", "look at the logs", "--home", str(stalled)).exit_code == 0
+    assert tick(stalled, [done("fixed")])["stop_reason"] == "done"  # its rule: any change to the file
+
+
+def test_an_older_release_s_stall_is_held_and_the_held_record_brings_the_new_rule(stalled):
+    as_an_older_release_left_it(stalled, "memory_digest", "task_id", "task_id_before", "streak")
+    assert tick(stalled)["stop_reason"] == "held"
+    assert run_cli("task", "add", "look at the logs", "--home", str(stalled)).exit_code == 0
+    assert tick(stalled)["stop_reason"] == "held"  # the held record has the digests: a queued task is no change
 
 
 def test_no_snapshot_pair_log_or_transcript_for_a_held_cycle(stalled):
@@ -193,3 +234,32 @@ def test_no_snapshot_pair_log_or_transcript_for_a_held_cycle(stalled):
     record = tick(stalled)
     assert len(snapshots(stalled, "before")) == pairs and len(list((stalled / "logs").glob("cycle_*"))) == logs
     assert not (stalled / "logs" / f"cycle_{record['cycle_id']}.log").exists()
+
+
+def test_status_says_when_the_held_task_stalled_and_what_waits_behind_it(stalled):
+    assert run_cli("task", "add", "look at the logs", "--home", str(stalled)).exit_code == 0
+    tick(stalled)
+    out = run_cli("status", "--home", str(stalled)).stdout
+    assert "held: task 'fix the build' stalled on " in out and "; 2 tasks wait behind it;" in out
+    data = json.loads(run_cli("status", "--home", str(stalled), "--json").stdout)
+    assert data["stall"]["waiting"] == 2 and data["stall"]["cycles"] == 2 and data["stall"]["held"].startswith("held:")
+
+
+def test_a_home_with_sections_is_held_after_a_stall_until_an_agent_memory_edit(home):
+    config = {"stall_cycles": 1, "max_iterations": 1, "sections": {"known": {"kind": "list", "limit": 5}}}
+    (home / "config.yaml").write_text(yaml.safe_dump(config))
+    write_active(home, {"current_task": "fix the build", "known": ["the build uses make"]})
+    assert tick(home, [echo("looking")])["stop_reason"] == "stalled"
+    assert tick(home)["stop_reason"] == "held"
+    assert run_cli("memory", "add", "known", "the other compiler works", "--home", str(home)).exit_code == 0
+    assert tick(home, [done("fixed")])["stop_reason"] == "done"
+
+
+def test_a_reset_to_the_same_task_is_a_new_task_with_a_whole_streak(stalled):
+    (stalled / "templates").mkdir()
+    (stalled / "templates" / "again.yaml").write_text(yaml.safe_dump({"current_task": "fix the build"}))
+    stalled_id = json.loads(run_cli("history", "--home", str(stalled), "--json", "-n", "1").stdout)[0]["task_id"]
+    assert run_cli("reset", "--home", str(stalled), "--template", "again").exit_code == 0
+    record = tick(stalled, [echo("from scratch")])
+    assert record["stop_reason"] == "max_iterations" and record["task_id_before"] != stalled_id
+    assert tick(stalled, [echo("still")])["stop_reason"] == "stalled"

@@ -13,10 +13,11 @@ from agent.config import Settings
 from agent.cycle.limits import Limits
 from agent.gates.stalls import StallGate, judge, streak
 from agent.secrets import Secrets
+from agent.store.db import records
 from agent.store.home import Home
 from tests.cli.helpers import done, echo, run_cycle
 from tests.gates.helpers import made
-from tests.helpers import read_yaml, run_cli, write_active
+from tests.helpers import cycle_records, read_active, read_yaml, run_cli, write_active
 
 
 @pytest.fixture
@@ -175,3 +176,83 @@ def test_the_stall_gate_turns_the_cycle_that_completes_a_stall_into_stalled(home
     assert gate.on_end(state, StopReason.MAX_ITERATIONS) is StopReason.STALLED
     assert state["notes"] == "[STOPPED] stalled: task 't' has ended 3 cycles in a row without done"
     assert gate.on_end({"current_task": "other", "notes": ""}, StopReason.MAX_ITERATIONS) is StopReason.MAX_ITERATIONS
+
+
+def update(**fields) -> dict:
+    return {"tool": "update_scratchpad", "args": fields}
+
+
+def worked(home: Path, replies: list) -> str:
+    """One cycle with `replies` (then the iteration cap): its stop reason."""
+    result = run_cycle(home, replies, "--json")
+    return json.loads(result.stdout.splitlines()[-1])["stop_reason"]
+
+
+@pytest.fixture
+def evaded(home: Path) -> Path:
+    """stall_cycles 2, one call per cycle: the model's one call is its evasion."""
+    (home / "config.yaml").write_text("stall_cycles: 2\nmax_iterations: 1\n")
+    write_active(home, {"current_task": "fix the backup job", "pending_actions": ["rotate the logs", "deploy"]})
+    return home
+
+
+def test_renaming_the_current_task_each_cycle_still_stalls(evaded):
+    reasons = [worked(evaded, [update(current_task=f"Fix the backup job (attempt {n})")]) for n in (1, 2)]
+    assert reasons == ["max_iterations", "stalled"]
+    records = cycle_records(evaded)
+    assert records[0]["task_id"] == records[1]["task_id"] == records[1]["task_id_before"]
+    assert [r["streak"] for r in records] == [1, 2]
+
+
+def test_swapping_the_current_task_with_the_next_one_each_cycle_still_stalls(evaded):
+    def swap() -> dict:
+        state = read_active(evaded)
+        first, *rest = state["pending_actions"]
+        return update(current_task=first, pending_actions=[state["current_task"], *rest])
+
+    assert [worked(evaded, [swap()]) for _ in range(2)] == ["max_iterations", "stalled"]
+    assert read_active(evaded)["current_task"] == "fix the backup job"  # swapped twice, back again
+
+
+def test_rewriting_the_queue_in_any_order_still_stalls(evaded):
+    queues = [["deploy", "fix the backup job"], ["a new plan", "rotate the logs", "deploy"]]
+    replies = [update(current_task=q[0], pending_actions=q[1:]) for q in (["rotate the logs", *queues[0]], queues[1])]
+    assert [worked(evaded, [reply]) for reply in replies] == ["max_iterations", "stalled"]
+
+
+def test_clearing_the_current_task_still_stalls(evaded):
+    assert [worked(evaded, [update(current_task=None)]) for _ in range(2)] == ["max_iterations", "stalled"]
+
+
+def test_a_false_done_that_queues_a_checked_task_again_cannot_escape_its_check(home: Path):
+    (home / "config.yaml").write_text("stall_cycles: 2\nmax_iterations: 2\n")
+    assert run_cli("task", "add", "fix the backup job", "--check", "false", "--home", str(home)).exit_code == 0
+    requeue = update(pending_actions=["fix the backup job"])
+    reasons = [worked(home, [requeue, done("fixed, honest")]) for _ in range(2)]
+    assert reasons == ["max_iterations", "stalled"]  # each done was refused by the check: no progress
+    assert read_active(home)["current_task"] == "fix the backup job"
+    assert "[CHECK FAILED]" in read_active(home)["notes"]
+
+
+def test_in_an_idle_plan_home_an_accepted_done_is_progress_and_planning_without_one_stalls(home: Path, monkeypatch):
+    monkeypatch.setenv("AGENT_IDLE", "plan")  # the tests' environment runs every cycle (idle: run)
+    (home / "config.yaml").write_text("stall_cycles: 2\nmax_iterations: 1\nidle: plan\n")
+    write_active(home, {"goals": ["keep the backups working"]})
+    assert worked(home, [update(current_task="check last night's backup")]) == "max_iterations"
+    assert worked(home, [done("checked: fine")]) == "done"  # the task it set itself: progress
+    assert [worked(home, [echo("planning")]) for _ in range(2)] == ["max_iterations", "stalled"]
+    notes = read_active(home)["notes"]
+    assert "planning from the goals (no current task) has ended 2 cycles in a row without done" in notes
+
+
+def test_an_idle_run_home_with_no_task_never_stalls(home: Path):
+    (home / "config.yaml").write_text("stall_cycles: 2\nmax_iterations: 1\nidle: run\n")
+    assert [worked(home, [echo("looking around")]) for _ in range(3)] == ["max_iterations"] * 3
+
+
+def test_records_of_an_earlier_release_count_toward_the_streak_by_their_text(evaded):
+    assert worked(evaded, [echo("thinking")]) == "max_iterations"
+    db = records(Home.at(evaded))
+    with db.write():  # as the previous release wrote it: no identity, no streak
+        db.execute("UPDATE cycle SET record = json_remove(record, '$.task_id', '$.task_id_before', '$.streak')")
+    assert worked(evaded, [update(current_task="renamed")]) == "stalled"
