@@ -407,6 +407,12 @@ class Settings:
         unit="hours",
         default=None,
     )
+    model_keys: bool = _doc(
+        "update_scratchpad may also set top-level keys of the model's own, as msa kept them (`agent init "
+        "--from-msa` turns it on): each value at most 64 KiB, the state within its size limit, listed by "
+        "`show` and `diff`. Off: such a key is refused.",
+        default=False,
+    )
 
     @property
     def section_specs(self) -> tuple[SectionSpec, ...]:
@@ -581,6 +587,7 @@ def load_settings(home_root: Path, env: typing.Mapping[str, str] | None = None, 
     """Defaults < config.yaml < environment < flags (a flag left as None does not override)."""
     env = os.environ if env is None else env
     values = read_config_file(Home(home_root).config)
+    settings_from(values)  # a config.yaml that does not load is an error whatever overrides it (exit 2)
     for var, key in ENV_OVERRIDES.items():
         if env.get(var):
             values[key] = env[var]

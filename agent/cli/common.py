@@ -107,13 +107,15 @@ def silence_stdout() -> None:
         pass
 
 
-def checked_home(home_dir: Path) -> Home:
+def checked_home(home_dir: Path, hint: bool = True) -> Home:
     """The home at `home_dir`, or a usage error (exit 2) when it is the user's home folder or
     `/` and was never made a home: the model's workspace and the runtime's files would sit among
     dot-files, keys and code that the operator's shell and tools run. A folder `agent init` made
     a home (it has scratchpad/active.yaml) is accepted wherever it is: a service user's $HOME
     (`useradd -d /srv/agent`) may be its agent home."""
     home = Home.at(home_dir)
+    if hint:
+        say_if_msa(home, home_dir)
     if home.active.is_file():
         return home
     resolved = home.root.resolve()
@@ -130,6 +132,17 @@ def checked_home(home_dir: Path) -> Home:
                 f"{home.root} as another user (root) and chown it"
             )
     return home
+
+
+def say_if_msa(home: Home, home_dir: Path) -> None:
+    """One line on stderr when the folder holds msa's config/config.yaml, home or not: an older msa
+    checkout passes as a home (it has scratchpad/) and would run with default rules, ignoring config/."""
+    if not (home.root / "config" / "config.yaml").is_file():  # a stat: all a plain cycle pays
+        return
+    from agent.cli.msa_home import looks_like_msa, msa_hint
+
+    if looks_like_msa(home.root):
+        click.echo(f"agent: {msa_hint(str(home_dir))}", err=True)
 
 
 def existing_folder(home_dir: Path) -> Home:
@@ -151,6 +164,11 @@ def existing_home(home_dir: Path) -> Home:
     home = existing_folder(home_dir)
     if not home.scratchpad.is_dir():
         folder = shlex.quote(str(home_dir))
+        if (home.root / "config" / "config.yaml").is_file():
+            from agent.cli.msa_home import looks_like_msa
+
+            if looks_like_msa(home.root):  # said already (checked_home): no `agent init` offered here
+                raise UsageError(f"{home.root} is an msa home, not yet an agent home: import it into a new folder")
         raise UsageError(
             f"{home.root} is not an agent home (it has no scratchpad/ folder): make it one with "
             f"`agent init {folder}`, or name the home with --home or AGENT_HOME"

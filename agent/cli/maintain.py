@@ -451,9 +451,10 @@ def doctor_checks(
         checks.append(Check("home", False, f"{home.root} does not exist", f"agent init {home.root}"))
         return checks
     if not home.scratchpad.is_dir():  # every other command refuses it (cli/common.py: existing_home)
-        checks.append(
-            Check("home", False, f"{home.root} is not an agent home (no scratchpad/ folder)", f"agent init {home.root}")
-        )
+        from agent.cli.msa_home import looks_like_msa, msa_hint
+
+        fix = msa_hint(str(home.root)) if looks_like_msa(home.root) else f"agent init {home.root}"
+        checks.append(Check("home", False, f"{home.root} is not an agent home (no scratchpad/ folder)", fix))
         return checks
     checks.append(Check("home", True, str(home.root)))
     settings = None
