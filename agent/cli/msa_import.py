@@ -163,7 +163,9 @@ def translate_model(model: Any, user: dict) -> list[Translation]:
     source = _given(user.get("model"), "model")
     backend, name = model.get("backend"), model.get("model")
     out: list[Translation] = []
-    if backend == "anthropic":
+    if not isinstance(name, str) or not name.strip():
+        out.append(Translation(f"model.model: not translated: msa's model name must be text, got {name!r}"))
+    elif backend == "anthropic":
         settings = {
             "model": f"openai:{name}",
             "base_url": ANTHROPIC_OPENAI_ENDPOINT,

@@ -339,3 +339,37 @@ def test_a_runtime_key_is_never_the_models_even_in_an_imported_home(tmp_path: Pa
     update = {"tool": "update_scratchpad", "args": {"checks": {"t": "true"}}}
     assert run_cycle(home, [update, done("ok")]).exit_code == 0
     assert "checks" not in read_active(home) and "set by the runtime" in read_active(home)["notes"]
+
+
+def test_an_msa_config_that_is_not_yaml_is_refused_in_one_line_and_nothing_made(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", "model: [unclosed\n")
+    before = tree_digest(src)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1 and "invalid YAML" in result.stderr
+    assert not (tmp_path / "home").exists() and tree_digest(src) == before
+
+
+@pytest.mark.parametrize(
+    ("config", "said"),
+    [
+        ("max_iterations: lots\n", "config max_iterations: lots: not translated: setting 'max_iterations' must be"),
+        ("model: claude\n", "config model: not translated: msa's model must be a mapping"),
+        ("model: {backend: bedrock}\n", "config model.backend: not translated: msa has no backend 'bedrock'"),
+        (
+            "scheduler: {interval_seconds: -5}\n",
+            "config scheduler: not translated: interval_seconds must be a positive",
+        ),
+    ],
+)
+def test_a_value_that_cannot_be_translated_is_said_and_the_config_still_loads(tmp_path: Path, config: str, said: str):
+    _, _, home, result = import_msa(tmp_path, config + "scratchpad_path: {memory}\n")
+    assert said in result.stdout
+    load_settings(home)  # never a config.yaml that does not load
+
+
+def test_the_import_as_json_lists_what_it_said_and_the_next_commands(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src), "--json")
+    data = json.loads(result.stdout)
+    assert data["from"] == str(src) and data["next"] and data["crontab"][0].startswith("*/10 * * * * ")
+    assert any(line.startswith("config model.backend: anthropic") for line in data["said"])
