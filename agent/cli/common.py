@@ -137,9 +137,7 @@ def checked_home(home_dir: Path, hint: bool = True) -> Home:
 def say_if_msa(home: Home, home_dir: Path) -> None:
     """One line on stderr when the folder holds msa's config/config.yaml, home or not: an older msa
     checkout passes as a home (it has scratchpad/) and would run with default rules, ignoring config/."""
-    if not (home.root / "config" / "config.yaml").is_file():  # a stat: all a plain cycle pays
-        return
-    from agent.cli.msa_home import looks_like_msa, msa_hint
+    from agent.cli.msa_home import looks_like_msa, msa_hint  # a stat first: all a plain cycle pays
 
     if looks_like_msa(home.root):
         click.echo(f"agent: {msa_hint(str(home_dir))}", err=True)
@@ -164,11 +162,10 @@ def existing_home(home_dir: Path) -> Home:
     home = existing_folder(home_dir)
     if not home.scratchpad.is_dir():
         folder = shlex.quote(str(home_dir))
-        if (home.root / "config" / "config.yaml").is_file():
-            from agent.cli.msa_home import looks_like_msa
+        from agent.cli.msa_home import looks_like_msa
 
-            if looks_like_msa(home.root):  # said already (checked_home): no `agent init` offered here
-                raise UsageError(f"{home.root} is an msa home, not yet an agent home: import it into a new folder")
+        if looks_like_msa(home.root):  # said already (checked_home): no `agent init` offered here
+            raise UsageError(f"{home.root} is an msa home, not yet an agent home: import it into a new folder")
         raise UsageError(
             f"{home.root} is not an agent home (it has no scratchpad/ folder): make it one with "
             f"`agent init {folder}`, or name the home with --home or AGENT_HOME"

@@ -15,7 +15,7 @@ import yaml
 from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file
 from agent.config import MAX_CONFIG_BYTES
 
-MSA_CONFIG = Path("config") / "config.yaml"
+MSA_CONFIG = Path("config/config.yaml")  # msa's layout, not a file of a Home
 # msa's own defaults (msa/config.py), merged under its config.yaml as msa merges them.
 MSA_DEFAULTS: dict[str, Any] = {
     "model": {"backend": "anthropic", "model": "claude-sonnet-4-20250514", "max_tokens": 1024},

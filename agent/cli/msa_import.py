@@ -374,7 +374,8 @@ def translate_config(merged: dict, user: dict, crontab_command: str) -> list[Tra
 
 
 def _our_place(key: str) -> str:
-    return "scratchpad/active.yaml" if key == "scratchpad_path" else "rules.md"
+    here = Home(Path("."))
+    return str(here.active if key == "scratchpad_path" else here.rules)
 
 
 def checked_settings(translations: list[Translation]) -> dict:
