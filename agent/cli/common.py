@@ -143,11 +143,11 @@ def say_if_msa(home: Home, home_dir: Path) -> None:
         click.echo(f"agent: {msa_hint(str(home_dir))}", err=True)
 
 
-def existing_folder(home_dir: Path) -> Home:
+def existing_folder(home_dir: Path, hint: bool = True) -> Home:
     """The home at `home_dir` (see `checked_home`), or a usage error (exit 2) when the folder
     does not exist. Only `agent reset` takes any folder that exists (the README's set-up resets a
     fresh clone); every other command wants a home (`existing_home`)."""
-    home = checked_home(home_dir)
+    home = checked_home(home_dir, hint)
     if not home.root.is_dir():
         raise UsageError(f"home {home.root} does not exist (create one with: agent init {shlex.quote(str(home_dir))})")
     return home
@@ -159,17 +159,18 @@ def existing_home(home_dir: Path) -> Home:
     a home comes through here, so none turns a folder it was pointed at by mistake into a home
     (`agent task add` in the wrong folder used to leave scratchpad/, logs/ and a lock there).
     `init`, `reset` and `fork`'s target make homes and are exempt."""
-    home = existing_folder(home_dir)
+    home = existing_folder(home_dir, hint=False)  # an msa folder: said once, below
     if not home.scratchpad.is_dir():
         folder = shlex.quote(str(home_dir))
-        from agent.cli.msa_home import looks_like_msa
+        from agent.cli.msa_home import looks_like_msa, msa_hint
 
-        if looks_like_msa(home.root):  # said already (checked_home): no `agent init` offered here
-            raise UsageError(f"{home.root} is an msa home, not yet an agent home: import it into a new folder")
+        if looks_like_msa(home.root):  # no `agent init` offered here: it would start from an empty memory
+            raise UsageError(f"{msa_hint(str(home_dir))} (it is not an agent home yet: no scratchpad/ folder)")
         raise UsageError(
             f"{home.root} is not an agent home (it has no scratchpad/ folder): make it one with "
             f"`agent init {folder}`, or name the home with --home or AGENT_HOME"
         )
+    say_if_msa(home, home_dir)
     return home
 
 

@@ -208,8 +208,8 @@ def init(directory: Path, template: str, from_msa: Path | None, as_json: bool) -
             raise UsageError("--from-msa brings msa's memory and templates: it takes no --template")
         init_from_msa(directory, from_msa, as_json)
         return
-    home = checked_home(directory)
-    refuse_plain_init_of_msa(home, directory)
+    home = checked_home(directory, hint=False)  # an msa home: the refusal below says it
+    refuse_in_an_msa_home(home, directory, "a plain `agent init` here would start from an empty memory")
     # Check the template before creating anything: a bad name or file leaves no half-made home.
     chosen = read_template(home.root, template)
     if home.config.exists():  # kept as it is: it must already define the template's sections
@@ -227,12 +227,13 @@ def init(directory: Path, template: str, from_msa: Path | None, as_json: bool) -
     print_steps(steps)
 
 
-def refuse_plain_init_of_msa(home: Home, directory: Path) -> None:
-    """A plain `agent init` in an msa home would start from an empty memory beside msa's: refused (exit 2)."""
+def refuse_in_an_msa_home(home: Home, directory: Path, why: str) -> None:
+    """A plain `agent init` or `agent reset` in an msa home would start from an empty memory (or a template)
+    beside msa's own, or replace it in an older checkout: refused (exit 2), saying how to import it."""
     from agent.cli.msa_home import looks_like_msa, msa_hint
 
     if looks_like_msa(home.root):
-        raise UsageError(f"{msa_hint(str(directory))} (a plain `agent init` here would start from an empty memory)")
+        raise UsageError(f"{msa_hint(str(directory))} ({why})")
 
 
 def init_from_msa(directory: Path, source: Path, as_json: bool) -> None:
@@ -328,7 +329,8 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
     Nothing is lost: the replaced state and every queued edit dropped with it are appended to
     archive (kinds replaced_state and dropped_edit, `agent show --all`) before active.yaml is replaced.
     """
-    home = existing_folder(home_dir)  # reset makes a home of a folder (the README's set-up: a fresh clone)
+    home = existing_folder(home_dir, hint=False)  # makes a home of a folder (the README's set-up: a fresh clone)
+    refuse_in_an_msa_home(home, home_dir, "a reset here would replace msa's memory; its templates come over too")
     chosen = read_template(home.root, template)  # InvalidScratchpad (6) for a bad state, UsageError (2) config
     refuse_missing_sections(chosen, load_settings(home.root), home.config)
     source, state = chosen.path, chosen.state

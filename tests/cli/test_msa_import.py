@@ -282,7 +282,7 @@ def test_msa_memory_that_is_not_yaml_is_refused_and_nothing_made(tmp_path: Path)
 def test_an_msa_folder_is_named_by_a_command_and_no_plain_init_is_offered(tmp_path: Path):
     src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
     result = run_cli("status", "--home", str(src))
-    assert result.exit_code == 2
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
     assert f"this looks like an msa home: `agent init NEW --from-msa {src}`" in result.stderr
     assert "`agent init " + str(src) not in result.stderr
 
@@ -298,7 +298,7 @@ def test_plain_init_in_an_msa_folder_is_refused(tmp_path: Path):
     src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpad/active.yaml"), "scratchpad")
     before = tree_digest(src)
     result = run_cli("init", str(src))
-    assert result.exit_code == 2 and "--from-msa" in result.stderr
+    assert result.exit_code == 2 and "--from-msa" in result.stderr and len(result.stderr.splitlines()) == 1
     assert tree_digest(src) == before
 
 
@@ -373,3 +373,11 @@ def test_the_import_as_json_lists_what_it_said_and_the_next_commands(tmp_path: P
     data = json.loads(result.stdout)
     assert data["from"] == str(src) and data["next"] and data["crontab"][0].startswith("*/10 * * * * ")
     assert any(line.startswith("config model.backend: anthropic") for line in data["said"])
+
+
+def test_reset_in_an_msa_folder_is_refused_and_msas_memory_kept(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpad/active.yaml"), "scratchpad")
+    before = tree_digest(src)
+    result = run_cli("reset", "--home", str(src), "--template", "yolo")
+    assert result.exit_code == 2 and "--from-msa" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert tree_digest(src) == before
