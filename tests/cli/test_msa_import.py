@@ -313,6 +313,7 @@ def test_a_key_of_the_models_own_is_kept_in_an_imported_home(tmp_path: Path):
     assert (state["status"], state["seen"]) == ("camera found", {"cats": 2})
     shown = run_cli("show", "--home", str(home)).stdout
     assert 'status: "camera found"' in shown
+    assert "other fields changed: seen, status" in run_cli("diff", "--home", str(home)).stdout
 
 
 def test_a_key_of_the_models_own_is_refused_elsewhere_naming_the_setting(home: Path):
