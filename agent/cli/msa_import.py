@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime as _dt
+import json
 import shlex
 import shutil
 from pathlib import Path
@@ -91,7 +92,7 @@ def string_keys(value: Any, converted: list[str], where: str = "") -> Any:
         for key, child in value.items():
             if not isinstance(key, str):
                 new = key.isoformat() if isinstance(key, (_dt.date, _dt.datetime)) else _yaml_scalar(key)
-                converted.append(f"{where or 'top level'}: key {new!r} ({type(key).__name__})")
+                converted.append(f"{where or 'top level'}: key {new!r} ({type(key).__name__}) became text")
                 key = new
             out[key] = string_keys(child, converted, f"{where}.{key}" if where else key)
         return out
@@ -130,11 +131,53 @@ def read_msa_state(path: Path, what: str) -> tuple[dict | None, list[str]]:
     if not isinstance(data, dict):
         raise InvalidScratchpad(f"{path}: {problems(data)[0]}")
     converted: list[str] = []
-    state = normalize(string_keys(data, converted))
+    state = as_text_where_needed(normalize(string_keys(data, converted)), converted)
     found = problems(state)
     if found:
         raise InvalidScratchpad(f"{path}: {'; '.join(found)}")
     return state, converted
+
+
+def as_text_where_needed(state: dict, converted: list[str]) -> dict:
+    """msa kept whatever the model wrote (a number as a goal, a count in a completed task); this
+    runtime's fields hold text. Each such value becomes its text (YAML's for a scalar, JSON's for a
+    list or mapping), each named in `converted`: nothing of the memory is dropped."""
+
+    def text(value: Any, where: str) -> str:
+        shown = (
+            _yaml_scalar(value)
+            if not isinstance(value, (dict, list))
+            else json.dumps(value, ensure_ascii=False, default=str)
+        )
+        converted.append(f"{where}: {_clipped(shown)} ({type(value).__name__}) became text")
+        return shown
+
+    out = dict(state)
+    for name in ("goals", "pending_actions"):
+        items = out[name] if isinstance(out[name], list) else [out[name]]
+        if not isinstance(out[name], list):
+            converted.append(f"{name}: one value became a list of it")
+        out[name] = [item if isinstance(item, str) else text(item, f"{name}[{n}]") for n, item in enumerate(items)]
+    for name in ("current_task", "notes", "last_updated"):
+        if out[name] is not None and not isinstance(out[name], str):
+            out[name] = text(out[name], name)
+    tasks = out["completed_tasks"] if isinstance(out["completed_tasks"], list) else [out["completed_tasks"]]
+    if not isinstance(out["completed_tasks"], list):
+        converted.append("completed_tasks: one value became a list of it")
+    out["completed_tasks"] = [_task_as_text(entry, f"completed_tasks[{n}]", text) for n, entry in enumerate(tasks)]
+    return out
+
+
+def _task_as_text(entry: Any, where: str, text) -> Any:
+    if isinstance(entry, str):
+        return entry
+    if not isinstance(entry, dict):
+        return text(entry, where)
+    return {k: v if v is None or isinstance(v, str) else text(v, f"{where}.{k}") for k, v in entry.items()}
+
+
+def _clipped(shown: str) -> str:
+    return shown if len(shown) <= 60 else shown[:59] + "…"
 
 
 def runtime_key_clashes(state: dict) -> list[str]:
@@ -461,7 +504,7 @@ def plan_import(src: Path, crontab_command: str) -> Plan:
             f"completed tasks, {len(state['notes'].splitlines())} note lines); the first cycle moves what is over "
             "notes_budget and completed_window to the archive (`agent show --all`)"
         )
-    lines += [f"memory: converted {item} to a string" for item in converted]
+    lines += [f"memory: {item}" for item in converted]
     for key in runtime_key_clashes(state):
         state[f"msa_{key}"] = state.pop(key)
         lines.append(f"memory: key '{key}' renamed 'msa_{key}': this runtime keeps its own '{key}' there")

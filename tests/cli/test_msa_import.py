@@ -382,3 +382,15 @@ def test_reset_in_an_msa_folder_is_refused_and_msas_memory_kept(tmp_path: Path):
     result = run_cli("reset", "--home", str(src), "--template", "yolo")
     assert result.exit_code == 2 and "--from-msa" in result.stderr and len(result.stderr.splitlines()) == 1
     assert tree_digest(src) == before
+
+
+def test_values_msa_kept_that_are_not_text_come_over_as_their_text(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    memory = "goals: [1, watch]\ncurrent_task: 42\ncompleted_tasks:\n- {task: count, count: 3, seen: [a, b]}\n- 7\n"
+    (src / "scratchpads" / "active.yaml").write_text(memory)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    state = read_active(tmp_path / "home")
+    assert (state["goals"], state["current_task"]) == (["1", "watch"], "42")
+    assert state["completed_tasks"] == [{"task": "count", "count": "3", "seen": '["a", "b"]'}, "7"]
+    assert "memory: completed_tasks[0].count: 3 (int) became text" in result.stdout
