@@ -203,7 +203,7 @@ def translate_model(model: Any, user: dict) -> list[Translation]:
     """msa's `model` mapping: backend, model, max_tokens, base_url, api_key."""
     if not isinstance(model, dict):
         return [Translation(f"model: not translated: msa's model must be a mapping, got {model!r}")]
-    source = _given(user.get("model"), "model")
+    source = _given(user.get("model"))
     backend, name = model.get("backend"), model.get("model")
     out: list[Translation] = []
     if not isinstance(name, str) or not name.strip():
@@ -262,8 +262,8 @@ def translate_model(model: Any, user: dict) -> list[Translation]:
     return out
 
 
-def _given(user_part: Any, top: str):
-    """A function naming where a key of msa's `top` mapping came from: its config, or msa's default."""
+def _given(user_part: Any):
+    """A function naming where a key of msa's model mapping came from: its config, or msa's default."""
     given = user_part if isinstance(user_part, dict) else {}
     return lambda key: "" if key in given else " (msa's default)"
 
@@ -314,17 +314,22 @@ def _builtin_names() -> set[str]:
 
 def every_seconds_as_cron(seconds: Any) -> tuple[str, str]:
     """A cron expression for msa's interval, and what it says about the fit ('' when exact)."""
-    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds <= 0:
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds < float("inf"):
         raise ValueError(f"interval_seconds must be a positive number, got {seconds!r}")
     minutes = max(1, round(seconds / 60))
     note = "" if seconds == minutes * 60 else f" (cron's step is a minute: every {minutes} min for {seconds} s)"
     if minutes < 60:
-        step = next(m for m in range(minutes, 61) if 60 % m == 0)
+        step = max(m for m in range(1, minutes + 1) if 60 % m == 0)  # at least as often as msa's
         if step != minutes:
             note = f" (every {step} min: cron steps divide the hour; msa's was {seconds} s)"
         return ("* * * * *" if step == 1 else f"*/{step} * * * *"), note
     hours = max(1, round(minutes / 60))
-    step = next(h for h in range(hours, 25) if 24 % h == 0)
+    if hours >= 24:
+        return (
+            "0 0 * * *",
+            "" if seconds == 86400 else f" (once a day: cron has no longer even step; msa's was {seconds} s)",
+        )
+    step = max(h for h in range(1, hours + 1) if 24 % h == 0)
     if step * 3600 != seconds:
         note = f" (every {step} h: cron steps divide the day; msa's was {seconds} s)"
     return ("0 * * * *" if step == 1 else f"0 */{step} * * *"), note

@@ -394,3 +394,30 @@ def test_values_msa_kept_that_are_not_text_come_over_as_their_text(tmp_path: Pat
     assert (state["goals"], state["current_task"]) == (["1", "watch"], "42")
     assert state["completed_tasks"] == [{"task": "count", "count": "3", "seen": '["a", "b"]'}, "7"]
     assert "memory: completed_tasks[0].count: 3 (int) became text" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("seconds", "cron"),
+    [
+        (300, "*/5 * * * *"),
+        (45, "* * * * *"),
+        (90, "*/2 * * * *"),
+        (420, "*/6 * * * *"),
+        (3600, "0 * * * *"),
+        (5 * 3600, "0 */4 * * *"),
+        (86400, "0 0 * * *"),
+        (3 * 86400, "0 0 * * *"),
+    ],
+)
+def test_msas_interval_becomes_the_nearest_cron_step_at_least_as_often(seconds: int, cron: str):
+    from agent.cli.msa_import import every_seconds_as_cron
+
+    assert every_seconds_as_cron(seconds)[0] == cron
+
+
+@pytest.mark.parametrize("seconds", [0, -5, float("nan"), float("inf"), "often", True])
+def test_an_interval_that_is_not_a_positive_number_is_not_translated(seconds):
+    from agent.cli.msa_import import every_seconds_as_cron
+
+    with pytest.raises(ValueError, match="must be a positive number"):
+        every_seconds_as_cron(seconds)
