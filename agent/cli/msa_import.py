@@ -316,14 +316,14 @@ def every_seconds_as_cron(seconds: Any) -> tuple[str, str]:
     """A cron expression for msa's interval, and what it says about the fit ('' when exact)."""
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds < float("inf"):
         raise ValueError(f"interval_seconds must be a positive number, got {seconds!r}")
-    minutes = max(1, round(seconds / 60))
+    minutes = max(1, int(seconds // 60))
     note = "" if seconds == minutes * 60 else f" (cron's step is a minute: every {minutes} min for {seconds} s)"
     if minutes < 60:
         step = max(m for m in range(1, minutes + 1) if 60 % m == 0)  # at least as often as msa's
         if step != minutes:
             note = f" (every {step} min: cron steps divide the hour; msa's was {seconds} s)"
         return ("* * * * *" if step == 1 else f"*/{step} * * * *"), note
-    hours = max(1, round(minutes / 60))
+    hours = max(1, minutes // 60)
     if hours >= 24:
         return (
             "0 0 * * *",
