@@ -349,11 +349,8 @@ def translate_scheduler(scheduler: Any, user: dict, crontab_command: str) -> lis
             cron, fit = every_seconds_as_cron(config.get("interval_seconds", 300))
         except ValueError as exc:
             return [Translation(f"scheduler: not translated: {exc}")]
-        return [
-            _scheduled(
-                cron, f"scheduler: interval every {config.get('interval_seconds', 300)} s{source}{fit}", crontab_command
-            )
-        ]
+        said = f"scheduler: interval every {config.get('interval_seconds', 300)} s{source}{fit} -> a crontab line"
+        return [_scheduled(cron, said, crontab_command)]
     if mode == "file_watch":
         return [translate_file_watch(config, crontab_command)]
     if mode == "slack":
@@ -376,7 +373,7 @@ def _scheduled(cron: str, said: str, crontab_command: str, extra: dict | None = 
     else:  # the schedule setting lands on another branch: the line is there to be uncommented
         commented.append(f"# schedule: {cron!r}   # from msa's scheduler; uncomment where this build has `schedule`")
     crontab = f"{cron} {crontab_command}"
-    return Translation(f"{said} -> schedule: {cron!r} and the crontab line below", settings, commented, crontab)
+    return Translation(f"{said}; schedule: {cron!r} and the crontab line below", settings, commented, crontab)
 
 
 def translate_file_watch(config: dict, crontab_command: str) -> Translation:
@@ -389,7 +386,7 @@ def translate_file_watch(config: dict, crontab_command: str) -> Translation:
         f"find -P {shlex.quote(folder)} -maxdepth 1 -type f -name {shlex.quote(name)} -delete -print | grep -q . "
         f"&& echo {shlex.quote('triggered: ' + str(trigger))}"
     )
-    said = f"scheduler: file_watch on {trigger} -> wake_when (a cycle when the file appears; it is deleted)"
+    said = f"scheduler: file_watch on {trigger} -> wake_when: a cycle when the file appears (then deleted), looked for each minute"
     return _scheduled("* * * * *", said, crontab_command, {"wake_when": ["sh", "-c", script]})
 
 

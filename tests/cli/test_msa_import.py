@@ -150,7 +150,7 @@ def test_a_config_with_keys_missing_takes_msas_defaults(tmp_path: Path):
     settings = load_settings(home)
     assert (settings.model, settings.max_output_tokens, settings.max_iterations) == (f"openai:{MODEL}", 1024, 5)
     assert "max_iterations: 5 (msa's default) -> max_iterations: 5" in result.stdout
-    assert "scheduler: interval every 300 s (msa's default) -> schedule: '*/5 * * * *'" in result.stdout
+    assert "scheduler: interval every 300 s (msa's default) -> a crontab line; schedule: '*/5 * * * *'" in result.stdout
 
 
 def test_interval_scheduler_prints_a_crontab_line_and_a_schedule(tmp_path: Path):
