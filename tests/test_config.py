@@ -137,3 +137,10 @@ def test_a_wrong_section_exits_2_with_one_line_naming_it_and_writes_nothing(home
 def test_a_home_without_sections_has_no_section_specs():
     assert Settings().section_specs == ()
     assert Settings().consolidate_max_loss == 0.25
+
+
+def test_msas_config_as_a_homes_config_is_told_how_to_import_it(home, tmp_path):
+    (home / "config.yaml").write_text("scratchpad_path: scratchpads/active.yaml\nmax_iterations: 5\n")
+    result = run_cli("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, [DONE])}")
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
+    assert "key 'scratchpad_path' is msa's setting" in result.stderr and "--from-msa" in result.stderr

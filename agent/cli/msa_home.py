@@ -8,23 +8,13 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file
-from agent.config import MAX_CONFIG_BYTES
+from agent.config import MAX_CONFIG_BYTES, msa_setting
 
 MSA_CONFIG = Path("config/config.yaml")  # msa's layout, not a file of a Home
-# msa's own defaults (msa/config.py), merged under its config.yaml as msa merges them.
-MSA_DEFAULTS: dict[str, Any] = {
-    "model": {"backend": "anthropic", "model": "claude-sonnet-4-20250514", "max_tokens": 1024},
-    "scratchpad_path": "scratchpad/active.yaml",
-    "rules_path": "config/rules.md",
-    "max_iterations": 5,
-    "tools": {},
-    "scheduler": {"mode": "interval", "interval_seconds": 300},
-}
 
 
 def msa_config_text(folder: Path) -> str | None:
@@ -36,7 +26,8 @@ def msa_config_text(folder: Path) -> str | None:
 
 
 def looks_like_msa(folder: Path) -> bool:
-    """Whether `folder` holds msa's config/config.yaml: a mapping with one of msa's settings."""
+    """Whether `folder` holds msa's config/config.yaml: a mapping with a setting only msa has, or msa's
+    model mapping (another program's config/config.yaml is no msa home)."""
     if not (folder / MSA_CONFIG).is_file():
         return False
     text = msa_config_text(folder)
@@ -44,7 +35,7 @@ def looks_like_msa(folder: Path) -> bool:
         data = load_yaml(text) if text is not None else None
     except (yaml.YAMLError, RecursionError):
         return False
-    return isinstance(data, dict) and any(key in MSA_DEFAULTS for key in data)
+    return isinstance(data, dict) and msa_setting(data) is not None
 
 
 def msa_hint(where: str) -> str:

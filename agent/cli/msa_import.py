@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
-from agent.cli.msa_home import MSA_CONFIG, MSA_DEFAULTS
+from agent.cli.msa_home import MSA_CONFIG
 from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file, yaml_problem
-from agent.config import MAX_CONFIG_BYTES, Settings, settings_from
+from agent.config import MAX_CONFIG_BYTES, MSA_DEFAULTS, Settings, settings_from
 from agent.scratchpad import MAX_SCRATCHPAD_BYTES
 from agent.state import RUNTIME_KEYS, normalize, problems
 from agent.store.home import Home

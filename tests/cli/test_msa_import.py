@@ -422,3 +422,10 @@ def test_an_interval_that_is_not_a_positive_number_is_not_translated(seconds):
 
     with pytest.raises(ValueError, match="must be a positive number"):
         every_seconds_as_cron(seconds)
+
+
+def test_another_programs_config_folder_is_no_msa_home(tmp_path: Path):
+    (tmp_path / "home" / "config").mkdir(parents=True)
+    (tmp_path / "home" / "config" / "config.yaml").write_text("model: gpt-4o\nmax_iterations: 3\n")
+    assert run_cli("init", str(tmp_path / "home")).exit_code == 0
+    assert "msa" not in run_cli("status", "--home", str(tmp_path / "home")).stderr
