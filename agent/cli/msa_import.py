@@ -180,9 +180,18 @@ def _clipped(shown: str) -> str:
     return shown if len(shown) <= 60 else shown[:59] + "…"
 
 
-def runtime_key_clashes(state: dict) -> list[str]:
-    """Keys of msa's memory this runtime reads as its own (checks, inbox_applied, section_ids)."""
-    return [key for key in state if key in RUNTIME_KEYS]
+def rename_runtime_keys(state: dict, where: str) -> list[str]:
+    """Keys of msa's memory this runtime reads as its own (checks, inbox_applied, section_ids), each moved
+    to a name of its own (msa_KEY, or msa_KEY_2, ...) in place; a line for each."""
+    lines = []
+    for key in [key for key in state if key in RUNTIME_KEYS]:
+        new, n = f"msa_{key}", 1
+        while new in state:
+            n += 1
+            new = f"msa_{key}_{n}"
+        state[new] = state.pop(key)
+        lines.append(f"{where}: key '{key}' renamed '{new}': this runtime keeps its own '{key}' there")
+    return lines
 
 
 # -------------------------------------------------------------------------------- the config
@@ -507,9 +516,7 @@ def plan_import(src: Path, crontab_command: str) -> Plan:
             "notes_budget and completed_window to the archive (`agent show --all`)"
         )
     lines += [f"memory: {item}" for item in converted]
-    for key in runtime_key_clashes(state):
-        state[f"msa_{key}"] = state.pop(key)
-        lines.append(f"memory: key '{key}' renamed 'msa_{key}': this runtime keeps its own '{key}' there")
+    lines += rename_runtime_keys(state, "memory")
     rules_path = msa_path(src, merged["rules_path"], "rules_path")
     try:
         rules = read_text_file(rules_path, "rules", MAX_CONFIG_BYTES)
@@ -527,8 +534,9 @@ def plan_import(src: Path, crontab_command: str) -> Plan:
     for name, path in templates.items():
         template_state, template_converted = read_msa_state(path, "msa template")
         states[name] = template_state
-        converted_said = f" ({len(template_converted)} keys converted to strings)" if template_converted else ""
+        converted_said = f" ({len(template_converted)} values became text)" if template_converted else ""
         lines.append(f"template {path} -> templates/{name}.yaml: `agent reset --template {name}`{converted_said}")
+        lines += rename_runtime_keys(template_state, f"template {name}")
     lines += skipped
     translations = translate_config(merged, user, crontab_command)
     settings = checked_settings(translations)

@@ -429,3 +429,12 @@ def test_another_programs_config_folder_is_no_msa_home(tmp_path: Path):
     (tmp_path / "home" / "config" / "config.yaml").write_text("model: gpt-4o\nmax_iterations: 3\n")
     assert run_cli("init", str(tmp_path / "home")).exit_code == 0
     assert "msa" not in run_cli("status", "--home", str(tmp_path / "home")).stderr
+
+
+def test_a_key_of_msas_memory_the_runtime_reads_as_its_own_is_renamed_not_read(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    (src / "scratchpads" / "active.yaml").write_text("current_task: t\nchecks: {t: 'rm -rf x'}\nmsa_checks: kept\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    state = read_active(tmp_path / "home")
+    assert "checks" not in state and state["msa_checks_2"] == {"t": "rm -rf x"} and state["msa_checks"] == "kept"
+    assert "memory: key 'checks' renamed 'msa_checks_2'" in result.stdout
