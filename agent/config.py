@@ -407,6 +407,12 @@ class Settings:
         unit="hours",
         default=None,
     )
+    model_keys: bool = _doc(
+        "update_scratchpad may also set top-level keys of the model's own, as msa kept them (`agent init "
+        "--from-msa` turns it on): each value at most 64 KiB, the state within its size limit, listed by "
+        "`show` and `diff`. Off: such a key is refused.",
+        default=False,
+    )
 
     @property
     def section_specs(self) -> tuple[SectionSpec, ...]:
@@ -554,6 +560,11 @@ def config_values(text: str, path: Path) -> dict:
     if not isinstance(data, dict):
         raise UsageError(f"{path}: must be a mapping of settings, got {jsonschema.describe(data)}")
     known = {f.name for f in dataclasses.fields(Settings)} | set(RENAMED)
+    msa_problem = msa_setting(data)
+    if msa_problem:
+        raise UsageError(
+            f"{path}: {msa_problem}; a config of msa's is translated by `agent init NEW --from-msa MSA_HOME`"
+        )
     for key in data:
         if key not in known:
             if key in ("api_key", "openai_api_key", "key"):
@@ -573,6 +584,30 @@ def config_values(text: str, path: Path) -> dict:
     return data
 
 
+# msa's settings and their defaults (sagecontinuum/msa, msa/config.py): its config.yaml, put here as a
+# home's, is told how to import it (cli/msa_import.py translates each key).
+MSA_DEFAULTS: dict[str, Any] = {
+    "model": {"backend": "anthropic", "model": "claude-sonnet-4-20250514", "max_tokens": 1024},
+    "scratchpad_path": "scratchpad/active.yaml",
+    "rules_path": "config/rules.md",
+    "max_iterations": 5,
+    "tools": {},
+    "scheduler": {"mode": "interval", "interval_seconds": 300},
+}
+
+
+def msa_setting(data: dict) -> str | None:
+    """Why `data` reads as msa's config rather than this project's: a key only msa has, or its model mapping."""
+    only_msa = [
+        key for key in data if key in MSA_DEFAULTS and key not in {f.name for f in dataclasses.fields(Settings)}
+    ]
+    if only_msa:
+        return f"key '{only_msa[0]}' is msa's setting, not this project's"
+    if isinstance(data.get("model"), dict):
+        return "setting 'model' must be a string or null, got a mapping (msa's model: {backend, model, ...})"
+    return None
+
+
 # Environment variables that override the config file (flags override these).
 ENV_OVERRIDES = {"AGENT_MODEL": "model", "OPENAI_BASE_URL": "base_url", "AGENT_IDLE": "idle"}
 
@@ -581,6 +616,7 @@ def load_settings(home_root: Path, env: typing.Mapping[str, str] | None = None, 
     """Defaults < config.yaml < environment < flags (a flag left as None does not override)."""
     env = os.environ if env is None else env
     values = read_config_file(Home(home_root).config)
+    settings_from(values)  # a config.yaml that does not load is an error whatever overrides it (exit 2)
     for var, key in ENV_OVERRIDES.items():
         if env.get(var):
             values[key] = env[var]

@@ -89,6 +89,22 @@ def test_a_value_outside_its_fields_constraints_exits_2_with_the_message(home, t
     assert not (home / "logs").exists()
 
 
+def test_an_invalid_model_mapping_is_exit_2_even_with_a_model_flag(home, tmp_path):
+    (home / "config.yaml").write_text("model:\n  backend: anthropic\n  model: claude-sonnet-4-20250514\n")
+    before = tree_digest(home)
+    result = run_cli("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, [DONE])}")
+    assert result.exit_code == 2 and "'model' must be a string or null" in result.stderr
+    assert tree_digest(home) == before and not (home / "logs").exists()
+
+
+def test_a_flag_overrides_a_valid_value_only(home):
+    (home / "config.yaml").write_text("max_iterations: 0\n")
+    with pytest.raises(UsageError, match="'max_iterations' must be greater than 0"):
+        load_settings(home, env={}, max_iterations=4)
+    (home / "config.yaml").write_text("max_iterations: 3\n")
+    assert load_settings(home, env={}, max_iterations=4).max_iterations == 4
+
+
 def test_flags_are_checked_like_the_config_file(home):
     with pytest.raises(UsageError, match="'check_timeout' must be at most 86400 seconds"):
         load_settings(home, env={}, check_timeout=1e10)
@@ -121,3 +137,10 @@ def test_a_wrong_section_exits_2_with_one_line_naming_it_and_writes_nothing(home
 def test_a_home_without_sections_has_no_section_specs():
     assert Settings().section_specs == ()
     assert Settings().consolidate_max_loss == 0.25
+
+
+def test_msas_config_as_a_homes_config_is_told_how_to_import_it(home, tmp_path):
+    (home / "config.yaml").write_text("scratchpad_path: scratchpads/active.yaml\nmax_iterations: 5\n")
+    result = run_cli("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, [DONE])}")
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
+    assert "key 'scratchpad_path' is msa's setting" in result.stderr and "--from-msa" in result.stderr

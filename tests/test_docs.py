@@ -432,3 +432,57 @@ def test_the_docstring_checks_find_each_planted_stale_name(tmp_path):
     assert _package_listings(tmp_path / "agent") == [
         "agent/things: not listed ['sub/', 'unlisted.py'], listed but gone ['gone.py']"
     ]
+
+
+# ------------------------------------------------------------------ install hints that work
+
+
+def _defined_extras() -> set[str]:
+    text = (REPO / "pyproject.toml").read_text().split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    return set(re.findall(r"^([A-Za-z0-9_-]+) = \[", text, re.MULTILINE))
+
+
+def _hinted_extras() -> dict[str, set[str]]:
+    """Every extra an install hint names: '.[X]' and 'clone[X]' in the docs and the code, and
+    install_hint("X") / LOCAL_EXTRA in the code, by file."""
+    found: dict[str, set[str]] = {}
+    files = [
+        *(REPO / "agent").rglob("*.py"),
+        *(REPO / "docs").glob("*.md"),
+        *(REPO / n for n in ("README.md", "AGENTS.md")),
+    ]
+    for path in files:
+        text = path.read_text()
+        names = set(re.findall(r"(?:\.|clone)\[([a-z0-9_,-]+)\]'", text))
+        names |= set(re.findall(r"install_hint\(['\"]([a-z0-9_-]+)['\"]\)", text))
+        names |= set(re.findall(r'^LOCAL_EXTRA = "([a-z0-9_-]+)"', text, re.MULTILINE))
+        if names:
+            found[str(path.relative_to(REPO))] = {n for group in names for n in group.split(",")}
+    return found
+
+
+def test_every_extra_an_install_hint_names_is_defined_in_pyproject():
+    defined = _defined_extras()
+    hinted = _hinted_extras()
+    assert {"local", "mcp"} <= {n for names in hinted.values() for n in names}  # the finder finds them
+    assert {path: names - defined for path, names in hinted.items() if names - defined} == {}
+
+
+def test_no_hint_installs_the_distribution_by_a_name_no_index_serves():
+    files = [
+        *(REPO / "agent").rglob("*.py"),
+        *(REPO / "docs").glob("*.md"),
+        *(REPO / n for n in ("README.md", "AGENTS.md")),
+    ]
+    assert [str(p.relative_to(REPO)) for p in files if "scratchpad-agent[" in p.read_text()] == []
+
+
+def test_an_install_hint_works_from_the_clone_and_from_a_wheel():
+    from agent.common.extras import extra_requirements, install_hint
+
+    hint = install_hint("mcp")
+    assert hint.startswith("pip install -e '.[mcp]'")
+    pyproject = (REPO / "pyproject.toml").read_text()
+    declared = re.search(r'^mcp = \["([^"]+)"\]$', pyproject, re.MULTILINE).group(1)
+    if extra_requirements("mcp"):  # installed with its metadata (pip install -e, or a wheel)
+        assert f"pip install '{declared}'" in hint

@@ -10,6 +10,7 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 
 - run.py, progress.py, live.py       `agent run`, and what it prints while a cycle runs
 - setup.py                           `init`, `reset`, `tools`
+- msa_import.py, msa_home.py         `init --from-msa`: a home made from an msa home; knowing one
 - steer.py                           `task`, `goal` and `resume`
 - memory.py                          `memory`: the sections, shown and edited as the operator
 - consolidate.py                     `consolidate`: one consolidation of the sections

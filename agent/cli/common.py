@@ -107,13 +107,15 @@ def silence_stdout() -> None:
         pass
 
 
-def checked_home(home_dir: Path) -> Home:
+def checked_home(home_dir: Path, hint: bool = True) -> Home:
     """The home at `home_dir`, or a usage error (exit 2) when it is the user's home folder or
     `/` and was never made a home: the model's workspace and the runtime's files would sit among
     dot-files, keys and code that the operator's shell and tools run. A folder `agent init` made
     a home (it has scratchpad/active.yaml) is accepted wherever it is: a service user's $HOME
     (`useradd -d /srv/agent`) may be its agent home."""
     home = Home.at(home_dir)
+    if hint:
+        say_if_msa(home, home_dir)
     if home.active.is_file():
         return home
     resolved = home.root.resolve()
@@ -132,11 +134,20 @@ def checked_home(home_dir: Path) -> Home:
     return home
 
 
-def existing_folder(home_dir: Path) -> Home:
+def say_if_msa(home: Home, home_dir: Path) -> None:
+    """One line on stderr when the folder holds msa's config/config.yaml, home or not: an older msa
+    checkout passes as a home (it has scratchpad/) and would run with default rules, ignoring config/."""
+    from agent.cli.msa_home import looks_like_msa, msa_hint  # a stat first: all a plain cycle pays
+
+    if looks_like_msa(home.root):
+        click.echo(f"agent: {msa_hint(str(home_dir))}", err=True)
+
+
+def existing_folder(home_dir: Path, hint: bool = True) -> Home:
     """The home at `home_dir` (see `checked_home`), or a usage error (exit 2) when the folder
     does not exist. Only `agent reset` takes any folder that exists (the README's set-up resets a
     fresh clone); every other command wants a home (`existing_home`)."""
-    home = checked_home(home_dir)
+    home = checked_home(home_dir, hint)
     if not home.root.is_dir():
         raise UsageError(f"home {home.root} does not exist (create one with: agent init {shlex.quote(str(home_dir))})")
     return home
@@ -148,13 +159,18 @@ def existing_home(home_dir: Path) -> Home:
     a home comes through here, so none turns a folder it was pointed at by mistake into a home
     (`agent task add` in the wrong folder used to leave scratchpad/, logs/ and a lock there).
     `init`, `reset` and `fork`'s target make homes and are exempt."""
-    home = existing_folder(home_dir)
+    home = existing_folder(home_dir, hint=False)  # an msa folder: said once, below
     if not home.scratchpad.is_dir():
         folder = shlex.quote(str(home_dir))
+        from agent.cli.msa_home import looks_like_msa, msa_hint
+
+        if looks_like_msa(home.root):  # no `agent init` offered here: it would start from an empty memory
+            raise UsageError(f"{msa_hint(str(home_dir))} (it is not an agent home yet: no scratchpad/ folder)")
         raise UsageError(
             f"{home.root} is not an agent home (it has no scratchpad/ folder): make it one with "
             f"`agent init {folder}`, or name the home with --home or AGENT_HOME"
         )
+    say_if_msa(home, home_dir)
     return home
 
 

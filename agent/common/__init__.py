@@ -9,6 +9,7 @@
 - secret_forms.py      the shapes a secret takes in text; secret_fragments.py, finding any fragment of one
 - imports.py           a large module's first import, without the garbage collector
 - entry_points.py      what installed packages declare (tool plugins, model providers), read without importing them
+- extras.py            how a message says to install an optional part (an extra of pyproject.toml)
 - files.py             atomic file writes, disk errors, fault points (for the tests that kill at each step)
 - cycle_ids.py         cycle ids, and the rule that keeps them in time order
 - json_lines.py        the whole records of a JSON-lines file a crash may have torn

@@ -26,18 +26,28 @@ from agent.common.tags import Outcome, Tag
 from agent.gates.base import NO_GATES, Action, Gate
 from agent.models.replies import ReplyError, parse_reply
 from agent.models.replies import clip_line as _clip
-from agent.state import FIELD_SCHEMAS, FIELDS, RUNTIME_FIELDS, add_note, field_problem, field_size_problem
+from agent.state import (
+    FIELD_SCHEMAS,
+    FIELDS,
+    RUNTIME_FIELDS,
+    RUNTIME_KEYS,
+    add_note,
+    field_problem,
+    field_size_problem,
+    problems,
+)
 from agent.tools import NeedsApproval, Registry, ToolContext, ToolError
 
 
-def apply_update(state: dict, args: dict) -> tuple[dict, str | None]:
+def apply_update(state: dict, args: dict, own_keys: bool = False) -> tuple[dict, str | None]:
     """update_scratchpad: (new state, None), or (state unchanged, why it was refused).
 
     completed_tasks is extended (never shrunk), pending_actions replaced, other fields set: the
     same for every model. The update is all or nothing: one bad or oversized field refuses the
-    whole call.
+    whole call. `own_keys` (the model_keys setting): a top-level key of the model's own is kept
+    too, as msa kept it, within the size limit of one field.
     """
-    refusal = _update_problem(args)
+    refusal = _update_problem(args, own_keys)
     if refusal:
         return state, refusal
     new = copy.deepcopy(state)
@@ -49,29 +59,57 @@ def apply_update(state: dict, args: dict) -> tuple[dict, str | None]:
     return new, None
 
 
-def _update_problem(args: dict) -> str | None:
+def _update_problem(args: dict, own_keys: bool = False) -> str | None:
     """Why update_scratchpad may not write `args` (a runtime or unknown field, a bad or oversized value)."""
     for key, value in args.items():
-        if key in RUNTIME_FIELDS:
+        if key in RUNTIME_FIELDS or key in RUNTIME_KEYS:
             return f"field '{key}' is set by the runtime, not by the model"
         if key not in FIELD_SCHEMAS:
-            return f"unknown field '{key}' (fields: {', '.join(k for k in FIELDS if k not in RUNTIME_FIELDS)})"
+            if own_keys:
+                problem = _own_key_problem(key, value)
+                if problem:
+                    return problem
+                continue
+            fields = ", ".join(k for k in FIELDS if k not in RUNTIME_FIELDS)
+            return f"unknown field '{key}' (fields: {fields}; the model_keys setting allows keys of the model's own)"
         problem = field_problem(key, value) or field_size_problem(key, value)
         if problem:
             return problem
     return None
 
 
-def apply_done(state: dict, summary: str) -> dict:
+def _own_key_problem(key: str, value: Any) -> str | None:
+    """Why a key of the model's own may not hold `value`: one that only JSON can say (keys of
+    mappings strings, as every command prints the state as JSON too), within one field's size."""
+    if not key.strip() or any(ch in key for ch in "\n\r\t"):
+        return f"key {key!r} is not a name (empty, or a control character in it)"
+    if problems({key: value}):
+        return f"key '{key}': {problems({key: value})[0]}"
+    return field_size_problem(key, value)
+
+
+# Said with every unknown tool: where more tools come from (a tool msa's rules name, say yolo_detect).
+WHERE_TOOLS_COME_FROM = (
+    "more tools come from plugins (the agent.tools entry point) and MCP servers (mcp_servers in config.yaml); "
+    "`agent tools` lists what a cycle offers"
+)
+
+# The summary `done` records when the model gave none, as msa recorded it ("Task complete."); the
+# note says none was given. Only the dispatch fills it in: the tool's schema still asks for one.
+NO_SUMMARY = "Task complete."
+
+
+def apply_done(state: dict, summary: str, note: str | None = None) -> dict:
     """done: current task to completed_tasks (with the summary, and "check": "passed" when it had
-    a check: only a passed check lets done get here), next pending action becomes current."""
+    a check: only a passed check lets done get here), next pending action becomes current.
+    `note`: what the [COMPLETED] note says, when it is not the summary."""
     new = copy.deepcopy(state)
     if new["current_task"]:
         checked = {"check": "passed"} if checks.check_for(state, new["current_task"]) else {}
         new["completed_tasks"].append({"task": new["current_task"], "summary": summary, **checked})
     new["current_task"] = new["pending_actions"].pop(0) if new["pending_actions"] else None
     checks.prune_checks(new)  # a check lives as long as its task is queued
-    add_note(new, Tag.COMPLETED.line(summary))
+    add_note(new, Tag.COMPLETED.line(summary if note is None else note))
     return new
 
 
@@ -108,7 +146,7 @@ def _update(state: dict, action: Action, gates: Gate) -> tuple[dict, Outcome]:
     (`ctx.memory`: their own rules, read-only sections refused by name), then the gates; all or nothing."""
     args, memory, name = action.args, action.ctx.memory, action.tool.name
     fields, edits = memory.split(args) if memory is not None else (args, {})
-    new, refusal = apply_update(state, fields)
+    new, refusal = apply_update(state, fields, action.ctx.settings.model_keys)
     change = memory.apply(new, edits) if memory is not None and not refusal else None
     if change is not None:
         new, refusal = change.state, change.refusal
@@ -139,12 +177,37 @@ def _action(
         return Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {describe(name)}'))
     if name not in registry:
         listed = ", ".join(registry.names())
-        return Outcome(Tag.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(f"{_clip(name, 60)} (tools: {listed})"), name, args)
+        note = f"{_clip(name, 60)} (tools: {listed}; {WHERE_TOOLS_COME_FROM})"
+        return Outcome(Tag.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(note), name, args)
     args = {} if args is None else args
-    problem = registry[name].check_args(args) or _not_offered(offered, name, registry[name].offered_args(args))
+    if name == "done" and isinstance(args, dict) and "summary" not in args:
+        args = {**args, "summary": None}  # msa's prompts may leave it out: _done records NO_SUMMARY
+    checked, problem = _as_checked(registry[name], args, ctx.settings.model_keys)
+    problem = problem or registry[name].check_args(checked)
+    problem = problem or _not_offered(offered, name, registry[name].offered_args(checked))
     if problem:
         return Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}: {problem}"), name, args)
     return name, ctx.secrets.redact(args)  # no tool ever receives a secret from the model (to send, write or echo)
+
+
+def _as_checked(tool: Any, args: Any, model_keys: bool) -> tuple[Any, str | None]:
+    """The arguments as the tool's schema checks them, or why they are refused first: done's summary
+    left out (None here) checked as the default one; update_scratchpad's keys of the model's own
+    left to _update_problem when the model_keys setting allows them, else refused naming it."""
+    if not isinstance(args, dict):
+        return args, None
+    if tool.name == "done" and args.get("summary", "") is None:
+        return {**args, "summary": NO_SUMMARY}, None
+    if tool.name != "update_scratchpad":
+        return args, None
+    own = [k for k in args if k not in tool.args_schema["properties"] and k not in tool.unoffered]
+    if own and not model_keys:
+        fields = ", ".join(tool.args_schema["properties"])
+        return args, (
+            f"unexpected argument '{_clip(str(own[0]), 60)}' (arguments: {fields}; "
+            f"the model_keys setting lets the model keep keys of its own)"
+        )
+    return {k: v for k, v in args.items() if k not in own}, None
 
 
 def _not_offered(offered: dict | None, name: str, args: dict) -> str | None:
@@ -164,6 +227,9 @@ def _done(state: dict, action: Action, gates: Gate) -> tuple[dict, Outcome]:
     if refusal:
         note = Tag.CHECK_FAILED.line(_clip(ctx.secrets.redact_text(refusal), ctx.settings.note_result_chars + 200))
         return _noted(state, Outcome(Tag.CHECK_FAILED, note, "done", args))
+    if args["summary"] is None:  # left out: the default, and a note saying so
+        note = f"{NO_SUMMARY} (done was called without a summary)"
+        return apply_done(state, NO_SUMMARY, note), Outcome(Tag.COMPLETED, Tag.COMPLETED.line(note), "done", args)
     summary = _clip(args["summary"], max(ctx.settings.note_result_chars, 200))
     return apply_done(state, summary), Outcome(Tag.COMPLETED, Tag.COMPLETED.line(summary), "done", args)
 

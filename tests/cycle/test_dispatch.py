@@ -306,3 +306,40 @@ def test_a_tools_result_enters_the_notes_as_one_escaped_writable_line_the_outcom
     assert outcome.note == "[TOOL] noisy({}) -> first line; \\x1b[31mred\\x1b[0m \\udcff bytes"
     assert outcome.result == "first line; \\x1b[31mred\\x1b[0m \\udcff bytes"
     dump_yaml(after).encode("utf-8")  # writable
+
+
+def test_unknown_tool_note_names_where_tools_come_from(ctx, registry):
+    after, _ = dispatch(state_with(), act("yolo_detect", path="images/sample.jpg"), registry, ctx)
+    assert "plugins" in after["notes"] and "MCP servers" in after["notes"] and "`agent tools`" in after["notes"]
+
+
+def test_done_without_a_summary_completes_the_task_with_the_default_one(ctx, registry):
+    before = state_with(current_task="wave", pending_actions=["rest"])
+    after, outcome = dispatch(before, json.dumps({"tool": "done"}), registry, ctx)
+    assert outcome.kind is Tag.COMPLETED
+    assert after["completed_tasks"] == [{"task": "wave", "summary": "Task complete."}]
+    assert after["current_task"] == "rest"
+    assert after["notes"] == "[COMPLETED] Task complete. (done was called without a summary)"
+
+
+def test_done_without_a_summary_leaves_the_tool_schema_asking_for_one(registry):
+    assert registry["done"].args_schema["required"] == ["summary"]
+
+
+def test_a_summary_that_is_not_text_is_still_refused(ctx, registry):
+    after, outcome = dispatch(state_with(current_task="t"), act("done", summary=3), registry, ctx)
+    assert outcome.kind is Tag.TOOL_ERROR and after["current_task"] == "t"
+
+
+def test_a_models_own_key_is_refused_naming_the_setting_that_allows_it(ctx, registry):
+    after, outcome = dispatch(state_with(), act("update_scratchpad", status="ok"), registry, ctx)
+    assert outcome.kind is Tag.TOOL_ERROR and "status" not in after
+    assert "unexpected argument 'status'" in after["notes"] and "model_keys" in after["notes"]
+
+
+def test_a_models_own_key_is_kept_with_model_keys(tmp_path, registry):
+    (tmp_path / "workspace").mkdir()
+    ctx = ToolContext(tmp_path, Settings(model_keys=True))
+    after, outcome = dispatch(state_with(), act("update_scratchpad", status="ok", goals=["g"]), registry, ctx)
+    assert outcome.kind is Tag.UPDATE and (after["status"], after["goals"]) == ("ok", ["g"])
+    assert not problems(after)

@@ -479,7 +479,7 @@ def test_the_mcp_package_missing_is_a_problem_per_server_not_a_crash(monkeypatch
     with open_registry(settings, tmp_path, warn=warnings.append) as registry:
         assert "time__get_current_time" not in registry and "recall" in registry
     assert len(warnings) == 1 and "MCP server 'time' not started: the mcp package is not installed" in warnings[0]
-    assert "pip install 'scratchpad-agent[mcp]'" in warnings[0]
+    assert "pip install -e '.[mcp]'" in warnings[0]
 
 
 def test_processes_in_sees_a_process_started_in_the_folder(tmp_path):

