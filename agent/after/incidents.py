@@ -263,8 +263,8 @@ def _one_line(text: Any, limit: int = ERROR_CHARS) -> str:
 
 def _what(incident: dict) -> str:
     reason = incident["stop_reason"]
-    if is_failure(reason):
-        return "failing"
+    if is_failure(reason):  # a reverted consolidation says so: it has no error of its own
+        return "failing" if reason == StopReason.ERROR.value else f"failing: {reason}"
     if reason == StopReason.STALLED.value:
         return f"stalled on task {json.dumps(incident['task'], ensure_ascii=False)}"
     if reason == StopReason.AWAITING_APPROVAL.value:

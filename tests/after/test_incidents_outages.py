@@ -134,7 +134,7 @@ def test_a_model_name_the_endpoint_does_not_know_names_the_ones_it_offers_and_wh
     assert code == 4
     assert "has no model named 'test-model'" in line and "it offers llama-3.1-8b, qwen2.5-7b" in line
     assert "set model (or --model openai:NAME) to one it offers" in line
-    assert line.count("404") == 1 and "Error code" not in line and "ModelError" not in line
+    assert line.count("HTTP 404") == 1 and "Error code" not in line and "ModelError" not in line
 
 
 def test_a_refused_connection_says_refused(home):

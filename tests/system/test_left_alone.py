@@ -172,4 +172,4 @@ def test_a_month_left_alone_spends_nothing_while_stuck_and_mails_once_per_incide
 
     status = run_cli("status", "--home", str(home)).stdout
     [incident] = [line for line in status.splitlines() if line.startswith("incident:")]
-    assert "failing:" in incident and "4 cycle(s)" in incident
+    assert "failing since " in incident and "refused the connection" in incident and "4 cycle(s)" in incident
