@@ -213,16 +213,27 @@ def incident_record(run: list[dict], now: _dt.datetime | None = None) -> dict:
 
 
 def open_incident(
-    newest_first: Iterable[dict], close_after: int = CLOSE_AFTER, now: _dt.datetime | None = None
+    newest_first: Iterable[dict],
+    close_after: int = CLOSE_AFTER,
+    now: _dt.datetime | None = None,
+    closing: bool = False,
 ) -> dict | None:
     """The incident open now, from the records newest first (None: the newest cycle that was not idle
-    had none): `incident_record`, for `agent status` and every view."""
-    records = iter(newest_first)
-    newest = next(_worked(records), None)
-    key = None if newest is None else incident_key(newest)
-    if key is None:
-        return None
-    return incident_record([newest, *incident_run(records, key, close_after, _endpoint(newest))], now)
+    had none): `incident_record` with `closing: 0`, for `agent status` and every view. With `closing`,
+    also one whose newest cycle is fewer than `close_after` worked cycles back, none since part of
+    it: not over yet (a flapping endpoint's), `closing` counting those cycles; a view that tells each
+    incident once (fleet's --state) keeps it as told until it is resolved."""
+    records = _worked(newest_first)
+    since_then: list[dict] = []
+    for newest in records:
+        key = incident_key(newest)
+        if key is not None and not any(incident_key(newest, _endpoint(r)) == incident_key(r) for r in since_then):
+            run = [newest, *incident_run(records, key, close_after, _endpoint(newest))]
+            return dict(incident_record(run, now), closing=len(since_then))
+        since_then.append(newest)
+        if not closing or len(since_then) >= close_after:
+            return None
+    return None
 
 
 def resolved_incident(record: dict, older: Iterable[dict], close_after: int = CLOSE_AFTER) -> dict | None:

@@ -82,6 +82,15 @@ def test_the_first_cycle_of_an_incident_reports_it_and_idle_cycles_neither_conti
     assert first_to_report(outage, ended, act_on)
 
 
+def test_an_incident_not_over_yet_is_open_while_closing_for_a_view_that_asks():
+    outage = rec("error", 4, error="down", error_kind="refused", error_endpoint="h:1", cycle_id="c1")
+    recovering = [rec("done", 0, cycle_id="c3"), rec("idle", 0), rec("done", 0, cycle_id="c2"), outage]
+    assert open_incident(recovering) is None  # the newest worked cycle is not part of it
+    found = open_incident(recovering, close_after=3, closing=True)
+    assert (found["since"], found["closing"], found["kind"]) == ("c1", 2, "refused")
+    assert open_incident(recovering, close_after=2, closing=True) is None  # over: 2 cycles without it
+
+
 def test_an_incident_lasts_through_fewer_good_cycles_than_incident_close_after():
     outage = rec("error", 4, error="down", error_kind="refused", error_endpoint="h:1")
     flapping = [rec("done", 0), rec("done", 0), outage, rec("done", 0), outage]  # newest first
