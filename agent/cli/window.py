@@ -149,7 +149,7 @@ def _continued(incident: dict, record: dict) -> None:
 
 def incidents(home: Home, records: list[dict]) -> dict:
     """The incidents of the window as `agent status` defines them (agent/after/incidents.py: one stop
-    reason on one task with one error signature; a held cycle is part of the one it holds after),
+    reason on one task, a failure of one kind at one endpoint; a held cycle is part of the one it holds after),
     newest first: its stop reason, task and newest error, the cycle that opened it (before the
     window, for one open at its start) and the one that ended it (None: open now), its cycles."""
     from agent.after.incidents import incident_key
