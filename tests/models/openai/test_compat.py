@@ -648,7 +648,7 @@ def test_a_retry_after_no_reply_shows_in_the_cycle_log_with_how_long_the_attempt
     assert result.exit_code == 0, result.stderr
     [retry] = [line for line in cycle_log(home, report).splitlines() if "openai client:" in line]
     assert "retry 1: the attempt before it ended after 0." in retry or "after 1." in retry
-    assert retry.endswith("with no reply (a timeout or a lost connection)")
+    assert retry.endswith("with no reply (refused, timed out or the connection was lost)")
 
 
 def _started_model(server: OpenAIServer, lines: list[str] | None = None, **settings) -> OpenAIModel:
