@@ -304,13 +304,18 @@ def incident_text(incident: dict) -> str:
 
 def resolved_text(incident: dict) -> str:
     """One line for a resolved incident: what it was, from when to when, and what ended it."""
-    began, ended = incident.get("since_time"), incident.get("until_time")
-    when = ""
+    began, ended, cycles = incident.get("since_time"), incident.get("until_time"), _count(incident["cycles"], "cycle")
+    when = f" ({cycles})"
     if began and ended:
         start, end = _dt.datetime.fromisoformat(began), _dt.datetime.fromisoformat(ended)
-        when = f" from {moment_text(start)} to {moment_text(end)} ({span_text((end - start).total_seconds())})"
-    what = _what(incident) if not is_failure(incident["stop_reason"]) else f"failing ({incident['kind']})"
-    return (
-        f"resolved: {what}{when}, {incident['cycles']} cycle(s); "
-        f"{incident['close_after']} cycle(s) in a row since were not part of it"
-    )
+        span = span_text((end - start).total_seconds())
+        when = f" from {moment_text(start)} to {moment_text(end)} ({span}, {cycles})"
+    what = _what(incident)
+    if is_failure(incident["stop_reason"]):
+        where = f" at {incident['endpoint']}" if incident.get("endpoint") else ""
+        what = f"{what} ({incident['kind']}{where})"
+    return f"resolved: {what}{when}; then {_count(incident['close_after'], 'cycle')} without it"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"

@@ -187,7 +187,7 @@ def test_quiet_resolved_mails_one_line_when_an_incident_ends(home):
         code, lines = tick(home, server.base_url)
         _, after = tick(home, server.base_url)
     assert code == 3 and len(lines) == 1 and after == []
-    assert "resolved: failing (http_5xx) from " in lines[0] and "1 cycle(s);" in lines[0]
+    assert "resolved: failing (http_5xx at 127.0.0.1:" in lines[0] and ", 1 cycle); then 1 cycle without it" in lines[0]
 
 
 def test_an_outage_that_spans_the_upgrade_mails_once(home):
@@ -231,3 +231,10 @@ def test_status_says_since_when_and_how_long_with_the_real_error_of_the_newest_c
     data = json.loads(run_cli("status", "--home", str(home), "--json").stdout)["incident"]
     assert (data["since"], data["last"]) == (first["cycle_id"], newest["cycle_id"])  # ids stay in --json
     assert data["since_time"] == first["started"] and data["error"] == newest["error"] and data["length_s"] >= 0
+
+
+def test_a_model_the_endpoint_lists_but_refuses_says_the_key_may_not_have_access(home):
+    configure(home, TASK, **QUICK)
+    with OpenAIServer(default=Reply.error(404, "The model `test-model` does not exist")) as server:
+        code, [line] = tick(home, server.base_url)  # the stub lists test-model
+    assert code == 4 and "it lists 'test-model' but refuses it, so the key may not have access to it" in line

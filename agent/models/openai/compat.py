@@ -384,6 +384,8 @@ class OpenAIModel:
             if offered
             else ("; it lists no models" if offered is not None else "")
         )
+        if offered and self.model_name in offered:  # listed, yet refused: this key may not use it
+            names = f"; it lists {self.model_name!r} but refuses it, so the key may not have access to it{names}"
         return self._error(
             ModelError,
             f"{self.endpoint} has no model named {self.model_name!r} (HTTP 404: {self._short(said, 160)}){names}; set model "
