@@ -4,9 +4,13 @@ and its end once (to a hook that asked), and records older than `error_kind` sti
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import socket
+import threading
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -75,6 +79,41 @@ def test_a_5xx_outage_is_one_incident_whatever_its_code(home):
         ticks = [tick(home, server.base_url) for _ in range(3)]
     assert [len(lines) for _, lines in ticks] == [1, 0, 0]
     assert {r["error_kind"] for r in cycle_records(home)} == {"http_5xx"}
+
+
+@contextlib.contextmanager
+def hanging_up() -> Iterator[str]:
+    """An endpoint that takes each connection and closes it without a word: a lost connection."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            connection.recv(65536)
+            connection.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    finally:
+        stop.set()
+        socket.create_connection(listener.getsockname()).close()  # wakes its accept to see the stop
+        thread.join(timeout=5)
+        listener.close()
+
+
+def test_a_connection_the_endpoint_drops_is_a_lost_connection_not_a_refusal(home):
+    configure(home, TASK, **QUICK)
+    with hanging_up() as url:
+        code, [line] = tick(home, url)
+    [record] = cycle_records(home)
+    assert code == 4 and (record["error_kind"], record["error_endpoint"]) == ("connection", url.split("/")[2])
+    assert "the connection to " in line and "failed or was lost" in line and "refused" not in line
 
 
 def _refused_url() -> str:
