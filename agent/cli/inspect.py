@@ -432,6 +432,8 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
     settings = home_settings(home.root)
     now = _dt.datetime.now(_dt.timezone.utc)  # how long it has been failing: to now
     incident = open_incident(newest_first(home), settings.incident_close_after, now)  # back as far as it goes
+    closing = None if incident else open_incident(newest_first(home), settings.incident_close_after, now, closing=True)
+    data["incident_closing"] = closing  # not over yet: its newest cycles were not part of it (a flap)
     outlets = failing_outlets(
         home, {"on_cycle_end": bool(settings.on_cycle_end), "metrics_file": bool(settings.metrics_file)}
     )
