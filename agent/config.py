@@ -34,6 +34,7 @@ from agent.store.home import Home
 
 INHERIT = "inherit"  # a fallback's api_key_env that sends the primary's key to its own base_url
 NOBODY = 65534  # the id `sandbox_uid` may never be
+RESOLVED = "resolved"  # in notify_on: run on_cycle_end once when an incident ends (agent/after/incidents.py)
 DEFAULT_SHELL_ALLOWLIST = ["date", "ls", "cat", "echo", "uname", "pwd", "wc", "head", "tail", "df", "uptime", "whoami"]
 
 
@@ -206,7 +207,8 @@ class Settings:
         default=None,
     )
     notify_on: list[str] | None = _doc(
-        "Stop reasons that run on_cycle_end (e.g. [error, stalled]), once per incident; unset: every cycle.",
+        "Stop reasons that run on_cycle_end (e.g. [error, stalled]), once per incident, and `resolved`: once "
+        "when an incident ends, with the incident's record; unset: every cycle.",
         default=None,
     )
     hook_timeout: float = _doc(
@@ -413,6 +415,18 @@ class Settings:
         "`show` and `diff`. Off: such a key is refused.",
         default=False,
     )
+    incident_close_after: int = _doc(
+        "Cycles in a row, not idle and not part of an incident, after which it is over (resolved): until "
+        "then a flapping endpoint (down, up, down) is one incident and is told once.",
+        minimum=1,
+        maximum=1000,
+        default=3,
+    )
+    quiet_resolved: bool = _doc(
+        "`agent run --quiet` also prints one line when an incident is resolved (off: cron mails only when "
+        "a person is needed; `notify_on: [resolved]` tells a hook).",
+        default=False,
+    )
 
     @property
     def section_specs(self) -> tuple[SectionSpec, ...]:
@@ -494,10 +508,12 @@ def check_hook_settings(settings: Settings) -> None:
         raise UsageError("setting 'on_cycle_end' must be a non-empty list: the program, then its arguments")
     if settings.wake_when is not None and (not settings.wake_when or not settings.wake_when[0]):
         raise UsageError("setting 'wake_when' must be a non-empty list: the program, then its arguments")
-    reasons = [r.value for r in StopReason]
+    reasons = [r.value for r in StopReason] + [RESOLVED]
     for reason in settings.notify_on or []:
         if reason not in reasons:
-            raise UsageError(f"setting 'notify_on': {reason!r} is not a stop reason (one of {', '.join(reasons)})")
+            raise UsageError(
+                f"setting 'notify_on': {reason!r} is not a stop reason or {RESOLVED} (one of {', '.join(reasons)})"
+            )
     if settings.metrics_file is not None and not settings.metrics_file.strip():
         raise UsageError("setting 'metrics_file' must be a file name (e.g. /var/lib/node_exporter/agent.prom)")
 

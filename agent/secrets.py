@@ -132,6 +132,18 @@ def without_credentials(url: str | None) -> str | None:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
+def endpoint_host(url: str | None) -> str | None:
+    """An endpoint as an incident's key and a person name it: the URL's host and port, without
+    credentials (`http://u:p@10.0.0.5:8000/v1` -> `10.0.0.5:8000`); a bare host as it is; None: none."""
+    if not url:
+        return None
+    try:
+        netloc = urlsplit(url if "//" in url else f"//{url}").netloc
+    except ValueError:
+        return "(an unparseable URL)"
+    return netloc.rpartition("@")[2] or None
+
+
 def model_base_url(settings: Any, env: Mapping[str, str]) -> str | None:
     return settings.base_url or env.get("OPENAI_BASE_URL") or None
 

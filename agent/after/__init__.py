@@ -4,7 +4,7 @@
 - cycle_log.py   logs/cycle_<id>.log, its text trace for people
 - transcript.py  every request and reply of the cycle, exactly
 - aftercare.py   the record written, retention, then the hook and the metrics
-- incidents.py   what a person is told once: the incident a record is part of, and whether it opened it
+- incidents.py   what a person is told once: the incident a record is part of, whether it opened it or ended one
 - hooks.py       `on_cycle_end`, the operator's command
 - metrics.py     `metrics_file`, for node_exporter's textfile collector
 - outlets.py     whether the hook and the metrics file worked when last due, for `status`

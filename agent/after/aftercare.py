@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from agent.after.incidents import act_on, first_to_report, incident_key, incident_run
+from agent.after.incidents import act_on, first_to_report, incident_key, incident_run, resolved_incident
 from agent.after.report import CycleReport
 from agent.common.files import Kept
 from agent.common.outcomes import Busy, DiskError
-from agent.config import Settings
+from agent.config import RESOLVED, Settings
 from agent.gates.stalls import record_streak
 from agent.secrets import Secrets
 from agent.store.cycles import add_record, newest_first
@@ -30,7 +30,8 @@ def after_cycle(
     """Write the cycle's record (with the incident it is part of, and whether it opened it: see
     incidents.py), then prune old cycles (the record is written first: history never loses a cycle
     that retention removed the files of), then tell the operator's tools: the metrics file, and the
-    on_cycle_end command with the same record (with notify_on: once per incident)."""
+    on_cycle_end command with the same record (with notify_on: once per incident; and with `resolved`
+    in it, once more when this cycle resolves an incident, with the incident's record)."""
     # Each feature's module is imported only when it is in use (no prices, nothing parked, no
     # metrics file, no hook: none of them is), so a plain cycle's start-up does not pay for it.
     if settings.prices:
@@ -45,10 +46,13 @@ def after_cycle(
     record = secrets.redact(dict(report.index_record(), **pending))
     if isinstance(record.get("task_id"), str):  # a task's cycle (not a consolidation): the streak it leaves
         report.streak = record["streak"] = record_streak(record, newest_first(home), settings.idle == "plan")
+    close_after = settings.incident_close_after
     key = incident_key(record)  # the incident this cycle is part of, and the earlier cycles of it
-    run = incident_run(newest_first(home), key)  # none read for a cycle with no incident (idle, done)
+    run = incident_run(newest_first(home), key, close_after, record.get("error_endpoint"))  # none read: no incident
     report.incident = record["incident"] = key
     report.new_incident = record["new_incident"] = key is not None and first_to_report(record, run, act_on)
+    report.resolved = resolved_incident(record, newest_first(home), close_after)  # reads close_after records
+    record["resolved"] = None if report.resolved is None else report.resolved["key"]
     _record(home, record, previous)
     if prune:  # idle: nothing added
         _retention(home, settings, report.cycle_id, log)
@@ -57,13 +61,18 @@ def after_cycle(
 
         _outlet(home, "metrics_file", write_metrics(home, settings, record, log), report.cycle_id, log)
     if settings.on_cycle_end:
-        from agent.after.hooks import run_cycle_end_hook, wants_hook
+        from agent.after.hooks import resolved_record, run_cycle_end_hook, wants_hook
 
         # notify_on set: once per incident, at its first cycle the filter takes; unset: every cycle
         filtered = settings.notify_on is not None
         if not filtered or first_to_report(record, run, lambda r: wants_hook(settings, str(r.get("stop_reason")))):
             problem = run_cycle_end_hook(home.root, settings, record, secrets, log)
             _outlet(home, "on_cycle_end", problem, report.cycle_id, log)
+        if report.resolved is not None and RESOLVED in (settings.notify_on or []):
+            told = resolved_record(record, secrets.redact(report.resolved))
+            _outlet(
+                home, "on_cycle_end", run_cycle_end_hook(home.root, settings, told, secrets, log), report.cycle_id, log
+            )
 
 
 def _record(home: Home, record: dict, previous: Kept | None) -> None:

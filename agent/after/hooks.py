@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from agent.config import Settings
+from agent.config import RESOLVED, Settings
 from agent.secrets import Secrets
 
 # How much of the command's output a failure line in the cycle log quotes.
@@ -28,8 +28,27 @@ OUTPUT_QUOTED = 500
 
 
 def wants_hook(settings: Settings, stop_reason: str) -> bool:
-    """Whether this cycle's stop reason runs on_cycle_end (notify_on unset: every one does)."""
-    return bool(settings.on_cycle_end) and (settings.notify_on is None or stop_reason in settings.notify_on)
+    """Whether this cycle's stop reason runs on_cycle_end (notify_on unset: every one does; `resolved`
+    only when notify_on names it)."""
+    if not settings.on_cycle_end:
+        return False
+    if settings.notify_on is None:
+        return stop_reason != RESOLVED
+    return stop_reason in settings.notify_on
+
+
+def resolved_record(record: dict, incident: dict) -> dict:
+    """What the hook reads on stdin when an incident is resolved: `event: resolved`, the cycle that
+    resolved it (`cycle_id`, `exit_code`), `stop_reason: resolved` (so a script that acts on `error`
+    does not act on its end) and the incident's record (agent/after/incidents.py `resolved_incident`:
+    key, stop_reason, kind, endpoint, task, error, since/until and their times, length_s, cycles)."""
+    return {
+        "event": RESOLVED,
+        "cycle_id": record.get("cycle_id"),
+        "exit_code": record.get("exit_code"),
+        "stop_reason": RESOLVED,
+        "incident": incident,
+    }
 
 
 def run_cycle_end_hook(
@@ -66,6 +85,7 @@ def hook_env(root: Path, record: dict, secrets: Secrets) -> dict[str, str]:
         "AGENT_CYCLE_ID": str(record.get("cycle_id")),
         "AGENT_STOP_REASON": str(record.get("stop_reason")),
         "AGENT_EXIT_CODE": str(record.get("exit_code")),
+        "AGENT_EVENT": str(record.get("event") or "cycle"),  # resolved: an incident ended (resolved_record)
     }
 
 

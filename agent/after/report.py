@@ -5,10 +5,50 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from agent.common.outcomes import Held, Stop, StopReason
+from agent.common.outcomes import FailureKind, Held, Interrupted, Stop, StopReason
 from agent.common.tags import Tag
-from agent.models.base import Usage
+from agent.models.base import ModelCrashed, ModelError, ModelTimeout, ModelUnavailable, ScriptEnded, Usage
 from agent.secrets import Secrets
+from agent.state import InvariantViolation
+
+# The kind of a ModelError whose raiser did not say, by its class (the most specific first).
+_MODEL_KINDS = (
+    (ModelCrashed, FailureKind.CRASHED),
+    (ModelTimeout, FailureKind.TIMEOUT),
+    (ModelUnavailable, FailureKind.UNAVAILABLE),
+    (ScriptEnded, FailureKind.UNAVAILABLE),
+    (ModelError, FailureKind.BAD_RESPONSE),
+)
+
+
+def failure_kind(exc: BaseException) -> str:
+    """What went wrong, as the cycle record's `error_kind` says it (agent/common/outcomes.py
+    `FailureKind`): the model's error its raiser's kind (else its class's), a signal `interrupted`, a
+    broken invariant `invariant`, anything else `bug`."""
+    if isinstance(exc, (KeyboardInterrupt, Interrupted)):
+        return FailureKind.INTERRUPTED.value
+    if isinstance(exc, InvariantViolation):
+        return FailureKind.INVARIANT.value
+    if isinstance(exc, ModelError):
+        if exc.kind:
+            return str(exc.kind)
+        return next(kind.value for cls, kind in _MODEL_KINDS if isinstance(exc, cls))
+    return FailureKind.BUG.value
+
+
+def failure_text(exc: BaseException) -> str:
+    """What happened, in words, once: the model's or the signal's own message; a broken invariant
+    says so; only a bug names its Python class (then it is the one thing that says what broke)."""
+    said = " ".join(str(exc).split())
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted by SIGINT"
+    if isinstance(exc, (Interrupted, ModelError)) and said:
+        return said
+    if isinstance(exc, InvariantViolation):
+        return f"the state this cycle would save breaks a rule, so it was not saved: {said}"
+    return (
+        f"a bug in the runner: {type(exc).__name__}" + (f": {said}" if said else "") + " (its traceback is in the log)"
+    )
 
 
 def killed_notes(cycle_id: str | None) -> list[str]:
@@ -66,17 +106,21 @@ class CycleReport:
     streak: int | None = None  # cycles in a row the task has ended without done, this one included (gates/stalls.py)
     stalled_on: str | None = None  # a cycle held after a stall: when the task stalled (the stalled cycle's start)
     replaced: int | None = None  # the newest state reset or restore replaced, as its wake saw (store/archive.py)
+    error_kind: str | None = None  # a failure: what went wrong (FailureKind, `failure_kind`); None: no failure
+    error_endpoint: str | None = None  # a failure at an endpoint: its host and port (no credentials); else None
+    resolved: dict | None = None  # the incident this cycle closed (incidents.py `resolved_incident`); None: none
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
 
     def fail(self, exc: BaseException, secrets: Secrets) -> str:
         """End as a failed cycle; the failure note for the state as read."""
-        kind = type(exc).__name__
-        error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
-        self.error = secrets.redact_text(f"{kind}: {error}")
+        self.error = secrets.redact_text(failure_text(exc))
+        self.error_kind = failure_kind(exc)
+        endpoint = getattr(exc, "endpoint", None) if isinstance(exc, ModelError) else None
+        self.error_endpoint = None if endpoint is None else secrets.redact_text(str(endpoint))
         self.end(StopReason.ERROR)
-        return Tag.CYCLE_FAILED.line(f"cycle {self.cycle_id}: {kind}: {error} (see logs/cycle_{self.cycle_id}.log)")
+        return Tag.CYCLE_FAILED.line(f"cycle {self.cycle_id}: {self.error} (see logs/cycle_{self.cycle_id}.log)")
 
     def stopped_by(self, stop: Stop, secrets: Secrets) -> str:
         """Keep what a limit said when it stopped the loop (--quiet prints it for exits 8 and 10)."""
@@ -110,6 +154,8 @@ class CycleReport:
             "usage": self.usage.as_dict(),
             "files": self.files,
             "error": self.error,
+            "error_kind": self.error_kind,
+            "error_endpoint": self.error_endpoint,
             "archived": self.archived,
             "reflect": self.reflect,
             "actions": self.actions,
@@ -131,6 +177,7 @@ class CycleReport:
             "streak": self.streak,
             "stalled_on": self.stalled_on,
             "replaced": self.replaced,
+            "resolved": None if self.resolved is None else self.resolved.get("key"),
             # only where they apply: a home without sections keeps the record it always had
             **({"violations": self.violations} if self.violations is not None else {}),
             **({"surfaced": self.surfaced} if self.surfaced is not None else {}),

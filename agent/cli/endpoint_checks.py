@@ -21,7 +21,7 @@ from agent.common.outcomes import UsageError
 from agent.config import Settings
 from agent.models import ModelError
 from agent.models.base import Request
-from agent.models.openai.compat import OpenAIModel
+from agent.models.openai.compat import OpenAIModel, refused
 from agent.models.openai.format_ladder import OPENAI_ENDPOINT
 from agent.secrets import api_key, is_loopback_url, model_base_url, request_headers, without_credentials
 from agent.store.home import Home
@@ -77,11 +77,25 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
+START_IT = "start the server, or fix base_url / OPENAI_BASE_URL"
+
+
+def unreachable(shown: str, exc: BaseException, waited: float, timeout: float) -> str:
+    """Why the endpoint could not be reached, with the time really waited: a refusal is instant."""
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, BaseException) and refused(reason):
+        return f"{shown} refused the connection (nothing listens there; answered in {waited:.1f}s)"
+    if isinstance(reason, TimeoutError) or "timed out" in str(reason):
+        return f"no answer from {shown} within {timeout:g}s"
+    return f"cannot reach {shown} (after {waited:.1f}s): {reason}"
+
+
 def probe_models_endpoint(base_url: str, headers: dict[str, str], model_name: str, timeout: float) -> Check:
     """GET {base_url}/models: is the endpoint there, does it take the key, does it list the model."""
     url = base_url.rstrip("/") + "/models"
     shown = without_credentials(url)
     request = urllib.request.Request(url, headers={**headers, "Accept": "application/json"})
+    started = time.monotonic()
     try:
         with urllib.request.build_opener(_NoRedirects).open(request, timeout=timeout) as response:
             body = json.loads(response.read(4_000_000).decode("utf-8", errors="replace"))
@@ -107,13 +121,7 @@ def probe_models_endpoint(base_url: str, headers: dict[str, str], model_name: st
             "check base_url (OpenAI-compatible servers usually end in /v1)",
         )
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        return Check(
-            "endpoint",
-            False,
-            f"cannot reach {shown} within {timeout:g}s: {reason}",
-            "start the server, or fix base_url / OPENAI_BASE_URL",
-        )
+        return Check("endpoint", False, unreachable(shown, exc, time.monotonic() - started, timeout), START_IT)
     except (ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser goes
         return Check(
             "endpoint",

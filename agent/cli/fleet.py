@@ -90,10 +90,15 @@ def read_reported(path: Path) -> dict[str, list[str]]:
 
 
 def write_reported(path: Path, rows: list[dict]) -> None:
-    """Remember what needs a person now (what cleared is forgotten: it is told again if it comes back)."""
+    """Remember what needs a person now (what cleared is forgotten: it is told again if it comes back),
+    and an incident not over yet (agent/after/incidents.py: incident_close_after), so a flap is told once."""
     from agent.common.files import atomic_write
 
-    reported = {row["home"]: [item["key"] for item in row["attention"]] for row in rows if row["attention"]}
+    reported = {
+        row["home"]: [item["key"] for item in row["attention"]] + row.get("told_until_resolved", [])
+        for row in rows
+        if row["attention"] or row.get("told_until_resolved")
+    }
     text = json.dumps({"format": STATE_FORMAT, "reported": reported}, indent=1, sort_keys=True) + "\n"
     atomic_write(path, text.encode("utf-8"))
 

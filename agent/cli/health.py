@@ -216,6 +216,8 @@ def home_health(folder: Path, stale_override: float | None = None) -> dict:
         "unpriced_today": today.get("unpriced_cycles", 0),
         "attention": items,
         "needs_person": bool(items),
+        # told and not over yet (a flapping endpoint between failures): fleet --state keeps it as told
+        "told_until_resolved": [f"incident:{c['key']}" for c in [status.get("incident_closing")] if c],
         "status": status,
     }
 

@@ -429,8 +429,11 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
         data["surfaced"] = surfaced
     extras, extra_lines = status_extras(newest_first(home), home, current_task)
     waiting, waiting_lines = approvals_status(home)
-    incident = open_incident(newest_first(home))  # read back only as far as it goes
     settings = home_settings(home.root)
+    now = _dt.datetime.now(_dt.timezone.utc)  # how long it has been failing: to now
+    incident = open_incident(newest_first(home), settings.incident_close_after, now)  # back as far as it goes
+    closing = None if incident else open_incident(newest_first(home), settings.incident_close_after, now, closing=True)
+    data["incident_closing"] = closing  # not over yet: its newest cycles were not part of it (a flap)
     outlets = failing_outlets(
         home, {"on_cycle_end": bool(settings.on_cycle_end), "metrics_file": bool(settings.metrics_file)}
     )

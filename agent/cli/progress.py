@@ -23,14 +23,13 @@ Reporter = Callable[..., None]
 class PlainReporter:
     """One plain line per event, no control codes: right for cron mail, pipes and logs."""
 
-    def __init__(self, stream: TextIO, quiet: bool):
-        self.stream, self.quiet = stream, quiet
+    def __init__(self, stream: TextIO, quiet: bool, quiet_resolved: bool = False):
+        self.stream, self.quiet, self.quiet_resolved = stream, quiet, quiet_resolved
 
     def __call__(self, event: str, **data: Any) -> None:
         if self.quiet:
-            line = quiet_line(data["report"]) if event == "end" else None
-            if line:  # --quiet still reports what needs a person: cron mails it
-                click.echo(escape_controls(line), err=True)
+            if event == "end":
+                self._quiet_end(data["report"])
             return
         if event == "start":
             task = data["task"] or "(none)"
@@ -53,6 +52,13 @@ class PlainReporter:
                 self._line(f"  stopped: {r.stop_detail}")
             if r.idle:  # no model was called (agent/cycle/idle.py)
                 self._line(f"  {r.idle}")
+
+    def _quiet_end(self, report: Any) -> None:
+        """--quiet still reports what needs a person (cron mails it); a resolved incident only when opted in."""
+        lines = [resolved_line(report) if self.quiet_resolved else None, quiet_line(report)]
+        for line in lines:
+            if line:
+                click.echo(escape_controls(line), err=True)
 
     def close(self) -> None:
         """Nothing to stop: plain lines are written as they come."""
@@ -88,11 +94,23 @@ def quiet_line(r: Any) -> str | None:
     return None
 
 
-def make_reporter(as_json: bool, quiet: bool, max_iterations: int | None = None) -> Reporter:
+def resolved_line(r: Any) -> str | None:
+    """The line `--quiet` prints, with `quiet_resolved` on, for a cycle that resolved an incident."""
+    if r.resolved is None:
+        return None
+    from agent.after.incidents import resolved_text
+
+    return f"agent: cycle {r.cycle_id}: {resolved_text(r.resolved)}"
+
+
+def make_reporter(
+    as_json: bool, quiet: bool, max_iterations: int | None = None, quiet_resolved: bool = False
+) -> Reporter:
     """Live progress for a person at a terminal; plain lines otherwise (on stderr under --json,
-    so stdout holds only the JSON report). `max_iterations`: the cap, shown from the first step."""
+    so stdout holds only the JSON report). `max_iterations`: the cap, shown from the first step;
+    `quiet_resolved`: --quiet prints a line for a resolved incident too."""
     if sys.stdout.isatty() and not (as_json or quiet):
         from agent.cli.live import LiveReporter  # rich: only for a terminal
 
         return LiveReporter(max_iterations=max_iterations)
-    return PlainReporter(sys.stderr if as_json else sys.stdout, quiet)
+    return PlainReporter(sys.stderr if as_json else sys.stdout, quiet, quiet_resolved)

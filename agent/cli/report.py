@@ -88,7 +88,7 @@ def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_aft
         "spending": spending_by_day(home, since, now, settings.prices),
         "budgets": {"tokens": settings.daily_token_budget, "cost": settings.daily_cost_budget},
         "timeline": timeline(records, settings.prices),
-        "incidents": incidents(home, records),
+        "incidents": incidents(home, records, settings.incident_close_after),
         "details": [cycle_detail(home, record, secrets, cycles) for record in newest_worked(records, detail)],
         "memory": memory_sections(home, settings.section_specs, records),
     }

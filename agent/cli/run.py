@@ -71,7 +71,7 @@ def run(
     )
     secrets = Secrets.from_settings(settings)  # the cycle's one: the model and the cycle share it
     chosen = resolve_model(settings, home.root, secrets=secrets)
-    reporter = make_reporter(as_json, quiet, settings.max_iterations)
+    reporter = make_reporter(as_json, quiet, settings.max_iterations, settings.quiet_resolved)
     try:
         report = run_cycle(home, settings, chosen, reporter, force=force, secrets=secrets)
     finally:

@@ -122,18 +122,25 @@ def _passed_over(record: dict) -> bool:
     return record.get("stop_reason") == StopReason.IDLE.value or record.get("source", "index") != "index"
 
 
-def _opened(record: dict, key: str, home: Home) -> dict:
-    """The incident the window's first cycle is part of: it began where the records before the window
-    say (read back only as far as it goes, as `agent status` reads it)."""
+def _opened(record: dict, key: str, home: Home, close_after: int, before_window: bool) -> dict:
+    """An incident the window's `record` is the first of; near the window's start, where the records
+    before the window say it began (read back only as far as it goes, as `agent status` reads it)."""
     from agent.after.incidents import incident_run
 
-    earlier = incident_run(newest_first(home, before=record["cycle_id"]), key)
+    endpoint = record.get("error_endpoint") if "error_kind" in record else None
+    earlier = (
+        incident_run(newest_first(home, before=record["cycle_id"]), key, close_after, endpoint) if before_window else []
+    )
+    first = earlier[-1] if earlier else record
+    started = cycle_started(first["cycle_id"])
     return {
         "key": key,
-        "since": earlier[-1]["cycle_id"] if earlier else record["cycle_id"],
+        "since": first["cycle_id"],
+        "since_time": None if started is None else started.isoformat(),
         "cycles": len(earlier),
         "error": _shown(next((r.get("error") for r in earlier if r.get("error")), None)),
         "ended": None,
+        "apart": 0,
     }
 
 
@@ -144,30 +151,41 @@ def _continued(incident: dict, record: dict) -> None:
         stop_reason=plain(reason, "?"), held=held, task=_shown(record.get("task_after")), last=record["cycle_id"]
     )
     incident["cycles"] += 1
+    incident["apart"] = 0
     incident["error"] = _shown(record.get("error")) or incident["error"]  # the newest, as status says
 
 
-def incidents(home: Home, records: list[dict]) -> dict:
-    """The incidents of the window as `agent status` defines them (agent/after/incidents.py: one stop
-    reason on one task with one error signature; a held cycle is part of the one it holds after),
-    newest first: its stop reason, task and newest error, the cycle that opened it (before the
-    window, for one open at its start) and the one that ended it (None: open now), its cycles."""
-    from agent.after.incidents import incident_key
+def _closed(still_open: dict, key: str | None, record: dict, close_after: int) -> None:
+    """The open incidents `record` is not part of move one cycle nearer their end; at
+    `close_after` cycles in a row they end there (agent/after/incidents.py)."""
+    for other in [k for k in still_open if k != key]:
+        still_open[other]["apart"] += 1
+        if still_open[other]["apart"] >= close_after:
+            still_open.pop(other)["ended"] = record["cycle_id"]
 
+
+def incidents(home: Home, records: list[dict], close_after: int | None = None) -> dict:
+    """The incidents of the window as `agent status` defines them (agent/after/incidents.py: one stop
+    reason on one task, a failure of one kind at one endpoint; a held cycle is part of the one it
+    holds after; over only after `close_after` cycles in a row not part of it), newest first: its stop
+    reason, task and newest error, the cycle that opened it (before the window, for one open at its
+    start) and the one that ended it (None: open now), its cycles."""
+    from agent.after.incidents import CLOSE_AFTER, incident_keys
+
+    close_after = CLOSE_AFTER if close_after is None else close_after
     worked = [r for r in records if not _passed_over(r)]
     found: list[dict] = []
-    current: dict | None = None
-    for record in worked:
-        key = incident_key(record)
-        if current is not None and key != current["key"]:
-            current["ended"] = record["cycle_id"]
-            current = None
-        if key is not None and current is None:
-            opened = {"key": key, "since": record["cycle_id"], "cycles": 0, "error": None, "ended": None}
-            current = _opened(record, key, home) if record is worked[0] else opened
-            found.append(current)
-        if current is not None:
-            _continued(current, record)
+    still_open: dict[str, dict] = {}
+    for n, (record, key) in enumerate(zip(worked, incident_keys(worked))):
+        _closed(still_open, key, record, close_after)
+        if key is None:
+            continue
+        if key not in still_open:
+            still_open[key] = _opened(record, key, home, close_after, before_window=n < close_after)
+            found.append(still_open[key])
+        _continued(still_open[key], record)
+    for incident in found:
+        incident.pop("apart")
     return {"shown": found[::-1][:INCIDENTS_SHOWN], "count": len(found)}
 
 

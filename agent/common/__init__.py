@@ -12,6 +12,7 @@
 - extras.py            how a message says to install an optional part (an extra of pyproject.toml)
 - files.py             atomic file writes, disk errors, fault points (for the tests that kill at each step)
 - cycle_ids.py         cycle ids, and the rule that keeps them in time order
+- times.py             times as a person reads them ("Sat 28 Nov 10:00 UTC", "3d 8h"), a record's start and end
 - json_lines.py        the whole records of a JSON-lines file a crash may have torn
 - file_systems.py      which file system a folder is on, and which of them are network ones
 - walk.py              bounded walks, copies and removals of trees the model shaped (the workspace)

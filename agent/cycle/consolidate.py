@@ -28,7 +28,7 @@ from agent.after.aftercare import after_cycle
 from agent.after.cycle_log import CycleLog
 from agent.after.report import CycleReport
 from agent.after.transcript import Transcript
-from agent.common.outcomes import Interrupted, LimitReached, StopReason
+from agent.common.outcomes import FailureKind, Interrupted, LimitReached, StopReason
 from agent.cycle.sleep import save, tell
 from agent.gates.registry import check_gates, open_gates
 from agent.memory import consolidation
@@ -167,4 +167,5 @@ def _reverted(result: consolidation.Reverted, report: CycleReport, secrets: Secr
     shown = [secrets.redact_text(v)[:VIOLATION_CHARS] for v in result.violations[:RECORD_VIOLATIONS]]
     more = len(result.violations) - len(shown)
     report.violations = shown + ([f"... and {more} more (logs/cycle_{report.cycle_id}.log)"] if more else [])
+    report.error_kind = FailureKind.INVARIANT.value  # the model's rewrite broke the citation superset
     report.end(StopReason.CONSOLIDATION_REVERTED)

@@ -191,11 +191,14 @@ class Provider(Protocol):
 class ModelError(Exception):
     """The model could not produce a reply (a refused request, a malformed response, ...). `kind`: the
     failure kind (agent/common/outcomes.py `FailureKind`, or `http_kind`'s text) where it raised it
-    knows it; None: the cycle classifies it by its class."""
+    knows it; None: the cycle classifies it by its class. `endpoint`: where the request went (an
+    endpoint's host and port, no credentials), for the incident's key; None: no endpoint (the
+    embedded model, a script). The message says what happened in words, once: it is what a person reads."""
 
-    def __init__(self, message: str = "", kind: str | None = None):
+    def __init__(self, message: str = "", kind: str | None = None, endpoint: str | None = None):
         super().__init__(message)
         self.kind = kind
+        self.endpoint = endpoint
 
 
 class ModelUnavailable(ModelError):

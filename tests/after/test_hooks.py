@@ -110,13 +110,15 @@ def test_a_hook_that_times_out_has_its_whole_process_group_killed(home):
         ({"on_cycle_end": "echo hi"}, "on_cycle_end"),  # a shell string, not an argv list
         ({"notify_on": ["sometimes"]}, "notify_on"),
         ({"hook_timeout": 0}, "hook_timeout"),
+        ({"incident_close_after": 0}, "incident_close_after"),
+        ({"quiet_resolved": "sometimes"}, "quiet_resolved"),
     ],
 )
 def test_bad_hook_settings_are_usage_errors_and_nothing_runs(home, config, needle):
     configure(home, STATE, **config)
     result = run_cycle(home, [done("ok")])
-    assert result.exit_code == 2 and needle in result.stderr
-    assert not (home / "logs").exists()
+    assert result.exit_code == 2 and needle in result.stderr and len(result.stderr.splitlines()) == 1
+    assert "Traceback" not in result.stderr and not (home / "logs").exists()
 
 
 def test_a_failing_hook_is_shown_by_status_until_it_works_again(home, tmp_path, monkeypatch):

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.after.incidents import act_on, error_signature, first_to_report, incident_key, incident_run, open_incident
+from agent.after.incidents import (
+    act_on,
+    first_to_report,
+    incident_key,
+    incident_run,
+    kind_from_text,
+    open_incident,
+)
 from agent.config import load_settings
 from agent.cycle.run import run_cycle as cycle_in_process
 from agent.memory.inbox import queue_edit
@@ -30,18 +37,26 @@ def rec(reason: str, code: int, **fields) -> dict:
 # ------------------------------------------------------------------------------------ the keys
 
 
-def test_an_error_signature_masks_what_changes_from_tick_to_tick():
-    one = "ModelError: openai:m: no reply after 30.01s from http://127.0.0.1:41234/v1 (request req_8f3a9c2b1d)"
-    two = "ModelError: openai:m: no reply after 29.97s from http://127.0.0.1:41234/v1 (request req_77aa01bc9e)"
-    assert error_signature(one) == error_signature(two)
-    assert error_signature("HTTP 503 Service Unavailable") != error_signature("HTTP 401 Unauthorized")
-    assert "\n" not in error_signature("two\nlines") and len(error_signature("x" * 5000)) == 300
+def test_an_older_records_error_text_is_read_back_into_its_kind():
+    assert kind_from_text("ModelUnavailable: model request failed: HTTP 503: Error code: 503 - boom") == "http_5xx"
+    assert kind_from_text("ModelError: model request failed: HTTP 401: Error code: 401 - bad key") == "http_401"
+    assert kind_from_text("ModelError: model request failed: HTTP 404: The model `m` does not exist") == (
+        "model_not_found"
+    )
+    assert kind_from_text("ModelUnavailable: cannot reach the model endpoint x: [Errno 111] Connection refused") == (
+        "refused"
+    )
+    assert kind_from_text("ModelUnavailable: model request timed out after 30s (2 retries)") == "timeout"
+    assert kind_from_text("Interrupted: interrupted by SIGTERM") == "interrupted"
+    assert kind_from_text("InvariantViolation: notes too long") == "invariant"
+    assert kind_from_text("KeyError: 'x'") == "bug"
 
 
-def test_one_stop_reason_on_one_task_with_one_signature_is_one_incident():
-    outage = rec("error", 4, error="ModelError: HTTP 503 after 1.5s")
-    assert incident_key(outage) == incident_key(dict(outage, error="ModelError: HTTP 503 after 2.25s"))
-    assert incident_key(outage) != incident_key(dict(outage, error="ModelError: HTTP 401"))
+def test_one_stop_reason_on_one_task_of_one_kind_at_one_endpoint_is_one_incident():
+    outage = rec("error", 4, error="h:1 answered HTTP 503: busy", error_kind="http_5xx", error_endpoint="h:1")
+    assert incident_key(outage) == incident_key(dict(outage, error="h:1 answered HTTP 502: <html>random words"))
+    assert incident_key(outage) != incident_key(dict(outage, error_kind="http_401"))
+    assert incident_key(outage) != incident_key(dict(outage, error_endpoint="h:2"))
     assert incident_key(outage) != incident_key(dict(outage, task_after="another task"))
     stall = rec("stalled", 9)
     assert incident_key(stall) == incident_key(rec("held", 9, held_for="stalled"))
@@ -64,7 +79,24 @@ def test_the_first_cycle_of_an_incident_reports_it_and_idle_cycles_neither_conti
     older = [rec("idle", 0), outage, rec("idle", 0), outage, rec("done", 0)]  # newest first
     run = incident_run(older, incident_key(outage))
     assert len(run) == 2 and not first_to_report(outage, run, act_on)
-    assert first_to_report(outage, incident_run([rec("done", 0), outage], incident_key(outage)), act_on)
+    ended = incident_run([rec("done", 0), outage], incident_key(outage), close_after=1)
+    assert first_to_report(outage, ended, act_on)
+
+
+def test_an_incident_not_over_yet_is_open_while_closing_for_a_view_that_asks():
+    outage = rec("error", 4, error="down", error_kind="refused", error_endpoint="h:1", cycle_id="c1")
+    recovering = [rec("done", 0, cycle_id="c3"), rec("idle", 0), rec("done", 0, cycle_id="c2"), outage]
+    assert open_incident(recovering) is None  # the newest worked cycle is not part of it
+    found = open_incident(recovering, close_after=3, closing=True)
+    assert (found["since"], found["closing"], found["kind"]) == ("c1", 2, "refused")
+    assert open_incident(recovering, close_after=2, closing=True) is None  # over: 2 cycles without it
+
+
+def test_an_incident_lasts_through_fewer_good_cycles_than_incident_close_after():
+    outage = rec("error", 4, error="down", error_kind="refused", error_endpoint="h:1")
+    flapping = [rec("done", 0), rec("done", 0), outage, rec("done", 0), outage]  # newest first
+    assert len(incident_run(flapping, incident_key(outage), close_after=3)) == 2
+    assert incident_run(flapping, incident_key(outage), close_after=2) == []
 
 
 def test_a_channel_that_takes_only_held_cycles_reports_the_first_held_one():
@@ -91,12 +123,13 @@ def test_a_stall_mails_one_line_and_the_held_ticks_after_it_none(home):
     assert [len(lines) for _, lines in ticks] == [0, 1, 0, 0, 0]
 
 
-def test_a_failure_mails_once_per_incident_and_a_new_error_mails_again(home):
-    configure(home, {"current_task": "fix the build"})
+def test_a_failure_mails_once_per_incident_and_again_after_it_closed(home):
+    configure(home, {"current_task": "fix the build"}, incident_close_after=2)
     ticks = [quiet(home, []) for _ in range(3)]  # the script ends at once: the same failure each tick
     assert [code for code, _ in ticks] == [4, 4, 4] and [len(lines) for _, lines in ticks] == [1, 0, 0]
-    code, lines = quiet(home, ["not json at all"] * 3 + [echo("x")])  # another outcome: the incident clears
-    assert code in (3, 4)
+    for _ in range(2):  # another outcome, incident_close_after times: the incident is over
+        code, lines = quiet(home, ["not json at all"] * 3 + [echo("x")])
+        assert code in (3, 4)
     code, lines = quiet(home, [])
     assert code == 4 and len(lines) == 1  # the failure again after it cleared: a new incident
 
@@ -212,7 +245,7 @@ def test_open_incident_reads_back_only_as_far_as_the_incident_goes():
         yield rec("done", 0, cycle_id="c2")
         raise AssertionError("read past the record that ends the incident")
 
-    found = open_incident(records())
+    found = open_incident(records(), close_after=1)
     assert (found["since"], found["cycles"], found["last"]) == ("c3", 2, "c5")
 
 

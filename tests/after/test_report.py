@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agent.after.report import CycleReport, SafeReporter
-from agent.common.outcomes import StopReason
+from agent.common.outcomes import Interrupted, StopReason
 from agent.common.tags import Tag
+from agent.models.base import ModelCrashed, ModelUnavailable, ScriptEnded
 from agent.secrets import Secrets
+from agent.state import InvariantViolation
 
 
 def _report() -> CycleReport:
@@ -30,8 +34,28 @@ def test_a_failure_is_redacted_and_noted():
     report = _report()
     secrets = Secrets({"sk-secret-value-123456"})
     note = report.fail(RuntimeError("boom sk-secret-value-123456"), secrets)
-    assert report.error == "RuntimeError: boom [REDACTED]" and report.exit_code == 4
+    assert report.error == "a bug in the runner: RuntimeError: boom [REDACTED] (its traceback is in the log)"
+    assert report.exit_code == 4 and report.error_kind == "bug" and report.error_endpoint is None
     assert Tag.of(note)[0] is Tag.CYCLE_FAILED and "logs/cycle_20260101_000000_01.log" in note
+    assert "sk-secret" not in note
+
+
+@pytest.mark.parametrize(
+    "exc, kind, text",
+    [
+        (Interrupted("interrupted by SIGTERM"), "interrupted", "interrupted by SIGTERM"),
+        (KeyboardInterrupt(), "interrupted", "interrupted by SIGINT"),
+        (InvariantViolation("notes is not text"), "invariant", "breaks a rule, so it was not saved: notes is not text"),
+        (ModelCrashed("the embedded model's process (pid 7) was killed by SIGSEGV"), "crashed", "pid 7"),
+        (ModelUnavailable("h:1 refused the connection", kind="refused", endpoint="h:1"), "refused", "h:1 refused"),
+        (ScriptEnded("the script has only 0 replies"), "unavailable", "the script has only 0 replies"),
+    ],
+)
+def test_a_failure_is_classified_where_it_is_raised_and_says_what_happened_without_a_class_name(exc, kind, text):
+    report = _report()
+    report.fail(exc, Secrets(set()))
+    assert report.error_kind == kind and text in report.error
+    assert type(exc).__name__ not in report.error
 
 
 def test_the_index_record_is_the_report_without_its_file_list():

@@ -5,6 +5,7 @@ chat check and the doctor command are in tests/cli/test_doctor_endpoint.py."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -143,12 +144,16 @@ def test_an_answer_that_is_not_json_fails_the_check(endpoint, body: bytes):
     assert not check.ok and check.detail.endswith("/models did not answer JSON")
 
 
-def test_an_endpoint_no_one_listens_on_cannot_be_reached(endpoint):
+def test_an_endpoint_no_one_listens_on_says_it_refused_and_how_long_the_doctor_waited(endpoint):
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
-    check = probe_models_endpoint(f"http://127.0.0.1:{port}/v1", {}, "m", 5)
-    assert not check.ok and check.detail.startswith(f"cannot reach http://127.0.0.1:{port}/v1/models within 5s: ")
+    check = probe_models_endpoint(f"http://127.0.0.1:{port}/v1", {}, "m", 60)
+    waited = re.fullmatch(
+        rf"http://127\.0\.0\.1:{port}/v1/models refused the connection \(nothing listens there; answered in (\S+)s\)",
+        check.detail,
+    )
+    assert not check.ok and waited and float(waited.group(1)) < 60, check.detail
     assert check.fix == "start the server, or fix base_url / OPENAI_BASE_URL"
 
 

@@ -156,6 +156,26 @@ def test_the_state_file_reports_each_thing_once_and_again_when_it_comes_back(fle
     assert back.exit_code == 1 and str(fleet["parked"]) in back.output
 
 
+def test_the_state_file_tells_a_flapping_endpoint_once_until_its_incident_is_over(tmp_path):
+    from agent.common.cycle_ids import following_cycle_id
+    from tests.histories import _record
+
+    root = _home(tmp_path, "flapping", {"incident_close_after": 2}, {"current_task": "t"})
+    state, ids, mailed = tmp_path / "fleet-state.json", [], []
+    start = _now() - _dt.timedelta(minutes=6)  # a minute apart, the newest now: never stale
+    for n, reason in enumerate(["error", "max_iterations", "error", "max_iterations", "max_iterations", "error"]):
+        moment = start + _dt.timedelta(minutes=n)
+        ids.append(following_cycle_id(moment, ids[-1:]))
+        record = dict(_record(ids[-1], moment, n, reason, "t", f"h:1 answered HTTP 503: {n}" if n % 2 == 0 else None))
+        failed = reason == "error"
+        record.update(
+            task_after="t", error_kind="http_5xx" if failed else None, error_endpoint="h:1" if failed else None
+        )
+        write_history(Home.at(root), [record])
+        mailed.append(len(_fleet("-q", "--state", state, root).output.splitlines()))
+    assert mailed == [1, 0, 0, 0, 0, 1]  # down, up, down: one incident; two up: over; down: a new one
+
+
 def test_a_state_file_fleet_did_not_write_is_refused_and_left_as_it_is(fleet, tmp_path):
     state = tmp_path / "state.json"
     state.write_text('{"something": "else"}')

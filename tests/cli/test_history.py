@@ -39,7 +39,7 @@ def test_history_lists_one_row_per_cycle_newest_first(home):
     table = run_cli("history", "--home", str(home)).stdout.splitlines()
     assert table[0].split() == ["CYCLE", "STARTED", "(UTC)", "TOOK", "ITER", "STOP", "TOKENS", "COST", "TASK"]
     assert len(table) == 5 and "one -> two" in table[4] and "max_iterations" in table[3]
-    assert table[2] == "  error: ScriptEnded: the script has only 0 replies and reply 1 was asked for"  # why it failed
+    assert table[2] == "  error: the script has only 0 replies and reply 1 was asked for"  # why it failed
 
 
 def test_history_json_carries_every_field_of_the_index_records(worked_home):

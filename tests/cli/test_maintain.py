@@ -273,7 +273,7 @@ def test_doctor_reports_a_missing_key_and_an_unreachable_endpoint(home):
     (home / "config.yaml").write_text(f"model: openai:m\nbase_url: http://127.0.0.1:{port}/v1\n")
     down = doctor(home)  # a loopback endpoint needs no key
     assert down.exit_code == 1 and "ok   key" in down.stdout and "needs none" in down.stdout
-    assert "cannot reach" in down.stdout and "start the server" in down.stdout
+    assert "refused the connection" in down.stdout and "start the server" in down.stdout
 
 
 @pytest.mark.embedded_model

@@ -101,7 +101,7 @@ DETAILS = {  # what a cycle with each stop reason that mails carries
     "budget_exhausted": {
         "stop_detail": "the daily token budget is spent: 1,100 of 500 tokens used in UTC day 2026-11-24"
     },
-    "error": {"error": "ModelError: HTTP 503"},
+    "error": {"error": "h:1 answered HTTP 503: busy (after 2 retries)"},
     "held": {"held_for": "stalled", "idle": "held: the task stalled"},
 }
 
@@ -123,7 +123,9 @@ def test_the_cron_mail_table_in_operations_md_shows_the_line_quiet_prints_for_ea
         assert printed is None, (reason, printed)
     else:
         documented = documented.replace("<id>", report.cycle_id).replace("<n>", "3").replace("<tool>", "shell")
-        documented = documented.replace("<task>", "fix the build").replace("<kind>: <error>", "ModelError: HTTP 503")
+        documented = documented.replace("<task>", "fix the build").replace(
+            "<error>", "h:1 answered HTTP 503: busy (after 2 retries)"
+        )
         assert printed is not None and printed.startswith(documented.removesuffix("...)")), (reason, printed)
     report.new_incident = False
     assert quiet_line(report) is None  # the next cycles of the incident mail nothing

@@ -342,11 +342,34 @@ def test_each_incident_is_one_row_as_status_would_tell_it_at_its_last_cycle(hist
         told = open_incident(newest_first(Home.at(history_home), before=row["last"] + "~"))
         assert (told["key"], told["since"], told["cycles"]) == (row["incident"], row["since"], int(row["cycles"]))
         assert told["stop_reason"] == row["stop-reason"]
-    # the failing run on one task (its errors' numbers differ) is one incident of 6, ended by the next worked cycle
+    # the failing run on one task (its errors' numbers differ) is one incident of 6, ended by the third
+    # worked cycle in a row without it (incident_close_after's default)
     (failing,) = [r for r in rows if int(r["cycles"]) == 6]
     history = json.loads(run_cli("history", "--home", str(history_home), "--json", "-n", "0").output)[::-1]
     ids = [r["cycle_id"] for r in history if r["stop_reason"] != "idle"]
-    assert failing["ended"] == ids[ids.index(failing["last"]) + 1] and failing["open"] == "false"
+    assert failing["ended"] == ids[ids.index(failing["last"]) + 3] and failing["open"] == "false"
+
+
+def test_a_flapping_endpoint_is_one_incident_on_the_page_as_in_status(tmp_path):
+    from agent.common.cycle_ids import following_cycle_id
+    from tests.histories import _record
+
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    (root / "config.yaml").write_text(yaml.safe_dump({"prices": {}}))
+    (root / "scratchpad" / "active.yaml").write_text(yaml.safe_dump({"current_task": "t"}))
+    flaps = ["error", "max_iterations", "error", "max_iterations", "error", *["max_iterations"] * 3]
+    start, found, ids = _now() - _dt.timedelta(hours=len(flaps)), [], []
+    for n, reason in enumerate(flaps):
+        ids.append(following_cycle_id(start + _dt.timedelta(hours=n), ids[-1:]))
+        error = f"h:1 answered HTTP 50{n % 4}: words {n}" if reason == "error" else None
+        found.append(dict(_record(ids[-1], start + _dt.timedelta(hours=n), n, reason, "t", error), task_after="t"))
+        found[-1].update(error_kind="http_5xx" if error else None, error_endpoint="h:1" if error else None)
+    write_history(Home.at(root), found)
+    page = tmp_path / "r.html"
+    assert _report("--home", root, "-o", page)[0] == 0
+    [row] = _incident_rows(page.read_text())
+    assert (row["since"], row["last"], row["cycles"], row["ended"]) == (ids[0], ids[4], "3", ids[7])
 
 
 def _held_home(root: Path, days_ago: float) -> Path:

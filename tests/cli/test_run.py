@@ -125,7 +125,7 @@ def test_run_quiet_prints_nothing_but_a_failure(home):
     assert ok.exit_code == 0 and ok.output == ""
     failed = run_cycle(home, [], "--quiet")
     assert failed.exit_code == 4 and failed.stdout == ""
-    assert "failed: ScriptEnded" in failed.stderr and "logs/cycle_" in failed.stderr
+    assert "failed: the script has only 0 replies" in failed.stderr and "logs/cycle_" in failed.stderr
 
 
 def test_run_on_a_terminal_shows_live_progress(home, tmp_path):

@@ -166,7 +166,7 @@ def test_a_failed_cycle_saves_the_state_as_read_plus_a_note(home, tmp_path):
         assert saved["notes"].startswith("what the agent knew\n[CYCLE FAILED]")  # appended, not overwritten
         assert "lost" not in saved["notes"]
     log = next((home / "logs").glob("cycle_*.log")).read_text()
-    assert "cycle failed: ScriptEnded: the script has only 2 replies" in log
+    assert "cycle failed: the script has only 2 replies" in log
     assert "Traceback" not in log  # a model error is its line; a bug's traceback is kept (below)
 
 
@@ -182,7 +182,10 @@ def test_a_bug_in_a_cycle_leaves_its_traceback_in_the_cycle_log(home, tmp_path, 
     result = run(home, write_script(tmp_path, [{"tool": "echo", "args": {"message": "x"}}]), "--json")
     assert result.exit_code == 4 and "Traceback" not in result.output
     log = next((home / "logs").glob("cycle_*.log")).read_text()
-    assert "cycle failed: ZeroDivisionError: a bug" in log and "Traceback (most recent call last)" in log
+    assert (
+        "cycle failed: a bug in the runner: ZeroDivisionError: a bug" in log
+        and "Traceback (most recent call last)" in log
+    )
 
 
 def test_repeated_action_stops_the_cycle(home, tmp_path):

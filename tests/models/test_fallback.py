@@ -94,7 +94,22 @@ def test_every_model_down_fails_the_cycle_naming_the_last(home):
         configure(home, primary.base_url, fallback_models=[second(backup)])
         result = run(home)
     assert result.exit_code == 4
-    assert index(home)[-1]["model"] == "openai:second-model" and "502" in index(home)[-1]["error"]
+    record = index(home)[-1]
+    assert record["model"] == "openai:second-model" and "502" in record["error"]
+    assert (record["error_kind"], record["error_endpoint"]) == ("http_5xx", backup.base_url.split("/")[2])
+
+
+def test_a_model_name_the_primary_does_not_know_is_not_sent_elsewhere(home):
+    """A wrong name is a setting to fix: a fallback would hide it on every tick (docs/reference.md)."""
+    write_active(home, TASK)
+    with (
+        OpenAIServer(default=Reply.error(404, "The model `primary-model` does not exist")) as primary,
+        OpenAIServer(default=DONE) as backup,
+    ):
+        configure(home, primary.base_url, fallback_models=[second(backup)])
+        result = run(home)
+        assert result.exit_code == 4 and backup.requests == []
+    assert index(home)[-1]["error_kind"] == "model_not_found"
 
 
 def test_a_model_over_its_own_budget_hands_on_and_the_last_one_stops_with_exit_10(home):

@@ -392,14 +392,14 @@ def test_signal_during_a_cycle_fails_it_cleanly(tmp_path: Path, sig):
     assert f"interrupted by {sig.name}" in out
     saved = active_state(home)
     failure_note = saved["notes"].split("\n")[-1]
-    assert failure_note.startswith("[CYCLE FAILED]") and f"Interrupted: interrupted by {sig.name}" in failure_note
+    assert failure_note.startswith("[CYCLE FAILED]") and f": interrupted by {sig.name} (see" in failure_note
     # the state as read plus exactly one note: the update the loop made before the signal is dropped
     assert core(saved) == dict(core(read), notes=read["notes"] + "\n" + failure_note)
     after = sorted((home / "scratchpad").glob("*_after.yaml"))
     assert len(after) == 1 and read_state_file(after[0], home) == core(saved) | {"last_updated": read["last_updated"]}
     assert leftovers(home) == []
     assert not is_locked(Home.at(home))
-    assert f"Interrupted: interrupted by {sig.name}" in _log_text(home)
+    assert f"cycle failed: interrupted by {sig.name}" in _log_text(home)
     assert not _processes_running(b"sleep\x0037\x00", home), "the tool's command outlived the cycle"
     nxt = run_proc("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, WORK, 'w.yaml')}", "-q")
     assert nxt.returncode == 0, nxt.stderr
@@ -702,10 +702,10 @@ def test_broken_invariant_drops_the_cycle_changes(tmp_path: Path, monkeypatch, c
     script = write_script(tmp_path, [WORK[1]])
     result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "--max-iterations", "1")
     assert result.exit_code == ExitCode.FAILED, result.output
-    assert "InvariantViolation" in result.stdout and why in result.stdout
+    assert "breaks a rule, so it was not saved" in result.stdout and why in result.stdout
     saved = active_state(home)
     note = saved["notes"].split("\n")[-1]
-    assert note.startswith("[CYCLE FAILED]") and "InvariantViolation" in note and why in note
+    assert note.startswith("[CYCLE FAILED]") and "breaks a rule, so it was not saved" in note and why in note
     assert core(saved) == dict(core(read), notes="before\n" + note)
     assert saved["last_updated"] != "2099-01-01T00:00:00+00:00"
     after = sorted((home / "scratchpad").glob("*_after.yaml"))[-1]

@@ -124,7 +124,7 @@ def test_a_month_left_alone_spends_nothing_while_stuck_and_mails_once_per_incide
     assert "stalled: task 'fix the flaky build'" in lines[0]
     assert "awaiting approval: call 1 to write_file" in lines[1]
     assert "budget exhausted, nothing sent to the model: the daily token budget is spent" in lines[2]
-    assert " failed: ModelUnavailable: cannot reach the model endpoint" in lines[3]  # the fallback, after the 503
+    assert " refused the connection (nothing listens there)" in lines[3]  # the fallback, after the 503
     assert hook_calls.read_text().split() == ["stalled", "awaiting_approval", "budget_exhausted", "error"]
 
     history = json.loads(run_cli("history", "--home", str(home), "--json", "--limit", "0").stdout)
@@ -172,4 +172,4 @@ def test_a_month_left_alone_spends_nothing_while_stuck_and_mails_once_per_incide
 
     status = run_cli("status", "--home", str(home)).stdout
     [incident] = [line for line in status.splitlines() if line.startswith("incident:")]
-    assert "failing:" in incident and "4 cycle(s)" in incident
+    assert "failing since " in incident and "refused the connection" in incident and "4 cycle(s)" in incident

@@ -44,7 +44,11 @@ class Attempts:
     def sent(self, request: Any) -> None:
         retry = _count(request.headers.get(RETRY_HEADER))
         if retry > self.retries:  # a redirect repeats the count: only a new attempt is a retry
-            ended = "no reply (a timeout or a lost connection)" if self.status is None else f"HTTP {self.status}"
+            ended = (
+                "no reply (refused, timed out or the connection was lost)"
+                if self.status is None
+                else f"HTTP {self.status}"
+            )
             self.log(f"openai client: retry {retry}: the attempt before it ended after {self._took()} with {ended}")
             self.retries = retry
         self.started, self.status = time.monotonic(), None

@@ -5,12 +5,13 @@ openai is imported only when a cycle starts the model (`start`) or calls it (`co
 
 from __future__ import annotations
 
+import errno
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
 from agent.common.imports import import_frozen
-from agent.common.outcomes import UsageError
+from agent.common.outcomes import FailureKind, UsageError, http_kind
 from agent.config import Settings
 from agent.models.base import (
     Completion,
@@ -45,7 +46,7 @@ from agent.models.openai.tool_calls import (
     rejects_tools,
     with_previous,
 )
-from agent.secrets import Secrets, api_key, model_base_url, request_headers, without_credentials
+from agent.secrets import Secrets, api_key, endpoint_host, model_base_url, request_headers, without_credentials
 from agent.store.home import Home
 
 MEMORY_SHOWN = Home(Path()).database  # logs/agent.db, as messages name it
@@ -266,7 +267,7 @@ class OpenAIModel:
     def _step_down(self, kind: str, exc: Any) -> None:
         """The endpoint refused `kind`: the next rung is probed; a remembered or forced rung is forgotten."""
         position = self.ladder.index(kind)
-        why = f"(HTTP {exc.status_code}: {self._short(exc.message, 160)})"
+        why = f"(HTTP {exc.status_code}: {self._short(server_message(exc), 160)})"
         if kind == TOOL_CALLS and self.strict and names_strict(exc):  # the same rung again, without strict
             self._log(f"endpoint refused strict function schemas {why}; sending them without strict")
             self.strict, self.format, self.probe_from = False, None, position
@@ -274,7 +275,9 @@ class OpenAIModel:
         after = self.after_native if kind == TOOL_CALLS else position + 1
         if after >= len(self.ladder):  # text sends no response_format; tool_calling: native has no other rung
             hint = "; the endpoint takes no tools: set tool_calling to auto or text" if kind == TOOL_CALLS else ""
-            raise ModelError(f"model request failed: {why}{hint}")
+            raise self._error(
+                ModelError, f"{self.endpoint} refused the request {why}{hint}", http_kind(exc.status_code)
+            )
         if self.format is not None:
             self._log(
                 f"endpoint now refuses the remembered response_format {kind} {why}; forgetting it and probing again"
@@ -316,7 +319,8 @@ class OpenAIModel:
             raise self._failure(exc, deadline, cut) from exc
 
     def _failure(self, exc: Exception, deadline: float | None, cut: bool) -> ModelError:
-        """The ModelError a failed request raises; `cut`: the time left cut the request's timeout."""
+        """The ModelError a failed request raises, with its kind and endpoint (agent/common/outcomes.py
+        `FailureKind`); `cut`: the time left cut the request's timeout."""
         import openai
 
         if isinstance(exc, openai.APIStatusError):
@@ -324,46 +328,105 @@ class OpenAIModel:
         if isinstance(exc, openai.APITimeoutError):
             if cut:
                 return self._out_of_time(deadline, "the request was still running when it was cut")
-            return ModelUnavailable(
-                f"model request timed out after {self.settings.request_timeout:g}s "
-                f"({self.settings.max_retries} retries)"
+            return self._error(
+                ModelUnavailable,
+                f"no answer from {self.endpoint} within {self.settings.request_timeout:g}s{self._retried()}",
+                FailureKind.TIMEOUT,
             )
         if isinstance(exc, openai.APIConnectionError):
-            problem = (
-                f"cannot reach the model endpoint {self._short(self.shown_url)}: "
-                f"{self._short(str(exc.__cause__ or exc))}"
-            )
-            return self._out_of_time(deadline, problem) if cut else ModelUnavailable(problem)
+            if refused(exc):
+                kind, problem = FailureKind.REFUSED, f"{self.endpoint} refused the connection (nothing listens there)"
+            else:
+                cause = self._short(str(exc.__cause__ or exc))
+                kind, problem = FailureKind.CONNECTION, f"the connection to {self.endpoint} failed or was lost: {cause}"
+            if cut:
+                return self._out_of_time(deadline, problem)
+            return self._error(ModelUnavailable, problem + self._retried(), kind)
         if isinstance(exc, openai.OpenAIError):
-            return ModelError(f"model request failed: {self._short(str(exc))}")
+            return self._error(ModelError, f"model request failed: {self._short(str(exc))}", FailureKind.BAD_RESPONSE)
         # a ValueError: the client could not decode the body (not JSON, cut short)
-        return ModelError(
-            f"malformed response from the endpoint: the body is not valid JSON ({self._short(str(exc), 120)})"
+        return self._error(
+            ModelError,
+            f"malformed response from {self.endpoint}: the body is not valid JSON ({self._short(str(exc), 120)})",
+            FailureKind.BAD_RESPONSE,
         )
 
     def _status_failure(self, exc: Any, deadline: float | None, cut: bool) -> ModelError:
-        """The ModelError for an HTTP error status."""
+        """The ModelError for an HTTP error status: one kind per 4xx code, one for every 5xx, and a 404
+        naming the model is model_not_found (with the names the endpoint offers)."""
+        status, said = exc.status_code, self._short(server_message(exc))
         if context_exceeded(exc):
-            return ModelError(
-                f"the prompt does not fit the endpoint's context window (HTTP {exc.status_code}: "
-                f"{self._short(exc.message, 200)}); lower prompt_max_bytes (now "
-                f"{self.settings.prompt_max_bytes}) or use a model with a larger context"
+            return self._error(
+                ModelError,
+                f"the prompt does not fit the endpoint's context window (HTTP {status}: "
+                f"{self._short(said, 200)}); lower prompt_max_bytes (now "
+                f"{self.settings.prompt_max_bytes}) or use a model with a larger context",
+                http_kind(status),
             )
-        problem = f"HTTP {exc.status_code}: {self._short(exc.message)}"
-        retried = exc.status_code in (408, 409, 429) or exc.status_code >= 500  # as the client does
+        if status == 404 and names_the_model(exc, self.model_name):
+            return self._model_not_found(said)
+        problem = f"{self.endpoint} answered HTTP {status}" + (f": {said}" if said else "")
+        retried = status in (408, 409, 429) or status >= 500  # as the client does
         if cut and retried:
             return self._out_of_time(deadline, problem)
-        return (ModelUnavailable if retried else ModelError)(f"model request failed: {problem}")
+        hint = STATUS_HINTS.get(status, "")
+        return self._error(
+            ModelUnavailable if retried else ModelError,
+            problem + (self._retried() if retried else "") + hint,
+            http_kind(status),
+        )
+
+    def _model_not_found(self, said: str) -> ModelError:
+        """A 404 for the model's name: the names the endpoint offers (GET /models, once, briefly) and what to do."""
+        offered = self.offered_models()
+        names = (
+            f"; it offers {', '.join(offered[:8])}{', …' if len(offered) > 8 else ''}"
+            if offered
+            else ("; it lists no models" if offered is not None else "")
+        )
+        if offered and self.model_name in offered:  # listed, yet refused: this key may not use it
+            names = f"; it lists {self.model_name!r} but refuses it, so the key may not have access to it{names}"
+        return self._error(
+            ModelError,
+            f"{self.endpoint} has no model named {self.model_name!r} (HTTP 404: {self._short(said, 160)}){names}; set model "
+            f"(or --model openai:NAME) to one it offers, or load that model on the server (`agent doctor` checks)",
+            FailureKind.MODEL_NOT_FOUND,
+        )
+
+    def offered_models(self) -> list[str] | None:
+        """The model ids the endpoint lists (GET {base_url}/models, no retries, at most 10s); None: it
+        did not say."""
+        try:
+            page = self.client.with_options(max_retries=0, timeout=min(10.0, self.settings.request_timeout))
+            return [self._short(str(m.id), 100) for m in page.models.list().data][:50]
+        except Exception:  # noqa: BLE001 - only a help for the message; the failure stands without it
+            return None
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint as messages and the incident's key name it: its host and port, no credentials."""
+        return endpoint_host(self.shown_url) or "the endpoint"
+
+    def _retried(self) -> str:
+        retries = self.settings.max_retries
+        return f" (after {retries} retr{'y' if retries == 1 else 'ies'})" if retries else ""
+
+    def _error(self, cls: type, message: str, kind: str) -> ModelError:
+        return cls(message, kind=str(getattr(kind, "value", kind)), endpoint=self._secrets.redact_text(self.endpoint))
 
     def _out_of_time(self, deadline: float, problem: str) -> ModelTimeout:
         """The error for a request the time left cut short, or that failed with too little time to retry."""
         left = deadline - time.monotonic()
         if left <= 0.05:
-            return ModelTimeout(f"the time budget ran out during a model request ({problem})")
-        return ModelTimeout(
+            return self._error(
+                ModelTimeout, f"the time budget ran out during a model request ({problem})", FailureKind.TIMEOUT
+            )
+        return self._error(
+            ModelTimeout,
             f"a model request failed ({problem}) with {left:.1f}s of the time budget left, "
             f"less than one request_timeout ({self.settings.request_timeout:g}s), "
-            f"so it was not retried"
+            f"so it was not retried",
+            FailureKind.TIMEOUT,
         )
 
     def _completion(self, response: Any, messages: list[dict], seconds: float, tools: list | None) -> Completion:
@@ -372,8 +435,10 @@ class OpenAIModel:
             message = choice.message
             text = message.content
         except (AttributeError, IndexError, KeyError, TypeError) as exc:
-            raise ModelError(
-                f"malformed response from the endpoint: no choices[0].message ({self._short(repr(response), 200)})"
+            raise self._error(
+                ModelError,
+                f"malformed response from {self.endpoint}: no choices[0].message ({self._short(repr(response), 200)})",
+                FailureKind.BAD_RESPONSE,
             ) from exc
         calls, left_out = calls_of(message)
         if left_out:
@@ -414,6 +479,52 @@ class _FormatRefused(Exception):
     def __init__(self, exc: Any):
         super().__init__(str(exc))
         self.exc = exc
+
+
+# What a status says beyond its number, for the statuses a person can act on.
+STATUS_HINTS = {
+    401: "; the endpoint refused the key: check the variable named by api_key_env",
+    403: "; the key may not use this model or endpoint",
+    429: "; the endpoint is rate-limiting this key",
+}
+
+
+def server_message(exc: Any) -> str:
+    """What the server said in an HTTP error, once: its `error.message` (the openai client's own
+    message repeats the status code and the whole body), else the body's text, else ""."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        said = inner.get("message") if isinstance(inner, dict) else inner
+        if said:
+            return str(said)
+    if isinstance(body, str) and body.strip():
+        return body
+    response = getattr(exc, "response", None)
+    try:
+        return "" if response is None else response.text[:2000]
+    except Exception:  # noqa: BLE001 - a body that cannot be read says nothing
+        return ""
+
+
+def names_the_model(exc: Any, model_name: str) -> bool:
+    """Whether a 404 is about the model's name (OpenAI's `model_not_found` code, or the words vLLM,
+    Ollama and LM Studio use), not a wrong path such as a base_url without /v1."""
+    code = str(getattr(exc, "code", "") or "")
+    text = server_message(exc).lower()
+    return code == "model_not_found" or (bool(model_name) and model_name.lower() in text) or "model" in text
+
+
+def refused(exc: BaseException) -> bool:
+    """Whether a connection error was a refusal (nothing listens at the endpoint), not a loss or a timeout."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, ConnectionRefusedError) or getattr(link, "errno", None) == errno.ECONNREFUSED:
+            return True
+        link = link.__cause__ or link.__context__
+    return "connection refused" in str(exc.__cause__ or exc).lower()
 
 
 def context_exceeded(exc: Any) -> bool:

@@ -67,9 +67,10 @@ def test_a_segfault_in_the_model_runtime_is_a_failed_cycle_and_the_next_cycle_wo
     assert "Segmentation fault" not in crashed.stderr and "Traceback" not in crashed.stderr
     record = _index(home)[-1]
     assert record["stop_reason"] == "error" and record["exit_code"] == 4 and "died of SIGSEGV" in record["error"]
+    assert (record["error_kind"], record["error_endpoint"]) == ("crashed", None)
     assert record["task_before"] == STATE["current_task"]
     notes = read_yaml(home / "scratchpad" / "active.yaml")["notes"]
-    assert f"{Tag.CYCLE_FAILED.value}" in notes and "ModelCrashed" in notes and "died of SIGSEGV" in notes
+    assert f"{Tag.CYCLE_FAILED.value}" in notes and "ModelCrashed" not in notes and "died of SIGSEGV" in notes
     assert json.loads((home / "hook_ran.json").read_text()) == record
     assert not is_locked(Home.at(home))
 
