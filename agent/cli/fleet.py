@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from agent.cli.common import age, echo, print_json, reports_errors, silence_stdout
-from agent.cli.health import home_health, most_pressing_first
+from agent.cli.health import home_health, most_pressing_first, public
 from agent.cli.history import cost_text
 from agent.common.outcomes import UsageError
 
@@ -106,7 +106,9 @@ def news(row: dict, reported: dict[str, list[str]]) -> dict | None:
 
 
 @click.command()
-@click.argument("folders", metavar="HOME...", nargs=-1, required=True, type=click.Path(path_type=Path))
+# No check on the argument (click.Path would refuse a folder this user may not enter, and every other home's row
+# with it): each home's row says what is wrong with it.
+@click.argument("folders", metavar="HOME...", nargs=-1, required=True, type=click.Path(path_type=Path, readable=False))
 @click.option(
     "--stale-after",
     metavar="DURATION",
@@ -153,7 +155,7 @@ def fleet(folders: tuple[Path, ...], stale_after: float | None, state_file: Path
 
 def _print(shown: list[tuple[dict, str]], as_json: bool, quiet: bool) -> None:
     if as_json:
-        print_json([{key: value for key, value in row.items() if key != "status"} for row, _ in shown])
+        print_json([public(row) for row, _ in shown])
     elif quiet:
         for row, name in shown:
             if row["needs_person"]:

@@ -13,5 +13,6 @@
 - cycle_ids.py         cycle ids, and the rule that keeps them in time order
 - json_lines.py        the whole records of a JSON-lines file a crash may have torn
 - file_systems.py      which file system a folder is on, and which of them are network ones
+- schedule.py          when cycles are due: the `schedule` cron expression (cronsim), its slots met and missed
 - walk.py              bounded walks, copies and removals of trees the model shaped (the workspace)
 """
