@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -22,7 +23,7 @@ from agent.common.outcomes import UsageError
 
 NEEDS_A_PERSON = 1  # the exit code when any home needs a person (as `agent doctor`'s failed check)
 STATE_FORMAT = 1
-HEADERS = ("HOME", "LAST", "OUTCOME", "STATE", "TODAY", "ATTENTION")
+HEADERS = ("HOME", "LAST", "OUTCOME", "STATE", "DUE", "TODAY", "ATTENTION")
 
 
 def parse_stale_after(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
@@ -41,18 +42,29 @@ def parse_stale_after(_ctx: click.Context, _param: click.Parameter, value: str |
 
 def row_cells(row: dict, shown: str) -> list[str]:
     """A home's row: as given on the command line, how long ago its last cycle ended, how it ended,
-    its state, what it spent today, what needs a person."""
+    its state, when its next cycle is due, what it spent today, what needs a person."""
     if not row["is_home"]:
-        return [shown, "-", "-", row["state"], "-", "; ".join(i["text"] for i in row["attention"])]
+        return [shown, "-", "-", row["state"], "-", "-", "; ".join(i["text"] for i in row["attention"])]
     last = "-" if row["last_age_s"] is None else f"{age(row['last_age_s'])} ago"
     return [
         shown,
         last,
         row["last_outcome"] or "-",
         row["state"],
+        due_cell(row.get("schedule")),
         cost_text(row["cost_today"], row["unpriced_today"]),
         "; ".join(i["text"] for i in row["attention"]) or "-",
     ]
+
+
+def due_cell(schedule: dict | None) -> str:
+    """When the next cycle is due, by the home's `schedule` ('-' without one): 'in 4m', 'late 3m', 'missed 3'."""
+    if not schedule:
+        return "-"
+    if schedule["missed"]:
+        return f"missed {'≥' if schedule['missed_at_least'] else ''}{schedule['missed']}"
+    wait = schedule["next_due"] - time.time()
+    return f"in {age(wait)}" if wait > 0 else f"late {age(-wait)}"
 
 
 def table_lines(rows: list[tuple[dict, str]]) -> list[str]:

@@ -121,7 +121,13 @@ def _file_problems(home: Home) -> tuple[list[dict], Settings | None]:
     try:
         settings = load_settings(home.root)
     except UsageError as exc:
-        found.append(problem("config.yaml", clip(exc, 200), "fix it (`agent doctor` says more); every run exits 2"))
+        found.append(
+            problem(
+                "config.yaml",
+                _message(exc, home, "config.yaml"),
+                "fix it (`agent doctor` says more); every run exits 2",
+            )
+        )
     checks = (
         ("rules.md", lambda: read_rules(home.rules), "make it a readable UTF-8 file, or remove it for the default"),
         ("examples.yaml", lambda: read_examples(home.examples), "fix it, or remove it for the packaged examples"),
@@ -135,13 +141,15 @@ def _file_problems(home: Home) -> tuple[list[dict], Settings | None]:
         try:
             read()
         except (UsageError, InvalidScratchpad) as exc:
-            found.append(problem(name, clip(_without(str(exc), home), 200), fix))
+            found.append(problem(name, _message(exc, home, name), fix))
     return found, settings
 
 
-def _without(message: str, home: Home) -> str:
-    """A message without the home's path in front (the row names the home already)."""
-    return message.replace(f"{home.root}/", "")
+def _message(exc: Exception, home: Home, name: str) -> str:
+    """A reader's message, one line, without the file's name in front (the line names it first) or the
+    home's path (the row names the home)."""
+    text = str(exc).replace(f"{home.root}/", "")
+    return clip(text.removeprefix(f"{name}: "), 200)
 
 
 def _folder_problems(home: Home, settings: Settings | None) -> list[dict]:

@@ -80,7 +80,7 @@ def test_a_healthy_home_alone_needs_nobody_and_exits_0(fleet):
     result = _fleet(fleet["healthy"])
     assert result.exit_code == 0, result.output
     header, row = result.output.splitlines()
-    assert header.split() == ["HOME", "LAST", "OUTCOME", "STATE", "TODAY", "ATTENTION"]
+    assert header.split() == ["HOME", "LAST", "OUTCOME", "STATE", "DUE", "TODAY", "ATTENTION"]
     assert row.split()[:5] == [str(fleet["healthy"]), "5m", "ago", "done", "ok"]
     assert row.endswith("-")
 
