@@ -146,15 +146,17 @@ def schedule_view(facts: Facts) -> dict | None:
     zone = schedule.zone
     missed = f"{'at least ' if found.at_least else ''}{found.missed}"
     text = f"next due {when_text(found.next_due, zone)}"
+    upcoming = found.next_due if found.next_due > facts.now else schedule.next_slot(facts.now)
     if found.missed:
-        text = f"missed {missed} slot(s) since {when_text(found.first_missed, zone)}; {text}"
+        text = f"missed {missed} slot(s) since {when_text(found.first_missed, zone)}; next {when_text(upcoming, zone)}"
     elif found.late:
         text = f"late: the slot of {when_text(found.next_due, zone)} had no cycle yet (grace {age_text(found.grace_s)})"
     return {
         "expression": schedule.expression,
         "timezone": schedule.timezone,
         "grace_s": schedule.grace_s,
-        "next_due": found.next_due,
+        "next_due": found.next_due,  # the first slot no cycle met: in the past when late or down
+        "next_slot": upcoming,  # the next slot from now
         "last_met_slot": found.last_met,
         "missed": found.missed,
         "missed_at_least": found.at_least,
