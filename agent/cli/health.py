@@ -55,7 +55,7 @@ from agent.cli.common import (
     unusable_file,
 )
 from agent.cli.history import recent_history
-from agent.common.outcomes import AgentError, DiskError, ExitCode, InvalidScratchpad, UsageError
+from agent.common.outcomes import AgentError, DiskError, InvalidScratchpad, UsageError
 from agent.config import Settings, load_settings
 from agent.state import parse_time
 from agent.store.home import Home
@@ -67,6 +67,7 @@ BUDGETS = (
     ("monthly_cost_budget", "month", "cost"),
 )
 NO_MODEL = "no model configured and the embedded model is not installed"
+CONFIG = Home(Path(".")).config.name
 
 
 def budgets_used(status: dict) -> list[dict]:
@@ -121,28 +122,30 @@ def _file_problems(home: Home) -> tuple[list[dict], Settings | None]:
     try:
         settings = load_settings(home.root)
     except UsageError as exc:
+        config = _name(home, home.config)
         found.append(
-            problem(
-                "config.yaml",
-                _message(exc, home, "config.yaml"),
-                "fix it (`agent doctor` says more); every run exits 2",
-            )
+            problem(config, _message(exc, home, config), "fix it (`agent doctor` says more); every run exits 2")
         )
     checks = (
-        ("rules.md", lambda: read_rules(home.rules), "make it a readable UTF-8 file, or remove it for the default"),
-        ("examples.yaml", lambda: read_examples(home.examples), "fix it, or remove it for the packaged examples"),
+        (home.rules, lambda: read_rules(home.rules), "make it a readable UTF-8 file, or remove it for the default"),
+        (home.examples, lambda: read_examples(home.examples), "fix it, or remove it for the packaged examples"),
         (
-            "scratchpad/active.yaml",
+            home.active,
             lambda: read_state_file(home.active, home.root),
             f"fix it by hand, or `agent restore` a snapshot; every run exits 6 until then (home {home.root})",
         ),
     )
-    for name, read, fix in checks:
+    for path, read, fix in checks:
         try:
             read()
         except (UsageError, InvalidScratchpad) as exc:
-            found.append(problem(name, _message(exc, home, name), fix))
+            found.append(problem(_name(home, path), _message(exc, home, _name(home, path)), fix))
     return found, settings
+
+
+def _name(home: Home, path: Path) -> str:
+    """A file of the home as its lines name it: relative to the home (logs/agent.db)."""
+    return str(path.relative_to(home.root))
 
 
 def _message(exc: Exception, home: Home, name: str) -> str:
@@ -174,19 +177,25 @@ def _folder_problems(home: Home, settings: Settings | None) -> list[dict]:
     return found
 
 
-def _records_problems(home: Home) -> list[dict]:
-    """logs/agent.db: a regular file whose schema has every table and column the code uses."""
+def _records_problems(home: Home) -> tuple[list[dict], AgentError | None]:
+    """logs/agent.db: a regular file whose schema has every table and column the code uses, and the
+    error opening it raised (every command raises it: `status` says it with its own exit code)."""
     from agent.store.db import records, schema_problems
 
-    name = "logs/agent.db"
+    name = _name(home, home.database)
     fix = "move it away and restore it from a backup (a cycle exits 7 until then)"
     if _kind(home.database) is None:
-        return []
+        return [], None
     try:
         missing = schema_problems(records(home, create=False))
     except DiskError as exc:
-        return [problem(name, _database_problem(exc, home), fix)]
-    return [problem(name, f"misshapen: {'; '.join(missing[:3])}", fix)] if missing else []
+        return [problem(name, _database_problem(exc, home), fix)], exc
+    except (UsageError, InvalidScratchpad) as exc:  # written by a newer agent; an older release's file unreadable
+        return [problem(name, clip(_message(exc, home, name), 200), "see the message; every run refuses too")], exc
+    if not missing:
+        return [], None
+    said = f"is misshapen: {'; '.join(missing[:3])}"
+    return [problem(name, said, fix)], DiskError(f"{home.database} {said}: move it away and restore it from a backup")
 
 
 def _database_problem(exc: Exception, home: Home) -> str:
@@ -194,10 +203,12 @@ def _database_problem(exc: Exception, home: Home) -> str:
     return clip(str(exc).replace(str(home.database), "").split(": move it away")[0].strip(), 200)
 
 
-def broken_files(home: Home) -> tuple[list[dict], Settings | None]:
-    """Every file of the home the runner cannot use, one problem each (see `problem`)."""
+def broken_files(home: Home) -> tuple[list[dict], Settings | None, AgentError | None]:
+    """Every file of the home the runner cannot use, one problem each (see `problem`); the settings
+    when config.yaml is usable; the error logs/agent.db raises when it cannot be used."""
     found, settings = _file_problems(home)
-    return found + _folder_problems(home, settings) + _records_problems(home), settings
+    records, error = _records_problems(home)
+    return found + _folder_problems(home, settings) + records, settings, error
 
 
 # --------------------------------------------------------------------------------- the facts
@@ -230,7 +241,7 @@ def _model_problem(status: dict, recent: list[dict]) -> list[dict]:
         return []
     if any(isinstance(r.get("model"), str) and r["model"] for r in recent if r.get("source", "index") == "index"):
         return []
-    return [problem("config.yaml", NO_MODEL, "set model in config.yaml, or pass --model on the cron line")]
+    return [problem(CONFIG, NO_MODEL, "set model in config.yaml, or pass --model on the cron line")]
 
 
 def home_facts(
@@ -286,17 +297,18 @@ def home_health(folder: Path, stale_override: float | None = None) -> dict:
 
     try:
         home = existing_home(folder)
-        problems, settings = broken_files(home)
     except (AgentError, OSError) as exc:
         return not_a_home(folder, exc)
-    if any(p["file"] == "logs/agent.db" for p in problems):
-        return unusable_home(home, problems)
     try:
+        problems, settings, error = broken_files(home)
+        if error is not None:
+            return unusable_home(home, problems, error)
         status, lines = status_report(home)  # what `agent status` says (agent/cli/inspect.py)
         recent = recent_history(home, status["running"], INTERVAL_CYCLES)
     except DiskError as exc:  # a database that breaks while it is read
-        found = problem("logs/agent.db", _database_problem(exc, home), "move it away and restore it from a backup")
-        return unusable_home(home, [*problems, found])
+        name = _name(home, home.database)
+        found = problem(name, _database_problem(exc, home), "move it away and restore it from a backup")
+        return unusable_home(home, [found], exc)
     except (AgentError, OSError) as exc:  # a home whose records cannot be read (permissions)
         return not_a_home(folder, exc, home=True)
     facts = home_facts(home, status, recent, problems, settings, stale_override)
@@ -336,7 +348,7 @@ def health_row(home: Home, status: dict, facts: Facts) -> dict:
 
 def public(row: dict) -> dict:
     """A row as `fleet --json` and `report --json` print it: without what `status` said in full."""
-    return {key: value for key, value in row.items() if key not in ("status", "status_lines")}
+    return {key: value for key, value in row.items() if key not in ("status", "status_lines", "error")}
 
 
 OWN_LINES = ("incident", "tell")  # attention that `status` prints on lines of their own
@@ -356,10 +368,12 @@ def status_lines(row: dict, lines: list[str]) -> list[str]:
     return head + lines[1:] + needs
 
 
-def unusable_home(home: Home, problems: list[dict]) -> dict:
-    """The row of a home whose records cannot be read: its broken files, nothing else."""
+def unusable_home(home: Home, problems: list[dict], error: Exception) -> dict:
+    """The row of a home whose records cannot be read: its broken files, nothing else (`error`: what
+    reading them raised, which `status` raises with its own exit code)."""
     health = judge(Facts(now=time.time(), problems=problems, records_read=False))
     return {
+        "error": error,
         "home": str(home.root),
         "is_home": False,
         "state": health["state"],
@@ -387,6 +401,7 @@ def not_a_home(folder: Path, exc: Exception, home: bool = False) -> dict:
             else f"not a home: {text}"
         )
     return {
+        "error": exc,
         "home": str(Path(folder).expanduser().absolute()),
         "is_home": False,
         "state": state,
@@ -416,13 +431,13 @@ def status(home_dir: Path, as_json: bool) -> None:
     """Is a cycle running, how did the last one end and when, the task now, and disk use."""
     home = existing_home(home_dir)
     row = home_health(home.root)
-    if not row["is_home"]:  # records no command can read: the state and each problem, exit 7
+    if not row["is_home"]:  # records no command can read: the state and each problem, then exit 7 as every command
         if as_json:
-            print_json({k: v for k, v in row.items()})
+            print_json(public(row))
         else:
             for line in status_lines(row, []):
                 echo(line)
-        raise SystemExit(int(ExitCode.DISK))
+        raise row["error"]  # its one line and exit code, as every command says it (7: a database it cannot use)
     data, lines = row["status"], status_lines(row, row["status_lines"])
     if as_json:
         print_json({**data, **{k: row[k] for k in HEALTH_FIELDS}})

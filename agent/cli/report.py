@@ -72,7 +72,7 @@ def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_aft
 
     health = home_health(folder, stale_after)
     if not health["is_home"]:
-        return {"health": health}
+        return {"health": public(health)}
     home = Home.at(health["home"])
     settings = home_settings(home.root)
     since = window_start(days, now)

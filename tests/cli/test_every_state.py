@@ -136,7 +136,7 @@ def test_status_json_gives_each_home_the_state_fleet_gives(homes):
             continue
         result = _views_while_running(homes, "status", "--json", "--home", str(root))
         assert result.exit_code in (0, 7) and "Traceback" not in result.stderr, (name, result.stderr)
-        data = json.loads(result.output)
+        data = json.loads(result.stdout)
         assert (data["state"], data["needs_person"]) == (state, state not in ("ok", "idle", "late", "running")), name
 
 
