@@ -233,6 +233,8 @@ def records(home: Home, create: bool = True) -> Database:
         info = None
     except OSError as exc:
         raise disk_error(path, exc) from None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise disk_error(path, OSError(errno.EISDIR, os.strerror(errno.EISDIR)))
     if info is not None and not stat.S_ISREG(info.st_mode):  # a FIFO would hang SQLite's first read
         raise DiskError(f"{path} is not a regular file: move it away and restore the database from a backup")
     inode = 0 if info is None else info.st_ino
