@@ -198,3 +198,26 @@ def test_another_users_home_is_an_unreadable_row_beside_the_others(agent_user, t
     assert rows[str(mine)]["state"] in ("never ran", "broken")
     table = agent_user.agent("fleet", str(mine), str(theirs))
     assert table.returncode == 1 and len(table.stdout.splitlines()) == 3, table.stdout
+
+
+def test_a_run_on_a_database_missing_a_table_is_one_line_exit_7_and_keeps_the_state(tmp_path):
+    root = _home(tmp_path, "dropped", state={"current_task": "keep me"})
+    _drop_table(root, "outcome")
+    before = (root / "scratchpad" / "active.yaml").read_bytes()
+    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "done"}}])
+    result = run_cli("run", "--home", str(root), "--model", f"scripted:{script}")
+    assert result.exit_code == 7 and "Traceback" not in result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"agent: error: {root / 'logs' / 'agent.db'} is not a usable database (no such table")
+    assert (root / "scratchpad" / "active.yaml").read_bytes() == before
+
+
+def test_a_folder_its_owner_cannot_write_is_broken(agent_user):
+    if not agent_user.switches:
+        pytest.skip("root writes any folder: the ordinary user's run checks this")
+    root = agent_user.make_home({}, "locked")
+    (root / "logs").chmod(0o500)
+    result = agent_user.agent("fleet", "--json", str(root))
+    [row] = json.loads(result.stdout)
+    assert result.returncode == 1 and row["state"] == "broken"
+    assert "logs/" in [p["file"] for p in row["problems"]]  # (and config.yaml: this user has no embedded model)
