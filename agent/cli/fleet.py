@@ -145,10 +145,12 @@ def fleet(folders: tuple[Path, ...], stale_after: float | None, state_file: Path
       agent fleet ~/agents/*                      the table; exit 1 when any home needs a person
       agent fleet --quiet --state S ~/agents/*    for cron: a line per new thing that needs a person
 
-    A home needs a person when it has run no cycle for longer than stale_after, has an open
-    incident (failing, stalled, a parked call, a spent budget), a call parked for more than a day,
-    or a config or scratchpad no cycle can use; a folder that is not a home does too. Run it from
-    another cron line than the homes' own, so that a scheduler that stopped is noticed.
+    A home needs a person when a file the runner needs is broken (config.yaml, rules.md,
+    active.yaml, examples.yaml, logs/agent.db, the workspace), it is down (a slot of its schedule
+    missed, or no cycle for longer than stale_after), has an open incident (failing, stalled, a
+    parked call, a spent budget), a call parked for more than a day, or an entry the agent
+    surfaced for a person; a folder that is not a home, or one this user cannot read, does too.
+    Run it from another cron line than the homes' own, so that a scheduler that stopped is noticed.
     """
     reported = read_reported(state_file) if state_file else None
     rows = [(home_health(folder, stale_after), str(folder)) for folder in folders]
