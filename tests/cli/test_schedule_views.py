@@ -73,7 +73,9 @@ def test_fleet_and_the_report_count_the_same_slots_and_fleet_exits_1(stopped, tm
         result = run_cli("report", "--json", "-o", str(tmp_path / "r.html"), str(stopped), str(stopped))
         return json.loads(result.output)["homes"][0]["schedule"]["missed"], None
 
-    assert _counted(report)[0] in (missed, missed + 1)
+    on_json = _counted(report)[0]
+    assert on_json in (missed, missed + 1)
+    assert f'data-field="schedule" data-missed="{on_json}"' in (tmp_path / "r.html").read_text()  # the page says it
     table = run_cli("fleet", str(stopped)).output.splitlines()[1]
     assert f" missed {missed} " in table or f" missed {missed + 1} " in table
 
