@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.common.outcomes import StopReason
+from agent.state import parse_time
 
 INTERVAL_CYCLES = 20  # the usual interval is the median gap between this many newest cycles
 STALE_TIMES = 3  # no cycle for this many usual intervals: down
@@ -260,19 +261,12 @@ def judge(facts: Facts) -> dict:
     }
 
 
-def _unix(stamp: Any) -> float | None:
-    try:
-        when = _dt.datetime.fromisoformat(str(stamp))
-    except ValueError:
-        return None
-    return (when if when.tzinfo else when.replace(tzinfo=_dt.timezone.utc)).timestamp()
-
-
 def cycle_span(record: dict) -> tuple[float, float] | None:
     """(start, end) unix times of a recorded cycle; None when it names no start."""
-    start = _unix(record.get("started"))
-    if start is None:
+    when = parse_time(record.get("started"))
+    if when is None:
         return None
+    start = when.timestamp()
     took = record.get("duration_s")
     took = took if isinstance(took, (int, float)) and not isinstance(took, bool) else 0.0
     return start, start + took
@@ -290,7 +284,7 @@ def cycle_facts(record: dict, settings: Any, now: float) -> Facts:
         incident = {
             "key": record["incident"],
             "stop_reason": record.get("held_for") or reason,
-            "held": reason == "held",
+            "held": reason == StopReason.HELD.value,
         }
     surfaced = record.get("surfaced") if isinstance(record.get("surfaced"), dict) else {}
     return Facts(
