@@ -238,6 +238,8 @@ NOT_IMPORTED_BY_AN_OPENAI_CYCLE = {
     "agent.gates.budgets",
     "agent.after.hooks",
     "agent.after.metrics",
+    "agent.after.health",
+    "cronsim",
     "agent.tools.mcp",
 }
 
