@@ -427,6 +427,31 @@ class Settings:
         "a person is needed; `notify_on: [resolved]` tells a hook).",
         default=False,
     )
+    schedule: str | None = _doc(
+        "When cycles are due: the cron expression of the home's cron line (five fields, e.g. '0 2 * * *'), "
+        "read in schedule_timezone. Set, every view counts the slots that had no cycle and says when the next is "
+        "due, and a home is late or down by it (not by stale_after); unset: by the median gap.",
+        default=None,
+    )
+    schedule_grace: float = _doc(
+        "Seconds after a slot of `schedule` before a slot with no cycle is missed (the home is late meanwhile).",
+        above=0,
+        unit="seconds",
+        default=3600.0,
+    )
+    schedule_timezone: str = _doc(
+        "The time zone `schedule` is read in: a tz database name (Europe/Berlin) or UTC, as the cron daemon's.",
+        default="UTC",
+    )
+
+    @property
+    def schedule_spec(self) -> Any:
+        """The checked `schedule` (agent/common/schedule.py's Schedule), or None when unset."""
+        if self.schedule is None:
+            return None
+        from agent.common.schedule import checked
+
+        return checked(self.schedule, self.schedule_timezone, self.schedule_grace)
 
     @property
     def section_specs(self) -> tuple[SectionSpec, ...]:
@@ -499,7 +524,23 @@ def check(settings: Settings) -> Settings:
     check_prices(settings.prices)
     check_model_settings(settings.fallback_models, settings.model_budgets)
     section_specs(settings.sections, taken_keys())
+    check_schedule(settings)
     return settings
+
+
+def check_schedule(settings: Settings) -> None:
+    """A `schedule` cronsim can read, in a zone the tz database has (only a home that sets one reads it)."""
+    if settings.schedule is None and settings.schedule_timezone.upper() == "UTC":
+        return
+    from agent.common.schedule import ScheduleError, checked, time_zone
+
+    try:
+        time_zone(settings.schedule_timezone)
+        if settings.schedule is not None:
+            checked(settings.schedule, settings.schedule_timezone, settings.schedule_grace)
+    except ScheduleError as exc:
+        name = "schedule_timezone" if settings.schedule is None or "time zone" in str(exc) else "schedule"
+        raise UsageError(f"setting '{name}': {exc}") from None
 
 
 def check_hook_settings(settings: Settings) -> None:

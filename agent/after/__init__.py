@@ -7,5 +7,6 @@
 - incidents.py   what a person is told once: the incident a record is part of, whether it opened it or ended one
 - hooks.py       `on_cycle_end`, the operator's command
 - metrics.py     `metrics_file`, for node_exporter's textfile collector
+- health.py      how a home is doing: its state, what needs a person, its schedule (every view's one judge)
 - outlets.py     whether the hook and the metrics file worked when last due, for `status`
 """

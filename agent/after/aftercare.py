@@ -56,11 +56,19 @@ def after_cycle(
     _record(home, record, previous)
     if prune:  # idle: nothing added
         _retention(home, settings, report.cycle_id, log)
+    health = None
+    if settings.metrics_file is not None or settings.on_cycle_end:  # the home's health, as every view judges it
+        health = _health(record, settings, log)
     if settings.metrics_file is not None:
         from agent.after.metrics import write_metrics
 
-        _outlet(home, "metrics_file", write_metrics(home, settings, record, log), report.cycle_id, log)
+        problem = write_metrics(home, settings, record, log, health)
+        _outlet(home, "metrics_file", problem, report.cycle_id, log)
     if settings.on_cycle_end:
+        if health is not None:
+            from agent.after.health import health_record
+
+            record = dict(record, health=health_record(health))
         from agent.after.hooks import resolved_record, run_cycle_end_hook, wants_hook
 
         # notify_on set: once per incident, at its first cycle the filter takes; unset: every cycle
@@ -73,6 +81,19 @@ def after_cycle(
             _outlet(
                 home, "on_cycle_end", run_cycle_end_hook(home.root, settings, told, secrets, log), report.cycle_id, log
             )
+
+
+def _health(record: dict, settings: Settings, log: Callable[[str], None]) -> dict | None:
+    """The home's health as the cycle leaves it (agent/after/health.py), for the metrics and the hook."""
+    import time
+
+    from agent.after.health import cycle_facts, judge
+
+    try:
+        return judge(cycle_facts(record, settings, time.time()))
+    except Exception as exc:  # never cost the cycle its result
+        log(f"health not judged: {type(exc).__name__}: {exc}")
+        return None
 
 
 def _record(home: Home, record: dict, previous: Kept | None) -> None:

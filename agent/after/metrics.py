@@ -117,13 +117,19 @@ def ended_at(record: dict) -> float | None:
 
 
 def metrics_text(
-    home: str, record: dict, recent: list[dict], all_time: dict | None = None, stall_cycles: int | None = None
+    home: str,
+    record: dict,
+    recent: list[dict],
+    all_time: dict | None = None,
+    stall_cycles: int | None = None,
+    health: dict | None = None,
 ) -> str:
     """The metrics file for the cycle `record`, the newest of the records `recent` (oldest
     first), with the counters `all_time` ({"cycles": {stop reason: n}, "tokens", "cost"}: the running
-    totals: `counters`); `stall_cycles`: the setting the stall is judged by."""
+    totals: `counters`); `stall_cycles`: the setting the stall is judged by; the home's `health` as the
+    cycle leaves it (agent/after/health.py's `judge`)."""
     usage = record.get("usage") if isinstance(record.get("usage"), dict) else {}
-    families = _gauges(record, usage, recent, stall_cycles) + _counters(all_time)
+    families = _gauges(record, usage, recent, stall_cycles) + _health_gauges(health) + _counters(all_time)
     lines = []
     for name, kind, help_text, samples in families:
         shown = [(labels, value) for labels, value in samples if _number(value) is not None]
@@ -220,6 +226,45 @@ def _gauges(record: dict, usage: dict, recent: list[dict], stall_cycles: int | N
     return [(name, "gauge", help_text, samples) for name, help_text, samples in families]
 
 
+def _health_gauges(health: dict | None) -> list[Family]:
+    """The home's state (as `agent fleet` says it) and, with a `schedule`, when the next cycle is due:
+    timestamps, so an alert rule compares them with time() and fires even after cron stopped
+    rewriting this file (docs/operations.md has the rules)."""
+    if health is None:
+        return []
+    from agent.after.health import STATES
+
+    schedule = health.get("schedule") or {}
+    families: list[tuple[str, str, Iterable[tuple[dict, Any]]]] = [
+        (
+            "health_state",
+            "1 for the home's state as the last cycle left it (agent fleet's STATE), 0 for the others.",
+            [({"state": state}, int(health["state"] == state)) for state in STATES],
+        ),
+        (
+            "needs_person",
+            "1 when something needs a person (agent fleet would exit 1), else 0.",
+            [({}, int(health["needs_person"]))],
+        ),
+        (
+            "schedule_next_due_timestamp_seconds",
+            "Unix time the next slot of `schedule` is due; no series without a schedule.",
+            [({}, schedule.get("next_due"))],
+        ),
+        (
+            "schedule_grace_seconds",
+            "Seconds after a slot before it counts as missed (schedule_grace).",
+            [({}, schedule.get("grace_s"))],
+        ),
+        (
+            "schedule_last_met_slot_timestamp_seconds",
+            "Unix time of the newest slot of `schedule` that a cycle met.",
+            [({}, schedule.get("last_met_slot"))],
+        ),
+    ]
+    return [(name, "gauge", help_text, samples) for name, help_text, samples in families]
+
+
 def counters(home: Home) -> dict:
     """{"cycles": {stop reason: n}, "tokens", "cost"}: every record ever written, as the database
     keeps them (the `outcome` and `spend` tables, agent/store/migrations.py)."""
@@ -234,15 +279,18 @@ def metrics_path(home: Home, settings: Settings) -> Path | None:
     return path if path.is_absolute() else home.root / path
 
 
-def write_metrics(home: Home, settings: Settings, record: dict, log: Callable[[str], None]) -> str | None:
+def write_metrics(
+    home: Home, settings: Settings, record: dict, log: Callable[[str], None], health: dict | None = None
+) -> str | None:
     """Rewrite the metrics file for the cycle `record` (already written), with the all-time counters
-    the database keeps; None when it was written, else the problem (also logged)."""
+    the database keeps and the home's `health` (agent/after/health.py); None when it was written,
+    else the problem (also logged)."""
     path = metrics_path(home, settings)
     if path is None:
         return None
     try:
         recent = recent_runs(newest_first(home))
-        text = metrics_text(str(home.root), record, recent, counters(home), settings.stall_cycles)
+        text = metrics_text(str(home.root), record, recent, counters(home), settings.stall_cycles, health)
         atomic_write(path, text.encode("utf-8"), mode=METRICS_FILE_MODE)
     except Exception as exc:  # a metrics file must never cost the cycle its result
         problem = f"{path}: {type(exc).__name__}: {exc}"

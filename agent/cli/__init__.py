@@ -15,7 +15,7 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 - memory.py                          `memory`: the sections, shown and edited as the operator
 - consolidate.py                     `consolidate`: one consolidation of the sections
 - inspect.py, diffing.py, history.py, spending.py, waiting.py, archive_view.py
-                                     `diff`, `history`, `show`, `status`, and what they compute
+                                     `diff`, `history`, `show`, and what `status` reads
 - logs.py                            `logs`
 - restore.py, snapshots.py, replacing.py, isolation.py
                                      `restore` and `fork`, naming a snapshot, keeping what is replaced,
@@ -23,7 +23,7 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 - replay.py                          `replay`
 - approve.py                         `approvals`, `approve`, `deny`
 - maintain.py, endpoint_checks.py    `prune` and `doctor`
-- fleet.py, health.py                 `fleet`, and how a home is doing (what it and `report` show)
+- fleet.py, health.py                 `fleet`, `status`, and how a home is doing (what they and `report` show)
 - report.py, window.py, page.py       `report`: the records of its window, and the page drawn from them
 - common.py, guard.py                what the commands share; the escape every printed line goes through
 """
@@ -46,7 +46,7 @@ COMMANDS = {
     "diff": "agent.cli.inspect:diff",
     "history": "agent.cli.inspect:history",
     "show": "agent.cli.inspect:show",
-    "status": "agent.cli.inspect:status",
+    "status": "agent.cli.health:status",
     "task": "agent.cli.steer:task",
     "goal": "agent.cli.steer:goal",
     "memory": "agent.cli.memory:memory",

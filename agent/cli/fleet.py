@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
 
 from agent.cli.common import age, echo, print_json, reports_errors, silence_stdout
-from agent.cli.health import home_health, most_pressing_first
+from agent.cli.health import home_health, most_pressing_first, public
 from agent.cli.history import cost_text
 from agent.common.outcomes import UsageError
 
 NEEDS_A_PERSON = 1  # the exit code when any home needs a person (as `agent doctor`'s failed check)
 STATE_FORMAT = 1
-HEADERS = ("HOME", "LAST", "OUTCOME", "STATE", "TODAY", "ATTENTION")
+HEADERS = ("HOME", "LAST", "OUTCOME", "STATE", "DUE", "TODAY", "ATTENTION")
 
 
 def parse_stale_after(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
@@ -41,18 +42,29 @@ def parse_stale_after(_ctx: click.Context, _param: click.Parameter, value: str |
 
 def row_cells(row: dict, shown: str) -> list[str]:
     """A home's row: as given on the command line, how long ago its last cycle ended, how it ended,
-    its state, what it spent today, what needs a person."""
+    its state, when its next cycle is due, what it spent today, what needs a person."""
     if not row["is_home"]:
-        return [shown, "-", "-", row["state"], "-", "; ".join(i["text"] for i in row["attention"])]
+        return [shown, "-", "-", row["state"], "-", "-", "; ".join(i["text"] for i in row["attention"])]
     last = "-" if row["last_age_s"] is None else f"{age(row['last_age_s'])} ago"
     return [
         shown,
         last,
         row["last_outcome"] or "-",
         row["state"],
+        due_cell(row.get("schedule")),
         cost_text(row["cost_today"], row["unpriced_today"]),
         "; ".join(i["text"] for i in row["attention"]) or "-",
     ]
+
+
+def due_cell(schedule: dict | None) -> str:
+    """When the next cycle is due, by the home's `schedule` ('-' without one): 'in 4m', 'late 3m', 'missed 3'."""
+    if not schedule:
+        return "-"
+    if schedule["missed"]:
+        return f"missed {'≥' if schedule['missed_at_least'] else ''}{schedule['missed']}"
+    wait = schedule["next_due"] - time.time()
+    return f"in {age(wait)}" if wait > 0 else f"late {age(-wait)}"
 
 
 def table_lines(rows: list[tuple[dict, str]]) -> list[str]:
@@ -111,7 +123,9 @@ def news(row: dict, reported: dict[str, list[str]]) -> dict | None:
 
 
 @click.command()
-@click.argument("folders", metavar="HOME...", nargs=-1, required=True, type=click.Path(path_type=Path))
+# No check on the argument (click.Path would refuse a folder this user may not enter, and every other home's row
+# with it): each home's row says what is wrong with it.
+@click.argument("folders", metavar="HOME...", nargs=-1, required=True, type=click.Path(path_type=Path, readable=False))
 @click.option(
     "--stale-after",
     metavar="DURATION",
@@ -136,10 +150,12 @@ def fleet(folders: tuple[Path, ...], stale_after: float | None, state_file: Path
       agent fleet ~/agents/*                      the table; exit 1 when any home needs a person
       agent fleet --quiet --state S ~/agents/*    for cron: a line per new thing that needs a person
 
-    A home needs a person when it has run no cycle for longer than stale_after, has an open
-    incident (failing, stalled, a parked call, a spent budget), a call parked for more than a day,
-    or a config or scratchpad no cycle can use; a folder that is not a home does too. Run it from
-    another cron line than the homes' own, so that a scheduler that stopped is noticed.
+    A home needs a person when a file the runner needs is broken (config.yaml, rules.md,
+    active.yaml, examples.yaml, logs/agent.db, the workspace), it is down (a slot of its schedule
+    missed, or no cycle for longer than stale_after), has an open incident (failing, stalled, a
+    parked call, a spent budget), a call parked for more than a day, or an entry the agent
+    surfaced for a person; a folder that is not a home, or one this user cannot read, does too.
+    Run it from another cron line than the homes' own, so that a scheduler that stopped is noticed.
     """
     reported = read_reported(state_file) if state_file else None
     rows = [(home_health(folder, stale_after), str(folder)) for folder in folders]
@@ -158,7 +174,7 @@ def fleet(folders: tuple[Path, ...], stale_after: float | None, state_file: Path
 
 def _print(shown: list[tuple[dict, str]], as_json: bool, quiet: bool) -> None:
     if as_json:
-        print_json([{key: value for key, value in row.items() if key != "status"} for row, _ in shown])
+        print_json([public(row) for row, _ in shown])
     elif quiet:
         for row, name in shown:
             if row["needs_person"]:

@@ -1,114 +1,73 @@
-"""How a home is doing, for `agent fleet` and `agent report`: what `agent status` says of it (the
-same function, so the two never disagree), how often it usually runs, its state, and what needs a
-person. It reads what `status` reads (the index's end, the running totals, the parked calls) and
-the newest 20 cycles: never the whole history.
+"""How a home is doing, for `agent status`, `agent fleet` and `agent report`: the facts read of a
+home (what `agent status` reads: the index's end, the running totals, the parked calls; the newest
+20 cycles, never the whole history; and every file the runner needs, each checked before it is
+opened), judged by the one computation the metrics file and the hook's record use too
+(agent/after/health.py, whose docstring has the states).
 
 A home needs a person when any of these holds (each one an `attention` item with a key, which
 `agent fleet --state` remembers so that it reports each once):
 
-- no cycle for longer than `stale_after` (default: three times its usual interval, the median gap
-  between its last 20 cycles, idle ones included, and ten minutes at least; a day while it has run
-  fewer than two), or no cycle at all: a scheduler that stopped firing says nothing itself;
-- an open incident, as `agent status` tells it (agent/after/incidents.py: failed, stalled, awaiting
-  approval, budget exhausted, exits 4, 8, 9, 10, and a consolidation reverted, a failure too; a held
-  cycle is part of the one it holds after);
-- a call parked for longer than a day;
-- a daily or monthly budget spent;
-- a config.yaml or an active.yaml that no cycle can use (every cycle would exit 2 or 6);
-- a folder that is not a home at all (a bad glob must not blind the monitor).
+- a file the runner cannot use (`broken`): config.yaml, rules.md, active.yaml, examples.yaml,
+  logs/agent.db (its schema, not only its migration number), the workspace, a folder it cannot
+  write, or no model at all (none configured, none installed, and no recent cycle ran on one given
+  by --model or AGENT_MODEL);
+- `down`: a slot of its `schedule` missed, or without one no cycle for longer than `stale_after`
+  (three times its usual interval, the median gap between its last 20 cycles, ten minutes at least;
+  a day while it has run fewer than two); or no cycle at all;
+- an open incident, as `agent status` tells it (agent/after/incidents.py), a stall;
+- a call parked for longer than a day; a daily or monthly budget spent;
+- an entry of the agent's `surface: true` sections (`tell`);
+- a folder that is not a home, or one this user cannot read (a bad glob must not blind the monitor).
 """
 
 from __future__ import annotations
 
-import statistics
+import os
+import stat
+import time
 from pathlib import Path
 from typing import Any
 
-from agent.after.incidents import incident_text
-from agent.cli.common import age, clip, existing_home, home_settings
-from agent.cli.history import recent_history
-from agent.common.outcomes import AgentError, StopReason
-from agent.config import Settings
-from agent.state import parse_time
+import click
 
-INTERVAL_CYCLES = 20  # the usual interval is the median gap between this many newest cycles
-STALE_TIMES = 3  # no cycle for this many usual intervals: stale
-UNKNOWN_INTERVAL_STALE_S = 86400.0  # fewer than two cycles: stale after a day
-LEAST_STALE_S = 600.0  # never stale sooner (cycles run by hand moments apart make no schedule)
-APPROVAL_WAIT_S = 86400.0  # a call parked longer than this needs a person
-
-# A home's state, the most pressing first: the order `agent fleet` and the report's index sort by.
-NOT_A_HOME = "not a home"
-UNREADABLE = "unreadable"  # a home whose files or records this user cannot read (or a broken database)
-STATES = (
+from agent.after.health import (
+    INTERVAL_CYCLES,
     NOT_A_HOME,
+    STATES,
     UNREADABLE,
-    "failing",
-    "stalled",
-    "held",
-    "parked",
-    "budget spent",
-    "never ran",
-    "running",
-    "ok",
-    "idle",
+    Facts,
+    age_text,
+    cycle_span,
+    judge,
+    problem,
+    stale_after_s,
+    usual_interval,
 )
-_STATE_OF_REASON = {
-    StopReason.ERROR.value: "failing",
-    StopReason.STALLED.value: "stalled",
-    StopReason.AWAITING_APPROVAL.value: "parked",
-    StopReason.BUDGET_EXHAUSTED.value: "budget spent",
-    StopReason.IDLE.value: "idle",
-    "held": "held",
-}
+from agent.after.incidents import incident_text
+from agent.cli.common import (
+    clip,
+    echo,
+    existing_home,
+    home_option,
+    json_option,
+    print_json,
+    reports_errors,
+    unusable_file,
+)
+from agent.cli.history import recent_history
+from agent.common.outcomes import AgentError, DiskError, InvalidScratchpad, UsageError
+from agent.config import Settings, load_settings
+from agent.state import parse_time
+from agent.store.home import Home
+
 BUDGETS = (
     ("daily_token_budget", "today", "tokens"),
     ("daily_cost_budget", "today", "cost"),
     ("monthly_token_budget", "month", "tokens"),
     ("monthly_cost_budget", "month", "cost"),
 )
-
-
-def usual_interval(records: list[dict]) -> float | None:
-    """The median gap in seconds between the starts of `records` (oldest first); None under two."""
-    starts = sorted(when.timestamp() for when in (parse_time(r.get("started")) for r in records) if when)
-    gaps = [b - a for a, b in zip(starts, starts[1:])]
-    return round(statistics.median(gaps), 1) if gaps else None
-
-
-def stale_after_s(settings: Settings, interval: float | None, override: float | None = None) -> float:
-    """Seconds without a cycle after which a home is stale: `override` (`--stale-after`), the
-    `stale_after` setting (hours), three usual intervals (ten minutes at least), or a day when the
-    interval is unknown."""
-    if override is not None:
-        return override
-    if settings.stale_after is not None:
-        return settings.stale_after * 3600
-    return UNKNOWN_INTERVAL_STALE_S if interval is None else max(STALE_TIMES * interval, LEAST_STALE_S)
-
-
-def last_age(status: dict) -> float | None:
-    """Seconds since the newest cycle ended (or, with no record yet, started); None: no cycle."""
-    last = status["last_cycle"]
-    if last is None:
-        return None
-    return last["age_s"] if last["age_s"] is not None else last["started_age_s"]
-
-
-def state_of(status: dict) -> str:
-    """One word for where a home stands (STATES), from what `agent status` says of it."""
-    last = status["last_cycle"]
-    if last is None:
-        return "running" if status["running"] else "never ran"
-    incident = status.get("incident")
-    if incident:
-        return "held" if incident.get("held") else _STATE_OF_REASON.get(incident["stop_reason"], "failing")
-    if (status.get("stall") or {}).get("stalled"):
-        return "stalled"
-    reason = _STATE_OF_REASON.get(last["stop_reason"], "ok")
-    if reason in ("ok", "idle") and (status.get("approvals") or {}).get("pending"):
-        return "parked"
-    return "running" if status["running"] and reason in ("ok", "idle") else reason
+NO_MODEL = "no model configured and the embedded model is not installed"
+CONFIG = Home(Path(".")).config.name
 
 
 def budgets_used(status: dict) -> list[dict]:
@@ -134,44 +93,201 @@ def budgets_used(status: dict) -> list[dict]:
     return rows
 
 
-def _incident(status: dict) -> dict | None:
-    """The open incident, as `agent status` tells it (agent/after/incidents.py)."""
-    return status.get("incident")
+# ------------------------------------------------------------------------------- broken files
 
 
-def attention(status: dict, age_s: float | None, stale_s: float) -> list[dict]:
-    """What needs a person in a home, each {key, text}: the key names the occurrence (a new cycle, a new
-    call, a new day's budget is a new key), so `fleet --state` tells each once."""
-    items = []
-    last = status["last_cycle"]
-    if last is None and not status["running"]:
-        items.append({"key": "never ran", "text": "no cycle has run yet (is its cron line in place?)"})
-    elif age_s is not None and age_s > stale_s:
-        hung = status["running"] and last.get("source") != "index"  # the newest cycle is the one running
-        what = f"a cycle has run for {age(age_s)}" if hung else f"no cycle for {age(age_s)}"
-        items.append({"key": f"stale:{last['cycle_id']}", "text": f"{what} (stale after {age(stale_s)})"})
-    incident = _incident(status)
-    if incident:
-        items.append({"key": f"incident:{incident['key']}", "text": f"incident: {clip(incident_text(incident), 240)}"})
-    approvals = status.get("approvals") or {}
-    if (approvals.get("oldest_age_s") or 0) > APPROVAL_WAIT_S:
-        items.append(
-            {
-                "key": f"approval:{approvals['ids'][0]}",
-                "text": f"{approvals['pending']} call(s) parked, the oldest for {age(approvals['oldest_age_s'])}",
-            }
+def _kind(path: Path) -> str | None:
+    """What is at `path` without opening it or following a link: None (nothing), 'file', or what else."""
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
+            mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    return "FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "device"
+
+
+def _file_problems(home: Home) -> tuple[list[dict], Settings | None]:
+    """Each file of the home a cycle reads first, read as the cycle reads it (every reader refuses a
+    FIFO or device before opening it): (the broken ones, the settings when config.yaml is usable)."""
+    from agent.cycle.examples import read_examples
+    from agent.cycle.prompt import read_rules
+    from agent.scratchpad import read_state_file
+
+    found, settings = [], None
+    try:
+        settings = load_settings(home.root)
+    except UsageError as exc:
+        config = _name(home, home.config)
+        found.append(
+            problem(config, _message(exc, home, config), "fix it (`agent doctor` says more); every run exits 2")
         )
+    checks = (
+        (home.rules, lambda: read_rules(home.rules), "make it a readable UTF-8 file, or remove it for the default"),
+        (home.examples, lambda: read_examples(home.examples), "fix it, or remove it for the packaged examples"),
+        (
+            home.active,
+            lambda: read_state_file(home.active, home.root),
+            f"fix it by hand, or `agent restore` a snapshot; every run exits 6 until then (home {home.root})",
+        ),
+    )
+    for path, read, fix in checks:
+        try:
+            read()
+        except (UsageError, InvalidScratchpad) as exc:
+            found.append(problem(_name(home, path), _message(exc, home, _name(home, path)), fix))
+    return found, settings
+
+
+def _name(home: Home, path: Path) -> str:
+    """A file of the home as its lines name it: relative to the home (logs/agent.db)."""
+    return str(path.relative_to(home.root))
+
+
+def _message(exc: Exception, home: Home, name: str) -> str:
+    """A reader's message, one line, without the file's name in front (the line names it first) or the
+    home's path (the row names the home)."""
+    text = str(exc).replace(f"{home.root}/", "")
+    return clip(text.removeprefix(f"{name}: "), 200)
+
+
+def _folder_problems(home: Home, settings: Settings | None) -> list[dict]:
+    """The workspace and the folders a cycle writes: each a folder, writable where this user owns it
+    (a monitor run as another user cannot tell who runs the home's cron line, so it judges only its own)."""
+    found = []
+    workspace = settings.workspace if settings is not None else "workspace"
+    kind = _kind(home.root / workspace)
+    if kind not in (None, "folder"):
+        found.append(
+            problem(f"{workspace}/", f"is a {kind}, not a folder", "move it away: the next cycle makes the folder")
+        )
+    for folder in (home.scratchpad, home.logs):
+        name = f"{folder.name}/"
+        kind = _kind(folder)
+        if kind not in (None, "folder"):
+            found.append(problem(name, f"is a {kind}, not a folder", f"move it away, then agent init {home.root}"))
+            continue
+        info = folder.stat() if kind else None
+        if info is not None and info.st_uid == os.geteuid() and not os.access(folder, os.W_OK | os.X_OK):
+            found.append(problem(name, "is not writable by its owner", f"chmod 700 {folder}"))
+    return found
+
+
+def _records_problems(home: Home) -> tuple[list[dict], AgentError | None]:
+    """logs/agent.db: a regular file whose schema has every table and column the code uses, and the
+    error opening it raised (every command raises it: `status` says it with its own exit code)."""
+    from agent.store.db import records, schema_problems
+
+    name = _name(home, home.database)
+    fix = "move it away and restore it from a backup (a cycle exits 7 until then)"
+    if _kind(home.database) is None:
+        return [], None
+    try:
+        missing = schema_problems(records(home, create=False))
+    except DiskError as exc:
+        return [problem(name, _database_problem(exc, home), fix)], exc
+    except (UsageError, InvalidScratchpad) as exc:  # written by a newer agent; an older release's file unreadable
+        return [problem(name, clip(_message(exc, home, name), 200), "see the message; every run refuses too")], exc
+    if not missing:
+        return [], None
+    said = f"is misshapen: {'; '.join(missing[:3])}"
+    return [problem(name, said, fix)], DiskError(f"{home.database} {said}: move it away and restore it from a backup")
+
+
+def _database_problem(exc: Exception, home: Home) -> str:
+    """What is wrong with logs/agent.db, without its path (the line names the file) or the remedy."""
+    return clip(str(exc).replace(str(home.database), "").split(": move it away")[0].strip(), 200)
+
+
+def broken_files(home: Home) -> tuple[list[dict], Settings | None, AgentError | None]:
+    """Every file of the home the runner cannot use, one problem each (see `problem`); the settings
+    when config.yaml is usable; the error logs/agent.db raises when it cannot be used."""
+    found, settings = _file_problems(home)
+    records, error = _records_problems(home)
+    return found + _folder_problems(home, settings) + records, settings, error
+
+
+# --------------------------------------------------------------------------------- the facts
+
+
+def _unix(stamp: Any) -> float | None:
+    when = parse_time(stamp)
+    return None if when is None else when.timestamp()
+
+
+def _last(status: dict) -> dict | None:
+    last = status["last_cycle"]
+    if last is None:
+        return None
+    started = _unix(last.get("started"))
+    ended = None if last.get("age_s") is None else time.time() - last["age_s"]
+    return {
+        "cycle_id": last["cycle_id"],
+        "stop_reason": last["stop_reason"],
+        "started": started,
+        "ended": ended,
+        "source": last.get("source"),
+    }
+
+
+def _model_problem(status: dict, recent: list[dict]) -> list[dict]:
+    """No model anywhere a cycle looks: a problem only when no recent cycle ran on one (a home run
+    by `--model` or AGENT_MODEL from its cron line has none in config.yaml, and is fine)."""
+    if status.get("config_error") != NO_MODEL:
+        return []
+    if any(isinstance(r.get("model"), str) and r["model"] for r in recent if r.get("source", "index") == "index"):
+        return []
+    return [problem(CONFIG, NO_MODEL, "set model in config.yaml, or pass --model on the cron line")]
+
+
+def home_facts(
+    home: Home,
+    status: dict,
+    recent: list[dict],
+    problems: list[dict],
+    settings: Settings | None,
+    stale_override: float | None,
+) -> Facts:
+    """What `judge` needs, from what `agent status` read and the newest cycles."""
+    settings = settings or Settings()
+    spans = [span for span in (cycle_span(r) for r in recent if r.get("source", "index") == "index") if span]
+    if status["running"]:
+        spans.append((time.time(), time.time()))
+    interval = usual_interval([start for start, _ in spans])
+    approvals = status.get("approvals") or {}
+    problems = list(problems) + _model_problem(status, recent)
     if status.get("approvals_error"):
-        items.append({"key": "approvals file", "text": f"approvals: {clip(status['approvals_error'], 160)}"})
-    for budget in budgets_used(status):
-        if budget["spent"]:
-            items.append(
-                {"key": f"budget:{budget['budget']}:{budget['period']}", "text": f"{budget['budget']} is spent"}
-            )
-    for field, what in (("config_error", "config"), ("scratchpad_error", "scratchpad")):
-        if status.get(field):
-            items.append({"key": field, "text": f"{what}: {clip(status[field], 160)}"})
-    return items
+        problems.append(problem("approvals", clip(status["approvals_error"], 160), "fix or remove the file it names"))
+    incident = status.get("incident")
+    return Facts(
+        now=time.time(),
+        last=_last(status),
+        running=status["running"],
+        incident=incident,
+        incident_text=None if incident is None else clip(incident_text(incident), 240),
+        stalled=bool((status.get("stall") or {}).get("stalled")),
+        approvals_pending=approvals.get("pending", 0),
+        approvals_oldest_age_s=approvals.get("oldest_age_s"),
+        approvals_first_id=(approvals.get("ids") or [None])[0],
+        budgets_spent=[(b["budget"], b["period"]) for b in budgets_used(status) if b["spent"]],
+        surfaced=status.get("surfaced") or [],
+        problems=problems,
+        schedule=_schedule(settings),
+        cycles=spans,
+        usual_interval_s=interval,
+        stale_after_s=stale_after_s(settings.stale_after, interval, stale_override),
+    )
+
+
+def _schedule(settings: Settings) -> Any:
+    try:
+        return settings.schedule_spec
+    except ValueError:  # checked with the config: a broken one is config.yaml's problem
+        return None
 
 
 def home_health(folder: Path, stale_override: float | None = None) -> dict:
@@ -184,48 +300,95 @@ def home_health(folder: Path, stale_override: float | None = None) -> dict:
     except (AgentError, OSError) as exc:
         return not_a_home(folder, exc)
     try:
-        status, _ = status_report(home)
+        problems, settings, error = broken_files(home)
+        if error is not None:
+            return unusable_home(home, problems, error)
+        status, lines = status_report(home)  # what `agent status` says (agent/cli/inspect.py)
         recent = recent_history(home, status["running"], INTERVAL_CYCLES)
-    except (AgentError, OSError) as exc:  # a home whose records cannot be read (permissions, a broken database)
+    except DiskError as exc:  # a database that breaks while it is read
+        name = _name(home, home.database)
+        found = problem(name, _database_problem(exc, home), "move it away and restore it from a backup")
+        return unusable_home(home, [found], exc)
+    except (AgentError, OSError) as exc:  # a home whose records cannot be read (permissions)
         return not_a_home(folder, exc, home=True)
-    settings = home_settings(home.root)
-    interval = usual_interval(recent)
-    stale_s = stale_after_s(settings, interval, stale_override)
-    age_s = last_age(status)
-    items = attention(status, age_s, stale_s)
+    facts = home_facts(home, status, recent, problems, settings, stale_override)
+    return dict(health_row(home, status, facts), status_lines=lines)
+
+
+def health_row(home: Home, status: dict, facts: Facts) -> dict:
+    """The row every view prints: the judgement, beside what `agent status` said."""
+    health = judge(facts)
     last = status["last_cycle"]
+    age_s = None if facts.last is None else facts.now - (facts.last["ended"] or facts.last["started"] or facts.now)
     approvals = status.get("approvals") or {}
     today = (status.get("spending") or {}).get("today") or {}
     return {
         "home": str(home.root),
         "is_home": True,
-        "state": state_of(status),
+        **{k: health[k] for k in ("state", "needs_person")},
         "running": status["running"],
         "last_cycle": last,
         "last_outcome": None if last is None else last["stop_reason"],
         "last_age_s": None if age_s is None else round(age_s, 1),
-        "usual_interval_s": interval,
-        "stale_after_s": round(stale_s, 1),
-        "stale": any(item["key"].startswith("stale:") for item in items),
-        "incident": _incident(status),
+        "usual_interval_s": facts.usual_interval_s,
+        "stale_after_s": round(facts.stale_after_s, 1),
+        "stale": health["stale"],
+        "incident": status.get("incident"),
         "stall": status.get("stall"),  # the current task's streak, as status counts it (agent/gates/stalls.py)
         "approvals_pending": approvals.get("pending", 0),
         "approvals_oldest_age_s": approvals.get("oldest_age_s"),
         "budgets": budgets_used(status),
         "cost_today": today.get("cost", 0.0),
         "unpriced_today": today.get("unpriced_cycles", 0),
-        "attention": items,
-        "needs_person": bool(items),
+        "attention": health["attention"],
+        "problems": health["problems"],
+        "schedule": health["schedule"],
         # told and not over yet (a flapping endpoint between failures): fleet --state keeps it as told
         "told_until_resolved": [f"incident:{c['key']}" for c in [status.get("incident_closing")] if c],
         "status": status,
     }
 
 
+def public(row: dict) -> dict:
+    """A row as `fleet --json` and `report --json` print it: without what `status` said in full."""
+    return {key: value for key, value in row.items() if key not in ("status", "status_lines", "error")}
+
+
+OWN_LINES = ("incident", "tell")  # attention that `status` prints on lines of their own
+
+
+def status_lines(row: dict, lines: list[str]) -> list[str]:
+    """`agent status`'s lines: the home, its state and schedule, what it said, then what needs a person."""
+    head = [
+        f"home:      {row['home']}",
+        f"state:     {row['state']}" + ("  (needs a person)" if row["needs_person"] else ""),
+    ]
+    schedule = row.get("schedule")
+    if schedule:
+        grace = age_text(schedule["grace_s"])
+        head.append(f"schedule:  {schedule['expression']} ({schedule['timezone']}, grace {grace}): {schedule['text']}")
+    needs = [f"needs:     {i['text']}" for i in row["attention"] if i["key"].partition(":")[0] not in OWN_LINES]
+    return head + lines[1:] + needs
+
+
+def unusable_home(home: Home, problems: list[dict], error: Exception) -> dict:
+    """The row of a home whose records cannot be read: its broken files, nothing else (`error`: what
+    reading them raised, which `status` raises with its own exit code)."""
+    health = judge(Facts(now=time.time(), problems=problems, records_read=False))
+    return {
+        "error": error,
+        "home": str(home.root),
+        "is_home": False,
+        "state": health["state"],
+        "problem": "; ".join(f"{p['file']}: {p['problem']}" for p in problems),
+        "problems": problems,
+        "attention": health["attention"],
+        "needs_person": True,
+    }
+
+
 def not_a_home(folder: Path, exc: Exception, home: bool = False) -> dict:
     """The row of a folder that is not a home, or of a `home` whose files cannot be read: it needs a person."""
-    from agent.cli.common import unusable_file
-
     if isinstance(exc, OSError):
         state, why = UNREADABLE, unusable_file(exc)
     else:
@@ -241,10 +404,12 @@ def not_a_home(folder: Path, exc: Exception, home: bool = False) -> dict:
             else f"not a home: {text}"
         )
     return {
+        "error": exc,
         "home": str(Path(folder).expanduser().absolute()),
         "is_home": False,
         "state": state,
         "problem": why,
+        "problems": [problem(str(folder), why, "", state)],
         "attention": [{"key": state, "text": text}],
         "needs_person": True,
     }
@@ -259,3 +424,30 @@ def most_pressing_first(rows: list[dict]) -> list[dict]:
         return (not row["needs_person"], state, -(row.get("last_age_s") or 0), row["home"])
 
     return sorted(rows, key=rank)
+
+
+@click.command()
+@home_option
+@json_option
+@reports_errors
+def status(home_dir: Path, as_json: bool) -> None:
+    """Is a cycle running, how did the last one end and when, the task now, and disk use."""
+    home = existing_home(home_dir)
+    row = home_health(home.root)
+    if not row["is_home"]:  # records no command can read: the state and each problem, then exit 7 as every command
+        if as_json:
+            print_json(public(row))
+        else:
+            for line in status_lines(row, []):
+                echo(line)
+        raise row["error"]  # its one line and exit code, as every command says it (7: a database it cannot use)
+    data, lines = row["status"], status_lines(row, row["status_lines"])
+    if as_json:
+        print_json({**data, **{k: row[k] for k in HEALTH_FIELDS}})
+        return
+    for line in lines:
+        echo(line)
+
+
+# What `status --json` adds of the home's health (agent/after/health.py), beside the fields it had.
+HEALTH_FIELDS = ("state", "needs_person", "attention", "problems", "schedule", "stale")

@@ -462,17 +462,3 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
         for item in surfaced or []
     ]
     return data, lines + outlet_lines(outlets) + waiting_lines + extra_lines + tell
-
-
-@click.command()
-@home_option
-@json_option
-@reports_errors
-def status(home_dir: Path, as_json: bool) -> None:
-    """Is a cycle running, how did the last one end and when, the task now, and disk use."""
-    data, lines = status_report(existing_home(home_dir))
-    if as_json:
-        print_json(data)
-        return
-    for line in lines:
-        echo(line)

@@ -197,7 +197,7 @@ def _permission_checks(home: Home) -> list[Check]:
 
 def _records_check(home: Home) -> Check:
     """logs/agent.db: opened (an older release's files moved in, when there are), its migration and journal."""
-    from agent.store.db import journal_mode, records
+    from agent.store.db import journal_mode, records, schema_problems
     from agent.store.migrations import MIGRATIONS
 
     name = home.database.relative_to(home.root)
@@ -206,8 +206,16 @@ def _records_check(home: Home) -> Check:
             return Check("records", True, f"none yet: the first cycle makes {name} ({journal_mode(home.logs)[1]})")
         db = records(home, create=False)
         version = db.one("PRAGMA user_version")[0]
+        missing = schema_problems(db)  # its number can be current while a table was dropped by hand
+    except DiskError as exc:
+        fix = f"make {home.logs} readable and writable by this user"
+        unusable = "not a usable database" in str(exc) or "not a regular file" in str(exc)
+        return Check("records", False, str(exc), "move it away and restore it from a backup" if unusable else fix)
     except (AgentError, OSError) as exc:
         return Check("records", False, str(exc), f"make {home.logs} readable and writable by this user")
+    if missing:
+        fix = "move it away and restore it from a backup (a cycle exits 7 until then)"
+        return Check("records", False, f"{name} is misshapen: {'; '.join(missing[:3])}", fix)
     return Check("records", True, f"{name}: migration {version} of {len(MIGRATIONS)}, {db.journal}")
 
 
@@ -404,6 +412,9 @@ def _workspace_check(home: Home, settings) -> Check:
     from agent.tools.workspace import privileged_entries, usable_workspace
 
     workspace = usable_workspace(home.root, settings)
+    where = home.root / settings.workspace
+    if workspace is None and (where.is_symlink() or where.exists()) and not where.is_dir():
+        return Check("workspace", False, f"{where} is not a folder", "move it away: the next cycle makes the folder")
     if workspace is None:
         return Check(
             "workspace", True, f"{home.root / settings.workspace} is not a folder yet: the next cycle makes it"

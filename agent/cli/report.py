@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from agent.cli.common import existing_home, home_option, home_settings, print_json, reports_errors
-from agent.cli.health import home_health, most_pressing_first
+from agent.cli.health import home_health, most_pressing_first, public
 from agent.cli.history import KnownCycles
 from agent.common.outcomes import InvalidScratchpad
 from agent.secrets import Secrets
@@ -72,7 +72,7 @@ def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_aft
 
     health = home_health(folder, stale_after)
     if not health["is_home"]:
-        return {"health": health}
+        return {"health": public(health)}
     home = Home.at(health["home"])
     settings = home_settings(home.root)
     since = window_start(days, now)
@@ -96,7 +96,7 @@ def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_aft
 
 
 @click.command()
-@click.argument("folders", metavar="[HOME...]", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("folders", metavar="[HOME...]", nargs=-1, type=click.Path(path_type=Path, readable=False))
 @home_option
 @click.option("--days", type=click.IntRange(min=1, max=366), default=30, show_default=True, help="The last N UTC days.")
 @click.option(
@@ -138,7 +138,7 @@ def report(folders: tuple[Path, ...], home_dir: Path, days: int, output: Path, d
     html = render(pages, days=days, now=now, index=len(folders) > 1)
     atomic_write(output, html.encode("utf-8"))
     if as_json:
-        homes = [{k: v for k, v in p["health"].items() if k != "status"} for p in pages]
+        homes = [public(p["health"]) for p in pages]
         print_json({"output": str(output.absolute()), "bytes": len(html.encode("utf-8")), "homes": homes})
     else:
         click.echo(f"wrote {output} ({len(pages)} home(s), the last {days} day(s))")

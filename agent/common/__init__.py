@@ -15,5 +15,6 @@
 - times.py             times as a person reads them ("Sat 28 Nov 10:00 UTC", "3d 8h"), a record's start and end
 - json_lines.py        the whole records of a JSON-lines file a crash may have torn
 - file_systems.py      which file system a folder is on, and which of them are network ones
+- schedule.py          when cycles are due: the `schedule` cron expression (cronsim), its slots met and missed
 - walk.py              bounded walks, copies and removals of trees the model shaped (the workspace)
 """

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
+import re
 import sqlite3
+import stat
 import threading
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -33,6 +36,10 @@ from agent.store.home import Home
 BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's transaction (an upgrade's import is the longest)
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT = 5, 6, 8, 10, 11
 _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB, _SQLITE_PERM = 13, 14, 26, 3
+_SQLITE_ERROR = 1
+# What SQLite says of a schema that lacks what a statement names: a table dropped or altered by hand
+# (the migration number still current), not a bug of ours.
+_MISSHAPEN = re.compile(r"^(no such (table|column)|table \S+ has no column named|no such trigger)")
 
 
 def journal_mode(folder: Path) -> tuple[str, str]:
@@ -106,7 +113,7 @@ def database_error(path: Path, exc: sqlite3.Error) -> Exception:
     code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
     if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
         return Busy(f"{path} is busy: another agent process kept it locked for {BUSY_TIMEOUT_S:g}s; try again later")
-    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or (code == _SQLITE_ERROR and _MISSHAPEN.match(str(exc))):
         return DiskError(f"{path} is not a usable database ({exc}): move it away and restore it from a backup")
     if code in (_SQLITE_FULL, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN, _SQLITE_PERM):
         number = _errno_of(path, code)
@@ -221,11 +228,16 @@ def records(home: Home, create: bool = True) -> Database:
     instead: reading a home never writes one."""
     path = home.database
     try:
-        inode = os.stat(path).st_ino
+        info = os.stat(path)
     except FileNotFoundError:
-        inode = 0
+        info = None
     except OSError as exc:
         raise disk_error(path, exc) from None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise disk_error(path, OSError(errno.EISDIR, os.strerror(errno.EISDIR)))
+    if info is not None and not stat.S_ISREG(info.st_mode):  # a FIFO would hang SQLite's first read
+        raise DiskError(f"{path} is not a regular file: move it away and restore the database from a backup")
+    inode = 0 if info is None else info.st_ino
     opened = _opened()
     found = opened.get(path)
     if found is not None and found[:2] == (os.getpid(), inode) and inode:
@@ -271,3 +283,38 @@ def remember_probe(home: Home, name: str, record: dict | None) -> None:
 def any_rows(home: Home, table: str) -> bool:
     """Whether a table holds any row (cheap: whether to load the module that reads it)."""
     return records(home, create=False).one(f"SELECT EXISTS (SELECT 1 FROM {table})")[0] == 1
+
+
+def _schema(connection: sqlite3.Connection) -> dict[str, set[str]]:
+    """Each table and trigger of a database, with its columns (a trigger: none)."""
+    found: dict[str, set[str]] = {}
+    for kind, name in connection.execute("SELECT type, name FROM sqlite_master WHERE type IN ('table', 'trigger')"):
+        if name.startswith("sqlite_"):
+            continue
+        columns = connection.execute(f"PRAGMA table_info({json.dumps(name)})").fetchall() if kind == "table" else []
+        found[f"{kind} {name}"] = {row[1] for row in columns}
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def expected_schema() -> dict[str, set[str]]:
+    """The schema every migration makes, built once in memory: what the code reads and writes."""
+    db = open_database(Path(":memory:"), None)
+    try:
+        return _schema(db.connection)
+    finally:
+        db.close()
+
+
+def schema_problems(db: Database) -> list[str]:
+    """What the code needs that the database lacks (a table, a column, a trigger): its number of
+    migrations can be current while a table was dropped or altered by hand. Empty: usable."""
+    with db.errors():
+        found = _schema(db.connection)
+    problems = []
+    for name, columns in expected_schema().items():
+        if name not in found:
+            problems.append(f"no {name}")
+        elif columns - found[name]:
+            problems.append(f"{name} lacks column(s) {', '.join(sorted(columns - found[name]))}")
+    return problems

@@ -90,7 +90,9 @@ def test_the_metrics_file_and_the_hook_get_the_same_redacted_record(home, tmp_pa
     lines: list[str] = []
     after_cycle(h, settings, report, Secrets([SECRET]), lines.append)
     sent = json.loads(received.read_text())
+    health = sent.pop("health")  # the home's state as the cycle leaves it, beside the record
     assert sent == cycle_records(h)[0] and sent["task_after"] == "use [REDACTED]"
+    assert health == {"state": "failing", "needs_person": True, "attention": [health["attention"][0]]}
     metrics = (home / "agent.prom").read_text()
     assert 'reason="error"} 1' in metrics and SECRET not in metrics
     assert len(lines) == 1 and lines[0].startswith("on_cycle_end: ") and "exited 0" in lines[0]

@@ -165,9 +165,13 @@ def test_the_sample_alert_rules_name_only_series_the_metrics_file_writes():
         "pending_approvals": 1,
         "oldest_pending_approval": "2026-01-01T00:00:00+00:00",
     }
+    from agent.after.health import cycle_facts, judge
+    from agent.config import Settings
+
+    health = judge(cycle_facts(record, Settings(schedule="0 2 * * *"), 0.0))  # with a schedule: its series too
     written = [
         (sample.name, dict(sample.labels))
-        for family in text_string_to_metric_families(metrics_text("/srv/my-agent", record, [record]))
+        for family in text_string_to_metric_families(metrics_text("/srv/my-agent", record, [record], health=health))
         for sample in family.samples
     ]
     selectors = [
@@ -175,7 +179,7 @@ def test_the_sample_alert_rules_name_only_series_the_metrics_file_writes():
         for rule in rules
         for name, labels in re.findall(r"(agent_[a-z_]+)(?:\{([^}]*)\})?", rule["expr"])
     ]
-    assert len(selectors) == len(rules)  # each rule selects one series of ours
+    assert len(selectors) >= len(rules)  # each rule selects a series of ours
     for name, labels in selectors:
         assert any(name == got and labels.items() <= got_labels.items() for got, got_labels in written), (name, labels)
     exprs = [rule["expr"] for rule in rules]
@@ -284,3 +288,27 @@ def test_consecutive_stalls_is_the_streak_status_shows_once_the_task_has_stalled
     assert samples(metrics_text("/h", held, recent, stall_cycles=5))[("agent_consecutive_stalls", ())] == 36
     counting = {"stop_reason": "max_iterations", "task_id": "c1", "streak": 4}
     assert samples(metrics_text("/h", counting, [counting], stall_cycles=5))[("agent_consecutive_stalls", ())] == 0
+
+
+def test_the_metrics_and_the_hook_give_the_state_fleet_gives_after_a_cycle(tmp_path):
+    """A cycle whose agent leaves a `tell` entry: the metrics file, the hook's record and fleet all
+    say `surfaced`, needing a person (one computation: agent/after/health.py)."""
+    import json
+    import sys
+
+    from tests.cli.helpers import done, run_cycle
+    from tests.helpers import configure, run_cli
+
+    home = tmp_path / "home"
+    received = tmp_path / "hook.json"
+    hook = [sys.executable, "-c", f"import sys; open({str(received)!r}, 'w').write(sys.stdin.read())"]
+    tell = {"tell": {"kind": "list", "limit": 3, "surface": True, "description": "What a person should know."}}
+    configure(home, {"current_task": "look"}, sections=tell, metrics_file="agent.prom", on_cycle_end=hook)
+    update = {"tool": "update_scratchpad", "args": {"tell": "APPEND: the disk is nearly full"}}
+    assert run_cycle(home, [update, done("looked")]).exit_code == 0
+    metrics = (home / "agent.prom").read_text()
+    [shown] = [line for line in metrics.splitlines() if line.startswith("agent_health_state{") and line.endswith(" 1")]
+    hooked = json.loads(received.read_text())["health"]
+    [row] = json.loads(run_cli("fleet", "--json", str(home)).output)
+    assert 'state="surfaced"' in shown and hooked["state"] == row["state"] == "surfaced"
+    assert f'agent_needs_person{{home="{home}"}} 1' in metrics and hooked["needs_person"] and row["needs_person"]

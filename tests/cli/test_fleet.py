@@ -80,7 +80,7 @@ def test_a_healthy_home_alone_needs_nobody_and_exits_0(fleet):
     result = _fleet(fleet["healthy"])
     assert result.exit_code == 0, result.output
     header, row = result.output.splitlines()
-    assert header.split() == ["HOME", "LAST", "OUTCOME", "STATE", "TODAY", "ATTENTION"]
+    assert header.split() == ["HOME", "LAST", "OUTCOME", "STATE", "DUE", "TODAY", "ATTENTION"]
     assert row.split()[:5] == [str(fleet["healthy"]), "5m", "ago", "done", "ok"]
     assert row.endswith("-")
 
@@ -119,7 +119,7 @@ def test_json_gives_each_home_its_state_and_what_needs_a_person(fleet):
     rows = {Path(row["home"]).name: row for row in json.loads(result.output)}
     assert {name: row["state"] for name, row in rows.items()} == {
         "healthy": "ok",
-        "stale": "ok",
+        "stale": "down",
         "stalled": "stalled",
         "parked": "parked",
         "photos": "not a home",
@@ -230,7 +230,7 @@ def test_a_home_that_never_ran_needs_a_person(tmp_path):
 def test_a_broken_config_needs_a_person(fleet):
     (fleet["healthy"] / "config.yaml").write_text("max_iterations: lots\n")
     result = _fleet("-q", fleet["healthy"])
-    assert result.exit_code == 1 and "needs a person: config: setting 'max_iterations' must be" in result.output
+    assert result.exit_code == 1 and "needs a person: config.yaml: setting 'max_iterations' must be" in result.output
 
 
 def test_a_home_whose_records_are_not_a_database_needs_a_person_and_keeps_the_file(fleet):
@@ -241,9 +241,9 @@ def test_a_home_whose_records_are_not_a_database_needs_a_person_and_keeps_the_fi
     result = _fleet("--json", fleet["stale"], fleet["healthy"])
     rows = {row["home"]: row for row in json.loads(result.output)}
     broken = rows[str(fleet["stale"])]
-    assert result.exit_code == 1 and broken["state"] == "unreadable" and broken["needs_person"]
+    assert result.exit_code == 1 and broken["state"] == "broken" and broken["needs_person"]
     [item] = broken["attention"]
-    assert item["text"].startswith("cannot use it: ") and "agent.db is not a usable database" in item["text"]
+    assert item["text"].startswith("logs/agent.db: is not a usable database (file is not a database); move it away")
     assert rows[str(fleet["healthy"])]["state"] == "ok"  # one broken home does not blind the monitor
     assert database.read_bytes() == b"not a database at all\n" * 300  # left as it was, for a person to look at
 

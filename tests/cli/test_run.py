@@ -196,6 +196,11 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
     "agent.gates.budgets",
     "agent.after.hooks",
     "agent.after.metrics",
+    "agent.after.health",  # judged after a cycle only for a metrics file or a hook
+    "agent.common.schedule",
+    "cronsim",
+    "zoneinfo",
+    "statistics",
     "agent.tools.mcp",
     "agent.gates.memory",  # a home without sections never loads them
     "agent.memory.sections",
@@ -233,6 +238,8 @@ NOT_IMPORTED_BY_AN_OPENAI_CYCLE = {
     "agent.gates.budgets",
     "agent.after.hooks",
     "agent.after.metrics",
+    "agent.after.health",
+    "cronsim",
     "agent.tools.mcp",
 }
 

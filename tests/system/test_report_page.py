@@ -212,7 +212,7 @@ def test_an_index_over_three_homes_puts_the_ones_that_need_a_person_first(long_h
     assert picture.startswith(PNG)
     assert [(row["home"], row["state"], row["needs"]) for row in index] == [
         (str(parked), "parked", True),  # parked before stale: the more pressing state
-        (str(stale), "ok", True),
+        (str(stale), "down", True),  # no cycle for three days: down, never a green ok
         (str(long_history), "ok", False),
     ]
     assert index[0]["approvals"] == 1
