@@ -56,31 +56,44 @@ def after_cycle(
     _record(home, record, previous)
     if prune:  # idle: nothing added
         _retention(home, settings, report.cycle_id, log)
-    health = None
-    if settings.metrics_file is not None or settings.on_cycle_end:  # the home's health, as every view judges it
-        health = _health(record, settings, log)
+    _tell_outlets(home, settings, report, record, run, secrets, log)
+
+
+def _tell_outlets(
+    home: Home,
+    settings: Settings,
+    report: CycleReport,
+    record: dict,
+    run: list[dict],
+    secrets: Secrets,
+    log: Callable[[str], None],
+) -> None:
+    """The metrics file and the on_cycle_end hook, with the home's health as every view judges it."""
+    if settings.metrics_file is None and not settings.on_cycle_end:
+        return
+    health = _health(record, settings, log)
     if settings.metrics_file is not None:
         from agent.after.metrics import write_metrics
 
         problem = write_metrics(home, settings, record, log, health)
         _outlet(home, "metrics_file", problem, report.cycle_id, log)
-    if settings.on_cycle_end:
-        if health is not None:
-            from agent.after.health import health_record
+    if not settings.on_cycle_end:
+        return
+    if health is not None:
+        from agent.after.health import health_record
 
-            record = dict(record, health=health_record(health))
-        from agent.after.hooks import resolved_record, run_cycle_end_hook, wants_hook
+        record = dict(record, health=health_record(health))
+    from agent.after.hooks import resolved_record, run_cycle_end_hook, wants_hook
 
-        # notify_on set: once per incident, at its first cycle the filter takes; unset: every cycle
-        filtered = settings.notify_on is not None
-        if not filtered or first_to_report(record, run, lambda r: wants_hook(settings, str(r.get("stop_reason")))):
-            problem = run_cycle_end_hook(home.root, settings, record, secrets, log)
-            _outlet(home, "on_cycle_end", problem, report.cycle_id, log)
-        if report.resolved is not None and RESOLVED in (settings.notify_on or []):
-            told = resolved_record(record, secrets.redact(report.resolved))
-            _outlet(
-                home, "on_cycle_end", run_cycle_end_hook(home.root, settings, told, secrets, log), report.cycle_id, log
-            )
+    # notify_on set: once per incident, at its first cycle the filter takes; unset: every cycle
+    filtered = settings.notify_on is not None
+    if not filtered or first_to_report(record, run, lambda r: wants_hook(settings, str(r.get("stop_reason")))):
+        problem = run_cycle_end_hook(home.root, settings, record, secrets, log)
+        _outlet(home, "on_cycle_end", problem, report.cycle_id, log)
+    if report.resolved is not None and RESOLVED in (settings.notify_on or []):
+        told = resolved_record(record, secrets.redact(report.resolved))
+        problem = run_cycle_end_hook(home.root, settings, told, secrets, log)
+        _outlet(home, "on_cycle_end", problem, report.cycle_id, log)
 
 
 def _health(record: dict, settings: Settings, log: Callable[[str], None]) -> dict | None:
