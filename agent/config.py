@@ -407,6 +407,11 @@ class Settings:
         unit="hours",
         default=None,
     )
+    currency: str = _doc(
+        "The currency `prices` and the cost budgets are in (a code such as USD or EUR): `agent report` shows it "
+        "beside every cost.",
+        default="USD",
+    )
 
     @property
     def section_specs(self) -> tuple[SectionSpec, ...]:

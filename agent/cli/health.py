@@ -48,6 +48,8 @@ STATES = (
     "held",
     "parked",
     "budget spent",
+    "broken",  # a config.yaml, active.yaml or approvals no cycle can use
+    "stale",  # no cycle for longer than stale_after: its scheduler may have stopped
     "never ran",
     "running",
     "ok",
@@ -109,6 +111,19 @@ def state_of(status: dict) -> str:
     if reason in ("ok", "idle") and (status.get("approvals") or {}).get("pending"):
         return "parked"
     return "running" if status["running"] and reason in ("ok", "idle") else reason
+
+
+QUIET = ("ok", "idle")  # the states that say nothing needs a person
+_STATE_OF_ITEM = (("stale:", "stale"), ("never ran", "never ran"), ("approval:", "parked"), ("budget:", "budget spent"))
+
+
+def state_with(state: str, items: list[dict]) -> str:
+    """The state, never a quiet one while something needs a person: then the first item's (stale,
+    broken, parked...), so a chip and its home's list always agree."""
+    if state not in QUIET or not items:
+        return state
+    key = items[0]["key"]
+    return next((named for prefix, named in _STATE_OF_ITEM if key.startswith(prefix)), "broken")
 
 
 def budgets_used(status: dict) -> list[dict]:
@@ -199,7 +214,7 @@ def home_health(folder: Path, stale_override: float | None = None) -> dict:
     return {
         "home": str(home.root),
         "is_home": True,
-        "state": state_of(status),
+        "state": state_with(state_of(status), items),
         "running": status["running"],
         "last_cycle": last,
         "last_outcome": None if last is None else last["stop_reason"],

@@ -25,8 +25,11 @@ from agent.common.outcomes import AgentError, StopReason
 from agent.common.plain import plain
 from agent.gates.budgets import bucket_spending, record_cost, record_tokens
 from agent.secrets import Secrets
+from agent.store.columns import STOP_REASON
 from agent.store.cycles import cycles_since, newest_first, spent_by_day
+from agent.store.db import records as database
 from agent.store.home import Home
+from agent.store.rows import loaded
 
 UNKNOWN_MODEL = "(not recorded)"
 NOT_DETAILED = (StopReason.IDLE.value, StopReason.HELD.value, RUNNING)  # no model was asked: nothing to show in detail
@@ -53,6 +56,112 @@ def window_records(home: Home, running: bool, since: _dt.datetime) -> list[dict]
     if running and found and found[-1]["source"] == "snapshots":
         found[-1] = unrecorded_cycle(home, found[-1]["cycle_id"], running=True)
     return found
+
+
+MARKS_MAX = 2000  # up to this many cycles in the window: a mark each on the timeline; more: buckets
+HOUR, DAY = 3600, 86400
+# The window's cycles are a range of this index (migrations.py m004): named, since without the
+# statistics of ANALYZE the planner would take the primary key and read every record.
+CYCLES = "cycle INDEXED BY cycle_window"
+_WINDOW = f"id >= ? AND ({STOP_REASON} IS NOT NULL OR files)"  # the window's cycles: recorded, or with files
+
+
+def first_id(since: _dt.datetime) -> str:
+    return since.strftime(SECOND_FORMAT)
+
+
+def unrecorded_in_window(home: Home, running: bool, since: _dt.datetime) -> list[dict]:
+    """The window's cycles the index has no stop reason for (killed, lost, running now; a hand-edited
+    record), as `agent history` shows them, oldest first: few, read by the index."""
+    rows = database(home, create=False).rows(
+        f"SELECT id, record FROM {CYCLES} WHERE id >= ? AND {STOP_REASON} IS NULL AND (files OR record IS NOT NULL) "
+        "ORDER BY id",
+        (first_id(since),),
+    )
+    found = [
+        dict(loaded(text) or {}, cycle_id=cycle_id, stop_reason="?", source="index")
+        if text is not None
+        else unrecorded_cycle(home, cycle_id)
+        for cycle_id, text in rows
+    ]
+    newest = database(home, create=False).one(f"SELECT max(id) FROM {CYCLES} WHERE {_WINDOW}", (first_id(since),))
+    if running and found and found[-1]["source"] == "snapshots" and found[-1]["cycle_id"] == newest[0]:
+        found[-1] = unrecorded_cycle(home, found[-1]["cycle_id"], running=True)
+    return found
+
+
+def window_counts(buckets: dict) -> dict[str, int]:
+    """How many cycles of the window ended for each reason (StopReason's order, then the others): the
+    sums of its buckets."""
+    counts: Counter = Counter()
+    for bucket in buckets["counts"]:
+        counts.update(bucket)
+    known = [reason.value for reason in StopReason if reason.value in counts]
+    return {reason: counts[reason] for reason in [*known, *sorted(set(counts) - set(known))]}
+
+
+def axis_start(home: Home, since: _dt.datetime) -> _dt.datetime:
+    """Where the charts begin: the window's start, or the home's first cycle when it came later."""
+    db = database(home, create=False)
+    if db.one("SELECT 1 FROM cycle WHERE id < ? LIMIT 1", (first_id(since),)):
+        return since
+    first = db.one(f"SELECT min(id) FROM {CYCLES} WHERE {_WINDOW}", (first_id(since),))[0]
+    started = cycle_started(first) if first else None
+    return since if started is None else max(since, started.replace(minute=0, second=0, microsecond=0))
+
+
+def bucket_width(days: int) -> int:
+    return HOUR if days <= 31 else DAY
+
+
+def timeline_buckets(home: Home, since: _dt.datetime, width: int, unrecorded: list[dict]) -> dict:
+    """The window's cycles counted per bucket (an hour or a day, by the id's time) and stop reason, by
+    the database: {width, t: each bucket's start, counts: [{reason: cycles}], first, last: its cycle
+    ids}, oldest first."""
+    prefix = 11 if width == HOUR else 8  # YYYYMMDD_HH, YYYYMMDD
+    rows = database(home, create=False).rows(
+        f"SELECT substr(id, 1, {prefix}), {STOP_REASON}, count(*), min(id), max(id) FROM {CYCLES} "
+        f"WHERE id >= ? AND {STOP_REASON} IS NOT NULL GROUP BY 1, 2",
+        (first_id(since),),
+    )
+    rows += [
+        (r["cycle_id"][:prefix], str(r.get("stop_reason") or "?"), 1, r["cycle_id"], r["cycle_id"]) for r in unrecorded
+    ]
+    buckets: dict[str, dict] = {}
+    for key, reason, count, first, last in rows:
+        bucket = buckets.setdefault(key, {"counts": {}, "first": first, "last": last})
+        bucket["counts"][str(reason)] = bucket["counts"].get(str(reason), 0) + count
+        bucket["first"], bucket["last"] = min(bucket["first"], first), max(bucket["last"], last)
+    shape = "%Y%m%d_%H" if width == HOUR else "%Y%m%d"
+    keys = sorted(buckets)
+    starts = [int(_dt.datetime.strptime(k, shape).replace(tzinfo=_dt.timezone.utc).timestamp()) for k in keys]
+    return {
+        "width": width,
+        "t": starts,
+        "counts": [buckets[k]["counts"] for k in keys],
+        "first": [buckets[k]["first"] for k in keys],
+        "last": [buckets[k]["last"] for k in keys],
+    }
+
+
+def window_timeline(home: Home, running: bool, since: _dt.datetime, buckets: dict, prices: dict) -> dict:
+    """The timeline: a mark per cycle while the window holds at most MARKS_MAX, else its buckets."""
+    if sum(sum(bucket.values()) for bucket in buckets["counts"]) <= MARKS_MAX:
+        return dict(timeline(window_records(home, running, since), prices), width=0)
+    return buckets
+
+
+CONSOLIDATIONS_SHOWN = 50  # the newest of the window's consolidations, on the page
+
+
+def consolidation_records(home: Home, since: _dt.datetime) -> list[dict]:
+    """The records of the window's newest CONSOLIDATIONS_SHOWN consolidations, oldest first (found by the index)."""
+    rows = database(home, create=False).rows(
+        f"SELECT record FROM {CYCLES} WHERE id >= ? AND {STOP_REASON} IN ('consolidated', 'consolidation_reverted') "
+        "ORDER BY id DESC LIMIT ?",
+        (first_id(since), CONSOLIDATIONS_SHOWN),
+    )
+    return [record for (text,) in reversed(rows) if (record := loaded(text)) is not None]
 
 
 def _model(record: dict) -> str:
@@ -113,62 +222,104 @@ def timeline(records: list[dict], prices: dict) -> dict:
 
 # ---------------------------------------------------------------------------------- incidents
 
-INCIDENTS_SHOWN = 100  # the newest; the page says how many there were in all
+INCIDENTS_SHOWN = 100  # the newest; the page says when there were more
+INCIDENTS_READ = 20_000  # cycles of the window read, newest first, to find them
+# The stop reasons a cycle can be part of an incident with (agent/after/incidents.py): only these
+# cycles' records are read; the others (a done cycle, say) only end one.
+INCIDENT_REASONS = (
+    StopReason.ERROR.value,
+    StopReason.CONSOLIDATION_REVERTED.value,
+    StopReason.AWAITING_APPROVAL.value,
+    StopReason.STALLED.value,
+    StopReason.BUDGET_EXHAUSTED.value,
+    StopReason.HELD.value,
+)
+PASSED_OVER = (StopReason.IDLE.value, StopReason.CONSOLIDATED.value)  # neither continue nor end one
 
 
-def _passed_over(record: dict) -> bool:
-    """A cycle that neither continues nor ends an incident (agent/after/incidents.py): idle, or
-    without a record."""
-    return record.get("stop_reason") == StopReason.IDLE.value or record.get("source", "index") != "index"
+def _started(cycle_id: str | None) -> int | None:
+    started = cycle_started(cycle_id) if cycle_id else None
+    return None if started is None else int(started.timestamp())
 
 
-def _opened(record: dict, key: str, home: Home) -> dict:
-    """The incident the window's first cycle is part of: it began where the records before the window
-    say (read back only as far as it goes, as `agent status` reads it)."""
-    from agent.after.incidents import incident_run
-
-    earlier = incident_run(newest_first(home, before=record["cycle_id"]), key)
+def _incident_of(record: dict, key: str, ended: str | None) -> dict:
+    held = record.get("stop_reason") == StopReason.HELD.value
+    reason = record.get("held_for") if held else record.get("stop_reason")
     return {
         "key": key,
-        "since": earlier[-1]["cycle_id"] if earlier else record["cycle_id"],
-        "cycles": len(earlier),
-        "error": _shown(next((r.get("error") for r in earlier if r.get("error")), None)),
-        "ended": None,
+        "stop_reason": plain(reason, "?"),
+        "held": held,
+        "task": _shown(record.get("task_after")),
+        "error": _shown(record.get("error")),
+        "since": record["cycle_id"],
+        "last": record["cycle_id"],
+        "ended": ended,
+        "cycles": 1,
+        "complete": True,
     }
 
 
-def _continued(incident: dict, record: dict) -> None:
-    held = record.get("stop_reason") == StopReason.HELD.value
-    reason = record.get("held_for") if held else record.get("stop_reason")
-    incident.update(
-        stop_reason=plain(reason, "?"), held=held, task=_shown(record.get("task_after")), last=record["cycle_id"]
-    )
-    incident["cycles"] += 1
-    incident["error"] = _shown(record.get("error")) or incident["error"]  # the newest, as status says
+def _went_back(home: Home, incident: dict) -> None:
+    """An incident open at the window's start began where the records before it say (read back as
+    far as it goes, at most the cap `agent status` reads)."""
+    from agent.after.incidents import incident_run
+
+    earlier = incident_run(newest_first(home, before=incident["since"]), incident["key"])
+    if earlier:
+        incident["since"] = earlier[-1]["cycle_id"]
+        incident["cycles"] += len(earlier)
+        incident["error"] = incident["error"] or _shown(next((r.get("error") for r in earlier if r.get("error")), None))
 
 
-def incidents(home: Home, records: list[dict]) -> dict:
-    """The incidents of the window as `agent status` defines them (agent/after/incidents.py: one stop
+def incidents(home: Home, since: _dt.datetime, now: _dt.datetime) -> dict:
+    """The window's incidents as `agent status` defines them (agent/after/incidents.py: one stop
     reason on one task with one error signature; a held cycle is part of the one it holds after),
-    newest first: its stop reason, task and newest error, the cycle that opened it (before the
-    window, for one open at its start) and the one that ended it (None: open now), its cycles."""
+    newest first, read newest first until INCIDENTS_SHOWN are found: each one's stop reason, task and
+    newest error, the cycle that opened it (before the window, for one open at its start) and the one
+    that ended it (None: open now), their times, its length and its cycles."""
     from agent.after.incidents import incident_key
 
-    worked = [r for r in records if not _passed_over(r)]
+    reasons = ", ".join(f"'{r}'" for r in INCIDENT_REASONS)
+    passed = ", ".join(f"'{r}'" for r in PASSED_OVER)
+    rows = database(home, create=False).stream(
+        f"SELECT id, iif({STOP_REASON} IN ({reasons}), record, NULL) FROM {CYCLES} "
+        f"WHERE id >= ? AND {STOP_REASON} IS NOT NULL AND {STOP_REASON} NOT IN ({passed}) ORDER BY id DESC",
+        (first_id(since),),
+    )
     found: list[dict] = []
     current: dict | None = None
-    for record in worked:
-        key = incident_key(record)
-        if current is not None and key != current["key"]:
-            current["ended"] = record["cycle_id"]
-            current = None
-        if key is not None and current is None:
-            opened = {"key": key, "since": record["cycle_id"], "cycles": 0, "error": None, "ended": None}
-            current = _opened(record, key, home) if record is worked[0] else opened
-            found.append(current)
-        if current is not None:
-            _continued(current, record)
-    return {"shown": found[::-1][:INCIDENTS_SHOWN], "count": len(found)}
+    newer: str | None = None  # the cycle after this one (newer), which ends the incident this one is part of
+    more = reached_start = False
+    for seen, (cycle_id, text) in enumerate(rows):
+        if seen >= INCIDENTS_READ:
+            more = True
+            break
+        record = dict(loaded(text) or {}, cycle_id=cycle_id) if text is not None else None
+        key = incident_key(record) if record is not None else None
+        if current is not None and key == current["key"]:
+            current.update(since=cycle_id, cycles=current["cycles"] + 1)
+            current["error"] = current["error"] or _shown(record.get("error"))
+        elif len(found) >= INCIDENTS_SHOWN:
+            more = True
+            break
+        else:
+            current = _incident_of(record, key, newer) if key is not None else None
+            if current is not None:
+                found.append(current)
+        newer = cycle_id
+    else:
+        reached_start = True
+    if found and current is found[-1]:
+        if reached_start:
+            _went_back(home, current)
+        else:
+            current["complete"] = False  # it may go on further back than was read
+    for incident in found:
+        incident["started"] = _started(incident["since"])
+        incident["ended_at"] = _started(incident["ended"])
+        end = incident["ended_at"] if incident["ended_at"] is not None else int(now.timestamp())
+        incident["length_s"] = None if incident["started"] is None else max(0, end - incident["started"])
+    return {"shown": found, "count": len(found), "more": more}
 
 
 # ---------------------------------------------------------------------------------- memory
@@ -183,7 +334,7 @@ def consolidations(home: Home, records: list[dict]) -> list[dict]:
     cycles only (agent/store/archive.py `sections_left_since`)."""
     from agent.store.archive import sections_left_since
 
-    found = [r for r in reversed(records) if r.get("stop_reason") in CONSOLIDATIONS]
+    found = [r for r in reversed(records) if r.get("stop_reason") in CONSOLIDATIONS]  # newest first
     if not found:
         return []
     accepted = {r["cycle_id"]: {} for r in found if r["stop_reason"] == CONSOLIDATIONS[0]}
@@ -214,9 +365,42 @@ def consolidations(home: Home, records: list[dict]) -> list[dict]:
 # ---------------------------------------------------------------------------------- in detail
 
 
-def newest_worked(records: list[dict], count: int) -> list[dict]:
-    """The newest `count` cycles in which the model was asked, newest first."""
-    return [r for r in reversed(records) if r.get("stop_reason") not in NOT_DETAILED][:count]
+DETAIL_READ = 2000  # of the window's newest cycles read to find `--detail` kinds of cycle
+
+
+def _fold_key(record: dict) -> tuple:
+    """Cycles that would read alike in detail: the same stop reason, task, model and error signature."""
+    from agent.after.incidents import error_signature
+
+    return (
+        record.get("stop_reason"),
+        record.get("task_before"),
+        record.get("model"),
+        error_signature(record.get("error")) if record.get("error") else None,
+    )
+
+
+def newest_worked(home: Home, since: _dt.datetime, count: int) -> list[tuple[dict, list[str]]]:
+    """The newest `count` cycles of the window in which the model was asked, newest first, each with
+    the ids of the older cycles just before it that were the same as it (folded into its row)."""
+    if count <= 0:
+        return []
+    apart = ", ".join(f"'{r}'" for r in NOT_DETAILED)
+    rows = database(home, create=False).stream(
+        f"SELECT id, record FROM {CYCLES} WHERE id >= ? AND record IS NOT NULL "
+        f"AND ({STOP_REASON} IS NULL OR {STOP_REASON} NOT IN ({apart})) ORDER BY id DESC",
+        (first_id(since),),
+    )
+    found: list[tuple[dict, list[str]]] = []
+    for seen, (cycle_id, text) in enumerate(rows):
+        record = dict(loaded(text) or {}, cycle_id=cycle_id, source="index")
+        if found and _fold_key(found[-1][0]) == _fold_key(record) and (found[-1][1] or [None])[-1] != cycle_id:
+            found[-1][1].append(cycle_id)
+        elif len(found) >= count or seen >= DETAIL_READ:
+            break
+        else:
+            found.append((record, []))
+    return found
 
 
 def _message_text(content: Any) -> str:
@@ -273,15 +457,23 @@ def _change(home: Home, cycle_id: str, cycles: Any, secrets: Secrets) -> dict:
     }
 
 
-def cycle_detail(home: Home, record: dict, secrets: Secrets, cycles: Any) -> dict:
+def cycle_detail(
+    home: Home, record: dict, secrets: Secrets, cycles: Any, alike: list[str] = (), models: tuple = ()
+) -> dict:
     """One cycle for a person: its record, its actions in order (`agent replay`'s), the change to
     active.yaml (`agent diff ID`), the calls with side effects it made, its transcript, and the
     command that replays it."""
     from agent.cli.replay import actions
 
     cycle_id = record["cycle_id"]
-    model = record.get("model") if isinstance(record.get("model"), str) else "MODEL"
+    ran_on = record.get("model") if isinstance(record.get("model"), str) else None
+    other = next((m for m in models if m != ran_on), None)  # another configured or fallback model
+    replay = f"agent replay --home {shlex.quote(str(home.root))} {cycle_id}"
     return {
+        "alike": len(alike),
+        "alike_since": _started(alike[-1]) if alike else None,
+        "alike_first": alike[-1] if alike else None,
+        "started_at": _started(cycle_id),
         "cycle_id": cycle_id,
         "started": record.get("started"),
         "stop_reason": record.get("stop_reason"),
@@ -300,5 +492,6 @@ def cycle_detail(home: Home, record: dict, secrets: Secrets, cycles: Any) -> dic
             if isinstance(call, dict)
         ],
         "transcript": transcript_for_page(home, cycle_id, secrets),
-        "replay": f"agent replay --home {shlex.quote(str(home.root))} {cycle_id} --model {shlex.quote(model)}",
+        "replay": f"{replay} --model {shlex.quote(other)}" if other else None,
+        "replay_bare": replay,
     }

@@ -119,7 +119,7 @@ def test_json_gives_each_home_its_state_and_what_needs_a_person(fleet):
     rows = {Path(row["home"]).name: row for row in json.loads(result.output)}
     assert {name: row["state"] for name, row in rows.items()} == {
         "healthy": "ok",
-        "stale": "ok",
+        "stale": "stale",
         "stalled": "stalled",
         "parked": "parked",
         "photos": "not a home",

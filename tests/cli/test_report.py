@@ -322,7 +322,7 @@ def test_the_archive_is_read_back_only_to_the_first_cycle_asked_for(home):
 
 def _incident_rows(html: str) -> list[dict]:
     keys = ("incident", "stop-reason", "since", "ended", "last", "cycles", "open")
-    pattern = r"<tr " + r" ".join(rf'data-{k}="([^"]*)"' for k in keys) + ">"
+    pattern = r"<tr " + r" ".join(rf'data-{k}="([^"]*)"' for k in keys) + "[^>]*>"
     return [dict(zip(keys, unescape_all(found))) for found in re.findall(pattern, html)]
 
 
