@@ -118,12 +118,16 @@ _STATE_OF_ITEM = (("stale:", "stale"), ("never ran", "never ran"), ("approval:",
 
 
 def state_with(state: str, items: list[dict]) -> str:
-    """The state, never a quiet one while something needs a person: then the first item's (stale,
-    broken, parked...), so a chip and its home's list always agree."""
+    """The state, never a quiet one while something needs a person: then the most pressing of its
+    items' (STATES' order: broken before parked, budget spent, stale), so a chip and its home's list
+    always agree."""
     if state not in QUIET or not items:
         return state
-    key = items[0]["key"]
-    return next((named for prefix, named in _STATE_OF_ITEM if key.startswith(prefix)), "broken")
+
+    def named(item: dict) -> str:
+        return next((word for prefix, word in _STATE_OF_ITEM if item["key"].startswith(prefix)), "broken")
+
+    return min((named(item) for item in items), key=STATES.index)
 
 
 def budgets_used(status: dict) -> list[dict]:

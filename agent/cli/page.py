@@ -81,7 +81,7 @@ def clock(epoch: Any) -> str:
     return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%H:%M")
 
 
-def length(seconds: Any) -> str:
+def span(seconds: Any) -> str:
     """A duration in its two largest units: '3d 8h', '2h 5m', '40s'."""
     if not isinstance(seconds, (int, float)):
         return "-"
@@ -144,7 +144,7 @@ def _environment():
         moment=moment,
         priced=priced,
         clock=clock,
-        length=length,
+        span=span,
     )
     return env
 

@@ -41,12 +41,34 @@
 
   function bucketLines(tl, i) {
     var end = tl.t[i] + tl.width;
-    var lines = [[tl.width === 3600 ? "hour" : "day", stamp(tl.t[i]) + " to " + stamp(end).slice(11)]];
+    var what = tl.width === 86400 ? "day" : tl.width === 3600 ? "hour" : tl.width / 3600 + " hours";
+    var lines = [[what, stamp(tl.t[i]) + " to " + (tl.width === 86400 ? stamp(end) : stamp(end).slice(11))]];
     var counts = tl.counts[i], total = 0;
     Object.keys(counts).forEach(function (r) { total += counts[r]; lines.push([r, String(counts[r]) + " cycle(s)"]); });
     lines.splice(1, 0, ["cycles", String(total)]);
     lines.push(["first cycle", tl.first[i]], ["last cycle", tl.last[i]]);
     return lines;
+  }
+
+  // Buckets too narrow to see or tap on this screen (under MIN_PX each) merge into wider ones: the
+  // database counted per hour; a phone shows 3, 6, 12 or 24 hours a bucket.
+  var MIN_PX = 6;
+  function widened(tl, range, px) {
+    if (!tl.width) return tl;
+    var hours = [1, 3, 6, 12, 24].filter(function (k) { return k * tl.width / (range[1] - range[0]) * px >= MIN_PX; })[0] || 24;
+    var size = Math.max(tl.width, tl.width === 3600 ? hours * 3600 : tl.width);
+    if (size === tl.width) return tl;
+    var out = { width: size, t: [], counts: [], first: [], last: [] };
+    tl.t.forEach(function (t, i) {
+      var start = t - t % size, k = out.t.length - 1;
+      if (k < 0 || out.t[k] !== start) {
+        out.t.push(start); out.counts.push({}); out.first.push(tl.first[i]); out.last.push(tl.last[i]); k += 1;
+      }
+      Object.keys(tl.counts[i]).forEach(function (r) { out.counts[k][r] = (out.counts[k][r] || 0) + tl.counts[i][r]; });
+      if (tl.first[i] < out.first[k]) out.first[k] = tl.first[i];
+      if (tl.last[i] > out.last[k]) out.last[k] = tl.last[i];
+    });
+    return out;
   }
 
   function fill(box, lines) {
@@ -62,6 +84,7 @@
   }
 
   function timelineChart(el, tl, range, tooltip, pinned, currency) {
+    tl = widened(tl, range, width(el) - (narrow() ? 118 : 170));
     var seen = {};
     tl.t.forEach(function (_, i) { Object.keys(reasonsAt(tl, i)).forEach(function (r) { seen[r] = true; }); });
     var rows = Object.keys(colours).filter(function (r) { return seen[r] && !apart(r); });
@@ -85,7 +108,8 @@
       axes: [
         { space: narrow() ? 70 : 50 },
         {
-          size: narrow() ? 96 : 150,
+          size: narrow() ? 118 : 170,
+          font: narrow() ? "10px system-ui, sans-serif" : "12px system-ui, sans-serif",
           splits: function () { return Object.keys(labels).map(Number); },
           values: function (u, splits) { return splits.map(function (v) { return labels[v] || ""; }); }
         }
@@ -123,6 +147,7 @@
       tooltip.hidden = true;
     });
     plot.over.addEventListener("mouseleave", function () { tooltip.hidden = true; });
+    plot.drawn = tl;  // what is drawn: the cycles, or the buckets as widened for this screen
     return plot;
   }
 
@@ -134,7 +159,9 @@
   // The legend below a per-day chart: the window's totals, or the hovered day's values.
   function showLegend(legend, page, key, day) {
     var currency = page.currency;
-    legend.querySelector("li.when").textContent = day == null ? "the window" : day;
+    var when = legend.querySelector("li.when");
+    if (!when.hasAttribute("data-window")) when.setAttribute("data-window", when.textContent);
+    when.textContent = day == null ? when.getAttribute("data-window") : day;
     legend.querySelectorAll("li[data-model]").forEach(function (li) {
       var model = li.getAttribute("data-model"), value;
       if (day == null) {
@@ -148,7 +175,7 @@
     });
   }
 
-  function perDayChart(el, legend, page, range, key, budget) {
+  function perDayChart(el, legend, page, range, key, budget, whole) {
     var spending = page.spending;
     var days = spending.days.map(function (d) { return d.day; });
     var xs = days.map(dayStamp);
@@ -167,7 +194,6 @@
       series.push({ label: "daily budget", stroke: "#d32f2f", dash: [6, 4], width: 1.5, points: { show: false } });
     }
     var money2 = key === "cost";
-    var whole = width(el.parentNode.parentNode);
     return new uPlot({
       width: whole >= 700 ? Math.floor(whole / 2) - 12 : whole,
       height: 220,
@@ -199,9 +225,10 @@
     }
     if (page.spending.days.length) {
       var days = [page.range[0] - page.range[0] % 86400, page.range[1] - page.range[1] % 86400];
+      var whole = width(document.getElementById("tokens-" + n).closest(".chart-row"));  // measured before either is drawn
       ["tokens", "cost"].forEach(function (key) {
         var legend = document.getElementById(key + "-legend-" + n);
-        perDayChart(document.getElementById(key + "-" + n), legend, page, days, key, page.budgets[key]);
+        perDayChart(document.getElementById(key + "-" + n), legend, page, days, key, page.budgets[key], whole);
       });
     }
   });
