@@ -94,8 +94,8 @@ def window_counts(buckets: dict) -> dict[str, int]:
     """How many cycles of the window ended for each reason (StopReason's order, then the others): the
     sums of its buckets."""
     counts: Counter = Counter()
-    for bucket in buckets["counts"]:
-        counts.update(bucket)
+    for row in buckets["counts"]:
+        counts.update({reason: n for reason, n in zip(buckets["reasons"], row) if n})
     known = [reason.value for reason in StopReason if reason.value in counts]
     return {reason: counts[reason] for reason in [*known, *sorted(set(counts) - set(known))]}
 
@@ -116,8 +116,9 @@ def bucket_width(days: int) -> int:
 
 def timeline_buckets(home: Home, since: _dt.datetime, width: int, unrecorded: list[dict]) -> dict:
     """The window's cycles counted per bucket (an hour or a day, by the id's time) and stop reason, by
-    the database: {width, t: each bucket's start, counts: [{reason: cycles}], first, last: its cycle
-    ids}, oldest first."""
+    the database: {width, t: each bucket's start, reasons, counts: each bucket's cycles per reason (a
+    row of `reasons`' length, so the page's size is the buckets', however dense they are), first,
+    last: its first and last cycle ids}, oldest first."""
     prefix = 11 if width == HOUR else 8  # YYYYMMDD_HH, YYYYMMDD
     rows = database(home, create=False).rows(
         f"SELECT substr(id, 1, {prefix}), {STOP_REASON}, count(*), min(id), max(id) FROM {CYCLES} "
@@ -134,11 +135,12 @@ def timeline_buckets(home: Home, since: _dt.datetime, width: int, unrecorded: li
         bucket["first"], bucket["last"] = min(bucket["first"], first), max(bucket["last"], last)
     shape = "%Y%m%d_%H" if width == HOUR else "%Y%m%d"
     keys = sorted(buckets)
-    starts = [int(_dt.datetime.strptime(k, shape).replace(tzinfo=_dt.timezone.utc).timestamp()) for k in keys]
+    reasons = sorted({reason for bucket in buckets.values() for reason in bucket["counts"]})
     return {
         "width": width,
-        "t": starts,
-        "counts": [buckets[k]["counts"] for k in keys],
+        "t": [int(_dt.datetime.strptime(k, shape).replace(tzinfo=_dt.timezone.utc).timestamp()) for k in keys],
+        "reasons": reasons,
+        "counts": [[buckets[k]["counts"].get(reason, 0) for reason in reasons] for k in keys],
         "first": [buckets[k]["first"] for k in keys],
         "last": [buckets[k]["last"] for k in keys],
     }
@@ -146,7 +148,7 @@ def timeline_buckets(home: Home, since: _dt.datetime, width: int, unrecorded: li
 
 def window_timeline(home: Home, running: bool, since: _dt.datetime, buckets: dict, prices: dict) -> dict:
     """The timeline: a mark per cycle while the window holds at most MARKS_MAX, else its buckets."""
-    if sum(sum(bucket.values()) for bucket in buckets["counts"]) <= MARKS_MAX:
+    if sum(sum(row) for row in buckets["counts"]) <= MARKS_MAX:
         return dict(timeline(window_records(home, running, since), prices), width=0)
     return buckets
 
@@ -369,13 +371,12 @@ DETAIL_READ = 2000  # of the window's newest cycles read to find `--detail` kind
 
 
 def _fold_key(record: dict) -> tuple:
-    """Cycles that would read alike in detail: the same stop reason, task, model and error signature."""
+    """Cycles that would read alike in detail: the same stop reason, task and error signature."""
     from agent.after.incidents import error_signature
 
     return (
         record.get("stop_reason"),
         record.get("task_before"),
-        record.get("model"),
         error_signature(record.get("error")) if record.get("error") else None,
     )
 

@@ -19,10 +19,10 @@
 
   // A mark's reasons: a cycle has one; a bucket has its counts by stop reason.
   function reasonsAt(tl, i) {
-    if (tl.width) return tl.counts[i];
-    var one = {};
-    one[tl.reason[i]] = 1;
-    return one;
+    var found = {};
+    if (!tl.width) { found[tl.reason[i]] = 1; return found; }
+    tl.reasons.forEach(function (r, k) { if (tl.counts[i][k]) found[r] = tl.counts[i][k]; });
+    return found;
   }
 
   function cycleLines(tl, i, currency) {
@@ -43,7 +43,7 @@
     var end = tl.t[i] + tl.width;
     var what = tl.width === 86400 ? "day" : tl.width === 3600 ? "hour" : tl.width / 3600 + " hours";
     var lines = [[what, stamp(tl.t[i]) + " to " + (tl.width === 86400 ? stamp(end) : stamp(end).slice(11))]];
-    var counts = tl.counts[i], total = 0;
+    var counts = reasonsAt(tl, i), total = 0;
     Object.keys(counts).forEach(function (r) { total += counts[r]; lines.push([r, String(counts[r]) + " cycle(s)"]); });
     lines.splice(1, 0, ["cycles", String(total)]);
     lines.push(["first cycle", tl.first[i]], ["last cycle", tl.last[i]]);
@@ -58,13 +58,14 @@
     var hours = [1, 3, 6, 12, 24].filter(function (k) { return k * tl.width / (range[1] - range[0]) * px >= MIN_PX; })[0] || 24;
     var size = Math.max(tl.width, tl.width === 3600 ? hours * 3600 : tl.width);
     if (size === tl.width) return tl;
-    var out = { width: size, t: [], counts: [], first: [], last: [] };
+    var out = { width: size, t: [], reasons: tl.reasons, counts: [], first: [], last: [] };
     tl.t.forEach(function (t, i) {
       var start = t - t % size, k = out.t.length - 1;
       if (k < 0 || out.t[k] !== start) {
-        out.t.push(start); out.counts.push({}); out.first.push(tl.first[i]); out.last.push(tl.last[i]); k += 1;
+        out.t.push(start); out.counts.push(tl.reasons.map(function () { return 0; }));
+        out.first.push(tl.first[i]); out.last.push(tl.last[i]); k += 1;
       }
-      Object.keys(tl.counts[i]).forEach(function (r) { out.counts[k][r] = (out.counts[k][r] || 0) + tl.counts[i][r]; });
+      tl.counts[i].forEach(function (n, r) { out.counts[k][r] += n; });
       if (tl.first[i] < out.first[k]) out.first[k] = tl.first[i];
       if (tl.last[i] > out.last[k]) out.last[k] = tl.last[i];
     });
