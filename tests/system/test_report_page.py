@@ -9,6 +9,7 @@ the page over homes in every state) from that test: they are never made by hand.
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import json
 import os
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 EVERY = _dt.timedelta(minutes=30)
 PNG = b"\x89PNG\r\n\x1a\n"
-SCREENSHOT_HEIGHT = {1400: 1500, 420: 2400}  # the README's pictures: the headline, the index, a home's health
+SCREENSHOT_HEIGHT = {1400: 2600, 420: 3000}  # the README's pictures: the headline, the index, a home's health
 
 # What the page shows, read from its DOM (data-* attributes and text), one home's part at a time.
 READ_HOME = r"""
@@ -325,7 +326,9 @@ def test_the_page_reads_at_a_glance_on_a_laptop_and_a_phone(every_state, tmp_pat
                return {{started: tr.querySelector('td.when').textContent, length: tr.querySelector('td.length').textContent}}; }})()"""
         )
         wide_after = browser.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        printed = browser.call("Page.printToPDF", {"paperWidth": 8.27, "paperHeight": 11.69, "preferCSSPageSize": True})
         _assert_offline_and_clean(browser)
+    assert base64.b64decode(printed["data"]).startswith(b"%PDF")  # it prints, on A4
     # no CSP violation, no script error (_assert_offline_and_clean), and at 420 px nothing wider than the screen
     assert seen["csp"] == []
     if width == 420:
