@@ -60,8 +60,8 @@ def memory_sections(home: Home, specs: tuple, since) -> dict | None:
 
 def replay_models(settings) -> tuple[str, ...]:
     """The models a cycle could be replayed on: the configured one and the fallbacks, in that order."""
-    found = [settings.model, *(settings.fallback_models or ())]
-    return tuple(m for m in found if isinstance(m, str) and m)
+    found = [settings.model, *(m.get("model") if isinstance(m, dict) else m for m in settings.fallback_models)]
+    return tuple(dict.fromkeys(m for m in found if isinstance(m, str) and m))
 
 
 def home_page(folder: Path, days: int, detail: int, now: _dt.datetime, stale_after: float | None = None) -> dict:

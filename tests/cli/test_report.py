@@ -465,6 +465,14 @@ def test_identical_newest_cycles_fold_into_one_row_with_a_count_and_their_times(
     [
         ({"model": "openai:gpt-4o-mini", "fallback_models": ["openai:the-fallback"]}, "openai:the-fallback"),
         ({"model": "openai:another"}, "openai:another"),
+        (
+            {
+                "fallback_models": [
+                    {"model": "openai:elsewhere", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "inherit"}
+                ]
+            },
+            "openai:elsewhere",
+        ),
         ({}, None),
     ],
 )
