@@ -3,9 +3,10 @@
 For each home: its health (what `agent fleet` says of it), a timeline of its cycles coloured by stop
 reason, its tokens and cost per day by model against the daily budgets, the incidents, the newest
 cycles in detail, and its memory sections (each one's fill, what the window's consolidations merged
-and archived). Several homes get an index first, the ones that need a person at the top. What is
-read is the window's records and what `agent status` reads (agent/cli/window.py,
-agent/cli/health.py); the page is drawn by agent/cli/page.py.
+and archived). Several homes get an index first, the ones that need a person at the top, and the
+page opens with a line saying how many need one. Each home's state and what needs a person are
+agent/cli/health.py's, never judged here; what is read of the window is what the page draws
+(agent/cli/window.py); the page is drawn by agent/cli/page.py.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from agent.store.home import Home
 DEFAULT_OUTPUT = "report.html"
 
 
-def memory_sections(home: Home, specs: tuple, since) -> dict | None:
+def memory_sections(home: Home, specs: tuple, since: _dt.datetime) -> dict | None:
     """Each section's fill (`agent memory`'s gauge), and what the window's consolidations merged and
     archived; None for a home without sections."""
     if not specs:

@@ -1,13 +1,15 @@
-"""What `agent report` shows of one home over its window (the last `--days` UTC days): the cycles'
-records, what they add up to, and the newest cycles in detail.
+"""What `agent report` shows of one home over its window (the last `--days` UTC days): what its
+cycles add up to, and the newest cycles in detail.
 
-Only the window is read: the cycles whose ids are dated inside it (a range of the records database's
-primary key: ids keep running order, and a cycle never started after the time in its id) and the
-window's days of what the records spent, so a home with a million cycles reports as fast as one
-with a thousand that has the same cycles inside the window (bench/report.py). Every sum is the one
-the other commands use: a day's cycles, tokens and cost are `agent history --daily`'s (the spend
-the database keeps per UTC day and model), a cycle's actions and its change `agent replay`'s and
-`agent diff`'s.
+Only the window is read, and of it only what the page draws. Its cycles are those whose ids are
+dated inside it: a range of the `cycle_window` index (the id and the stop reason, migrations.py
+m004), over which the database counts them per hour (or day) and stop reason, so no record is
+parsed to draw a window of 100,000 cycles (bench/report.py); a mark per cycle, from the records,
+only while the window holds at most MARKS_MAX. The incidents and the newest cycles are read newest
+first, as far as the page shows them. Every sum is the one the other commands use: a day's cycles,
+tokens and cost are `agent history --daily`'s (the spend the database keeps per UTC day and model),
+a cycle's actions and its change `agent replay`'s and `agent diff`'s. A record's fields are named
+in SQL in one place, agent/store/columns.py.
 """
 
 from __future__ import annotations
@@ -169,13 +171,6 @@ def consolidation_records(home: Home, since: _dt.datetime) -> list[dict]:
 def _model(record: dict) -> str:
     model = record.get("model")
     return model if isinstance(model, str) and model else UNKNOWN_MODEL
-
-
-def stop_reason_counts(records: list[dict]) -> dict[str, int]:
-    """How many cycles of the window ended for each reason, in StopReason's order, then the others."""
-    counts = Counter(str(r.get("stop_reason") or "?") for r in records)
-    known = [reason.value for reason in StopReason if reason.value in counts]
-    return {reason: counts[reason] for reason in [*known, *sorted(set(counts) - set(known))]}
 
 
 def spending_by_day(home: Home, since: _dt.datetime, now: _dt.datetime, prices: dict) -> dict:

@@ -543,3 +543,16 @@ def test_the_charts_begin_at_the_homes_first_cycle_when_it_came_after_the_window
     (data,) = _data(page.read_text())
     first = _dt.datetime.fromisoformat(records[0]["started"]).replace(minute=0, second=0)
     assert data["range"][0] == int(first.timestamp())
+
+
+def test_a_record_a_hand_edit_left_unreadable_is_counted_apart_and_breaks_nothing(history_home, tmp_path):
+    from agent.store.db import records
+
+    db = records(Home.at(history_home))
+    newest = db.one("SELECT max(id) FROM cycle")[0]
+    with db.write():
+        db.execute("UPDATE cycle SET record = ? WHERE id = ?", ("{not json", newest))
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page)[0] == 0
+    shown = {reason: int(n) for reason, n in _attributes(page.read_text(), "stop-reason", "count").items()}
+    assert shown["?"] == 1
