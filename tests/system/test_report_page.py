@@ -325,6 +325,15 @@ def test_the_page_reads_at_a_glance_on_a_laptop_and_a_phone(every_state, tmp_pat
                  .querySelector('table.incidents tr[data-open="true"]');
                return {{started: tr.querySelector('td.when').textContent, length: tr.querySelector('td.length').textContent}}; }})()"""
         )
+        legend = browser.evaluate(
+            f"""(() => {{ const u = window.agentReport.days[{failing}][0], list = document.getElementById('tokens-legend-{failing}');
+               const read = () => [...list.querySelectorAll('li')].map(li => li.textContent);
+               const before = read();
+               u.setCursor({{left: u.valToPos(u.data[0][0], 'x'), top: 10}});
+               const hovered = read();
+               u.setCursor({{left: -10, top: -10}});
+               return {{before, hovered, after: read()}}; }})()"""
+        )
         wide_after = browser.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
         printed = browser.call("Page.printToPDF", {"paperWidth": 8.27, "paperHeight": 11.69, "preferCSSPageSize": True})
         _assert_offline_and_clean(browser)
@@ -345,6 +354,9 @@ def test_the_page_reads_at_a_glance_on_a_laptop_and_a_phone(every_state, tmp_pat
     # the open incident says when it began and how long it has lasted
     assert re.fullmatch(r"\w{3} \d{2} \w{3} \d{2}:\d{2} UTC", incident["started"]), incident
     assert re.fullmatch(r"\d+[dhms]( \d+[dhms])?", incident["length"]), incident
+    # the per-day legends give the window's totals until a day is hovered, and again after
+    assert legend["before"][0].startswith("the 30 day(s)") and legend["after"] == legend["before"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", legend["hovered"][0]) and legend["hovered"] != legend["before"]
     # a tap on a mark shows its cycle; on a bucket, its counts and its first and last cycle
     (mark, pinned), (bucket, counted) = taps
     assert not mark["bucket"] and pinned.startswith("cycle") and mark["id"] in pinned

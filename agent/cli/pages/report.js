@@ -215,7 +215,7 @@
     }, data, el);
   }
 
-  var drawn = { timelines: {} };  // window.agentReport: the charts, for a test or a person at the console
+  var drawn = { timelines: {}, days: {} };  // window.agentReport: the charts, for a test or a person at the console
   document.querySelectorAll("script.home-data").forEach(function (block) {
     var n = block.getAttribute("data-home-index");
     var page = JSON.parse(block.textContent);
@@ -227,9 +227,9 @@
     if (page.spending.days.length) {
       var days = [page.range[0] - page.range[0] % 86400, page.range[1] - page.range[1] % 86400];
       var whole = width(document.getElementById("tokens-" + n).closest(".chart-row"));  // measured before either is drawn
-      ["tokens", "cost"].forEach(function (key) {
+      drawn.days[n] = ["tokens", "cost"].map(function (key) {
         var legend = document.getElementById(key + "-legend-" + n);
-        perDayChart(document.getElementById(key + "-" + n), legend, page, days, key, page.budgets[key], whole);
+        return perDayChart(document.getElementById(key + "-" + n), legend, page, days, key, page.budgets[key], whole);
       });
     }
   });
