@@ -6,7 +6,9 @@ Homes of N cycles are made as the tests make them (tests/histories.py: rows of l
 through the store's writer in one transaction, every stop reason, several models, errors, incidents;
 then three real cycles with snapshots and transcripts, whose write_file waits for the operator: a
 parked approval). Every home's N cycles lie inside the last `--days` days (spread evenly over them),
-and a tenth as many again before the window.
+and a tenth as many again before the window. One more home holds the largest size of cycles that
+all fail (an incident per task, twelve cycles each): the most the incidents and the folded newest
+cycles can cost.
 
 Then, for every size side by side (one command at every size before the next repetition, so the
 machine's load falls on all sizes alike), each a separate process whose wall time and peak memory
@@ -39,7 +41,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.histories import long_home  # noqa: E402
+from tests.histories import PATTERN, long_home  # noqa: E402
+
+FAILING = "failing"  # the home of the largest size whose cycles all fail
 
 WRAPPER = """
 import resource, subprocess, sys, time
@@ -108,15 +112,19 @@ def main() -> None:
         now = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
         inside = dt.timedelta(days=args.days - 1, hours=now.hour, minutes=now.minute)  # the window, less a little
         homes = {}
-        for size in sizes:
+        for size in [*sizes, FAILING]:
             began = time.perf_counter()
-            every = inside / size
+            cycles = sizes[-1] if size == FAILING else size
+            every = inside / cycles
             end = now - every * 4
-            count = size + size // 10  # a tenth more before the window
-            root = long_home(folder / f"home-{size}", count, end, every, approval_required=["write_file"]).root
+            count = cycles + cycles // 10  # a tenth more before the window
+            pattern = ["error"] if size == FAILING else PATTERN
+            root = long_home(
+                folder / f"home-{size}", count, end, every, pattern=pattern, approval_required=["write_file"]
+            ).root
             homes[size] = root
             print(
-                f"made {count:,} cycles ({size:,} in the window, every {every.total_seconds():.0f} s) in "
+                f"made {count:,} cycles ({cycles:,} in the window, every {every.total_seconds():.0f} s, {size}) in "
                 f"{time.perf_counter() - began:.1f} s"
             )
         results: dict[str, dict[int, list[tuple[float, float]]]] = {}
@@ -131,32 +139,35 @@ def main() -> None:
                 )
                 fleet = [sys.executable, "-m", "agent", "fleet", str(root)]
                 results.setdefault("fleet", {}).setdefault(size, []).append(measure(fleet))
-        pages = {size: (folder / f"report-{size}.html").stat().st_size for size in sizes}
-        pages.update({(size, 0): (folder / f"report-{size}-bare.html").stat().st_size for size in sizes})
+        pages = {size: (folder / f"report-{size}.html").stat().st_size for size in homes}
+        pages.update({(size, 0): (folder / f"report-{size}-bare.html").stat().st_size for size in homes})
         print_results(sizes, results, pages, startup(args.repeats))
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def print_results(sizes: list[int], results: dict, pages: dict[int, int], started: dict[str, float]) -> None:
+def print_results(sizes: list[int], results: dict, pages: dict, started: dict[str, float]) -> None:
     print(f"load average after: {os.getloadavg()}\n")
     print(
-        "each cell: median wall time, median peak resident memory; the ratio is the largest size's to the smallest's\n"
+        "each cell: median wall time, median peak resident memory; the ratios are the largest size's and the "
+        "failing home's to the smallest size's\n"
     )
-    print("| | " + " | ".join(f"{s:,} cycles" for s in sizes) + " | ratio |")
-    print("|---|" + "---|" * (len(sizes) + 1))
+    columns = [*sizes, FAILING]
+    names = [f"{s:,} cycles" if s != FAILING else f"{sizes[-1]:,} failing" for s in columns]
+    print("| | " + " | ".join(names) + " | ratio | failing's ratio |")
+    print("|---|" + "---|" * (len(columns) + 2))
     for name, by_size in results.items():
         cells, times, rss = [], [], []
-        for size in sizes:
+        for size in columns:
             runs = by_size[size]
             times.append(statistics.median(t for t, _ in runs))
             rss.append(statistics.median(m for _, m in runs))
             cells.append(f"{times[-1] * 1000:.0f} ms, {rss[-1]:.0f} MiB")
-        ratio = f"{times[-1] / times[0]:.2f}x time, {rss[-1] / rss[0]:.2f}x memory"
-        print(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
-    print("| page size | " + " | ".join(f"{pages[s] / 1024:.0f} KiB" for s in sizes) + " | |")
-    print("| page size, --detail 0 | " + " | ".join(f"{pages[(s, 0)] / 1024:.0f} KiB" for s in sizes) + " | |")
+        ratios = [f"{times[k] / times[0]:.2f}x time, {rss[k] / rss[0]:.2f}x memory" for k in (-2, -1)]
+        print(f"| {name} | " + " | ".join([*cells, *ratios]) + " |")
+    print("| page size | " + " | ".join(f"{pages[s] / 1024:.0f} KiB" for s in columns) + " | | |")
+    print("| page size, --detail 0 | " + " | ".join(f"{pages[(s, 0)] / 1024:.0f} KiB" for s in columns) + " | | |")
     print("\nstart-up, median seconds in a fresh interpreter (each line on its own):\n")
     for name, seconds in started.items():
         print(f"- {name}: {seconds * 1000:.1f} ms")

@@ -220,7 +220,7 @@ def timeline(records: list[dict], prices: dict) -> dict:
 # ---------------------------------------------------------------------------------- incidents
 
 INCIDENTS_SHOWN = 100  # the newest; the page says when there were more
-INCIDENTS_READ = 20_000  # cycles of the window read, newest first, to find them
+INCIDENTS_READ = 2_000  # cycles of the window read, newest first, to find them (twice what status reads back)
 # The stop reasons a cycle can be part of an incident with (agent/after/incidents.py): only these
 # cycles' records are read; the others (a done cycle, say) only end one.
 INCIDENT_REASONS = (
@@ -362,7 +362,7 @@ def consolidations(home: Home, records: list[dict]) -> list[dict]:
 # ---------------------------------------------------------------------------------- in detail
 
 
-DETAIL_READ = 2000  # of the window's newest cycles read to find `--detail` kinds of cycle
+DETAIL_READ = 1000  # of the window's newest cycles read to find `--detail` kinds of cycle (as status reads back)
 
 
 def _fold_key(record: dict) -> tuple:
@@ -378,7 +378,8 @@ def _fold_key(record: dict) -> tuple:
 
 def newest_worked(home: Home, since: _dt.datetime, count: int) -> list[tuple[dict, list[str]]]:
     """The newest `count` cycles of the window in which the model was asked, newest first, each with
-    the ids of the older cycles just before it that were the same as it (folded into its row)."""
+    the ids of the older cycles just before it that were the same as it (folded into its row). At
+    most DETAIL_READ cycles are read: a fold that reaches that far may go on further back."""
     if count <= 0:
         return []
     apart = ", ".join(f"'{r}'" for r in NOT_DETAILED)
@@ -388,14 +389,19 @@ def newest_worked(home: Home, since: _dt.datetime, count: int) -> list[tuple[dic
         (first_id(since),),
     )
     found: list[tuple[dict, list[str]]] = []
+    key = None
     for seen, (cycle_id, text) in enumerate(rows):
+        if seen >= DETAIL_READ:
+            break
         record = dict(loaded(text) or {}, cycle_id=cycle_id, source="index")
-        if found and _fold_key(found[-1][0]) == _fold_key(record) and (found[-1][1] or [None])[-1] != cycle_id:
+        mine = _fold_key(record)
+        if found and mine == key:
             found[-1][1].append(cycle_id)
-        elif len(found) >= count or seen >= DETAIL_READ:
+        elif len(found) >= count:
             break
         else:
             found.append((record, []))
+            key = mine
     return found
 
 
