@@ -2,7 +2,7 @@
 cycles add up to, and the newest cycles in detail.
 
 Only the window is read, and of it only what the page draws. Its cycles are those whose ids are
-dated inside it: a range of the `cycle_window` index (the id and the stop reason, migrations.py
+dated inside it: a range of the `cycle_window` index (the id and the stop reason, agent/store/migrations.py
 m004), over which the database counts them per hour (or day) and stop reason, so no record is
 parsed to draw a window of 100,000 cycles (bench/report.py); a mark per cycle, from the records,
 only while the window holds at most MARKS_MAX. The incidents and the newest cycles are read newest
