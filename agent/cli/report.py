@@ -134,17 +134,24 @@ def spending_totals(spending: dict) -> dict:
     return {"all": total(spending["days"]), "models": {m: total(rows) for m, rows in spending["models"].items()}}
 
 
-def headline(pages: list[dict]) -> dict:
-    """The page's first line: how many of the homes need a person (health.py's verdict for each), and
-    the most pressing one's first problem (health.py's order)."""
+def headline(pages: list[dict], now: _dt.datetime) -> dict:
+    """The page's first line: how many of the homes need a person (health.py's verdict for each), the
+    most pressing one's first problem (health.py's order), and when its open incident began."""
+    from agent.common.cycle_ids import cycle_started
+
     rows = [page["health"] for page in pages]
     needing = [row for row in rows if row["needs_person"]]
     worst = most_pressing_first(needing)[0] if needing else None
+    told_first = bool(worst and worst["attention"] and worst["attention"][0]["key"].startswith("incident:"))
+    incident = worst.get("incident") or {} if told_first else {}
+    began = cycle_started(incident["since"]) if incident.get("since") else None
     return {
         "homes": len(rows),
         "needing": len(needing),
         "worst_home": worst["home"] if worst else None,
         "worst": worst["attention"][0]["text"] if worst and worst["attention"] else None,
+        "since": None if began is None else int(began.timestamp()),
+        "for_s": None if began is None else max(0, int((now - began).total_seconds())),
     }
 
 
@@ -188,7 +195,7 @@ def report(folders: tuple[Path, ...], home_dir: Path, days: int, output: Path, d
     pages = [home_page(folder, days, detail, now) for folder in (folders or (home_dir,))]
     order = {id(h): n for n, h in enumerate(most_pressing_first([p["health"] for p in pages]))}
     pages.sort(key=lambda page: order[id(page["health"])])
-    html = render(pages, days=days, now=now, index=len(folders) > 1, headline=headline(pages))
+    html = render(pages, days=days, now=now, index=len(folders) > 1, headline=headline(pages, now))
     atomic_write(output, html.encode("utf-8"))
     if as_json:
         homes = [{k: v for k, v in p["health"].items() if k != "status"} for p in pages]

@@ -556,3 +556,18 @@ def test_a_record_a_hand_edit_left_unreadable_is_counted_apart_and_breaks_nothin
     assert _report("--home", history_home, "-o", page)[0] == 0
     shown = {reason: int(n) for reason, n in _attributes(page.read_text(), "stop-reason", "count").items()}
     assert shown["?"] == 1
+
+
+def test_the_headline_says_since_when_the_worst_homes_incident_is_open(tmp_path):
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    (root / "config.yaml").write_text(yaml.safe_dump({"prices": {}}))
+    write_history(Home.at(root), fabricated(40, _now() - _dt.timedelta(hours=1), EVERY, incident_at=6))
+    page = tmp_path / "r.html"
+    assert _report(root, tmp_path / "photos-not-made", "-o", page)[0] == 0  # not a home: the worst, no incident
+    headline = re.search(r'id="headline"[^>]*>(.*?)</p>', page.read_text()).group(1)
+    assert "not a home" in headline and "open since" not in headline
+    assert _report(root, "-o", page)[0] == 0
+    headline = re.search(r'id="headline"[^>]*>(.*?)</p>', page.read_text()).group(1)
+    began = _now() - _dt.timedelta(hours=1) - EVERY * 5
+    assert f"open since {began:%a %d %b %H:%M} UTC (11h" in headline  # five gaps of two hours, and the hour since
