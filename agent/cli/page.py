@@ -82,16 +82,18 @@ def clock(epoch: Any) -> str:
 
 
 def span(seconds: Any) -> str:
-    """A duration in its two largest units: '3d 8h', '2h 5m', '40s'."""
+    """A duration in its largest unit and the next ('3d 8h', '2h 5m', '11h', '40s')."""
     if not isinstance(seconds, (int, float)):
         return "-"
-    seconds, parts = max(0, int(seconds)), []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size or (unit == "s" and not parts):
-            parts.append(f"{seconds // size}{unit}")
-            seconds %= size
-        if len(parts) == 2 or (parts and unit == "s"):
-            break
+    seconds = max(0, int(seconds))
+    units = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+    k = next((k for k, (_, size) in enumerate(units) if seconds >= size), len(units) - 1)
+    (big, size), parts = units[k], []
+    parts.append(f"{seconds // size}{big}")
+    if k + 1 < len(units):
+        small, smaller = units[k + 1]
+        if (seconds % size) // smaller:
+            parts.append(f"{(seconds % size) // smaller}{small}")
     return " ".join(parts)
 
 

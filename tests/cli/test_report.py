@@ -450,12 +450,13 @@ def test_identical_newest_cycles_fold_into_one_row_with_a_count_and_their_times(
     root = tmp_path / "home"
     (root / "scratchpad").mkdir(parents=True)
     (root / "config.yaml").write_text(yaml.safe_dump({"prices": {}}))
-    write_history(Home.at(root), fabricated(40, _now() - _dt.timedelta(hours=1), EVERY, incident_at=6))
+    end = _now() - _dt.timedelta(hours=1)
+    write_history(Home.at(root), fabricated(40, end, EVERY, incident_at=6))
     page = tmp_path / "r.html"
     assert _report("--home", root, "-o", page)[0] == 0
     html = page.read_text()
     folded = re.findall(r'data-alike="(\d+)"[^>]*>×(\d+), (\d\d:\d\d) to (\d\d:\d\d)<', html)
-    first, last = (_now() - _dt.timedelta(hours=1) - EVERY * n for n in (5, 0))
+    first, last = (end - EVERY * n for n in (5, 0))
     assert folded[0] == ("6", "6", first.strftime("%H:%M"), last.strftime("%H:%M"))
     assert html.count('<details class="cycle"') == 5  # five rows still: the fold made room for four others
 
@@ -562,12 +563,23 @@ def test_the_headline_says_since_when_the_worst_homes_incident_is_open(tmp_path)
     root = tmp_path / "home"
     (root / "scratchpad").mkdir(parents=True)
     (root / "config.yaml").write_text(yaml.safe_dump({"prices": {}}))
-    write_history(Home.at(root), fabricated(40, _now() - _dt.timedelta(hours=1), EVERY, incident_at=6))
+    end = _now() - _dt.timedelta(hours=1)
+    write_history(Home.at(root), fabricated(40, end, EVERY, incident_at=6))
     page = tmp_path / "r.html"
     assert _report(root, tmp_path / "photos-not-made", "-o", page)[0] == 0  # not a home: the worst, no incident
     headline = re.search(r'id="headline"[^>]*>(.*?)</p>', page.read_text()).group(1)
     assert "not a home" in headline and "open since" not in headline
     assert _report(root, "-o", page)[0] == 0
     headline = re.search(r'id="headline"[^>]*>(.*?)</p>', page.read_text()).group(1)
-    began = _now() - _dt.timedelta(hours=1) - EVERY * 5
+    began = end - EVERY * 5
     assert f"open since {began:%a %d %b %H:%M} UTC (11h" in headline  # five gaps of two hours, and the hour since
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(0, "0s"), (40, "40s"), (61, "1m 1s"), (7500, "2h 5m"), (39_603, "11h"), (288_050, "3d 8h"), (None, "-")],
+)
+def test_a_length_is_its_largest_unit_and_the_next(seconds, shown):
+    from agent.cli.page import span
+
+    assert span(seconds) == shown
