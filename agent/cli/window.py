@@ -116,6 +116,15 @@ def bucket_width(days: int) -> int:
     return HOUR if days <= 31 else DAY
 
 
+def _bucket_start(key: str, width: int) -> int | None:
+    """The epoch seconds a bucket's key ('YYYYMMDD_HH' or 'YYYYMMDD', an id's start) begins at."""
+    try:
+        moment = _dt.datetime.strptime(key, "%Y%m%d_%H" if width == HOUR else "%Y%m%d")
+    except ValueError:
+        return None
+    return int(moment.replace(tzinfo=_dt.timezone.utc).timestamp())
+
+
 def timeline_buckets(home: Home, since: _dt.datetime, width: int, unrecorded: list[dict]) -> dict:
     """The window's cycles counted per bucket (an hour or a day, by the id's time) and stop reason, by
     the database: {width, t: each bucket's start, reasons, counts: each bucket's cycles per reason (a
@@ -135,12 +144,12 @@ def timeline_buckets(home: Home, since: _dt.datetime, width: int, unrecorded: li
         bucket = buckets.setdefault(key, {"counts": {}, "first": first, "last": last})
         bucket["counts"][str(reason)] = bucket["counts"].get(str(reason), 0) + count
         bucket["first"], bucket["last"] = min(bucket["first"], first), max(bucket["last"], last)
-    shape = "%Y%m%d_%H" if width == HOUR else "%Y%m%d"
-    keys = sorted(buckets)
-    reasons = sorted({reason for bucket in buckets.values() for reason in bucket["counts"]})
+    starts = {key: start for key in buckets if (start := _bucket_start(key, width)) is not None}
+    keys = sorted(starts)  # an id that is not a time (a hand-made row) has no bucket
+    reasons = sorted({reason for key in keys for reason in buckets[key]["counts"]})
     return {
         "width": width,
-        "t": [int(_dt.datetime.strptime(k, shape).replace(tzinfo=_dt.timezone.utc).timestamp()) for k in keys],
+        "t": [starts[k] for k in keys],
         "reasons": reasons,
         "counts": [[buckets[k]["counts"].get(reason, 0) for reason in reasons] for k in keys],
         "first": [buckets[k]["first"] for k in keys],
