@@ -138,9 +138,20 @@
     var plot = new uPlot(opts, data, el);
     el.appendChild(tooltip);
     // A tap (or a click): the mark nearest to it, kept in the panel below the chart.
+    // On a row, the tapped mark is the nearest of that row's (several cycles can share a pixel).
+    function nearestOnRow(i, y) {
+      if (tl.width) return i;
+      var row = Math.round(plot.posToVal(y, "y"));
+      var reason = shown.filter(function (r) { return ys[r] === row; })[0];
+      for (var d = 0; reason && d < 400; d++) {
+        if (tl.reason[i - d] === reason) return i - d;
+        if (tl.reason[i + d] === reason) return i + d;
+      }
+      return i;
+    }
     plot.over.addEventListener("click", function (e) {
       var box = plot.over.getBoundingClientRect();
-      var i = plot.posToIdx(e.clientX - box.left);
+      var i = nearestOnRow(plot.posToIdx(e.clientX - box.left), e.clientY - box.top);
       if (i != null && i >= 0 && i < tl.t.length) {
         fill(pinned, lines(i));
         pinned.setAttribute("data-index", String(i));
