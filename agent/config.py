@@ -453,6 +453,12 @@ class Settings:
 
         return checked(self.schedule, self.schedule_timezone, self.schedule_grace)
 
+    currency: str = _doc(
+        "The currency `prices` and the cost budgets are in (a code such as USD or EUR): `agent report` shows it "
+        "beside every cost.",
+        default="USD",
+    )
+
     @property
     def section_specs(self) -> tuple[SectionSpec, ...]:
         """The checked `sections`, in config order (empty: a home without sections)."""

@@ -196,6 +196,12 @@ class Chromium:
         params = {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1 if kind != "mouseMoved" else 0}
         self.call("Input.dispatchMouseEvent", params)
 
+    def tap(self, x: float, y: float) -> None:
+        """A finger's tap at (x, y), as a touch screen sends it (the page sees touch events, then a click)."""
+        self.call("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 1})
+        self.call("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [{"x": x, "y": y}]})
+        self.call("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+
     def close(self) -> None:
         try:
             self._send("Browser.close", None, None)

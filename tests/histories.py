@@ -147,6 +147,7 @@ def long_home(
     every: _dt.timedelta,
     real: int = 3,
     incident_at: int | None = 200,
+    pattern: list[str] = PATTERN,
     **settings,
 ) -> Home:
     """A home of `count` fabricated cycles ending at `end`, then `real` real cycles `every` apart after
@@ -163,6 +164,6 @@ def long_home(
         yaml.safe_dump({"goals": ["keep the service healthy"], "current_task": tasks[0], "pending_actions": tasks[1:]})
     )
     home = Home.at(root)
-    write_history(home, fabricated(count, end, every, incident_at))
+    write_history(home, fabricated(count, end, every, incident_at, pattern))
     real_cycles(home, script, [end + every * (n + 1) for n in range(real)])
     return home

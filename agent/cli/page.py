@@ -54,6 +54,10 @@ COLOURS = {
 }
 
 
+# One colour per model on the per-day charts, in the order the page lists the models.
+PALETTE = ("#1e88e5", "#43a047", "#fb8c00", "#8e24aa", "#00acc1", "#6d4c41", "#c0ca33", "#5e35b1")
+
+
 def reason_class(reason: Any) -> str:
     """The CSS class suffix of a stop reason's colour: the reason when it is one we colour, else 'other'."""
     return reason if isinstance(reason, str) and reason in COLOURS and reason != "?" else "other"
@@ -61,6 +65,48 @@ def reason_class(reason: Any) -> str:
 
 def _amount(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else money(value)
+
+
+def moment(epoch: Any) -> str:
+    """A time for people: 'Sat 28 Nov 10:00 UTC' ('-' for none)."""
+    if not isinstance(epoch, (int, float)):
+        return "-"
+    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%a %d %b %H:%M UTC")
+
+
+def clock(epoch: Any) -> str:
+    """The time of day alone: '14:00'."""
+    if not isinstance(epoch, (int, float)):
+        return "-"
+    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%H:%M")
+
+
+def span(seconds: Any) -> str:
+    """A duration in its largest unit and the next ('3d 8h', '2h 5m', '11h', '40s')."""
+    if not isinstance(seconds, (int, float)):
+        return "-"
+    seconds = max(0, int(seconds))
+    units = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+    k = next((k for k, (_, size) in enumerate(units) if seconds >= size), len(units) - 1)
+    (big, size), parts = units[k], []
+    parts.append(f"{seconds // size}{big}")
+    if k + 1 < len(units):
+        small, smaller = units[k + 1]
+        if (seconds % size) // smaller:
+            parts.append(f"{(seconds % size) // smaller}{small}")
+    return " ".join(parts)
+
+
+def priced(cost: Any, unpriced: int | bool, currency: str) -> str:
+    """A cost with its currency ('0.0330 USD'), or what cost_text says when it could not be priced."""
+    text = cost_text(cost, unpriced)
+    return (
+        text
+        if text == "unpriced"
+        else text.replace(" (+", f" {currency} (+", 1)
+        if "(+" in text
+        else f"{text} {currency}"
+    )
 
 
 def _diff_class(line: str) -> str:
@@ -97,16 +143,21 @@ def _environment():
         shown=_shown,
         diff_class=_diff_class,
         reason_class=reason_class,
+        moment=moment,
+        priced=priced,
+        clock=clock,
+        span=span,
     )
     return env
 
 
 def colour_rules() -> str:
     rules = [f".r-{reason}{{background:{colour}}}" for reason, colour in COLOURS.items() if reason != "?"]
-    return "\n".join([*rules, f".r-other{{background:{COLOURS['?']}}}"])
+    models = [f".model-{n}{{background:{colour}}}" for n, colour in enumerate(PALETTE)]
+    return "\n".join([*rules, f".r-other{{background:{COLOURS['?']}}}", *models])
 
 
-def render(pages: list[dict], days: int, now: _dt.datetime, index: bool) -> str:
+def render(pages: list[dict], days: int, now: _dt.datetime, index: bool, headline: dict) -> str:
     """The whole page: an index of the homes first when `index`, then each home's part."""
     scripts = [(UPLOT / "uPlot.iife.min.js").read_text(encoding="utf-8"), (PAGES / "report.js").read_text("utf-8")]
     styles = [(UPLOT / "uPlot.min.css").read_text(encoding="utf-8"), (PAGES / "report.css").read_text("utf-8")]
@@ -123,7 +174,7 @@ def render(pages: list[dict], days: int, now: _dt.datetime, index: bool) -> str:
     )
     for page in pages:
         if "timeline" in page:
-            page["chart"] = {k: page[k] for k in ("timeline", "spending", "budgets", "range")}
+            page["chart"] = {k: page[k] for k in ("timeline", "spending", "budgets", "range", "totals", "currency")}
     homes = [page["health"]["home"] for page in pages]
     return (
         _environment()
@@ -131,11 +182,13 @@ def render(pages: list[dict], days: int, now: _dt.datetime, index: bool) -> str:
         .render(
             pages=pages,
             index=index,
+            headline=headline,
             days=days,
             title=homes[0] if len(homes) == 1 else f"{len(homes)} homes",
             generated=now.isoformat(timespec="seconds"),
             generated_text=now.strftime("%Y-%m-%d %H:%M"),
             colours=COLOURS,
+            palette=PALETTE,
             scripts=scripts,
             styles=styles,
             csp=csp,

@@ -1,13 +1,15 @@
-"""What `agent report` shows of one home over its window (the last `--days` UTC days): the cycles'
-records, what they add up to, and the newest cycles in detail.
+"""What `agent report` shows of one home over its window (the last `--days` UTC days): what its
+cycles add up to, and the newest cycles in detail.
 
-Only the window is read: the cycles whose ids are dated inside it (a range of the records database's
-primary key: ids keep running order, and a cycle never started after the time in its id) and the
-window's days of what the records spent, so a home with a million cycles reports as fast as one
-with a thousand that has the same cycles inside the window (bench/report.py). Every sum is the one
-the other commands use: a day's cycles, tokens and cost are `agent history --daily`'s (the spend
-the database keeps per UTC day and model), a cycle's actions and its change `agent replay`'s and
-`agent diff`'s.
+Only the window is read, and of it only what the page draws. Its cycles are those whose ids are
+dated inside it: a range of the `cycle_window` index (the id and the stop reason, agent/store/migrations.py
+m004), over which the database counts them per hour (or day) and stop reason, so no record is
+parsed to draw a window of 100,000 cycles (bench/report.py); a mark per cycle, from the records,
+only while the window holds at most MARKS_MAX. The incidents and the newest cycles are read newest
+first, as far as the page shows them. Every sum is the one the other commands use: a day's cycles,
+tokens and cost are `agent history --daily`'s (the spend the database keeps per UTC day and model),
+a cycle's actions and its change `agent replay`'s and `agent diff`'s. A record's fields are named
+in SQL in one place, agent/store/columns.py.
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ from agent.common.outcomes import AgentError, StopReason
 from agent.common.plain import plain
 from agent.gates.budgets import bucket_spending, record_cost, record_tokens
 from agent.secrets import Secrets
+from agent.store.columns import STOP_REASON
 from agent.store.cycles import cycles_since, newest_first, spent_by_day
+from agent.store.db import records as database
 from agent.store.home import Home
+from agent.store.rows import loaded
 
 UNKNOWN_MODEL = "(not recorded)"
 NOT_DETAILED = (StopReason.IDLE.value, StopReason.HELD.value, RUNNING)  # no model was asked: nothing to show in detail
@@ -55,16 +60,126 @@ def window_records(home: Home, running: bool, since: _dt.datetime) -> list[dict]
     return found
 
 
+MARKS_MAX = 2000  # up to this many cycles in the window: a mark each on the timeline; more: buckets
+HOUR, DAY = 3600, 86400
+# The window's cycles are a range of this index (migrations.py m004): named, since without the
+# statistics of ANALYZE the planner would take the primary key and read every record.
+CYCLES = "cycle INDEXED BY cycle_window"
+_WINDOW = f"id >= ? AND ({STOP_REASON} IS NOT NULL OR files)"  # the window's cycles: recorded, or with files
+
+
+def first_id(since: _dt.datetime) -> str:
+    return since.strftime(SECOND_FORMAT)
+
+
+def unrecorded_in_window(home: Home, running: bool, since: _dt.datetime) -> list[dict]:
+    """The window's cycles the index has no stop reason for (killed, lost, running now; a hand-edited
+    record), as `agent history` shows them, oldest first: few, read by the index."""
+    rows = database(home, create=False).rows(
+        f"SELECT id, record FROM {CYCLES} WHERE id >= ? AND {STOP_REASON} IS NULL AND (files OR record IS NOT NULL) "
+        "ORDER BY id",
+        (first_id(since),),
+    )
+    found = [
+        dict(loaded(text) or {}, cycle_id=cycle_id, stop_reason="?", source="index")
+        if text is not None
+        else unrecorded_cycle(home, cycle_id)
+        for cycle_id, text in rows
+    ]
+    newest = database(home, create=False).one(f"SELECT max(id) FROM {CYCLES} WHERE {_WINDOW}", (first_id(since),))
+    if running and found and found[-1]["source"] == "snapshots" and found[-1]["cycle_id"] == newest[0]:
+        found[-1] = unrecorded_cycle(home, found[-1]["cycle_id"], running=True)
+    return found
+
+
+def window_counts(buckets: dict) -> dict[str, int]:
+    """How many cycles of the window ended for each reason (StopReason's order, then the others): the
+    sums of its buckets."""
+    counts: Counter = Counter()
+    for row in buckets["counts"]:
+        counts.update({reason: n for reason, n in zip(buckets["reasons"], row) if n})
+    known = [reason.value for reason in StopReason if reason.value in counts]
+    return {reason: counts[reason] for reason in [*known, *sorted(set(counts) - set(known))]}
+
+
+def axis_start(home: Home, since: _dt.datetime) -> _dt.datetime:
+    """Where the charts begin: the window's start, or the home's first cycle when it came later."""
+    db = database(home, create=False)
+    if db.one("SELECT 1 FROM cycle WHERE id < ? LIMIT 1", (first_id(since),)):
+        return since
+    first = db.one(f"SELECT min(id) FROM {CYCLES} WHERE {_WINDOW}", (first_id(since),))[0]
+    started = cycle_started(first) if first else None
+    return since if started is None else max(since, started.replace(minute=0, second=0, microsecond=0))
+
+
+def bucket_width(days: int) -> int:
+    return HOUR if days <= 31 else DAY
+
+
+def _bucket_start(key: str, width: int) -> int | None:
+    """The epoch seconds a bucket's key ('YYYYMMDD_HH' or 'YYYYMMDD', an id's start) begins at."""
+    try:
+        moment = _dt.datetime.strptime(key, "%Y%m%d_%H" if width == HOUR else "%Y%m%d")
+    except ValueError:
+        return None
+    return int(moment.replace(tzinfo=_dt.timezone.utc).timestamp())
+
+
+def timeline_buckets(home: Home, since: _dt.datetime, width: int, unrecorded: list[dict]) -> dict:
+    """The window's cycles counted per bucket (an hour or a day, by the id's time) and stop reason, by
+    the database: {width, t: each bucket's start, reasons, counts: each bucket's cycles per reason (a
+    row of `reasons`' length, so the page's size is the buckets', however dense they are), first,
+    last: its first and last cycle ids}, oldest first."""
+    prefix = 11 if width == HOUR else 8  # YYYYMMDD_HH, YYYYMMDD
+    rows = database(home, create=False).rows(
+        f"SELECT substr(id, 1, {prefix}), {STOP_REASON}, count(*), min(id), max(id) FROM {CYCLES} "
+        f"WHERE id >= ? AND {STOP_REASON} IS NOT NULL GROUP BY 1, 2",
+        (first_id(since),),
+    )
+    rows += [
+        (r["cycle_id"][:prefix], str(r.get("stop_reason") or "?"), 1, r["cycle_id"], r["cycle_id"]) for r in unrecorded
+    ]
+    buckets: dict[str, dict] = {}
+    for key, reason, count, first, last in rows:
+        bucket = buckets.setdefault(key, {"counts": {}, "first": first, "last": last})
+        bucket["counts"][str(reason)] = bucket["counts"].get(str(reason), 0) + count
+        bucket["first"], bucket["last"] = min(bucket["first"], first), max(bucket["last"], last)
+    starts = {key: start for key in buckets if (start := _bucket_start(key, width)) is not None}
+    keys = sorted(starts)  # an id that is not a time (a hand-made row) has no bucket
+    reasons = sorted({reason for key in keys for reason in buckets[key]["counts"]})
+    return {
+        "width": width,
+        "t": [starts[k] for k in keys],
+        "reasons": reasons,
+        "counts": [[buckets[k]["counts"].get(reason, 0) for reason in reasons] for k in keys],
+        "first": [buckets[k]["first"] for k in keys],
+        "last": [buckets[k]["last"] for k in keys],
+    }
+
+
+def window_timeline(home: Home, running: bool, since: _dt.datetime, buckets: dict, prices: dict) -> dict:
+    """The timeline: a mark per cycle while the window holds at most MARKS_MAX, else its buckets."""
+    if sum(sum(row) for row in buckets["counts"]) <= MARKS_MAX:
+        return dict(timeline(window_records(home, running, since), prices), width=0)
+    return buckets
+
+
+CONSOLIDATIONS_SHOWN = 50  # the newest of the window's consolidations, on the page
+
+
+def consolidation_records(home: Home, since: _dt.datetime) -> list[dict]:
+    """The records of the window's newest CONSOLIDATIONS_SHOWN consolidations, oldest first (found by the index)."""
+    rows = database(home, create=False).rows(
+        f"SELECT record FROM {CYCLES} WHERE id >= ? AND {STOP_REASON} IN ('consolidated', 'consolidation_reverted') "
+        "ORDER BY id DESC LIMIT ?",
+        (first_id(since), CONSOLIDATIONS_SHOWN),
+    )
+    return [record for (text,) in reversed(rows) if (record := loaded(text)) is not None]
+
+
 def _model(record: dict) -> str:
     model = record.get("model")
     return model if isinstance(model, str) and model else UNKNOWN_MODEL
-
-
-def stop_reason_counts(records: list[dict]) -> dict[str, int]:
-    """How many cycles of the window ended for each reason, in StopReason's order, then the others."""
-    counts = Counter(str(r.get("stop_reason") or "?") for r in records)
-    known = [reason.value for reason in StopReason if reason.value in counts]
-    return {reason: counts[reason] for reason in [*known, *sorted(set(counts) - set(known))]}
 
 
 def spending_by_day(home: Home, since: _dt.datetime, now: _dt.datetime, prices: dict) -> dict:
@@ -113,80 +228,119 @@ def timeline(records: list[dict], prices: dict) -> dict:
 
 # ---------------------------------------------------------------------------------- incidents
 
-INCIDENTS_SHOWN = 100  # the newest; the page says how many there were in all
+INCIDENTS_SHOWN = 100  # the newest; the page says when there were more
+INCIDENTS_READ = 2_000  # cycles of the window read, newest first, to find them (twice what status reads back)
+# The stop reasons a cycle can be part of an incident with (agent/after/incidents.py): only these
+# cycles' records are read; the others (a done cycle, say) only end one.
+INCIDENT_REASONS = (
+    StopReason.ERROR.value,
+    StopReason.CONSOLIDATION_REVERTED.value,
+    StopReason.AWAITING_APPROVAL.value,
+    StopReason.STALLED.value,
+    StopReason.BUDGET_EXHAUSTED.value,
+    StopReason.HELD.value,
+)
+PASSED_OVER = (StopReason.IDLE.value, StopReason.CONSOLIDATED.value)  # neither continue nor end one
 
 
-def _passed_over(record: dict) -> bool:
-    """A cycle that neither continues nor ends an incident (agent/after/incidents.py): idle, or
-    without a record."""
-    return record.get("stop_reason") == StopReason.IDLE.value or record.get("source", "index") != "index"
+def _started(cycle_id: str | None) -> int | None:
+    started = cycle_started(cycle_id) if cycle_id else None
+    return None if started is None else int(started.timestamp())
 
 
-def _opened(record: dict, key: str, home: Home, close_after: int, before_window: bool) -> dict:
-    """An incident the window's `record` is the first of; near the window's start, where the records
-    before the window say it began (read back only as far as it goes, as `agent status` reads it)."""
-    from agent.after.incidents import incident_run
-
-    endpoint = record.get("error_endpoint") if "error_kind" in record else None
-    earlier = (
-        incident_run(newest_first(home, before=record["cycle_id"]), key, close_after, endpoint) if before_window else []
-    )
-    first = earlier[-1] if earlier else record
-    started = cycle_started(first["cycle_id"])
+def _incident_of(record: dict, key: str, ended: str | None) -> dict:
+    held = record.get("stop_reason") == StopReason.HELD.value
+    reason = record.get("held_for") if held else record.get("stop_reason")
     return {
         "key": key,
-        "since": first["cycle_id"],
-        "since_time": None if started is None else started.isoformat(),
-        "cycles": len(earlier),
-        "error": _shown(next((r.get("error") for r in earlier if r.get("error")), None)),
-        "ended": None,
-        "apart": 0,
+        "stop_reason": plain(reason, "?"),
+        "held": held,
+        "task": _shown(record.get("task_after")),
+        "error": _shown(record.get("error")),
+        "since": record["cycle_id"],
+        "last": record["cycle_id"],
+        "ended": ended,
+        "cycles": 1,
+        "complete": True,
     }
 
 
-def _continued(incident: dict, record: dict) -> None:
-    held = record.get("stop_reason") == StopReason.HELD.value
-    reason = record.get("held_for") if held else record.get("stop_reason")
-    incident.update(
-        stop_reason=plain(reason, "?"), held=held, task=_shown(record.get("task_after")), last=record["cycle_id"]
-    )
-    incident["cycles"] += 1
-    incident["apart"] = 0
-    incident["error"] = _shown(record.get("error")) or incident["error"]  # the newest, as status says
+def _went_back(home: Home, incident: dict, close_after: int) -> None:
+    """An incident open at the window's start began where the records before it say (read back as
+    far as it goes, at most the cap `agent status` reads)."""
+    from agent.after.incidents import incident_run
+
+    earlier = incident_run(newest_first(home, before=incident["since"]), incident["key"], close_after)
+    if earlier:
+        incident["since"] = earlier[-1]["cycle_id"]
+        incident["cycles"] += len(earlier)
+        incident["error"] = incident["error"] or _shown(next((r.get("error") for r in earlier if r.get("error")), None))
 
 
-def _closed(still_open: dict, key: str | None, record: dict, close_after: int) -> None:
-    """The open incidents `record` is not part of move one cycle nearer their end; at
-    `close_after` cycles in a row they end there (agent/after/incidents.py)."""
-    for other in [k for k in still_open if k != key]:
-        still_open[other]["apart"] += 1
-        if still_open[other]["apart"] >= close_after:
-            still_open.pop(other)["ended"] = record["cycle_id"]
+def _fold_incidents(rows, close_after: int) -> tuple[list[dict], dict[str, list], bool]:
+    """The incidents among (id, record) rows read newest first: (found, newest first; those that may go
+    on further back, key -> [incident, cycles since its oldest]; whether reading stopped early)."""
+    from agent.after.incidents import _endpoint, incident_key
+
+    found: list[dict] = []
+    going: dict[str, list] = {}  # key -> [incident, cycles read since its oldest one so far]: it may go on back
+    newer: list[str] = []  # the ids read so far (newest first): the close_after-th newer one ended an incident
+    endpoint = None  # an older record's endpoint: the nearest newer record's (incidents.py `incident_keys`)
+    for seen, (cycle_id, text) in enumerate(rows):
+        if seen >= INCIDENTS_READ:
+            return found, going, True
+        record = dict(loaded(text) or {}, cycle_id=cycle_id) if text is not None else None
+        endpoint = (record and _endpoint(record)) or endpoint
+        key = incident_key(record, endpoint) if record is not None else None
+        for other in [k for k in going if k != key]:
+            going[other][1] += 1
+            if going[other][1] >= close_after:
+                going.pop(other)  # this many cycles apart: an earlier one is an incident of its own
+        if key in going:
+            current = going[key][0]
+            current.update(since=cycle_id, cycles=current["cycles"] + 1)
+            current["error"] = current["error"] or _shown(record.get("error"))
+            going[key][1] = 0
+        elif key is not None:
+            if len(found) >= INCIDENTS_SHOWN:
+                return found, going, True
+            ended = newer[close_after - 1] if len(newer) >= close_after else None
+            going[key] = [_incident_of(record, key, ended), 0]
+            found.append(going[key][0])
+        newer.insert(0, cycle_id)
+        del newer[close_after:]
+    return found, going, False
 
 
-def incidents(home: Home, records: list[dict], close_after: int | None = None) -> dict:
-    """The incidents of the window as `agent status` defines them (agent/after/incidents.py: one stop
+def incidents(home: Home, since: _dt.datetime, now: _dt.datetime, close_after: int | None = None) -> dict:
+    """The window's incidents as `agent status` defines them (agent/after/incidents.py: one stop
     reason on one task, a failure of one kind at one endpoint; a held cycle is part of the one it
-    holds after; over only after `close_after` cycles in a row not part of it), newest first: its stop
-    reason, task and newest error, the cycle that opened it (before the window, for one open at its
-    start) and the one that ended it (None: open now), its cycles."""
-    from agent.after.incidents import CLOSE_AFTER, incident_keys
+    holds after; over only after `close_after` cycles in a row not part of it), newest first, read
+    newest first until INCIDENTS_SHOWN are found: each one's stop reason, task and newest error, the
+    cycle that opened it (before the window, for one open at its start) and the one that ended it
+    (None: open now), their times, its length and its cycles."""
+    from agent.after.incidents import CLOSE_AFTER
 
     close_after = CLOSE_AFTER if close_after is None else close_after
-    worked = [r for r in records if not _passed_over(r)]
-    found: list[dict] = []
-    still_open: dict[str, dict] = {}
-    for n, (record, key) in enumerate(zip(worked, incident_keys(worked))):
-        _closed(still_open, key, record, close_after)
-        if key is None:
-            continue
-        if key not in still_open:
-            still_open[key] = _opened(record, key, home, close_after, before_window=n < close_after)
-            found.append(still_open[key])
-        _continued(still_open[key], record)
+    reasons = ", ".join(f"'{r}'" for r in INCIDENT_REASONS)
+    passed = ", ".join(f"'{r}'" for r in PASSED_OVER)
+    rows = database(home, create=False).stream(
+        f"SELECT id, iif({STOP_REASON} IN ({reasons}), record, NULL) FROM {CYCLES} "
+        f"WHERE id >= ? AND {STOP_REASON} IS NOT NULL AND {STOP_REASON} NOT IN ({passed}) ORDER BY id DESC",
+        (first_id(since),),
+    )
+    found, going, more = _fold_incidents(rows, close_after)
+    for current, _ in going.values():
+        if more:
+            current["complete"] = False  # it may go on further back than was read
+        else:
+            _went_back(home, current, close_after)
     for incident in found:
-        incident.pop("apart")
-    return {"shown": found[::-1][:INCIDENTS_SHOWN], "count": len(found)}
+        incident["started"] = _started(incident["since"])
+        incident["ended_at"] = _started(incident["ended"])
+        end = incident["ended_at"] if incident["ended_at"] is not None else int(now.timestamp())
+        incident["length_s"] = None if incident["started"] is None else max(0, end - incident["started"])
+    return {"shown": found, "count": len(found), "more": more}
 
 
 # ---------------------------------------------------------------------------------- memory
@@ -201,7 +355,7 @@ def consolidations(home: Home, records: list[dict]) -> list[dict]:
     cycles only (agent/store/archive.py `sections_left_since`)."""
     from agent.store.archive import sections_left_since
 
-    found = [r for r in reversed(records) if r.get("stop_reason") in CONSOLIDATIONS]
+    found = [r for r in reversed(records) if r.get("stop_reason") in CONSOLIDATIONS]  # newest first
     if not found:
         return []
     accepted = {r["cycle_id"]: {} for r in found if r["stop_reason"] == CONSOLIDATIONS[0]}
@@ -232,9 +386,44 @@ def consolidations(home: Home, records: list[dict]) -> list[dict]:
 # ---------------------------------------------------------------------------------- in detail
 
 
-def newest_worked(records: list[dict], count: int) -> list[dict]:
-    """The newest `count` cycles in which the model was asked, newest first."""
-    return [r for r in reversed(records) if r.get("stop_reason") not in NOT_DETAILED][:count]
+DETAIL_READ = 1000  # of the window's newest cycles read to find `--detail` kinds of cycle (as status reads back)
+
+
+def _fold_key(record: dict) -> tuple:
+    """Cycles that would read alike in detail: the same stop reason, task and failure kind (what went
+    wrong as the runtime classifies it, never the server's wording: agent/after/incidents.py)."""
+    from agent.after.incidents import record_kind
+
+    return (record.get("stop_reason"), record.get("task_before"), record_kind(record) if record.get("error") else None)
+
+
+def newest_worked(home: Home, since: _dt.datetime, count: int) -> list[tuple[dict, list[str]]]:
+    """The newest `count` cycles of the window in which the model was asked, newest first, each with
+    the ids of the older cycles just before it that were the same as it (folded into its row). At
+    most DETAIL_READ cycles are read: a fold that reaches that far may go on further back."""
+    if count <= 0:
+        return []
+    apart = ", ".join(f"'{r}'" for r in NOT_DETAILED)
+    rows = database(home, create=False).stream(
+        f"SELECT id, record FROM {CYCLES} WHERE id >= ? AND record IS NOT NULL "
+        f"AND ({STOP_REASON} IS NULL OR {STOP_REASON} NOT IN ({apart})) ORDER BY id DESC",
+        (first_id(since),),
+    )
+    found: list[tuple[dict, list[str]]] = []
+    key = None
+    for seen, (cycle_id, text) in enumerate(rows):
+        if seen >= DETAIL_READ:
+            break
+        record = dict(loaded(text) or {}, cycle_id=cycle_id, source="index")
+        mine = _fold_key(record)
+        if found and mine == key:
+            found[-1][1].append(cycle_id)
+        elif len(found) >= count:
+            break
+        else:
+            found.append((record, []))
+            key = mine
+    return found
 
 
 def _message_text(content: Any) -> str:
@@ -291,15 +480,23 @@ def _change(home: Home, cycle_id: str, cycles: Any, secrets: Secrets) -> dict:
     }
 
 
-def cycle_detail(home: Home, record: dict, secrets: Secrets, cycles: Any) -> dict:
+def cycle_detail(
+    home: Home, record: dict, secrets: Secrets, cycles: Any, alike: list[str] = (), models: tuple = ()
+) -> dict:
     """One cycle for a person: its record, its actions in order (`agent replay`'s), the change to
     active.yaml (`agent diff ID`), the calls with side effects it made, its transcript, and the
     command that replays it."""
     from agent.cli.replay import actions
 
     cycle_id = record["cycle_id"]
-    model = record.get("model") if isinstance(record.get("model"), str) else "MODEL"
+    ran_on = record.get("model") if isinstance(record.get("model"), str) else None
+    other = next((m for m in models if m != ran_on), None)  # another configured or fallback model
+    replay = f"agent replay --home {shlex.quote(str(home.root))} {cycle_id}"
     return {
+        "alike": len(alike),
+        "alike_since": _started(alike[-1]) if alike else None,
+        "alike_first": alike[-1] if alike else None,
+        "started_at": _started(cycle_id),
         "cycle_id": cycle_id,
         "started": record.get("started"),
         "stop_reason": record.get("stop_reason"),
@@ -318,5 +515,6 @@ def cycle_detail(home: Home, record: dict, secrets: Secrets, cycles: Any) -> dic
             if isinstance(call, dict)
         ],
         "transcript": transcript_for_page(home, cycle_id, secrets),
-        "replay": f"agent replay --home {shlex.quote(str(home.root))} {cycle_id} --model {shlex.quote(model)}",
+        "replay": f"{replay} --model {shlex.quote(other)}" if other else None,
+        "replay_bare": replay,
     }

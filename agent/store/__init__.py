@@ -6,6 +6,7 @@
 - rows.py        how a cycle's record and an archived item become rows
 - upgrade.py     moving an older release's files (index, journal, archive, approvals, inbox...) into the database
 - cycles.py      the cycle index: new ids, records, what they spent, the files on disk
+- columns.py     the cycle table's facts as SQL expressions, by name (one place for every query over records)
 - task_identity.py  which task a cycle worked on, whatever its wording: the runtime's identity, from the records
 - archive.py     the archive and its full-text recall index
 - lock.py        the home's lock

@@ -173,3 +173,19 @@ def m003_memory_sections(db: Database) -> None:
             (*section_columns(loaded(text) or {}), seq),
         )
     db.execute(_raise_ids("SELECT entry_id AS id FROM archive UNION ALL SELECT replaced_by FROM archive"))
+
+
+@migration
+def m004_cycle_window(db: Database) -> None:
+    """`agent report`'s window read from an index alone (agent/store/columns.py): a cycle's stop reason
+    as a generated column (read out of the record, stored nowhere), and an index of the ids with it
+    and whether the cycle left files, so the window's counts by stop reason and by hour, and the
+    search for its incidents and newest cycles, never parse a record they do not show. The column is
+    added only where the table lacks it (the records' columns may bring it first)."""
+    columns = {row[1] for row in db.rows("PRAGMA table_xinfo(cycle)")}
+    if "stop_reason" not in columns:
+        db.execute(
+            "ALTER TABLE cycle ADD COLUMN stop_reason TEXT GENERATED ALWAYS AS "
+            "(iif(json_valid(record), json_extract(record, '$.stop_reason'), NULL)) VIRTUAL"
+        )
+    db.execute("CREATE INDEX cycle_window ON cycle (id, stop_reason, files)")

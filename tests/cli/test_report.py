@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from agent.cli.window import spending_by_day, window_records, window_start
+from agent.common.times import span_text
 from agent.store.home import Home
 from tests.helpers import run_cli
 from tests.histories import HOSTILE_ERROR, HOSTILE_TASK, PATTERN, fabricated, write_history
@@ -322,7 +323,7 @@ def test_the_archive_is_read_back_only_to_the_first_cycle_asked_for(home):
 
 def _incident_rows(html: str) -> list[dict]:
     keys = ("incident", "stop-reason", "since", "ended", "last", "cycles", "open")
-    pattern = r"<tr " + r" ".join(rf'data-{k}="([^"]*)"' for k in keys) + ">"
+    pattern = r"<tr " + r" ".join(rf'data-{k}="([^"]*)"' for k in keys) + "[^>]*>"
     return [dict(zip(keys, unescape_all(found))) for found in re.findall(pattern, html)]
 
 
@@ -424,3 +425,186 @@ def test_a_held_home_says_held_and_its_incident_as_status_does_even_from_before_
     held = [k for k, reason in enumerate(timeline["reason"]) if reason == "held"]
     assert held and {timeline["held_for"][k] for k in held} == {"awaiting_approval"}
     assert _attributes(html, "stop-reason", "count")["held"] == str(len(held))
+
+
+# ------------------------------------------------------------------------- at a glance, at any density
+
+
+def _data(html: str) -> list[dict]:
+    return [json.loads(b) for b in re.findall(r'class="home-data"[^>]*>(.*?)</script>', html, re.S)]
+
+
+def _dense_home(root: Path, cycles: int, config: dict | None = None) -> Path:
+    """`cycles` cycles spread over the last 25 days, the newest an hour ago."""
+    (root / "scratchpad").mkdir(parents=True)
+    (root / "config.yaml").write_text(yaml.safe_dump(config or {"prices": {}}))
+    every = _dt.timedelta(days=25) / cycles
+    write_history(Home.at(root), fabricated(cycles, _now() - _dt.timedelta(hours=1), every, incident_at=None))
+    return root
+
+
+def test_a_dense_window_is_drawn_in_buckets_the_database_counted(tmp_path):
+    from agent.cli.window import MARKS_MAX
+
+    root = _dense_home(tmp_path / "home", MARKS_MAX * 2)
+    page = tmp_path / "r.html"
+    assert _report("--home", root, "-o", page)[0] == 0
+    (data,) = _data(page.read_text())
+    buckets = data["timeline"]
+    assert buckets["width"] == 3600 and "id" not in buckets  # per hour, no cycle of its own
+    assert sum(map(sum, buckets["counts"])) == MARKS_MAX * 2 and set(buckets["reasons"]) <= set(PATTERN)
+    history = json.loads(run_cli("history", "--home", str(root), "--json", "--limit", "0").output)
+    legend = {reason: int(n) for reason, n in _attributes(page.read_text(), "stop-reason", "count").items()}
+    assert legend == dict(Counter(r["stop_reason"] for r in history))
+    for start, first, last in zip(buckets["t"], buckets["first"], buckets["last"]):
+        hour = _dt.datetime.fromtimestamp(start, _dt.timezone.utc).strftime("%Y%m%d_%H")
+        assert first[:11] == last[:11] == hour and first <= last
+
+
+def test_a_window_ten_times_as_dense_makes_a_page_no_bigger(tmp_path):
+    sizes = []
+    for cycles in (4_000, 40_000):
+        page = tmp_path / f"{cycles}.html"
+        assert _report("--home", _dense_home(tmp_path / str(cycles), cycles), "-o", page, "--detail", 0)[0] == 0
+        sizes.append(page.stat().st_size)
+    assert sizes[1] < sizes[0] * 1.25 and sizes[1] < 1_000_000, sizes
+
+
+def test_identical_newest_cycles_fold_into_one_row_with_a_count_and_their_times(tmp_path):
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    (root / "config.yaml").write_text(yaml.safe_dump({"prices": {}}))
+    end = _now() - _dt.timedelta(hours=1)
+    write_history(Home.at(root), fabricated(40, end, EVERY, incident_at=6))
+    page = tmp_path / "r.html"
+    assert _report("--home", root, "-o", page)[0] == 0
+    html = page.read_text()
+    folded = re.findall(r'data-alike="(\d+)"[^>]*>×(\d+), (\d\d:\d\d) to (\d\d:\d\d)<', html)
+    first, last = (end - EVERY * n for n in (5, 0))
+    assert folded[0] == ("6", "6", first.strftime("%H:%M"), last.strftime("%H:%M"))
+    assert html.count('<details class="cycle"') == 5  # five rows still: the fold made room for four others
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        ({"model": "openai:gpt-4o-mini", "fallback_models": ["openai:the-fallback"]}, "openai:the-fallback"),
+        ({"model": "openai:another"}, "openai:another"),
+        (
+            {
+                "fallback_models": [
+                    {"model": "openai:elsewhere", "base_url": "http://127.0.0.1:9/v1", "api_key_env": "inherit"}
+                ]
+            },
+            "openai:elsewhere",
+        ),
+        ({}, None),
+    ],
+)
+def test_the_replay_hint_names_another_configured_model_or_none(tmp_path, config, named):
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    (root / "config.yaml").write_text(yaml.safe_dump({"prices": {}, **config}))
+    records = fabricated(6, _now() - _dt.timedelta(hours=1), EVERY, incident_at=None, pattern=["done"])
+    write_history(Home.at(root), [dict(r, model="openai:gpt-4o-mini") for r in records])
+    page = tmp_path / "r.html"
+    assert _report("--home", root, "-o", page, "--detail", 1)[0] == 0
+    html = unescape(page.read_text())
+    commands = re.findall(r'<pre class="command"><code>agent replay --home \S+ \S+ --model (\S+)</code>', html)
+    assert commands == ([named] if named else [])
+    assert ("No other model is configured" in html) is (named is None)
+
+
+def test_every_cost_says_its_currency(history_home, tmp_path):
+    config = yaml.safe_load((history_home / "config.yaml").read_text())
+    (history_home / "config.yaml").write_text(yaml.safe_dump(dict(config, currency="EUR")))
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page)[0] == 0
+    html = page.read_text()
+    today = re.search(r'data-field="today"[^>]*>([^<]*)<', html).group(1)
+    assert re.search(r"cost (\d+\.\d{4} EUR|unpriced)", today), today
+    assert "cost (EUR)</th>" in html and "USD" not in re.sub(r"<script.*?</script>", "", html, flags=re.S)
+
+
+def test_the_headline_counts_the_homes_that_need_a_person_as_fleet_does(history_home, tmp_path):
+    other = tmp_path / "photos"
+    other.mkdir()
+    page = tmp_path / "r.html"
+    assert _report(history_home, other, "-o", page)[0] == 0
+    fleet = json.loads(run_cli("fleet", "--json", str(history_home), str(other)).output)
+    headline = re.search(r'id="headline" data-needing="(\d+)" data-homes="(\d+)">(.*?)</p>', page.read_text())
+    needing = sum(row["needs_person"] for row in fleet)
+    assert (int(headline.group(1)), int(headline.group(2))) == (needing, 2)
+    assert f"{needing} of 2 need" in headline.group(3) and "not a home" in headline.group(3)
+
+
+def test_each_incident_says_when_it_began_and_ended_and_how_long_it_lasted(history_home, tmp_path):
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page)[0] == 0
+    cells = re.findall(
+        r'<time title="cycle ([^"]+)">(\w{3} \d\d \w{3} \d\d:\d\d UTC)</time></td>\s*<td[^>]*>'
+        r'(?:<time title="cycle ([^"]+)">([^<]+)</time>|<strong>open now</strong>)</td>\s*'
+        r'<td data-label="length" class="length">([^<]+)</td>',
+        page.read_text(),
+    )
+    assert len(cells) > 10
+    for since, began, ended, ended_at, length in cells:
+        started = _dt.datetime.strptime(since[:15], "%Y%m%d_%H%M%S").replace(tzinfo=_dt.timezone.utc)
+        assert began == started.strftime("%a %d %b %H:%M UTC")
+        if ended:
+            stopped = _dt.datetime.strptime(ended[:15], "%Y%m%d_%H%M%S").replace(tzinfo=_dt.timezone.utc)
+            assert ended_at == stopped.strftime("%a %d %b %H:%M UTC")
+            assert length == span_text((stopped - started).total_seconds())
+    # one failed cycle every so often: over at the incident_close_after-th (3) good cycle, 2h apart
+    assert any(length == "6h" for *_, length in cells)
+
+
+def test_the_charts_begin_at_the_homes_first_cycle_when_it_came_after_the_windows_start(tmp_path):
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    records = fabricated(24, _now() - _dt.timedelta(hours=1), EVERY, incident_at=None)
+    write_history(Home.at(root), records)
+    page = tmp_path / "r.html"
+    assert _report("--home", root, "-o", page, "--days", 30)[0] == 0
+    (data,) = _data(page.read_text())
+    first = _dt.datetime.fromisoformat(records[0]["started"]).replace(minute=0, second=0)
+    assert data["range"][0] == int(first.timestamp())
+
+
+def test_a_record_a_hand_edit_left_unreadable_is_counted_apart_and_breaks_nothing(history_home, tmp_path):
+    from agent.store.db import records
+
+    db = records(Home.at(history_home))
+    newest = db.one("SELECT max(id) FROM cycle")[0]
+    with db.write():
+        db.execute("UPDATE cycle SET record = ? WHERE id = ?", ("{not json", newest))
+    page = tmp_path / "r.html"
+    assert _report("--home", history_home, "-o", page)[0] == 0
+    shown = {reason: int(n) for reason, n in _attributes(page.read_text(), "stop-reason", "count").items()}
+    assert shown["?"] == 1
+
+
+def test_the_headline_says_since_when_the_worst_homes_incident_is_open(tmp_path):
+    root = tmp_path / "home"
+    (root / "scratchpad").mkdir(parents=True)
+    (root / "config.yaml").write_text(yaml.safe_dump({"prices": {}}))
+    end = _now() - _dt.timedelta(hours=1)
+    write_history(Home.at(root), fabricated(40, end, EVERY, incident_at=6))
+    page = tmp_path / "r.html"
+    assert _report(root, tmp_path / "photos-not-made", "-o", page)[0] == 0  # not a home: the worst, no incident
+    headline = re.search(r'id="headline"[^>]*>(.*?)</p>', page.read_text()).group(1)
+    assert "not a home" in headline and "open since" not in headline
+    assert _report(root, "-o", page)[0] == 0
+    headline = re.search(r'id="headline"[^>]*>(.*?)</p>', page.read_text()).group(1)
+    began = end - EVERY * 5
+    assert f"open since {began:%a %d %b %H:%M} UTC (11h" in headline  # five gaps of two hours, and the hour since
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(0, "0s"), (40, "40s"), (61, "1m 1s"), (7500, "2h 5m"), (39_603, "11h"), (288_050, "3d 8h"), (None, "-")],
+)
+def test_a_length_is_its_largest_unit_and_the_next(seconds, shown):
+    from agent.cli.page import span
+
+    assert span(seconds) == shown

@@ -219,7 +219,9 @@ def test_the_reference_lists_the_same_tables_the_migrations_make():
     migrate(db)
     tables = {
         name
-        for (name,) in made.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE '%VIRTUAL%'")
+        for (name,) in made.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL TABLE%'"
+        )
         if not name.startswith(("recall_", "sqlite_"))
     } | {"recall"}
     assert tables == {
@@ -259,3 +261,37 @@ def test_rows_a_hand_edit_broke_are_skipped_by_every_reader_never_a_traceback(ho
         assert result.exit_code == 0 and "Traceback" not in result.output, (command, result.output)
     (home / "scratchpad" / "active.yaml").write_text("current_task: again\n")
     assert run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q").exit_code == 0
+
+
+def _database_before_the_window_index(home: Path, add_column: bool) -> Home:
+    """A database at the migrations before m004 holding two records (and, with `add_column`, the
+    stop_reason column another migration may have brought first)."""
+    from agent.store.migrations import MIGRATIONS
+
+    where = Home.at(home)
+    where.ensure_dirs()
+    earlier = MIGRATIONS[: [step.__name__ for step in MIGRATIONS].index("m004_cycle_window")]
+    connection = sqlite3.connect(where.database, isolation_level=None)
+    db = database.Database(connection, where.database, "test")
+    with db.write():
+        for step in earlier:
+            step(db)
+        if add_column:
+            db.execute(
+                "ALTER TABLE cycle ADD COLUMN stop_reason TEXT GENERATED ALWAYS AS "
+                "(json_extract(record, '$.stop_reason')) VIRTUAL"
+            )
+        db.execute(f"PRAGMA user_version = {len(earlier)}")
+        for cycle_id, reason in (("20260101_000000_01", "done"), ("20260101_001500_01", "error")):
+            record = json.dumps({"cycle_id": cycle_id, "stop_reason": reason})
+            db.execute("INSERT INTO cycle (id, format, record) VALUES (?, 1, ?)", (cycle_id, record))
+    connection.close()
+    database.close_all()
+    return where
+
+
+@pytest.mark.parametrize("column_there", [False, True], ids=["its own column", "a column already there"])
+def test_the_window_index_holds_the_stop_reason_of_the_records_already_in(home, column_there):
+    where = _database_before_the_window_index(home, column_there)
+    found = records(where).rows("SELECT id, stop_reason FROM cycle INDEXED BY cycle_window ORDER BY id")
+    assert found == [("20260101_000000_01", "done"), ("20260101_001500_01", "error")]

@@ -2,33 +2,40 @@
 page opened from file://. What the page shows is checked against `agent history --json` and `agent
 status --json`; nothing a model wrote may run.
 
-`AGENT_REPORT_SCREENSHOT=docs/report.png python -m pytest tests/system/test_report_page.py -k long`
-writes the README's screenshot (the top of the page) from this test: it is never made by hand.
+`AGENT_REPORT_SCREENSHOTS=docs python -m pytest tests/system/test_report_page.py -k glance` writes the
+README's screenshots (docs/report.png at 1400 px wide, docs/report-phone.png at 420 px: the top of
+the page over homes in every state) from that test: they are never made by hand.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import json
 import os
+import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from agent.after.incidents import error_signature
 from agent.common.outcomes import StopReason
 from tests.chromium import Chromium
 from tests.helpers import run_cli
-from tests.histories import HOSTILE_TASK, INCIDENT_TASK, MODELS, long_home
+from tests.histories import HOSTILE_TASK, INCIDENT_LENGTH, INCIDENT_TASK, MODELS, long_home
 
 pytestmark = pytest.mark.slow
 
-EVERY = _dt.timedelta(minutes=20)
+EVERY = _dt.timedelta(minutes=30)
 PNG = b"\x89PNG\r\n\x1a\n"
-SCREENSHOT_HEIGHT = 1500  # the README's picture: the health, the timeline and the spending
+SCREENSHOT_HEIGHT = {
+    1400: 2600,
+    420: 1600,
+}  # the README's pictures: the headline and the index (a home's part too, wide)
 
 # What the page shows, read from its DOM (data-* attributes and text), one home's part at a time.
-READ_HOME = """
+READ_HOME = r"""
 (section => {
   const f = name => section.querySelector(`[data-field="${name}"]`);
   const rows = [...section.querySelectorAll('table.days tbody tr[data-day]')];
@@ -44,7 +51,7 @@ READ_HOME = """
       li => [li.dataset.stopReason, Number(li.dataset.count)])),
     days: rows.map(tr => ({day: tr.dataset.day, cycles: Number(tr.dataset.cycles),
       tokens: Number(tr.dataset.tokens), cost: Number(tr.dataset.cost), unpriced: Number(tr.dataset.unpriced)})),
-    models: [...section.querySelectorAll('table.days thead th')].slice(4).map(th => th.textContent),
+    models: [...section.querySelectorAll('table.days thead th')].slice(4).map(th => th.textContent.replace(/ \(USD\)$/, '')),
     details: [...section.querySelectorAll('details.cycle')].map(d => d.dataset.cycle),
     charts: section.querySelectorAll('.uplot canvas').length,
     incidents: [...section.querySelectorAll('table.incidents tr[data-incident]')].map(tr => ({...tr.dataset})),
@@ -68,11 +75,12 @@ def _json(*args: str):
 
 @pytest.fixture(scope="module")
 def long_history(tmp_path_factory) -> Path:
-    """2,403 cycles 20 minutes apart (33 days: the window holds 30 of them), every stop reason, three
-    models, an incident; the newest three are real cycles, the first of them on the hostile task."""
+    """1,603 cycles 30 minutes apart (33 days: the window holds 30 of them, a mark each), every stop
+    reason, three models, an incident; the newest three are real cycles, the first of them on the
+    hostile task."""
     folder = tmp_path_factory.mktemp("report")
     end = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0) - EVERY * 4
-    return long_home(folder / "home", 2400, end, EVERY).root
+    return long_home(folder / "home", 1600, end, EVERY).root
 
 
 def _page(tmp_path: Path, *args: str) -> Path:
@@ -100,6 +108,7 @@ def _hover_the_hostile_cycle(browser: Chromium) -> dict:
     return browser.evaluate(
         """(() => {
       const u = window.agentReport.timelines[0];
+      u.over.scrollIntoView({block: 'center'});
       const tl = JSON.parse(document.querySelector('script.home-data').textContent).timeline;
       const i = tl.task.findIndex(k => tl.tasks[k] === %s);
       u.setCursor({left: u.valToPos(tl.t[i], 'x'), top: 5});
@@ -133,8 +142,6 @@ def test_the_report_of_a_long_history_opens_offline_and_says_what_history_and_st
         pinned = browser.evaluate("document.getElementById('pinned-0').textContent")
         text = browser.evaluate("document.body.innerText")
         picture = browser.screenshot()
-        if os.environ.get("AGENT_REPORT_SCREENSHOT"):
-            Path(os.environ["AGENT_REPORT_SCREENSHOT"]).write_bytes(browser.screenshot(SCREENSHOT_HEIGHT))
         _assert_offline_and_clean(browser)
     assert picture.startswith(PNG) and len(picture) > 50_000
 
@@ -149,7 +156,7 @@ def test_the_report_of_a_long_history_opens_offline_and_says_what_history_and_st
         assert float(shown[period]["cost"]) == pytest.approx(spent["cost"])
     # the counts per stop reason are history's, over the window; every stop reason is among them
     window = _window(history, shown)
-    assert len(history) == 2403 and 2000 < len(window) < len(history)
+    assert len(history) == 1603 and 1000 < len(window) < len(history)
     assert shown["counts"] == dict(Counter(r["stop_reason"] for r in window))
     assert {reason.value for reason in StopReason} <= set(shown["counts"])
     # the cost per day is history --daily's, by model too (from the page's first day: past midnight
@@ -177,8 +184,10 @@ def test_the_report_of_a_long_history_opens_offline_and_says_what_history_and_st
     assert [(i["incident"], i["since"], int(i["cycles"])) for i in opened] == (
         [(told["key"], told["since"], told["cycles"])] if told else []
     )
-    worked = [r["cycle_id"] for r in history if r["stop_reason"] not in ("idle", "held")]
-    assert shown["details"] == worked[:5]  # newest first, idle cycles left out
+    worked = [r for r in history if r["stop_reason"] not in ("idle", "held")]
+    alike = [(r["stop_reason"], r["task_before"], error_signature(r["error"]) if r["error"] else None) for r in worked]
+    folded = [r["cycle_id"] for n, r in enumerate(worked) if n == 0 or alike[n] != alike[n - 1]]
+    assert shown["details"] == folded[:5]  # newest first, idle cycles left out, identical neighbours folded
     # the hostile task is text wherever it shows, and nothing of it ran
     assert hovered["hidden"] is False and hovered["elements"] == 0 and HOSTILE_TASK in hovered["text"]
     assert tooltip[0] is False and "cycle" in tooltip[1]
@@ -226,3 +235,137 @@ def test_an_index_over_three_homes_puts_the_ones_that_need_a_person_first(long_h
     assert [part["last_cycle"] for part in parts] == [
         _json("status", "--home", row["home"], "--json")["last_cycle"]["cycle_id"] for row in index
     ]
+
+
+# ------------------------------------------------------------------ at a glance, on a laptop and a phone
+
+DENSE_EVERY = _dt.timedelta(minutes=10)
+CSP_WATCH = (  # added by the protocol before the page's own scripts: what the policy refused, if anything
+    "window.__csp = []; document.addEventListener('securitypolicyviolation', "
+    "e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
+)
+READ_GLANCE = """(() => {
+  const items = el => [...el.querySelectorAll('ul.attention li')].map(li => li.textContent);
+  return {
+    headline: Number(document.getElementById('headline').dataset.needing),
+    headline_text: document.getElementById('headline').textContent,
+    index: [...document.querySelectorAll('#index tr.home-row')].map(tr => ({
+      home: tr.dataset.home, chip: tr.querySelector('[data-field="state"]').textContent, items: items(tr)})),
+    parts: [...document.querySelectorAll('section.home')].map(s => ({
+      home: s.dataset.home, chip: s.querySelector('h2 [data-field="state"]').textContent,
+      items: s.querySelector('[data-field="attention"]') ? items(s.querySelector('[data-field="attention"]')) : null,
+      problem: !!s.querySelector('[data-field="problem"]')})),
+    wide: [document.documentElement.scrollWidth, document.documentElement.clientWidth],
+    csp: window.__csp,
+  };
+})()"""
+
+
+def _tap_the_newest_mark(browser: Chromium, n: int) -> dict:
+    """Where the newest mark (or bucket) of home part `n`'s timeline is on the screen, scrolled into view."""
+    return browser.evaluate(
+        """(() => {
+      const u = window.agentReport.timelines[%d];
+      u.over.scrollIntoView({block: 'center'});
+      const tl = u.drawn;
+      const i = tl.t.length - 1;
+      const k = u.data.findIndex((ys, s) => s > 0 && ys[i] != null);
+      const box = u.over.getBoundingClientRect();
+      return {x: box.left + u.valToPos(tl.t[i], 'x'), y: box.top + u.valToPos(u.data[k][i], 'y'),
+              id: tl.width ? tl.last[i] : tl.id[i], bucket: !!tl.width};
+    })()"""
+        % n
+    )
+
+
+@pytest.fixture(scope="module")
+def every_state(tmp_path_factory) -> dict[str, Path]:
+    """Homes in each state the health model gives: ok, failing (its newest six cycles fail alike),
+    parked, stale (no cycle for three days), broken (a config.yaml no cycle can use), never ran, a
+    folder that is not a home, and a dense one (2,600 cycles ten minutes apart: drawn in buckets)."""
+    folder = tmp_path_factory.mktemp("states")
+    now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    homes = {
+        "ok": long_home(folder / "ok", 60, now - EVERY * 4, EVERY, real=1, incident_at=None).root,
+        "failing": long_home(folder / "failing", 60, now - EVERY, EVERY, real=0, incident_at=INCIDENT_LENGTH).root,
+        "parked": long_home(
+            folder / "parked", 40, now - EVERY * 4, EVERY, real=1, incident_at=None, approval_required=["write_file"]
+        ).root,
+        "stale": long_home(folder / "stale", 40, now - _dt.timedelta(days=3), EVERY, real=1, incident_at=None).root,
+        "broken": long_home(folder / "broken", 40, now - EVERY * 4, EVERY, real=1, incident_at=None).root,
+        "dense": long_home(folder / "dense", 2600, now - DENSE_EVERY * 4, DENSE_EVERY, real=1).root,
+        "never ran": folder / "never-ran",
+        "not a home": folder / "photos",
+    }
+    (homes["broken"] / "config.yaml").write_text("daily_cost_budget: -1\n")
+    (homes["never ran"] / "scratchpad").mkdir(parents=True)
+    homes["not a home"].mkdir()
+    return homes
+
+
+@pytest.mark.parametrize("width", [1400, 420])
+def test_the_page_reads_at_a_glance_on_a_laptop_and_a_phone(every_state, tmp_path, width):
+    homes = [str(root) for root in every_state.values()]
+    page = _page(tmp_path, *homes)
+    fleet = _json("fleet", "--json", *homes)
+    part = {home: n for n, home in enumerate(_part_order(page))}
+    with Chromium(tmp_path / "profile", width=width, height=900) as browser:
+        browser.call("Page.addScriptToEvaluateOnNewDocument", {"source": CSP_WATCH})
+        browser.open(page.as_uri())
+        seen = browser.evaluate(READ_GLANCE)
+        if os.environ.get("AGENT_REPORT_SCREENSHOTS"):
+            name = "report.png" if width == 1400 else "report-phone.png"
+            picture = browser.screenshot(SCREENSHOT_HEIGHT[width])
+            (Path(os.environ["AGENT_REPORT_SCREENSHOTS"]) / name).write_bytes(picture)
+        failing, dense = part[str(every_state["failing"])], part[str(every_state["dense"])]
+        taps = []
+        for n in (failing, dense):
+            mark = _tap_the_newest_mark(browser, n)
+            browser.tap(mark["x"], mark["y"])
+            taps.append((mark, browser.evaluate(f"document.getElementById('pinned-{n}').textContent")))
+        incident = browser.evaluate(
+            f"""(() => {{ const tr = document.querySelectorAll('section.home')[{failing}]
+                 .querySelector('table.incidents tr[data-open="true"]');
+               return {{started: tr.querySelector('td.when').textContent, length: tr.querySelector('td.length').textContent}}; }})()"""
+        )
+        legend = browser.evaluate(
+            f"""(() => {{ const u = window.agentReport.days[{failing}][0], list = document.getElementById('tokens-legend-{failing}');
+               const read = () => [...list.querySelectorAll('li')].map(li => li.textContent);
+               const before = read();
+               u.setCursor({{left: u.valToPos(u.data[0][0], 'x'), top: 10}});
+               const hovered = read();
+               u.setCursor({{left: -10, top: -10}});
+               return {{before, hovered, after: read()}}; }})()"""
+        )
+        wide_after = browser.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        printed = browser.call("Page.printToPDF", {"paperWidth": 8.27, "paperHeight": 11.69, "preferCSSPageSize": True})
+        _assert_offline_and_clean(browser)
+    assert base64.b64decode(printed["data"]).startswith(b"%PDF")  # it prints, on A4
+    # no CSP violation, no script error (_assert_offline_and_clean), and at 420 px nothing wider than the screen
+    assert seen["csp"] == []
+    if width == 420:
+        assert seen["wide"][0] <= seen["wide"][1] and wide_after[0] <= wide_after[1], (seen["wide"], wide_after)
+    # the headline's count is fleet's, and every chip agrees with its home's "needs a person" list
+    assert seen["headline"] == sum(row["needs_person"] for row in fleet) >= 6
+    assert f"{seen['headline']} of 8 need a person" in seen["headline_text"]
+    for row in [*seen["index"], *seen["parts"]]:
+        assert (row["chip"] in ("ok", "idle")) == (row["items"] == []), row
+    chips = {row["home"]: row["chip"] for row in seen["index"]}
+    assert chips == {row["home"]: row["state"] for row in fleet}  # the health model's word, as fleet says it
+    named = {name: chips[str(root.absolute())] for name, root in every_state.items() if name != "dense"}
+    assert named == {name: name for name in named}  # each home in the state it was made for
+    # the open incident says when it began and how long it has lasted
+    assert re.fullmatch(r"\w{3} \d{2} \w{3} \d{2}:\d{2} UTC", incident["started"]), incident
+    assert re.fullmatch(r"\d+[dhms]( \d+[dhms])?", incident["length"]), incident
+    # the per-day legends give the window's totals until a day is hovered, and again after
+    assert legend["before"][0].startswith("the 30 day(s)") and legend["after"] == legend["before"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", legend["hovered"][0]) and legend["hovered"] != legend["before"]
+    # a tap on a mark shows its cycle; on a bucket, its counts and its first and last cycle
+    (mark, pinned), (bucket, counted) = taps
+    assert not mark["bucket"] and pinned.startswith("cycle") and mark["id"] in pinned
+    assert bucket["bucket"] and "first cycle" in counted and bucket["id"] in counted
+
+
+def _part_order(page: Path) -> list[str]:
+    """The homes in the order the page's parts come (most pressing first)."""
+    return re.findall(r'<section class="home" id="home-\d+" data-home="([^"]*)"', page.read_text())
