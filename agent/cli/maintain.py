@@ -201,7 +201,7 @@ def _records_check(home: Home) -> Check:
 
     name = home.database.relative_to(home.root)
     try:
-        if not home.database.exists() and not any(p.exists() for p in home.older_release_files):
+        if not home.database.exists() and not any(os.path.lexists(p) for p in home.older_release_files):
             return Check("records", True, f"none yet: the first cycle makes {name} ({journal_mode(home.logs)[1]})")
         db = records(home, create=False)
         version = db.one("PRAGMA user_version")[0]
