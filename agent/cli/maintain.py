@@ -291,6 +291,16 @@ def _mcp_checks(home: Home, settings, env) -> list[Check]:
         else:
             tools = [t.name for t in servers.tools if t.source == f"mcp:{name}"]
             checks.append(Check(f"mcp {name}", True, f"started; {len(tools)} tool(s): {', '.join(tools) or 'none'}"))
+        if name in servers.outlived:  # each cycle ends them too; a server that leaves them is worth a look
+            checks.append(
+                Check(
+                    f"mcp {name}",
+                    True,
+                    f"{servers.outlived[name]} process(es) it started outlived its session (ended with its group)",
+                    f"check what mcp_servers.{name} starts in the background, or ask its author",
+                    warning=True,
+                )
+            )
     return checks
 
 

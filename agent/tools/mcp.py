@@ -13,7 +13,11 @@ The same policy as for built-ins:
 - arguments: the server's input schema, reduced to the JSON-schema subset our checks read (what
   they cannot read is dropped: a looser check, never a crash); the server checks the rest;
 - environment: the agent's without its secrets (ctx.child_env), plus the server's `env`;
-- lifetime: on Linux the kernel kills a server whose agent died by SIGKILL too (mcp_convert);
+- lifetime: each server leads a process group of its own (the SDK starts it in a new session),
+  noted in logs/.running/ by its launcher; when its session closes, the whole group is ended,
+  whatever the leader did (a helper it forked and left running goes too), and `outlived` says
+  which servers had left processes behind; on Linux the kernel kills a server whose agent died by
+  SIGKILL (mcp_convert), and the next cycle's sweep kills what is left of its group (children.py);
 - results: text joined, capped, and redacted of secret values (the cycle's, and those handed to
   the server in its `env`) before anyone sees them;
 - failure: a server that does not start is a problem (the cycle notes it); one that exits
@@ -34,14 +38,16 @@ import builtins
 import concurrent.futures
 import functools
 import json
+import os
 import threading
 import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agent.secrets import Secrets
 from agent.tools.base import Tool, ToolContext, ToolError
-from agent.tools.children import OutputTail
+from agent.tools.children import RECORDS, OutputTail, end_recorded_group
 from agent.tools.mcp_convert import (
     MAX_DESCRIPTION_CHARS,
     args_schema_of,
@@ -83,6 +89,7 @@ class _Server:
     session: Any = None
     serving: concurrent.futures.Future | None = None
     exited: str | None = None  # why the connection ended, once it has
+    record: Path | None = None  # its process group's record (children.py), once its launcher wrote it
 
     def stderr_tail(self) -> str:
         tail = self.errlog.text()[-STDERR_TAIL_CHARS:]
@@ -112,6 +119,7 @@ class McpServers:
         self.tools: list[Tool] = []
         self.problems: list[str] = []
         self.failed: dict[str, str] = {}
+        self.outlived: dict[str, int] = {}  # server -> processes of its group still running when its session closed
         self._servers = {name: _Server(name, spec, ctx.secrets) for name, spec in ctx.settings.mcp_servers.items()}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-servers", daemon=True)
@@ -156,12 +164,16 @@ class McpServers:
         self._thread.start()
         base_env = self.ctx.child_env()
         waiting = {}
-        for server in self._servers.values():
+        records = self._records_folder()
+        for n, server in enumerate(self._servers.values()):
+            server.record = records / f"mcp-{os.getpid()}-{n}.json" if records else None
             try:
                 own_env, own_secrets = server_env(server.spec, self.ctx.settings)
                 server.secrets = Secrets((*self.ctx.secrets.values, *own_secrets), self.ctx.secrets.names)
                 env = {**base_env, **own_env}
-                argv = launch_command(server.spec["command"], server.spec.get("args", []), env, self.ctx.home)
+                argv = launch_command(
+                    server.spec["command"], server.spec.get("args", []), env, self.ctx.home, server.record
+                )
             except ToolError as exc:
                 self._fail(server, str(exc))
                 continue
@@ -183,8 +195,17 @@ class McpServers:
                 continue
             self._add_tools(server, listing)
 
+    def _records_folder(self) -> Path | None:
+        folder = Path(self.ctx.home) / RECORDS
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None  # a read-only home: the kernel still kills each server with the agent
+        return folder
+
     def close(self) -> None:
-        """Stop every server (the SDK closes stdin, then terminates the process group) and the loop."""
+        """Stop every server (the SDK closes stdin, then terminates the process group if the leader
+        does not exit), end what is left of each server's group, and stop the loop."""
         if self._closed:
             return
         self._closed = True
@@ -201,6 +222,9 @@ class McpServers:
         if not self._thread.is_alive():
             self._loop.close()
         for server in self._servers.values():
+            left = end_recorded_group(server.record) if server.record is not None else 0
+            if left:
+                self.outlived[server.name] = left
             server.errlog.close()
         _open_hubs.discard(self)
 
