@@ -25,6 +25,11 @@ The same policy as for built-ins:
   Its stderr goes through a pipe the event loop reads as it comes, keeping the last few KiB
   (agent/tools/children.py): a server printing gigabytes before it crashes costs neither memory
   nor disk.
+- output: its stdout reaches the SDK through `BoundedStdout`, which holds at most
+  `MAX_MESSAGE_BYTES` of one line: a longer message is refused as it is read (never held whole;
+  the call it answers gets an error), and a line that is not a JSON-RPC message (noise: logging on
+  the wrong stream) is counted and kept as a short tail, never parsed, so it costs no traceback;
+  a tools/list past `MAX_LISTED_TOOLS` leaves the server out.
 
 Only this module imports `mcp` (and with it anyio, pydantic, httpx), and only when servers are
 configured.
@@ -35,10 +40,14 @@ from __future__ import annotations
 import asyncio
 import atexit
 import builtins
+import collections
 import concurrent.futures
+import contextvars
 import functools
 import json
+import logging
 import os
+import re
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -59,6 +68,9 @@ from agent.tools.mcp_convert import (
 )
 
 MAX_TOOLS_PER_SERVER = 64
+MAX_LISTED_TOOLS = 1_000  # a server listing more is left out: nobody offers a model that many
+MAX_MESSAGE_BYTES = 1024 * 1024  # one message from a server, at most (a result is cut to 64 KB after)
+NOISE_TAIL_LINES, NOISE_LINE_CHARS = 5, 200  # what is kept of the non-protocol lines on a server's stdout
 MAX_SCHEMA_CHARS = 20_000  # a tool's argument schema goes into every prompt
 MAX_LIST_PAGES = 10
 STDERR_TAIL_CHARS = 160  # the end of a traceback; notes clip a tool error at note_result_chars
@@ -90,6 +102,9 @@ class _Server:
     serving: concurrent.futures.Future | None = None
     exited: str | None = None  # why the connection ended, once it has
     record: Path | None = None  # its process group's record (children.py), once its launcher wrote it
+    noise: int = 0  # non-protocol lines on its stdout
+    noise_tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=NOISE_TAIL_LINES))
+    refused: int = 0  # messages over MAX_MESSAGE_BYTES
 
     def stderr_tail(self) -> str:
         tail = self.errlog.text()[-STDERR_TAIL_CHARS:]
@@ -97,6 +112,103 @@ class _Server:
 
 
 _open_hubs: "weakref.WeakSet[McpServers]" = weakref.WeakSet()
+_spawning: contextvars.ContextVar[_Server | None] = contextvars.ContextVar("mcp_server_spawning", default=None)
+_ID_NEAR_THE_START = re.compile(rb'"id"\s*:\s*(-?\d+|"[^"\\]{0,64}")')
+
+
+class BoundedStdout:
+    """A server's stdout as the SDK reads it (`receive`, `aclose`), one line held at most
+    MAX_MESSAGE_BYTES long: what passes is whole JSON-RPC lines. A longer line is dropped as it
+    comes (only its first bytes are kept, to answer the request it answers with an error); a line
+    that is not a JSON object is noise, counted on the server and kept as a short tail."""
+
+    def __init__(self, stream: Any, server: _Server, limit: int = MAX_MESSAGE_BYTES):
+        self._stream, self._server, self._limit = stream, server, limit
+        self._line, self._head, self._over = bytearray(), b"", False
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while True:  # EndOfStream from the pipe ends the SDK's reader
+            passed = self.feed(await self._stream.receive(max_bytes))
+            if passed:
+                return passed
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def feed(self, chunk: bytes) -> bytes:
+        """What of `chunk` goes on to the SDK: whole lines, each within the limit."""
+        passed, start = bytearray(), 0
+        while (newline := chunk.find(b"\n", start)) != -1:
+            self._add(chunk[start:newline])
+            passed += self._line_ended()
+            start = newline + 1
+        self._add(chunk[start:])
+        return bytes(passed)
+
+    def _add(self, piece: bytes) -> None:
+        if self._over:
+            return
+        self._line += piece
+        if len(self._line) > self._limit:
+            self._over, self._head = True, bytes(self._line[:256])
+            self._line.clear()
+
+    def _line_ended(self) -> bytes:
+        line, over, head = bytes(self._line).strip(), self._over, self._head
+        self._line.clear()
+        self._over, self._head = False, b""
+        if over:
+            self._server.refused += 1
+            return _refusal(head, self._limit)
+        if line.startswith(b"{") and line.endswith(b"}"):
+            return line + b"\n"
+        if line:
+            self._server.noise += 1
+            self._server.noise_tail.append(line[:NOISE_LINE_CHARS].decode("utf-8", "replace"))
+        return b""
+
+
+def _refusal(head: bytes, limit: int) -> bytes:
+    """The error answering the request a refused message answered, when its first bytes name its id."""
+    found = _ID_NEAR_THE_START.search(head)
+    if found is None:
+        return b""  # a notification, or an id past the start: the call waits out mcp_timeout
+    error = {"code": -32603, "message": f"the server's message was over {limit >> 20} MiB: refused unread"}
+    return json.dumps({"jsonrpc": "2.0", "id": json.loads(found.group(1)), "error": error}).encode() + b"\n"
+
+
+class _QuietStdioLog(logging.Filter):
+    """The SDK logs a traceback per stdout line it cannot parse: the noise is counted instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        server = _spawning.get()
+        if server is not None and record.getMessage().startswith("Failed to parse JSONRPC message"):
+            server.noise += 1
+            return False
+        return True
+
+
+def _bound_server_output() -> None:
+    """Once: every server the SDK starts (from a `_serve` task) reads through BoundedStdout."""
+    import mcp.client.stdio as stdio
+
+    if getattr(stdio, "_agent_bounded", False):
+        return
+    spawn = stdio._create_platform_compatible_process
+
+    async def bounded_spawn(*args: Any, **kwargs: Any) -> Any:
+        process = await spawn(*args, **kwargs)
+        server = _spawning.get()
+        if server is not None and getattr(process, "_stdout", None) is not None:
+            process._stdout = BoundedStdout(process._stdout, server)
+        return process
+
+    stdio._create_platform_compatible_process = bounded_spawn
+    stdio._agent_bounded = True
+    logging.getLogger(stdio.__name__).addFilter(_QuietStdioLog())
 
 
 @atexit.register
@@ -160,6 +272,7 @@ class McpServers:
                     f"the mcp package is not installed ({exc}); install it with: pip install 'scratchpad-agent[mcp]'",
                 )
             return
+        _bound_server_output()
         _open_hubs.add(self)
         self._thread.start()
         base_env = self.ctx.child_env()
@@ -232,6 +345,7 @@ class McpServers:
         self, server: _Server, transport: Any, session_class: Any, ready: concurrent.futures.Future
     ) -> None:
         """One server's whole connection, in one task (anyio's scopes must open and close in one)."""
+        _spawning.set(server)  # this task's context: the SDK's tasks for this server inherit it
         try:
             async with transport as (read, write), session_class(read, write) as session:
                 listing = await asyncio.wait_for(self._list_tools(session), self.start_timeout)
@@ -252,14 +366,36 @@ class McpServers:
         from mcp.types import PaginatedRequestParams
 
         await session.initialize()
-        listed, cursor = [], None
+        listed, cursor, count = [], None, 0
         for _ in range(MAX_LIST_PAGES):
             page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-            listed += [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in page.tools]
+            count += len(page.tools)
+            if count > MAX_LISTED_TOOLS:
+                raise ValueError(f"it lists more than {MAX_LISTED_TOOLS:,} tools")
+            room = MAX_TOOLS_PER_SERVER - len(listed)
+            listed += [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in page.tools[:room]]
             cursor = page.next_cursor
             if not cursor or len(listed) >= MAX_TOOLS_PER_SERVER:
                 break
         return listed
+
+    def noise_lines(self) -> list[str]:
+        """For the cycle log: per server, the lines of noise on its stdout and the messages refused."""
+        lines = []
+        for server in self._servers.values():
+            if server.noise:
+                tail = " | ".join(server.noise_tail)
+                lines.append(
+                    server.secrets.redact_text(
+                        f"MCP server '{server.name}': {server.noise} lines of noise on its stdout "
+                        f"(not JSON-RPC: dropped); the last: {one_line(tail, 600)}"
+                    )
+                )
+            if server.refused:
+                lines.append(
+                    f"MCP server '{server.name}': {server.refused} message(s) over {MAX_MESSAGE_BYTES >> 20} MiB refused"
+                )
+        return lines
 
     # ---------------------------------------------------------------------------------- tools
 

@@ -1,0 +1,60 @@
+"""A Model Context Protocol server on stdio, in the standard library alone, that misuses its
+stdout in one of three ways (tests/tools/test_mcp_output.py, bench/mcp_memory.py):
+
+    python3 hostile_mcp_server.py noise N      N lines of noise on stdout before each answer
+    python3 hostile_mcp_server.py big BYTES    its tool `big` answers with a result of BYTES characters
+    python3 hostile_mcp_server.py tools N      it lists N tools, in one message
+    python3 hostile_mcp_server.py env          its tool `env` answers with its whole environment
+
+Every server also offers `small`, which answers "ok" (the normal call beside the hostile one).
+"""
+
+import json
+import os
+import sys
+
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def reply(message_id, result):
+    send({"jsonrpc": "2.0", "id": message_id, "result": result})
+
+
+def text(value):
+    return {"content": [{"type": "text", "text": value}], "isError": False}
+
+
+def tool(name):
+    return {"name": name, "description": f"Tool {name}.", "inputSchema": {"type": "object", "properties": {}}}
+
+
+def main():
+    mode, amount = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, message_id = message.get("method"), message.get("id")
+        if mode == "noise" and message_id is not None:
+            sys.stdout.write("".join(f"noise line {n}: \x1b[31mnot json\x1b[0m\n" for n in range(amount)))
+        if method == "initialize":
+            info = {"name": "hostile", "version": "1"}
+            version = message["params"].get("protocolVersion")
+            reply(message_id, {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info})
+        elif method == "tools/list":
+            names = [f"t{n}" for n in range(amount)] if mode == "tools" else [mode]
+            reply(message_id, {"tools": [tool(name) for name in names + ["small"]]})
+        elif method == "tools/call":
+            name = message["params"]["name"]
+            if name == "big":
+                reply(message_id, text("x" * amount))
+            elif name == "env":
+                reply(message_id, text(json.dumps(dict(os.environ))))
+            else:
+                reply(message_id, text("ok"))
+        elif message_id is not None:
+            send({"jsonrpc": "2.0", "id": message_id, "error": {"code": -32601, "message": "no such method"}})
+
+
+main()
