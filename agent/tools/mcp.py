@@ -12,7 +12,8 @@ The same policy as for built-ins:
   built-ins; tools_enabled / tools_disabled use those names;
 - arguments: the server's input schema, reduced to the JSON-schema subset our checks read (what
   they cannot read is dropped: a looser check, never a crash); the server checks the rest;
-- environment: the agent's without its secrets (ctx.child_env), plus the server's `env`;
+- environment: a short allowlist of the agent's (PATH, HOME, the locale, TZ: mcp_convert's
+  SERVER_ENV_ALLOWLIST, never a secret), plus the server's own `env` from config.yaml;
 - lifetime: each server leads a process group of its own (the SDK starts it in a new session),
   noted in logs/.running/ by its launcher; when its session closes, the whole group is ended,
   whatever the leader did (a helper it forked and left running goes too), and `outlived` says
@@ -63,6 +64,7 @@ from agent.tools.mcp_convert import (
     launch_command,
     one_line,
     result_text,
+    server_base_env,
     server_env,
     tool_name,
 )
@@ -275,7 +277,7 @@ class McpServers:
         _bound_server_output()
         _open_hubs.add(self)
         self._thread.start()
-        base_env = self.ctx.child_env()
+        base_env = server_base_env(self.ctx.child_env())  # an allowlist; the server's `env` adds to it
         waiting = {}
         records = self._records_folder()
         for n, server in enumerate(self._servers.values()):

@@ -163,6 +163,17 @@ def one_line(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+# What a server gets of the agent's environment, unless its `env` in config.yaml names more: what
+# finding programs, files, the language and the time takes, never a credential.
+SERVER_ENV_ALLOWLIST = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ", "TMPDIR")
+
+
+def server_base_env(child_env: dict[str, str]) -> dict[str, str]:
+    """The allowlisted part of `child_env` (the agent's environment without its secrets): the names
+    in SERVER_ENV_ALLOWLIST and the locale's LC_*."""
+    return {k: v for k, v in child_env.items() if k in SERVER_ENV_ALLOWLIST or k.startswith("LC_")}
+
+
 def server_env(spec: dict, settings: Settings) -> tuple[dict[str, str], list[str]]:
     """(a server's configured env, the values in it that are secrets); "${VAR}" takes the agent's VAR.
 

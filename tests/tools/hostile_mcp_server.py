@@ -4,7 +4,7 @@ stdout in one of three ways (tests/tools/test_mcp_output.py, bench/mcp_memory.py
     python3 hostile_mcp_server.py noise N      N lines of noise on stdout before each answer
     python3 hostile_mcp_server.py big BYTES    its tool `big` answers with a result of BYTES characters
     python3 hostile_mcp_server.py tools N      it lists N tools, in one message
-    python3 hostile_mcp_server.py env          its tool `env` answers with its whole environment
+    python3 hostile_mcp_server.py env FILE     it writes its whole environment to FILE (JSON) as it starts
 
 Every server also offers `small`, which answers "ok" (the normal call beside the hostile one).
 """
@@ -32,7 +32,11 @@ def tool(name):
 
 
 def main():
-    mode, amount = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    mode = sys.argv[1]
+    if mode == "env":
+        with open(sys.argv[2], "w") as out:
+            json.dump(dict(os.environ), out)
+    amount = int(sys.argv[2]) if mode != "env" else 0
     for line in sys.stdin:
         message = json.loads(line)
         method, message_id = message.get("method"), message.get("id")
@@ -49,8 +53,6 @@ def main():
             name = message["params"]["name"]
             if name == "big":
                 reply(message_id, text("x" * amount))
-            elif name == "env":
-                reply(message_id, text(json.dumps(dict(os.environ))))
             else:
                 reply(message_id, text("ok"))
         elif message_id is not None:

@@ -358,7 +358,7 @@ def test_secrets_in_the_agents_environment_do_not_reach_the_server(home, tmp_pat
     notes = notes_of(home)
     assert '[TOOL] bad__env({"name": "OPENAI_API_KEY"}) -> <unset>' in notes
     assert '[TOOL] bad__env({"name": "MY_SERVICE_TOKEN"}) -> <unset>' in notes
-    assert '[TOOL] bad__env({"name": "AGENT_TEST_PLAIN"}) -> plain-value' in notes
+    assert '[TOOL] bad__env({"name": "AGENT_TEST_PLAIN"}) -> <unset>' in notes  # not on the allowlist
     assert '[TOOL] bad__env({"name": "GIVEN"}) -> plain-value' in notes
     assert '[TOOL] bad__env({"name": "LITERAL"}) -> as-written' in notes
 

@@ -1,9 +1,11 @@
-"""What an MCP server writes on its stdout is bounded like a model's reply: noise is counted, not
-parsed (no traceback per line), a message over MAX_MESSAGE_BYTES is refused as it is read, a
-tools/list past MAX_LISTED_TOOLS leaves the server out (tests/tools/hostile_mcp_server.py)."""
+"""An MCP server is bounded like the model: what it writes on its stdout (noise is counted, not
+parsed, so no traceback per line; a message over MAX_MESSAGE_BYTES is refused as it is read; a
+tools/list past MAX_LISTED_TOOLS leaves the server out), and what it gets of the environment (an
+allowlist, plus what config.yaml names). The servers: tests/tools/hostile_mcp_server.py."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -89,3 +91,28 @@ def test_a_server_listing_too_many_tools_is_left_out_with_one_tool_error(home, t
     assert proc.returncode == 0, proc.stderr
     [note] = [line for line in notes_of(home).splitlines() if "MCP server 'many'" in line]
     assert note.startswith("[TOOL ERROR] MCP server 'many' not started: ") and why in note
+
+
+PLANTED = {
+    "GITHUB_PAT": "ghp_planted0123456789abcdef",
+    "DATABASE_URL": "postgres://app:hunter2pass@db.internal:5432/app",
+    "SLACK_WEBHOOK": "https://hooks.slack.com/services/T0000/B0000/planted0123456789",
+    "OPENAI_API_KEY": "sk-planted-0123456789abcdef",
+    "AGENT_TEST_PLAIN": "plain-value",  # nothing secret, but not the server's either
+}
+
+
+@pytest.mark.slow
+def test_a_server_gets_only_the_allowlist_and_what_config_names(home, tmp_path):
+    dumped = tmp_path / "env.json"
+    given = {"DB": "${DATABASE_URL}", "MODE": "as-written"}
+    configure(home, mcp_servers={"dump": {**hostile("env", str(dumped)), "env": given}})
+    script = write_script(tmp_path, [DONE])
+    proc = run_agent_process("run", "--home", str(home), "--model", f"scripted:{script}", env=PLANTED, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    env = json.loads(dumped.read_text())
+    assert not [name for name in PLANTED if name in env]
+    assert not [value for value in PLANTED.values() if value in json.dumps({k: v for k, v in env.items() if k != "DB"})]
+    assert env["DB"] == PLANTED["DATABASE_URL"] and env["MODE"] == "as-written"  # named in config.yaml: given
+    assert {"PATH", "HOME"} <= set(env)
+    assert "hunter2pass" not in (home / "scratchpad" / "active.yaml").read_text()
