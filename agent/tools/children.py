@@ -30,6 +30,8 @@ import signal
 import sys
 from pathlib import Path
 
+from agent.common.safe_yaml import open_regular_file
+
 PR_SET_PDEATHSIG = 1
 RECORDS = Path("logs") / ".running"
 
@@ -97,9 +99,13 @@ def forget_group(home: Path, pid: int) -> None:
 def _recorded(path: Path) -> tuple[int | None, str | None, dict]:
     """(pgid, start time, the whole record) of a group record; (None, None, {}) when unreadable."""
     try:
-        noted = json.loads(path.read_text())
+        handle = open_regular_file(path)  # a FIFO or a link put there must not hold up a cycle
+        if handle is None:
+            return None, None, {}
+        with handle:
+            noted = json.loads(handle.read(4096))
         return int(noted["pgid"]), noted["start_time"], noted
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError):  # FileRefused is a ValueError
         return None, None, {}
 
 
