@@ -124,7 +124,7 @@ def import_records(db: Database, home: Home, skipped: Skipped | None = None) -> 
     for record in _with_cycle_ids(json_lines(index, "cycle_id", skipped), "cycle_id", index, skipped):
         insert_record(db, record)
     fault_point("agent.db: index imported")
-    _cycles_on_disk(db, home)
+    _cycles_on_disk(db, home, skipped)
     with contextlib.suppress(InvalidScratchpad, AttributeError, TypeError):  # a cache: the listing above will do
         newest = _json_file(home.logs / "cycles.json")
         if is_cycle_id(newest.get("newest")):  # the newest id ever given: new ids sort after it
@@ -148,13 +148,16 @@ def import_records(db: Database, home: Home, skipped: Skipped | None = None) -> 
     fault_point("agent.db: older records imported")
 
 
-def _cycles_on_disk(db: Database, home: Home) -> None:
-    """Every cycle with a snapshot or log on disk (killed ones too): its files counted in its row."""
+def _cycles_on_disk(db: Database, home: Home, skipped: Skipped) -> None:
+    """Every cycle with a snapshot or log on disk (killed ones too): its files counted in its row;
+    a file named like one but not after an id of ours (no such day, the year 9999) is noted."""
     for folder in (home.scratchpad, home.logs):
         with contextlib.suppress(FileNotFoundError), os.scandir(folder) as entries:
             for found in filter(None, (_CYCLE_FILE.fullmatch(entry.name) for entry in entries)):
                 if is_cycle_id(found.group(1)):
                     count_files(db, home, found.group(1))
+                else:
+                    skipped.note(folder / found.group(0), OTHER_ID)
 
 
 def _archive_records(path: Path, skipped: Skipped):
