@@ -193,13 +193,17 @@ class _QuietStdioLog(logging.Filter):
         return True
 
 
-def _bound_server_output() -> None:
-    """Once: every server the SDK starts (from a `_serve` task) reads through BoundedStdout."""
+def _bound_server_output() -> str | None:
+    """Once: every server the SDK starts (from a `_serve` task) reads through BoundedStdout. The
+    SDK has no hook for its reader, so its spawning function is wrapped; an SDK without it is a
+    problem said aloud (its servers' output unbounded), never silently."""
     import mcp.client.stdio as stdio
 
     if getattr(stdio, "_agent_bounded", False):
-        return
-    spawn = stdio._create_platform_compatible_process
+        return None
+    spawn = getattr(stdio, "_create_platform_compatible_process", None)
+    if spawn is None:
+        return "this mcp SDK starts servers in a way this agent cannot bound: their output is read unbounded"
 
     async def bounded_spawn(*args: Any, **kwargs: Any) -> Any:
         process = await spawn(*args, **kwargs)
@@ -211,6 +215,7 @@ def _bound_server_output() -> None:
     stdio._create_platform_compatible_process = bounded_spawn
     stdio._agent_bounded = True
     logging.getLogger(stdio.__name__).addFilter(_QuietStdioLog())
+    return None
 
 
 @atexit.register
@@ -274,7 +279,9 @@ class McpServers:
                     f"the mcp package is not installed ({exc}); install it with: pip install 'scratchpad-agent[mcp]'",
                 )
             return
-        _bound_server_output()
+        unbounded = _bound_server_output()
+        if unbounded:
+            self.problems.append(unbounded)
         _open_hubs.add(self)
         self._thread.start()
         base_env = server_base_env(self.ctx.child_env())  # an allowlist; the server's `env` adds to it
