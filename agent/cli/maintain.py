@@ -285,6 +285,18 @@ def _mcp_checks(home: Home, settings, env) -> list[Check]:
     ]
     if servers is None:
         return checks
+    from agent.tools.children import left_by_killed_agents
+
+    for name, count in left_by_killed_agents(home.root).items():  # before the next cycle's sweep
+        checks.append(
+            Check(
+                f"mcp {name}",
+                True,
+                f"{count} process(es) its session in a killed cycle left are still running (the next cycle ends them)",
+                "run a cycle, or kill the process group named in logs/.running/",
+                warning=True,
+            )
+        )
     for name in settings.mcp_servers:
         if name in servers.failed:
             checks.append(Check(f"mcp {name}", False, servers.failed[name], f"fix mcp_servers.{name} in {home.config}"))

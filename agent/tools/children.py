@@ -151,6 +151,19 @@ def _group_is_ours(pgid: int, start_time: str | None) -> bool:
     return False
 
 
+def left_by_killed_agents(home: Path) -> dict[str, int]:
+    """Per MCP server, how many processes of the groups its killed agents' sessions left are still
+    running (the next cycle's `reap_recorded` ends them): what `doctor` reports."""
+    left: dict[str, int] = {}
+    folder = home / RECORDS
+    for path in sorted(folder.glob("mcp-*.json")) if folder.is_dir() else []:
+        pgid, start_time, noted = _recorded(path)
+        if pgid and pgid > 1 and not _owner_alive(noted) and _group_is_ours(pgid, start_time):
+            name = str(noted.get("server") or "?")
+            left[name] = left.get(name, 0) + len(group_members(pgid))
+    return {name: count for name, count in left.items() if count}
+
+
 def owner_record() -> dict:
     """What a record written for this agent process says of its owner (see `_owner_alive`)."""
     return {"owner": os.getpid(), "owner_start": _start_time(os.getpid())}

@@ -294,7 +294,7 @@ class McpServers:
                 server.secrets = Secrets((*self.ctx.secrets.values, *own_secrets), self.ctx.secrets.names)
                 env = {**base_env, **own_env}
                 argv = launch_command(
-                    server.spec["command"], server.spec.get("args", []), env, self.ctx.home, server.record
+                    server.spec["command"], server.spec.get("args", []), env, self.ctx.home, server.record, server.name
                 )
             except ToolError as exc:
                 self._fail(server, str(exc))

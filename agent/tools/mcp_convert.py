@@ -46,11 +46,11 @@ _DIE_WITH_THE_AGENT = (
 
 
 def launch_command(
-    command: str, args: list[str], env: dict[str, str], cwd: Path, record: Path | None = None
+    command: str, args: list[str], env: dict[str, str], cwd: Path, record: Path | None = None, server: str = ""
 ) -> list[str]:
     """The argv that starts a server so that it cannot outlive the agent, its process group noted in
-    `record` (children.py's group record, made by the server's launcher); ToolError if there is no
-    such command."""
+    `record` (children.py's group record, made by the server's launcher, naming `server`); ToolError
+    if there is no such command."""
     found = str(cwd / command) if os.sep in command else shutil.which(command, path=env.get("PATH", os.defpath))
     if found is None or not os.path.isfile(found):
         raise ToolError(f"command not found: {command}")
@@ -58,7 +58,7 @@ def launch_command(
         raise ToolError(f"cannot run {command}: {found} is not executable")
     if not sys.platform.startswith("linux"):
         return [found, *args]
-    owner = json.dumps(owner_record())
+    owner = json.dumps({**owner_record(), "server": server})
     return [
         sys.executable,
         "-I",

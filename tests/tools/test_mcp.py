@@ -533,10 +533,10 @@ def test_a_helper_a_server_forked_and_left_running_ends_with_the_cycle(home, tmp
     assert processes_in(home) == {}  # neither the server nor its helper: its whole group ended
 
 
-@pytest.mark.slow
-def test_a_helper_left_by_a_cycle_killed_with_sigkill_is_ended_by_the_next_cycle(home, tmp_path, forking):
+def killed_mid_cycle(home: Path, tmp_path: Path, forking: dict) -> int:
+    """A cycle whose forking server is up, killed with SIGKILL; the pid of the helper it left."""
     configure(home, mcp_servers={"forking": forking}, mcp_timeout=3600)
-    script = write_script(tmp_path, [{"tool": "forking__hang", "args": {}}, DONE])
+    script = write_script(tmp_path, [{"tool": "forking__hang", "args": {}}, DONE], name="hang.yaml")
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL")}
     agent = subprocess.Popen(
         [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}"],
@@ -553,9 +553,25 @@ def test_a_helper_left_by_a_cycle_killed_with_sigkill_is_ended_by_the_next_cycle
     agent.wait(timeout=60)
     assert wait_until_gone([server])  # the kernel killed the server (PR_SET_PDEATHSIG), not its helper
     assert helper in processes_in(home)
+    return helper
+
+
+@pytest.mark.slow
+def test_a_helper_left_by_a_cycle_killed_with_sigkill_is_ended_by_the_next_cycle(home, tmp_path, forking):
+    killed_mid_cycle(home, tmp_path, forking)
     after = run_scripted(home, tmp_path, [DONE])
     assert after.returncode == 0, after.stderr
     assert processes_in(home) == {}  # the sweep ended the helper; this cycle's own server group ended too
+
+
+@pytest.mark.slow
+def test_doctor_warns_of_what_a_killed_cycles_server_left_running(home, tmp_path, forking):
+    helper = killed_mid_cycle(home, tmp_path, forking)
+    checks = json.loads(run_cli("doctor", "--home", str(home), "--json").stdout)
+    details = [c["detail"] for c in checks if c["check"] == "mcp forking" and c["warning"]]
+    assert "1 process(es) its session in a killed cycle left are still running (the next cycle ends them)" in details
+    assert helper in processes_in(home)  # doctor reports; the next cycle's sweep, under the lock, ends it
+    assert run_scripted(home, tmp_path, [DONE]).returncode == 0 and processes_in(home) == {}
 
 
 def test_doctor_warns_of_a_server_whose_children_outlived_its_session(home, forking):
