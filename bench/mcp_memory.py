@@ -3,8 +3,9 @@
 
 Each case is one real `agent run` (a scripted model) on a fresh home whose one MCP server is
 tests/tools/hostile_mcp_server.py: a normal call (`small`), a 40 MB result (`big`), a tools/list
-of 100,000 tools in one message, one of 10,000 (about the most under the
-message cap), and 20,000 lines of stdout noise before each answer. The figure
+of 100,000 tools in one message, one of 40,000 (under the message cap, refused by its count), one of
+800 tools with 5 KB schemas (about the heaviest list that is parsed), and 20,000 lines of stdout
+noise before each answer. The figure
 is the agent process's own peak resident memory (VmHWM from /proc/self/status at exit: rusage
 would count the parent's pages copied at the fork), with the cycle's wall time.
 
@@ -36,7 +37,8 @@ CASES = {  # name: (server arguments, the tool the model calls)
     "a normal call": (["big", "2"], "small"),
     "a 40 MB result": (["big", "40000000"], "big"),
     "a tools/list of 100,000 tools": (["tools", "100000"], None),
-    "a tools/list of 10,000 tools (1.0 MB: under the message cap)": (["tools", "10000"], None),
+    "a tools/list of 40,000 tools (4 MB: under the message cap)": (["tools", "40000"], None),
+    "a tools/list of 800 tools of 5 KB each (4.0 MB: parsed)": (["wide", "800"], None),
     "20,000 noise lines per answer": (["noise", "20000"], "small"),
 }
 

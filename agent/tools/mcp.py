@@ -28,9 +28,10 @@ The same policy as for built-ins:
   nor disk.
 - output: its stdout reaches the SDK through `BoundedStdout`, which holds at most
   `MAX_MESSAGE_BYTES` of one line: a longer message is refused as it is read (never held whole;
-  the call it answers gets an error), and a line that is not a JSON-RPC message (noise: logging on
-  the wrong stream) is counted and kept as a short tail, never parsed, so it costs no traceback;
-  a tools/list past `MAX_LISTED_TOOLS` leaves the server out.
+  the call it answers gets an error), and so is a message listing more than `MAX_LISTED_TOOLS`
+  tools, before it is parsed (parsing costs per tool); a line that is not a JSON-RPC message
+  (noise: logging on the wrong stream) is counted and kept as a short tail, never parsed, so it
+  costs no traceback; a page of a tools/list past `MAX_LISTED_TOOLS` leaves the server out too.
 
 Only this module imports `mcp` (and with it anyio, pydantic, httpx), and only when servers are
 configured.
@@ -71,7 +72,8 @@ from agent.tools.mcp_convert import (
 
 MAX_TOOLS_PER_SERVER = 64
 MAX_LISTED_TOOLS = 1_000  # a server listing more is left out: nobody offers a model that many
-MAX_MESSAGE_BYTES = 1024 * 1024  # one message from a server, at most (a result is cut to 64 KB after)
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # one message from a server, at most (a result is cut to 64 KB after)
+TOOL_COUNT_FROM_BYTES = 64 * 1024  # a message this long is checked for a tool list past MAX_LISTED_TOOLS
 NOISE_TAIL_LINES, NOISE_LINE_CHARS = 5, 200  # what is kept of the non-protocol lines on a server's stdout
 MAX_SCHEMA_CHARS = 20_000  # a tool's argument schema goes into every prompt
 MAX_LIST_PAGES = 10
@@ -164,8 +166,13 @@ class BoundedStdout:
         self._over, self._head = False, b""
         if over:
             self._server.refused += 1
-            return _refusal(head, self._limit)
+            return _refusal(head, f"was over {self._limit >> 20} MiB")
         if line.startswith(b"{") and line.endswith(b"}"):
+            # Parsing costs far more per tool than per byte: a long list is refused before it is parsed.
+            # '"inputSchema"' counts tool entries: inside a JSON string every quote is escaped.
+            if len(line) > TOOL_COUNT_FROM_BYTES and line.count(b'"inputSchema"') > MAX_LISTED_TOOLS:
+                self._server.refused += 1
+                return _refusal(line[:256], f"lists more than {MAX_LISTED_TOOLS:,} tools")
             return line + b"\n"
         if line:
             self._server.noise += 1
@@ -173,12 +180,12 @@ class BoundedStdout:
         return b""
 
 
-def _refusal(head: bytes, limit: int) -> bytes:
+def _refusal(head: bytes, why: str) -> bytes:
     """The error answering the request a refused message answered, when its first bytes name its id."""
     found = _ID_NEAR_THE_START.search(head)
     if found is None:
         return b""  # a notification, or an id past the start: the call waits out mcp_timeout
-    error = {"code": -32603, "message": f"the server's message was over {limit >> 20} MiB: refused unread"}
+    error = {"code": -32603, "message": f"the server's message {why}: refused unread"}
     return json.dumps({"jsonrpc": "2.0", "id": json.loads(found.group(1)), "error": error}).encode() + b"\n"
 
 
@@ -402,7 +409,8 @@ class McpServers:
                 )
             if server.refused:
                 lines.append(
-                    f"MCP server '{server.name}': {server.refused} message(s) over {MAX_MESSAGE_BYTES >> 20} MiB refused"
+                    f"MCP server '{server.name}': {server.refused} message(s) refused unread "
+                    f"(over {MAX_MESSAGE_BYTES >> 20} MiB, or a list of over {MAX_LISTED_TOOLS:,} tools)"
                 )
         return lines
 

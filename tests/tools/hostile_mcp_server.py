@@ -4,6 +4,7 @@ stdout in one of three ways (tests/tools/test_mcp_output.py, bench/mcp_memory.py
     python3 hostile_mcp_server.py noise N      N lines of noise on stdout before each answer
     python3 hostile_mcp_server.py big BYTES    its tool `big` answers with a result of BYTES characters
     python3 hostile_mcp_server.py tools N      it lists N tools, in one message
+    python3 hostile_mcp_server.py wide N       the same, each tool 5 KB (a schema of 40 properties)
     python3 hostile_mcp_server.py env FILE     it writes its whole environment to FILE (JSON) as it starts
 
 Every server also offers `small`, which answers "ok" (the normal call beside the hostile one).
@@ -27,8 +28,9 @@ def text(value):
     return {"content": [{"type": "text", "text": value}], "isError": False}
 
 
-def tool(name):
-    return {"name": name, "description": f"Tool {name}.", "inputSchema": {"type": "object", "properties": {}}}
+def tool(name, wide=False):
+    fields = {f"field_{j:02}_" + "x" * 90: {"type": "string"} for j in range(40)} if wide else {}
+    return {"name": name, "description": f"Tool {name}.", "inputSchema": {"type": "object", "properties": fields}}
 
 
 def main():
@@ -47,8 +49,8 @@ def main():
             version = message["params"].get("protocolVersion")
             reply(message_id, {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info})
         elif method == "tools/list":
-            names = [f"t{n}" for n in range(amount)] if mode == "tools" else [mode]
-            reply(message_id, {"tools": [tool(name) for name in names + ["small"]]})
+            names = [f"t{n}" for n in range(amount)] if mode in ("tools", "wide") else [mode]
+            reply(message_id, {"tools": [tool(name, mode == "wide") for name in names] + [tool("small")]})
         elif method == "tools/call":
             name = message["params"]["name"]
             if name == "big":

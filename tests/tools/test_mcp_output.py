@@ -71,22 +71,25 @@ def test_a_40_mb_result_is_refused_as_it_is_read_with_one_tool_error(home, tmp_p
     proc = run_cycle(home, tmp_path, [{"tool": "big__big", "args": {}}, {"tool": "big__small", "args": {}}, DONE])
     assert proc.returncode == 0, proc.stderr
     notes = notes_of(home)
-    assert "[TOOL ERROR] big__big({}): MCP call failed: MCPError: the server's message was over 1 MiB" in notes
+    assert "[TOOL ERROR] big__big({}): MCP call failed: MCPError: the server's message was over 4 MiB" in notes
     assert "[TOOL] big__small({}) -> ok" in notes  # the server goes on
-    assert "MCP server 'big': 1 message(s) over 1 MiB refused" in cycle_log(home)
+    assert "MCP server 'big': 1 message(s) refused unread (over 4 MiB, or a list of over 1,000 tools)" in cycle_log(
+        home
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "tools, why",
+    "how, tools, why",
     [
-        (100_000, "the server's message was over 1 MiB"),
-        (MAX_LISTED_TOOLS + 1, f"it lists more than {MAX_LISTED_TOOLS:,} tools"),
+        ("tools", 100_000, "the server's message was over 4 MiB: refused unread"),
+        ("tools", 20_000, f"the server's message lists more than {MAX_LISTED_TOOLS:,} tools: refused unread"),
+        ("tools", MAX_LISTED_TOOLS + 1, f"the server's message lists more than {MAX_LISTED_TOOLS:,} tools"),
     ],
-    ids=["100,000 tools", "past the stated number"],
+    ids=["100,000 tools in 10 MB", "20,000 tools in 2 MB", "one past the stated number"],
 )
-def test_a_server_listing_too_many_tools_is_left_out_with_one_tool_error(home, tmp_path, tools, why):
-    configure(home, mcp_servers={"many": hostile("tools", str(tools))})
+def test_a_server_listing_too_many_tools_is_left_out_with_one_tool_error(home, tmp_path, how, tools, why):
+    configure(home, mcp_servers={"many": hostile(how, str(tools))})
     proc = run_cycle(home, tmp_path, [DONE])
     assert proc.returncode == 0, proc.stderr
     [note] = [line for line in notes_of(home).splitlines() if "MCP server 'many'" in line]
