@@ -11,7 +11,10 @@ What counts as a secret (docs/reference.md, "What counts as a secret"):
 - the value of every variable named in `secret_env`, whatever it is (MIN_NAMED_SECRET_LENGTH
   characters or more): naming it is the operator saying so;
 - the credentials in every model's `base_url` (`user:pass@`, fallbacks' included) and every
-  `extra_headers` value (and each word of it, for "Bearer TOKEN"), under the same rule as the API key.
+  `extra_headers` value (and each word of it, for "Bearer TOKEN"), under the same rule as the API key;
+- the credentials in every URL in the environment (`DATABASE_URL=postgres://u:pass@...`), and the
+  value of every variable named like a token that is nothing but one (`GITHUB_PAT`, `SLACK_WEBHOOK`:
+  `CREDENTIAL_VALUE_NAME`), under the same rule.
 
 The cycle builds one `Secrets` from its settings, and every writer (log, transcript, notes,
 snapshots, index, hooks, metrics) and every child's environment uses it.
@@ -83,7 +86,13 @@ PLACEHOLDER_KEYS = frozenset(
 NO_KEY_PLACEHOLDER = "sk-no-key-required"
 
 # Variable names that usually hold credentials; child processes never see them.
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE", re.IGNORECASE)
+SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|COOKIE|SESSION|AUTH|PRIVATE|WEBHOOK|(?:^|_)(?:PAT|DSN)(?:$|_)", re.IGNORECASE
+)
+# Variables whose whole value is a credential (a personal access token, a webhook URL, a DSN): their
+# values are secrets wherever they appear, not only withheld from children. (KEY, TOKEN and the
+# rest also name paths and switches, SSH_AUTH_SOCK, KEYBOARD, whose values must not be redacted.)
+CREDENTIAL_VALUE_NAME = re.compile(r"WEBHOOK|(?:^|_)(?:PAT|DSN)(?:$|_)", re.IGNORECASE)
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -92,6 +101,18 @@ def is_secret_value(value: str) -> bool:
     """Whether an unnamed credential (API key, URL password, header value) counts as a secret."""
     value = value.strip()
     return len(value) >= MIN_SECRET_LENGTH and value.lower() not in PLACEHOLDER_KEYS
+
+
+def credentials_in_env(env: Mapping[str, str]) -> list[str]:
+    """The credentials an environment holds by their form: every URL's `user:pass`, and the value of
+    each variable CREDENTIAL_VALUE_NAME names (the caller applies is_secret_value)."""
+    found = []
+    for name, value in env.items():
+        if CREDENTIAL_VALUE_NAME.search(name):
+            found.append(value.strip())
+        if "@" in value and "://" in value:
+            found += [c for word in value.split() for c in url_credentials(word)]
+    return found
 
 
 def is_loopback_url(url: str | None) -> bool:
@@ -211,6 +232,7 @@ class Secrets:
             credentials += url_credentials(entry.get("base_url")) if isinstance(entry, dict) else []
         for header in getattr(settings, "extra_headers", {}).values():
             credentials += [str(header).strip(), *str(header).split()]
+        credentials += credentials_in_env(env)
         values += [v for v in credentials if is_secret_value(v)]
         return cls(values, settings.secret_names)
 
@@ -272,12 +294,15 @@ class Secrets:
         """The environment for a child process: no secret variable, no variable holding a secret.
 
         Removed: the configured secret names, any name that looks like a credential (KEY, TOKEN,
-        SECRET, PASSWORD, ...), and any variable whose value contains a known secret (so
-        OPENAI_BASE_URL with `user:pass@` goes too).
+        SECRET, PASSWORD, WEBHOOK, _PAT, ...), any variable whose value contains a known secret (so
+        OPENAI_BASE_URL with `user:pass@` goes too) or a URL with credentials, however short.
         """
         env = os.environ if env is None else env
         return {
             k: v
             for k, v in env.items()
-            if k not in self.names and not SECRET_NAME.search(k) and not any(s in v for s in self.values)
+            if k not in self.names
+            and not SECRET_NAME.search(k)
+            and not any(s in v for s in self.values)
+            and not ("@" in v and any(url_credentials(word) for word in v.split()))
         }

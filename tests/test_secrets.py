@@ -244,3 +244,28 @@ def test_a_cycle_builds_one_secrets_and_the_model_tools_and_files_share_it(home,
     assert result.exit_code == 0, result.output
     assert "[TOOL] http_get(" in read_active(home)["notes"]  # the tool ran, with the cycle's Secrets
     assert len(built) == 1 and built[0].values == (LIVE_KEY,)
+
+
+def test_credentials_in_any_url_of_the_environment_and_token_named_values_are_secrets():
+    env = {
+        "DATABASE_URL": "postgres://app:hunter2pass@db.internal/app",
+        "GITHUB_PAT": "ghp_0123456789abcdef",
+        "SLACK_WEBHOOK": "https://hooks.slack.com/services/T0/B0/abcdefgh12345678",
+        "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",  # named like a credential, but a path: withheld, not redacted
+    }
+    secrets = Secrets.from_settings(Settings(), env)
+    text = "db hunter2pass, pat ghp_0123456789abcdef, hook T0/B0/abcdefgh12345678, sock /tmp/ssh-agent.sock"
+    assert secrets.redact_text(text) == "db [REDACTED], pat [REDACTED], hook [REDACTED], sock /tmp/ssh-agent.sock"
+
+
+def test_a_child_gets_no_url_with_credentials_nor_a_pat_or_webhook_but_keeps_path_names():
+    env = {
+        "DATABASE_URL": "postgres://u:pw@db/app",  # a password too short to redact is still withheld
+        "GITHUB_PAT": "x",
+        "PAT_FILE": "y",
+        "SLACK_WEBHOOK": "z",
+        "PATH": "/usr/bin",
+        "MY_PATH": "/opt",
+        "PLAIN": "https://example.com/a@b",
+    }
+    assert Secrets().child_env(env) == {"PATH": "/usr/bin", "MY_PATH": "/opt", "PLAIN": "https://example.com/a@b"}

@@ -202,7 +202,7 @@ def _records_check(home: Home) -> Check:
 
     name = home.database.relative_to(home.root)
     try:
-        if not home.database.exists() and not any(p.exists() for p in home.older_release_files):
+        if not home.database.exists() and not any(os.path.lexists(p) for p in home.older_release_files):
             return Check("records", True, f"none yet: the first cycle makes {name} ({journal_mode(home.logs)[1]})")
         db = records(home, create=False)
         version = db.one("PRAGMA user_version")[0]
@@ -294,12 +294,34 @@ def _mcp_checks(home: Home, settings, env) -> list[Check]:
     ]
     if servers is None:
         return checks
+    from agent.tools.children import left_by_killed_agents
+
+    for name, count in left_by_killed_agents(home.root).items():  # before the next cycle's sweep
+        checks.append(
+            Check(
+                f"mcp {name}",
+                True,
+                f"{count} process(es) its session in a killed cycle left are still running (the next cycle ends them)",
+                "run a cycle, or kill the process group named in logs/.running/",
+                warning=True,
+            )
+        )
     for name in settings.mcp_servers:
         if name in servers.failed:
             checks.append(Check(f"mcp {name}", False, servers.failed[name], f"fix mcp_servers.{name} in {home.config}"))
         else:
             tools = [t.name for t in servers.tools if t.source == f"mcp:{name}"]
             checks.append(Check(f"mcp {name}", True, f"started; {len(tools)} tool(s): {', '.join(tools) or 'none'}"))
+        if name in servers.outlived:  # each cycle ends them too; a server that leaves them is worth a look
+            checks.append(
+                Check(
+                    f"mcp {name}",
+                    True,
+                    f"{servers.outlived[name]} process(es) it started outlived its session (ended with its group)",
+                    f"check what mcp_servers.{name} starts in the background, or ask its author",
+                    warning=True,
+                )
+            )
     return checks
 
 

@@ -50,6 +50,13 @@ def cycle_started(cycle_id: str) -> _dt.datetime | None:
         return None
 
 
+def is_cycle_id(text: object) -> bool:
+    """Whether `text`, read from a file nobody checked (an older release's), is an id this agent
+    could have given and can go on after: the form, a real time, and a year before 9999 (an id in
+    the calendar's last year leaves no room for the ids after it, and would stop every later cycle)."""
+    return isinstance(text, str) and cycle_started(text) is not None and text[:4] < "9999"
+
+
 def following_cycle_id(now: _dt.datetime, existing: Iterable[str]) -> str:
     """The id for a cycle starting at `now` after the cycles `existing` (the rule above)."""
     ids = {i for i in existing if cycle_started(i)}

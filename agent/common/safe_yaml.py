@@ -3,7 +3,8 @@
 `load_yaml` is a safe loader that also refuses duplicate keys, absurd nesting, recursive
 aliases and alias bombs; `dump_yaml` writes notes as readable literal blocks. `read_text_file`
 reads a file a person may have replaced by anything (a FIFO, a device, a huge file) without
-hanging or reading without bound.
+hanging or reading without bound; `open_regular_file` opens one an older release left, never
+following a link.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import contextlib
 import os
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -49,6 +50,34 @@ def _refuse_unless_regular(path: Path, mode: int) -> None:
     if not stat.S_ISREG(mode):
         kind = next((name for test, name in _FILE_KINDS.items() if test(mode)), "something else")
         raise FileRefused(path, f"is not a regular file but {kind}")
+
+
+def open_regular_file(path: Path) -> BinaryIO | None:
+    """`path` opened for reading when it is a regular file itself, None when it does not exist.
+
+    For files a person or an older release may have left: a symbolic link is refused, not
+    followed (whatever it points to, inside the home or out of it, is never opened), and so is a
+    FIFO, a device, a socket or a folder (checked with lstat before opening, then opened with
+    O_NOFOLLOW and O_NONBLOCK and checked again, so nothing can hang the reader). Raises
+    FileRefused naming the file and what it is."""
+    path = Path(path)
+    try:
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
+            raise FileRefused(path, f"is a symbolic link (to {os.readlink(path)}), not a file of its own")
+        _refuse_unless_regular(path, info.st_mode)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise FileRefused(path, f"cannot be read: {exc.strerror}") from exc
+    handle = os.fdopen(fd, "rb")
+    try:
+        _refuse_unless_regular(path, os.fstat(fd).st_mode)  # replaced between the check and the open
+    except FileRefused:
+        handle.close()
+        raise
+    return handle
 
 
 def read_text_file(path: Path, what: str, limit: int) -> str | None:

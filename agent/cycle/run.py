@@ -84,6 +84,8 @@ def _run(cycle: Cycle) -> CycleReport:
             save(home, home.snapshot(report.cycle_id, "before"), woken.state, report, secrets)  # 2
             cycle.progress("start", cycle_id=report.cycle_id, model=model.name, task=report.task_before)
             after, archived = work(cycle, woken, model, registry, log)  # 3
+            for problem in registry.later_problems():
+                log(problem)
             settled = settle_workspace(home.root, settings)  # no setuid, setgid or world-write bit left
             if settled:
                 log(settled)

@@ -38,8 +38,8 @@ def new_cycle_id(home: Home, now: _dt.datetime) -> str:
             cycle_id = following_cycle_id(now, [newest, *(bare or ())] if newest else [])
         except OverflowError:
             raise InvalidScratchpad(
-                f"{home.root}: a cycle id is already at the end of the calendar (year 9999); "
-                "move the snapshots and logs named after it away"
+                f"{home.root}: the newest cycle id, {newest}, is at the end of the calendar (year 9999): "
+                "no id can follow it"
             ) from None
         db.execute("INSERT INTO cycle (id) VALUES (?)", (cycle_id,))
     return cycle_id

@@ -159,7 +159,7 @@ def open_database(path: Path, home: Home | None) -> Database:
                 db.connection.execute(f"PRAGMA journal_mode = {mode}")
             db.connection.execute("PRAGMA synchronous = FULL")
         migrate(db)
-        if home is not None and (made_now or any(p.exists() for p in home.older_release_files)):
+        if home is not None and (made_now or any(os.path.lexists(p) for p in home.older_release_files)):
             from agent.store.upgrade import move_in  # once: a new database, or an older release's files
 
             move_in(db, home)
@@ -242,7 +242,7 @@ def records(home: Home, create: bool = True) -> Database:
     found = opened.get(path)
     if found is not None and found[:2] == (os.getpid(), inode) and inode:
         return found[2]
-    if not inode and not create and not any(p.exists() for p in home.older_release_files):
+    if not inode and not create and not any(os.path.lexists(p) for p in home.older_release_files):
         if not _local.empty:
             _local.empty.append(open_database(Path(":memory:"), None))
         return _local.empty[0]

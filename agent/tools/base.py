@@ -285,6 +285,7 @@ class Registry:
             self._tools[tool.name] = tool
         self.disabled = list(disabled or [])
         self.problems = list(problems or [])
+        self.later_problems: Callable[[], list[str]] = list  # what went wrong since (MCP servers' noise), for the log
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools

@@ -9,6 +9,10 @@ Two layers, because neither is enough alone:
   A record still there at the start of the next cycle means the agent was killed; `reap_recorded`
   then kills what is left of that group. The start time and the session id keep a reused pid
   from being killed: a pid cannot be reused while a process of its group or session lives.
+  An MCP server's launcher writes such a record too (`mcp-<agent pid>-<n>.json`, naming the agent
+  that owns it, so the sweep leaves alone the servers of an `agent tools` or `doctor` still
+  running), and the agent ends the server's whole group with `end_recorded_group` when its session
+  closes, whatever the leader did: a helper it forked and left running goes with it.
 
 Nor is what a child writes ever held whole: `OutputTail` is a pipe whose reader keeps only the
 first or the last few KiB (a hook's or `wake_when`'s output, an MCP server's stderr), read as it
@@ -18,12 +22,15 @@ comes so a full pipe never blocks the child, and never written to a file that co
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import signal
 import sys
 from pathlib import Path
+
+from agent.common.safe_yaml import open_regular_file
 
 PR_SET_PDEATHSIG = 1
 RECORDS = Path("logs") / ".running"
@@ -89,6 +96,25 @@ def forget_group(home: Path, pid: int) -> None:
         pass
 
 
+def _recorded(path: Path) -> tuple[int | None, str | None, dict]:
+    """(pgid, start time, the whole record) of a group record; (None, None, {}) when unreadable."""
+    try:
+        handle = open_regular_file(path)  # a FIFO or a link put there must not hold up a cycle
+        if handle is None:
+            return None, None, {}
+        with handle:
+            noted = json.loads(handle.read(4096))
+        return int(noted["pgid"]), noted["start_time"], noted
+    except (OSError, ValueError, KeyError, TypeError):  # FileRefused is a ValueError
+        return None, None, {}
+
+
+def _owner_alive(noted: dict) -> bool:
+    """Whether the agent process that wrote the record (when it says) still runs."""
+    owner = noted.get("owner")
+    return isinstance(owner, int) and owner != os.getpid() and _start_time(owner) == noted.get("owner_start")
+
+
 def reap_recorded(home: Path) -> list[int]:
     """Kill what is left of every group recorded by a killed agent; the pgids killed. Call
     while holding the home's lock, before any tool runs."""
@@ -97,11 +123,9 @@ def reap_recorded(home: Path) -> list[int]:
         return []
     killed = []
     for path in sorted(folder.glob("*.json")):
-        try:
-            noted = json.loads(path.read_text())
-            pgid, start_time = int(noted["pgid"]), noted["start_time"]
-        except (OSError, ValueError, KeyError, TypeError):
-            pgid = None
+        pgid, start_time, noted = _recorded(path)
+        if _owner_alive(noted):
+            continue  # another agent's (an `agent tools` or `doctor` running now): not left by a kill
         if pgid and pgid > 1 and _group_is_ours(pgid, start_time):
             try:
                 os.killpg(pgid, signal.SIGKILL)
@@ -125,6 +149,58 @@ def _group_is_ours(pgid: int, start_time: str | None) -> bool:
             if fields and fields[2] == str(pgid) and fields[3] == str(pgid):  # pgrp, session
                 return True
     return False
+
+
+def left_by_killed_agents(home: Path) -> dict[str, int]:
+    """Per MCP server, how many processes of the groups its killed agents' sessions left are still
+    running (the next cycle's `reap_recorded` ends them): what `doctor` reports."""
+    left: dict[str, int] = {}
+    folder = home / RECORDS
+    for path in sorted(folder.glob("mcp-*.json")) if folder.is_dir() else []:
+        pgid, start_time, noted = _recorded(path)
+        if pgid and pgid > 1 and not _owner_alive(noted) and _group_is_ours(pgid, start_time):
+            name = str(noted.get("server") or "?")
+            left[name] = left.get(name, 0) + len(group_members(pgid))
+    return {name: count for name, count in left.items() if count}
+
+
+def owner_record() -> dict:
+    """What a record written for this agent process says of its owner (see `_owner_alive`)."""
+    return {"owner": os.getpid(), "owner_start": _start_time(os.getpid())}
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes (not zombies) of process group `pgid`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields and fields[2] == str(pgid) and fields[0] != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def end_recorded_group(record: Path, grace: float = 2.0) -> int:
+    """End whatever is left of the group the record at `record` names (SIGTERM, then SIGKILL after
+    `grace` seconds) and drop the record; how many processes were left in it (0: none, or no record)."""
+    import time
+
+    pgid, start_time, _ = _recorded(record)
+    left = group_members(pgid) if pgid and pgid > 1 and _group_is_ours(pgid, start_time) else []
+    if left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + grace  # SIGKILL is delivered at once, acted on a moment later
+        while group_members(pgid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    with contextlib.suppress(OSError):
+        record.unlink(missing_ok=True)
+    return len(left)
 
 
 # ------------------------------------------------------------------------------ bounded output

@@ -12,8 +12,13 @@ The same policy as for built-ins:
   built-ins; tools_enabled / tools_disabled use those names;
 - arguments: the server's input schema, reduced to the JSON-schema subset our checks read (what
   they cannot read is dropped: a looser check, never a crash); the server checks the rest;
-- environment: the agent's without its secrets (ctx.child_env), plus the server's `env`;
-- lifetime: on Linux the kernel kills a server whose agent died by SIGKILL too (mcp_convert);
+- environment: a short allowlist of the agent's (PATH, HOME, the locale, TZ: mcp_convert's
+  SERVER_ENV_ALLOWLIST, never a secret), plus the server's own `env` from config.yaml;
+- lifetime: each server leads a process group of its own (the SDK starts it in a new session),
+  noted in logs/.running/ by its launcher; when its session closes, the whole group is ended,
+  whatever the leader did (a helper it forked and left running goes too), and `outlived` says
+  which servers had left processes behind; on Linux the kernel kills a server whose agent died by
+  SIGKILL (mcp_convert), and the next cycle's sweep kills what is left of its group (children.py);
 - results: text joined, capped, and redacted of secret values (the cycle's, and those handed to
   the server in its `env`) before anyone sees them;
 - failure: a server that does not start is a problem (the cycle notes it); one that exits
@@ -21,6 +26,12 @@ The same policy as for built-ins:
   Its stderr goes through a pipe the event loop reads as it comes, keeping the last few KiB
   (agent/tools/children.py): a server printing gigabytes before it crashes costs neither memory
   nor disk.
+- output: its stdout reaches the SDK through `BoundedStdout`, which holds at most
+  `MAX_MESSAGE_BYTES` of one line: a longer message is refused as it is read (never held whole;
+  the call it answers gets an error), and so is a message listing more than `MAX_LISTED_TOOLS`
+  tools, before it is parsed (parsing costs per tool); a line that is not a JSON-RPC message
+  (noise: logging on the wrong stream) is counted and kept as a short tail, never parsed, so it
+  costs no traceback; a page of a tools/list past `MAX_LISTED_TOOLS` leaves the server out too.
 
 Only this module imports `mcp` (and with it anyio, pydantic, httpx), and only when servers are
 configured.
@@ -31,29 +42,40 @@ from __future__ import annotations
 import asyncio
 import atexit
 import builtins
+import collections
 import concurrent.futures
+import contextvars
 import functools
 import json
+import logging
+import os
+import re
 import threading
 import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agent.common.extras import install_hint
 from agent.secrets import Secrets
 from agent.tools.base import Tool, ToolContext, ToolError
-from agent.tools.children import OutputTail
+from agent.tools.children import RECORDS, OutputTail, end_recorded_group
 from agent.tools.mcp_convert import (
     MAX_DESCRIPTION_CHARS,
     args_schema_of,
     launch_command,
     one_line,
     result_text,
+    server_base_env,
     server_env,
     tool_name,
 )
 
 MAX_TOOLS_PER_SERVER = 64
+MAX_LISTED_TOOLS = 1_000  # a server listing more is left out: nobody offers a model that many
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # one message from a server, at most (a result is cut to 64 KB after)
+TOOL_COUNT_FROM_BYTES = 64 * 1024  # a message this long is checked for a tool list past MAX_LISTED_TOOLS
+NOISE_TAIL_LINES, NOISE_LINE_CHARS = 5, 200  # what is kept of the non-protocol lines on a server's stdout
 MAX_SCHEMA_CHARS = 20_000  # a tool's argument schema goes into every prompt
 MAX_LIST_PAGES = 10
 STDERR_TAIL_CHARS = 160  # the end of a traceback; notes clip a tool error at note_result_chars
@@ -84,6 +106,10 @@ class _Server:
     session: Any = None
     serving: concurrent.futures.Future | None = None
     exited: str | None = None  # why the connection ended, once it has
+    record: Path | None = None  # its process group's record (children.py), once its launcher wrote it
+    noise: int = 0  # non-protocol lines on its stdout
+    noise_tail: collections.deque = field(default_factory=lambda: collections.deque(maxlen=NOISE_TAIL_LINES))
+    refused: int = 0  # messages over MAX_MESSAGE_BYTES
 
     def stderr_tail(self) -> str:
         tail = self.errlog.text()[-STDERR_TAIL_CHARS:]
@@ -91,6 +117,113 @@ class _Server:
 
 
 _open_hubs: "weakref.WeakSet[McpServers]" = weakref.WeakSet()
+_spawning: contextvars.ContextVar[_Server | None] = contextvars.ContextVar("mcp_server_spawning", default=None)
+_ID_NEAR_THE_START = re.compile(rb'"id"\s*:\s*(-?\d+|"[^"\\]{0,64}")')
+
+
+class BoundedStdout:
+    """A server's stdout as the SDK reads it (`receive`, `aclose`), one line held at most
+    MAX_MESSAGE_BYTES long: what passes is whole JSON-RPC lines. A longer line is dropped as it
+    comes (only its first bytes are kept, to answer the request it answers with an error); a line
+    that is not a JSON object is noise, counted on the server and kept as a short tail."""
+
+    def __init__(self, stream: Any, server: _Server, limit: int = MAX_MESSAGE_BYTES):
+        self._stream, self._server, self._limit = stream, server, limit
+        self._line, self._head, self._over = bytearray(), b"", False
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while True:  # EndOfStream from the pipe ends the SDK's reader
+            passed = self.feed(await self._stream.receive(max_bytes))
+            if passed:
+                return passed
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def feed(self, chunk: bytes) -> bytes:
+        """What of `chunk` goes on to the SDK: whole lines, each within the limit."""
+        passed, start = bytearray(), 0
+        while (newline := chunk.find(b"\n", start)) != -1:
+            self._add(chunk[start:newline])
+            passed += self._line_ended()
+            start = newline + 1
+        self._add(chunk[start:])
+        return bytes(passed)
+
+    def _add(self, piece: bytes) -> None:
+        if self._over:
+            return
+        self._line += piece
+        if len(self._line) > self._limit:
+            self._over, self._head = True, bytes(self._line[:256])
+            self._line.clear()
+
+    def _line_ended(self) -> bytes:
+        line, over, head = bytes(self._line).strip(), self._over, self._head
+        self._line.clear()
+        self._over, self._head = False, b""
+        if over:
+            self._server.refused += 1
+            return _refusal(head, f"was over {self._limit >> 20} MiB")
+        if line.startswith(b"{") and line.endswith(b"}"):
+            # Parsing costs far more per tool than per byte: a long list is refused before it is parsed.
+            # '"inputSchema"' counts tool entries: inside a JSON string every quote is escaped.
+            if len(line) > TOOL_COUNT_FROM_BYTES and line.count(b'"inputSchema"') > MAX_LISTED_TOOLS:
+                self._server.refused += 1
+                return _refusal(line[:256], f"lists more than {MAX_LISTED_TOOLS:,} tools")
+            return line + b"\n"
+        if line:
+            self._server.noise += 1
+            self._server.noise_tail.append(line[:NOISE_LINE_CHARS].decode("utf-8", "replace"))
+        return b""
+
+
+def _refusal(head: bytes, why: str) -> bytes:
+    """The error answering the request a refused message answered, when its first bytes name its id."""
+    found = _ID_NEAR_THE_START.search(head)
+    if found is None:
+        return b""  # a notification, or an id past the start: the call waits out mcp_timeout
+    error = {"code": -32603, "message": f"the server's message {why}: refused unread"}
+    return json.dumps({"jsonrpc": "2.0", "id": json.loads(found.group(1)), "error": error}).encode() + b"\n"
+
+
+class _QuietStdioLog(logging.Filter):
+    """The SDK logs a traceback per stdout line it cannot parse: the noise is counted instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        server = _spawning.get()
+        if server is not None and record.getMessage().startswith("Failed to parse JSONRPC message"):
+            server.noise += 1
+            return False
+        return True
+
+
+def _bound_server_output() -> str | None:
+    """Once: every server the SDK starts (from a `_serve` task) reads through BoundedStdout. The
+    SDK has no hook for its reader, so its spawning function is wrapped; an SDK without it is a
+    problem said aloud (its servers' output unbounded), never silently."""
+    import mcp.client.stdio as stdio
+
+    if getattr(stdio, "_agent_bounded", False):
+        return None
+    spawn = getattr(stdio, "_create_platform_compatible_process", None)
+    if spawn is None:
+        return "this mcp SDK starts servers in a way this agent cannot bound: their output is read unbounded"
+
+    async def bounded_spawn(*args: Any, **kwargs: Any) -> Any:
+        process = await spawn(*args, **kwargs)
+        server = _spawning.get()
+        if server is not None and getattr(process, "_stdout", None) is not None:
+            process._stdout = BoundedStdout(process._stdout, server)
+        return process
+
+    stdio._create_platform_compatible_process = bounded_spawn
+    stdio._agent_bounded = True
+    logging.getLogger(stdio.__name__).addFilter(_QuietStdioLog())
+    return None
 
 
 @atexit.register
@@ -113,6 +246,7 @@ class McpServers:
         self.tools: list[Tool] = []
         self.problems: list[str] = []
         self.failed: dict[str, str] = {}
+        self.outlived: dict[str, int] = {}  # server -> processes of its group still running when its session closed
         self._servers = {name: _Server(name, spec, ctx.secrets) for name, spec in ctx.settings.mcp_servers.items()}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-servers", daemon=True)
@@ -153,16 +287,23 @@ class McpServers:
                     f"the mcp package is not installed ({exc}); install it with: {install_hint('mcp')}",
                 )
             return
+        unbounded = _bound_server_output()
+        if unbounded:
+            self.problems.append(unbounded)
         _open_hubs.add(self)
         self._thread.start()
-        base_env = self.ctx.child_env()
+        base_env = server_base_env(self.ctx.child_env())  # an allowlist; the server's `env` adds to it
         waiting = {}
-        for server in self._servers.values():
+        records = self._records_folder()
+        for n, server in enumerate(self._servers.values()):
+            server.record = records / f"mcp-{os.getpid()}-{n}.json" if records else None
             try:
                 own_env, own_secrets = server_env(server.spec, self.ctx.settings)
                 server.secrets = Secrets((*self.ctx.secrets.values, *own_secrets), self.ctx.secrets.names)
                 env = {**base_env, **own_env}
-                argv = launch_command(server.spec["command"], server.spec.get("args", []), env, self.ctx.home)
+                argv = launch_command(
+                    server.spec["command"], server.spec.get("args", []), env, self.ctx.home, server.record, server.name
+                )
             except ToolError as exc:
                 self._fail(server, str(exc))
                 continue
@@ -184,8 +325,17 @@ class McpServers:
                 continue
             self._add_tools(server, listing)
 
+    def _records_folder(self) -> Path | None:
+        folder = Path(self.ctx.home) / RECORDS
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None  # a read-only home: the kernel still kills each server with the agent
+        return folder
+
     def close(self) -> None:
-        """Stop every server (the SDK closes stdin, then terminates the process group) and the loop."""
+        """Stop every server (the SDK closes stdin, then terminates the process group if the leader
+        does not exit), end what is left of each server's group, and stop the loop."""
         if self._closed:
             return
         self._closed = True
@@ -202,6 +352,9 @@ class McpServers:
         if not self._thread.is_alive():
             self._loop.close()
         for server in self._servers.values():
+            left = end_recorded_group(server.record) if server.record is not None else 0
+            if left:
+                self.outlived[server.name] = left
             server.errlog.close()
         _open_hubs.discard(self)
 
@@ -209,6 +362,7 @@ class McpServers:
         self, server: _Server, transport: Any, session_class: Any, ready: concurrent.futures.Future
     ) -> None:
         """One server's whole connection, in one task (anyio's scopes must open and close in one)."""
+        _spawning.set(server)  # this task's context: the SDK's tasks for this server inherit it
         try:
             async with transport as (read, write), session_class(read, write) as session:
                 listing = await asyncio.wait_for(self._list_tools(session), self.start_timeout)
@@ -229,14 +383,37 @@ class McpServers:
         from mcp.types import PaginatedRequestParams
 
         await session.initialize()
-        listed, cursor = [], None
+        listed, cursor, count = [], None, 0
         for _ in range(MAX_LIST_PAGES):
             page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-            listed += [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in page.tools]
+            count += len(page.tools)
+            if count > MAX_LISTED_TOOLS:
+                raise ValueError(f"it lists more than {MAX_LISTED_TOOLS:,} tools")
+            room = MAX_TOOLS_PER_SERVER - len(listed)
+            listed += [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in page.tools[:room]]
             cursor = page.next_cursor
             if not cursor or len(listed) >= MAX_TOOLS_PER_SERVER:
                 break
         return listed
+
+    def noise_lines(self) -> list[str]:
+        """For the cycle log: per server, the lines of noise on its stdout and the messages refused."""
+        lines = []
+        for server in self._servers.values():
+            if server.noise:
+                tail = " | ".join(server.noise_tail)
+                lines.append(
+                    server.secrets.redact_text(
+                        f"MCP server '{server.name}': {server.noise} lines of noise on its stdout "
+                        f"(not JSON-RPC: dropped); the last: {one_line(tail, 600)}"
+                    )
+                )
+            if server.refused:
+                lines.append(
+                    f"MCP server '{server.name}': {server.refused} message(s) refused unread "
+                    f"(over {MAX_MESSAGE_BYTES >> 20} MiB, or a list of over {MAX_LISTED_TOOLS:,} tools)"
+                )
+        return lines
 
     # ---------------------------------------------------------------------------------- tools
 

@@ -18,6 +18,7 @@ from typing import Any
 from agent.config import Settings
 from agent.secrets import SECRET_NAME
 from agent.tools.base import TOOL_NAME, ToolError
+from agent.tools.children import owner_record
 
 MAX_DESCRIPTION_CHARS = 400
 MAX_SCHEMA_DEPTH = 8
@@ -26,17 +27,30 @@ _JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "nul
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 # Started in place of a server on Linux: asks the kernel to SIGKILL it when the agent dies, even
-# by SIGKILL when none of our code runs, then becomes the server (exec keeps the request).
+# by SIGKILL when none of our code runs; records its process group (it leads its own session: the
+# SDK starts it so) where the agent and the next cycle's sweep find it (agent/tools/children.py);
+# then becomes the server (exec keeps the pid, the group and the request).
 _DIE_WITH_THE_AGENT = (
-    "import ctypes, os, signal, sys\n"
+    "import ctypes, json, os, signal, sys\n"
     "ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG\n"
     "if os.getppid() != int(sys.argv[1]): sys.exit('the agent exited before the server started')\n"
-    "os.execv(sys.argv[2], sys.argv[2:])\n"
+    "if sys.argv[3] and os.getsid(0) == os.getpid():\n"
+    "    stat = open('/proc/self/stat').read()\n"
+    "    noted = dict(json.loads(sys.argv[2]), pgid=os.getpid(), start_time=stat[stat.rfind(')') + 2 :].split()[19])\n"
+    "    try:\n"
+    "        with open(sys.argv[3] + '.tmp', 'w') as out: out.write(json.dumps(noted))\n"
+    "        os.replace(sys.argv[3] + '.tmp', sys.argv[3])\n"
+    "    except OSError: pass  # a read-only home: the agent's own close still ends the group\n"
+    "os.execv(sys.argv[4], sys.argv[4:])\n"
 )
 
 
-def launch_command(command: str, args: list[str], env: dict[str, str], cwd: Path) -> list[str]:
-    """The argv that starts a server so that it cannot outlive the agent; ToolError if there is no such command."""
+def launch_command(
+    command: str, args: list[str], env: dict[str, str], cwd: Path, record: Path | None = None, server: str = ""
+) -> list[str]:
+    """The argv that starts a server so that it cannot outlive the agent, its process group noted in
+    `record` (children.py's group record, made by the server's launcher, naming `server`); ToolError
+    if there is no such command."""
     found = str(cwd / command) if os.sep in command else shutil.which(command, path=env.get("PATH", os.defpath))
     if found is None or not os.path.isfile(found):
         raise ToolError(f"command not found: {command}")
@@ -44,7 +58,19 @@ def launch_command(command: str, args: list[str], env: dict[str, str], cwd: Path
         raise ToolError(f"cannot run {command}: {found} is not executable")
     if not sys.platform.startswith("linux"):
         return [found, *args]
-    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_THE_AGENT, str(os.getpid()), found, *args]
+    owner = json.dumps({**owner_record(), "server": server})
+    return [
+        sys.executable,
+        "-I",
+        "-S",
+        "-c",
+        _DIE_WITH_THE_AGENT,
+        str(os.getpid()),
+        owner,
+        str(record or ""),
+        found,
+        *args,
+    ]
 
 
 def tool_name(server: str, remote: str) -> str:
@@ -135,6 +161,17 @@ def one_line(text: str, limit: int) -> str:
     """Text on one line, clipped to `limit` characters."""
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# What a server gets of the agent's environment, unless its `env` in config.yaml names more: what
+# finding programs, files, the language and the time takes, never a credential.
+SERVER_ENV_ALLOWLIST = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "TZ", "TMPDIR")
+
+
+def server_base_env(child_env: dict[str, str]) -> dict[str, str]:
+    """The allowlisted part of `child_env` (the agent's environment without its secrets): the names
+    in SERVER_ENV_ALLOWLIST and the locale's LC_*."""
+    return {k: v for k, v in child_env.items() if k in SERVER_ENV_ALLOWLIST or k.startswith("LC_")}
 
 
 def server_env(spec: dict, settings: Settings) -> tuple[dict[str, str], list[str]]:

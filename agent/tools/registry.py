@@ -114,4 +114,6 @@ def open_registry(
     from agent.tools.mcp import McpServers  # coarse laziness: asyncio and the SDK only when servers are configured
 
     with McpServers(ToolContext(home, settings, secrets)) as servers:
-        yield build_registry(settings, mcp=servers, **options)
+        registry = build_registry(settings, mcp=servers, **options)
+        registry.later_problems = servers.noise_lines
+        yield registry

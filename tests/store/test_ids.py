@@ -126,7 +126,17 @@ def test_both_id_forms_are_cycles_and_other_names_are_not(home):
     assert cycle_started("20261399_000000") is None and cycle_started("notes") is None
 
 
-def test_a_cycle_id_at_the_end_of_the_calendar_is_a_clear_error(h):
+def test_a_snapshot_named_at_the_end_of_the_calendar_is_not_taken_as_a_cycle(h):
+    """The upgrade lists the cycles on disk: one in the year 9999 would leave no id to follow it."""
     h.snapshot("99991231_235959_99", "before").write_text("{}")
-    with pytest.raises(InvalidScratchpad, match="end of the calendar"):
+    assert new_cycle_id(h, MOMENT) == "20260401_100137_01"
+
+
+def test_a_cycle_id_at_the_end_of_the_calendar_is_a_clear_error(h):
+    db = records(h)
+    with db.write():
+        db.execute("INSERT INTO cycle (id) VALUES ('99991231_235959_99')")
+    with pytest.raises(
+        InvalidScratchpad, match="the newest cycle id, 99991231_235959_99, is at the end of the calendar"
+    ):
         new_cycle_id(h, MOMENT)

@@ -8,6 +8,7 @@ a newer agent is refused with one line and exit 2."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -27,6 +28,7 @@ from agent.store.archive import archived, search
 from agent.store.cycles import all_time, disk, newest_cycles
 from agent.store.db import close_all, probe, records
 from agent.store.home import Home
+from agent.store.lock import is_locked
 from tests.helpers import run_agent_process, run_cli, transcript, tree_digest, write_script
 
 OLDER = Path(__file__).parent / "older_home"
@@ -214,6 +216,7 @@ def test_what_an_older_release_writes_on_an_upgraded_home_moves_in_at_the_next_c
 HOLDER = """
 import json, sys
 from agent.store.home import Home
+from agent.store.lock import is_locked
 from agent.store.lock import home_lock
 home = Home.at(sys.argv[1])
 with home_lock(home):  # as an older release's cycle holds it, then appends its record
@@ -300,3 +303,126 @@ def test_a_database_from_a_newer_agent_is_refused_with_one_line_and_exit_2(older
         f"migration {newer}, this agent knows {newer - 1}): upgrade agent to use this home"
     ]
     assert tree_digest(older) == frozen
+
+
+# ------------------------------------------------------------ an older home's files, untrusted
+
+OUTSIDE_NOTE = "a note from outside the home"
+TRANSCRIPT = "logs/cycle_20261127_200939_01.transcript.jsonl"
+
+
+def _fifo(home: Path, name: str, outside: Path) -> None:
+    (home / name).unlink()
+    os.mkfifo(home / name)
+
+
+def _link_out(home: Path, name: str, outside: Path) -> None:
+    """`name` made a link to a file outside the home, holding records the upgrade would take."""
+    record = {"cycle_id": "20261127_200939_01", "kind": "note", "value": OUTSIDE_NOTE, "call": "x", "role": "user"}
+    outside.write_text(json.dumps(record) + "\n")
+    (home / name).unlink()
+    (home / name).symlink_to(outside)
+
+
+REFUSED = [
+    ("logs/index.jsonl", _fifo, "is not a regular file but a named pipe (FIFO)"),
+    ("scratchpad/inbox.jsonl", _fifo, "is not a regular file but a named pipe (FIFO)"),
+    (TRANSCRIPT, _fifo, "is not a regular file but a named pipe (FIFO)"),
+    ("logs/archive.jsonl", _link_out, "is a symbolic link (to "),
+    (TRANSCRIPT, _link_out, "is a symbolic link (to "),
+]
+
+
+def _agent_within_seconds(command: str, home: Path, script: Path) -> subprocess.CompletedProcess:
+    """`agent status` or `agent run` of `home` as a real process, which must end within 30 s."""
+    extra = ["--model", f"scripted:{script}"] if command == "run" else ["--json"]
+    return run_agent_process(command, "--home", str(home), *extra, timeout=30)
+
+
+def _nothing_from_outside(home: Path) -> bool:
+    return not any(
+        OUTSIDE_NOTE.encode() in p.read_bytes() for p in home.rglob("*") if p.is_file() and not p.is_symlink()
+    )
+
+
+@pytest.mark.parametrize("command", ["status", "run"])
+@pytest.mark.parametrize("name, make, problem", REFUSED, ids=[f"{m.__name__[1:]} {n}" for n, m, _ in REFUSED])
+def test_a_fifo_or_a_link_among_the_older_files_refuses_the_upgrade_in_one_line_and_frees_the_lock(
+    older, tmp_path, command, name, make, problem
+):
+    make(older, name, tmp_path / "outside.jsonl")
+    active = (older / "scratchpad" / "active.yaml").read_bytes()
+    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "x"}}])
+    result = _agent_within_seconds(command, older, script)
+    assert result.returncode == 6 and "Traceback" not in result.stderr, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"agent: error: {older / name}: {problem}") and "move it out of the home" in line
+    assert _nothing_from_outside(older) and (older / "scratchpad" / "active.yaml").read_bytes() == active
+    assert (older / name).is_symlink() or (older / name).is_fifo()  # left for the operator, as it was
+    assert not is_locked(Home.at(older))
+
+
+def test_once_the_refused_file_is_moved_away_the_next_command_finishes_the_upgrade(older, tmp_path):
+    _fifo(older, "logs/index.jsonl", tmp_path)
+    assert _agent_within_seconds("status", older, tmp_path).returncode == 6
+    (older / "logs" / "index.jsonl").rename(tmp_path / "index.fifo")
+    status = _agent_within_seconds("status", older, tmp_path)
+    assert status.returncode == 0 and json.loads(status.stdout)["approvals"]["ids"] == ["2"]
+    assert not (older / "logs" / "archive.jsonl").exists()  # the rest moved in
+
+
+ESCAPED = "\x1b]0;owned\x07\x1b[2J20261130_000000_01"
+BAD_IDS = [("99991231_235959_99", "year 9999"), (ESCAPED, "an escape"), ("20261399_000000_01", "no such day")]
+
+
+@pytest.mark.parametrize("command", ["status", "run"])
+@pytest.mark.parametrize("bad_id", [b for b, _ in BAD_IDS], ids=[why for _, why in BAD_IDS])
+def test_a_record_whose_cycle_id_is_not_of_ours_is_skipped_with_a_warning(older, tmp_path, command, bad_id):
+    with open(older / "logs" / "index.jsonl", "a") as index:
+        index.write("\n" + json.dumps({"cycle_id": bad_id, "stop_reason": "done", "exit_code": 0}) + "\n")
+    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "x"}}])
+    result = _agent_within_seconds(command, older, script)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"agent: warning: the upgrade skipped {older / 'logs' / 'index.jsonl'}: 1 cycle id not of this agent's form"
+    ]
+    history = json.loads(run_cli("history", "--home", str(older), "-n", "0", "--json").stdout)
+    assert bad_id not in [r["cycle_id"] for r in history] and "\x1b" not in result.stdout
+    newest = history[0]["cycle_id"]
+    assert newest == KILLED if command == "status" else newest > KILLED and newest < "9999"
+    assert not is_locked(Home.at(older))
+
+
+PEAK = """
+import atexit, re, runpy, sys
+peak = sys.argv.pop(1)
+atexit.register(lambda: open(peak, "w").write(re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read())[1]))
+runpy.run_module("agent", run_name="__main__")
+"""
+
+
+@pytest.mark.slow  # writes 200 MB
+@pytest.mark.parametrize("command", ["status", "run"])
+def test_a_200_mb_line_is_skipped_unread_and_the_upgrade_stays_small(older, tmp_path, command):
+    held = len(lines_of(older / "logs" / "index.jsonl"))
+    records = (older / "logs" / "index.jsonl").read_bytes()
+    with open(older / "logs" / "index.jsonl", "wb") as index:  # in pieces: this process stays small (fork copies it)
+        index.write(b'{"cycle_id": "20261127_000000_01", "torn": "')
+        for _ in range(200):
+            index.write(b"x" * 1_000_000)
+        index.write(b"\n" + records)
+    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "x"}}])
+    extra = ["--model", f"scripted:{script}"] if command == "run" else []
+    peak = tmp_path / "peak"
+    proc = subprocess.run(  # the agent's own peak (VmHWM: rusage would count this process's, copied at the fork)
+        [sys.executable, "-c", PEAK, str(peak), command, "--home", str(older), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert int(peak.read_text()) < 120 * 1024, f"peak {peak.read_text()} KiB"  # a line held whole: 200 MB
+    skipped = f"agent: warning: the upgrade skipped {older / 'logs' / 'index.jsonl'}: 1 line over 8 MiB"
+    assert proc.stderr.splitlines() == [skipped]
+    assert all_time(Home.at(older))["cycles"] == held + (command == "run")  # every record after it moved in
+    assert not is_locked(Home.at(older))

@@ -22,6 +22,8 @@ import pytest
 import yaml
 
 from agent.cli import COMMANDS
+from agent.store.home import Home
+from agent.store.lock import is_locked
 from tests.cli.helpers import done, echo
 from tests.helpers import REPO, mode_bits_bind_root, write_active, write_script
 
@@ -98,9 +100,8 @@ def _env() -> dict:
 
 def _agent(*args: str, env: dict | None = None, unreadable: bool = False, **kw) -> subprocess.CompletedProcess:
     preexec = mode_bits_bind_root if unreadable and os.geteuid() == 0 else None
-    return subprocess.run(
-        [sys.executable, "-m", "agent", *args], env=env or _env(), preexec_fn=preexec, timeout=120, **kw
-    )
+    kw.setdefault("timeout", 120)
+    return subprocess.run([sys.executable, "-m", "agent", *args], env=env or _env(), preexec_fn=preexec, **kw)
 
 
 def _argv(use: list[str], home: Path, first: str, script: Path, tmp: Path) -> list[str]:
@@ -191,3 +192,27 @@ def test_a_folder_where_the_database_should_be_is_one_line_and_exit_7(home_copy,
     proc = _agent(*command, "--home", str(home), capture_output=True, text=True)
     assert proc.returncode == 7 and "Traceback" not in proc.stderr
     assert proc.stderr.splitlines() == [proc.stderr.strip()] and "agent.db: Is a directory" in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("use", EVERY_USE, ids=[" ".join(u) for u in EVERY_USE])
+def test_every_command_with_a_fifo_among_an_older_releases_files_ends_at_once_and_says_so(home_copy, tmp_path, use):
+    """A FIFO where an older release's file was (logs/index.jsonl) is never opened for reading:
+    each command ends within seconds, having either no need of the records (`tools`, `show`) or
+    refused in one line with exit 6 (doctor and fleet by their own contracts), and leaves the lock free."""
+    home, first, script = home_copy
+    active = (home / "scratchpad" / "active.yaml").read_bytes()
+    os.mkfifo(home / "logs" / "index.jsonl")
+    proc = _agent(*_argv(use, home, first, script, tmp_path), capture_output=True, text=True, timeout=30)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if use[0] == "doctor":
+        assert proc.returncode == 1 and "named pipe (FIFO)" in proc.stdout
+    elif use[0] == "fleet":
+        assert proc.returncode == 1 and "cannot use" in proc.stdout
+    elif proc.returncode != 0:
+        assert proc.returncode == 6, proc.stderr
+        [line] = proc.stderr.splitlines()
+        assert line.startswith(f"agent: error: {home / 'logs' / 'index.jsonl'}: is not a regular file but a named pipe")
+    assert (home / "scratchpad" / "active.yaml").read_bytes() == active and (home / "logs" / "index.jsonl").is_fifo()
+    assert not is_locked(Home.at(home))
+    _whole_files(home)

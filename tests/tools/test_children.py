@@ -95,6 +95,33 @@ def test_hand_broken_records_and_pid_1_are_never_killed_and_are_removed(tmp_path
     assert reap_recorded(tmp_path) == [] and list(folder.iterdir()) == []
 
 
+def test_a_fifo_or_a_link_in_place_of_a_record_is_removed_unread(tmp_path: Path, group):
+    folder = tmp_path / RECORDS
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "7.json")  # opened blocking, it would hold the cycle (and the lock) forever
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"pgid": group.pid, "start_time": None}))
+    (folder / "8.json").symlink_to(elsewhere)
+    assert reap_recorded(tmp_path) == [] and list(folder.iterdir()) == [] and _alive(group.pid)
+
+
+def test_an_mcp_servers_record_is_left_alone_while_the_agent_that_owns_it_runs(tmp_path: Path, group):
+    folder = tmp_path / RECORDS
+    folder.mkdir(parents=True)
+    owner = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        start = Path(f"/proc/{owner.pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        record = {"pgid": group.pid, "start_time": None, "owner": owner.pid, "owner_start": start}
+        (folder / "mcp-1-0.json").write_text(json.dumps(record))
+        assert reap_recorded(tmp_path) == [] and (folder / "mcp-1-0.json").exists()  # its owner is alive
+    finally:
+        owner.communicate(b"")
+    assert (folder / "mcp-1-0.json").exists()
+    reap_recorded(tmp_path)
+    assert not (folder / "mcp-1-0.json").exists()  # its owner gone: swept (the group is another's: not killed)
+    assert _alive(group.pid)
+
+
 def test_forget_group_drops_the_record_and_a_read_only_place_is_no_error(tmp_path: Path):
     record_group(tmp_path, os.getpid())
     forget_group(tmp_path, os.getpid())

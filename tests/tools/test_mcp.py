@@ -358,7 +358,7 @@ def test_secrets_in_the_agents_environment_do_not_reach_the_server(home, tmp_pat
     notes = notes_of(home)
     assert '[TOOL] bad__env({"name": "OPENAI_API_KEY"}) -> <unset>' in notes
     assert '[TOOL] bad__env({"name": "MY_SERVICE_TOKEN"}) -> <unset>' in notes
-    assert '[TOOL] bad__env({"name": "AGENT_TEST_PLAIN"}) -> plain-value' in notes
+    assert '[TOOL] bad__env({"name": "AGENT_TEST_PLAIN"}) -> <unset>' in notes  # not on the allowlist
     assert '[TOOL] bad__env({"name": "GIVEN"}) -> plain-value' in notes
     assert '[TOOL] bad__env({"name": "LITERAL"}) -> as-written' in notes
 
@@ -492,3 +492,93 @@ def test_processes_in_sees_a_process_started_in_the_folder(tmp_path):
     finally:
         child.communicate(b"")
     assert processes_in(tmp_path) == {}
+
+
+# ------------------------------------------------------------------- a server's whole process tree
+
+FORKING_SERVER = """
+import json, os, subprocess, sys
+from mcp.server.mcpserver import MCPServer
+
+# A helper in the server's own group and session (no setsid), left running when the server exits.
+helper = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()  # forking-helper"])
+server = MCPServer("forking")
+
+
+@server.tool()
+def hang() -> str:
+    \"\"\"Never answer.\"\"\"
+    signal_pause = __import__("signal").pause
+    signal_pause()
+    return "too late"
+
+
+server.run()  # returns when stdin closes: the server exits normally, its helper still running
+"""
+
+
+@pytest.fixture
+def forking(tmp_path) -> dict:
+    """A server config for an MCP server that starts a helper in its own process group and leaves it."""
+    script = tmp_path / "forking_server.py"
+    script.write_text(FORKING_SERVER)
+    return {"command": sys.executable, "args": [str(script)]}
+
+
+@pytest.mark.slow
+def test_a_helper_a_server_forked_and_left_running_ends_with_the_cycle(home, tmp_path, forking):
+    configure(home, mcp_servers={"forking": forking})
+    proc = run_scripted(home, tmp_path, [DONE])
+    assert proc.returncode == 0, proc.stderr
+    assert processes_in(home) == {}  # neither the server nor its helper: its whole group ended
+
+
+def killed_mid_cycle(home: Path, tmp_path: Path, forking: dict) -> int:
+    """A cycle whose forking server is up, killed with SIGKILL; the pid of the helper it left."""
+    configure(home, mcp_servers={"forking": forking}, mcp_timeout=3600)
+    script = write_script(tmp_path, [{"tool": "forking__hang", "args": {}}, DONE], name="hang.yaml")
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENT_HOME", "AGENT_MODEL")}
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run", "--home", str(home), "--model", f"scripted:{script}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert " started (model " in agent.stdout.readline()  # the servers are up, the helper started first
+    running = processes_in(home)
+    [helper] = [pid for pid, line in running.items() if "forking-helper" in line]
+    [server] = [pid for pid in running if pid != helper]
+    agent.kill()
+    agent.wait(timeout=60)
+    assert wait_until_gone([server])  # the kernel killed the server (PR_SET_PDEATHSIG), not its helper
+    assert helper in processes_in(home)
+    return helper
+
+
+@pytest.mark.slow
+def test_a_helper_left_by_a_cycle_killed_with_sigkill_is_ended_by_the_next_cycle(home, tmp_path, forking):
+    killed_mid_cycle(home, tmp_path, forking)
+    after = run_scripted(home, tmp_path, [DONE])
+    assert after.returncode == 0, after.stderr
+    assert processes_in(home) == {}  # the sweep ended the helper; this cycle's own server group ended too
+
+
+@pytest.mark.slow
+def test_doctor_warns_of_what_a_killed_cycles_server_left_running(home, tmp_path, forking):
+    helper = killed_mid_cycle(home, tmp_path, forking)
+    checks = json.loads(run_cli("doctor", "--home", str(home), "--json").stdout)
+    details = [c["detail"] for c in checks if c["check"] == "mcp forking" and c["warning"]]
+    assert "1 process(es) its session in a killed cycle left are still running (the next cycle ends them)" in details
+    assert helper in processes_in(home)  # doctor reports; the next cycle's sweep, under the lock, ends it
+    assert run_scripted(home, tmp_path, [DONE]).returncode == 0 and processes_in(home) == {}
+
+
+def test_doctor_warns_of_a_server_whose_children_outlived_its_session(home, forking):
+    run_cli("init", str(home))
+    configure(home, mcp_servers={"forking": forking}, model="scripted:script.yaml")
+    write_script(home, [DONE])
+    checks = json.loads(run_cli("doctor", "--home", str(home), "--json").stdout)
+    [warned] = [c for c in checks if c["check"] == "mcp forking" and c["warning"]]
+    assert warned["detail"] == "1 process(es) it started outlived its session (ended with its group)"
+    assert processes_in(home) == {}
