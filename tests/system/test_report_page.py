@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.after.incidents import error_signature
+from agent.after.incidents import record_kind
 from agent.common.outcomes import StopReason
 from tests.chromium import Chromium
 from tests.helpers import run_cli
@@ -185,7 +185,7 @@ def test_the_report_of_a_long_history_opens_offline_and_says_what_history_and_st
         [(told["key"], told["since"], told["cycles"])] if told else []
     )
     worked = [r for r in history if r["stop_reason"] not in ("idle", "held")]
-    alike = [(r["stop_reason"], r["task_before"], error_signature(r["error"]) if r["error"] else None) for r in worked]
+    alike = [(r["stop_reason"], r["task_before"], record_kind(r) if r["error"] else None) for r in worked]
     folded = [r["cycle_id"] for n, r in enumerate(worked) if n == 0 or alike[n] != alike[n - 1]]
     assert shown["details"] == folded[:5]  # newest first, idle cycles left out, identical neighbours folded
     # the hostile task is text wherever it shows, and nothing of it ran
