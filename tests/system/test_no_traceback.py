@@ -54,6 +54,7 @@ USES = {
     "deny": [["deny", "2"]],
     "report": [["report", "-o", "{tmp}/report.html"]],
     "fleet": [["fleet"], ["fleet", "--json"]],
+    "datasette-metadata": [["datasette-metadata"]],
 }
 EVERY_USE = [use for name in USES for use in USES[name]]
 
