@@ -407,6 +407,17 @@ class Settings:
         unit="hours",
         default=None,
     )
+    otel: bool = _doc(
+        "Send each cycle that asks a model as one OpenTelemetry trace (GenAI conventions), after the "
+        "home's lock is released, to the OTLP/HTTP collector the OTEL_EXPORTER_OTLP_* variables name "
+        "(the [otel] extra). Off: no trace, whatever the environment says.",
+        default=False,
+    )
+    otel_content: bool = _doc(
+        "With otel: put the messages sent and the replies (redacted) in the model-call spans. Off: "
+        "sizes, tokens and names only.",
+        default=False,
+    )
 
     @property
     def section_specs(self) -> tuple[SectionSpec, ...]:

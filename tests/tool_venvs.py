@@ -20,6 +20,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = {  # name -> (requirements, the program it provides)
     "datasette": (["datasette==0.65.5"], "datasette"),
+    # Arize Phoenix: a real OTLP/HTTP receiver that stores spans offline and serves them back (REST)
+    "phoenix": (["arize-phoenix==20.26.1"], "phoenix"),
 }
 
 
@@ -33,7 +35,7 @@ def tool(name: str) -> Path:
     shutil.rmtree(root, ignore_errors=True)
     steps = ([sys.executable, "-m", "venv", str(root)], [str(root / "bin" / "pip"), "install", "-q", *requirements])
     for step in steps:
-        done = subprocess.run(step, capture_output=True, text=True, timeout=900)
+        done = subprocess.run(step, capture_output=True, text=True, timeout=1800, env=_quiet_env())
         if done.returncode != 0:
             why = f"{name} could not be installed ({' '.join(step[-2:])}): {done.stderr.strip()[-300:]}"
             if os.environ.get("CI"):
@@ -41,3 +43,18 @@ def tool(name: str) -> Path:
             pytest.skip(why)
     made.write_text("\n".join(requirements))
     return executable
+
+
+def _quiet_env() -> dict[str, str]:
+    return {**os.environ, "PHOENIX_TELEMETRY_ENABLED": "false", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+def require_module(name: str, extra: str) -> None:
+    """Skip (fail under CI) a test whose module `name`, from the project's `extra`, is not importable."""
+    import importlib.util
+
+    if importlib.util.find_spec(name) is None:
+        why = f"{name} is not importable (pip install -e '.[{extra}]')"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run this test, but {why}", pytrace=False)
+        pytest.skip(why)

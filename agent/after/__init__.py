@@ -7,5 +7,6 @@
 - incidents.py   what a person is told once: the incident a record is part of, and whether it opened it
 - hooks.py       `on_cycle_end`, the operator's command
 - metrics.py     `metrics_file`, for node_exporter's textfile collector
-- outlets.py     whether the hook and the metrics file worked when last due, for `status`
+- outlets.py     whether the hook, the metrics file and the traces worked when last due, for `status`
+- traces.py      `otel`: the cycle as one OpenTelemetry trace, sent once the home is released
 """

@@ -59,6 +59,8 @@ class CycleReport:
     new_incident: bool = False  # this cycle opened it: --quiet's line and the notify_on hook are for it
     violations: list[str] | None = None  # a reverted consolidation: why (the first few); in the record when set
     surfaced: dict | None = None  # with surface sections: {count, entries} a person should know (sections.py)
+    trace_id: str | None = None  # with otel: the cycle's OpenTelemetry trace (traces.py); in the record when set
+    steps: list = field(default_factory=list)  # with otel: the loop's Steps (events.py), for the trace; not printed
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
@@ -120,6 +122,7 @@ class CycleReport:
             # only where they apply: a home without sections keeps the record it always had
             **({"violations": self.violations} if self.violations is not None else {}),
             **({"surfaced": self.surfaced} if self.surfaced is not None else {}),
+            **({"trace_id": self.trace_id} if self.trace_id is not None else {}),
         }
 
     def index_record(self) -> dict:

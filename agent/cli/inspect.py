@@ -432,7 +432,12 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
     incident = open_incident(newest_first(home))  # read back only as far as it goes
     settings = home_settings(home.root)
     outlets = failing_outlets(
-        home, {"on_cycle_end": bool(settings.on_cycle_end), "metrics_file": bool(settings.metrics_file)}
+        home,
+        {
+            "on_cycle_end": bool(settings.on_cycle_end),
+            "metrics_file": bool(settings.metrics_file),
+            "otel": settings.otel,
+        },
     )
     data.update(extras, **waiting, incident=incident, outlets=outlets)
     lines = [
