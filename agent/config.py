@@ -114,7 +114,7 @@ class Settings:
     shell_policy: str = _doc(
         "shell tool: auto (the sandbox where it works here, else the allowlist), sandbox (any "
         "command, kept in the workspace by bubblewrap), allowlist (read-only commands), any (the "
-        "operator's whole account: a warning in every cycle log) or off.",
+        "operator's whole account: a warning in every cycle log) or off. AGENT_SHELL_POLICY overrides it.",
         choices=("auto", "sandbox", "allowlist", "any", "off"),
         default="auto",
     )
@@ -585,7 +585,12 @@ def config_values(text: str, path: Path) -> dict:
 
 
 # Environment variables that override the config file (flags override these).
-ENV_OVERRIDES = {"AGENT_MODEL": "model", "OPENAI_BASE_URL": "base_url", "AGENT_IDLE": "idle"}
+ENV_OVERRIDES = {
+    "AGENT_MODEL": "model",
+    "OPENAI_BASE_URL": "base_url",
+    "AGENT_IDLE": "idle",
+    "AGENT_SHELL_POLICY": "shell_policy",  # a systemd unit or a pod says `sandbox`: a hardening that stops bwrap fails loudly
+}
 
 
 def load_settings(home_root: Path, env: typing.Mapping[str, str] | None = None, **flags: Any) -> Settings:

@@ -121,3 +121,16 @@ def test_a_wrong_section_exits_2_with_one_line_naming_it_and_writes_nothing(home
 def test_a_home_without_sections_has_no_section_specs():
     assert Settings().section_specs == ()
     assert Settings().consolidate_max_loss == 0.25
+
+
+def test_agent_shell_policy_in_the_environment_overrides_the_config_file(tmp_path):
+    (tmp_path / "config.yaml").write_text("shell_policy: allowlist\n")
+    assert load_settings(tmp_path, env={"AGENT_SHELL_POLICY": "sandbox"}).shell_policy == "sandbox"
+
+
+def test_a_bad_agent_shell_policy_is_one_line_naming_the_choices(tmp_path):
+    from agent.common.outcomes import UsageError
+
+    with pytest.raises(UsageError, match="shell_policy") as refused:
+        load_settings(tmp_path, env={"AGENT_SHELL_POLICY": "sandboxx"})
+    assert "\n" not in str(refused.value) and "sandbox" in str(refused.value)
