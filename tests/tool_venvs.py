@@ -22,6 +22,7 @@ TOOLS = {  # name -> (requirements, the program it provides)
     "datasette": (["datasette==0.65.5"], "datasette"),
     # Arize Phoenix: a real OTLP/HTTP receiver that stores spans offline and serves them back (REST)
     "phoenix": (["arize-phoenix==20.26.1"], "phoenix"),
+    "checkov": (["checkov==3.3.30"], "checkov"),
 }
 
 

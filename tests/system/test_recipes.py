@@ -6,6 +6,7 @@ still-failing checks the page lists with their reasons."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -14,6 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+from tests.tool_venvs import tool
 
 OPERATIONS = Path(__file__).parents[2] / "docs" / "operations.md"
 AGENT = Path(sys.executable).parent / "agent"  # the venv's own program, for verify's "is it executable"
@@ -68,3 +72,95 @@ def test_the_services_exposure_is_the_figure_the_docs_give_and_at_most_5(units):
     documented = re.search(r"rates it\s+\*\*(\d+\.\d)\*\*", OPERATIONS.read_text())
     assert documented and documented.group(1) == measured.group(1)
     assert float(measured.group(1)) <= 5.0
+
+
+# ------------------------------------------------------------------------------ Kubernetes
+
+
+def strategic_merge(base, patch):
+    """`kubectl patch`'s default (strategic merge) for what the page's patch holds: mappings merged,
+    lists of named items (containers, env) merged by name, anything else replaced."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        return {
+            **base,
+            **{key: strategic_merge(base[key], value) if key in base else value for key, value in patch.items()},
+        }
+    named = (
+        isinstance(base, list)
+        and isinstance(patch, list)
+        and all(isinstance(x, dict) and "name" in x for x in base + patch)
+    )
+    if not named:
+        return patch
+    merged = list(base)
+    for item in patch:
+        at = next((n for n, old in enumerate(merged) if old["name"] == item["name"]), None)
+        merged[len(merged) :] = [item] if at is None else []
+        if at is not None:
+            merged[at] = strategic_merge(merged[at], item)
+    return merged
+
+
+def kubernetes_section() -> str:
+    text = OPERATIONS.read_text()
+    return text[text.index("## Kubernetes: a CronJob per agent") : text.index("## Browsing the records with datasette")]
+
+
+def checkov(folder: Path) -> dict:
+    done = subprocess.run(
+        [str(tool("checkov")), "-d", str(folder), "--framework", "kubernetes", "--quiet", "--compact", "-o", "json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "BC_SKIP_MAPPING": "TRUE", "CHECKOV_RUN_SCA_PACKAGE_SCAN_V2": "false"},
+    )
+    found = json.loads(done.stdout)
+    return found[0] if isinstance(found, list) else found
+
+
+@pytest.fixture
+def variants(tmp_path: Path) -> dict[str, Path]:
+    """The page's manifests (the hardened variant) and the CronJob with the page's sandbox patch."""
+    section = kubernetes_section()
+    manifests = fenced_after(section, "```yaml", "yaml")
+    patch = yaml.safe_load(fenced_after(section, "**With the sandbox**", "yaml"))
+    hardened, sandbox = tmp_path / "hardened", tmp_path / "sandbox"
+    hardened.mkdir()
+    sandbox.mkdir()
+    (hardened / "agent.yaml").write_text(manifests)
+    (cronjob,) = [doc for doc in yaml.safe_load_all(manifests) if doc["kind"] == "CronJob"]
+    (sandbox / "agent.yaml").write_text(yaml.safe_dump(strategic_merge(cronjob, patch)))
+    return {"hardened": hardened, "sandbox": sandbox}
+
+
+def listed_checks(after: str) -> set[str]:
+    """The check ids of the first table after `after` in the Kubernetes section."""
+    section = kubernetes_section()
+    table = section[section.index(after) :].split("\n\n| check |", 1)[1].split("\n\n", 1)[0]
+    return set(re.findall(r"^\| `(CKV_K8S_\d+)`", table, re.MULTILINE))
+
+
+@pytest.mark.parametrize(
+    ("variant", "after", "inherited"),
+    [("hardened", "This is the hardened variant", set()), ("sandbox", "bubblewrap makes its own", {"CKV_K8S_35"})],
+)
+def test_each_kubernetes_variant_fails_only_the_checks_the_page_lists_with_its_figures(
+    variants, variant, after, inherited
+):
+    found = checkov(variants[variant])
+    failed = {check["check_id"] for check in found["results"]["failed_checks"]}
+    assert failed == listed_checks(after) | inherited
+    summary = found["summary"]
+    figures = f"{summary['passed']} passed, {summary['failed']} failed"
+    section = kubernetes_section()
+    assert figures in section[section.index(after) :][:1500], figures
+
+
+def test_the_sandbox_variant_keeps_every_other_hardening_and_asks_for_the_sandbox(variants):
+    (cronjob,) = yaml.safe_load_all((variants["sandbox"] / "agent.yaml").read_text())
+    pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (agent,) = pod["containers"]
+    assert pod["hostUsers"] is False and agent["securityContext"]["procMount"] == "Unmasked"
+    assert agent["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert agent["securityContext"]["allowPrivilegeEscalation"] is False
+    assert agent["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"name": "AGENT_SHELL_POLICY", "value": "sandbox"} in agent["env"]
