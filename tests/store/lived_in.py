@@ -30,6 +30,28 @@ def closed_port_url() -> str:
         return f"http://127.0.0.1:{s.getsockname()[1]}/v1"
 
 
+def previous_release_home(folder: Path, monkeypatch) -> Path:
+    """A lived-in home whose database the previous release wrote: the migrations before the one
+    that added the cycle table's columns (found by name: numbers change as others are appended)."""
+    from agent.store import migrations
+    from agent.store.db import close_all
+
+    with monkeypatch.context() as patched:
+        patched.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:COLUMNS_MIGRATION])
+        home = lived_in_home(folder)
+        close_all()
+    return home
+
+
+def _columns_migration() -> int:
+    from agent.store import migrations
+
+    return next(n for n, step in enumerate(migrations.MIGRATIONS) if step.__name__.endswith("_cycle_columns"))
+
+
+COLUMNS_MIGRATION = _columns_migration()
+
+
 def lived_in_home(folder: Path) -> Path:
     """A home with four cycles: done (a tool call, then done), max_iterations, error (a refused
     connection), idle (nothing to do); returns it."""

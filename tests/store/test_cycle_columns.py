@@ -13,21 +13,16 @@ from pathlib import Path
 import pytest
 
 from agent.store import migrations
-from agent.store.db import close_all
 from tests.helpers import run_agent_process, run_cli
-from tests.store.lived_in import lived_in_home
+from tests.store import lived_in
+from tests.store.lived_in import COLUMNS_MIGRATION, lived_in_home
 
-# the migrations before this one: the previous release (found by name: numbers change as others are appended)
-THIS = next(n for n, step in enumerate(migrations.MIGRATIONS) if step.__name__.endswith("_cycle_columns"))
+THIS = COLUMNS_MIGRATION  # the migrations before it: the previous release
 NAMES = [name for name, _, _ in migrations.CYCLE_COLUMNS]
 
 
 def previous_release_home(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A lived-in home whose database the previous release wrote (the migrations before this one)."""
-    with monkeypatch.context() as patched:
-        patched.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:THIS])
-        home = lived_in_home(folder)
-        close_all()
+    home = lived_in.previous_release_home(folder, monkeypatch)
     assert version(home) == THIS
     return home
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import run_cli, wait_for, write_active, write_script
-from tests.store.lived_in import DONE, TASK, lived_in_home
+from tests.store.lived_in import DONE, TASK, lived_in_home, previous_release_home
 from tests.tool_venvs import tool
 
 
@@ -30,12 +30,17 @@ class UnixConnection(http.client.HTTPConnection):
         self.sock.connect(str(self.path))
 
 
-@pytest.fixture
-def datasette(tmp_path: Path):
+@pytest.fixture(params=["lived-in", "upgraded"])
+def datasette(request, tmp_path: Path, monkeypatch):
     """(the home, a function GETting a path of datasette's JSON API) with datasette serving the
-    home's database read-only, as docs/operations.md runs it."""
+    home's database read-only, as docs/operations.md runs it: a lived-in home, and one the previous
+    release wrote, upgraded by its first command (`agent status`)."""
     program = tool("datasette")
-    home = lived_in_home(tmp_path)
+    if request.param == "lived-in":
+        home = lived_in_home(tmp_path)
+    else:
+        home = previous_release_home(tmp_path, monkeypatch)
+        assert run_cli("status", "--home", str(home)).exit_code == 0
     metadata = tmp_path / "agent-metadata.json"
     printed = run_cli("datasette-metadata", "--home", str(home))
     assert printed.exit_code == 0, printed.output
