@@ -1,6 +1,7 @@
 """datasette (the real one, from the package index, in an environment of its own: tests/tool_venvs.py)
 opens a lived-in home's logs/agent.db read-only, with `agent datasette-metadata`, beside cycles that
-go on running: its JSON API filters the failed cycles by the stop_reason column, and its canned
+go on running, and a home the previous release wrote, once its first command upgraded it: its JSON
+API filters the failed cycles by the stop_reason column (the old cycles' too), and its canned
 queries answer."""
 
 from __future__ import annotations
