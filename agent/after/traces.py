@@ -79,13 +79,15 @@ def send_trace(
     """Build the cycle's trace and send it; the problem (also logged and kept for `status`), or None."""
     problem = _export(home, settings, report, calls, began_ns, secrets)
     where = _shown_endpoint(secrets)
+    if problem is not None:
+        problem = secrets.redact_text(problem)  # a header's value may be in the SDK's words
     line = None if problem is None else f"otel: the trace of cycle {report.cycle_id} was not sent to {where}: {problem}"
     if line is not None:
-        _append_to_log(home, report.cycle_id, secrets.redact_text(line))
+        _append_to_log(home, report.cycle_id, line)
     with contextlib.suppress(Exception):  # never the cycle's result
         from agent.after.outlets import note_outlet
 
-        note_outlet(home, "otel", None if problem is None else secrets.redact_text(problem), report.cycle_id)
+        note_outlet(home, "otel", problem, report.cycle_id)
     return line
 
 
@@ -128,14 +130,14 @@ def _quiet_sdk() -> Iterator[list[str]]:
                 said.append(record.getMessage())
 
     logger = logging.getLogger("opentelemetry")
-    handler, kept = Keep(logging.WARNING), (logger.propagate, logger.level)
+    handler, propagated = Keep(logging.WARNING), logger.propagate
     logger.addHandler(handler)
     logger.propagate = False
     try:
         yield said
     finally:
         logger.removeHandler(handler)
-        logger.propagate, _ = kept
+        logger.propagate = propagated
 
 
 def _shown_endpoint(secrets: Secrets) -> str:
