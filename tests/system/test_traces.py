@@ -229,3 +229,17 @@ def test_a_collector_that_never_answers_costs_a_bounded_time_one_line_and_not_th
     assert len(lines) == 1 and "was not sent to http://127.0.0.1:" in lines[0]
     status = run_cli("status", "--home", str(home))
     assert "traces:    otel export failing since cycle" in status.stdout
+
+
+def test_a_gates_decision_is_an_event_on_its_span(phoenix, tmp_path):
+    home = traced_home(tmp_path, tool_calling="native", approval_required=["write_file"])
+    with OpenAIServer(default=answers()) as server:
+        code, printed = run_traced(home, server.base_url, phoenix)
+    assert code == 8 and printed["stop_reason"] == "awaiting_approval"
+    spans = spans_of(phoenix, printed["trace_id"], 3)
+    (root,) = [s for s in spans if s["parent_id"] is None]
+    (held,) = [e for e in root["events"] if e["name"] == "cycle.gate"]
+    assert held["attributes"]["cycle.gate.decision"] == "awaiting_approval"
+    (parked,) = by_operation(spans, "execute_tool")
+    assert parked["attributes"]["cycle.tool.outcome"] == "parked"
+    assert [e["attributes"]["cycle.gate.decision"] for e in parked["events"]] == ["parked"]
