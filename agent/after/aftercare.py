@@ -41,10 +41,6 @@ def after_cycle(
         from agent.gates.approvals import pending_fields
 
         pending = pending_fields(home)
-    if settings.otel and report.iterations:  # a cycle that asked a model: its trace is sent once the lock is released
-        from agent.after.traces import new_trace_id
-
-        report.trace_id = new_trace_id()
     record = secrets.redact(dict(report.index_record(), **pending))
     key = incident_key(record)  # the incident this cycle is part of, and the earlier cycles of it
     run = incident_run(newest_first(home), key)  # none read for a cycle with no incident (idle, done)

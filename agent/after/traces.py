@@ -1,12 +1,13 @@
 """OpenTelemetry traces (`otel: true`): each cycle that asked a model, as one trace, after the fact.
 
-Nothing is traced while the cycle runs: the loop only keeps what it would anyway (the transcript's
-timeline of model calls, agent/after/transcript.py; the loop's Steps, agent/cycle/events.py), aftercare gives the record
-a trace id before it is written (`new_trace_id`), and once the home's lock is released `send_trace`
-builds the spans from the record, the timeline and the steps, and sends them in one OTLP/HTTP
-request, bounded by `EXPORT_TIMEOUT_S`. A collector that is down, slow or refusing costs that
-time and one line (in the cycle log, and `status`'s outlets until an export works again), never
-the cycle's result or exit code.
+Nothing is traced while the cycle runs: the loop only keeps what it would anyway (the
+transcript's timeline of model calls, agent/after/transcript.py; the loop's Steps,
+agent/cycle/events.py); `agent run`'s cycle gives its report a trace id before aftercare writes
+the record (`new_trace_id`, in agent/cycle/run.py), and once the home's lock is released
+`send_trace` builds the spans from the report, the timeline and the steps, and sends them in one
+OTLP/HTTP request, bounded by `EXPORT_TIMEOUT_S`. A collector that is down, slow or refusing
+costs that time and one line (in the cycle log, and `status`'s outlets until an export works
+again), never the cycle's result or exit code.
 
 The trace follows the OpenTelemetry GenAI semantic conventions at `SEMCONV_VERSION` (still marked
 Development there: pinned, so a later release of them changes nothing here until this does):

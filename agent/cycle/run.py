@@ -92,6 +92,10 @@ def _run(cycle: Cycle) -> CycleReport:
             report.duration_s = time.monotonic() - started
             if woken.signals.noted is not noted_before_saving:
                 log(f"{woken.signals.noted} while saving: ignored, the cycle's result was saved")
+            if settings.otel and report.iterations:  # it asked a model: its trace, sent once the home is released
+                from agent.after.traces import new_trace_id
+
+                report.trace_id = new_trace_id()  # in the record
             after_cycle(home, settings, report, secrets, log, previous=previous)  # 5
             log(
                 f"cycle {report.cycle_id} ended: {report.stop_reason} after {report.iterations} iterations, "
