@@ -528,10 +528,13 @@ def doctor(home_dir: Path, model: str | None, probe_again: bool, as_json: bool) 
     One line per check, with a fix for each failure; exits 1 when any check fails.
     """
     home = checked_home(home_dir)
-    if probe_again and home.database.exists():
+    if probe_again:
         from agent.store.db import remember_probe
 
-        remember_probe(home, "sandbox", None)  # this check probes again, and so does the next cycle
+        # this check probes again, and so does the next cycle; records it cannot write are their own FAIL below
+        with contextlib.suppress(AgentError, OSError):
+            if home.database.exists():
+                remember_probe(home, "sandbox", None)
     checks = doctor_checks(home, model=model, on_check=None if as_json else _print_check)
     if as_json:
         print_json([c.as_dict() for c in checks])

@@ -44,7 +44,7 @@ USES = {
     "memory": [["memory"], ["memory", "--json"], ["memory", "add", "known", "x"]],
     "consolidate": [["consolidate", "--model", "scripted:{script}"]],
     "prune": [["prune", "--keep", "1"]],
-    "doctor": [["doctor"]],
+    "doctor": [["doctor"], ["doctor", "--probe"]],
     "logs": [["logs", "{id}"], ["logs", "{id}", "--transcript"]],
     "replay": [["replay", "{id}", "--model", "scripted:{script}"]],
     "restore": [["restore", "{id}:before"]],
