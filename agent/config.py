@@ -115,7 +115,7 @@ class Settings:
     shell_policy: str = _doc(
         "shell tool: auto (the sandbox where it works here, else the allowlist), sandbox (any "
         "command, kept in the workspace by bubblewrap), allowlist (read-only commands), any (the "
-        "operator's whole account: a warning in every cycle log) or off.",
+        "operator's whole account: a warning in every cycle log) or off. AGENT_SHELL_POLICY overrides it.",
         choices=("auto", "sandbox", "allowlist", "any", "off"),
         default="auto",
     )
@@ -443,6 +443,22 @@ class Settings:
         "The time zone `schedule` is read in: a tz database name (Europe/Berlin) or UTC, as the cron daemon's.",
         default="UTC",
     )
+    currency: str = _doc(
+        "The currency `prices` and the cost budgets are in (a code such as USD or EUR): `agent report` shows it "
+        "beside every cost.",
+        default="USD",
+    )
+    otel: bool = _doc(
+        "Send each cycle that asks a model as one OpenTelemetry trace (GenAI conventions), after the "
+        "home's lock is released, to the OTLP/HTTP collector the OTEL_EXPORTER_OTLP_* variables name "
+        "(the [otel] extra). Off: no trace, whatever the environment says.",
+        default=False,
+    )
+    otel_content: bool = _doc(
+        "With otel: put the messages sent and the replies (redacted) in the model-call spans. Off: "
+        "sizes, tokens and names only.",
+        default=False,
+    )
 
     @property
     def schedule_spec(self) -> Any:
@@ -452,12 +468,6 @@ class Settings:
         from agent.common.schedule import checked
 
         return checked(self.schedule, self.schedule_timezone, self.schedule_grace)
-
-    currency: str = _doc(
-        "The currency `prices` and the cost budgets are in (a code such as USD or EUR): `agent report` shows it "
-        "beside every cost.",
-        default="USD",
-    )
 
     @property
     def section_specs(self) -> tuple[SectionSpec, ...]:
@@ -672,7 +682,12 @@ def msa_setting(data: dict) -> str | None:
 
 
 # Environment variables that override the config file (flags override these).
-ENV_OVERRIDES = {"AGENT_MODEL": "model", "OPENAI_BASE_URL": "base_url", "AGENT_IDLE": "idle"}
+ENV_OVERRIDES = {
+    "AGENT_MODEL": "model",
+    "OPENAI_BASE_URL": "base_url",
+    "AGENT_IDLE": "idle",
+    "AGENT_SHELL_POLICY": "shell_policy",  # a systemd unit or a pod says `sandbox`: a hardening that stops bwrap fails loudly
+}
 
 
 def load_settings(home_root: Path, env: typing.Mapping[str, str] | None = None, **flags: Any) -> Settings:

@@ -12,6 +12,7 @@ What counts as a secret (docs/reference.md, "What counts as a secret"):
   characters or more): naming it is the operator saying so;
 - the credentials in every model's `base_url` (`user:pass@`, fallbacks' included) and every
   `extra_headers` value (and each word of it, for "Bearer TOKEN"), under the same rule as the API key;
+  the same of the OTLP exporter's headers and endpoints (OTEL_EXPORTER_OTLP_HEADERS and the rest);
 - the credentials in every URL in the environment (`DATABASE_URL=postgres://u:pass@...`), and the
   value of every variable named like a token that is nothing but one (`GITHUB_PAT`, `SLACK_WEBHOOK`:
   `CREDENTIAL_VALUE_NAME`), under the same rule.
@@ -165,6 +166,24 @@ def endpoint_host(url: str | None) -> str | None:
     return netloc.rpartition("@")[2] or None
 
 
+OTLP_HEADERS = ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+OTLP_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+
+def otlp_credentials(env: Mapping[str, str]) -> list[str]:
+    """The values of the OTLP exporter's headers (`key=value,key2=value2`, values percent-encoded),
+    each whole and each word of it ("Bearer TOKEN"), and the credentials in its endpoints: secrets
+    whether or not tracing is on (the variables may be set machine-wide)."""
+    found = []
+    for name in OTLP_HEADERS:
+        for pair in env.get(name, "").split(","):
+            value = unquote(pair.partition("=")[2]).strip()
+            found += [value, *value.split()] if value else []
+    for name in OTLP_ENDPOINTS:
+        found += url_credentials(env.get(name))
+    return found
+
+
 def model_base_url(settings: Any, env: Mapping[str, str]) -> str | None:
     return settings.base_url or env.get("OPENAI_BASE_URL") or None
 
@@ -233,6 +252,7 @@ class Secrets:
         for header in getattr(settings, "extra_headers", {}).values():
             credentials += [str(header).strip(), *str(header).split()]
         credentials += credentials_in_env(env)
+        credentials += otlp_credentials(env)
         values += [v for v in credentials if is_secret_value(v)]
         return cls(values, settings.secret_names)
 

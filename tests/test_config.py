@@ -144,3 +144,16 @@ def test_msas_config_as_a_homes_config_is_told_how_to_import_it(home, tmp_path):
     result = run_cli("run", "--home", str(home), "--model", f"scripted:{write_script(tmp_path, [DONE])}")
     assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
     assert "key 'scratchpad_path' is msa's setting" in result.stderr and "--from-msa" in result.stderr
+
+
+def test_agent_shell_policy_in_the_environment_overrides_the_config_file(tmp_path):
+    (tmp_path / "config.yaml").write_text("shell_policy: allowlist\n")
+    assert load_settings(tmp_path, env={"AGENT_SHELL_POLICY": "sandbox"}).shell_policy == "sandbox"
+
+
+def test_a_bad_agent_shell_policy_is_one_line_naming_the_choices(tmp_path):
+    from agent.common.outcomes import UsageError
+
+    with pytest.raises(UsageError, match="shell_policy") as refused:
+        load_settings(tmp_path, env={"AGENT_SHELL_POLICY": "sandboxx"})
+    assert "\n" not in str(refused.value) and "sandbox" in str(refused.value)

@@ -8,5 +8,6 @@
 - hooks.py       `on_cycle_end`, the operator's command
 - metrics.py     `metrics_file`, for node_exporter's textfile collector
 - health.py      how a home is doing: its state, what needs a person, its schedule (every view's one judge)
-- outlets.py     whether the hook and the metrics file worked when last due, for `status`
+- outlets.py     whether the hook, the metrics file and the traces worked when last due, for `status`
+- traces.py      `otel`: the cycle as one OpenTelemetry trace, sent once the home is released
 """

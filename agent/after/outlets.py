@@ -1,7 +1,7 @@
 """Outlets: whether the operator's tools were told, shown by `status` until they work again.
 
 A hook that fails, or a metrics file that cannot be written, must not stay a line in one cycle
-log: the `outlet` table of logs/agent.db keeps, for `on_cycle_end` and `metrics_file`, the problem
+log: the `outlet` table of logs/agent.db keeps, for `on_cycle_end`, `metrics_file` and `otel`, the problem
 of the last attempt that failed and the cycle it first failed in, and is written only when that
 changes: a first failure, another problem, or the first success after a failure (the row goes). So
 a home whose outlets work writes nothing; `status` reads it and names each failing outlet that is
@@ -13,7 +13,7 @@ from __future__ import annotations
 from agent.store.db import records
 from agent.store.home import Home
 
-OUTLETS = ("on_cycle_end", "metrics_file")
+OUTLETS = ("on_cycle_end", "metrics_file", "otel")
 PROBLEM_CHARS = 500
 
 
@@ -51,5 +51,9 @@ def failing_outlets(home: Home, configured: dict[str, bool]) -> dict[str, dict]:
 
 def outlet_lines(failing: dict[str, dict]) -> list[str]:
     """`status`'s lines for the failing outlets."""
-    shown = {"on_cycle_end": "hook:      on_cycle_end failing", "metrics_file": "metrics:   metrics_file not written"}
+    shown = {
+        "on_cycle_end": "hook:      on_cycle_end failing",
+        "metrics_file": "metrics:   metrics_file not written",
+        "otel": "traces:    otel export failing",
+    }
     return [f"{shown[name]} since cycle {entry['since']}: {entry['problem']}" for name, entry in failing.items()]

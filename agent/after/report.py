@@ -109,6 +109,8 @@ class CycleReport:
     error_kind: str | None = None  # a failure: what went wrong (FailureKind, `failure_kind`); None: no failure
     error_endpoint: str | None = None  # a failure at an endpoint: its host and port (no credentials); else None
     resolved: dict | None = None  # the incident this cycle closed (incidents.py `resolved_incident`); None: none
+    trace_id: str | None = None  # with otel: the cycle's OpenTelemetry trace (traces.py); in the record when set
+    steps: list = field(default_factory=list)  # with otel: the loop's Steps (events.py), for the trace; not printed
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
@@ -181,6 +183,7 @@ class CycleReport:
             # only where they apply: a home without sections keeps the record it always had
             **({"violations": self.violations} if self.violations is not None else {}),
             **({"surfaced": self.surfaced} if self.surfaced is not None else {}),
+            **({"trace_id": self.trace_id} if self.trace_id is not None else {}),
         }
 
     def index_record(self) -> dict:

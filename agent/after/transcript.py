@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from agent.common.outcomes import AgentError
@@ -45,6 +46,7 @@ class Transcript:
         self.home, self.cycle_id, self.secrets, self.room = home, cycle_id, secrets, max_bytes
         self.calls = 0
         self.failed = max_bytes <= 0
+        self.timeline: list[ModelCall] = []  # every call, whether or not the transcript had room (traces.py)
 
     def recording(self, model: Model) -> "RecordedModel":
         return RecordedModel(model, self)
@@ -115,14 +117,34 @@ class RecordedModel:
         self.model.start(log)
 
     def complete(self, request: Request) -> Completion:
-        started = time.monotonic()
+        started, began_ns = time.monotonic(), time.time_ns()
+        call = ModelCall(self.transcript.calls + 1, request.purpose, self.model.name, began_ns)
+        self.transcript.timeline.append(call)
         try:
             completion = self.model.complete(request)
         except BaseException as exc:  # an interrupt too: the transcript shows where the cycle stopped
+            call.ended_ns, call.error = time.time_ns(), type(exc).__name__
+            call.error_kind = getattr(exc, "kind", None) if isinstance(getattr(exc, "kind", None), str) else None
             self.transcript.add(request, None, time.monotonic() - started, f"{type(exc).__name__}: {exc}")
             raise
+        call.ended_ns, call.model, call.completion = time.time_ns(), self.model.name, completion
         self.transcript.add(request, completion, time.monotonic() - started)
         return completion
+
+
+@dataclass
+class ModelCall:
+    """When one model call of a cycle began and ended (wall clock, ns), which model took it, and its
+    completion or the error it raised: what a trace's model-call span is built from."""
+
+    call: int  # its number in the cycle, as the transcript's record says
+    purpose: str
+    model: str  # the model in use (with fallback_models, the one that answered)
+    began_ns: int
+    ended_ns: int = 0
+    completion: Completion | None = None
+    error: str | None = None  # the exception's type
+    error_kind: str | None = None  # ModelError.kind (FailureKind), when the raiser knew it
 
 
 def read_transcript(home: Home, cycle_id: str, after: int = 0) -> Iterator[tuple[int, dict]]:

@@ -25,6 +25,7 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 - maintain.py, endpoint_checks.py    `prune` and `doctor`
 - fleet.py, health.py                 `fleet`, `status`, and how a home is doing (what they and `report` show)
 - report.py, window.py, page.py       `report`: the records of its window, and the page drawn from them
+- datasette.py                       `datasette-metadata`: logs/agent.db described for datasette
 - common.py, guard.py                what the commands share; the escape every printed line goes through
 """
 
@@ -63,6 +64,7 @@ COMMANDS = {
     "deny": "agent.cli.approve:deny",
     "fleet": "agent.cli.fleet:fleet",
     "report": "agent.cli.report:report",
+    "datasette-metadata": "agent.cli.datasette:datasette_metadata_command",
 }
 
 

@@ -435,7 +435,12 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
     closing = None if incident else open_incident(newest_first(home), settings.incident_close_after, now, closing=True)
     data["incident_closing"] = closing  # not over yet: its newest cycles were not part of it (a flap)
     outlets = failing_outlets(
-        home, {"on_cycle_end": bool(settings.on_cycle_end), "metrics_file": bool(settings.metrics_file)}
+        home,
+        {
+            "on_cycle_end": bool(settings.on_cycle_end),
+            "metrics_file": bool(settings.metrics_file),
+            "otel": settings.otel,
+        },
     )
     data.update(extras, **waiting, incident=incident, outlets=outlets)
     lines = [

@@ -547,15 +547,30 @@ def doctor_checks(
 @click.command()
 @home_option
 @click.option("--model", help="Check this model instead of the configured one: PROVIDER[:NAME], as for agent run.")
+@click.option(
+    "--probe",
+    "probe_again",
+    is_flag=True,
+    help="Forget the sandbox probe the home remembers and probe again (after changing the container's "
+    "or the unit's security settings).",
+)
 @json_option
 @reports_errors
-def doctor(home_dir: Path, model: str | None, as_json: bool) -> None:
+def doctor(home_dir: Path, model: str | None, probe_again: bool, as_json: bool) -> None:
     """Check the home, config, key (never printed), model or endpoint (a real one-token chat
     completion for openai:), MCP servers, lock and permissions.
 
     One line per check, with a fix for each failure; exits 1 when any check fails.
     """
-    checks = doctor_checks(checked_home(home_dir), model=model, on_check=None if as_json else _print_check)
+    home = checked_home(home_dir)
+    if probe_again:
+        from agent.store.db import remember_probe
+
+        # this check probes again, and so does the next cycle; records it cannot write are their own FAIL below
+        with contextlib.suppress(AgentError, OSError):
+            if home.database.exists():
+                remember_probe(home, "sandbox", None)
+    checks = doctor_checks(home, model=model, on_check=None if as_json else _print_check)
     if as_json:
         print_json([c.as_dict() for c in checks])
     if not all(c.ok for c in checks):

@@ -3,7 +3,7 @@ cycles add up to, and the newest cycles in detail.
 
 Only the window is read, and of it only what the page draws. Its cycles are those whose ids are
 dated inside it: a range of the `cycle_window` index (the id and the stop reason, agent/store/migrations.py
-m004), over which the database counts them per hour (or day) and stop reason, so no record is
+m005), over which the database counts them per hour (or day) and stop reason, so no record is
 parsed to draw a window of 100,000 cycles (bench/report.py); a mark per cycle, from the records,
 only while the window holds at most MARKS_MAX. The incidents and the newest cycles are read newest
 first, as far as the page shows them. Every sum is the one the other commands use: a day's cycles,
@@ -62,7 +62,7 @@ def window_records(home: Home, running: bool, since: _dt.datetime) -> list[dict]
 
 MARKS_MAX = 2000  # up to this many cycles in the window: a mark each on the timeline; more: buckets
 HOUR, DAY = 3600, 86400
-# The window's cycles are a range of this index (migrations.py m004): named, since without the
+# The window's cycles are a range of this index (migrations.py m005): named, since without the
 # statistics of ANALYZE the planner would take the primary key and read every record.
 CYCLES = "cycle INDEXED BY cycle_window"
 _WINDOW = f"id >= ? AND ({STOP_REASON} IS NOT NULL OR files)"  # the window's cycles: recorded, or with files

@@ -19,6 +19,9 @@ class Step:
 
     n: int
     outcome: Outcome
+    call_id: str | None = None  # a native tool call's id, as the endpoint gave it
+    began_ns: int = 0  # wall clock, when the dispatcher took the action and when it was done (traces)
+    ended_ns: int = 0
 
 
 class Events:

@@ -14,6 +14,7 @@ Each action is one `Step` event (events.py); the next request carries its Outcom
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import agent.cycle.prompt as prompt
@@ -23,6 +24,7 @@ from agent.cycle.dispatch import dispatch
 from agent.cycle.events import Events, Step
 from agent.cycle.limits import Limits
 from agent.models import Completion, Request
+from agent.models.base import ToolCall
 from agent.state import add_note
 
 if TYPE_CHECKING:
@@ -97,10 +99,12 @@ class Loop:
         """The reply's text, or each native call in turn: one action each, one event each."""
         registry, ctx = self.tools.registry, self.tools.ctx
         for action in completion.replies():
+            began_ns = time.time_ns()
             self.state, outcome = dispatch(
                 self.state, action, registry, ctx, completion.cut_at, completion.schema, self.gates
             )
-            self.events.emit(Step(self.report.iterations, outcome))
+            call_id = action.id if isinstance(action, ToolCall) else None
+            self.events.emit(Step(self.report.iterations, outcome, call_id, began_ns, time.time_ns()))
             self.gates.after_action(self.state, outcome)  # approvals: a held call is parked (Parked)
             if outcome.done:
                 raise Done

@@ -12,6 +12,7 @@
                                                     active.yaml is put back, exit 7), retention,
                                                     metrics, the hook
                                                  6. unlock; exit code from the stop reason
+                                                    (with otel, then the trace: agent/after/traces.py)
 
 If step 3 fails (model error, a bug, a signal, a broken invariant) the state saved is the state
 as read plus one failure note; the traceback goes to logs/cycle_<id>.log. Every limit of the
@@ -66,7 +67,7 @@ def run_cycle(
 
 
 def _run(cycle: Cycle) -> CycleReport:
-    started = time.monotonic()
+    started, began_ns = time.monotonic(), time.time_ns()
     home, settings, secrets = cycle.home, cycle.settings, cycle.secrets
     tools = open_registry(settings, home.root, secrets, given=cycle.registry)  # MCP servers: not for idle
     with awake(cycle) as woken:  # 1
@@ -98,10 +99,18 @@ def _run(cycle: Cycle) -> CycleReport:
             report.duration_s = time.monotonic() - started
             if woken.signals.noted is not noted_before_saving:
                 log(f"{woken.signals.noted} while saving: ignored, the cycle's result was saved")
+            if settings.otel and report.iterations:  # it asked a model: its trace, sent once the home is released
+                from agent.after.traces import new_trace_id
+
+                report.trace_id = new_trace_id()  # in the record
             after_cycle(home, settings, report, secrets, log, previous=previous)  # 5
             log(
                 f"cycle {report.cycle_id} ended: {report.stop_reason} after {report.iterations} iterations, "
                 f"exit {report.exit_code}, {report.usage}"
             )
     cycle.progress("end", report=report)
+    if report.trace_id is not None:  # the home is released: a slow collector holds only this process, bounded
+        from agent.after.traces import send_trace
+
+        send_trace(home, settings, report, transcript.timeline, began_ns, secrets)
     return report  # 6

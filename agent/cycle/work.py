@@ -135,6 +135,8 @@ def _loop(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log
     loop.events.subscribe(lambda step: report.count(step.outcome.kind.action))
     loop.events.subscribe(lambda step: log(f"iteration {step.n}: {step.outcome.note}"))
     loop.events.subscribe(lambda step: _progress(cycle, step, report))
+    if cycle.settings.otel:  # the trace is built from them once the home is released (agent/after/traces.py)
+        loop.events.subscribe(report.steps.append)
     return loop, state
 
 

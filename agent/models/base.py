@@ -140,6 +140,7 @@ class Completion:
     # the action schema the reply was asked to follow when the provider narrowed the request's (a
     # guided model); the dispatcher refuses a call outside it. None: the request's schema
     schema: dict | None = None
+    response_model: str | None = None  # the model the endpoint says answered (its `model` field); None: not said
 
     @property
     def cut_at(self) -> int | None:

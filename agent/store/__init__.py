@@ -9,6 +9,7 @@
 - columns.py     the cycle table's facts as SQL expressions, by name (one place for every query over records)
 - task_identity.py  which task a cycle worked on, whatever its wording: the runtime's identity, from the records
 - archive.py     the archive and its full-text recall index
+- catalog.py     what each table and column holds, in words, and the canned queries (datasette's metadata)
 - lock.py        the home's lock
 - retention.py   which old cycles' snapshots, logs and transcripts to delete
 

@@ -175,17 +175,40 @@ def m003_memory_sections(db: Database) -> None:
     db.execute(_raise_ids("SELECT entry_id AS id FROM archive UNION ALL SELECT replaced_by FROM archive"))
 
 
+# The record's fields that people filter and sort by (datasette, sqlite3, the report's buckets), as
+# columns: VIRTUAL generated ones, computed from `record` when read, so adding them writes no row
+# (an upgrade of a million cycles costs its indexes, not a rewrite). A record a hand edit left
+# unreadable reads as NULLs, never an error. `day`, `model`, `tokens`, `prompt_tokens` (input),
+# `completion_tokens` (output) and `cost` are stored columns since m001.
+_RECORD_FIELD = "iif(json_valid(record), json_extract(record, '$.{}'), NULL)"
+CYCLE_COLUMNS = (  # (column, type, expression): their names are in docs/reference.md
+    ("started", "TEXT", _RECORD_FIELD.format("started")),
+    ("duration_s", "REAL", _RECORD_FIELD.format("duration_s")),
+    # UTC, as `started` is: the start plus the duration (NULL when either is missing)
+    ("ended", "TEXT", "strftime('%Y-%m-%dT%H:%M:%f', started, '+' || duration_s || ' seconds') || '+00:00'"),
+    ("stop_reason", "TEXT", _RECORD_FIELD.format("stop_reason")),
+    ("exit_code", "INTEGER", _RECORD_FIELD.format("exit_code")),
+    ("error_kind", "TEXT", _RECORD_FIELD.format("error_kind")),  # FailureKind (agent/common/outcomes.py)
+    ("error", "TEXT", _RECORD_FIELD.format("error")),
+    ("trace_id", "TEXT", _RECORD_FIELD.format("trace_id")),  # the cycle's OpenTelemetry trace, when traced
+)
+
+
 @migration
-def m004_cycle_window(db: Database) -> None:
-    """`agent report`'s window read from an index alone (agent/store/columns.py): a cycle's stop reason
-    as a generated column (read out of the record, stored nowhere), and an index of the ids with it
-    and whether the cycle left files, so the window's counts by stop reason and by hour, and the
-    search for its incidents and newest cycles, never parse a record they do not show. The column is
-    added only where the table lacks it (the records' columns may bring it first)."""
-    columns = {row[1] for row in db.rows("PRAGMA table_xinfo(cycle)")}
-    if "stop_reason" not in columns:
-        db.execute(
-            "ALTER TABLE cycle ADD COLUMN stop_reason TEXT GENERATED ALWAYS AS "
-            "(iif(json_valid(record), json_extract(record, '$.stop_reason'), NULL)) VIRTUAL"
-        )
+def m004_cycle_columns(db: Database) -> None:
+    """The cycle record's fields as columns (`CYCLE_COLUMNS`), and the indexes of the common
+    questions: the failed cycles (by stop reason, newest first) and the slowest. The cost per day
+    is the `spend` table's (its key is the day)."""
+    for name, kind, expression in CYCLE_COLUMNS:
+        db.execute(f"ALTER TABLE cycle ADD COLUMN {name} {kind} GENERATED ALWAYS AS ({expression}) VIRTUAL")
+    db.execute("CREATE INDEX cycle_stop_reason ON cycle (stop_reason, id)")
+    db.execute("CREATE INDEX cycle_duration ON cycle (duration_s)")
+
+
+@migration
+def m005_cycle_window(db: Database) -> None:
+    """`agent report`'s window read from an index alone (agent/store/columns.py): the ids with the
+    stop reason (m004's generated column, read out of the record, stored nowhere) and whether the
+    cycle left files, so the window's counts by stop reason and by hour, and the search for its
+    incidents and newest cycles, never parse a record they do not show."""
     db.execute("CREATE INDEX cycle_window ON cycle (id, stop_reason, files)")

@@ -173,6 +173,7 @@ USES_OF_A_HOME = {
     "approve": ("approve", "1"),
     "deny": ("deny", "1"),
     "report": ("report",),
+    "datasette-metadata": ("datasette-metadata",),
 }
 
 

@@ -44,7 +44,7 @@ def modules_loaded_by(code: str) -> set[str]:
 def test_agent_help_lists_every_command_in_the_map():
     result = run_cli("--help")
     assert result.exit_code == 0
-    listed = re.findall(r"^  (\w+) ", result.stdout.split("Commands:")[1], re.MULTILINE)
+    listed = re.findall(r"^  ([\w-]+) ", result.stdout.split("Commands:")[1], re.MULTILINE)
     assert listed == sorted(COMMANDS)
 
 

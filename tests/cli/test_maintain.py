@@ -483,3 +483,15 @@ def test_doctor_says_how_to_get_the_sandbox_for_the_reason_it_is_missing(tmp_pat
     (home / "config.yaml").write_text('workspace: "."\n')
     whole_home = checks_of(doctor(home, "--json"))["shell"]
     assert whole_home["warning"] and whole_home["fix"].startswith("set workspace to a folder"), whole_home
+
+
+def test_doctor_probe_forgets_the_remembered_sandbox_probe_and_probes_again(healthy_home):
+    from agent.store.db import probe, remember_probe
+
+    home = Home.at(healthy_home)
+    stale = {"identity": probe(home, "sandbox")["identity"], "works": False, "why": "a stale answer"}
+    remember_probe(home, "sandbox", {**stale, "probed": "2020-01-01"})
+    assert "a stale answer" in run_cli("doctor", "--home", str(healthy_home)).stdout
+    result = run_cli("doctor", "--home", str(healthy_home), "--probe")
+    assert "a stale answer" not in result.stdout and result.exit_code in (0, 1)
+    assert probe(home, "sandbox") is None  # the next cycle probes, and remembers, again

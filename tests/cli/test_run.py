@@ -214,6 +214,11 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
     "agent.cli.health",
     "agent.cli.window",
     "agent.cli.page",
+    "opentelemetry",  # traces: only with otel: true (agent/after/traces.py), sent after the lock
+    "google",  # protobuf, the OTLP exporter's
+    "requests",
+    "urllib3",
+    "agent.after.traces",
 }
 
 

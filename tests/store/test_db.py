@@ -263,24 +263,18 @@ def test_rows_a_hand_edit_broke_are_skipped_by_every_reader_never_a_traceback(ho
     assert run_cli("run", "--home", str(home), "--model", f"scripted:{script}", "-q").exit_code == 0
 
 
-def _database_before_the_window_index(home: Path, add_column: bool) -> Home:
-    """A database at the migrations before m004 holding two records (and, with `add_column`, the
-    stop_reason column another migration may have brought first)."""
+def _database_before_the_window_index(home: Path) -> Home:
+    """A database at the migrations before m005 (the window's index) holding two records."""
     from agent.store.migrations import MIGRATIONS
 
     where = Home.at(home)
     where.ensure_dirs()
-    earlier = MIGRATIONS[: [step.__name__ for step in MIGRATIONS].index("m004_cycle_window")]
+    earlier = MIGRATIONS[: [step.__name__ for step in MIGRATIONS].index("m005_cycle_window")]
     connection = sqlite3.connect(where.database, isolation_level=None)
     db = database.Database(connection, where.database, "test")
     with db.write():
         for step in earlier:
             step(db)
-        if add_column:
-            db.execute(
-                "ALTER TABLE cycle ADD COLUMN stop_reason TEXT GENERATED ALWAYS AS "
-                "(json_extract(record, '$.stop_reason')) VIRTUAL"
-            )
         db.execute(f"PRAGMA user_version = {len(earlier)}")
         for cycle_id, reason in (("20260101_000000_01", "done"), ("20260101_001500_01", "error")):
             record = json.dumps({"cycle_id": cycle_id, "stop_reason": reason})
@@ -290,8 +284,7 @@ def _database_before_the_window_index(home: Path, add_column: bool) -> Home:
     return where
 
 
-@pytest.mark.parametrize("column_there", [False, True], ids=["its own column", "a column already there"])
-def test_the_window_index_holds_the_stop_reason_of_the_records_already_in(home, column_there):
-    where = _database_before_the_window_index(home, column_there)
+def test_the_window_index_holds_the_stop_reason_of_the_records_already_in(home):
+    where = _database_before_the_window_index(home)
     found = records(where).rows("SELECT id, stop_reason FROM cycle INDEXED BY cycle_window ORDER BY id")
     assert found == [("20260101_000000_01", "done"), ("20260101_001500_01", "error")]

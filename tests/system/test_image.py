@@ -37,6 +37,10 @@ PODMAN = ["podman", "--runtime", "runc"]
 LIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
 # docs/operations.md's podman settings under which bubblewrap starts in the container.
 SANDBOX_SETTINGS = ["--security-opt", "seccomp=unconfined", "--security-opt", "unmask=/proc/*"]
+# The Kubernetes CronJob's securityContext (docs/operations.md), as podman's flags: every capability
+# dropped, no new privileges, a read-only root with a /tmp of its own (the runtime's seccomp profile
+# and masked /proc are podman's defaults); the sandbox variant adds SANDBOX_SETTINGS.
+POD_SETTINGS = ["--cap-drop=ALL", "--security-opt", "no-new-privileges", "--read-only", "--tmpfs", "/tmp"]
 # The local base: the Debian release of the Containerfile's default BASE, with what the image's
 # `install-debs` lines ask for already in it (the build has no network to fetch them).
 SUITE = "bookworm"
@@ -351,6 +355,26 @@ def test_under_the_documented_podman_settings_the_shell_runs_in_the_sandbox(volu
     assert ran.returncode == 0, ran.stdout + ran.stderr
     made = volume.path / "workspace" / "made.txt"
     assert made.read_text() == "made\n"  # a redirection: only the sandbox runs one
+    assert volume.owners() == {AGENT_UID}
+
+
+@pytest.mark.parametrize(
+    ("variant", "options", "made"),
+    [("allowlist", POD_SETTINGS, False), ("sandbox", POD_SETTINGS + SANDBOX_SETTINGS, True)],
+)
+def test_the_kubernetes_variants_security_context_as_podman_flags_gives_the_shell_the_docs_promise(
+    volume, variant, options, made
+):
+    init(volume)
+    settings = [*options, "--env", f"AGENT_SHELL_POLICY={variant}"]
+    policy, doctor = shell_policy(volume, settings)
+    assert policy["policy"] == variant and not policy["warning"], policy
+    assert doctor["ok"] and not doctor["warning"], doctor
+    queue(volume, "Write a file")
+    model = volume.replies(tool("shell", command="echo made > made.txt"), tool("done", summary="tried"))
+    ran = volume.run("agent", "run", "--model", model, options=settings)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert (volume.path / "workspace" / "made.txt").exists() is made  # a redirection: only the sandbox runs one
     assert volume.owners() == {AGENT_UID}
 
 

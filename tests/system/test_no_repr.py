@@ -87,6 +87,7 @@ USES = [
     ["logs", "{killed}"],
     ["report", "-o", "{tmp}.html"],
     ["report", "-o", "{tmp}.html", "--json"],
+    ["datasette-metadata"],
     ["fleet"],
     ["fleet", "--json"],
     ["fleet", "-q"],

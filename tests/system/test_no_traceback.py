@@ -46,7 +46,7 @@ USES = {
     "memory": [["memory"], ["memory", "--json"], ["memory", "add", "known", "x"]],
     "consolidate": [["consolidate", "--model", "scripted:{script}"]],
     "prune": [["prune", "--keep", "1"]],
-    "doctor": [["doctor"]],
+    "doctor": [["doctor"], ["doctor", "--probe"]],
     "logs": [["logs", "{id}"], ["logs", "{id}", "--transcript"]],
     "replay": [["replay", "{id}", "--model", "scripted:{script}"]],
     "restore": [["restore", "{id}:before"]],
@@ -56,6 +56,7 @@ USES = {
     "deny": [["deny", "2"]],
     "report": [["report", "-o", "{tmp}/report.html"]],
     "fleet": [["fleet"], ["fleet", "--json"]],
+    "datasette-metadata": [["datasette-metadata"]],
 }
 EVERY_USE = [use for name in USES for use in USES[name]]
 

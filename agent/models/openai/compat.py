@@ -466,6 +466,7 @@ class OpenAIModel:
             limit=self.settings.max_output_tokens,
             calls=calls,
             tools=tools,
+            response_model=answered if isinstance(answered := getattr(response, "model", None), str) else None,
         )
 
     def _short(self, text: str, limit: int = 300) -> str:
