@@ -59,6 +59,7 @@ class CycleReport:
     new_incident: bool = False  # this cycle opened it: --quiet's line and the notify_on hook are for it
     violations: list[str] | None = None  # a reverted consolidation: why (the first few); in the record when set
     surfaced: dict | None = None  # with surface sections: {count, entries} a person should know (sections.py)
+    dropped_tasks: list[str] | None = None  # queued tasks the model dropped, archived (memory/queue_edits.py)
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
@@ -120,6 +121,7 @@ class CycleReport:
             # only where they apply: a home without sections keeps the record it always had
             **({"violations": self.violations} if self.violations is not None else {}),
             **({"surfaced": self.surfaced} if self.surfaced is not None else {}),
+            **({"dropped_tasks": self.dropped_tasks} if self.dropped_tasks else {}),
         }
 
     def index_record(self) -> dict:

@@ -27,6 +27,7 @@ from agent.cli.archive_view import (
     json_list,
     json_pieces,
     note_lines,
+    queued_lines,
     task_lines,
 )
 from agent.cli.common import (
@@ -62,12 +63,14 @@ from agent.cli.spending import daily_lines, status_extras, with_costs
 from agent.cli.waiting import approvals_status
 from agent.common.escape import escape_controls, escape_json, escape_tree
 from agent.common.outcomes import InvalidScratchpad, StopReason, UsageError
+from agent.common.plain import plain
 from agent.config import load_settings
 from agent.gates.budgets import newest_days
+from agent.memory.queue_edits import QUEUED_TASK, dropped_line
 from agent.models.local.model import bundled_model_path, local_runtime_installed
 from agent.scratchpad import load_state
 from agent.state import FIELDS
-from agent.store.cycles import disk, newest_first
+from agent.store.cycles import disk, newest_first, newest_working_record
 from agent.store.home import Home
 
 # --------------------------------------------------------------------------------------- diff
@@ -263,6 +266,8 @@ def _echo_state_json(home: Home, state: dict, show_all: bool) -> None:
         if show_all
         else {}
     )
+    if show_all and archived_counts(home)[QUEUED_TASK]:  # tasks that left the queue without done, when any did
+        lists["archived_queued_tasks"] = lambda: archived(home, QUEUED_TASK)
     sections = SectionArchive(home, state) if show_all else None
     if sections is not None and sections.count:  # what left the memory sections, when anything did
         lists["archived_from_sections"] = sections.records
@@ -290,6 +295,9 @@ def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
     yield from _or_none([f"  {i}. {g}" for i, g in enumerate(state["goals"], 1)])
     yield _bold(f"pending ({len(state['pending_actions'])}):")
     yield from _or_none([f"  {i}. {p}" for i, p in enumerate(state["pending_actions"], 1)])
+    if show_all and counts[QUEUED_TASK]:
+        yield _bold(f"archived queued tasks, left without done ({counts[QUEUED_TASK]}):")
+        yield from queued_lines(home)
     if show_all:
         yield _bold(f"archived completed ({counts[TASK]}):")
         yield from task_lines(home)
@@ -434,7 +442,8 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
     outlets = failing_outlets(
         home, {"on_cycle_end": bool(settings.on_cycle_end), "metrics_file": bool(settings.metrics_file)}
     )
-    data.update(extras, **waiting, incident=incident, outlets=outlets)
+    dropped = _dropped_tasks(home)
+    data.update(extras, **waiting, incident=incident, outlets=outlets, dropped_tasks=dropped)
     lines = [
         f"home:      {home.root}",
         f"running:   {'yes: a cycle holds the lock now' if running else 'no'}",
@@ -458,7 +467,18 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
         f"tell:      [{item['section']}{' ' + str(item['id']) if item.get('id') else ''}] {clip(item['text'], 200)}"
         for item in surfaced or []
     ]
-    return data, lines + outlet_lines(outlets) + waiting_lines + extra_lines + tell
+    dropped_lines = [f"dropped:   cycle {dropped['cycle_id']}: {dropped_line(dropped['tasks'])}"] if dropped else []
+    return data, lines + outlet_lines(outlets) + waiting_lines + extra_lines + dropped_lines + tell
+
+
+def _dropped_tasks(home: Home) -> dict | None:
+    """The queued tasks the model dropped in the newest cycle that could change the state (idle and
+    held ones skipped: an emptied queue makes the home idle), or None."""
+    newest = newest_working_record(home)
+    tasks = newest.get("dropped_tasks") if newest else None
+    if not isinstance(tasks, list) or not tasks:
+        return None
+    return {"cycle_id": newest.get("cycle_id"), "tasks": [plain(task) for task in tasks]}
 
 
 @click.command()

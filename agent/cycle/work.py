@@ -24,6 +24,7 @@ import agent.cycle.interrupts as interrupts
 import agent.cycle.journal as journal
 import agent.cycle.prompt as prompt
 import agent.memory.bounding as memory
+import agent.memory.queue_edits as queue
 import agent.state as state_rules
 from agent.after.report import killed_notes
 from agent.common.outcomes import Interrupted, StopReason
@@ -68,8 +69,19 @@ def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log)
             archived += reflected
         except (Exception, KeyboardInterrupt, Interrupted) as exc:  # a signal while reflecting
             archived, (after, reason) = [], _failed(cycle, woken, exc, log)
+    archived += _dropped(cycle, before, after, report)
     report.end(reason)
     return after, archived
+
+
+def _dropped(cycle: Cycle, before: dict, after: dict, report: CycleReport) -> list:
+    """What left the queue in this cycle without done (the model dropped, renamed or replaced it):
+    said in a note the next prompt shows and in the record `status` reads; archived by the caller."""
+    dropped = queue.dropped_tasks(before, after, after["completed_tasks"][len(before["completed_tasks"]) :])
+    if dropped:
+        state_rules.add_note(after, Tag.ARCHIVED.line(queue.dropped_line(dropped)))
+        report.dropped_tasks = cycle.secrets.redact(dropped)
+    return queue.queue_drops(dropped, "dropped by the model")
 
 
 def _failed(cycle: Cycle, woken: Woken, exc: BaseException, log: Log) -> tuple[dict, StopReason]:

@@ -38,9 +38,9 @@ ARCHIVE_MARKER = Tag.ARCHIVED.value
 class Archived:
     """One item moved out of active.yaml: a note line or a completed task."""
 
-    kind: str  # "note" | "completed_task"
+    kind: str  # "note" | "completed_task" | "queued_task" (memory/queue_edits.py) | "replaced_state" ...
     value: object
-    reason: str  # "notes_budget" | "completed_window" | "reflect"
+    reason: str  # "notes_budget" | "completed_window" | "reflect" | "dropped by the model" ...
 
 
 # Bounds that hold even when notes_budget or completed_window is null (unbounded): without them

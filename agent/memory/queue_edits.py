@@ -12,12 +12,17 @@ record waits in the inbox (agent/memory/inbox.py) and is applied by `apply_edit`
 Pure: state in, state changed in place, a message out; UsageError refuses. A memory edit is the
 operator's (agent/memory/sections.py `operator_edit`, read-only sections included); what it moves
 out of a section is added to the `EditContext`'s `leaving`, for the caller to archive before it saves.
+
+What leaves the queue without `done` (the model dropping, renaming or replacing a queued task, a
+restore or a reset replacing the queue) is told by `dropped_tasks`, the one comparison of two
+queues, and archived with kind QUEUED_TASK (`queue_drops`) before the state that lost it is saved.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import agent.memory.task_checks as checks
 from agent.common.outcomes import UsageError
@@ -25,6 +30,7 @@ from agent.common.outcomes import UsageError
 OPS = ("task_add", "task_drop", "goal_add", "goal_drop", "memory_add", "memory_drop", "memory_set", "resume")
 MEMORY_OPS = ("memory_add", "memory_drop", "memory_set")
 RESUME = {"op": "resume"}
+QUEUED_TASK = "queued_task"  # the archive's kind for a task that left the queue without done
 
 
 @dataclass
@@ -71,6 +77,54 @@ def describe(edit: dict) -> str:
         return f"{op} {edit['section']} " + (f"{edit['id']}" if "id" in edit else repr(edit.get("text")))
     text = f"{op} {edit.get('text')!r}" + (" (first)" if edit.get("first") else "")
     return text + (f" [check: {edit['check']}]" if edit.get("check") else "")
+
+
+def queued(state: dict) -> list[str]:
+    """The queue of a state: the current task, then the pending ones."""
+    current = state.get("current_task")
+    return ([current] if isinstance(current, str) and current else []) + [
+        task for task in state.get("pending_actions") or [] if isinstance(task, str)
+    ]
+
+
+def task_key(text: str) -> str:
+    """What makes two queued tasks one task when two queues are compared: their text, for now. (A
+    runtime task identity, when the records hold one, is used here and nowhere else.) A duplicate
+    is a second task of the same key, counted; a rename is a new key, and the old one is dropped."""
+    return text
+
+
+def dropped_tasks(before: dict, after: dict, completed: Iterable[Any] = ()) -> list[str]:
+    """The tasks `before` queues that `after` does not, nor `completed` (entries completed between
+    the two: done's {"task": ..., "summary": ...}), in `before`'s order; duplicates counted."""
+    held = Counter(task_key(task) for task in queued(after))
+    held.update(
+        task_key(entry["task"]) for entry in completed if isinstance(entry, dict) and isinstance(entry.get("task"), str)
+    )
+    dropped = []
+    for task in queued(before):
+        if held[task_key(task)] > 0:
+            held[task_key(task)] -= 1
+        else:
+            dropped.append(task)
+    return dropped
+
+
+def queue_drops(tasks: Iterable[str], reason: str) -> list:
+    """The archive items (memory/bounding.py Archived) of tasks that left the queue without done."""
+    from agent.memory.bounding import Archived
+
+    return [Archived(QUEUED_TASK, task, reason) for task in tasks]
+
+
+def dropped_line(tasks: list[str], who: str = "the model") -> str:
+    """The note that says what left the queue: "the model dropped 2 queued tasks: a; b (...)"."""
+    shown = "; ".join(task if len(task) <= 200 else task[:199] + "…" for task in tasks[:20])
+    more = f"; and {len(tasks) - 20} more" if len(tasks) > 20 else ""
+    return (
+        f"{who} dropped {len(tasks)} queued task{'s' if len(tasks) != 1 else ''}: {shown}{more} "
+        "(archived: `agent show --all` lists them, recall finds them)"
+    )
 
 
 def _pick(items: list, number: Any, what: str) -> int:
