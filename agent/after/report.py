@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from agent.after.failures import failure_kind
 from agent.common.outcomes import Held, Stop, StopReason
 from agent.common.tags import Tag
 from agent.models.base import Usage
@@ -59,13 +60,16 @@ class CycleReport:
     new_incident: bool = False  # this cycle opened it: --quiet's line and the notify_on hook are for it
     violations: list[str] | None = None  # a reverted consolidation: why (the first few); in the record when set
     surfaced: dict | None = None  # with surface sections: {count, entries} a person should know (sections.py)
+    error_kind: str | None = None  # a failed cycle's kind (common/outcomes.py FailureKind; after/failures.py)
+    failure_streak: dict | None = None  # a failed cycle's {count, since, note}: the folded note (after/failures.py)
     dropped_tasks: list[str] | None = None  # queued tasks the model dropped, archived (memory/queue_edits.py)
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
 
     def fail(self, exc: BaseException, secrets: Secrets) -> str:
-        """End as a failed cycle; the failure note for the state as read."""
+        """End as a failed cycle; the failure note for the state as read (after/failures.py folds it)."""
+        self.error_kind = failure_kind(exc)
         kind = type(exc).__name__
         error = "interrupted by SIGINT" if isinstance(exc, KeyboardInterrupt) else f"{exc}"
         self.error = secrets.redact_text(f"{kind}: {error}")
@@ -122,6 +126,8 @@ class CycleReport:
             **({"violations": self.violations} if self.violations is not None else {}),
             **({"surfaced": self.surfaced} if self.surfaced is not None else {}),
             **({"dropped_tasks": self.dropped_tasks} if self.dropped_tasks else {}),
+            **({"error_kind": self.error_kind} if self.error_kind is not None else {}),
+            **({"failure_streak": self.failure_streak} if self.failure_streak is not None else {}),
         }
 
     def index_record(self) -> dict:

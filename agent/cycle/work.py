@@ -26,6 +26,7 @@ import agent.cycle.prompt as prompt
 import agent.memory.bounding as memory
 import agent.memory.queue_edits as queue
 import agent.state as state_rules
+from agent.after.failures import note_failure
 from agent.after.report import killed_notes
 from agent.common.outcomes import Interrupted, StopReason
 from agent.common.tags import Tag
@@ -87,7 +88,7 @@ def _dropped(cycle: Cycle, before: dict, after: dict, report: CycleReport) -> li
 def _failed(cycle: Cycle, woken: Woken, exc: BaseException, log: Log) -> tuple[dict, StopReason]:
     """A failed cycle's state (as read, plus the failure note) and stop reason; the traceback logged."""
     after = copy.deepcopy(woken.state)  # failed cycles count toward stalls
-    state_rules.add_note(after, woken.report.fail(exc, cycle.secrets))
+    note_failure(cycle.home, after, woken.report, woken.report.fail(exc, cycle.secrets), cycle.secrets)  # folded
     log(f"cycle failed: {woken.report.error}")
     if not isinstance(exc, ModelError):  # a bug's traceback; an HTTP error or a timeout is its line above
         log.block(traceback.format_exc())
