@@ -16,7 +16,7 @@ citation-superset invariant of seed 002, with a bounded loss):
   (c) successors earn nothing: `days` the least of their sources', `merged_from` their sources,
       `by: model`; a successor cites at least one id, and its text is one line, no longer than its
       sources' texts together, within entry_chars, and says what no other entry after the run says
-      (whitespace and case aside, as APPEND matches);
+      (as read and case aside, as APPEND matches: agent/common/reading.py);
   (d) an operator entry is kept as it is (never merged, never archived); an entry stated on 2 days
       or more, or a successor of one (it carries `protected: true`), is kept or has a successor, never
       archived bare;
@@ -36,6 +36,7 @@ from typing import Any, Iterable
 
 from agent.common.escape import escape_controls
 from agent.common.plain import described
+from agent.common.reading import as_read, reads_empty
 from agent.memory.sections import (
     MODEL,
     OPERATOR,
@@ -397,7 +398,7 @@ def _check_successor(
     spec: SectionSpec, where: str, item: dict, before: dict, owner: dict, places: dict, found: _Violations
 ) -> None:
     text, cites = item.get("text"), item.get("cites")
-    if not isinstance(text, str) or not text.strip() or len(text.strip().splitlines()) > 1:
+    if not isinstance(text, str) or reads_empty(text) or len(text.strip().splitlines()) > 1:
         found.add(f"(c) {where}: a successor's text must be one line of text, got {described(text)}")
         return
     if not isinstance(cites, list) or not cites:
@@ -410,14 +411,15 @@ def _check_successor(
     text = text.strip()
     if len(text) > spec.entry_chars:
         found.add(f"(c) {where} is {len(text)} characters, over entry_chars ({spec.entry_chars})")
-    budget = sum(len(before[c].get("text", "")) for c in sources)
-    if len(sources) == len(cites) and len(text) > budget:
-        found.add(f"(c) {where} is {len(text)} characters, longer than its sources together ({budget})")
+    # as read: invisible characters in its sources buy a successor no room, nor do its own count
+    budget = sum(len(as_read(before[c].get("text", ""))) for c in sources)
+    if len(sources) == len(cites) and len(as_read(text)) > budget:
+        found.add(f"(c) {where} is {len(as_read(text))} characters, longer than its sources together ({budget})")
 
 
 def _check_repeats(spec: SectionSpec, items: list, before: dict, found: _Violations) -> None:
-    """A successor says something no other entry after the run says (whitespace and case aside, as
-    APPEND matches): a successor repeating a kept entry would drop what its sources said while its
+    """A successor says something no other entry after the run says (as read and case aside, as
+    APPEND matches: agent/common/reading.py): a successor repeating a kept entry would drop what its sources said while its
     ids add up, and give the repeated statement days it never earned."""
     first: dict[str, tuple[str, bool]] = {}  # what is said -> where first, and whether by a successor
     for index, item in enumerate(items):

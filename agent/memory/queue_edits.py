@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 import agent.memory.task_checks as checks
 from agent.common.outcomes import UsageError
+from agent.common.reading import reads_empty
 
 OPS = ("task_add", "task_drop", "goal_add", "goal_drop", "memory_add", "memory_drop", "memory_set", "resume")
 MEMORY_OPS = ("memory_add", "memory_drop", "memory_set")
@@ -139,7 +140,7 @@ def _pick(items: list, number: Any, what: str) -> int:
 
 def _text(edit: dict) -> str:
     text = edit.get("text")
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str) or reads_empty(text):  # nothing a person could read: U+200B alone too
         raise UsageError(f"{edit.get('op', 'edit')}: the text is empty")
     return text.strip()
 

@@ -44,6 +44,7 @@ from agent.common.cycle_ids import SECOND_FORMAT, cycle_started
 from agent.common.escape import escape_controls
 from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.common.plain import described
+from agent.common.reading import as_read, reads_empty
 from agent.setting_checks import SectionSpec, by_stability, edit_schemas
 from agent.state import SECTION_IDS_KEY
 from agent.tools import Tool
@@ -143,12 +144,13 @@ def text_of(state: dict, spec: SectionSpec) -> str:
 
 
 def said(text: str) -> str:
-    """What a statement says, whitespace and case aside: equal for two that say the same."""
-    return " ".join(text.split()).casefold()
+    """What a statement says, as a person reads it (agent/common/reading.py: invisible code points,
+    NFKC and white space aside), case aside: equal for two that say the same."""
+    return as_read(text).casefold()
 
 
 def same_text(a: str, b: str) -> bool:
-    """Whether two statements say the same, whitespace and case aside."""
+    """Whether two statements say the same, as read and case aside."""
     return said(a) == said(b)
 
 
@@ -330,7 +332,7 @@ def _text_edit(state: dict, spec: SectionSpec, value: str, ctx: _Context) -> Non
     name, old = spec.name, text_of(state, spec)
     if value.startswith(APPEND):
         line = value[len(APPEND) :].strip()
-        if not line:
+        if reads_empty(line):
             raise _Refused(f"section '{name}': nothing to append after '{APPEND}'")
         state[name] = _appended_text(state, spec, old, line, ctx)
         ctx.notes.append(f"{name}: appended a line ({fill(state, spec)})")
@@ -343,6 +345,8 @@ def _text_edit(state: dict, spec: SectionSpec, value: str, ctx: _Context) -> Non
 def _replace_text(state: dict, spec: SectionSpec, new: str, ctx: _Context) -> None:
     """The text replaced by `new` ('' empties it), the old one archived; refused when too long."""
     name, old = spec.name, text_of(state, spec)
+    if new and reads_empty(new):
+        raise _Refused(f"section '{name}': the new text shows nothing readable (send CLEAR to empty it)")
     if len(new) > spec.limit:
         raise _Refused(
             f"section '{name}' holds at most {spec.limit} characters; this text is {len(new)} "
@@ -424,7 +428,7 @@ def _append_entry(state: dict, spec: SectionSpec, text: str, ctx: _Context) -> N
 
 
 def _check_entry_text(spec: SectionSpec, text: str) -> None:
-    if not text:
+    if reads_empty(text):
         raise _Refused(f"section '{spec.name}': nothing to add after '{APPEND}'")
     if not _one_line(text):
         raise _Refused(f"section '{spec.name}': an entry is one line; send each line as its own APPEND")
@@ -524,7 +528,7 @@ def operator_edit(state: dict, spec: SectionSpec | None, op: str, value: str, st
 
 
 def _operator_line(state: dict, spec: SectionSpec, line: str, ctx: _Context) -> None:
-    if not line:
+    if reads_empty(line):
         raise _Refused(f"section '{spec.name}': the text is empty")
     state[spec.name] = _appended_text(state, spec, text_of(state, spec), line, ctx)
     ctx.notes.append(f"{spec.name}: appended a line ({fill(state, spec)})")

@@ -274,6 +274,29 @@ def test_a_successor_that_repeats_a_kept_entry_is_reverted():
     reverted_with(reply, "(c) known[2] says what known[0] says (case and spacing aside)")
 
 
+@pytest.mark.parametrize("char", ["\u200b", "\u034f", "\ufe0f", "\u115f", "\u3164", "\u2800", "\u00a0"])
+def test_a_successor_that_repeats_a_kept_entry_but_for_an_invisible_character_is_reverted(char):
+    # known-2's fact laundered away: its successor reads exactly as known-3 does
+    reply = {
+        "sections": {
+            "known": [
+                *kept("known-1", "known-3", "known-4", "known-5", "known-6", "known-7", "known-8"),
+                {
+                    "text": f"Backups{char} run at 02:00{char}",
+                    "cites": ["known-2"],
+                },
+            ]
+        }
+    }
+    reverted_with(reply, "(c) known[7] says what known[1] says")
+
+
+def test_a_successor_that_reads_as_nothing_is_reverted():
+    reply = good_reply()
+    reply["sections"]["known"][2]["text"] = "\u200b\u2800\u3164"
+    reverted_with(reply, "(c) known[2]: a successor's text must be one line of text")
+
+
 def test_two_successors_saying_the_same_are_reverted():
     reply = good_reply()
     reply["sections"]["known"] = [e for e in reply["sections"]["known"] if e.get("id") != "known-8"]
