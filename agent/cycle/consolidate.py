@@ -126,7 +126,7 @@ def _consolidate(
         args
         if isinstance(args, consolidation.Reverted)
         else consolidation.check_consolidation(
-            settled.state, specs, args, max_loss=settings.consolidate_max_loss, stamp=stamp
+            settled.state, specs, args, max_loss=consolidation.Bounds.of(settings), stamp=stamp
         )
     )
     if isinstance(result, consolidation.Reverted):
@@ -145,7 +145,7 @@ def _ask(model: Model, settings: Settings, state: dict, report: CycleReport, sec
     tool = consolidation.consolidate_tool(specs, state)
     request = Request(
         consolidation.CONSOLIDATE_RULES,
-        consolidation.consolidate_prompt(secrets.redact(state), specs, settings.consolidate_max_loss),
+        consolidation.consolidate_prompt(secrets.redact(state), specs, consolidation.Bounds.of(settings)),
         {"anyOf": [tool.action_schema()]},
         timeout=settings.time_budget,
         purpose="consolidate",

@@ -11,6 +11,7 @@ string of at most `limit` characters. A `list` section holds entries, each a map
       days: 3               runtime-owned: on how many distinct UTC days it was stated
       last_day: '2026-01-18'        runtime-owned: the last of them
       merged_from: [known-3, known-7]   runtime-owned, on a successor made by consolidation
+      stands_for: 3         runtime-owned, on a successor: the original entries its lineage merged
 
 The model never writes a runtime-owned field: it sends strings (`"APPEND: text"`, `"REMOVE: id"`,
 `"CLEAR"`, a new text) and the runtime builds the entries. Nothing leaves a section except into
@@ -53,7 +54,7 @@ APPEND, REMOVE, CLEAR = "APPEND:", "REMOVE:", "CLEAR"
 MODEL, OPERATOR = "model", "operator"
 # The fields of an entry only the runtime writes (and the order a new entry's keys are written in).
 ENTRY_KEYS = ("id", "text", "by", "added", "days", "last_day")
-RUNTIME_ENTRY_KEYS = frozenset({"id", "by", "added", "days", "last_day", "merged_from", "protected"})
+RUNTIME_ENTRY_KEYS = frozenset({"id", "by", "added", "days", "last_day", "merged_from", "protected", "stands_for"})
 # The days on which an entry must have been stated to be protected (never archived bare by a consolidation).
 PROTECTED_DAYS = 2
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -185,6 +186,19 @@ def removal_allowance(count: int, max_loss: float) -> int:
     """How many of the `count` entries a list section held when a cycle began may leave it in that
     cycle: `consolidate_max_loss` of them, and always at least one."""
     return max(1, most_lost(count, max_loss))
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def lineage(entry: dict) -> int:
+    """How many original entries `entry` stands for: 1, or a successor's `stands_for` (one made
+    before that field was kept: at least its sources)."""
+    if _count(entry.get("stands_for")):
+        return entry["stands_for"]
+    merged = entry.get("merged_from")
+    return max(len(merged), 1) if isinstance(merged, list) else 1
 
 
 def protected(entry: dict) -> bool:
@@ -637,6 +651,7 @@ def _item_problem(item: Any, where: str) -> str | None:
         "last_day": isinstance(item.get("last_day"), (str, _dt.date)) and bool(DAY.fullmatch(str(item["last_day"]))),
         "merged_from": isinstance(item.get("merged_from", []), list),
         "protected": isinstance(item.get("protected", False), bool),
+        "stands_for": _count(item.get("stands_for", 1)),
     }
     wrong = [key for key, ok in checks.items() if not ok]
     if wrong:
