@@ -11,7 +11,8 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 - run.py, progress.py, live.py       `agent run`, and what it prints while a cycle runs
 - setup.py                           `init`, `reset`, `tools`
 - steer.py                           `task`, `goal` and `resume`
-- memory.py                          `memory`: the sections, shown and edited as the operator
+- memory.py, memory_time.py          `memory`: the sections, shown and edited as the operator; as
+                                     they were (`--at`), and one entry's life (`--history`)
 - consolidate.py                     `consolidate`: one consolidation of the sections
 - inspect.py, diffing.py, history.py, spending.py, waiting.py, archive_view.py
                                      `diff`, `history`, `show`, `status`, and what they compute

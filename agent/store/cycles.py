@@ -102,6 +102,12 @@ def newest_working_record(home: Home) -> dict | None:
     return loaded(found[0]) if found else None
 
 
+def oldest_with_files(home: Home) -> str | None:
+    """The oldest cycle whose snapshots or log are still on disk (retention prunes the older ones)."""
+    found = records(home, create=False).one("SELECT id FROM cycle WHERE files ORDER BY id LIMIT 1")
+    return found[0] if found else None
+
+
 def record_of(home: Home, cycle_id: str) -> tuple[bool, dict | None]:
     """(whether the id was ever given, its record or None)."""
     found = records(home, create=False).one("SELECT record FROM cycle WHERE id = ?", (cycle_id,))
