@@ -7,9 +7,10 @@ date, an ISO time, a duration ago such as 7d): the newest cycle that started by 
 whose snapshots are kept, and says so with every answer; before that, what left memory is in the
 archive (`agent show --all`, `--history`), but what stayed in it is not kept anywhere else.
 
-`--history ID` is one section entry's life, from what the runtime wrote: when and by whom it was
-added, on how many days it was stated, what it was merged from, and each time it left (why, and
-the successor that replaced it), from active.yaml and the archive's rows of that id.
+`--history ID` is one section entry's life, from what the runtime wrote: its provenance (the cycle
+and route logs/agent.db recorded, agent/store/provenance.py), when and by whom it was added, on how
+many days it was stated, what it was merged from, and each time it left (why, and the successor
+that replaced it), from active.yaml and the archive's rows of that id.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from agent.scratchpad import read_state_file
 from agent.store.archive import entry_records
 from agent.store.cycles import oldest_with_files, with_files_newest_first
 from agent.store.home import Home
+from agent.store.provenance import provenance_of
 
 
 def state_at(home: Home, when: str, now: _dt.datetime) -> dict:
@@ -102,6 +104,7 @@ def entry_history(home: Home, state: dict, entry_id: str, sections: dict) -> dic
         "section": section,
         "text": entry.get("text"),
         "in_memory": now is not None,
+        "provenance": provenance_of(home, section, entry_id),
         "events": events,
     }
 
@@ -129,6 +132,12 @@ def history_lines(history: dict) -> list[str]:
     """`--history` for a person (escaped by the caller)."""
     where = "in active.yaml" if history["in_memory"] else "in the archive only"
     lines = [f"{history['id']} ({history['section']}, {where}): {plain(history['text'])}"]
+    found = history["provenance"]
+    lines.append(
+        f"  provenance: cycle {plain(found['cycle_id'])}, by the {plain(found['route'])} route (logs/agent.db)"
+        if found
+        else "  provenance: none recorded (an entry older than the record, or one no save kept)"
+    )
     for event in history["events"]:
         lines.append("  " + _event_line(event))
     return lines

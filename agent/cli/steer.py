@@ -68,6 +68,7 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
             if found:  # a bug in an edit, never the user's input: refuse rather than save
                 raise InvalidScratchpad(f"refusing to write {home.active}: {'; '.join(found)}")
             archive_operator_leaving(home, context, Secrets.from_settings(settings))
+            _provenance(home, settings, context, (original, earlier.state, state))
             if state != original or not home.active.exists():
                 write_state(home.active, state)
     except Busy:
@@ -95,6 +96,18 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
         return
     for line in [*(f"applied queued edit: {m}" for m in earlier.messages), *earlier.refused, message]:
         echo(line)
+
+
+def _provenance(home: Home, settings: Settings, context: EditContext, states: tuple[dict, dict, dict]) -> None:
+    """Where the entries this command added came from: the inbox's queued edits it applied first, then
+    the operator's command itself. `states`: as read, the inbox applied, the command's edit applied."""
+    if settings.sections and context.stamp is not None:
+        from agent.memory.section_archive import added_rows, record_provenance
+
+        read, queued, edited = states
+        specs, stamp = settings.section_specs, context.stamp.cycle
+        rows = added_rows(read, queued, specs, stamp, "inbox") + added_rows(queued, edited, specs, stamp, "operator")
+        record_provenance(home, rows)
 
 
 def _edit_context(home: Home, settings: Settings, state: dict) -> EditContext:

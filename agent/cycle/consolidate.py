@@ -32,7 +32,7 @@ from agent.common.outcomes import Interrupted, LimitReached, StopReason
 from agent.cycle.sleep import save, tell
 from agent.gates.registry import check_gates, open_gates
 from agent.memory import consolidation
-from agent.memory.section_archive import archive_leaving, highest_ids
+from agent.memory.section_archive import added_rows, archive_leaving, highest_ids, record_provenance
 from agent.memory.sections import Stamp, checked, entries_of, settle
 from agent.models.base import Request
 from agent.scratchpad import load_state
@@ -133,6 +133,7 @@ def _consolidate(
         _reverted(result, report, secrets, log)
         return state
     report.archived = archive_leaving(home, secrets, [*settled.leaving, *result.leaving], report.cycle_id)
+    record_provenance(home, added_rows(settled.state, result.state, specs, report.cycle_id, "consolidation"))
     for note in result.notes:
         log(f"consolidated: {note}")
     report.end(StopReason.CONSOLIDATED)

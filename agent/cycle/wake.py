@@ -19,6 +19,7 @@ held until the cycle has been saved and its aftercare done.
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as _dt
 from typing import TYPE_CHECKING, Iterator, NamedTuple
 
@@ -90,6 +91,7 @@ class Woken(NamedTuple):
     gates: Gate | None  # None for an idle cycle: no gate is opened
     idle: str | Held | None  # why it calls no model: idle (a reason), or held by a gate
     signals: interrupts.Deferred  # a signal that arrived while awake, noted
+    read: dict | None = None  # with sections: the state as read, before the inbox and settling (provenance)
 
 
 @contextlib.contextmanager
@@ -108,10 +110,11 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
             checked(state, settings.section_specs, home.active)
         cycle_id = new_cycle_id(home, now)  # its row in logs/agent.db
         report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), model.name)
+        read = copy.deepcopy(state) if settings.sections else None  # before the inbox and settling change it
         before, why_idle, woke = idle.wake(home, settings, state, report, cycle.force, secrets)
         tell(report, settings, secrets, before)  # an idle cycle's record says it too
         gates = None if why_idle else open_gates(home, settings, secrets, model, cycle_id, now, woke)
-        yield Woken(before, report, swept, gates, why_idle or _held(gates, before, cycle.force), signals)
+        yield Woken(before, report, swept, gates, why_idle or _held(gates, before, cycle.force), signals, read)
 
 
 def _held(gates: Gate, state: dict, force: bool) -> Held | None:

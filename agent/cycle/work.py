@@ -46,10 +46,11 @@ if TYPE_CHECKING:
     from agent.tools import Registry
 
 
-def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log) -> tuple[dict, list]:
+def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log) -> tuple[dict, list, list]:
     """Run the loop on a copy of the woken state, have the gates judge how it ended, then reflect when
     that allows it: (the state to save, what left memory meanwhile: the notes reflect moved out, the
-    entries that left a section). On any failure, the state as read plus a failure note, and nothing left."""
+    entries that left a section; the provenance of the entries added). On any failure, the state as
+    read plus a failure note, and nothing left."""
     before, report = woken.state, woken.report
     loop, archived = None, []
     try:
@@ -63,6 +64,7 @@ def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log)
     except (Exception, KeyboardInterrupt, Interrupted) as exc:
         loop, archived, (after, reason) = None, [], _failed(cycle, woken, exc, log)
     reason = woken.gates.on_end(after, reason)  # stalls judged before reflect: never reflect after a stall
+    loop_after = after  # what the loop left: an entry added after it was reflect's
     if loop is not None and cycle.settings.reflect and _reflects(reason, loop.tools.ctx.memory):
         try:
             with interrupts.raising():
@@ -72,7 +74,22 @@ def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log)
             archived, (after, reason) = [], _failed(cycle, woken, exc, log)
     archived += _dropped(cycle, before, after, report)
     report.end(reason)
-    return after, archived
+    return after, archived, _added(cycle, woken, loop_after, after)
+
+
+def _added(cycle: Cycle, woken: Woken, loop_after: dict, after: dict) -> list:
+    """The provenance rows of the section entries `after` holds that the state as read did not: by
+    wake (the inbox's operator edits, hand-written entries adopted), the model in the loop, or reflect."""
+    if not cycle.settings.sections:
+        return []
+    from agent.memory.section_archive import added_rows  # a home without sections never loads it
+
+    specs, cycle_id = cycle.settings.section_specs, woken.report.cycle_id
+    in_loop = {row[:2] for row in added_rows(woken.state, loop_after, specs, cycle_id, "model")}
+    rows = added_rows(woken.read, woken.state, specs, cycle_id, "wake")
+    for row in added_rows(woken.state, after, specs, cycle_id, "model"):
+        rows.append((*row[:3], "model" if row[:2] in in_loop else "reflect", row[4]))
+    return rows
 
 
 def _dropped(cycle: Cycle, before: dict, after: dict, report: CycleReport) -> list:

@@ -7,6 +7,7 @@
 - upgrade.py     moving an older release's files (index, journal, archive, approvals, inbox...) into the database
 - cycles.py      the cycle index: new ids, records, what they spent, the files on disk
 - archive.py     the archive and its full-text recall index
+- provenance.py  where each memory section entry came from: its cycle and route
 - lock.py        the home's lock
 - retention.py   which old cycles' snapshots, logs and transcripts to delete
 

@@ -173,3 +173,15 @@ def m003_memory_sections(db: Database) -> None:
             (*section_columns(loaded(text) or {}), seq),
         )
     db.execute(_raise_ids("SELECT entry_id AS id FROM archive UNION ALL SELECT replaced_by FROM archive"))
+
+
+@migration
+def m004_provenance(db: Database) -> None:
+    """Where each memory section entry came from, as the runtime saw it (agent/store/provenance.py):
+    the cycle (or operator command) that added it and the route (`operator`, `inbox`, `wake`,
+    `model`, `reflect`, `consolidation`); one row per (section, entry id), the last save's."""
+    db.execute(
+        """CREATE TABLE provenance (section TEXT NOT NULL, entry_id TEXT NOT NULL, format INTEGER NOT NULL,
+        cycle_id TEXT NOT NULL, route TEXT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (section, entry_id))
+        WITHOUT ROWID"""
+    )
