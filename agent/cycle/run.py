@@ -86,7 +86,8 @@ def _run(cycle: Cycle) -> CycleReport:
             if settled:
                 log(settled)
             noted_before_saving = woken.signals.noted  # from here a signal is only noted
-            after, previous = sleep(home, settings, secrets, report, log, after, archived, added)  # 4
+            left = [*woken.leaving, *archived]  # what settling the sections moved out, then the work
+            after, previous = sleep(home, settings, secrets, report, log, after, left, added)  # 4
             report.task_after, report.model = secrets.redact(after["current_task"]), model.name  # it answered
             report.duration_s = time.monotonic() - started
             if woken.signals.noted is not noted_before_saving:

@@ -170,7 +170,7 @@ def _loop(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log
 
 def _sections(cycle: Cycle, woken: Woken) -> Any:
     """The cycle's memory sections as its updates apply them (None: the home has none); the woken
-    state (settled by the memory gate) bounds what may leave each list in this cycle."""
+    state (settled at wake) bounds what may leave each list in this cycle."""
     if not cycle.settings.sections:
         return None
     from agent.memory.sections import Edits, Stamp  # a home without sections never loads them

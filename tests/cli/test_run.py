@@ -197,7 +197,6 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
     "agent.after.hooks",
     "agent.after.metrics",
     "agent.tools.mcp",
-    "agent.gates.memory",  # a home without sections never loads them
     "agent.memory.sections",
     "agent.memory.section_archive",
     "agent.memory.consolidation",
