@@ -67,8 +67,7 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
             found = problems(state)
             if found:  # a bug in an edit, never the user's input: refuse rather than save
                 raise InvalidScratchpad(f"refusing to write {home.active}: {'; '.join(found)}")
-            archive_operator_leaving(home, context, Secrets.from_settings(settings))
-            _provenance(home, settings, context, (original, earlier.state, state))
+            _archive_and_record(home, settings, context, (original, earlier.state, state))
             if state != original or not home.active.exists():
                 write_state(home.active, state)
     except Busy:
@@ -98,15 +97,21 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
         echo(line)
 
 
-def _provenance(home: Home, settings: Settings, context: EditContext, states: tuple[dict, dict, dict]) -> None:
-    """Where the entries this command added came from: the inbox's queued edits it applied first, then
-    the operator's command itself. `states`: as read, the inbox applied, the command's edit applied."""
-    if settings.sections and context.stamp is not None:
-        from agent.memory.section_archive import added_rows, record_provenance
+def _archive_and_record(home: Home, settings: Settings, context: EditContext, states: tuple) -> None:
+    """Before the state is written: archive what the memory edits moved out, and record where the
+    entries they added came from (the inbox's queued edits applied first, then the command's own),
+    in one transaction. `states`: as read, the inbox applied, the command's edit applied."""
+    if not settings.sections or context.stamp is None:  # a home without sections: no database touched
+        archive_operator_leaving(home, context, Secrets.from_settings(settings))
+        return
+    from agent.memory.section_archive import added_rows, record_provenance
+    from agent.store.db import records
 
-        read, queued, edited = states
-        specs, stamp = settings.section_specs, context.stamp.cycle
-        rows = added_rows(read, queued, specs, stamp, "inbox") + added_rows(queued, edited, specs, stamp, "operator")
+    read, queued, edited = states
+    specs, stamp = settings.section_specs, context.stamp.cycle
+    rows = added_rows(read, queued, specs, stamp, "inbox") + added_rows(queued, edited, specs, stamp, "operator")
+    with records(home).write():
+        archive_operator_leaving(home, context, Secrets.from_settings(settings))
         record_provenance(home, rows)
 
 

@@ -39,6 +39,7 @@ from agent.scratchpad import load_state
 from agent.secrets import Secrets
 from agent.state import now_iso
 from agent.store.cycles import new_cycle_id
+from agent.store.db import records
 from agent.store.lock import home_lock
 
 if TYPE_CHECKING:
@@ -132,8 +133,9 @@ def _consolidate(
     if isinstance(result, consolidation.Reverted):
         _reverted(result, report, secrets, log)
         return state
-    report.archived = archive_leaving(home, secrets, [*settled.leaving, *result.leaving], report.cycle_id)
-    record_provenance(home, added_rows(settled.state, result.state, specs, report.cycle_id, "consolidation"))
+    with records(home).write():  # what left and where the successors came from: one transaction, before the save
+        report.archived = archive_leaving(home, secrets, [*settled.leaving, *result.leaving], report.cycle_id)
+        record_provenance(home, added_rows(settled.state, result.state, specs, report.cycle_id, "consolidation"))
     for note in result.notes:
         log(f"consolidated: {note}")
     report.end(StopReason.CONSOLIDATED)
