@@ -63,6 +63,7 @@ class CycleReport:
     error_kind: str | None = None  # a failed cycle's kind (common/outcomes.py FailureKind; after/failures.py)
     failure_streak: dict | None = None  # a failed cycle's {count, since, note}: the folded note (after/failures.py)
     dropped_tasks: list[str] | None = None  # queued tasks the model dropped, archived (memory/queue_edits.py)
+    dropped_goals: list[str] | None = None  # goals the model dropped, archived
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
@@ -126,6 +127,7 @@ class CycleReport:
             **({"violations": self.violations} if self.violations is not None else {}),
             **({"surfaced": self.surfaced} if self.surfaced is not None else {}),
             **({"dropped_tasks": self.dropped_tasks} if self.dropped_tasks else {}),
+            **({"dropped_goals": self.dropped_goals} if self.dropped_goals else {}),
             **({"error_kind": self.error_kind} if self.error_kind is not None else {}),
             **({"failure_streak": self.failure_streak} if self.failure_streak is not None else {}),
         }

@@ -93,13 +93,19 @@ def _added(cycle: Cycle, woken: Woken, loop_after: dict, after: dict) -> list:
 
 
 def _dropped(cycle: Cycle, before: dict, after: dict, report: CycleReport) -> list:
-    """What left the queue in this cycle without done (the model dropped, renamed or replaced it):
-    said in a note the next prompt shows and in the record `status` reads; archived by the caller."""
+    """What left the queue in this cycle without done (the model dropped, renamed or replaced it), and
+    the goals the model dropped: said in a note the next prompt shows and in the record `status`
+    reads; archived by the caller."""
     dropped = queue.dropped_tasks(before, after, after["completed_tasks"][len(before["completed_tasks"]) :])
     if dropped:
         state_rules.add_note(after, Tag.ARCHIVED.line(queue.dropped_line(dropped)))
         report.dropped_tasks = cycle.secrets.redact(dropped)
-    return queue.queue_drops(dropped, "dropped by the model")
+    goals = queue.dropped_goals(before, after)  # the operator's too: replaced by the model, never lost
+    if goals:
+        state_rules.add_note(after, Tag.ARCHIVED.line(queue.dropped_line(goals, noun="goal")))
+        report.dropped_goals = cycle.secrets.redact(goals)
+    by_model = "dropped by the model"
+    return queue.queue_drops(dropped, by_model) + queue.queue_drops(goals, by_model, queue.DROPPED_GOAL)
 
 
 def _failed(cycle: Cycle, woken: Woken, exc: BaseException, log: Log) -> tuple[dict, StopReason]:

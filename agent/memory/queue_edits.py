@@ -32,6 +32,7 @@ OPS = ("task_add", "task_drop", "goal_add", "goal_drop", "memory_add", "memory_d
 MEMORY_OPS = ("memory_add", "memory_drop", "memory_set")
 RESUME = {"op": "resume"}
 QUEUED_TASK = "queued_task"  # the archive's kind for a task that left the queue without done
+DROPPED_GOAL = "goal"  # the archive's kind for a goal the model dropped (goals are the operator's)
 
 
 @dataclass
@@ -98,32 +99,45 @@ def task_key(text: str) -> str:
 def dropped_tasks(before: dict, after: dict, completed: Iterable[Any] = ()) -> list[str]:
     """The tasks `before` queues that `after` does not, nor `completed` (entries completed between
     the two: done's {"task": ..., "summary": ...}), in `before`'s order; duplicates counted."""
-    held = Counter(task_key(task) for task in queued(after))
-    held.update(
-        task_key(entry["task"]) for entry in completed if isinstance(entry, dict) and isinstance(entry.get("task"), str)
-    )
-    dropped = []
-    for task in queued(before):
-        if held[task_key(task)] > 0:
-            held[task_key(task)] -= 1
+    done = [entry["task"] for entry in completed if isinstance(entry, dict) and isinstance(entry.get("task"), str)]
+    return _missing(queued(before), [*queued(after), *done])
+
+
+def dropped_goals(before: dict, after: dict) -> list[str]:
+    """The goals `before` holds that `after` does not (the model replaced the list), duplicates counted."""
+    return _missing(_texts(before.get("goals")), _texts(after.get("goals")))
+
+
+def _texts(items: Any) -> list[str]:
+    return [item for item in items or [] if isinstance(item, str)]
+
+
+def _missing(before: list[str], after: list[str]) -> list[str]:
+    """The items of `before` that `after` does not hold, by `task_key`, in `before`'s order; duplicates counted."""
+    held = Counter(task_key(item) for item in after)
+    missing = []
+    for item in before:
+        if held[task_key(item)] > 0:
+            held[task_key(item)] -= 1
         else:
-            dropped.append(task)
-    return dropped
+            missing.append(item)
+    return missing
 
 
-def queue_drops(tasks: Iterable[str], reason: str) -> list:
-    """The archive items (memory/bounding.py Archived) of tasks that left the queue without done."""
+def queue_drops(tasks: Iterable[str], reason: str, kind: str = QUEUED_TASK) -> list:
+    """The archive items (memory/bounding.py Archived) of tasks that left the queue without done (or,
+    with kind DROPPED_GOAL, of goals)."""
     from agent.memory.bounding import Archived
 
-    return [Archived(QUEUED_TASK, task, reason) for task in tasks]
+    return [Archived(kind, task, reason) for task in tasks]
 
 
-def dropped_line(tasks: list[str], who: str = "the model") -> str:
+def dropped_line(tasks: list[str], who: str = "the model", noun: str = "queued task") -> str:
     """The note that says what left the queue: "the model dropped 2 queued tasks: a; b (...)"."""
     shown = "; ".join(task if len(task) <= 200 else task[:199] + "…" for task in tasks[:20])
     more = f"; and {len(tasks) - 20} more" if len(tasks) > 20 else ""
     return (
-        f"{who} dropped {len(tasks)} queued task{'s' if len(tasks) != 1 else ''}: {shown}{more} "
+        f"{who} dropped {len(tasks)} {noun}{'s' if len(tasks) != 1 else ''}: {shown}{more} "
         "(archived: `agent show --all` lists them, recall finds them)"
     )
 

@@ -99,3 +99,22 @@ def test_one_of_two_duplicate_tasks_dropped_is_archived_once(home):
     once = {"tool": "update_scratchpad", "args": {"pending_actions": ["Book the room"]}}
     run_cycle(home, [once, done("report written")])
     assert [r["value"] for r in queued_archive(home)] == ["Book the room"]
+
+
+def test_goals_the_model_replaces_are_archived_said_and_listed(home):
+    write_active(home, dict(QUEUE, goals=["Keep the servers healthy", "Answer Ana's mail"]))
+    replace = {"tool": "update_scratchpad", "args": {"goals": ["Answer Ana's mail", "Take over"]}}
+    run_cycle(home, [replace, done("report written")])
+    [record] = cycle_records(home)
+    rows = [r for r in archived(Home.at(home)) if r["kind"] == "goal"]
+    assert [(r["value"], r["cycle_id"], r["reason"]) for r in rows] == [
+        ("Keep the servers healthy", record["cycle_id"], "dropped by the model")
+    ]
+    assert record["dropped_goals"] == ["Keep the servers healthy"]
+    assert "the model dropped 1 goal: Keep the servers healthy" in read_active(home)["notes"]
+    out = run_cli("show", "--all", "--home", str(home)).output
+    assert "archived goals, dropped by the model (1):" in out
+    assert (
+        f"dropped:   cycle {record['cycle_id']}: the model dropped 1 goal:"
+        in run_cli("status", "--home", str(home)).output
+    )
