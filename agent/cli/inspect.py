@@ -474,9 +474,9 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
         for item in surfaced or []
     ]
     dropped_lines = [
-        f"dropped:   cycle {dropped['cycle_id']}: {dropped_line(items, noun=noun)}"
-        for items, noun in ((dropped["tasks"], "queued task"), (dropped["goals"], "goal"))
-        if dropped and items
+        f"dropped:   cycle {dropped['cycle_id']}: {dropped_line(dropped[key], noun=noun)}"
+        for key, noun in (("tasks", "queued task"), ("goals", "goal"))
+        if dropped and dropped[key]
     ]
     return data, lines + outlet_lines(outlets) + waiting_lines + extra_lines + dropped_lines + tell
 

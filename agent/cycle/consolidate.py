@@ -32,9 +32,9 @@ from agent.common.outcomes import Interrupted, LimitReached, StopReason
 from agent.cycle.sleep import save, tell
 from agent.gates.registry import check_gates, open_gates
 from agent.memory import consolidation
+from agent.memory.one_call import ask
 from agent.memory.section_archive import added_rows, archive_leaving, highest_ids, record_provenance
 from agent.memory.sections import Stamp, checked, entries_of, settle
-from agent.models.base import Request
 from agent.scratchpad import load_state
 from agent.secrets import Secrets
 from agent.state import now_iso
@@ -146,20 +146,14 @@ def _ask(model: Model, settings: Settings, state: dict, report: CycleReport, sec
     """The one model call: its reply (text, or the first native call)."""
     specs = settings.section_specs
     tool = consolidation.consolidate_tool(specs, state)
-    request = Request(
-        consolidation.CONSOLIDATE_RULES,
-        consolidation.consolidate_prompt(secrets.redact(state), specs, consolidation.Bounds.of(settings)),
-        {"anyOf": [tool.action_schema()]},
-        timeout=settings.time_budget,
-        purpose="consolidate",
-        max_output_tokens=max(settings.max_output_tokens, consolidation.reply_tokens(state, specs)),
-    )
+    rules = consolidation.CONSOLIDATE_RULES
+    prompt = consolidation.consolidate_prompt(secrets.redact(state), specs, consolidation.Bounds.of(settings))
     model.start(log)
     report.iterations = 1
-    report.prompt_bytes.append(len(request.system.encode()) + len(request.user.encode()))
-    completion = model.complete(request)
-    report.usage.add(completion.usage)
-    log(f"reply {secrets.redact_text(completion.shown)[:2000]!r} usage {completion.usage}")
+    report.prompt_bytes.append(len(rules.encode()) + len(prompt.encode()))
+    cap = max(settings.max_output_tokens, consolidation.reply_tokens(state, specs))
+    how = {"purpose": "consolidate", "timeout": settings.time_budget, "secrets": secrets, "max_output_tokens": cap}
+    completion = ask(model, rules, prompt, tool, report.usage, log, **how)  # its reply checked by the caller
     return completion.replies()[0]
 
 

@@ -21,13 +21,12 @@ from typing import Any
 
 import agent.memory.task_checks as checks
 from agent.common.escape import escape_controls
-from agent.common.jsonschema import check, describe
+from agent.common.jsonschema import check
 from agent.common.tags import Outcome, Tag
 from agent.gates.base import NO_GATES, Action, Gate
-from agent.models.replies import ReplyError, parse_reply
 from agent.models.replies import clip_line as _clip
 from agent.state import FIELD_SCHEMAS, FIELDS, RUNTIME_FIELDS, add_note, field_problem, field_size_problem
-from agent.tools import NeedsApproval, Registry, ToolContext, ToolError
+from agent.tools import NeedsApproval, NotACall, Registry, ToolContext, ToolError
 
 
 def apply_update(state: dict, args: dict) -> tuple[dict, str | None]:
@@ -126,22 +125,15 @@ def _action(
 ) -> Outcome | tuple[str, dict]:
     """(tool name, redacted args) of a reply that calls a tool as offered, else the Outcome saying why not."""
     try:
-        action = parse_reply(reply, ctx.settings.max_reply_bytes)
-    except ReplyError as exc:
+        name, args = registry.called(reply, ctx.settings.max_reply_bytes)  # the one check of a reply
+    except NotACall as no:
         problem = (
-            str(exc)
-            if cut_at is None
-            else f"the reply was cut at max_output_tokens ({cut_at}) before its JSON closed; raise max_output_tokens"
+            f"the reply was cut at max_output_tokens ({cut_at}) before its JSON closed; raise max_output_tokens"
+            if no.unparsed and cut_at is not None
+            else no.noted
         )
-        return Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(problem))
-    name, args = action["tool"], action.get("args", {})
-    if not isinstance(name, str):
-        return Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {describe(name)}'))
-    if name not in registry:
-        listed = ", ".join(registry.names())
-        return Outcome(Tag.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(f"{_clip(name, 60)} (tools: {listed})"), name, args)
-    args = {} if args is None else args
-    problem = registry[name].check_args(args) or _not_offered(offered, name, registry[name].offered_args(args))
+        return Outcome(no.tag, no.tag.line(problem), no.name, no.call_args)
+    problem = _not_offered(offered, name, registry[name].offered_args(args))
     if problem:
         return Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}: {problem}"), name, args)
     return name, ctx.secrets.redact(args)  # no tool ever receives a secret from the model (to send, write or echo)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from agent.common.jsonschema import check, describe, schema_for, type_name
+from agent.common.tags import Tag
 from agent.config import Settings
 from agent.secrets import Secrets
 from agent.setting_checks import SectionSpec, edit_schemas
@@ -271,6 +272,20 @@ def control_tools(sections: tuple[SectionSpec, ...] = ()) -> list[Tool]:
 # ----------------------------------------------------------------------------------- registry
 
 
+class NotACall(Exception):
+    """Why a reply is not a call of an offered tool with valid arguments: the note's tag and text
+    (`unparsed`: the reply is no JSON action at all), and what it named, if anything."""
+
+    def __init__(self, tag: Tag, problem: str, name: Any = None, args: Any = None, unparsed: bool = False):
+        super().__init__(problem)
+        self.tag, self.problem, self.name, self.call_args, self.unparsed = tag, problem, name, args, unparsed
+
+    @property
+    def noted(self) -> str:
+        """The problem as the dispatcher's note says it (bad arguments: after the tool's name)."""
+        return f"{self.name}: {self.problem}" if self.tag is Tag.TOOL_ERROR else self.problem
+
+
 class Registry:
     """The tools offered in one cycle, in the order the prompt lists them.
 
@@ -297,6 +312,27 @@ class Registry:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def called(self, reply: Any, max_reply_bytes: int | None = None) -> tuple[str, dict]:
+        """(tool name, arguments) of a reply that calls one of these tools with valid arguments; else
+        NotACall, saying why as the dispatcher notes it. The one check of a reply: the loop's
+        dispatcher and every one-off call (reflect, agent/memory/one_call.py) make it."""
+        from agent.models.replies import ReplyError, clip_line, parse_reply
+
+        try:
+            action = parse_reply(reply, max_reply_bytes)  # the text, or the first native call
+        except ReplyError as exc:
+            raise NotACall(Tag.PARSE_ERROR, str(exc), unparsed=True) from None
+        name, args = action["tool"], action.get("args", {})
+        if not isinstance(name, str):
+            raise NotACall(Tag.PARSE_ERROR, f'"tool" must be a string, got {describe(name)}')
+        if name not in self:
+            raise NotACall(Tag.UNKNOWN_TOOL, f"{clip_line(name, 60)} (tools: {', '.join(self.names())})", name, args)
+        args = {} if args is None else args
+        problem = self[name].check_args(args)
+        if problem:
+            raise NotACall(Tag.TOOL_ERROR, problem, name, args)
+        return name, args
 
     def prompt_listing(self) -> str:
         return "\n".join(tool.prompt_line() for tool in self)
