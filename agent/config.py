@@ -460,6 +460,24 @@ class Settings:
         default=False,
     )
 
+    consolidate_max_lineage: int = _doc(
+        "The most original entries one entry of a list section may stand for after consolidations, over "
+        "its whole lineage (a successor stands for what each of its sources stood for): night after night, "
+        "merges never end with one line standing for many facts.",
+        minimum=1,
+        maximum=1000,
+        default=3,
+    )
+    consolidate_near_identical: float = _doc(
+        "How alike (shared words over all words, as read and case aside) every two sources of a successor "
+        "must be for the runtime to call them near-identical: such a merge, whose text keeps every word of "
+        "its sources, loses nothing and costs one entry against consolidate_max_loss, however many it merges. "
+        "1: only the same words.",
+        above=0,
+        maximum=1,
+        default=0.5,
+    )
+
     @property
     def schedule_spec(self) -> Any:
         """The checked `schedule` (agent/common/schedule.py's Schedule), or None when unset."""

@@ -4,6 +4,7 @@
 - cycle_log.py   logs/cycle_<id>.log, its text trace for people
 - transcript.py  every request and reply of the cycle, exactly
 - aftercare.py   the record written, retention, then the hook and the metrics
+- failures.py    a failed cycle's kind, and its note folded with the failures of that kind before it
 - incidents.py   what a person is told once: the incident a record is part of, whether it opened it or ended one
 - hooks.py       `on_cycle_end`, the operator's command
 - metrics.py     `metrics_file`, for node_exporter's textfile collector

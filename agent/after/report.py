@@ -111,12 +111,15 @@ class CycleReport:
     resolved: dict | None = None  # the incident this cycle closed (incidents.py `resolved_incident`); None: none
     trace_id: str | None = None  # with otel: the cycle's OpenTelemetry trace (traces.py); in the record when set
     steps: list = field(default_factory=list)  # with otel: the loop's Steps (events.py), for the trace; not printed
+    failure_streak: dict | None = None  # a failed cycle's {count, since, note}: the folded note (after/failures.py)
+    dropped_tasks: list[str] | None = None  # queued tasks the model dropped, archived (memory/queue_edits.py)
+    dropped_goals: list[str] | None = None  # goals the model dropped, archived
 
     def count(self, kind: str) -> None:
         self.actions[kind] = self.actions.get(kind, 0) + 1
 
     def fail(self, exc: BaseException, secrets: Secrets) -> str:
-        """End as a failed cycle; the failure note for the state as read."""
+        """End as a failed cycle; the failure note for the state as read (after/failures.py folds it)."""
         self.error = secrets.redact_text(failure_text(exc))
         self.error_kind = failure_kind(exc)
         endpoint = getattr(exc, "endpoint", None) if isinstance(exc, ModelError) else None
@@ -184,6 +187,9 @@ class CycleReport:
             **({"violations": self.violations} if self.violations is not None else {}),
             **({"surfaced": self.surfaced} if self.surfaced is not None else {}),
             **({"trace_id": self.trace_id} if self.trace_id is not None else {}),
+            **({"dropped_tasks": self.dropped_tasks} if self.dropped_tasks else {}),
+            **({"dropped_goals": self.dropped_goals} if self.dropped_goals else {}),
+            **({"failure_streak": self.failure_streak} if self.failure_streak is not None else {}),
         }
 
     def index_record(self) -> dict:

@@ -12,7 +12,8 @@ outcomes.ExitCode; data goes to stdout, and every command that prints data has -
 - setup.py                           `init`, `reset`, `tools`
 - msa_import.py, msa_home.py         `init --from-msa`: a home made from an msa home; knowing one
 - steer.py                           `task`, `goal` and `resume`
-- memory.py                          `memory`: the sections, shown and edited as the operator
+- memory.py, memory_time.py          `memory`: the sections, shown and edited as the operator; as
+                                     they were (`--at`), and one entry's life (`--history`)
 - consolidate.py                     `consolidate`: one consolidation of the sections
 - inspect.py, diffing.py, history.py, spending.py, waiting.py, archive_view.py
                                      `diff`, `history`, `show`, and what `status` reads

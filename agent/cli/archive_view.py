@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterable, Iterator
 from agent.cli.common import task_text
 from agent.common.escape import escape_controls, escape_tree
 from agent.common.plain import plain
+from agent.memory.queue_edits import DROPPED_GOAL, QUEUED_TASK
 from agent.memory.section_archive import still_held
 from agent.store.archive import archived, counts_by_kind, section_records
 from agent.store.home import Home
@@ -20,7 +21,8 @@ _NOTHING = object()
 
 def archived_counts(home: Home) -> dict[str, int]:
     counts = counts_by_kind(home)
-    return {TASK: counts.get(TASK, 0), NOTE: counts.get(NOTE, 0)}
+    kinds = (TASK, NOTE, QUEUED_TASK, DROPPED_GOAL)
+    return {kind: counts.get(kind, 0) for kind in kinds}
 
 
 # ------------------------------------------------------------------------ memory sections
@@ -75,6 +77,14 @@ def task_lines(home: Home) -> Iterator[str]:
     for record in archived(home, TASK):
         record = escape_tree(record)  # text the model wrote, about to be printed
         yield f"  - {task_text(record.get('value'))}  [cycle {record.get('cycle_id', '?')}]"
+
+
+def queued_lines(home: Home, kind: str = QUEUED_TASK) -> Iterator[str]:
+    """The tasks that left the queue without done (dropped by the model, replaced by a restore or
+    a reset), or the goals the model dropped (kind DROPPED_GOAL), oldest first, each with its cycle and why."""
+    for record in archived(home, kind):
+        record = escape_tree(record)  # text the model wrote, about to be printed
+        yield f"  - {plain(record.get('value'))}  [cycle {record.get('cycle_id', '?')}: {plain(record.get('reason'))}]"
 
 
 def note_lines(home: Home) -> Iterator[str]:

@@ -27,6 +27,7 @@ from agent.cli.archive_view import (
     json_list,
     json_pieces,
     note_lines,
+    queued_lines,
     task_lines,
 )
 from agent.cli.common import (
@@ -62,12 +63,14 @@ from agent.cli.spending import daily_lines, status_extras, with_costs
 from agent.cli.waiting import approvals_status
 from agent.common.escape import escape_controls, escape_json, escape_tree
 from agent.common.outcomes import InvalidScratchpad, StopReason, UsageError
+from agent.common.plain import plain
 from agent.config import load_settings
 from agent.gates.budgets import newest_days
+from agent.memory.queue_edits import DROPPED_GOAL, QUEUED_TASK, dropped_line
 from agent.models.local.model import bundled_model_path, local_runtime_installed
 from agent.scratchpad import load_state
 from agent.state import FIELDS
-from agent.store.cycles import disk, newest_first
+from agent.store.cycles import disk, newest_first, newest_working_record
 from agent.store.home import Home
 
 # --------------------------------------------------------------------------------------- diff
@@ -263,6 +266,11 @@ def _echo_state_json(home: Home, state: dict, show_all: bool) -> None:
         if show_all
         else {}
     )
+    counts = archived_counts(home) if show_all else {}
+    if counts.get(QUEUED_TASK):  # tasks that left the queue without done, when any did
+        lists["archived_queued_tasks"] = lambda: archived(home, QUEUED_TASK)
+    if counts.get(DROPPED_GOAL):  # goals the model dropped, when it did
+        lists["archived_goals"] = lambda: archived(home, DROPPED_GOAL)
     sections = SectionArchive(home, state) if show_all else None
     if sections is not None and sections.count:  # what left the memory sections, when anything did
         lists["archived_from_sections"] = sections.records
@@ -288,8 +296,14 @@ def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
     yield ""
     yield _bold(f"goals ({len(state['goals'])}):")
     yield from _or_none([f"  {i}. {g}" for i, g in enumerate(state["goals"], 1)])
+    if show_all and counts[DROPPED_GOAL]:
+        yield _bold(f"archived goals, dropped by the model ({counts[DROPPED_GOAL]}):")
+        yield from queued_lines(home, DROPPED_GOAL)
     yield _bold(f"pending ({len(state['pending_actions'])}):")
     yield from _or_none([f"  {i}. {p}" for i, p in enumerate(state["pending_actions"], 1)])
+    if show_all and counts[QUEUED_TASK]:
+        yield _bold(f"archived queued tasks, left without done ({counts[QUEUED_TASK]}):")
+        yield from queued_lines(home)
     if show_all:
         yield _bold(f"archived completed ({counts[TASK]}):")
         yield from task_lines(home)
@@ -442,7 +456,8 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
             "otel": settings.otel,
         },
     )
-    data.update(extras, **waiting, incident=incident, outlets=outlets)
+    dropped = _dropped_tasks(home)
+    data.update(extras, **waiting, incident=incident, outlets=outlets, dropped_tasks=dropped)
     lines = [
         f"home:      {home.root}",
         f"running:   {'yes: a cycle holds the lock now' if running else 'no'}",
@@ -466,4 +481,24 @@ def status_report(home: Home) -> tuple[dict, list[str]]:
         f"tell:      [{item['section']}{' ' + str(item['id']) if item.get('id') else ''}] {clip(item['text'], 200)}"
         for item in surfaced or []
     ]
-    return data, lines + outlet_lines(outlets) + waiting_lines + extra_lines + tell
+    dropped_lines = [
+        f"dropped:   cycle {dropped['cycle_id']}: {dropped_line(dropped[key], noun=noun)}"
+        for key, noun in (("tasks", "queued task"), ("goals", "goal"))
+        if dropped and dropped[key]
+    ]
+    return data, lines + outlet_lines(outlets) + waiting_lines + extra_lines + dropped_lines + tell
+
+
+def _dropped_tasks(home: Home) -> dict | None:
+    """The queued tasks and goals the model dropped in the newest cycle that could change the state
+    (idle and held ones skipped: an emptied queue makes the home idle), or None."""
+    newest = newest_working_record(home) or {}
+    found = {key: newest.get(key) for key in ("dropped_tasks", "dropped_goals")}
+    found = {key: [plain(item) for item in items] for key, items in found.items() if isinstance(items, list)}
+    if not any(found.values()):
+        return None
+    return {
+        "cycle_id": newest.get("cycle_id"),
+        "tasks": found.get("dropped_tasks", []),
+        "goals": found.get("dropped_goals", []),
+    }

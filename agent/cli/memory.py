@@ -4,6 +4,8 @@
     agent memory add SECTION TEXT      an entry of a list (or a line of a text), by: operator
     agent memory drop SECTION ID       an entry of a list, archived
     agent memory set SECTION TEXT      a text section's whole text ('' empties it), the old one archived
+    agent memory --at WHEN             the memory as a cycle left it then (memory_time.py: its reach)
+    agent memory --history ID          one entry's life: added, stated, merged, left, superseded
 
 An edit is the operator's (agent/memory/sections.py `operator_edit`): read-only sections included,
 never bound by the per-cycle share, within the limits. Like `agent task`, it never blocks and is
@@ -13,6 +15,7 @@ never lost: while a cycle holds the lock it waits in the inbox for the next wake
 
 from __future__ import annotations
 
+import datetime as _dt
 from pathlib import Path
 
 import click
@@ -51,16 +54,34 @@ NO_SECTIONS = "config.yaml defines no sections: the memory is the scratchpad's f
 
 @click.group(invoke_without_command=True)
 @home_option
+@click.option(
+    "--at",
+    "when",
+    metavar="WHEN",
+    help="The memory as it was then, from the snapshots: a cycle id, a UTC date (2026-11-20), an ISO "
+    "time or a duration ago (7d). It reaches back to the oldest cycle whose snapshots are kept.",
+)
+@click.option("--history", "entry_id", metavar="ID", help="One entry's life: added, stated, merged, left, superseded.")
 @json_option
 @click.pass_context
 @reports_errors
-def memory(ctx: click.Context, home_dir: Path, as_json: bool) -> None:
+def memory(ctx: click.Context, home_dir: Path, when: str | None, entry_id: str | None, as_json: bool) -> None:
     """The memory sections config.yaml defines: each with its fill and its entries (id, days, who
     wrote it), the most stable first; then the edits queued for the next wake and what is over a
     limit. `agent memory add|drop|set` edit them as the operator."""
     if ctx.invoked_subcommand is not None:
         return
     home = existing_home(home_dir)
+    if when is not None and entry_id is not None:
+        raise UsageError("--at and --history are two questions: ask one at a time")
+    if when is not None:
+        return _show_at(home, operator_text(when, "time"), as_json)
+    if entry_id is not None:
+        return _show_history(home, operator_text(entry_id, "id"), as_json)
+    _show_now(home, as_json)
+
+
+def _show_now(home: Home, as_json: bool) -> None:
     specs = load_settings(home.root).section_specs
     state = load_state(home)
     checked(state, specs, home.active)
@@ -84,6 +105,44 @@ def memory(ctx: click.Context, home_dir: Path, as_json: bool) -> None:
         echo(f"queued: {queue_edits.describe(record)}  (applied at the next wake)")
     for warning in over_limits(state, specs):
         echo(f"warning: {warning}")
+
+
+def _show_at(home: Home, when: str, as_json: bool) -> None:
+    from agent.cli.memory_time import state_at  # only --at reads the snapshots
+
+    specs = load_settings(home.root).section_specs
+    found = state_at(home, when, _dt.datetime.now(_dt.timezone.utc))
+    state = found["state"]
+    fields = {key: state.get(key) for key in ("current_task", "pending_actions", "notes")}
+    if as_json:
+        sections = [_section_json(state, spec) for spec in by_stability(specs)]
+        print_json({**{k: v for k, v in found.items() if k != "state"}, "sections": sections, **fields})
+        return
+    echo(f"memory as cycle {found['cycle_id']} left it ({found['snapshot']})")
+    for spec in by_stability(specs):
+        for line in _section_lines(state, spec):
+            echo(line)
+    echo(f"current task: {fields['current_task'] or '(none)'}")
+    for n, task in enumerate(fields["pending_actions"] or [], 1):
+        echo(f"  {n}. {task}")
+    notes = fields["notes"] or ""
+    echo("notes:" if notes else "notes: (none)")
+    for line in notes.split("\n") if notes else []:
+        echo(f"  {line}")
+    echo(f"(--at reaches back to cycle {found['reaches_back_to']}, the oldest whose snapshots are kept)")
+
+
+def _show_history(home: Home, entry_id: str, as_json: bool) -> None:
+    from agent.cli.memory_time import entry_history, history_lines
+
+    specs = load_settings(home.root).section_specs
+    lists = {spec.name: spec for spec in specs if spec.is_list}
+    history = entry_history(home, load_state(home), entry_id, lists)
+    if as_json:
+        print_json(history)
+        return
+    for line in history_lines(history):
+        echo(line)
 
 
 def _flags(spec: SectionSpec) -> str:

@@ -9,6 +9,7 @@ from agent.common.outcomes import InvalidScratchpad
 from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.memory.bounding import Archived, append_archive, archive_records
 from agent.memory.inbox import discard_queued
+from agent.memory.queue_edits import dropped_tasks, queue_drops
 from agent.scratchpad import MAX_SCRATCHPAD_BYTES, read_state_file
 from agent.store.archive import REPLACED_STATE
 from agent.store.home import Home
@@ -33,13 +34,16 @@ def current_state(home: Home) -> tuple[object | None, str | None]:
         return unusable_text(home), str(exc)
 
 
-def archive_replaced(home: Home, why: str, cycle_id: str) -> dict:
-    """Archive the state active.yaml holds and drop the inbox, archiving each edit it held, all
-    before the caller replaces active.yaml. What was kept: {"state": ..., "edits": [...]}."""
+def archive_replaced(home: Home, why: str, cycle_id: str, new_state: dict | None = None) -> dict:
+    """Archive the state active.yaml holds, each queued task `new_state` does not hold, and drop the
+    inbox, archiving each edit it held, all before the caller replaces active.yaml. What was kept:
+    {"state": ..., "edits": [...], "dropped_tasks": [...]}."""
     state, problem = current_state(home)
     reason = why if problem is None else f"{why}; the replaced active.yaml could not be used: {problem}"
+    dropped = dropped_tasks(state, new_state) if isinstance(state, dict) and new_state is not None else []
     replaced = [] if state is None else [Archived(REPLACED_STATE, state, reason)]
-    kept: dict = {"state": state, "edits": []}
+    replaced += queue_drops(dropped, f"{why}: not in the new state's queue")
+    kept: dict = {"state": state, "edits": [], "dropped_tasks": dropped}
 
     def archive(edits: list[dict]) -> None:  # in the inbox's transaction, before it is emptied
         items = replaced + [Archived(DROPPED_EDIT, edit, f"{why}: queued for the replaced memory") for edit in edits]

@@ -32,9 +32,9 @@ from agent.common.outcomes import UsageError
 from agent.common.plain import plain
 from agent.common.walk import copy_tree, remove_tree
 from agent.config import Settings, load_settings
-from agent.cycle.dispatch import ReplyError, parse_reply
 from agent.cycle.run import run_cycle
 from agent.models import resolve_model
+from agent.models.replies import ReplyError, parse_reply
 from agent.models.resolve import anchor_model_path
 from agent.scratchpad import read_state_file
 from agent.secrets import Secrets

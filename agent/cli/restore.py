@@ -32,6 +32,7 @@ from agent.cycle.examples import MAX_EXAMPLES_BYTES
 from agent.cycle.prompt import MAX_RULES_BYTES
 from agent.memory.bounding import Archived, append_archive, archive_records
 from agent.memory.inbox import apply_inbox
+from agent.memory.queue_edits import dropped_line, dropped_tasks, queue_drops
 from agent.scratchpad import load_state, write_state
 from agent.state import now_iso
 from agent.store.archive import REPLACED_STATE
@@ -76,10 +77,10 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
         home.ensure_dirs()
         replaced, reason = _replaced(home)
         source_cycle = Path(side.label).name.rsplit("_", 1)[0]
-        append_archive(
-            home,
-            archive_records([Archived(REPLACED_STATE, replaced, f"{reason} {side.label}")], source_cycle),
-        )
+        dropped = dropped_tasks(replaced, side.state) if isinstance(replaced, dict) else []
+        items = [Archived(REPLACED_STATE, replaced, f"{reason} {side.label}")]
+        items += queue_drops(dropped, f"restore {side.label}: not in the restored state's queue")
+        append_archive(home, archive_records(items, source_cycle))  # one transaction: the state and its tasks
         keep_section_ids(home, replaced)  # a restored older state never issues the replaced one's ids again
         restored = dict(side.state, last_updated=now_iso())
         write_state(home.active, restored)
@@ -88,6 +89,7 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
         "active": str(home.active),
         "replaced_state_archived_to": str(home.database.relative_to(home.root)),
         "current_task": restored["current_task"],
+        "dropped_tasks": dropped,
     }
     if as_json:
         print_json(data)
@@ -96,6 +98,8 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
     click.echo(
         f"active.yaml is now {side.label} (task: {task}); the replaced state is archived in {data['replaced_state_archived_to']} (agent show --all)"
     )
+    if dropped:
+        click.echo(escape_controls(f"archived with it: {dropped_line(dropped, 'the restore')}"))
 
 
 @click.command()

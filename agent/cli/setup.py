@@ -32,6 +32,7 @@ from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.config import MAX_CONFIG_BYTES, Settings, config_values, field_docs, load_settings, settings_from
 from agent.cycle.prompt import default_rules
 from agent.memory.queue_edits import describe as describe_edit
+from agent.memory.queue_edits import dropped_line
 from agent.scratchpad import read_state_file, write_state
 from agent.store.cycles import forget_history
 from agent.store.home import Home, remove_stale_temporaries
@@ -344,7 +345,7 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
         # queued edits and parked calls are meant for the memory being replaced: never apply them to
         # the new one. Calls first: an unreadable approvals file stops the reset before anything changed.
         calls = approvals.discard_open(home, "discarded by agent reset: the memory it was parked for was replaced")
-        kept = archive_replaced(home, f"agent reset from template '{template}'", "reset")
+        kept = archive_replaced(home, f"agent reset from template '{template}'", "reset", state)
         write_state(home.active, state)
         if clean:
             doomed = [*home.scratchpad.glob("*_before.yaml"), *home.scratchpad.glob("*_after.yaml")]
@@ -365,6 +366,7 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
                 "replaced_state_archived": kept["state"] is not None,
                 "discarded_edits": edits,
                 "discarded_calls": calls,
+                "dropped_tasks": kept["dropped_tasks"],
             }
         )
         return
@@ -372,6 +374,8 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
     if kept["state"] is not None:
         task = kept["state"].get("current_task") if isinstance(kept["state"], dict) else None
         echo(f"archived the replaced state to {archive}" + (f" (task: {task})" if task else ""))
+    if kept["dropped_tasks"]:
+        echo(f"archived with it: {dropped_line(kept['dropped_tasks'], 'the reset')}")
     for edit in edits:
         echo(f"archived the dropped queued edit to {archive}: {describe_edit(edit)}")
     for call in calls:

@@ -67,7 +67,7 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
             found = problems(state)
             if found:  # a bug in an edit, never the user's input: refuse rather than save
                 raise InvalidScratchpad(f"refusing to write {home.active}: {'; '.join(found)}")
-            archive_operator_leaving(home, context, Secrets.from_settings(settings))
+            _archive_and_record(home, settings, context, (original, earlier.state, state))
             if state != original or not home.active.exists():
                 write_state(home.active, state)
     except Busy:
@@ -95,6 +95,24 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
         return
     for line in [*(f"applied queued edit: {m}" for m in earlier.messages), *earlier.refused, message]:
         echo(line)
+
+
+def _archive_and_record(home: Home, settings: Settings, context: EditContext, states: tuple) -> None:
+    """Before the state is written: archive what the memory edits moved out, and record where the
+    entries they added came from (the inbox's queued edits applied first, then the command's own),
+    in one transaction. `states`: as read, the inbox applied, the command's edit applied."""
+    if not settings.sections or context.stamp is None:  # a home without sections: no database touched
+        archive_operator_leaving(home, context, Secrets.from_settings(settings))
+        return
+    from agent.memory.section_archive import added_rows, record_provenance
+    from agent.store.db import records
+
+    read, queued, edited = states
+    specs, stamp = settings.section_specs, context.stamp.cycle
+    rows = added_rows(read, queued, specs, stamp, "inbox") + added_rows(queued, edited, specs, stamp, "operator")
+    with records(home).write():
+        archive_operator_leaving(home, context, Secrets.from_settings(settings))
+        record_provenance(home, rows)
 
 
 def _edit_context(home: Home, settings: Settings, state: dict) -> EditContext:

@@ -3,6 +3,7 @@
 - outcomes.py          exit codes, stop reasons, and the exceptions that carry them
 - tags.py              note tags, one definition for every writer and reader
 - escape.py            model text made safe to print or log as one line
+- reading.py         text as a person reads it, for every rule that asks whether two entries say the same
 - plain.py             a loaded value (None, a list, a mapping) as a person reads it, never a repr
 - jsonschema.py        the JSON Schema subset the tools and the state use
 - safe_yaml.py         hardened YAML

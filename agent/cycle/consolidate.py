@@ -32,13 +32,14 @@ from agent.common.outcomes import FailureKind, Interrupted, LimitReached, StopRe
 from agent.cycle.sleep import save, tell
 from agent.gates.registry import check_gates, open_gates
 from agent.memory import consolidation
-from agent.memory.section_archive import archive_leaving, highest_ids
+from agent.memory.one_call import ask
+from agent.memory.section_archive import added_rows, archive_leaving, highest_ids, record_provenance
 from agent.memory.sections import Stamp, checked, entries_of, settle
-from agent.models.base import Request
 from agent.scratchpad import load_state
 from agent.secrets import Secrets
 from agent.state import now_iso
 from agent.store.cycles import new_cycle_id
+from agent.store.db import records
 from agent.store.lock import home_lock
 
 if TYPE_CHECKING:
@@ -126,13 +127,15 @@ def _consolidate(
         args
         if isinstance(args, consolidation.Reverted)
         else consolidation.check_consolidation(
-            settled.state, specs, args, max_loss=settings.consolidate_max_loss, stamp=stamp
+            settled.state, specs, args, max_loss=consolidation.Bounds.of(settings), stamp=stamp
         )
     )
     if isinstance(result, consolidation.Reverted):
         _reverted(result, report, secrets, log)
         return state
-    report.archived = archive_leaving(home, secrets, [*settled.leaving, *result.leaving], report.cycle_id)
+    with records(home).write():  # what left and where the successors came from: one transaction, before the save
+        report.archived = archive_leaving(home, secrets, [*settled.leaving, *result.leaving], report.cycle_id)
+        record_provenance(home, added_rows(settled.state, result.state, specs, report.cycle_id, "consolidation"))
     for note in result.notes:
         log(f"consolidated: {note}")
     report.end(StopReason.CONSOLIDATED)
@@ -143,20 +146,14 @@ def _ask(model: Model, settings: Settings, state: dict, report: CycleReport, sec
     """The one model call: its reply (text, or the first native call)."""
     specs = settings.section_specs
     tool = consolidation.consolidate_tool(specs, state)
-    request = Request(
-        consolidation.CONSOLIDATE_RULES,
-        consolidation.consolidate_prompt(secrets.redact(state), specs, settings.consolidate_max_loss),
-        {"anyOf": [tool.action_schema()]},
-        timeout=settings.time_budget,
-        purpose="consolidate",
-        max_output_tokens=max(settings.max_output_tokens, consolidation.reply_tokens(state, specs)),
-    )
+    rules = consolidation.CONSOLIDATE_RULES
+    prompt = consolidation.consolidate_prompt(secrets.redact(state), specs, consolidation.Bounds.of(settings))
     model.start(log)
     report.iterations = 1
-    report.prompt_bytes.append(len(request.system.encode()) + len(request.user.encode()))
-    completion = model.complete(request)
-    report.usage.add(completion.usage)
-    log(f"reply {secrets.redact_text(completion.shown)[:2000]!r} usage {completion.usage}")
+    report.prompt_bytes.append(len(rules.encode()) + len(prompt.encode()))
+    cap = max(settings.max_output_tokens, consolidation.reply_tokens(state, specs))
+    how = {"purpose": "consolidate", "timeout": settings.time_budget, "secrets": secrets, "max_output_tokens": cap}
+    completion = ask(model, rules, prompt, tool, report.usage, log, **how)  # its reply checked by the caller
     return completion.replies()[0]
 
 

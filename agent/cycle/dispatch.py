@@ -21,10 +21,9 @@ from typing import Any
 
 import agent.memory.task_checks as checks
 from agent.common.escape import escape_controls
-from agent.common.jsonschema import check, describe
+from agent.common.jsonschema import check
 from agent.common.tags import Outcome, Tag
 from agent.gates.base import NO_GATES, Action, Gate
-from agent.models.replies import ReplyError, parse_reply
 from agent.models.replies import clip_line as _clip
 from agent.state import (
     FIELD_SCHEMAS,
@@ -36,7 +35,7 @@ from agent.state import (
     field_size_problem,
     problems,
 )
-from agent.tools import NeedsApproval, Registry, ToolContext, ToolError
+from agent.tools import NeedsApproval, NotACall, Registry, ToolContext, ToolError
 
 
 def apply_update(state: dict, args: dict, own_keys: bool = False) -> tuple[dict, str | None]:
@@ -87,12 +86,6 @@ def _own_key_problem(key: str, value: Any) -> str | None:
         return f"key '{key}': {problems({key: value})[0]}"
     return field_size_problem(key, value)
 
-
-# Said with every unknown tool: where more tools come from (a tool msa's rules name, say yolo_detect).
-WHERE_TOOLS_COME_FROM = (
-    "more tools come from plugins (the agent.tools entry point) and MCP servers (mcp_servers in config.yaml); "
-    "`agent tools` lists what a cycle offers"
-)
 
 # The summary `done` records when the model gave none, as msa recorded it ("Task complete."); the
 # note says none was given. Only the dispatch fills it in: the tool's schema still asks for one.
@@ -164,30 +157,34 @@ def _action(
 ) -> Outcome | tuple[str, dict]:
     """(tool name, redacted args) of a reply that calls a tool as offered, else the Outcome saying why not."""
     try:
-        action = parse_reply(reply, ctx.settings.max_reply_bytes)
-    except ReplyError as exc:
-        problem = (
-            str(exc)
-            if cut_at is None
-            else f"the reply was cut at max_output_tokens ({cut_at}) before its JSON closed; raise max_output_tokens"
+        # the one check of a reply, msa's leniencies first (done without a summary, the model's own keys)
+        name, args, checked = registry.called(
+            reply, ctx.settings.max_reply_bytes, _msa_lenient(ctx.settings.model_keys)
         )
-        return Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(problem))
-    name, args = action["tool"], action.get("args", {})
-    if not isinstance(name, str):
-        return Outcome(Tag.PARSE_ERROR, Tag.PARSE_ERROR.line(f'"tool" must be a string, got {describe(name)}'))
-    if name not in registry:
-        listed = ", ".join(registry.names())
-        note = f"{_clip(name, 60)} (tools: {listed}; {WHERE_TOOLS_COME_FROM})"
-        return Outcome(Tag.UNKNOWN_TOOL, Tag.UNKNOWN_TOOL.line(note), name, args)
-    args = {} if args is None else args
-    if name == "done" and isinstance(args, dict) and "summary" not in args:
-        args = {**args, "summary": None}  # msa's prompts may leave it out: _done records NO_SUMMARY
-    checked, problem = _as_checked(registry[name], args, ctx.settings.model_keys)
-    problem = problem or registry[name].check_args(checked)
-    problem = problem or _not_offered(offered, name, registry[name].offered_args(checked))
+    except NotACall as no:
+        problem = (
+            f"the reply was cut at max_output_tokens ({cut_at}) before its JSON closed; raise max_output_tokens"
+            if no.unparsed and cut_at is not None
+            else no.noted
+        )
+        return Outcome(no.tag, no.tag.line(problem), no.name, no.call_args)
+    problem = _not_offered(offered, name, registry[name].offered_args(checked))
     if problem:
         return Outcome(Tag.TOOL_ERROR, Tag.TOOL_ERROR.line(f"{name}: {problem}"), name, args)
     return name, ctx.secrets.redact(args)  # no tool ever receives a secret from the model (to send, write or echo)
+
+
+def _msa_lenient(model_keys: bool):
+    """What msa's prompts may leave out or add, made checkable before the tool's schema checks a call
+    (Registry.called's `prepare`): (the arguments the call keeps, those checked, a refusal)."""
+
+    def prepare(tool: Any, args: Any) -> tuple[Any, Any, str | None]:
+        if tool.name == "done" and isinstance(args, dict) and "summary" not in args:
+            args = {**args, "summary": None}  # msa's prompts may leave it out: _done records NO_SUMMARY
+        checked, problem = _as_checked(tool, args, model_keys)
+        return args, checked, problem
+
+    return prepare
 
 
 def _as_checked(tool: Any, args: Any, model_keys: bool) -> tuple[Any, str | None]:

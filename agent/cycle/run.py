@@ -84,14 +84,15 @@ def _run(cycle: Cycle) -> CycleReport:
             log(policy_line(home.root, settings))  # probed once, remembered in logs/
             save(home, home.snapshot(report.cycle_id, "before"), woken.state, report, secrets)  # 2
             cycle.progress("start", cycle_id=report.cycle_id, model=model.name, task=report.task_before)
-            after, archived = work(cycle, woken, model, registry, log)  # 3
+            after, archived, added = work(cycle, woken, model, registry, log)  # 3
             for problem in registry.later_problems():
                 log(problem)
             settled = settle_workspace(home.root, settings)  # no setuid, setgid or world-write bit left
             if settled:
                 log(settled)
             noted_before_saving = woken.signals.noted  # from here a signal is only noted
-            after, previous = sleep(home, settings, secrets, report, log, after, archived)  # 4
+            left = [*woken.leaving, *archived]  # what settling the sections moved out, then the work
+            after, previous = sleep(home, settings, secrets, report, log, after, left, added)  # 4
             report.task_after, report.model = secrets.redact(after["current_task"]), model.name  # it answered
             done = report.stop_reason == StopReason.DONE.value  # accepted: the queue advanced
             report.task_id = task_identity.at_end(report.task_id_before, done, report.cycle_id)

@@ -2,7 +2,8 @@
 
     bound memory   notes past `notes_budget` and completed tasks past `completed_window` are
                    committed to the archive first, then leave the state; so are the entries
-                   that left a memory section during the cycle
+                   that left a memory section during the cycle, and the provenance of each
+                   entry it added (agent/store/provenance.py: its cycle and route)
     after          <id>_after.yaml: the state as the cycle left it (`last_updated` untouched)
     active         active.yaml: the same, `last_updated` stamped now; the one it replaces is kept
                    (`Kept`: a hard link) until the cycle's record is written, and put back if the
@@ -48,6 +49,7 @@ def sleep(
     log: Log,
     after: dict,
     archived: list,
+    added: list = (),
 ) -> tuple[dict, Kept]:
     """Bound `after`'s memory (archiving what leaves it, with `archived`: what reflect moved out and
     the entries that left a section), write the after snapshot and active.yaml: (the state saved,
@@ -55,14 +57,16 @@ def sleep(
     after, moved = memory.bound_memory(after, settings.notes_budget, settings.completed_window)
     sections = [item for item in archived if not isinstance(item, memory.Archived)]
     bounded = [item for item in archived if isinstance(item, memory.Archived)] + moved
-    if bounded or sections:
+    if bounded or sections or added:
         with records(home).write():  # all that leaves in one transaction, committed before any save
             _archive(home, secrets, log, bounded, report)
-            if sections:  # memory/sections.py Leaving: with the section and the id recall finds them by
-                from agent.memory.section_archive import archive_leaving
+            if sections or added:  # memory/sections.py Leaving: with the section and the id recall finds them by
+                from agent.memory.section_archive import archive_leaving, record_provenance
 
                 report.archived += archive_leaving(home, secrets, sections, report.cycle_id)
-                log(f"archived {len(sections)} section item(s)")
+                record_provenance(home, added)  # where each new entry came from, the runtime's
+                if sections:
+                    log(f"archived {len(sections)} section item(s)")
     save(home, home.snapshot(report.cycle_id, "after"), after, report, secrets)
     report.memory_digest = memory_digest(secrets.redact(after))  # what the next wake compares, if this one holds
     previous = Kept(home.active)

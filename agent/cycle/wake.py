@@ -11,6 +11,7 @@ cost budget with no price: exit 2, before anything is read or written). Then, aw
     name the cycle (its row in logs/agent.db) and start its report
     apply the inbox; idle.py decides whether there is anything to do
     open the cycle's gates: any of them may hold it (Held), so that it calls no model
+    settle the memory sections of a cycle that will run (`_settle`): what that moves out, sleep archives
 
 A cycle that is idle or held goes no further: idle.py records it (one index record). The lock is
 held until the cycle has been saved and its aftercare done.
@@ -19,6 +20,7 @@ held until the cycle has been saved and its aftercare done.
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime as _dt
 from typing import TYPE_CHECKING, Iterator, NamedTuple
 
@@ -28,10 +30,12 @@ import agent.cycle.interrupts as interrupts
 import agent.cycle.prompt as prompt
 from agent.after.report import CycleReport
 from agent.common.outcomes import Held
+from agent.common.tags import Tag
 from agent.cycle.crash import Sweep, clean_after_crash
 from agent.cycle.sleep import tell
 from agent.gates.registry import check_gates, open_gates
 from agent.scratchpad import load_state
+from agent.state import add_note
 from agent.store.cycles import new_cycle_id
 from agent.store.lock import home_lock
 from agent.tools.children import reap_recorded
@@ -90,6 +94,8 @@ class Woken(NamedTuple):
     gates: Gate | None  # None for an idle cycle: no gate is opened
     idle: str | Held | None  # why it calls no model: idle (a reason), or held by a gate
     signals: interrupts.Deferred  # a signal that arrived while awake, noted
+    read: dict | None = None  # with sections: the state as read, before the inbox and settling (provenance)
+    leaving: tuple = ()  # what settling the sections moved out: archived at sleep, whatever the work did
 
 
 @contextlib.contextmanager
@@ -108,16 +114,37 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
             checked(state, settings.section_specs, home.active)
         cycle_id = new_cycle_id(home, now)  # its row in logs/agent.db
         report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), model.name)
+        read = copy.deepcopy(state) if settings.sections else None  # before the inbox and settling change it
         before, why_idle, woke = idle.wake(home, settings, state, report, cycle.force, secrets)
         tell(report, settings, secrets, before)  # an idle cycle's record says it too
         gates = None if why_idle else open_gates(home, settings, secrets, model, cycle_id, now, woke)
-        yield Woken(before, report, swept, gates, why_idle or _held(gates, before, cycle.force), signals)
+        held = why_idle or _held(gates, before, cycle.force)
+        leaving = () if held or not settings.sections else _settle(cycle, before, cycle_id)
+        yield Woken(before, report, swept, gates, held, signals, read, leaving)
+
+
+def _settle(cycle: Cycle, state: dict, cycle_id: str) -> tuple:
+    """A cycle that will run wakes with every section in shape (agent/memory/sections.py `settle`):
+    each key made, entries written by hand adopted as the operator's, each id counter raised past
+    every id the archive holds (so none is issued twice), a section over a lowered limit brought
+    within it with a [MEMORY] note. In place: the state the cycle starts from (its before snapshot,
+    so `agent diff` shows only what the cycle did). What it moved out, for sleep to archive before
+    the state that lost it is saved, whether the work succeeds or fails."""
+    from agent.memory.section_archive import highest_ids  # a home without sections never loads them
+    from agent.memory.sections import Stamp, settle
+
+    change = settle(state, cycle.settings.section_specs, Stamp.of(cycle_id), floor=highest_ids(cycle.home))
+    state.clear()
+    state.update(change.state)
+    for note in change.notes:
+        add_note(state, Tag.MEMORY.line(note))
+    return change.leaving
 
 
 def _held(gates: Gate, state: dict, force: bool) -> Held | None:
     """Why a gate holds this cycle (no model is called), or None. Every gate's at_wake runs, forced or
-    not (the memory gate settles the sections there); `agent run --force` is never held (HoldGate
-    stands aside for it, and a hold any other gate raised is dropped)."""
+    not; `agent run --force` is never held (HoldGate stands aside for it, and a hold any other gate
+    raised is dropped)."""
     try:
         gates.at_wake(state)
     except Held as held:

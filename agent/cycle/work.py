@@ -24,7 +24,9 @@ import agent.cycle.interrupts as interrupts
 import agent.cycle.journal as journal
 import agent.cycle.prompt as prompt
 import agent.memory.bounding as memory
+import agent.memory.queue_edits as queue
 import agent.state as state_rules
+from agent.after.failures import note_failure
 from agent.after.report import killed_notes
 from agent.common.outcomes import Interrupted, StopReason
 from agent.common.tags import Tag
@@ -44,10 +46,11 @@ if TYPE_CHECKING:
     from agent.tools import Registry
 
 
-def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log) -> tuple[dict, list]:
+def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log) -> tuple[dict, list, list]:
     """Run the loop on a copy of the woken state, have the gates judge how it ended, then reflect when
     that allows it: (the state to save, what left memory meanwhile: the notes reflect moved out, the
-    entries that left a section). On any failure, the state as read plus a failure note, and nothing left."""
+    entries that left a section; the provenance of the entries added). On any failure, the state as
+    read plus a failure note, and nothing left."""
     before, report = woken.state, woken.report
     loop, archived = None, []
     try:
@@ -61,6 +64,7 @@ def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log)
     except (Exception, KeyboardInterrupt, Interrupted) as exc:
         loop, archived, (after, reason) = None, [], _failed(cycle, woken, exc, log)
     reason = woken.gates.on_end(after, reason)  # stalls judged before reflect: never reflect after a stall
+    loop_after = after  # what the loop left: an entry added after it was reflect's
     if loop is not None and cycle.settings.reflect and _reflects(reason, loop.tools.ctx.memory):
         try:
             with interrupts.raising():
@@ -68,14 +72,46 @@ def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log)
             archived += reflected
         except (Exception, KeyboardInterrupt, Interrupted) as exc:  # a signal while reflecting
             archived, (after, reason) = [], _failed(cycle, woken, exc, log)
+    archived += _dropped(cycle, before, after, report)
     report.end(reason)
-    return after, archived
+    return after, archived, _added(cycle, woken, loop_after, after)
+
+
+def _added(cycle: Cycle, woken: Woken, loop_after: dict, after: dict) -> list:
+    """The provenance rows of the section entries `after` holds that the state as read did not: by
+    wake (the inbox's operator edits, hand-written entries adopted), the model in the loop, or reflect."""
+    if not cycle.settings.sections:
+        return []
+    from agent.memory.section_archive import added_rows  # a home without sections never loads it
+
+    specs, cycle_id = cycle.settings.section_specs, woken.report.cycle_id
+    in_loop = {row[:2] for row in added_rows(woken.state, loop_after, specs, cycle_id, "model")}
+    rows = added_rows(woken.read, woken.state, specs, cycle_id, "wake")
+    for row in added_rows(woken.state, after, specs, cycle_id, "model"):
+        rows.append((*row[:3], "model" if row[:2] in in_loop else "reflect", row[4]))
+    return rows
+
+
+def _dropped(cycle: Cycle, before: dict, after: dict, report: CycleReport) -> list:
+    """What left the queue in this cycle without done (the model dropped, renamed or replaced it), and
+    the goals the model dropped: said in a note the next prompt shows and in the record `status`
+    reads; archived by the caller."""
+    dropped = queue.dropped_tasks(before, after, after["completed_tasks"][len(before["completed_tasks"]) :])
+    if dropped:
+        state_rules.add_note(after, Tag.ARCHIVED.line(queue.dropped_line(dropped)))
+        report.dropped_tasks = cycle.secrets.redact(dropped)
+    goals = queue.dropped_goals(before, after)  # the operator's too: replaced by the model, never lost
+    if goals:
+        state_rules.add_note(after, Tag.ARCHIVED.line(queue.dropped_line(goals, noun="goal")))
+        report.dropped_goals = cycle.secrets.redact(goals)
+    by_model = "dropped by the model"
+    return queue.queue_drops(dropped, by_model) + queue.queue_drops(goals, by_model, queue.DROPPED_GOAL)
 
 
 def _failed(cycle: Cycle, woken: Woken, exc: BaseException, log: Log) -> tuple[dict, StopReason]:
     """A failed cycle's state (as read, plus the failure note) and stop reason; the traceback logged."""
     after = copy.deepcopy(woken.state)  # failed cycles count toward stalls
-    state_rules.add_note(after, woken.report.fail(exc, cycle.secrets))
+    note_failure(cycle.home, after, woken.report, woken.report.fail(exc, cycle.secrets), cycle.secrets)  # folded
     log(f"cycle failed: {woken.report.error}")
     if not isinstance(exc, ModelError):  # a bug's traceback; an HTTP error or a timeout is its line above
         log.block(traceback.format_exc())
@@ -142,7 +178,7 @@ def _loop(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log
 
 def _sections(cycle: Cycle, woken: Woken) -> Any:
     """The cycle's memory sections as its updates apply them (None: the home has none); the woken
-    state (settled by the memory gate) bounds what may leave each list in this cycle."""
+    state (settled at wake) bounds what may leave each list in this cycle."""
     if not cycle.settings.sections:
         return None
     from agent.memory.sections import Edits, Stamp  # a home without sections never loads them

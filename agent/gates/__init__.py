@@ -7,5 +7,4 @@
 - budgets.py    tokens and money per UTC day and month
 - stalls.py     a task that ends cycle after cycle without `done`
 - holds.py      after a stall or a parked call, no model until something changes
-- memory.py     the operator's sections, settled at wake
 """

@@ -41,7 +41,6 @@ GATES: list[tuple[str, When]] = [
     ("agent.gates.checks:CheckGate", always),
     ("agent.gates.stalls:StallGate", always),
     ("agent.gates.holds:HoldGate", always),
-    ("agent.gates.memory:MemoryGate", lambda s, home: bool(s.sections)),  # last: a gate that holds comes first
 ]
 
 

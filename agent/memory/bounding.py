@@ -20,11 +20,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from agent.common.plain import plain
 from agent.common.safe_yaml import dump_yaml
 from agent.common.tags import Tag
-from agent.models.base import Request
-from agent.models.replies import ReplyError, parse_reply
+from agent.memory.one_call import ask_once
+from agent.models.replies import ReplyError
 from agent.secrets import Secrets
 from agent.state import InvariantViolation, invariant_problems
 from agent.store.archive import append_archive as append_to_archive
@@ -38,9 +37,9 @@ ARCHIVE_MARKER = Tag.ARCHIVED.value
 class Archived:
     """One item moved out of active.yaml: a note line or a completed task."""
 
-    kind: str  # "note" | "completed_task"
+    kind: str  # "note" | "completed_task" | "queued_task" (memory/queue_edits.py) | "replaced_state" ...
     value: object
-    reason: str  # "notes_budget" | "completed_window" | "reflect"
+    reason: str  # "notes_budget" | "completed_window" | "reflect" | "dropped by the model" ...
 
 
 # Bounds that hold even when notes_budget or completed_window is null (unbounded): without them
@@ -173,21 +172,13 @@ def reflect_sections(
     unreflected state, and an interrupt is not caught."""
     from agent.memory.sections import REFLECT_RULES, reflect_tool  # only a home with sections reflects this way
 
-    tool = reflect_tool(sections.specs)
     redact = secrets.redact if secrets else (lambda value: value)
     try:
-        completion = model.complete(
-            Request(
-                REFLECT_RULES,
-                reflect_sections_prompt(redact(state), sections.specs),
-                {"anyOf": [tool.action_schema()]},
-                timeout=timeout,
-                purpose="reflect",
-            )
+        prompt = reflect_sections_prompt(redact(state), sections.specs)
+        tool = reflect_tool(sections.specs)
+        args = ask_once(
+            model, REFLECT_RULES, prompt, tool, usage, log, purpose="reflect", timeout=timeout, secrets=secrets
         )
-        usage.add(completion.usage)
-        log(f"reflect: reply {redact(completion.shown)[:2000]!r}")  # redacted before the cut: no half key
-        args = _reflect_args(tool, completion.replies()[0])
         edits = {k: v for k, v in args.items() if k != "notes"}
         curated, moved = apply_curation(state, args["notes"]) if "notes" in args else (state, [])
         change = sections.apply(curated, redact(edits))
@@ -201,18 +192,6 @@ def reflect_sections(
         return state, [], f"kept unreflected: {type(exc).__name__}: {exc}"
     log(f"reflect: {'; '.join(change.notes) or 'no section changed'} ({len(moved)} note line(s) archived)")
     return change.state, [*moved, *change.leaving], "applied"
-
-
-def _reflect_args(tool: Tool, reply: Any) -> dict:
-    """The arguments of a reflect reply's call to `tool` (ReplyError when it is not one)."""
-    action = parse_reply(reply)  # the text, or the first native call
-    if action.get("tool") != tool.name:
-        raise ReplyError(f"expected the {tool.name} tool, got {action.get('tool')!r}")
-    args = {} if action.get("args") is None else action.get("args")
-    problem = tool.check_args(args)
-    if problem:
-        raise ReplyError(problem)
-    return args
 
 
 def reflect_sections_prompt(state: dict, specs: Any) -> str:
@@ -256,27 +235,13 @@ def reflect(
 
     Any failure keeps the unreflected state (status says why); an interrupt is not caught.
     """
-    tool = curate_tool()
     redact = secrets.redact if secrets else (lambda value: value)
     try:
-        completion = model.complete(
-            Request(
-                REFLECT_RULES,
-                reflect_prompt(redact(state)),
-                {"anyOf": [tool.action_schema()]},
-                timeout=timeout,
-                purpose="reflect",
-            )
+        prompt = reflect_prompt(redact(state))
+        args = ask_once(
+            model, REFLECT_RULES, prompt, curate_tool(), usage, log, purpose="reflect", timeout=timeout, secrets=secrets
         )
-        usage.add(completion.usage)
-        log(f"reflect: reply {redact(completion.shown)[:2000]!r}")  # redacted before the cut: no half key
-        action = parse_reply(completion.replies()[0])  # the text, or the first native call
-        if action.get("tool") != tool.name:
-            raise ReplyError(f"expected the {tool.name} tool, got {plain(action.get('tool'), 'no tool')}")
-        problem = tool.check_args(action.get("args"))
-        if problem:
-            raise ReplyError(problem)
-        curated, moved = apply_curation(state, action["args"]["notes"])
+        curated, moved = apply_curation(state, args["notes"])
         broken = invariant_problems(before, curated)
         if broken:
             raise InvariantViolation("; ".join(broken))

@@ -12,15 +12,22 @@ citation-superset invariant of seed 002, with a bounded loss):
 
   (a) every id the section held ends in exactly one place: kept, cited by exactly one successor, or
       archived; `cites` and `archive` name only ids the section held;
-  (b) entries after >= ceil((1 - consolidate_max_loss) x entries before): merging n into one costs n - 1;
+  (b) entries after >= ceil((1 - consolidate_max_loss) x entries before): merging n into one costs n - 1,
+      except a merge that loses nothing: sources the runtime finds near-identical (every two share at
+      least `consolidate_near_identical` of their words, as read and case aside) and a successor that
+      keeps every word of each; it costs 1, whatever n (so a run still shrinks a section by at most
+      the share: ten entries never become four, however alike);
   (c) successors earn nothing: `days` the least of their sources', `merged_from` their sources,
       `by: model`; a successor cites at least one id, and its text is one line, no longer than its
       sources' texts together, within entry_chars, and says what no other entry after the run says
-      (whitespace and case aside, as APPEND matches);
+      (as read and case aside, as APPEND matches: agent/common/reading.py);
   (d) an operator entry is kept as it is (never merged, never archived); an entry stated on 2 days
       or more, or a successor of one (it carries `protected: true`), is kept or has a successor, never
       archived bare;
-  (e) nothing else changes: only writable list sections may be named, and every limit holds.
+  (e) nothing else changes: only writable list sections may be named, and every limit holds;
+  (f) a successor stands for at most `consolidate_max_lineage` original entries, counting what each of
+      its sources stood for (`stands_for`, runtime-owned): loss is bounded across runs too, so 5 -> 3 -> 1
+      over two nights, or a chain of merges ending with one line for a dozen facts, is refused.
 
 Anything else is a list of violations and the caller keeps active.yaml byte-identical. The reply's
 size is bounded before it is parsed (`reply_cap`), and every check refuses an oversized part before
@@ -31,11 +38,15 @@ archives what leaves (each record naming the successor that replaced it) before 
 from __future__ import annotations
 
 import copy
+import itertools
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from agent.common.escape import escape_controls
 from agent.common.plain import described
+from agent.common.reading import as_read, reads_empty
+from agent.config import Settings
 from agent.memory.sections import (
     MODEL,
     OPERATOR,
@@ -44,6 +55,7 @@ from agent.memory.sections import (
     Leaving,
     Stamp,
     entries_of,
+    lineage,
     most_lost,
     next_id,
     protected,
@@ -190,25 +202,29 @@ entries that leave without a successor in "archive". A section you do not name s
 
 (a) Every id the section held ends in exactly one place: kept, cited by exactly one new entry, or
     archived. Cite only ids of that section.
-(b) Shrink by at most the share shown: merging n entries into one counts n - 1.
+(b) Shrink by at most the share shown: merging n entries into one counts n - 1, unless they say the
+    same (nearly the same words) and the new entry keeps every word of each: that counts 1.
 (c) A new entry adds no facts: it cites at least one id, is one line, is no longer than the entries
     it cites together, and says something no other entry says.
 (d) An operator entry is kept as it is. An entry marked protected is kept or cited, never archived.
 (e) Do not touch anything else.
+(f) A new entry stands for at most the original entries shown, counting what each entry it cites
+    stands for (marked "stands for N").
 
 Reply with one JSON object: {"tool": "consolidate", "args": {"sections": {...}, "archive": [...]}}.
 """
 
 
-def consolidate_prompt(state: dict, specs: Iterable[SectionSpec], max_loss: float) -> str:
+def consolidate_prompt(state: dict, specs: Iterable[SectionSpec], max_loss: float | Bounds) -> str:
     """What the consolidation is shown: each section it may rewrite, every entry with its id, its
-    strength and whose it is, and the most the section may lose."""
-    lines = []
+    strength, whose it is and what it stands for, and the most the section may lose."""
+    bounds = max_loss if isinstance(max_loss, Bounds) else Bounds(max_loss)
+    lines = [f"A new entry stands for at most {bounds.max_lineage} original entries.", ""]
     for spec in consolidatable(specs):
         entries = entries_of(state, spec)
         if not entries:
             continue
-        least = len(entries) - most_lost(len(entries), max_loss)
+        least = len(entries) - most_lost(len(entries), bounds.max_loss)
         lines += [
             f"## {spec.name} ({len(entries)} entries; keep at least {least}; at most {spec.limit})",
             *([escape_controls(spec.description)] if spec.description else []),
@@ -216,6 +232,7 @@ def consolidate_prompt(state: dict, specs: Iterable[SectionSpec], max_loss: floa
         for entry in entries:
             tags = [f"{entry.get('days', 1)} day(s)", *(["operator"] if entry.get("by") == OPERATOR else [])]
             tags += ["protected"] if protected(entry) and entry.get("by") != OPERATOR else []
+            tags += [f"stands for {lineage(entry)}"] if lineage(entry) > 1 else []
             lines.append(
                 f"- {escape_controls(entry.get('id'))} [{', '.join(tags)}] {escape_controls(entry.get('text', ''))}"
             )
@@ -238,12 +255,33 @@ def parse_consolidation(reply: Any, state: dict, specs: Iterable[SectionSpec]) -
 # ----------------------------------------------------------------------------------- checking
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """What a consolidation may lose: per run (`max_loss`, rule b), across runs (`max_lineage`,
+    rule f), and how alike sources must be for a merge to lose nothing (`near_identical`)."""
+
+    max_loss: float
+    max_lineage: int = Settings.consolidate_max_lineage
+    near_identical: float = Settings.consolidate_near_identical
+
+    @classmethod
+    def of(cls, settings: Settings) -> Bounds:
+        return cls(settings.consolidate_max_loss, settings.consolidate_max_lineage, settings.consolidate_near_identical)
+
+
 def check_consolidation(
-    state: dict, specs: Iterable[SectionSpec], args: Any, *, max_loss: float, stamp: Stamp
+    state: dict,
+    specs: Iterable[SectionSpec],
+    args: Any,
+    *,
+    max_loss: float | Bounds,
+    stamp: Stamp,
 ) -> Accepted | Reverted:
     """Accept a consolidation (`args`, as the model sent them) of `state`: the new state, what left
     (each with the id of its successor, if any) and a note per section; or Reverted with every
-    violation found (at most MOST_VIOLATIONS)."""
+    violation found (at most MOST_VIOLATIONS). `max_loss`: the Bounds (or consolidate_max_loss alone,
+    the other bounds at their defaults)."""
+    bounds = max_loss if isinstance(max_loss, Bounds) else Bounds(max_loss)
     specs = tuple(specs)
     found = _Violations()
     owner = {e.get("id"): spec.name for spec in specs if spec.is_list for e in entries_of(state, spec)}
@@ -254,7 +292,7 @@ def check_consolidation(
     archived = _archive_by_section(archive, sections, owner, found)
     by_name = specs_by_name(specs)
     for name, items in sections.items():
-        _check_section(state, by_name[name], items, archived.get(name, []), owner, max_loss, found)
+        _check_section(state, by_name[name], items, archived.get(name, []), owner, bounds, found)
     if found:
         return found.reverted()
     return _applied(state, by_name, sections, archived, stamp)
@@ -328,7 +366,7 @@ def _check_section(
     items: list,
     archived: list[str],
     owner: dict,
-    max_loss: float,
+    bounds: Bounds,
     found: _Violations,
 ) -> None:
     name, before = spec.name, {e.get("id"): e for e in entries_of(state, spec)}
@@ -343,12 +381,54 @@ def _check_section(
         places.setdefault(entry_id, []).append("archived")
     for entry_id, entry in before.items():
         _check_places(spec, entry_id, entry, places.get(entry_id, []), found)
-    least = len(before) - most_lost(len(before), max_loss)
+    credit = _lineage_and_credit(spec, items, before, bounds, found)
+    least = len(before) - most_lost(len(before), bounds.max_loss) - credit
     if len(items) < least:
         found.add(
             f"(b) {name}: {len(items)} entries after, fewer than the {least} that must stay of {len(before)} "
-            f"(consolidate_max_loss {max_loss}; merging n entries into one costs n - 1)"
+            f"(consolidate_max_loss {bounds.max_loss}; merging n entries into one costs n - 1"
+            + (f"; {credit} more may go by merges that lose nothing" if credit else "")
+            + ")"
         )
+
+
+def _lineage_and_credit(spec: SectionSpec, items: list, before: dict, bounds: Bounds, found: _Violations) -> int:
+    """Rule (f) for each successor (a violation added for one standing for too many), and the entries
+    that merges losing nothing take off rule (b)'s count: such a merge of n costs 1, not n - 1."""
+    credit = 0
+    for index, item in enumerate(items):
+        cites = item.get("cites") if isinstance(item, dict) and "id" not in item else None
+        if not isinstance(cites, list) or not isinstance(item.get("text"), str):
+            continue  # not a successor, or one whose shape rule (c) refused
+        sources = [before[c] for c in cites if isinstance(c, str) and c in before]
+        stands = sum(lineage(s) for s in sources)
+        if stands > bounds.max_lineage:
+            found.add(
+                f"(f) {spec.name}[{index}] would stand for {stands} original entries (what its sources stood "
+                f"for); at most {bounds.max_lineage} (consolidate_max_lineage)"
+            )
+        elif len(sources) == len(cites) > 1 and _loses_nothing(
+            item["text"], [s.get("text", "") for s in sources], bounds
+        ):
+            credit += len(sources) - 2
+    return credit
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(as_read(text).casefold()))
+
+
+def _loses_nothing(text: str, sources: list[str], bounds: Bounds) -> bool:
+    """Whether a merge of `sources` into `text` loses nothing: every two sources near-identical (the
+    words they share over all their words at least `near_identical`) and `text` keeps every word."""
+    words = [_words(source) for source in sources]
+    kept = _words(text)
+    if not all(w <= kept for w in words):
+        return False
+    return all(len(a & b) >= bounds.near_identical * len(a | b) for a, b in itertools.combinations(words, 2))
 
 
 def _check_item(
@@ -397,7 +477,7 @@ def _check_successor(
     spec: SectionSpec, where: str, item: dict, before: dict, owner: dict, places: dict, found: _Violations
 ) -> None:
     text, cites = item.get("text"), item.get("cites")
-    if not isinstance(text, str) or not text.strip() or len(text.strip().splitlines()) > 1:
+    if not isinstance(text, str) or reads_empty(text) or len(text.strip().splitlines()) > 1:
         found.add(f"(c) {where}: a successor's text must be one line of text, got {described(text)}")
         return
     if not isinstance(cites, list) or not cites:
@@ -410,14 +490,15 @@ def _check_successor(
     text = text.strip()
     if len(text) > spec.entry_chars:
         found.add(f"(c) {where} is {len(text)} characters, over entry_chars ({spec.entry_chars})")
-    budget = sum(len(before[c].get("text", "")) for c in sources)
-    if len(sources) == len(cites) and len(text) > budget:
-        found.add(f"(c) {where} is {len(text)} characters, longer than its sources together ({budget})")
+    # as read: invisible characters in its sources buy a successor no room, nor do its own count
+    budget = sum(len(as_read(before[c].get("text", ""))) for c in sources)
+    if len(sources) == len(cites) and len(as_read(text)) > budget:
+        found.add(f"(c) {where} is {len(as_read(text))} characters, longer than its sources together ({budget})")
 
 
 def _check_repeats(spec: SectionSpec, items: list, before: dict, found: _Violations) -> None:
-    """A successor says something no other entry after the run says (whitespace and case aside, as
-    APPEND matches): a successor repeating a kept entry would drop what its sources said while its
+    """A successor says something no other entry after the run says (as read and case aside, as
+    APPEND matches: agent/common/reading.py): a successor repeating a kept entry would drop what its sources said while its
     ids add up, and give the repeated statement days it never earned."""
     first: dict[str, tuple[str, bool]] = {}  # what is said -> where first, and whether by a successor
     for index, item in enumerate(items):
@@ -480,6 +561,9 @@ def _applied(state: dict, by_name: dict, sections: dict, archived: dict, stamp: 
                 "last_day": min(str(s.get("last_day")) for s in sources),
                 "merged_from": [s["id"] for s in sources],
             }
+            stands = sum(lineage(s) for s in sources)
+            if stands != len(sources):  # a source was itself a successor (else merged_from says it)
+                successor["stands_for"] = stands
             if any(protected(s) for s in sources):
                 successor["protected"] = True  # protection is not laundered by merging with a weaker entry
             entries.append(successor)

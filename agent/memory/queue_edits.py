@@ -12,19 +12,27 @@ record waits in the inbox (agent/memory/inbox.py) and is applied by `apply_edit`
 Pure: state in, state changed in place, a message out; UsageError refuses. A memory edit is the
 operator's (agent/memory/sections.py `operator_edit`, read-only sections included); what it moves
 out of a section is added to the `EditContext`'s `leaving`, for the caller to archive before it saves.
+
+What leaves the queue without `done` (the model dropping, renaming or replacing a queued task, a
+restore or a reset replacing the queue) is told by `dropped_tasks`, the one comparison of two
+queues, and archived with kind QUEUED_TASK (`queue_drops`) before the state that lost it is saved.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import agent.memory.task_checks as checks
 from agent.common.outcomes import UsageError
+from agent.common.reading import reads_empty
 
 OPS = ("task_add", "task_drop", "goal_add", "goal_drop", "memory_add", "memory_drop", "memory_set", "resume")
 MEMORY_OPS = ("memory_add", "memory_drop", "memory_set")
 RESUME = {"op": "resume"}
+QUEUED_TASK = "queued_task"  # the archive's kind for a task that left the queue without done
+DROPPED_GOAL = "goal"  # the archive's kind for a goal the model dropped (goals are the operator's)
 
 
 @dataclass
@@ -73,6 +81,67 @@ def describe(edit: dict) -> str:
     return text + (f" [check: {edit['check']}]" if edit.get("check") else "")
 
 
+def queued(state: dict) -> list[str]:
+    """The queue of a state: the current task, then the pending ones."""
+    current = state.get("current_task")
+    return ([current] if isinstance(current, str) and current else []) + [
+        task for task in state.get("pending_actions") or [] if isinstance(task, str)
+    ]
+
+
+def task_key(text: str) -> str:
+    """What makes two queued tasks one task when two queues are compared: their text, for now. (A
+    runtime task identity, when the records hold one, is used here and nowhere else.) A duplicate
+    is a second task of the same key, counted; a rename is a new key, and the old one is dropped."""
+    return text
+
+
+def dropped_tasks(before: dict, after: dict, completed: Iterable[Any] = ()) -> list[str]:
+    """The tasks `before` queues that `after` does not, nor `completed` (entries completed between
+    the two: done's {"task": ..., "summary": ...}), in `before`'s order; duplicates counted."""
+    done = [entry["task"] for entry in completed if isinstance(entry, dict) and isinstance(entry.get("task"), str)]
+    return _missing(queued(before), [*queued(after), *done])
+
+
+def dropped_goals(before: dict, after: dict) -> list[str]:
+    """The goals `before` holds that `after` does not (the model replaced the list), duplicates counted."""
+    return _missing(_texts(before.get("goals")), _texts(after.get("goals")))
+
+
+def _texts(items: Any) -> list[str]:
+    return [item for item in items or [] if isinstance(item, str)]
+
+
+def _missing(before: list[str], after: list[str]) -> list[str]:
+    """The items of `before` that `after` does not hold, by `task_key`, in `before`'s order; duplicates counted."""
+    held = Counter(task_key(item) for item in after)
+    missing = []
+    for item in before:
+        if held[task_key(item)] > 0:
+            held[task_key(item)] -= 1
+        else:
+            missing.append(item)
+    return missing
+
+
+def queue_drops(tasks: Iterable[str], reason: str, kind: str = QUEUED_TASK) -> list:
+    """The archive items (memory/bounding.py Archived) of tasks that left the queue without done (or,
+    with kind DROPPED_GOAL, of goals)."""
+    from agent.memory.bounding import Archived
+
+    return [Archived(kind, task, reason) for task in tasks]
+
+
+def dropped_line(tasks: list[str], who: str = "the model", noun: str = "queued task") -> str:
+    """The note that says what left the queue: "the model dropped 2 queued tasks: a; b (...)"."""
+    shown = "; ".join(task if len(task) <= 200 else task[:199] + "…" for task in tasks[:20])
+    more = f"; and {len(tasks) - 20} more" if len(tasks) > 20 else ""
+    return (
+        f"{who} dropped {len(tasks)} {noun}{'s' if len(tasks) != 1 else ''}: {shown}{more} "
+        "(archived: `agent show --all` lists them, recall finds them)"
+    )
+
+
 def _pick(items: list, number: Any, what: str) -> int:
     """The list index of item NUMBER (counted from 1), or a usage error naming the valid range."""
     if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= len(items):
@@ -85,7 +154,7 @@ def _pick(items: list, number: Any, what: str) -> int:
 
 def _text(edit: dict) -> str:
     text = edit.get("text")
-    if not isinstance(text, str) or not text.strip():
+    if not isinstance(text, str) or reads_empty(text):  # nothing a person could read: U+200B alone too
         raise UsageError(f"{edit.get('op', 'edit')}: the text is empty")
     return text.strip()
 

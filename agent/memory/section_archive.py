@@ -96,3 +96,28 @@ def still_held(record: dict, state: dict) -> bool:
     if isinstance(record.get("id"), str):
         return isinstance(held, list) and any(isinstance(e, dict) and e.get("id") == record["id"] for e in held)
     return isinstance(held, str) and isinstance(value, str) and bool(value) and value in held
+
+
+def added_rows(before: dict | None, after: dict, specs: Iterable, cycle_id: str, route: str) -> list[tuple]:
+    """The provenance rows (agent/store/provenance.py) of the list entries `after` holds whose ids
+    `before` does not: (section, id, cycle id, route, {by, merged_from}). Pure."""
+    rows = []
+    for spec in specs:
+        if not spec.is_list or before is None:
+            continue
+        had = {e.get("id") for e in before.get(spec.name) or [] if isinstance(e, dict)}
+        for entry in after.get(spec.name) or []:
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"] not in had:
+                record = {"by": entry.get("by")}
+                if isinstance(entry.get("merged_from"), list):
+                    record["merged_from"] = entry["merged_from"]
+                rows.append((spec.name, entry["id"], cycle_id, route, record))
+    return rows
+
+
+def record_provenance(home: Home, rows: list[tuple]) -> None:
+    """Write provenance rows (before the state holding their entries is saved)."""
+    if rows:
+        from agent.store.provenance import add_provenance
+
+        add_provenance(home, rows)

@@ -11,6 +11,7 @@ string of at most `limit` characters. A `list` section holds entries, each a map
       days: 3               runtime-owned: on how many distinct UTC days it was stated
       last_day: '2026-01-18'        runtime-owned: the last of them
       merged_from: [known-3, known-7]   runtime-owned, on a successor made by consolidation
+      stands_for: 3         runtime-owned, on a successor: the original entries its lineage merged
 
 The model never writes a runtime-owned field: it sends strings (`"APPEND: text"`, `"REMOVE: id"`,
 `"CLEAR"`, a new text) and the runtime builds the entries. Nothing leaves a section except into
@@ -44,6 +45,7 @@ from agent.common.cycle_ids import SECOND_FORMAT, cycle_started
 from agent.common.escape import escape_controls
 from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.common.plain import described
+from agent.common.reading import as_read, reads_empty
 from agent.setting_checks import SectionSpec, by_stability, edit_schemas
 from agent.state import SECTION_IDS_KEY
 from agent.tools import Tool
@@ -52,7 +54,7 @@ APPEND, REMOVE, CLEAR = "APPEND:", "REMOVE:", "CLEAR"
 MODEL, OPERATOR = "model", "operator"
 # The fields of an entry only the runtime writes (and the order a new entry's keys are written in).
 ENTRY_KEYS = ("id", "text", "by", "added", "days", "last_day")
-RUNTIME_ENTRY_KEYS = frozenset({"id", "by", "added", "days", "last_day", "merged_from", "protected"})
+RUNTIME_ENTRY_KEYS = frozenset({"id", "by", "added", "days", "last_day", "merged_from", "protected", "stands_for"})
 # The days on which an entry must have been stated to be protected (never archived bare by a consolidation).
 PROTECTED_DAYS = 2
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -143,12 +145,13 @@ def text_of(state: dict, spec: SectionSpec) -> str:
 
 
 def said(text: str) -> str:
-    """What a statement says, whitespace and case aside: equal for two that say the same."""
-    return " ".join(text.split()).casefold()
+    """What a statement says, as a person reads it (agent/common/reading.py: invisible code points,
+    NFKC and white space aside), case aside: equal for two that say the same."""
+    return as_read(text).casefold()
 
 
 def same_text(a: str, b: str) -> bool:
-    """Whether two statements say the same, whitespace and case aside."""
+    """Whether two statements say the same, as read and case aside."""
     return said(a) == said(b)
 
 
@@ -183,6 +186,19 @@ def removal_allowance(count: int, max_loss: float) -> int:
     """How many of the `count` entries a list section held when a cycle began may leave it in that
     cycle: `consolidate_max_loss` of them, and always at least one."""
     return max(1, most_lost(count, max_loss))
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def lineage(entry: dict) -> int:
+    """How many original entries `entry` stands for: 1, or a successor's `stands_for` (one made
+    before that field was kept: at least its sources)."""
+    if _count(entry.get("stands_for")):
+        return entry["stands_for"]
+    merged = entry.get("merged_from")
+    return max(len(merged), 1) if isinstance(merged, list) else 1
 
 
 def protected(entry: dict) -> bool:
@@ -330,7 +346,7 @@ def _text_edit(state: dict, spec: SectionSpec, value: str, ctx: _Context) -> Non
     name, old = spec.name, text_of(state, spec)
     if value.startswith(APPEND):
         line = value[len(APPEND) :].strip()
-        if not line:
+        if reads_empty(line):
             raise _Refused(f"section '{name}': nothing to append after '{APPEND}'")
         state[name] = _appended_text(state, spec, old, line, ctx)
         ctx.notes.append(f"{name}: appended a line ({fill(state, spec)})")
@@ -343,6 +359,8 @@ def _text_edit(state: dict, spec: SectionSpec, value: str, ctx: _Context) -> Non
 def _replace_text(state: dict, spec: SectionSpec, new: str, ctx: _Context) -> None:
     """The text replaced by `new` ('' empties it), the old one archived; refused when too long."""
     name, old = spec.name, text_of(state, spec)
+    if new and reads_empty(new):
+        raise _Refused(f"section '{name}': the new text shows nothing readable (send CLEAR to empty it)")
     if len(new) > spec.limit:
         raise _Refused(
             f"section '{name}' holds at most {spec.limit} characters; this text is {len(new)} "
@@ -424,7 +442,7 @@ def _append_entry(state: dict, spec: SectionSpec, text: str, ctx: _Context) -> N
 
 
 def _check_entry_text(spec: SectionSpec, text: str) -> None:
-    if not text:
+    if reads_empty(text):
         raise _Refused(f"section '{spec.name}': nothing to add after '{APPEND}'")
     if not _one_line(text):
         raise _Refused(f"section '{spec.name}': an entry is one line; send each line as its own APPEND")
@@ -524,7 +542,7 @@ def operator_edit(state: dict, spec: SectionSpec | None, op: str, value: str, st
 
 
 def _operator_line(state: dict, spec: SectionSpec, line: str, ctx: _Context) -> None:
-    if not line:
+    if reads_empty(line):
         raise _Refused(f"section '{spec.name}': the text is empty")
     state[spec.name] = _appended_text(state, spec, text_of(state, spec), line, ctx)
     ctx.notes.append(f"{spec.name}: appended a line ({fill(state, spec)})")
@@ -633,6 +651,7 @@ def _item_problem(item: Any, where: str) -> str | None:
         "last_day": isinstance(item.get("last_day"), (str, _dt.date)) and bool(DAY.fullmatch(str(item["last_day"]))),
         "merged_from": isinstance(item.get("merged_from", []), list),
         "protected": isinstance(item.get("protected", False), bool),
+        "stands_for": _count(item.get("stands_for", 1)),
     }
     wrong = [key for key, ok in checks.items() if not ok]
     if wrong:

@@ -64,6 +64,15 @@ def section_records(home: Home, section: str | None = None) -> Iterator[tuple[in
     yield from ((seq, record) for seq, text in rows if (record := loaded(text)) is not None)
 
 
+def entry_records(home: Home, section: str, entry_id: str) -> list[dict]:
+    """Every archive record of one section entry (it may leave more than once: a cycle that did not
+    save, a restore), oldest first; by the archive's (section, entry_id) index."""
+    rows = records(home, create=False).rows(
+        "SELECT record FROM archive WHERE section = ? AND entry_id = ? ORDER BY seq", (section, entry_id)
+    )
+    return [record for (text,) in rows if (record := loaded(text)) is not None]
+
+
 def sections_left_since(home: Home, first_cycle_id: str) -> Iterator[tuple[str, str, str | None, str | None, str]]:
     """(cycle id, section, entry id, successor, reason) of what left the memory sections in the cycles
     (and operator commands) from `first_cycle_id` on, newest first, streamed. Rows are added under

@@ -92,6 +92,22 @@ def with_files_newest_first(home: Home) -> Iterator[str]:
     return (cycle_id for (cycle_id,) in rows)
 
 
+def newest_working_record(home: Home) -> dict | None:
+    """The newest record of a cycle that was not idle or held (one that could change the state);
+    the filter runs inside SQLite, walking the primary key backwards."""
+    found = records(home, create=False).one(
+        "SELECT record FROM cycle WHERE record IS NOT NULL AND json_valid(record) "
+        "AND json_extract(record, '$.stop_reason') NOT IN ('idle', 'held') ORDER BY id DESC LIMIT 1"
+    )
+    return loaded(found[0]) if found else None
+
+
+def oldest_with_files(home: Home) -> str | None:
+    """The oldest cycle whose snapshots or log are still on disk (retention prunes the older ones)."""
+    found = records(home, create=False).one("SELECT id FROM cycle WHERE files ORDER BY id LIMIT 1")
+    return found[0] if found else None
+
+
 def record_of(home: Home, cycle_id: str) -> tuple[bool, dict | None]:
     """(whether the id was ever given, its record or None)."""
     found = records(home, create=False).one("SELECT record FROM cycle WHERE id = ?", (cycle_id,))

@@ -212,3 +212,15 @@ def m005_cycle_window(db: Database) -> None:
     cycle left files, so the window's counts by stop reason and by hour, and the search for its
     incidents and newest cycles, never parse a record they do not show."""
     db.execute("CREATE INDEX cycle_window ON cycle (id, stop_reason, files)")
+
+
+@migration
+def m006_provenance(db: Database) -> None:
+    """Where each memory section entry came from, as the runtime saw it (agent/store/provenance.py):
+    the cycle (or operator command) that added it and the route (`operator`, `inbox`, `wake`,
+    `model`, `reflect`, `consolidation`); one row per (section, entry id), the last save's."""
+    db.execute(
+        """CREATE TABLE provenance (section TEXT NOT NULL, entry_id TEXT NOT NULL, format INTEGER NOT NULL,
+        cycle_id TEXT NOT NULL, route TEXT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (section, entry_id))
+        WITHOUT ROWID"""
+    )

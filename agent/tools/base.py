@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from agent.common.jsonschema import check, describe, schema_for, type_name
+from agent.common.tags import Tag
 from agent.config import Settings
 from agent.secrets import Secrets
 from agent.setting_checks import SectionSpec, edit_schemas
@@ -271,6 +272,27 @@ def control_tools(sections: tuple[SectionSpec, ...] = ()) -> list[Tool]:
 # ----------------------------------------------------------------------------------- registry
 
 
+# Said with every unknown tool: where more tools come from (a tool msa's rules name, say yolo_detect).
+WHERE_TOOLS_COME_FROM = (
+    "more tools come from plugins (the agent.tools entry point) and MCP servers (mcp_servers in config.yaml); "
+    "`agent tools` lists what a cycle offers"
+)
+
+
+class NotACall(Exception):
+    """Why a reply is not a call of an offered tool with valid arguments: the note's tag and text
+    (`unparsed`: the reply is no JSON action at all), and what it named, if anything."""
+
+    def __init__(self, tag: Tag, problem: str, name: Any = None, args: Any = None, unparsed: bool = False):
+        super().__init__(problem)
+        self.tag, self.problem, self.name, self.call_args, self.unparsed = tag, problem, name, args, unparsed
+
+    @property
+    def noted(self) -> str:
+        """The problem as the dispatcher's note says it (bad arguments: after the tool's name)."""
+        return f"{self.name}: {self.problem}" if self.tag is Tag.TOOL_ERROR else self.problem
+
+
 class Registry:
     """The tools offered in one cycle, in the order the prompt lists them.
 
@@ -298,6 +320,33 @@ class Registry:
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def called(self, reply: Any, max_reply_bytes: int | None = None, prepare: Callable | None = None) -> tuple:
+        """(tool name, arguments, the arguments as checked) of a reply that calls one of these tools
+        with valid arguments; else NotACall, saying why as the dispatcher notes it. The one check of a
+        reply: the loop's dispatcher and every one-off call (reflect, agent/memory/one_call.py) make
+        it. `prepare(tool, args)` -> (args, args to check, refusal): what a caller lets through
+        before the schema (the dispatcher: msa's prompts' done without a summary)."""
+        from agent.models.replies import ReplyError, clip_line, parse_reply
+
+        try:
+            action = parse_reply(reply, max_reply_bytes)  # the text, or the first native call
+        except ReplyError as exc:
+            raise NotACall(Tag.PARSE_ERROR, str(exc), unparsed=True) from None
+        name, args = action["tool"], action.get("args", {})
+        if not isinstance(name, str):
+            raise NotACall(Tag.PARSE_ERROR, f'"tool" must be a string, got {describe(name)}')
+        if name not in self:
+            listed = ", ".join(self.names())
+            raise NotACall(
+                Tag.UNKNOWN_TOOL, f"{clip_line(name, 60)} (tools: {listed}; {WHERE_TOOLS_COME_FROM})", name, args
+            )
+        args = {} if args is None else args
+        args, checked, problem = prepare(self[name], args) if prepare else (args, args, None)
+        problem = problem or self[name].check_args(checked)
+        if problem:
+            raise NotACall(Tag.TOOL_ERROR, problem, name, args)
+        return name, args, checked
 
     def prompt_listing(self) -> str:
         return "\n".join(tool.prompt_line() for tool in self)

@@ -52,5 +52,5 @@ def test_a_scratchpad_that_cannot_even_be_read_is_named_not_archived(home):
 def test_with_no_state_and_no_edits_nothing_is_written(home):
     h = store_home(home)
     assert current_state(h) == (None, None)
-    assert archive_replaced(h, "reset", CYCLE) == {"state": None, "edits": []}
+    assert archive_replaced(h, "reset", CYCLE) == {"state": None, "edits": [], "dropped_tasks": []}
     assert not h.database.exists()

@@ -37,6 +37,23 @@ def test_restore_sets_active_to_a_cycle_s_after_snapshot_and_archives_the_replac
     assert record["reason"] == f"restore scratchpad/{first}_after.yaml"
 
 
+def test_restore_names_the_queued_tasks_it_moved_to_the_archive(worked_home):
+    first = cycle_ids(worked_home)[0]
+    assert run_cli("task", "add", "four", "--home", str(worked_home)).exit_code == 0  # queued after that cycle
+    result = run_cli("restore", first, "--home", str(worked_home))
+    assert result.exit_code == 0
+    assert "archived with it: the restore dropped 1 queued task: four" in result.output
+    [record] = [r for r in archived(Home.at(worked_home)) if r["kind"] == "queued_task"]
+    assert record["value"] == "four" and record["cycle_id"] == first
+    assert active(worked_home)["pending_actions"] == ["three"]  # the restored queue: two, three
+
+
+def test_restore_that_keeps_every_queued_task_names_none(worked_home):
+    first = cycle_ids(worked_home)[0]
+    data = json_out(run_cli("restore", f"{first}:before", "--home", str(worked_home), "--json"))
+    assert data["dropped_tasks"] == []  # "three", queued now, is in the restored queue too
+
+
 def test_restore_before_names_the_state_a_cycle_started_from(worked_home):
     second = cycle_ids(worked_home)[1]
     result = run_cli("restore", f"{second}:before", "--home", str(worked_home))
@@ -58,7 +75,8 @@ def test_restore_applies_queued_edits_to_the_state_it_replaces(worked_home):
         run_cli("task", "add", "queued", "--home", str(worked_home))
     run_cli("restore", "latest:before", "--home", str(worked_home))
     assert "queued" not in active(worked_home)["pending_actions"]
-    assert "queued" in list(archived(Home.at(worked_home)))[-1]["value"]["pending_actions"]
+    replaced, dropped = list(archived(Home.at(worked_home)))[-2:]
+    assert "queued" in replaced["value"]["pending_actions"] and dropped["value"] == "queued"
     assert queued_edits(Home.at(worked_home)) == []
 
 

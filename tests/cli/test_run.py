@@ -202,7 +202,6 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
     "zoneinfo",
     "statistics",
     "agent.tools.mcp",
-    "agent.gates.memory",  # a home without sections never loads them
     "agent.memory.sections",
     "agent.memory.section_archive",
     "agent.memory.consolidation",

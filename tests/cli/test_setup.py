@@ -86,6 +86,16 @@ def test_reset_writes_the_default_template(home):
     assert read_yaml(home / "scratchpad/active.yaml") == fresh_state()
 
 
+def test_reset_names_the_queued_tasks_it_moved_to_the_archive(home):
+    write_active(home, {"current_task": "Write the report", "pending_actions": ["Book the room"]})
+    result = run_cli("reset", "--home", str(home))
+    assert result.exit_code == 0
+    assert "archived with it: the reset dropped 2 queued tasks: Write the report; Book the room" in result.output
+    rows = [r for r in archived(Home.at(home)) if r["kind"] == "queued_task"]
+    assert [r["value"] for r in rows] == ["Write the report", "Book the room"]
+    assert json_out(run_cli("reset", "--home", str(home), "--json"))["dropped_tasks"] == []  # nothing queued now
+
+
 def test_reset_with_a_packaged_template(home):
     assert run_cli("reset", "--home", str(home), "--template", "demo").exit_code == 0
     assert read_yaml(home / "scratchpad/active.yaml")["current_task"] == "Run the echo tool with a hello message"
@@ -222,7 +232,7 @@ def test_reset_archives_the_replaced_state_and_every_dropped_edit_so_nothing_typ
     after = json.dumps(records) + (home / "scratchpad/active.yaml").read_text()
     for what, text in TYPED.items():
         assert text in after, f"the {what} the operator typed was lost"
-    assert [r["kind"] for r in records] == ["replaced_state", "dropped_edit", "dropped_edit"]
+    assert [r["kind"] for r in records] == ["replaced_state", *["queued_task"] * 3, "dropped_edit", "dropped_edit"]
     assert records[0]["value"]["pending_actions"] == [TYPED["task"], "Checked task"]
     assert read_yaml(home / "scratchpad/active.yaml") == fresh_state()
     assert queued_edits(Home.at(home)) == []

@@ -17,7 +17,7 @@ from agent.store.home import Home
 from agent.store.lock import home_lock
 from tests.helpers import cycle_records, read_active, read_yaml, run_cli, snapshots, transcript, write_script
 from tests.memory.homes import archived_sections, with_sections
-from tests.memory.test_consolidation import STATE, good_reply, kept
+from tests.memory.test_consolidation import NAS, OTHERS, STATE, good_reply, kept, listed, merged
 from tests.models.openai_server import OpenAIServer, Reply
 
 CONFIG = {
@@ -76,6 +76,23 @@ def test_an_honest_consolidation_is_saved_after_what_left_is_archived(home):
     assert index(home)[-1]["stop_reason"] == "consolidated"
     log = (home / "logs" / f"cycle_{report['cycle_id']}.log").read_text()
     assert "consolidated: known: 8 -> 6 entries (2 into successors, 1 archived)" in log
+
+
+def test_three_near_duplicates_of_five_are_merged_into_one_and_what_it_stands_for_is_shown(home):
+    with_sections(home, listed(*NAS, *OTHERS[:2]), sections=CONFIG)
+    text = "The NAS address is at 10.0.0.5 (static)"
+    result = consolidate(home, [call(merged(read_active(home), text, ["known-1", "known-2", "known-3"]))])
+    assert result.exit_code == 0, result.output
+    assert [e["text"] for e in read_active(home)["known"]] == [*OTHERS[:2], text]
+    assert [(r["id"], r.get("replaced_by")) for r in archived_sections(home)] == [
+        ("known-1", "known-6"),
+        ("known-2", "known-6"),
+        ("known-3", "known-6"),
+    ]
+    assert consolidate(home, [call({"sections": {}})]).exit_code == 0
+    user = transcript(home)[-1]["messages"][-1]["content"]
+    assert f"- known-6 [1 day(s), stands for 3] {text}" in user
+    assert "A new entry stands for at most 3 original entries." in user
 
 
 def test_the_request_offers_one_tool_and_shows_each_entrys_strength(home):

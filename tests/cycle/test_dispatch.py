@@ -9,8 +9,9 @@ import pytest
 
 from agent.common.tags import Tag
 from agent.config import Settings
-from agent.cycle.dispatch import ReplyError, dispatch, parse_reply
+from agent.cycle.dispatch import dispatch
 from agent.models.local.guidance import without_queue
+from agent.models.replies import ReplyError, parse_reply
 from agent.state import fresh_state, problems
 from agent.tools import ToolContext, build_registry
 

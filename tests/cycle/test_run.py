@@ -172,12 +172,12 @@ def test_a_failed_cycle_saves_the_state_as_read_plus_a_note(home, tmp_path):
 
 def test_a_bug_in_a_cycle_leaves_its_traceback_in_the_cycle_log(home, tmp_path, monkeypatch):
     """What is not a model error is a bug to report: its traceback is in the log (and nowhere else)."""
-    import agent.cycle.dispatch as dispatch
+    from agent.tools import Registry
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(dispatch, "parse_reply", broken)
+    monkeypatch.setattr(Registry, "called", broken)  # the dispatcher's check of each reply
     write_active(home, DEMO)
     result = run(home, write_script(tmp_path, [{"tool": "echo", "args": {"message": "x"}}]), "--json")
     assert result.exit_code == 4 and "Traceback" not in result.output

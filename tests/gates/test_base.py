@@ -1,4 +1,4 @@
-"""The gate interface: the six gates are one kind of thing, a list of gates is a gate, and a seventh
+"""The gate interface: the five gates are one kind of thing, a list of gates is a gate, and a sixth
 gate, defined here and listed by the same one line as the others, refuses, holds or stops a real cycle."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def gate_classes() -> list[type]:
     return found
 
 
-def test_the_six_gates_are_gates_that_change_only_hooks_of_the_one_interface():
+def test_the_five_gates_are_gates_that_change_only_hooks_of_the_one_interface():
     classes = gate_classes()
     assert [c.__name__ for c in classes] == [
         "ApprovalGate",
@@ -69,7 +69,6 @@ def test_the_six_gates_are_gates_that_change_only_hooks_of_the_one_interface():
         "CheckGate",
         "StallGate",
         "HoldGate",
-        "MemoryGate",
     ]
     for gate in classes:
         assert issubclass(gate, Gate)
@@ -85,7 +84,7 @@ def test_a_plain_cycle_has_the_gates_that_are_always_on_and_no_module_it_does_no
     chosen = registry._classes(Settings(approval_required=["shell"], daily_token_budget=10), Home.at(tmp_path))
     assert [c.__name__ for c in chosen] == ["ApprovalGate", "BudgetGate", "CheckGate", "StallGate", "HoldGate"]
     chosen = registry._classes(Settings(sections={"known": {"kind": "list", "limit": 3}}), Home.at(tmp_path))
-    assert [c.__name__ for c in chosen] == ["CheckGate", "StallGate", "HoldGate", "MemoryGate"]
+    assert [c.__name__ for c in chosen] == ["CheckGate", "StallGate", "HoldGate"]  # sections settle at wake
 
 
 def test_a_list_of_gates_asks_each_in_turn_and_the_first_refusal_wins(tmp_path):

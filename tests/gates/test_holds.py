@@ -159,8 +159,8 @@ def test_force_is_never_held(stalled):
 
 
 def test_force_skips_the_hold_but_not_the_other_gates_at_wake(home):
-    """The memory gate settles the sections at wake: a --force cycle has it too (a hand-written
-    entry is adopted as the operator's before the prompt shows it)."""
+    """Wake settles the sections of a cycle that runs: a --force cycle too (a hand-written entry is
+    adopted as the operator's before the prompt shows it)."""
     (home / "config.yaml").write_text("sections: {known: {kind: list, limit: 5}}\n")
     write_active(home, {"current_task": "one", "known": ["a fact written by hand"]})
     result = run_cycle(home, [done("did one")], "--force")

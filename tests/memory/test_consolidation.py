@@ -274,6 +274,29 @@ def test_a_successor_that_repeats_a_kept_entry_is_reverted():
     reverted_with(reply, "(c) known[2] says what known[0] says (case and spacing aside)")
 
 
+@pytest.mark.parametrize("char", ["\u200b", "\u034f", "\ufe0f", "\u115f", "\u3164", "\u2800", "\u00a0"])
+def test_a_successor_that_repeats_a_kept_entry_but_for_an_invisible_character_is_reverted(char):
+    # known-2's fact laundered away: its successor reads exactly as known-3 does
+    reply = {
+        "sections": {
+            "known": [
+                *kept("known-1", "known-3", "known-4", "known-5", "known-6", "known-7", "known-8"),
+                {
+                    "text": f"Backups{char} run at 02:00{char}",
+                    "cites": ["known-2"],
+                },
+            ]
+        }
+    }
+    reverted_with(reply, "(c) known[7] says what known[1] says")
+
+
+def test_a_successor_that_reads_as_nothing_is_reverted():
+    reply = good_reply()
+    reply["sections"]["known"][2]["text"] = "\u200b\u2800\u3164"
+    reverted_with(reply, "(c) known[2]: a successor's text must be one line of text")
+
+
 def test_two_successors_saying_the_same_are_reverted():
     reply = good_reply()
     reply["sections"]["known"] = [e for e in reply["sections"]["known"] if e.get("id") != "known-8"]
@@ -537,3 +560,132 @@ def test_a_long_or_odd_id_is_shown_clipped_in_the_violation():
         {"sections": {"known": []}, "archive": ["a\nforged line"]}, 'archive names the text "a\\nforged line"'
     )
     reverted_with({"sections": {"x" * 500: []}}, '(e) the text "xxxx')
+
+
+# ------------------------------------------------- merges that lose nothing (b), lineage (f)
+
+NAS = ["The NAS is at 10.0.0.5", "The NAS address is 10.0.0.5", "the NAS is at 10.0.0.5 (static)"]
+OTHERS = ["Backups run at 02:00", "The VPN uses WireGuard", "The printer is on floor 2", "Mail uses smtp"]
+FACTS = [
+    f"Fact {word} holds" for word in "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
+]
+
+
+def listed(*texts: str) -> dict:
+    """A state whose `known` list holds `texts` as the model's entries known-1..., each of one day."""
+    state = settle(fresh_state(), SPECS, DAY1).state
+    for text in texts:
+        state = apply_edits(state, SPECS, {"known": f"APPEND: {text}"}, start=state, max_loss=1, stamp=DAY1).state
+    return state
+
+
+def merged(state: dict, text: str, cites: list[str]) -> dict:
+    """`known` with `cites` merged into one successor of `text`, the rest kept in order."""
+    rest = [{"id": e["id"]} for e in state["known"] if e["id"] not in cites]
+    return {"sections": {"known": [*rest, {"text": text, "cites": cites}]}}
+
+
+def test_three_near_duplicates_of_five_merged_into_one_are_applied():
+    state = listed(*NAS, *OTHERS[:2])
+    result = consolidate(
+        merged(state, "The NAS address is at 10.0.0.5 (static)", ["known-1", "known-2", "known-3"]), state
+    )
+    assert isinstance(result, Accepted), result
+    assert [e["text"] for e in result.state["known"]] == [*OTHERS[:2], "The NAS address is at 10.0.0.5 (static)"]
+    assert result.state["known"][-1]["merged_from"] == ["known-1", "known-2", "known-3"]
+    assert [item.replaced_by for item in result.leaving] == ["known-6"] * 3
+
+
+def test_a_merge_of_near_duplicates_that_drops_a_word_costs_what_any_merge_costs():
+    state = listed(*NAS, *OTHERS[:2])
+    reverted_with(
+        merged(state, "The NAS is at 10.0.0.5", ["known-1", "known-2", "known-3"]), "(b) known: 3 entries after", state
+    )
+
+
+def test_a_merge_of_different_facts_keeping_every_word_costs_what_any_merge_costs():
+    state = listed(*OTHERS, "The disk is full")
+    text = "Backups run at 02:00 The VPN uses WireGuard printer is on floor 2"
+    reverted_with(merged(state, text, ["known-1", "known-2", "known-3"]), "(b) known: 3 entries after", state)
+
+
+def test_one_successor_citing_a_whole_section_is_reverted():
+    state = listed(*NAS, *OTHERS[:2])
+    reverted_with(
+        merged(state, " ".join([*NAS, *OTHERS[:2]])[:80], [f"known-{n}" for n in range(1, 6)]),
+        "(f) known[0] would stand for 5",
+        state,
+    )
+
+
+def test_one_successor_citing_a_whole_section_of_near_duplicates_is_reverted():
+    state = listed(
+        "The NAS is at 10.0.0.5", "The NAS is at 10.0.0.5 now", "The NAS is still at 10.0.0.5", "NAS at 10.0.0.5"
+    )
+    reverted_with(
+        merged(state, "The NAS is still at 10.0.0.5 now", [f"known-{n}" for n in range(1, 5)]),
+        "(f) known[0] would stand for 4",
+        state,
+    )
+
+
+def test_ten_entries_into_four_successors_citing_three_each_is_reverted():
+    # each merge keeps every word of three near-identical sources ("Fact alpha holds", ...): each costs
+    # one entry, so three such merges are still more than a run may take of ten
+    state = listed(*FACTS[:10])
+    words = [fact.split()[1] for fact in FACTS[:10]]
+    reply = {
+        "sections": {
+            "known": [
+                *[
+                    {
+                        "text": f"Fact {', '.join(words[n : n + 3])} holds",
+                        "cites": [f"known-{n + k + 1}" for k in range(3)],
+                    }
+                    for n in (0, 3, 6)
+                ],
+                {"text": FACTS[9], "cites": ["known-10"]},
+            ]
+        }
+    }
+    reverted_with(reply, "(b) known: 4 entries after, fewer than the 5 that must stay of 10", state)
+
+
+def test_five_to_three_to_one_over_two_nights_is_reverted_the_second_night():
+    state = listed(*NAS, *OTHERS[:2])
+    first = consolidate(
+        merged(state, "The NAS address is at 10.0.0.5 (static)", ["known-1", "known-2", "known-3"]), state
+    )
+    assert isinstance(first, Accepted)
+    night2 = first.state
+    reverted_with(
+        merged(night2, "The NAS is 10.0.0.5; backups at 02:00; VPN WireGuard", ["known-4", "known-5", "known-6"]),
+        "(f) known[0] would stand for 5",
+        night2,
+    )
+    reverted_with(
+        merged(night2, "The NAS address is at 10.0.0.5 (static); Backups run at 02:00", ["known-4", "known-6"]),
+        "(f) known[1] would stand for 4",
+        night2,
+    )
+
+
+def test_a_chain_of_merges_never_ends_with_one_line_standing_for_a_dozen_facts():
+    # night after night, the newest successor merged with one more fact: each merge alone is within (b)
+    state, words, newest = listed(*FACTS), [fact.split()[1] for fact in FACTS], "known-1"
+    for night in range(1, 12):
+        reply = merged(state, f"Fact {', '.join(words[: night + 1])} holds", [newest, f"known-{night + 1}"])
+        result = consolidate(reply, state)
+        if isinstance(result, Reverted):
+            break
+        state, newest = result.state, result.state["known"][-1]["id"]
+    assert night == 3  # the third merge would make one line stand for 4 facts
+    assert any("would stand for 4 original entries" in v for v in result.violations), result.violations
+    assert state["known"][-1]["stands_for"] == 3 and state["known"][-1]["merged_from"] == ["known-13", "known-3"]
+
+
+def test_what_an_entry_stands_for_cannot_be_forged():
+    state = listed(*NAS, *OTHERS[:2])
+    reply = merged(state, "The NAS is at 10.0.0.5", ["known-1", "known-2"])
+    reply["sections"]["known"][-1]["stands_for"] = 1
+    reverted_with(reply, "sets the runtime-owned field 'stands_for'", state)

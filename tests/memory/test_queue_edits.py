@@ -9,7 +9,7 @@ import copy
 import pytest
 
 from agent.common.outcomes import UsageError
-from agent.memory.queue_edits import apply_edit, describe, goal_add, goal_drop, task_add, task_drop
+from agent.memory.queue_edits import apply_edit, describe, dropped_tasks, goal_add, goal_drop, task_add, task_drop
 from agent.state import fresh_state
 
 
@@ -101,3 +101,17 @@ def test_a_hand_broken_checks_value_refuses_the_edit_instead_of_crashing():
 )
 def test_describe_says_an_edit_on_one_line(edit: dict, text: str):
     assert describe(edit) == text
+
+
+def _queue(current, *pending) -> dict:
+    return {"current_task": current, "pending_actions": list(pending)}
+
+
+def test_dropped_tasks_are_those_neither_queued_nor_completed_in_the_old_order():
+    before, after = _queue("a", "b", "c", "d"), _queue("c")
+    assert dropped_tasks(before, after, [{"task": "a", "summary": "done"}]) == ["b", "d"]
+
+
+def test_dropped_tasks_counts_duplicates_and_ignores_the_order():
+    assert dropped_tasks(_queue("a", "a", "b"), _queue("b", "a")) == ["a"]
+    assert dropped_tasks(_queue("a", "b"), _queue("b", "a")) == []

@@ -422,6 +422,33 @@ def test_an_empty_append_is_refused():
     assert edit(woken(), known="APPEND:   ").refusal == "section 'known': nothing to add after 'APPEND:'"
 
 
+INVISIBLE = ["\u200b", "\u034f", "\ufe0f", "\u115f", "\u3164", "\u2800"]
+
+
+@pytest.mark.parametrize("char", INVISIBLE)
+def test_an_append_that_differs_only_by_an_invisible_character_restates_the_entry(char):
+    state = with_known("The NAS is at 10.0.0.5")
+    change = edit(state, known=f"APPEND: The NAS{char} is at 10.0.0.5{char}")
+    assert change.refusal is None and change.notes == ("known: restated known-1 (already counted today)",)
+    assert [e["text"] for e in change.state["known"]] == ["The NAS is at 10.0.0.5"]
+
+
+def test_an_append_that_differs_only_by_a_no_break_space_restates_the_entry():
+    change = edit(with_known("The NAS is at 10.0.0.5"), known="APPEND: The\u00a0NAS is at 10.0.0.5")
+    assert [e["text"] for e in change.state["known"]] == ["The NAS is at 10.0.0.5"]
+
+
+@pytest.mark.parametrize("char", [*INVISIBLE, "\u00a0"])
+def test_an_append_that_reads_as_nothing_is_refused(char):
+    assert edit(woken(), known=f"APPEND: {char * 3}").refusal == "section 'known': nothing to add after 'APPEND:'"
+    assert edit(woken(), now=f"APPEND: {char}").refusal == "section 'now': nothing to append after 'APPEND:'"
+
+
+def test_a_text_replaced_by_what_reads_as_nothing_is_refused():
+    refusal = edit(woken(), now="\u200b\u2800").refusal
+    assert refusal == "section 'now': the new text shows nothing readable (send CLEAR to empty it)"
+
+
 # -------------------------------------------------------------------------------- when full
 
 

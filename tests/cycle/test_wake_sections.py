@@ -1,6 +1,7 @@
-"""The memory gate through real cycles: a home's sections settled at wake (keys made, hand-written
-entries adopted, counters raised, lowered limits applied with a note), what that moved out archived
-before the cycle saves, and a state the sections cannot use refused before anything is written."""
+"""Wake settles the memory sections, through real cycles (agent/cycle/wake.py `_settle`): keys made,
+hand-written entries adopted, counters raised, lowered limits applied with a note; what that moved
+out archived at sleep, before the cycle saves; a state the sections cannot use refused before
+anything is written."""
 
 from __future__ import annotations
 
