@@ -9,7 +9,9 @@ write covers a queued task and its check, and a snapshot, a restore or a fork ca
 The model may see its task's check (it is in the prompt's scratchpad) and may reorder its queue,
 but a checked task leaves current_task and pending_actions only through an accepted `done` or an
 operator's `agent task drop`: an update_scratchpad that would rename or remove it is refused
-(`checked_tasks_removed`). So renaming the task cannot dodge its check.
+(`checked_tasks_removed`), and so is one that puts another task in front of a checked current task
+(`checked_task_displaced`). So renaming the task, or finishing a task of the model's own in front
+of it, cannot dodge its check.
 
 A check runs as `/bin/sh -c COMMAND` (the operator wrote it: it is not under the model's shell
 policy) in the workspace, in its own process group, killed whole at `check_timeout`. Exit 0
@@ -27,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent.gates.base import Action, Gate
-from agent.memory.task_checks import check_for, checked_tasks_removed
+from agent.memory.task_checks import check_for, checked_task_displaced, checked_tasks_removed
 from agent.tools import ToolContext, ToolError
 from agent.tools.sandbox import CHECK_ENV, Sandbox, SandboxUnavailable, checks_sandbox_problem
 from agent.tools.shell import run_capped
@@ -109,11 +111,19 @@ class CheckGate(Gate):
     and update_scratchpad may not rename or drop a checked task to dodge it."""
 
     def on_action(self, state: dict, action: Action) -> str | None:
-        dodged = [] if action.after is None else checked_tasks_removed(state, action.after)
+        if action.after is None:
+            return None
+        dodged = checked_tasks_removed(state, action.after)
         if dodged:
             return (
                 f"task '{dodged[0]}' has an operator check: it leaves the queue only through done "
                 f"(when the check passes) or `agent task drop`"
+            )
+        displaced = checked_task_displaced(state, action.after)
+        if displaced is not None:
+            return (
+                f"task '{displaced}' has an operator check: it stays the current task until done (when the "
+                f"check passes) or `agent task drop 0`; the queue behind it is yours to order"
             )
         return None
 

@@ -10,8 +10,8 @@ What the hold is judged against is the newest record that is not idle (read back
 (its digests, its task's identity, when the task stalled, its incident's signature), so one record
 is read however long the hold lasts. Any of these is a change, and the cycle runs:
 
-- the stalled task itself was edited or dropped: the current task's identity at wake is not the
-  record's (agent/store/task_identity.py);
+- the stalled task itself was edited or dropped (even if the same text was queued again): the
+  current task's identity at wake is not the record's (agent/store/task_identity.py);
 - the goals or memory changed (`agent memory`, the inbox, a reset or restore, an edit by hand): the
   state at wake is not the one that record left, the queue apart (`memory_digest`: everything but
   `pending_actions`, the other tasks' checks and `last_updated`); a refused inbox edit's note is such

@@ -127,8 +127,19 @@ def discard_queued(home: Home, before_emptying: Callable[[list[dict]], None] = l
 
 
 def archive_operator_leaving(home: Home, context: EditContext, secrets: Any) -> None:
-    """Archive what the operator's memory edits moved out of a section (then forget it), before the
-    state that lost it is written."""
+    """Archive what the operator's memory edits moved out of a section, and each current task a
+    `task drop 0` dropped (then forget them), before the state that lost them is written. A dropped
+    task's row is also what tells the next wake that the operator changed the current task, even
+    when the same text is queued again (agent/store/task_identity.py)."""
+    if context.dropped:
+        from agent.memory.bounding import Archived, append_archive, archive_records
+        from agent.store.archive import DROPPED_TASK
+
+        stamp = context.stamp.cycle if context.stamp is not None else "operator"
+        redact = secrets.redact if secrets is not None else (lambda value: value)
+        dropped = [Archived(DROPPED_TASK, redact(task), "agent task drop 0") for task in context.dropped]
+        append_archive(home, archive_records(dropped, stamp))
+        context.dropped.clear()
     if context.leaving:
         from agent.memory.section_archive import archive_leaving  # only a memory edit moves anything out
         from agent.secrets import Secrets
@@ -139,7 +150,7 @@ def archive_operator_leaving(home: Home, context: EditContext, secrets: Any) -> 
 
 
 def _apply_one(result: Applied, record: dict, context: EditContext) -> None:
-    candidate, kept = copy.deepcopy(result.state), len(context.leaving)
+    candidate, kept, dropped = copy.deepcopy(result.state), len(context.leaving), len(context.dropped)
     try:
         if not isinstance(record["id"], str):
             raise UsageError("the record's id is not text")
@@ -149,6 +160,7 @@ def _apply_one(result: Applied, record: dict, context: EditContext) -> None:
             raise UsageError(too_large)
     except UsageError as exc:
         del context.leaving[kept:]  # the edit is not applied: nothing of it leaves
+        del context.dropped[dropped:]
         note = Tag.INBOX.line(f"queued edit not applied: {describe(record)[:200]}: {exc}")
         add_note(result.state, note)
         result.refused.append(note)

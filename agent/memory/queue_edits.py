@@ -45,6 +45,7 @@ class EditContext:
     stamp: Any = None  # memory/sections.py Stamp; None: now
     floor: dict = field(default_factory=dict)  # the highest id of each section the archive holds
     leaving: list = field(default_factory=list)
+    dropped: list = field(default_factory=list)  # current tasks `agent task drop 0` dropped: archived (inbox.py)
 
 
 def task_add(text: str, first: bool = False, check: str | None = None) -> dict:
@@ -165,10 +166,14 @@ def apply_edit(state: dict, edit: dict, context: EditContext | None = None) -> s
     op = edit.get("op") if isinstance(edit, dict) else None
     if op not in OPS:
         raise UsageError(f"unknown edit {op!r} (edits: {', '.join(OPS)})")
+    context = context or EditContext()
     if op in MEMORY_OPS:
-        return _memory(state, edit, context or EditContext())
+        return _memory(state, edit, context)
     try:
+        current = state["current_task"]
         message = _APPLY[op](state, edit)
+        if op == "task_drop" and edit.get("number") == 0:  # the operator's change of the current task
+            context.dropped.append(current)
         if op.startswith("task"):
             checks.prune_checks(state)
     except ValueError as exc:  # a hand-edited `checks` value that is not a mapping of text

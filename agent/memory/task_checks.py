@@ -42,6 +42,18 @@ def checked_tasks_removed(old: dict, new: dict) -> list[str]:
     return [task for task in checked if after[task] < before[task]]
 
 
+def checked_task_displaced(old: dict, new: dict) -> str | None:
+    """The checked current task of `old` when `new` has another current task (None: it stays, or has no
+    check). Behind it the queue is the model's to order, but a checked task, once current, stays current
+    until its done passes: else a task of the model's own, put in front and done, passes every cycle
+    for progress while the checked one waits, its check never run and its streak never growing."""
+    try:
+        command = check_for(old, old.get("current_task"))
+    except ValueError:
+        return None  # a malformed checks value already refuses every done
+    return old["current_task"] if command is not None and new.get("current_task") != old["current_task"] else None
+
+
 def set_check(state: dict, task: str, command: str) -> None:
     state[CHECKS_KEY] = {**checks_of(state), task: command}
 

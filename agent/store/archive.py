@@ -22,6 +22,7 @@ from agent.store.home import Home
 from agent.store.rows import add_archive, entry_text, loaded
 
 REPLACED_STATE = "replaced_state"  # the kind of a state `agent reset` or `agent restore` replaced
+DROPPED_TASK = "dropped_task"  # the kind of a current task the operator dropped (`agent task drop 0`)
 MAX_QUERY_CHARS = 2000
 MAX_QUERY_WORDS = 16
 MAX_WORD_CHARS = 64
@@ -145,7 +146,10 @@ def search(home: Home, query: str, limit: int) -> list[Match]:
 
 
 def newest_replaced(home: Home) -> int:
-    """The archive's position of the newest state `reset` or `restore` replaced (0: none ever was):
-    a wake that finds a newer one than the newest record saw finds the operator's new task."""
-    row = records(home, create=False).one("SELECT max(seq) FROM archive WHERE kind = ?", (REPLACED_STATE,))
+    """The archive's position of the newest state `reset` or `restore` replaced, or current task the
+    operator dropped (0: none ever was): a wake that finds a newer one than the newest record saw
+    finds the operator's new task, whatever its text."""
+    row = records(home, create=False).one(
+        "SELECT max(seq) FROM archive WHERE kind IN (?, ?)", (REPLACED_STATE, DROPPED_TASK)
+    )
     return int(row[0] or 0)

@@ -19,7 +19,9 @@ How a rename is told from a new task: by who could have made the change.
   `task_after` is the same task; any other text is the operator's change (the task edited,
   dropped or replaced): a new identity. So is a state `agent reset` or `agent restore` replaced
   since that record, whatever its text (each replaced state goes to the archive first: the record
-  keeps the newest one's position, `replaced`). A task queued behind it changes nothing.
+  keeps the newest one's position, `replaced`), and so is a current task the operator dropped
+  (`agent task drop 0` archives it, `dropped_task`): dropped and queued again with the same text,
+  it is a retry, a new task. A task queued behind it changes nothing.
 - No current task is an identity too: that of the time since the last accepted `done` or operator
   change (what an `idle: plan` home's model plans in, from the goals).
 

@@ -12,13 +12,14 @@ confinement.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from agent.common.files import atomic_write
 from agent.tools.base import ToolContext, ToolError
 from agent.tools.quota import ledger, refuse_if_over
 from agent.tools.sandbox_identity import hand_over
-from agent.tools.workspace import confined_path, make_folders
+from agent.tools.workspace import confined_path, make_folders, missing_folders
 
 MAX_LIST_ENTRIES = 200
 
@@ -55,10 +56,11 @@ def _write_whole(ctx: ToolContext, target: Path, data: bytes) -> None:
     if len(data) > ctx.settings.file_max_write:
         raise ToolError(f"the file would be {len(data)} bytes, over the {ctx.settings.file_max_write}-byte limit")
     try:
-        replaced, new_files = target.stat().st_blocks * 512, 0
-    except OSError:
-        replaced, new_files = 0, 1
-    refuse_if_over(ctx, max(0, len(data) - replaced), new_files)
+        replaced, new_files, missing = target.stat().st_blocks * 512, 0, []
+    except OSError:  # a new file, and the folders of its path that it makes: each takes one block
+        replaced, new_files, missing = 0, 1, missing_folders(ctx, target.parent)
+    block = os.statvfs(missing[-1].parent).f_bsize if missing else 0  # of the filesystem they go on
+    refuse_if_over(ctx, max(0, len(data) - replaced) + len(missing) * block, new_files + len(missing))
     try:
         folders = make_folders(ctx, target.parent)
         atomic_write(target, data)

@@ -26,7 +26,8 @@ docs/measurements.md what 60 parallel writers reached.
 Past the quota, as a filesystem's own quota does: growth is refused, and deleting, truncating
 and smaller overwrites still work, so the model can get back under in the same cycle with no
 operator. A command then runs with the workspace writable but RLIMIT_FSIZE at 0 (a write that
-adds bytes fails with "File too large") and a watch whose ceiling is the use it started with
+adds bytes fails with "File too large"), no shared mapping of a file (which writes with no
+write() call: sandbox_seccomp.py) and a watch whose ceiling is the use it started with
 (a new file or folder past it kills the command); a file tool's write that adds no bytes and no
 files is accepted. Only a workspace the walk cannot count is read-only to commands: what it
 holds is unknown, so nothing is let in until the cycle's end has put the modes right.

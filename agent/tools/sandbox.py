@@ -4,7 +4,7 @@ the workspace by the kernel rather than by a list of allowed commands.
 One bubblewrap sandbox per command line, run by `/bin/sh -c` (the engine and why: docs/reference.md,
 "Threat model"). Inside:
 - the workspace, mounted at /workspace (read-only for checks, or while its quota's walk cannot
-  count it; past its quota it stays writable but nothing may grow: RLIMIT_FSIZE 0), is the
+  count it; past its quota it stays writable but nothing may grow: RLIMIT_FSIZE 0 and no shared mapping of a file), is the
   only writable place besides a private /tmp (a tmpfs of at most `sandbox_max_memory`);
 - the rest of the file system is /usr (and the /bin, /lib links into it) plus a few files of
   /etc, all read-only: no home, no /root, no host /tmp, no /home, /var, /run, /sys;
@@ -174,7 +174,8 @@ class Sandbox:
 
     The same small interface serves the shell tool and acceptance checks (an "environment" in
     mini-swe-agent's sense); `writable=False` mounts the workspace read-only; `grow=False` keeps it
-    writable but lets no write add a byte (a workspace past its quota).
+    writable but lets no write add a byte (a workspace past its quota): RLIMIT_FSIZE 0, and no shared
+    mapping of a file (sandbox_seccomp.py).
     """
 
     def __init__(
@@ -203,7 +204,7 @@ class Sandbox:
         if bwrap is None:
             raise SandboxUnavailable("bubblewrap (bwrap) is not installed; see docs/operations.md")
         try:
-            program = filter_program()
+            program = filter_program(self.grow)  # past the quota: no shared mapping of a file
         except SeccompUnavailable as exc:
             raise SandboxUnavailable(str(exc)) from None
         ids = outer_ids(self.settings.sandbox_uid)

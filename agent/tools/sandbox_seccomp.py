@@ -17,6 +17,14 @@ with no_new_privs set, so it holds for everything the command starts. It refuses
   them: IORING_OP_OPENAT takes a mode (a setuid file), IORING_OP_FALLOCATE reserves a gigabyte
   of disk in one call, past every rule above. Docker's default profile refuses it too.
 
+Past the quota (`filter_program(grow=False)`, with RLIMIT_FSIZE at 0: quota.py) it also refuses
+`mmap` of a file with `MAP_SHARED` (EACCES, as for a file the caller may not map). A shared mapping
+writes a file with no write() call, so RLIMIT_FSIZE never sees it: a sparse file's holes (its size
+set by `truncate -s` while under the quota, no blocks taken) would fill at memory speed, tens of
+megabytes before the watch's next look, and again in every later command. Refused whatever its
+protection, since `mprotect` can make a read-only shared mapping of a writable file writable.
+Private mappings (how every program and library is loaded) and anonymous shared memory still work.
+
 Only the machine's own architecture is allowed: a system call of another ABI (i386's `int 0x80`,
 x86_64's x32) kills the process, so no second syscall table gets round a rule. The rules are
 compiled by libseccomp (libseccomp2, in every Debian and Ubuntu install) through ctypes, once per
@@ -54,6 +62,10 @@ MODE_CALLS = (
 REFUSED = ((OPENAT2, errno.ENOSYS), ("add_key", errno.EPERM), ("keyctl", errno.EPERM))
 REFUSED += (("request_key", errno.EPERM), ("fallocate", errno.EOPNOTSUPP))
 REFUSED += tuple((number, errno.ENOSYS) for number in IO_URING)
+# Past the quota: mmap (its flags are argument 3) of a file, shared: MAP_SHARED (or MAP_SHARED_VALIDATE,
+# which has its bit) without MAP_ANONYMOUS. The same values on x86_64 and aarch64.
+MAP_SHARED, MAP_ANONYMOUS = 0x01, 0x20
+NO_GROWTH_RULES = (("mmap", errno.EACCES, [(3, MAP_SHARED | MAP_ANONYMOUS, MAP_SHARED)]),)
 
 # libseccomp's constants (seccomp.h)
 _ACT_ALLOW = 0x7FFF0000
@@ -68,8 +80,9 @@ class SeccompUnavailable(Exception):
 
 
 @functools.cache
-def filter_program() -> bytes:
-    """The filter as a BPF program for bwrap's `--seccomp`, built once per process."""
+def filter_program(grow: bool = True) -> bytes:
+    """The filter as a BPF program for bwrap's `--seccomp`, built once per process (and once more for a
+    workspace past its quota, `grow=False`: no shared mapping of a file either)."""
     machine = os.uname().machine
     if machine not in ARCHITECTURES:
         raise SeccompUnavailable(
@@ -81,7 +94,7 @@ def filter_program() -> bytes:
         raise SeccompUnavailable("libseccomp could not start a filter")
     try:
         _check(lib.seccomp_attr_set(ctx, _FLTATR_ACT_BADARCH, _ACT_KILL_PROCESS), "refuse other ABIs")
-        for name, error, compared in rules():
+        for name, error, compared in rules(grow):
             _rule(lib, arg_cmp, ctx, name, error, compared)
         import tempfile  # here, not at the top: a cycle that runs no command never builds the filter
 
@@ -93,15 +106,15 @@ def filter_program() -> bytes:
         lib.seccomp_release(ctx)
 
 
-def rules() -> list[tuple[str | int, int, list[tuple[int, int, int]]]]:
+def rules(grow: bool = True) -> list[tuple[str | int, int, list[tuple[int, int, int]]]]:
     """Every rule: (system call, the errno it gets, the (argument, mask, value) comparisons that
-    must all hold for it to be refused; none: always)."""
+    must all hold for it to be refused; none: always); `grow=False`: past the quota's as well."""
     out = []
     for name, flags_arg, mode_arg in MODE_CALLS:
         creating = (os.O_CREAT, O_TMPFILE) if flags_arg is not None else (0,)
         for bit, how in itertools.product(MODE_BITS, creating):
             out.append((name, errno.EPERM, [(mode_arg, bit, bit)] + ([(flags_arg, how, how)] if how else [])))
-    return out + [(name, error, []) for name, error in REFUSED]
+    return out + [(name, error, []) for name, error in REFUSED] + ([] if grow else list(NO_GROWTH_RULES))
 
 
 _UNKNOWN_NAME = -1  # what libseccomp answers for a name it does not know (__NR_SCMP_ERROR)

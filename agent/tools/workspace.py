@@ -218,12 +218,18 @@ def keep_for_sandbox(workspace: Path, settings: Settings) -> None:
             _settle_tree(workspace, ids)
 
 
-def make_folders(ctx: ToolContext, folder: Path) -> int:
-    """Create `folder` and its missing parents inside the workspace, each one the sandbox's; how many were made."""
+def missing_folders(ctx: ToolContext, folder: Path) -> list[Path]:
+    """`folder` and its parents that do not exist yet, deepest first (what `make_folders` makes)."""
     missing = []
     while not folder.exists() and folder != ctx.home:
         missing.append(folder)
         folder = folder.parent
+    return missing
+
+
+def make_folders(ctx: ToolContext, folder: Path) -> int:
+    """Create `folder` and its missing parents inside the workspace, each one the sandbox's; how many were made."""
+    missing = missing_folders(ctx, folder)
     for made in reversed(missing):
         made.mkdir(exist_ok=True)
         hand_over(made, ctx.settings.sandbox_uid)

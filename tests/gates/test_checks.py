@@ -143,12 +143,29 @@ def test_renaming_or_dropping_a_checked_task_to_dodge_its_check_is_refused(check
     assert len(refusals) == 3
 
 
-def test_the_model_may_still_reorder_a_checked_task_and_finish_another(checked_home):
-    replies = [update(current_task="next", pending_actions=["say hello"]), done("did next")]
-    assert run_cycle(checked_home, replies).exit_code == 0
+def test_the_model_may_still_reorder_the_queue_behind_a_checked_task_and_finish_another(home):
+    assert run_cli("task", "add", "first", "--home", str(home)).exit_code == 0
+    assert run_cli("task", "add", "say hello", "--check", HELLO_CHECK, "--home", str(home)).exit_code == 0
+    assert run_cli("task", "add", "next", "--home", str(home)).exit_code == 0
+    replies = [update(pending_actions=["next", "say hello"]), done("did first")]
+    assert run_cycle(home, replies).exit_code == 0
+    state = active(home)
+    assert state["completed_tasks"] == [{"task": "first", "summary": "did first"}]
+    assert state["current_task"] == "next" and state["checks"] == {"say hello": HELLO_CHECK}
+
+
+def test_a_checked_current_task_cannot_be_pushed_back_behind_a_task_the_model_finishes_instead(checked_home):
+    """Each cycle, a task of the model's own in front and the checked one queued behind it, then done:
+    without the rule every cycle is an accepted done, the check never runs and the home never stalls."""
+    (checked_home / "config.yaml").write_text("stall_cycles: 2\n")
+    codes = []
+    for n in range(3):
+        replies = [update(current_task=f"something easy {n}", pending_actions=["say hello", "next"]), done("easy")]
+        codes.append(run_cycle(checked_home, replies, "--max-iterations", "2").exit_code)
+    assert codes == [3, 9, 9]
     state = active(checked_home)
-    assert state["completed_tasks"] == [{"task": "next", "summary": "did next"}]
-    assert state["current_task"] == "say hello" and state["checks"] == {"say hello": HELLO_CHECK}
+    assert state["current_task"] == "say hello" and state["completed_tasks"] == []
+    assert "[TOOL ERROR]" in state["notes"] and "stays the current task" in state["notes"]
 
 
 def test_dropping_a_checked_task_removes_its_check(checked_home):

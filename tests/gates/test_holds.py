@@ -107,6 +107,33 @@ def test_dropping_the_stalled_task_lets_the_next_cycle_run(stalled):
     assert (record["stop_reason"], record["task_before"]) == ("done", "deploy")
 
 
+@pytest.mark.parametrize("queued", [False, True], ids=["now", "through the inbox"])
+def test_the_stalled_task_dropped_and_queued_again_is_a_new_task_with_a_whole_streak(stalled, queued):
+    """The same text, but the operator dropped the task and queued it again: a retry, not nothing.
+    Compared by its text alone it was the stalled task still, and the home stayed held."""
+    write_active(stalled, dict(read_active(stalled), pending_actions=[]))
+    assert tick(stalled)["stop_reason"] == "held"
+    stalled_id = tick(stalled)["task_id"]
+    edits = [{"op": "task_drop", "number": 0}, {"op": "task_add", "text": "fix the build", "first": False}]
+    for edit in edits:
+        if queued:  # as if a cycle held the lock
+            queue_edit(Home.at(stalled), edit)
+        else:
+            assert (
+                run_cli(
+                    "task", edit["op"][5:], *([edit["text"]] if "text" in edit else ["0"]), "--home", str(stalled)
+                ).exit_code
+                == 0
+            )
+    record = tick(stalled, [echo("from scratch")])
+    assert record["stop_reason"] == "max_iterations" and record["task_id_before"] != stalled_id
+    assert tick(stalled, [echo("still")])["stop_reason"] == "stalled"
+    [dropped] = [
+        r for r in records(Home.at(stalled)).rows("SELECT kind, record FROM archive") if r[0] == "dropped_task"
+    ]
+    assert json.loads(dropped[1])["value"] == "fix the build"  # what the operator dropped is kept
+
+
 def test_an_edit_of_the_stalled_task_by_hand_lets_the_next_cycle_run_with_a_whole_streak(stalled):
     write_active(stalled, dict(read_active(stalled), current_task="fix the build with the other compiler"))
     assert tick(stalled, [echo("trying")])["stop_reason"] == "max_iterations"  # a new task: its own streak

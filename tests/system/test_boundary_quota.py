@@ -211,3 +211,42 @@ def test_past_the_quota_the_model_deletes_and_carries_on_in_the_same_cycle(agent
     assert committed.endswith("-> counted"), committed
     assert not (home / "workspace" / "big").exists() and not (home / "workspace" / "new.txt").exists()
     assert workspace_usage(home / "workspace", 1000).bytes < QUOTA["workspace_max_bytes"]
+
+
+# Dirties every page of the 40 MB file `sparse` (no block of it written yet) through a shared
+# mapping: no write() call, so RLIMIT_FSIZE never sees it, and pages dirty at memory speed.
+HOLE_FILLER = """\
+import mmap, os
+fd = os.open("sparse", os.O_RDWR)
+try:
+    mapped = mmap.mmap(fd, 40_000_000)
+except OSError as exc:
+    print("refused:", exc.strerror)
+else:
+    for offset in range(0, 40_000_000, 4096):
+        mapped[offset] = 1
+    mapped.flush()
+    print("filled")
+"""
+
+
+def test_past_the_quota_a_shared_mapping_cannot_fill_a_sparse_file_s_holes(agent_user):
+    """A file made sparse under the quota (`truncate -s`: its size, no blocks) has holes a shared
+    mapping fills with no write() call: past the quota, RLIMIT_FSIZE refused every write but the
+    mapping took the workspace 33 to 40 MB further over (two runs, as root) before the watch's next look killed it, and every
+    later command could do it again. Past the quota the filter now refuses a shared mapping of a
+    file, so the holes stay holes; a private mapping (how every program is loaded) still works."""
+    home = agent_user.make_home(QUOTA)
+    replies = [
+        {"tool": "write_file", "args": {"path": "filler.py", "content": HOLE_FILLER}},
+        shell("truncate -s 40000000 sparse && echo sparse"),
+        shell("head -c 30000000 /dev/zero > big"),
+        shell("python3 filler.py"),
+    ]
+    assert agent_user.cycle(home, [*replies, done()]).returncode == 0
+    made, filled, mapped = notes_of(home)[1:4]
+    assert made.endswith("-> sparse"), made
+    assert "over workspace_max_bytes" in filled, filled
+    assert mapped.startswith("[TOOL] shell(") and "-> refused: Permission denied" in mapped, mapped
+    assert (home / "workspace" / "sparse").stat().st_blocks == 0
+    assert workspace_usage(home / "workspace", 1000).bytes < 31 * MB

@@ -159,3 +159,16 @@ def test_a_file_tools_write_is_added_to_the_count_without_a_walk(tmp_path: Path)
     assert (usage.files, usage.bytes >= 5000) == (2, True)  # the folder and the file
     counted.recount()  # as a command's end does, in the background
     assert counted.usage().files == 3
+
+
+def test_the_folders_a_write_makes_count_before_it_is_let_through(tmp_path: Path):
+    """write_file makes the folders of its path: a path 31 folders deep made 31 entries (and their
+    blocks) in a call counted as one new file, past workspace_max_files."""
+    from agent.tools.files import write_file
+
+    ctx = _ctx(tmp_path, workspace_max_files=10)
+    with pytest.raises(ToolError, match="files and folders, 22 over workspace_max_files"):
+        write_file(ctx, "/".join(["d"] * 31) + "/x.txt", "hello")
+    assert list((tmp_path / "workspace").iterdir()) == []
+    assert write_file(ctx, "/".join(["d"] * 9) + "/x.txt", "hello").startswith("wrote 5 bytes")
+    assert workspace_usage(tmp_path / "workspace", 100).files == 10
