@@ -101,7 +101,9 @@ def _export(
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.trace.export import SpanExportResult
     except ImportError:
-        return "otel is on but the OpenTelemetry SDK is not installed: pip install 'scratchpad-agent[otel]'"
+        from agent.common.extras import install_hint
+
+        return f"otel is on but the OpenTelemetry SDK is not installed: {install_hint('otel')}"
     content = _content(home, report.cycle_id, secrets) if settings.otel_content else None
     try:
         with _quiet_sdk() as said:

@@ -44,7 +44,7 @@ from agent.secrets import Secrets
 from agent.state import add_note
 from agent.store.cycles import newest_first
 from agent.store.home import Home
-from agent.store.task_identity import at_wake, has_identity, identity_of, newest_identified, of_task
+from agent.store.task_identity import CONSOLIDATIONS, at_wake, has_identity, identity_of, newest_identified, of_task
 
 NOT_COUNTED = {
     StopReason.AWAITING_APPROVAL.value,
@@ -58,8 +58,9 @@ STREAK_READ_CAP = 1000  # index records read back at most: a longer streak is co
 
 
 def _of_a_task(record: dict) -> bool:
-    """A cycle's record that can carry a streak (not a consolidation's, nor another source's)."""
-    return record.get("source", "index") == "index" and record.get("stop_reason") != StopReason.CONSOLIDATED.value
+    """A cycle's record that can carry a streak (not a consolidation's, accepted or reverted: no task's
+    cycle; nor another source's)."""
+    return record.get("source", "index") == "index" and record.get("stop_reason") not in CONSOLIDATIONS
 
 
 def has_work(task: Any, waiting: Any, plan: bool) -> bool:

@@ -154,6 +154,19 @@ TABLES: dict[str, tuple[str, str, dict[str, str]]] = {
             "since": "The cycle since which it fails.",
         },
     ),
+    "provenance": (
+        "Provenance",
+        "Where each memory section entry came from, as the runtime saw it (the model cannot write it): one "
+        "row per entry, the last save's.",
+        {
+            "section": "The memory section.",
+            "entry_id": "The entry's id in its section.",
+            "format": _FORMAT,
+            "cycle_id": "The cycle (or operator command) that added it.",
+            "route": "How it came: operator, inbox, wake, model, reflect or consolidation.",
+            "record": "The rest, as JSON.",
+        },
+    ),
     "upgrade": (
         "Upgrade",
         "The older release's files whose records were moved in (the upgrade from before logs/agent.db).",

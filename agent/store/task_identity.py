@@ -49,6 +49,9 @@ def issued(cycle_id: str, event: str = "") -> str:
     return f"{cycle_id}+{event}" if event else cycle_id
 
 
+CONSOLIDATIONS = ("consolidated", "consolidation_reverted")  # `agent consolidate`'s records: no task's cycle
+
+
 def has_identity(record: dict) -> bool:
     return record.get("source", "index") == "index" and isinstance(record.get("task_id"), str)
 
@@ -70,7 +73,7 @@ def newest_identified(newest_first: Iterable[dict]) -> dict | None:
     for seen, record in enumerate(newest_first):
         if seen >= READ_CAP:
             return None
-        if record.get("source", "index") != "index" or record.get("stop_reason") == "consolidated":
+        if record.get("source", "index") != "index" or record.get("stop_reason") in CONSOLIDATIONS:
             continue
         return record
     return None

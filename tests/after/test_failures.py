@@ -73,7 +73,7 @@ def test_an_outage_costs_the_notes_one_counted_line(home):
     first, last = cycle_records(home)[0], cycle_records(home)[-1]
     assert notes[1].startswith(f"{Tag.CYCLE_FAILED.value} ×5 since ")
     assert notes[1].endswith(
-        f", refused: cycle {last['cycle_id']}: ModelUnavailable: connection refused (see logs/cycle_{last['cycle_id']}.log)"
+        f", refused: cycle {last['cycle_id']}: connection refused (see logs/cycle_{last['cycle_id']}.log)"
     )
     assert last["failure_streak"]["count"] == 5 and last["failure_streak"]["since"] == first["started"]
     assert last["error_kind"] == "refused"
@@ -83,7 +83,7 @@ def test_the_first_failure_is_the_note_it_always_was(home):
     write_active(home, STATE)
     record = fail_with(home, Unreachable())
     assert failure_lines(home) == [
-        f"{Tag.CYCLE_FAILED.value} cycle {record['cycle_id']}: ModelUnavailable: connection refused "
+        f"{Tag.CYCLE_FAILED.value} cycle {record['cycle_id']}: connection refused "
         f"(see logs/cycle_{record['cycle_id']}.log)"
     ]
 
@@ -92,9 +92,9 @@ def test_a_failure_of_another_kind_starts_its_own_line(home):
     write_active(home, STATE)
     fail_with(home, Unreachable())
     fail_with(home, Unreachable())
-    fail_with(home, ScriptedModel.from_replies([]))  # a different kind: bad_response
+    fail_with(home, ScriptedModel.from_replies([]))  # a different kind: unavailable
     lines = failure_lines(home)
-    assert len(lines) == 2 and "×2 since" in lines[0] and "ScriptEnded" in lines[1] and "×" not in lines[1]
+    assert len(lines) == 2 and "×2 since" in lines[0] and "the script has only" in lines[1] and "×" not in lines[1]
 
 
 def test_a_cycle_that_works_ends_the_streak(home):
@@ -126,7 +126,7 @@ def test_a_failure_line_the_model_rewrote_is_left_alone_and_the_count_goes_on(ho
         (ModelUnavailable("x", kind="http_401"), "http_401"),
         (ModelTimeout("x"), "timeout"),
         (ModelUnavailable("x"), "unavailable"),
-        (ScriptEnded("x"), "bad_response"),
+        (ScriptEnded("x"), "unavailable"),
         (ModelError("x"), "bad_response"),
         (KeyboardInterrupt(), "interrupted"),
         (Interrupted("SIGTERM"), "interrupted"),

@@ -139,9 +139,17 @@ def test_a_cycle_that_alternates_stops_with_repeated_action(home):
 
 
 def test_a_streak_longer_than_the_tail_read_is_still_found(home):
-    records = [{"cycle_id": f"a{i}", "stop_reason": "max_iterations", "task_after": "t"} for i in range(4)]
+    # an older release's index (ids of the pattern: the upgrade skips others)
+    records = [
+        {"cycle_id": f"20260101_00{i:02}00_01", "stop_reason": "max_iterations", "task_after": "t"} for i in range(4)
+    ]
     records += [
-        {"cycle_id": f"b{i:03}", "stop_reason": "awaiting_approval", "task_after": "t", "error": "x" * 1000}
+        {
+            "cycle_id": f"20260101_{1 + i // 60:02}{i % 60:02}00_01",
+            "stop_reason": "awaiting_approval",
+            "task_after": "t",
+            "error": "x" * 1000,
+        }
         for i in range(100)
     ]  # 100 KB of cycles that do not count, past the first tail read
     (home / "logs").mkdir()
@@ -165,7 +173,9 @@ def test_under_quiet_a_stall_prints_one_line_for_cron_mail(stuck_home):
 
 
 def test_the_stall_gate_turns_the_cycle_that_completes_a_stall_into_stalled(home):
-    records = [{"cycle_id": f"a{i}", "stop_reason": "max_iterations", "task_after": "t"} for i in range(2)]
+    records = [
+        {"cycle_id": f"20260101_00{i:02}00_01", "stop_reason": "max_iterations", "task_after": "t"} for i in range(2)
+    ]
     (home / "logs").mkdir()
     (home / "logs" / "index.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     gate = made(StallGate, home, Settings(stall_cycles=3))
