@@ -71,7 +71,7 @@ def read_msa_config(src: Path) -> dict:
     if not (src / MSA_CONFIG).is_file():
         raise UsageError(f"{src} is not an msa home: it has no {MSA_CONFIG}")
     try:
-        text = read_text_file(src / MSA_CONFIG, "msa config", MAX_CONFIG_BYTES) or ""
+        text = read_text_file(own_file(src, src / MSA_CONFIG), "msa config", MAX_CONFIG_BYTES) or ""
         data = load_yaml(text)
     except FileRefused as exc:
         raise UsageError(f"{src} is not an msa home: {exc}") from exc
@@ -111,6 +111,27 @@ def msa_path(src: Path, configured: Any, what: str) -> Path:
         raise UsageError(f"{src / MSA_CONFIG}: '{what}' must be a path, got {configured!r}")
     path = Path(configured).expanduser()
     return path if path.is_absolute() else src / path
+
+
+def own_file(src: Path, path: Path) -> Path:
+    """`path` resolved, when it is a file of SRC's own; UsageError (exit 2) when it (or a link on the way)
+    leads outside SRC. SRC is untrusted: a link to ~/.ssh/id_rsa as its rules.md, or a `rules_path`
+    naming it, would otherwise copy the operator's secrets into the new home and so into every prompt."""
+    resolved, problem = _resolved_inside(src, path)
+    if problem:
+        raise UsageError(f"{path}: {problem} (copy the file into it, as a regular file, and import again)")
+    return resolved
+
+
+def _resolved_inside(src: Path, path: Path) -> tuple[Path, str | None]:
+    """`path` resolved, and why it is not SRC's own file (None: it is)."""
+    try:
+        resolved, root = path.resolve(), src.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        return path, f"cannot be resolved ({exc})"
+    if not resolved.is_relative_to(root):
+        return resolved, f"leads to {resolved}, outside the msa home {root}: the import reads only its own files"
+    return resolved, None
 
 
 def read_msa_state(path: Path, what: str) -> tuple[dict | None, list[str]]:
@@ -476,8 +497,12 @@ def find_templates(src: Path, memory: Path) -> tuple[dict[str, Path], list[str]]
                 skipped.append(f"template {path}: left out: '{name}' cannot be a template name here")
             elif name in found:
                 skipped.append(f"template {path}: left out: {found[name]} has the same name")
-            elif path.is_file():
-                found[name] = path
+            else:
+                resolved, problem = _resolved_inside(src, path)
+                if problem:
+                    skipped.append(f"template {path}: left out: it {problem}")
+                else:
+                    found[name] = resolved
     return found, skipped
 
 
@@ -503,7 +528,7 @@ def plan_import(src: Path, crontab_command: str) -> Plan:
     merged = merged_config(user)
     lines: list[str] = []
     memory_path = msa_path(src, merged["scratchpad_path"], "scratchpad_path")
-    state, converted = read_msa_state(memory_path, "msa scratchpad")
+    state, converted = read_msa_state(own_file(src, memory_path), "msa scratchpad")
     if state is None:
         from agent.state import fresh_state
 
@@ -519,7 +544,7 @@ def plan_import(src: Path, crontab_command: str) -> Plan:
     lines += rename_runtime_keys(state, "memory")
     rules_path = msa_path(src, merged["rules_path"], "rules_path")
     try:
-        rules = read_text_file(rules_path, "rules", MAX_CONFIG_BYTES)
+        rules = read_text_file(own_file(src, rules_path), "rules", MAX_CONFIG_BYTES)
     except FileRefused as exc:
         raise UsageError(str(exc)) from exc
     if rules is None:

@@ -438,3 +438,68 @@ def test_a_key_of_msas_memory_the_runtime_reads_as_its_own_is_renamed_not_read(t
     state = read_active(tmp_path / "home")
     assert "checks" not in state and state["msa_checks_2"] == {"t": "rm -rf x"} and state["msa_checks"] == "kept"
     assert "memory: key 'checks' renamed 'msa_checks_2'" in result.stdout
+
+
+# ------------------------------------------------------------- SRC is untrusted: only its own files
+
+
+def _secret_outside(tmp_path: Path) -> Path:
+    secret = tmp_path / "operator" / ".ssh" / "id_rsa"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n")
+    return secret
+
+
+@pytest.mark.parametrize("file", ["config/rules.md", "scratchpads/active.yaml", "config/config.yaml"])
+def test_an_msa_file_linked_outside_the_msa_home_is_refused_and_nothing_made(tmp_path: Path, file: str):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    secret = _secret_outside(tmp_path)
+    (src / file).unlink()
+    (src / file).symlink_to(secret)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1, result.output
+    assert "outside the msa home" in result.stderr and not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize("key", ["rules_path", "scratchpad_path"])
+def test_a_path_msas_config_names_outside_the_msa_home_is_refused(tmp_path: Path, key: str):
+    _secret_outside(tmp_path)
+    config = msa_config().replace("{memory}", "scratchpads/active.yaml")
+    config = "\n".join(
+        f"{key}: ../operator/.ssh/id_rsa" if line.startswith(key) else line for line in config.splitlines()
+    )
+    src = msa_home(tmp_path / "msa", config)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 2 and "outside the msa home" in result.stderr, result.output
+    assert not (tmp_path / "home").exists()
+
+
+def test_a_template_linked_outside_the_msa_home_is_left_out_said(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    outside = tmp_path / "elsewhere.yaml"
+    outside.write_text("goals: [from outside]\n")
+    (src / "scratchpads" / "active.stolen.yaml").symlink_to(outside)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    assert "active.stolen.yaml: left out: it leads to" in result.stdout
+    assert not (tmp_path / "home" / "templates" / "stolen.yaml").exists()
+
+
+def test_a_link_inside_the_msa_home_is_followed(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    (src / "config" / "rules.v2.md").write_text("# the rules, moved\n")
+    (src / "config" / "rules.md").unlink()
+    (src / "config" / "rules.md").symlink_to("rules.v2.md")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "home" / "rules.md").read_text() == "# the rules, moved\n"
+
+
+def test_a_template_that_is_a_fifo_is_refused_without_hanging(tmp_path: Path):
+    import os
+
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    os.mkfifo(src / "scratchpads" / "active.pipe.yaml")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 6 and "named pipe" in result.stderr, result.output
+    assert not (tmp_path / "home").exists()
