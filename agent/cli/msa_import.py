@@ -26,6 +26,7 @@ from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file, yaml_problem
 from agent.config import MAX_CONFIG_BYTES, MSA_DEFAULTS, Settings, settings_from
 from agent.scratchpad import MAX_SCRATCHPAD_BYTES
+from agent.secrets import url_credentials, without_credentials
 from agent.state import RUNTIME_KEYS, normalize, problems
 from agent.store.home import Home
 
@@ -254,16 +255,16 @@ def translate_model(model: Any, user: dict) -> list[Translation]:
         if model.get("base_url"):
             out.append(
                 Translation(
-                    f"model.base_url: not translated: msa's anthropic backend never read it ({model['base_url']})"
+                    f"model.base_url: not translated: msa's anthropic backend never read it ({_shown_url(model['base_url'])})"
                 )
             )
     elif backend in BACKEND_URLS:
         url = _v1_url(model.get("base_url")) or BACKEND_URLS[backend]
-        given = f" (from {model['base_url']})" if model.get("base_url") else " (msa's default endpoint)"
+        given = _where_from(model.get("base_url"), url)
         out.append(
             Translation(
                 f"model.backend: {backend}{source('backend')} -> the openai provider at its /v1 endpoint: "
-                f"model: openai:{name}, base_url: {url}{given}; msa sent ANTHROPIC_API_KEY to every backend, here "
+                f"model: openai:{name}, base_url: {_shown_url(url)}{given}; msa sent ANTHROPIC_API_KEY to every backend, here "
                 f"this server is sent OPENAI_API_KEY when it is set (api_key_env names another; a loopback server needs none)",
                 {"model": f"openai:{name}", "base_url": url},
             )
@@ -290,6 +291,19 @@ def translate_model(model: Any, user: dict) -> list[Translation]:
         if key not in ("backend", "model", "max_tokens", "base_url", "api_key"):
             out.append(Translation(f"model.{key}: not translated: msa does not read it"))
     return out
+
+
+def _where_from(given: Any, url: str) -> str:
+    """Where a backend's endpoint came from, and where its credentials went (never what they are)."""
+    said = f" (from {_shown_url(given)})" if given else " (msa's default endpoint)"
+    if url_credentials(url):
+        said += "; its user:password goes in config.yaml (the one place it can, mode 0600), never printed"
+    return said
+
+
+def _shown_url(url: Any) -> str:
+    """A URL of msa's config as a line may show it: never its user:password (a secret)."""
+    return without_credentials(url) if isinstance(url, str) else _clipped(repr(url))
 
 
 def _given(user_part: Any):

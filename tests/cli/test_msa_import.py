@@ -503,3 +503,23 @@ def test_a_template_that_is_a_fifo_is_refused_without_hanging(tmp_path: Path):
     result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
     assert result.exit_code == 6 and "named pipe" in result.stderr, result.output
     assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize("flags", [(), ("--json",)])
+def test_a_password_in_msas_base_url_is_never_printed_and_kept_in_config(tmp_path: Path, flags: tuple):
+    config = msa_config("vllm", base_url="http://msa:hunter2-long-password@gpu.example:8000/v1")
+    src = msa_home(tmp_path / "msa", config.replace("{memory}", "scratchpads/active.yaml"))
+    result = run_cli("init", str(tmp_path / "home"), *flags, "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    assert "hunter2" not in result.output and "http://gpu.example:8000/v1" in result.output
+    assert "never printed" in result.output
+    settings = load_settings(tmp_path / "home")
+    assert settings.base_url == "http://msa:hunter2-long-password@gpu.example:8000/v1"
+
+
+def test_a_password_in_a_base_url_the_anthropic_backend_ignores_is_never_printed(tmp_path: Path):
+    config = msa_config("anthropic", base_url="https://msa:hunter2-long-password@proxy.example/v1")
+    src = msa_home(tmp_path / "msa", config.replace("{memory}", "scratchpads/active.yaml"))
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0 and "hunter2" not in result.output, result.output
+    assert "https://proxy.example/v1" in result.output
