@@ -107,7 +107,7 @@ def silence_stdout() -> None:
         pass
 
 
-def checked_home(home_dir: Path, hint: bool = True) -> Home:
+def checked_home(home_dir: Path, hint: bool = True, importing: bool = False) -> Home:
     """The home at `home_dir`, or a usage error (exit 2) when it is the user's home folder or
     `/` and was never made a home: the model's workspace and the runtime's files would sit among
     dot-files, keys and code that the operator's shell and tools run. A folder `agent init` made
@@ -116,6 +116,8 @@ def checked_home(home_dir: Path, hint: bool = True) -> Home:
     home = Home.at(home_dir)
     if hint:
         say_if_msa(home, home_dir)
+    if not importing:
+        refuse_an_unfinished_import(home, home_dir)
     if home.active.is_file():
         return home
     resolved = home.root.resolve()
@@ -132,6 +134,25 @@ def checked_home(home_dir: Path, hint: bool = True) -> Home:
                 f"{home.root} as another user (root) and chown it"
             )
     return home
+
+
+def refuse_an_unfinished_import(home: Home, home_dir: Path) -> None:
+    """A folder an `agent init --from-msa` was killed in is no home yet (its memory, config or templates may
+    be missing): exit 2, saying that running the import again finishes it."""
+    from agent.cli.msa_home import UNFINISHED_IMPORT
+
+    marker = home.root / UNFINISHED_IMPORT
+    if os.path.lexists(marker):
+        from agent.common.safe_yaml import FileRefused, read_text_file
+
+        try:
+            src = (read_text_file(marker, "marker", 4096) or "").strip() or "MSA_HOME"
+        except FileRefused:
+            src = "MSA_HOME"
+        raise UsageError(
+            f"{home.root}: an `agent init --from-msa` into it did not finish (killed?); run it again, it starts "
+            f"over: agent init {shlex.quote(str(home_dir))} --from-msa {shlex.quote(src)}"
+        )
 
 
 def say_if_msa(home: Home, home_dir: Path) -> None:

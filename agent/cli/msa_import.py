@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import datetime as _dt
 import json
+import os
 import shlex
 import shutil
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 import yaml
 
 from agent.cli.msa_home import MSA_CONFIG
+from agent.common.files import disk_error, remove_temporaries
 from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file, yaml_problem
 from agent.config import MAX_CONFIG_BYTES, MSA_DEFAULTS, Settings, settings_from
@@ -592,6 +594,36 @@ def refuse_existing_home(dest: Home) -> None:
             f"{dest.root} already holds a home ({', '.join(str(p.relative_to(dest.root)) for p in held)}): "
             "import into a new folder"
         )
+
+
+def remove_unfinished(dest: Home) -> None:
+    """What an import killed in DEST made, so that it starts over: rules.md, config.yaml, scratchpad/ and
+    templates/, and the temporaries of its writes. The import alone made them (it refuses a DEST that
+    holds any, and no command uses a folder with its marker); logs/ and the workspace stay."""
+    try:
+        for path in (dest.rules, dest.config):
+            path.unlink(missing_ok=True)
+        for folder in (dest.scratchpad, dest.templates):
+            if folder.is_symlink() or folder.is_file():
+                folder.unlink()
+            elif folder.is_dir():
+                shutil.rmtree(folder)
+        remove_temporaries(dest.root)
+    except OSError as exc:
+        raise disk_error(dest.root, exc) from exc
+
+
+def remove_marker(marker: Path) -> None:
+    """The import finished: its marker goes (the folder synced, so a crash after leaves a whole home)."""
+    try:
+        marker.unlink()
+        fd = os.open(marker.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise disk_error(marker, exc) from exc
 
 
 def crontab_command(dest: Home) -> str:
