@@ -157,11 +157,38 @@ def refuse_an_unfinished_import(home: Home, home_dir: Path) -> None:
 
 def say_if_msa(home: Home, home_dir: Path) -> None:
     """One line on stderr when the folder holds msa's config/config.yaml, home or not: an older msa
-    checkout passes as a home (it has scratchpad/) and would run with default rules, ignoring config/."""
+    checkout passes as a home (it has scratchpad/) and would run with default rules, ignoring config/.
+    Once per command, however many times it looks at the home; under --quiet (cron mails what a job
+    prints) once per home, the first time: then every tick would mail it."""
     from agent.cli.msa_home import looks_like_msa, msa_hint  # a stat first: all a plain cycle pays
 
-    if looks_like_msa(home.root):
-        click.echo(f"agent: {msa_hint(str(home_dir))}", err=True)
+    if not looks_like_msa(home.root):
+        return
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta if ctx is not None else {}
+    said = meta.setdefault("agent.msa_said", set())
+    if home.root in said:
+        return
+    said.add(home.root)
+    if meta.get("agent.quiet") and not _first_msa_hint(home):
+        return
+    click.echo(f"agent: {msa_hint(str(home_dir))}", err=True)
+
+
+MSA_HINT_SAID = "msa_hint_said"  # in logs/: a --quiet command said the msa line once
+
+
+def _first_msa_hint(home: Home) -> bool:
+    """Whether no --quiet command said the msa line in this home before (recorded now, where it can be)."""
+    try:
+        if home.scratchpad.is_dir():  # a home (an older checkout is one): its logs/, as a cycle makes it
+            home.logs.mkdir(mode=0o700, exist_ok=True)
+        os.close(os.open(home.logs / MSA_HINT_SAID, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        return False
+    except OSError:  # no logs/ yet, or a read-only home: said each time rather than never
+        return True
+    return True
 
 
 def existing_folder(home_dir: Path, hint: bool = True) -> Home:

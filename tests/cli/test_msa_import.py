@@ -523,3 +523,35 @@ def test_a_password_in_a_base_url_the_anthropic_backend_ignores_is_never_printed
     result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
     assert result.exit_code == 0 and "hunter2" not in result.output, result.output
     assert "https://proxy.example/v1" in result.output
+
+
+# ------------------------------------------------------- the msa line: once a command, once under --quiet
+
+
+def older_checkout(tmp_path: Path) -> Path:
+    """An older msa checkout that passes as a home, its memory one this runtime reads, a task queued."""
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpad/active.yaml"), "scratchpad")
+    (src / "scratchpad" / "active.yaml").write_text("goals: [watch]\ncurrent_task: look\n")
+    return src
+
+
+def test_the_msa_line_is_said_once_by_a_command_that_looks_at_the_home_twice(tmp_path: Path):
+    src = older_checkout(tmp_path)
+    result = run_cli("approve", "--home", str(src), "1")  # reads the home for its secrets, then for the call
+    assert result.stderr.count("this looks like an msa home") == 1, result.stderr
+
+
+def test_under_quiet_the_msa_line_is_mailed_by_the_first_cycle_only(tmp_path: Path):
+    src = older_checkout(tmp_path)
+    first = run_cycle(src, [done("one")], "--quiet")
+    assert first.exit_code == 0 and first.stdout == "", first.output
+    assert first.stderr.count("this looks like an msa home") == 1
+    run_cli("task", "add", "--home", str(src), "another")
+    second = run_cycle(src, [done("two")], "--quiet")
+    assert second.exit_code == 0 and second.output == "", second.output  # a done cycle under --quiet mails nothing
+
+
+def test_without_quiet_every_command_still_says_the_msa_line(tmp_path: Path):
+    src = older_checkout(tmp_path)
+    assert run_cycle(src, [done("one")], "--quiet").exit_code == 0
+    assert "this looks like an msa home" in run_cli("status", "--home", str(src)).stderr
