@@ -511,6 +511,11 @@ def find_templates(src: Path, memory: Path) -> tuple[dict[str, Path], list[str]]
             name = path.name[len("active.") : -len(".yaml")]
             if not name or "/" in name or name.startswith(".") or name.endswith(".config") or name == "examples":
                 skipped.append(f"template {path}: left out: '{name}' cannot be a template name here")
+            elif not name.isprintable() or any(ch.isspace() for ch in name):
+                skipped.append(
+                    f"template {path}: left out: its name has a control character or a space (rename the file "
+                    "to a plain name and import again)"
+                )
             elif name in found:
                 skipped.append(f"template {path}: left out: {found[name]} has the same name")
             else:
@@ -576,7 +581,9 @@ def plan_import(src: Path, crontab_command: str) -> Plan:
         template_state, template_converted = read_msa_state(path, "msa template")
         states[name] = template_state
         converted_said = f" ({len(template_converted)} values became text)" if template_converted else ""
-        lines.append(f"template {path} -> templates/{name}.yaml: `agent reset --template {name}`{converted_said}")
+        lines.append(
+            f"template {path} -> templates/{name}.yaml: `agent reset --template {shlex.quote(name)}`{converted_said}"
+        )
         lines += rename_runtime_keys(template_state, f"template {name}")
     lines += skipped
     translations = translate_config(merged, user, crontab_command)

@@ -555,3 +555,13 @@ def test_without_quiet_every_command_still_says_the_msa_line(tmp_path: Path):
     src = older_checkout(tmp_path)
     assert run_cycle(src, [done("one")], "--quiet").exit_code == 0
     assert "this looks like an msa home" in run_cli("status", "--home", str(src)).stderr
+
+
+@pytest.mark.parametrize("name", ["\x1b[31mred\x07", "two\nlines", "a b", "\u202eevil"])
+def test_a_template_whose_name_has_a_control_character_or_a_space_is_left_out_said(tmp_path: Path, name: str):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    (src / "scratchpads" / f"active.{name}.yaml").write_text("goals: [odd]\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    assert "left out: its name has a control character or a space" in result.stdout
+    assert sorted(p.name for p in (tmp_path / "home" / "templates").iterdir()) == sorted(f"{n}.yaml" for n in TEMPLATES)
