@@ -39,6 +39,7 @@ MSA_FALLBACK_RULES = "You are a helpful agent. Complete tasks listed in your scr
 # msa's built-in tools (msa/tools.py); those this project lacks come from a plugin or an MCP server.
 MSA_TOOLS = ("echo", "shell", "read_file", "write_file", "http_get", "yolo_detect")
 ANTHROPIC_OPENAI_ENDPOINT = "https://api.anthropic.com/v1/"
+MODEL_KEYS = ("backend", "model", "max_tokens", "base_url", "api_key")  # what msa reads of its model mapping
 # Each OpenAI-compatible backend's endpoint when msa's config names none (msa/model.py's defaults,
 # Ollama's at its OpenAI-compatible /v1 instead of /api/generate).
 BACKEND_URLS = {
@@ -47,6 +48,15 @@ BACKEND_URLS = {
     "ollama": "http://localhost:11434/v1",
 }
 WHERE_KEYS_LIVE = "a key never goes in config.yaml"
+# What the import says is bounded whatever SRC holds: a line shows at most this many characters (its
+# head and tail), and a run of lines of one kind (keys msa does not read, values made text) at most
+# MAX_LINES_OF_A_KIND, then how many more there are.
+MAX_LINE_CHARS = 1000
+MAX_LINES_OF_A_KIND = 20
+# Templates are read whole before anything is written: at most this many bytes of them in all (a
+# template is a few hundred bytes; thousands of 4 MiB files would hold gigabytes in memory).
+MAX_TEMPLATE_BYTES = 16 * 1024 * 1024
+MAX_TEMPLATES = 100
 
 
 # ------------------------------------------------------------------------------------ reading
@@ -200,6 +210,21 @@ def _task_as_text(entry: Any, where: str, text) -> Any:
     return {k: v if v is None or isinstance(v, str) else text(v, f"{where}.{k}") for k, v in entry.items()}
 
 
+def bounded_line(line: str) -> str:
+    """A line as the import says it: its head and tail when it is over MAX_LINE_CHARS."""
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    half = MAX_LINE_CHARS // 2
+    return f"{line[:half]}…[{len(line) - 2 * half:,} characters left out]…{line[-half:]}"
+
+
+def at_most(lines: list[str], what: str) -> list[str]:
+    """The first MAX_LINES_OF_A_KIND of `lines`, then one saying how many more `what` there are."""
+    if len(lines) <= MAX_LINES_OF_A_KIND:
+        return lines
+    return [*lines[:MAX_LINES_OF_A_KIND], f"... and {len(lines) - MAX_LINES_OF_A_KIND:,} more {what}"]
+
+
 def _clipped(shown: str) -> str:
     return shown if len(shown) <= 60 else shown[:59] + "…"
 
@@ -289,10 +314,8 @@ def translate_model(model: Any, user: dict) -> list[Translation]:
                 f"api_key_env names ({'ANTHROPIC_API_KEY' if backend == 'anthropic' else 'OPENAI_API_KEY'})"
             )
         )
-    for key in model:
-        if key not in ("backend", "model", "max_tokens", "base_url", "api_key"):
-            out.append(Translation(f"model.{key}: not translated: msa does not read it"))
-    return out
+    unread = [f"model.{key}: not translated: msa does not read it" for key in model if key not in MODEL_KEYS]
+    return out + [Translation(line) for line in at_most(unread, "keys of model msa does not read")]
 
 
 def _where_from(given: Any, url: str) -> str:
@@ -450,7 +473,8 @@ def translate_config(merged: dict, user: dict, crontab_command: str) -> list[Tra
     out += translate_scheduler(merged.get("scheduler"), user, crontab_command)
     for key in ("scratchpad_path", "rules_path"):
         out.append(Translation(f"{key}: {merged[key]} -> read from there (this home keeps {_our_place(key)})"))
-    out += [Translation(f"{key}: not translated: msa does not read it") for key in merged if key not in MSA_DEFAULTS]
+    unread = [f"{key}: not translated: msa does not read it" for key in merged if key not in MSA_DEFAULTS]
+    out += [Translation(line) for line in at_most(unread, "keys msa does not read")]
     out.append(
         Translation(
             "msa called the model every cycle, even with an empty queue -> idle: plan (a model with goals plans from "
@@ -503,6 +527,7 @@ def find_templates(src: Path, memory: Path) -> tuple[dict[str, Path], list[str]]
     skipped: list[str] = []
     folders = [memory.parent] + [src / name for name in TEMPLATE_FOLDERS]
     seen: set[Path] = set()
+    total = 0
     for folder in folders:
         if folder in seen or not folder.is_dir():
             continue
@@ -520,11 +545,29 @@ def find_templates(src: Path, memory: Path) -> tuple[dict[str, Path], list[str]]
                 skipped.append(f"template {path}: left out: {found[name]} has the same name")
             else:
                 resolved, problem = _resolved_inside(src, path)
+                problem = problem or _over_budget(resolved, len(found), total)
                 if problem:
                     skipped.append(f"template {path}: left out: it {problem}")
                 else:
                     found[name] = resolved
-    return found, skipped
+                    total += _size(resolved)
+    return found, at_most(skipped, "templates left out")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # said when it is read
+        return 0
+
+
+def _over_budget(path: Path, count: int, total: int) -> str | None:
+    """Why one more template would be too many or too much (None: it fits)."""
+    if count >= MAX_TEMPLATES:
+        return f"would be template {count + 1:,}: the import takes at most {MAX_TEMPLATES}"
+    if total + _size(path) > MAX_TEMPLATE_BYTES:
+        return f"would take the templates over {MAX_TEMPLATE_BYTES:,} bytes in all"
+    return None
 
 
 # ----------------------------------------------------------------------------------- the import
@@ -561,7 +604,7 @@ def plan_import(src: Path, crontab_command: str) -> Plan:
             f"completed tasks, {len(state['notes'].splitlines())} note lines); the first cycle moves what is over "
             "notes_budget and completed_window to the archive (`agent show --all`)"
         )
-    lines += [f"memory: {item}" for item in converted]
+    lines += at_most([f"memory: {item}" for item in converted], "values of the memory that became text")
     lines += rename_runtime_keys(state, "memory")
     rules_path = msa_path(src, merged["rules_path"], "rules_path")
     try:
@@ -590,6 +633,7 @@ def plan_import(src: Path, crontab_command: str) -> Plan:
     settings = checked_settings(translations)
     lines += [f"config {item.line}" for item in translations]
     crontab = [item.crontab for item in translations if item.crontab]
+    lines = [bounded_line(line) for line in lines]
     return Plan(state, rules, config_part(settings, translations), settings, states, lines, crontab)
 
 

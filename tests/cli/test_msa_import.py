@@ -565,3 +565,34 @@ def test_a_template_whose_name_has_a_control_character_or_a_space_is_left_out_sa
     assert result.exit_code == 0, result.output
     assert "left out: its name has a control character or a space" in result.stdout
     assert sorted(p.name for p in (tmp_path / "home" / "templates").iterdir()) == sorted(f"{n}.yaml" for n in TEMPLATES)
+
+
+# ---------------------------------------------------------- what the import says and holds is bounded
+
+
+def test_what_the_import_says_is_bounded_whatever_msas_config_holds(tmp_path: Path):
+    from agent.cli.msa_import import MAX_LINE_CHARS, MAX_LINES_OF_A_KIND
+
+    long_name = "m" * 300_000
+    unread = "".join(f"key{n}: 1\n" for n in range(5_000))
+    config = msa_config("vllm").replace(MODEL, long_name).replace("{memory}", "scratchpads/active.yaml") + unread
+    src = msa_home(tmp_path / "msa", config)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output[:2000]
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= MAX_LINE_CHARS + 40 and len(lines) < 3 * MAX_LINES_OF_A_KIND + 20
+    assert "... and 4,980 more keys msa does not read" in result.stdout
+    assert load_settings(tmp_path / "home").model == f"openai:{long_name}"  # the setting itself is whole
+
+
+def test_templates_past_the_limit_are_left_out_said(tmp_path: Path):
+    from agent.cli.msa_import import MAX_TEMPLATES
+
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    for n in range(MAX_TEMPLATES + 30):
+        (src / "scratchpads" / f"active.extra{n:03}.yaml").write_text("goals: [more]\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output[:2000]
+    assert len(list((tmp_path / "home" / "templates").iterdir())) == MAX_TEMPLATES
+    assert f"the import takes at most {MAX_TEMPLATES}" in result.stdout
+    assert "more templates left out" in result.stdout
