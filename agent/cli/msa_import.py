@@ -449,14 +449,44 @@ def translate_file_watch(config: dict, crontab_command: str) -> Translation:
     """msa's file_watch: a cycle when the trigger file appears, which it then deletes. Here a wake_when
     command every minute does that, as docs/operations.md's link-safe recipes do: `find -P ... -type f`
     sees only a regular file, never through a link, and deletes the trigger it saw."""
-    trigger = Path(config.get("trigger_file") or "tmp/msa_trigger")
-    folder, name = str(trigger.parent), trigger.name
+    given = config.get("trigger_file") or "tmp/msa_trigger"
+    problem = trigger_problem(given)
+    if problem:
+        return Translation(
+            f"scheduler: file_watch: not translated: trigger_file {_clipped(repr(given))} {problem}; the cycle "
+            "deletes the file it sees, so it must be one of the home's own, in a folder of its own (msa's default: "
+            "tmp/msa_trigger); docs/operations.md has the wake_when recipe to write by hand"
+        )
+    trigger = Path(given)
+    folder, name = f"./{trigger.parent}", trigger.name  # ./ : a folder named -delete is no option of find
     script = (
         f"find -P {shlex.quote(folder)} -maxdepth 1 -type f -name {shlex.quote(name)} -delete -print | grep -q . "
         f"&& echo {shlex.quote('triggered: ' + str(trigger))}"
     )
     said = f"scheduler: file_watch on {trigger} -> wake_when: a cycle when the file appears (then deleted), looked for each minute"
     return _scheduled("* * * * *", said, crontab_command, {"wake_when": ["sh", "-c", script]})
+
+
+# The home's own folders: a trigger there could name its memory, its records or its templates.
+HOME_FOLDERS = ("scratchpad", "logs", "templates")
+
+
+def trigger_problem(given: Any) -> str | None:
+    """Why msa's trigger_file cannot be the file a wake_when deletes each time it appears (None: it can).
+    SRC is untrusted: `/home/me/.ssh/id_rsa`, `../x`, `scratchpad/active.yaml` or a name `*` would have
+    cron delete the operator's key, a file beside the home, the memory, or every file in the folder."""
+    if not isinstance(given, str) or not given.strip() or any(not ch.isprintable() for ch in given):
+        return "is not a path"
+    trigger = Path(given)
+    if trigger.is_absolute() or given.startswith("~"):
+        return "is outside the home (an absolute path)"
+    if ".." in trigger.parts:
+        return "leads out of the home (..)"
+    if len(trigger.parts) < 2 or trigger.parts[0] in HOME_FOLDERS or trigger.parts[0].startswith("."):
+        return "is not in a folder of its own (the home's root, scratchpad/, logs/ and templates/ hold its files)"
+    if any(ch in trigger.name for ch in "*?[]\\"):
+        return "has a wildcard in its name (find would delete every file it matches)"
+    return None
 
 
 def translate_config(merged: dict, user: dict, crontab_command: str) -> list[Translation]:

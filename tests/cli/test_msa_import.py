@@ -163,7 +163,7 @@ def test_interval_scheduler_prints_a_crontab_line_and_a_schedule(tmp_path: Path)
 def test_file_watch_becomes_a_link_safe_wake_when(tmp_path: Path):
     _, _, home, result = import_msa(tmp_path, msa_config(scheduler="scheduler: {mode: file_watch}"))
     command = load_settings(home).wake_when
-    assert command[:2] == ["sh", "-c"] and command[2].startswith("find -P tmp -maxdepth 1 -type f -name msa_trigger")
+    assert command[:2] == ["sh", "-c"] and command[2].startswith("find -P ./tmp -maxdepth 1 -type f -name msa_trigger")
     assert " ls " not in command[2]
     assert "* * * * * " in result.stdout  # every minute: the trigger is looked for on each tick
 
@@ -596,3 +596,14 @@ def test_templates_past_the_limit_are_left_out_said(tmp_path: Path):
     assert len(list((tmp_path / "home" / "templates").iterdir())) == MAX_TEMPLATES
     assert f"the import takes at most {MAX_TEMPLATES}" in result.stdout
     assert "more templates left out" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "trigger",
+    ["/home/me/.ssh/id_rsa", "~/.ssh/id_rsa", "../beside/x", "scratchpad/active.yaml", "config.yaml", "tmp/*", "5"],
+)
+def test_a_trigger_file_the_cycle_must_not_delete_is_not_translated_said(tmp_path: Path, trigger: str):
+    scheduler = f"scheduler: {{mode: file_watch, trigger_file: {json.dumps(trigger) if trigger != '5' else 5}}}"
+    _, _, home, result = import_msa(tmp_path, msa_config(scheduler=scheduler))
+    assert load_settings(home).wake_when is None
+    assert "scheduler: file_watch: not translated: trigger_file" in result.stdout
