@@ -122,7 +122,10 @@ def msa_path(src: Path, configured: Any, what: str) -> Path:
     """A path msa's config names: relative ones from msa's project root (where msa runs)."""
     if not isinstance(configured, str) or not configured.strip():
         raise UsageError(f"{src / MSA_CONFIG}: '{what}' must be a path, got {configured!r}")
-    path = Path(configured).expanduser()
+    try:
+        path = Path(configured).expanduser()
+    except RuntimeError as exc:  # ~user of no such user
+        raise UsageError(f"{src / MSA_CONFIG}: '{what}' names no folder ({configured!r}: {exc})") from exc
     return path if path.is_absolute() else src / path
 
 

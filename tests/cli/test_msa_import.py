@@ -607,3 +607,12 @@ def test_a_trigger_file_the_cycle_must_not_delete_is_not_translated_said(tmp_pat
     _, _, home, result = import_msa(tmp_path, msa_config(scheduler=scheduler))
     assert load_settings(home).wake_when is None
     assert "scheduler: file_watch: not translated: trigger_file" in result.stdout
+
+
+def test_a_path_naming_a_user_there_is_not_is_one_line_not_a_traceback(tmp_path: Path):
+    config = msa_config().replace("{memory}", "~no-such-user-here/active.yaml")
+    src = msa_home(tmp_path / "msa", config.replace("~no-such-user-here/active.yaml", "scratchpads/active.yaml"))
+    (src / "config" / "config.yaml").write_text(config)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1, result.output
+    assert "names no folder" in result.stderr and not (tmp_path / "home").exists()
