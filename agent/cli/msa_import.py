@@ -288,7 +288,7 @@ def translate_model(model: Any, user: dict) -> list[Translation]:
                     f"model.base_url: not translated: msa's anthropic backend never read it ({_shown_url(model['base_url'])})"
                 )
             )
-    elif backend in BACKEND_URLS:
+    elif isinstance(backend, str) and backend in BACKEND_URLS:
         url = _v1_url(model.get("base_url")) or BACKEND_URLS[backend]
         given = _where_from(model.get("base_url"), url)
         out.append(
@@ -323,7 +323,10 @@ def translate_model(model: Any, user: dict) -> list[Translation]:
 
 def _where_from(given: Any, url: str) -> str:
     """Where a backend's endpoint came from, and where its credentials went (never what they are)."""
-    said = f" (from {_shown_url(given)})" if given else " (msa's default endpoint)"
+    if given and not isinstance(given, str):
+        said = f" (msa's default endpoint: its base_url {_shown_url(given)} is not a URL)"
+    else:
+        said = f" (from {_shown_url(given)})" if given else " (msa's default endpoint)"
     if url_credentials(url):
         said += "; its user:password goes in config.yaml (the one place it can, mode 0600), never printed"
     return said

@@ -616,3 +616,17 @@ def test_a_path_naming_a_user_there_is_not_is_one_line_not_a_traceback(tmp_path:
     result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
     assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1, result.output
     assert "names no folder" in result.stderr and not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize("model", ["{backend: [vllm], model: m}", "{backend: {a: 1}, model: m}"])
+def test_a_backend_that_is_not_a_name_is_not_translated_said(tmp_path: Path, model: str):
+    src = msa_home(tmp_path / "msa", f"model: {model}\nmax_iterations: 3\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0 and "model.backend: not translated: msa has no backend" in result.stdout
+
+
+def test_a_base_url_that_is_not_text_is_said_and_msas_default_used(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", "model: {backend: vllm, model: m, base_url: [1]}\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0 and "its base_url [1] is not a URL" in result.stdout
+    assert load_settings(tmp_path / "home").base_url == "http://localhost:8000/v1"
