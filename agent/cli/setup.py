@@ -264,7 +264,8 @@ def init_from_msa(directory: Path, source: Path, as_json: bool) -> None:
     try:
         home.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"cannot create {home.root}: {exc.strerror}") from exc
+        dangling = f" (a link to {os.readlink(home.root)}, which does not exist)" if home.root.is_symlink() else ""
+        raise UsageError(f"cannot create {home.root}: {exc.strerror}{dangling}") from exc
     for left in home.root.glob(f".{UNFINISHED_IMPORT}.*.tmp"):  # a kill while the marker was written
         left.unlink(missing_ok=True)
     atomic_write(marker, str(src).encode())

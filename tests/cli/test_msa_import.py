@@ -630,3 +630,19 @@ def test_a_base_url_that_is_not_text_is_said_and_msas_default_used(tmp_path: Pat
     result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
     assert result.exit_code == 0 and "its base_url [1] is not a URL" in result.stdout
     assert load_settings(tmp_path / "home").base_url == "http://localhost:8000/v1"
+
+
+def test_a_dest_that_is_a_link_to_nothing_is_one_line_naming_the_link(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    (tmp_path / "home").symlink_to(tmp_path / "gone")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
+    assert f"a link to {tmp_path / 'gone'}, which does not exist" in result.stderr
+
+
+def test_a_dest_that_is_a_link_to_an_empty_folder_gets_the_home(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    (tmp_path / "real").mkdir()
+    (tmp_path / "home").symlink_to(tmp_path / "real")
+    assert run_cli("init", str(tmp_path / "home"), "--from-msa", str(src)).exit_code == 0
+    assert read_active(tmp_path / "real")["current_task"] == expected_memory()["current_task"]
