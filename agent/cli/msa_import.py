@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from agent.cli.msa_home import MSA_CONFIG
+from agent.cli.msa_home import MSA_CONFIG, UNFINISHED_IMPORT
 from agent.common.files import disk_error, remove_temporaries
 from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file, yaml_problem
@@ -680,6 +680,23 @@ def refuse_existing_home(dest: Home) -> None:
         raise UsageError(
             f"{dest.root} already holds a home ({', '.join(str(p.relative_to(dest.root)) for p in held)}): "
             "import into a new folder"
+        )
+
+
+def refuse_a_folder_of_the_msa_home(dest: Home, src: Path) -> None:
+    """The import never writes into SRC: a DEST inside it may be a new (or empty) folder, never one of
+    msa's own (`scratchpads/`, `config/`), whose files the import would sit among."""
+    root, there = dest.root.resolve(), src.resolve()
+    if not root.is_relative_to(there) or not root.is_dir():
+        return
+    try:
+        empty = next(root.iterdir(), None) is None
+    except OSError:
+        empty = False
+    if not empty and not os.path.lexists(root / UNFINISHED_IMPORT):  # an import killed there: run again
+        raise UsageError(
+            f"{dest.root} is a folder of the msa home {there} with files in it: the import never writes among "
+            "msa's files; import into a new folder"
         )
 
 

@@ -244,6 +244,7 @@ def init_from_msa(directory: Path, source: Path, as_json: bool) -> None:
     from agent.cli.msa_import import (
         crontab_command,
         plan_import,
+        refuse_a_folder_of_the_msa_home,
         refuse_existing_home,
         remove_marker,
         remove_unfinished,
@@ -253,6 +254,7 @@ def init_from_msa(directory: Path, source: Path, as_json: bool) -> None:
     home = checked_home(directory, hint=False, importing=True)
     if home.root.resolve() == src.resolve():
         raise UsageError(f"{home.root} is the msa home itself: import it into a new folder (it is never changed)")
+    refuse_a_folder_of_the_msa_home(home, src)
     marker = home.root / UNFINISHED_IMPORT
     unfinished = os.path.lexists(marker)  # an import killed here: what it made goes, and it starts over
     if not unfinished:

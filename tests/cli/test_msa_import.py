@@ -646,3 +646,18 @@ def test_a_dest_that_is_a_link_to_an_empty_folder_gets_the_home(tmp_path: Path):
     (tmp_path / "home").symlink_to(tmp_path / "real")
     assert run_cli("init", str(tmp_path / "home"), "--from-msa", str(src)).exit_code == 0
     assert read_active(tmp_path / "real")["current_task"] == expected_memory()["current_task"]
+
+
+def test_a_dest_that_is_a_folder_of_the_msa_home_is_refused_and_the_msa_home_unchanged(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    before = tree_digest(src)
+    result = run_cli("init", str(src / "scratchpads"), "--from-msa", str(src))
+    assert result.exit_code == 2 and "is a folder of the msa home" in result.stderr, result.output
+    assert tree_digest(src) == before
+
+
+def test_a_new_folder_inside_the_msa_home_may_be_the_home_as_the_hint_says(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    result = run_cli("init", str(src / "agent-home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    assert read_active(src / "agent-home")["current_task"] == expected_memory()["current_task"]
