@@ -28,7 +28,7 @@ from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file, yaml_problem
 from agent.config import MAX_CONFIG_BYTES, MSA_DEFAULTS, Settings, settings_from
 from agent.scratchpad import MAX_SCRATCHPAD_BYTES
-from agent.secrets import url_credentials, without_credentials
+from agent.secrets import REDACTED, Secrets, is_secret_value, url_credentials, without_credentials
 from agent.state import RUNTIME_KEYS, normalize, problems
 from agent.store.home import Home
 
@@ -665,12 +665,35 @@ def plan_import(src: Path, crontab_command: str) -> Plan:
         )
         lines += rename_runtime_keys(template_state, f"template {name}")
     lines += skipped
+    state, rules, states, redacted = without_msas_key(merged.get("model"), state, rules, states)
+    lines += redacted
     translations = translate_config(merged, user, crontab_command)
     settings = checked_settings(translations)
     lines += [f"config {item.line}" for item in translations]
     crontab = [item.crontab for item in translations if item.crontab]
     lines = [bounded_line(line) for line in lines]
     return Plan(state, rules, config_part(settings, translations), settings, states, lines, crontab)
+
+
+def without_msas_key(model: Any, state: dict, rules: str, templates: dict) -> tuple[dict, str, dict, list[str]]:
+    """The memory, rules and templates with the API key msa's config holds replaced by [REDACTED] (each of
+    its forms, as everywhere here: agent/secrets.py), and a line for each file it was found in. The key is
+    never copied into config.yaml; msa's notes may have logged it, and the memory is every prompt."""
+    key = model.get("api_key") if isinstance(model, dict) else None
+    if not isinstance(key, str) or not is_secret_value(key):
+        return state, rules, templates, []
+    secrets = Secrets([key.strip()])
+    lines = []
+    new_state, new_rules = secrets.redact(state), secrets.redact_text(rules)
+    new_templates = {name: secrets.redact(template) for name, template in templates.items()}
+    for what, before, after in (
+        ("the memory", state, new_state),
+        ("rules.md", rules, new_rules),
+        *((f"template {name}", templates[name], new_templates[name]) for name in templates),
+    ):
+        if before != after:
+            lines.append(f"model.api_key: msa's key was in {what}: it comes over as {REDACTED}")
+    return new_state, new_rules, new_templates, lines
 
 
 def refuse_existing_home(dest: Home) -> None:

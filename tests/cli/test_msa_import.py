@@ -661,3 +661,19 @@ def test_a_new_folder_inside_the_msa_home_may_be_the_home_as_the_hint_says(tmp_p
     result = run_cli("init", str(src / "agent-home"), "--from-msa", str(src))
     assert result.exit_code == 0, result.output
     assert read_active(src / "agent-home")["current_task"] == expected_memory()["current_task"]
+
+
+def test_the_api_key_of_msas_config_found_in_its_memory_or_rules_comes_over_redacted(tmp_path: Path):
+    key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
+    config = msa_config(api_key=key).replace("{memory}", "scratchpads/active.yaml")
+    src = msa_home(tmp_path / "msa", config)
+    memory = (src / "scratchpads" / "active.yaml").read_text()
+    (src / "scratchpads" / "active.yaml").write_text(memory.replace("status: waiting", f"status: used {key} waiting"))
+    (src / "config" / "rules.md").write_text(f"# Rules\nThe key is {key}.\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    home = tmp_path / "home"
+    for path in (home / "scratchpad" / "active.yaml", home / "rules.md", home / "config.yaml"):
+        assert key not in path.read_text() and key[10:30] not in path.read_text(), path
+    assert "[REDACTED]" in read_active(home)["status"] and key not in result.output
+    assert "msa's key was in the memory" in result.stdout and "msa's key was in rules.md" in result.stdout
