@@ -162,14 +162,14 @@ def say_if_msa(home: Home, home_dir: Path) -> None:
     prints) once per home, the first time: then every tick would mail it."""
     from agent.cli.msa_home import looks_like_msa, msa_hint  # a stat first: all a plain cycle pays
 
-    if not looks_like_msa(home.root):
-        return
     ctx = click.get_current_context(silent=True)
     meta = ctx.meta if ctx is not None else {}
-    said = meta.setdefault("agent.msa_said", set())
-    if home.root in said:
+    looked = meta.setdefault("agent.msa_looked", set())  # its config is read once per command
+    if home.root in looked:
         return
-    said.add(home.root)
+    looked.add(home.root)
+    if not looks_like_msa(home.root):
+        return
     if meta.get("agent.quiet") and not _first_msa_hint(home):
         return
     click.echo(f"agent: {msa_hint(str(home_dir))}", err=True)
