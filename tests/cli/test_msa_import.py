@@ -677,3 +677,24 @@ def test_the_api_key_of_msas_config_found_in_its_memory_or_rules_comes_over_reda
         assert key not in path.read_text() and key[10:30] not in path.read_text(), path
     assert "[REDACTED]" in read_active(home)["status"] and key not in result.output
     assert "msa's key was in the memory" in result.stdout and "msa's key was in rules.md" in result.stdout
+
+
+def test_the_keys_of_the_models_own_are_bounded_in_number(tmp_path: Path):
+    from agent.cycle.dispatch import MAX_OWN_KEYS
+
+    _, _, home, _ = import_msa(tmp_path, msa_config())
+    held = 2  # msa's memory keeps two keys of the model's own: status and a date
+    fits = {"tool": "update_scratchpad", "args": {f"k{n}": "v" for n in range(MAX_OWN_KEYS - held)}}
+    one_more = {"tool": "update_scratchpad", "args": {"one_more": "v"}}
+    assert run_cycle(home, [fits, one_more, done("ok")]).exit_code == 0
+    state = read_active(home)
+    assert f"k{MAX_OWN_KEYS - held - 1}" in state and "one_more" not in state
+    assert f"over {MAX_OWN_KEYS}: set one it has instead" in state["notes"]
+
+
+@pytest.mark.parametrize("key", ["\x1b[31mred", "current_task ", " goals", "\u202eevil", "a\u2028b"])
+def test_a_key_of_the_models_own_that_is_no_plain_name_is_refused(tmp_path: Path, key: str):
+    _, _, home, _ = import_msa(tmp_path, msa_config())
+    assert run_cycle(home, [{"tool": "update_scratchpad", "args": {key: "x"}}, done("ok")]).exit_code == 0
+    state = read_active(home)
+    assert key not in state and "is not a name" in state["notes"]
