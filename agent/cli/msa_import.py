@@ -707,9 +707,13 @@ def refuse_existing_home(dest: Home) -> None:
 
 
 def refuse_a_folder_of_the_msa_home(dest: Home, src: Path) -> None:
-    """The import never writes into SRC: a DEST inside it may be a new (or empty) folder, never one of
-    msa's own (`scratchpads/`, `config/`), whose files the import would sit among."""
+    """Neither the import nor the new home's cycles ever write into SRC: a DEST inside it may be a new (or
+    empty) folder, never one of msa's own (`scratchpads/`, `config/`), whose files the import would sit
+    among; and SRC may not be inside a folder the home writes in (logs/, the workspace, ...)."""
     root, there = dest.root.resolve(), src.resolve()
+    for folder in (dest.scratchpad, dest.logs, dest.templates, dest.root / "workspace"):
+        if there.is_relative_to(folder.resolve()):  # the cycles would write there (the model, in workspace/)
+            raise UsageError(f"{src} is inside {folder}, a folder the new home writes in: import into another folder")
     if not root.is_relative_to(there) or not root.is_dir():
         return
     try:

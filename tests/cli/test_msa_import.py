@@ -698,3 +698,19 @@ def test_a_key_of_the_models_own_that_is_no_plain_name_is_refused(tmp_path: Path
     assert run_cycle(home, [{"tool": "update_scratchpad", "args": {key: "x"}}, done("ok")]).exit_code == 0
     state = read_active(home)
     assert key not in state and "is not a name" in state["notes"]
+
+
+@pytest.mark.parametrize("folder", ["logs", "workspace", "workspace/msa"])
+def test_an_msa_home_inside_a_folder_the_new_home_writes_in_is_refused(tmp_path: Path, folder: str):
+    src = msa_home(tmp_path / "home" / folder, msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    before = tree_digest(src)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 2 and "a folder the new home writes in" in result.stderr, result.output
+    assert tree_digest(src) == before and not (tmp_path / "home" / "scratchpad").exists()
+
+
+def test_an_msa_home_beside_the_homes_files_in_its_folder_may_come_in(tmp_path: Path):
+    src = msa_home(tmp_path / "home" / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    before = tree_digest(src)
+    assert run_cli("init", str(tmp_path / "home"), "--from-msa", str(src)).exit_code == 0
+    assert tree_digest(src) == before
