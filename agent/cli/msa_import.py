@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import datetime as _dt
 import json
+import math
 import os
 import shlex
 import shutil
@@ -114,6 +115,20 @@ def string_keys(value: Any, converted: list[str], where: str = "") -> Any:
     return value
 
 
+def finite_or_text(value: Any, converted: list[str], where: str = "") -> Any:
+    """`value` with every NaN and infinity (YAML's .nan, .inf) turned into its YAML text, each named in
+    `converted`: JSON has no such numbers, and every command prints the state as JSON too."""
+    if isinstance(value, float) and not math.isfinite(value):
+        shown = _yaml_scalar(value)
+        converted.append(f"{where or 'top level'}: {shown} (float) became text")
+        return shown
+    if isinstance(value, dict):
+        return {k: finite_or_text(v, converted, f"{where}.{k}" if where else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite_or_text(v, converted, f"{where}[{n}]") for n, v in enumerate(value)]
+    return value
+
+
 def _yaml_scalar(key: Any) -> str:
     return "null" if key is None else yaml.safe_dump(key, default_flow_style=True).strip().removesuffix("...").strip()
 
@@ -168,7 +183,7 @@ def read_msa_state(path: Path, what: str) -> tuple[dict | None, list[str]]:
     if not isinstance(data, dict):
         raise InvalidScratchpad(f"{path}: {problems(data)[0]}")
     converted: list[str] = []
-    state = as_text_where_needed(normalize(string_keys(data, converted)), converted)
+    state = as_text_where_needed(normalize(finite_or_text(string_keys(data, converted), converted)), converted)
     found = problems(state)
     if found:
         raise InvalidScratchpad(f"{path}: {'; '.join(found)}")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 from typing import Any
 
 import agent.memory.task_checks as checks
@@ -105,7 +106,23 @@ def _own_key_problem(key: str, value: Any) -> str | None:
         return f"key {key!r} is not a name (empty, spaces around it, or a control character in it)"
     if problems({key: value}):
         return f"key '{key}': {problems({key: value})[0]}"
+    if _has_non_finite(value):
+        return f"key '{key}' holds NaN or Infinity, which JSON cannot say (`agent show --json` prints the state)"
     return field_size_problem(key, value)
+
+
+def _has_non_finite(value: Any) -> bool:
+    """Whether a NaN or an infinity is anywhere in `value` (iterative: no depth can crash it)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 # Said with every unknown tool: where more tools come from (a tool msa's rules name, say yolo_detect).

@@ -714,3 +714,27 @@ def test_an_msa_home_beside_the_homes_files_in_its_folder_may_come_in(tmp_path: 
     before = tree_digest(src)
     assert run_cli("init", str(tmp_path / "home"), "--from-msa", str(src)).exit_code == 0
     assert tree_digest(src) == before
+
+
+def test_a_nan_or_infinity_of_the_models_own_is_refused_and_show_json_stays_json(tmp_path: Path):
+    _, _, home, _ = import_msa(tmp_path, msa_config())
+    reply = '{"tool": "update_scratchpad", "args": {"level": NaN, "seen": {"far": [Infinity]}}}'
+    assert run_cycle(home, [reply, done("ok")]).exit_code == 0
+    state = read_active(home)
+    assert "level" not in state and "seen" not in state and "NaN or Infinity" in state["notes"]
+    json.loads(run_cli("show", "--home", str(home), "--json").stdout, parse_constant=_no_constant)
+
+
+def test_a_nan_or_infinity_in_msas_memory_comes_over_as_its_text(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    memory = (src / "scratchpads" / "active.yaml").read_text()
+    (src / "scratchpads" / "active.yaml").write_text(memory + "level: .nan\nrange: {far: [-.inf]}\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0 and "level: .nan (float) became text" in result.stdout, result.output
+    state = read_active(tmp_path / "home")
+    assert (state["level"], state["range"]) == (".nan", {"far": ["-.inf"]})
+    json.loads(run_cli("show", "--home", str(tmp_path / "home"), "--json").stdout, parse_constant=_no_constant)
+
+
+def _no_constant(name: str):
+    raise AssertionError(f"{name} is not JSON")
