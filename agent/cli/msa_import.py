@@ -10,6 +10,7 @@ docs/operations.md, "Coming from msa", says what each key becomes and why.
 
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import datetime as _dt
@@ -116,12 +117,19 @@ def string_keys(value: Any, converted: list[str], where: str = "") -> Any:
 
 
 def finite_or_text(value: Any, converted: list[str], where: str = "") -> Any:
-    """`value` with every NaN and infinity (YAML's .nan, .inf) turned into its YAML text, each named in
-    `converted`: JSON has no such numbers, and every command prints the state as JSON too."""
+    """`value` with what JSON cannot say made JSON, each named in `converted`: every NaN and infinity
+    (YAML's .nan, .inf) its YAML text, a !!binary its base64, a !!set a list; every command prints the
+    state as JSON too."""
     if isinstance(value, float) and not math.isfinite(value):
         shown = _yaml_scalar(value)
         converted.append(f"{where or 'top level'}: {shown} (float) became text")
         return shown
+    if isinstance(value, bytes):  # YAML's !!binary: its base64 text, as the file had it
+        converted.append(f"{where or 'top level'}: !!binary ({len(value):,} bytes) became its base64 text")
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, (set, frozenset)):  # YAML's !!set: its members, as a list
+        converted.append(f"{where or 'top level'}: !!set became a list")
+        return [finite_or_text(v, converted, where) for v in sorted(value, key=str)]
     if isinstance(value, dict):
         return {k: finite_or_text(v, converted, f"{where}.{k}" if where else k) for k, v in value.items()}
     if isinstance(value, list):

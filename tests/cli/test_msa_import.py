@@ -738,3 +738,15 @@ def test_a_nan_or_infinity_in_msas_memory_comes_over_as_its_text(tmp_path: Path)
 
 def _no_constant(name: str):
     raise AssertionError(f"{name} is not JSON")
+
+
+def test_binary_and_set_values_of_msas_memory_come_over_as_json_can_say_them(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    memory = (src / "scratchpads" / "active.yaml").read_text()
+    (src / "scratchpads" / "active.yaml").write_text(memory + "blob: !!binary aGVsbG8=\ntags: !!set {b, a}\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    state = read_active(tmp_path / "home")
+    assert (state["blob"], state["tags"]) == ("aGVsbG8=", ["a", "b"])
+    shown = run_cli("show", "--home", str(tmp_path / "home"), "--json").stdout
+    assert "b'hello'" not in shown and json.loads(shown)
