@@ -256,26 +256,28 @@ def init_from_msa(directory: Path, source: Path, as_json: bool) -> None:
         raise UsageError(f"{home.root} is the msa home itself: import it into a new folder (it is never changed)")
     refuse_a_folder_of_the_msa_home(home, src)
     marker = home.root / UNFINISHED_IMPORT
-    unfinished = os.path.lexists(marker)  # an import killed here: what it made goes, and it starts over
-    if not unfinished:
-        refuse_existing_home(home)
+    if not os.path.lexists(marker):
+        refuse_existing_home(home)  # before anything is made; again under the lock
     plan = plan_import(src, crontab_command(home))
-    if unfinished:
-        remove_unfinished(home)
-        plan.lines.insert(0, f"an import into {home.root} that did not finish was removed: this one starts over")
     try:
         home.root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         dangling = f" (a link to {os.readlink(home.root)}, which does not exist)" if home.root.is_symlink() else ""
         raise UsageError(f"cannot create {home.root}: {exc.strerror}{dangling}") from exc
-    for left in home.root.glob(f".{UNFINISHED_IMPORT}.*.tmp"):  # a kill while the marker was written
-        left.unlink(missing_ok=True)
-    atomic_write(marker, str(src).encode())
-    make_home(home, plan.state, rules=plan.rules, config=config_template(plan.config, plan.settings))
-    for name, state in plan.templates.items():
-        home.templates.mkdir(exist_ok=True)
-        write_state(home.templates / f"{name}.yaml", state)
-    remove_marker(marker)
+    with home_lock(home):  # a second import into the same folder at once: exit 5, never a mix of two
+        if os.path.lexists(marker):  # an import killed here: what it made goes, and this one starts over
+            remove_unfinished(home)
+            plan.lines.insert(0, f"an import into {home.root} that did not finish was removed: this one starts over")
+        else:
+            refuse_existing_home(home)
+        for left in home.root.glob(f".{UNFINISHED_IMPORT}.*.tmp"):  # a kill while the marker was written
+            left.unlink(missing_ok=True)
+        atomic_write(marker, str(src).encode())
+        make_home(home, plan.state, rules=plan.rules, config=config_template(plan.config, plan.settings))
+        for name, state in plan.templates.items():
+            home.templates.mkdir(exist_ok=True)
+            write_state(home.templates / f"{name}.yaml", state)
+        remove_marker(marker)
     steps = next_steps(home, directory)
     if as_json:
         print_json(

@@ -750,3 +750,15 @@ def test_binary_and_set_values_of_msas_memory_come_over_as_json_can_say_them(tmp
     assert (state["blob"], state["tags"]) == ("aGVsbG8=", ["a", "b"])
     shown = run_cli("show", "--home", str(tmp_path / "home"), "--json").stdout
     assert "b'hello'" not in shown and json.loads(shown)
+
+
+def test_an_import_into_a_folder_another_holds_is_busy_and_makes_nothing(tmp_path: Path):
+    from agent.store.home import Home
+    from agent.store.lock import home_lock
+
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    (tmp_path / "home").mkdir()
+    with home_lock(Home.at(tmp_path / "home")):  # another import (or any command) at work there
+        result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 5 and "holds the lock" in result.stderr, result.output
+    assert sorted(p.name for p in (tmp_path / "home").iterdir()) == [".agent.lock"]
