@@ -762,3 +762,10 @@ def test_an_import_into_a_folder_another_holds_is_busy_and_makes_nothing(tmp_pat
         result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
     assert result.exit_code == 5 and "holds the lock" in result.stderr, result.output
     assert sorted(p.name for p in (tmp_path / "home").iterdir()) == [".agent.lock"]
+
+
+def test_the_msa_line_leaves_json_output_json(tmp_path: Path):
+    src = older_checkout(tmp_path)
+    result = run_cli("status", "--home", str(src), "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)
+    assert "this looks like an msa home" in result.stderr and "msa home" not in result.stdout
