@@ -411,7 +411,9 @@ class Settings:
     )
     model_keys: bool = _doc(
         "update_scratchpad may also set top-level keys of the model's own, as msa kept them (`agent init "
-        "--from-msa` turns it on): each value at most 64 KiB, the state within its size limit, listed by "
+        "--from-msa` turns it on): each a plain name (no control character, no spaces around it), each value at "
+        "most 64 KiB, at most 100 keys besides the fields (memory sections count), the state within its size "
+        "limit, listed by "
         "`show` and `diff`. Off: such a key is refused.",
         default=False,
     )

@@ -107,7 +107,7 @@ def silence_stdout() -> None:
         pass
 
 
-def checked_home(home_dir: Path, hint: bool = True) -> Home:
+def checked_home(home_dir: Path, hint: bool = True, importing: bool = False) -> Home:
     """The home at `home_dir`, or a usage error (exit 2) when it is the user's home folder or
     `/` and was never made a home: the model's workspace and the runtime's files would sit among
     dot-files, keys and code that the operator's shell and tools run. A folder `agent init` made
@@ -116,6 +116,8 @@ def checked_home(home_dir: Path, hint: bool = True) -> Home:
     home = Home.at(home_dir)
     if hint:
         say_if_msa(home, home_dir)
+    if not importing:
+        refuse_an_unfinished_import(home, home_dir)
     if home.active.is_file():
         return home
     resolved = home.root.resolve()
@@ -134,13 +136,59 @@ def checked_home(home_dir: Path, hint: bool = True) -> Home:
     return home
 
 
+def refuse_an_unfinished_import(home: Home, home_dir: Path) -> None:
+    """A folder an `agent init --from-msa` was killed in is no home yet (its memory, config or templates may
+    be missing): exit 2, saying that running the import again finishes it."""
+    from agent.cli.msa_home import UNFINISHED_IMPORT
+
+    marker = home.root / UNFINISHED_IMPORT
+    if os.path.lexists(marker):
+        from agent.common.safe_yaml import FileRefused, read_text_file
+
+        try:
+            src = (read_text_file(marker, "marker", 4096) or "").strip() or "MSA_HOME"
+        except FileRefused:
+            src = "MSA_HOME"
+        raise UsageError(
+            f"{home.root}: an `agent init --from-msa` into it did not finish (killed?); run it again, it starts "
+            f"over: agent init {shlex.quote(str(home_dir))} --from-msa {shlex.quote(src)}"
+        )
+
+
 def say_if_msa(home: Home, home_dir: Path) -> None:
     """One line on stderr when the folder holds msa's config/config.yaml, home or not: an older msa
-    checkout passes as a home (it has scratchpad/) and would run with default rules, ignoring config/."""
+    checkout passes as a home (it has scratchpad/) and would run with default rules, ignoring config/.
+    Once per command, however many times it looks at the home; under --quiet (cron mails what a job
+    prints) once per home, the first time: then every tick would mail it."""
     from agent.cli.msa_home import looks_like_msa, msa_hint  # a stat first: all a plain cycle pays
 
-    if looks_like_msa(home.root):
-        click.echo(f"agent: {msa_hint(str(home_dir))}", err=True)
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta if ctx is not None else {}
+    looked = meta.setdefault("agent.msa_looked", set())  # its config is read once per command
+    if home.root in looked:
+        return
+    looked.add(home.root)
+    if not looks_like_msa(home.root):
+        return
+    if meta.get("agent.quiet") and not _first_msa_hint(home):
+        return
+    click.echo(f"agent: {msa_hint(str(home_dir))}", err=True)
+
+
+MSA_HINT_SAID = "msa_hint_said"  # in logs/: a --quiet command said the msa line once
+
+
+def _first_msa_hint(home: Home) -> bool:
+    """Whether no --quiet command said the msa line in this home before (recorded now, where it can be)."""
+    try:
+        if home.scratchpad.is_dir():  # a home (an older checkout is one): its logs/, as a cycle makes it
+            home.logs.mkdir(mode=0o700, exist_ok=True)
+        os.close(os.open(home.logs / MSA_HINT_SAID, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        return False
+    except OSError:  # no logs/ yet, or a read-only home: said each time rather than never
+        return True
+    return True
 
 
 def existing_folder(home_dir: Path, hint: bool = True) -> Home:

@@ -15,6 +15,9 @@ from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file
 from agent.config import MAX_CONFIG_BYTES, msa_setting
 
 MSA_CONFIG = Path("config/config.yaml")  # msa's layout, not a file of a Home
+# Written first by `agent init --from-msa` and removed last: while it is there the import did not finish
+# (a kill, a crash), no command uses the folder, and running the import again starts it over.
+UNFINISHED_IMPORT = ".msa-import-unfinished"
 
 
 def msa_config_text(folder: Path) -> str | None:

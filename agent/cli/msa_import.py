@@ -10,10 +10,13 @@ docs/operations.md, "Coming from msa", says what each key becomes and why.
 
 from __future__ import annotations
 
+import base64
 import copy
 import dataclasses
 import datetime as _dt
 import json
+import math
+import os
 import shlex
 import shutil
 from pathlib import Path
@@ -21,11 +24,13 @@ from typing import Any
 
 import yaml
 
-from agent.cli.msa_home import MSA_CONFIG
+from agent.cli.msa_home import MSA_CONFIG, UNFINISHED_IMPORT
+from agent.common.files import disk_error, remove_temporaries
 from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file, yaml_problem
 from agent.config import MAX_CONFIG_BYTES, MSA_DEFAULTS, Settings, settings_from
 from agent.scratchpad import MAX_SCRATCHPAD_BYTES
+from agent.secrets import REDACTED, Secrets, is_secret_value, url_credentials, without_credentials
 from agent.state import RUNTIME_KEYS, normalize, problems
 from agent.store.home import Home
 
@@ -36,6 +41,7 @@ MSA_FALLBACK_RULES = "You are a helpful agent. Complete tasks listed in your scr
 # msa's built-in tools (msa/tools.py); those this project lacks come from a plugin or an MCP server.
 MSA_TOOLS = ("echo", "shell", "read_file", "write_file", "http_get", "yolo_detect")
 ANTHROPIC_OPENAI_ENDPOINT = "https://api.anthropic.com/v1/"
+MODEL_KEYS = ("backend", "model", "max_tokens", "base_url", "api_key")  # what msa reads of its model mapping
 # Each OpenAI-compatible backend's endpoint when msa's config names none (msa/model.py's defaults,
 # Ollama's at its OpenAI-compatible /v1 instead of /api/generate).
 BACKEND_URLS = {
@@ -44,6 +50,15 @@ BACKEND_URLS = {
     "ollama": "http://localhost:11434/v1",
 }
 WHERE_KEYS_LIVE = "a key never goes in config.yaml"
+# What the import says is bounded whatever SRC holds: a line shows at most this many characters (its
+# head and tail), and a run of lines of one kind (keys msa does not read, values made text) at most
+# MAX_LINES_OF_A_KIND, then how many more there are.
+MAX_LINE_CHARS = 1000
+MAX_LINES_OF_A_KIND = 20
+# Templates are read whole before anything is written: at most this many bytes of them in all (a
+# template is a few hundred bytes; thousands of 4 MiB files would hold gigabytes in memory).
+MAX_TEMPLATE_BYTES = 16 * 1024 * 1024
+MAX_TEMPLATES = 100
 
 
 # ------------------------------------------------------------------------------------ reading
@@ -71,7 +86,7 @@ def read_msa_config(src: Path) -> dict:
     if not (src / MSA_CONFIG).is_file():
         raise UsageError(f"{src} is not an msa home: it has no {MSA_CONFIG}")
     try:
-        text = read_text_file(src / MSA_CONFIG, "msa config", MAX_CONFIG_BYTES) or ""
+        text = read_text_file(own_file(src, src / MSA_CONFIG), "msa config", MAX_CONFIG_BYTES) or ""
         data = load_yaml(text)
     except FileRefused as exc:
         raise UsageError(f"{src} is not an msa home: {exc}") from exc
@@ -101,6 +116,27 @@ def string_keys(value: Any, converted: list[str], where: str = "") -> Any:
     return value
 
 
+def finite_or_text(value: Any, converted: list[str], where: str = "") -> Any:
+    """`value` with what JSON cannot say made JSON, each named in `converted`: every NaN and infinity
+    (YAML's .nan, .inf) its YAML text, a !!binary its base64, a !!set a list; every command prints the
+    state as JSON too."""
+    if isinstance(value, float) and not math.isfinite(value):
+        shown = _yaml_scalar(value)
+        converted.append(f"{where or 'top level'}: {shown} (float) became text")
+        return shown
+    if isinstance(value, bytes):  # YAML's !!binary: its base64 text, as the file had it
+        converted.append(f"{where or 'top level'}: !!binary ({len(value):,} bytes) became its base64 text")
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, (set, frozenset)):  # YAML's !!set: its members, as a list
+        converted.append(f"{where or 'top level'}: !!set became a list")
+        return [finite_or_text(v, converted, where) for v in sorted(value, key=str)]
+    if isinstance(value, dict):
+        return {k: finite_or_text(v, converted, f"{where}.{k}" if where else k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite_or_text(v, converted, f"{where}[{n}]") for n, v in enumerate(value)]
+    return value
+
+
 def _yaml_scalar(key: Any) -> str:
     return "null" if key is None else yaml.safe_dump(key, default_flow_style=True).strip().removesuffix("...").strip()
 
@@ -109,8 +145,32 @@ def msa_path(src: Path, configured: Any, what: str) -> Path:
     """A path msa's config names: relative ones from msa's project root (where msa runs)."""
     if not isinstance(configured, str) or not configured.strip():
         raise UsageError(f"{src / MSA_CONFIG}: '{what}' must be a path, got {configured!r}")
-    path = Path(configured).expanduser()
+    try:
+        path = Path(configured).expanduser()
+    except RuntimeError as exc:  # ~user of no such user
+        raise UsageError(f"{src / MSA_CONFIG}: '{what}' names no folder ({configured!r}: {exc})") from exc
     return path if path.is_absolute() else src / path
+
+
+def own_file(src: Path, path: Path) -> Path:
+    """`path` resolved, when it is a file of SRC's own; UsageError (exit 2) when it (or a link on the way)
+    leads outside SRC. SRC is untrusted: a link to ~/.ssh/id_rsa as its rules.md, or a `rules_path`
+    naming it, would otherwise copy the operator's secrets into the new home and so into every prompt."""
+    resolved, problem = _resolved_inside(src, path)
+    if problem:
+        raise UsageError(f"{path}: {problem} (copy the file into it, as a regular file, and import again)")
+    return resolved
+
+
+def _resolved_inside(src: Path, path: Path) -> tuple[Path, str | None]:
+    """`path` resolved, and why it is not SRC's own file (None: it is)."""
+    try:
+        resolved, root = path.resolve(), src.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop
+        return path, f"cannot be resolved ({exc})"
+    if not resolved.is_relative_to(root):
+        return resolved, f"leads to {resolved}, outside the msa home {root}: the import reads only its own files"
+    return resolved, None
 
 
 def read_msa_state(path: Path, what: str) -> tuple[dict | None, list[str]]:
@@ -131,7 +191,7 @@ def read_msa_state(path: Path, what: str) -> tuple[dict | None, list[str]]:
     if not isinstance(data, dict):
         raise InvalidScratchpad(f"{path}: {problems(data)[0]}")
     converted: list[str] = []
-    state = as_text_where_needed(normalize(string_keys(data, converted)), converted)
+    state = as_text_where_needed(normalize(finite_or_text(string_keys(data, converted), converted)), converted)
     found = problems(state)
     if found:
         raise InvalidScratchpad(f"{path}: {'; '.join(found)}")
@@ -174,6 +234,21 @@ def _task_as_text(entry: Any, where: str, text) -> Any:
     if not isinstance(entry, dict):
         return text(entry, where)
     return {k: v if v is None or isinstance(v, str) else text(v, f"{where}.{k}") for k, v in entry.items()}
+
+
+def bounded_line(line: str) -> str:
+    """A line as the import says it: its head and tail when it is over MAX_LINE_CHARS."""
+    if len(line) <= MAX_LINE_CHARS:
+        return line
+    half = MAX_LINE_CHARS // 2
+    return f"{line[:half]}…[{len(line) - 2 * half:,} characters left out]…{line[-half:]}"
+
+
+def at_most(lines: list[str], what: str) -> list[str]:
+    """The first MAX_LINES_OF_A_KIND of `lines`, then one saying how many more `what` there are."""
+    if len(lines) <= MAX_LINES_OF_A_KIND:
+        return lines
+    return [*lines[:MAX_LINES_OF_A_KIND], f"... and {len(lines) - MAX_LINES_OF_A_KIND:,} more {what}"]
 
 
 def _clipped(shown: str) -> str:
@@ -233,16 +308,16 @@ def translate_model(model: Any, user: dict) -> list[Translation]:
         if model.get("base_url"):
             out.append(
                 Translation(
-                    f"model.base_url: not translated: msa's anthropic backend never read it ({model['base_url']})"
+                    f"model.base_url: not translated: msa's anthropic backend never read it ({_shown_url(model['base_url'])})"
                 )
             )
-    elif backend in BACKEND_URLS:
+    elif isinstance(backend, str) and backend in BACKEND_URLS:
         url = _v1_url(model.get("base_url")) or BACKEND_URLS[backend]
-        given = f" (from {model['base_url']})" if model.get("base_url") else " (msa's default endpoint)"
+        given = _where_from(model.get("base_url"), url)
         out.append(
             Translation(
                 f"model.backend: {backend}{source('backend')} -> the openai provider at its /v1 endpoint: "
-                f"model: openai:{name}, base_url: {url}{given}; msa sent ANTHROPIC_API_KEY to every backend, here "
+                f"model: openai:{name}, base_url: {_shown_url(url)}{given}; msa sent ANTHROPIC_API_KEY to every backend, here "
                 f"this server is sent OPENAI_API_KEY when it is set (api_key_env names another; a loopback server needs none)",
                 {"model": f"openai:{name}", "base_url": url},
             )
@@ -265,10 +340,24 @@ def translate_model(model: Any, user: dict) -> list[Translation]:
                 f"api_key_env names ({'ANTHROPIC_API_KEY' if backend == 'anthropic' else 'OPENAI_API_KEY'})"
             )
         )
-    for key in model:
-        if key not in ("backend", "model", "max_tokens", "base_url", "api_key"):
-            out.append(Translation(f"model.{key}: not translated: msa does not read it"))
-    return out
+    unread = [f"model.{key}: not translated: msa does not read it" for key in model if key not in MODEL_KEYS]
+    return out + [Translation(line) for line in at_most(unread, "keys of model msa does not read")]
+
+
+def _where_from(given: Any, url: str) -> str:
+    """Where a backend's endpoint came from, and where its credentials went (never what they are)."""
+    if given and not isinstance(given, str):
+        said = f" (msa's default endpoint: its base_url {_shown_url(given)} is not a URL)"
+    else:
+        said = f" (from {_shown_url(given)})" if given else " (msa's default endpoint)"
+    if url_credentials(url):
+        said += "; its user:password goes in config.yaml (the one place it can, mode 0600), never printed"
+    return said
+
+
+def _shown_url(url: Any) -> str:
+    """A URL of msa's config as a line may show it: never its user:password (a secret)."""
+    return without_credentials(url) if isinstance(url, str) else _clipped(repr(url))
 
 
 def _given(user_part: Any):
@@ -389,14 +478,44 @@ def translate_file_watch(config: dict, crontab_command: str) -> Translation:
     """msa's file_watch: a cycle when the trigger file appears, which it then deletes. Here a wake_when
     command every minute does that, as docs/operations.md's link-safe recipes do: `find -P ... -type f`
     sees only a regular file, never through a link, and deletes the trigger it saw."""
-    trigger = Path(config.get("trigger_file") or "tmp/msa_trigger")
-    folder, name = str(trigger.parent), trigger.name
+    given = config.get("trigger_file") or "tmp/msa_trigger"
+    problem = trigger_problem(given)
+    if problem:
+        return Translation(
+            f"scheduler: file_watch: not translated: trigger_file {_clipped(repr(given))} {problem}; the cycle "
+            "deletes the file it sees, so it must be one of the home's own, in a folder of its own (msa's default: "
+            "tmp/msa_trigger); docs/operations.md has the wake_when recipe to write by hand"
+        )
+    trigger = Path(given)
+    folder, name = f"./{trigger.parent}", trigger.name  # ./ : a folder named -delete is no option of find
     script = (
         f"find -P {shlex.quote(folder)} -maxdepth 1 -type f -name {shlex.quote(name)} -delete -print | grep -q . "
         f"&& echo {shlex.quote('triggered: ' + str(trigger))}"
     )
     said = f"scheduler: file_watch on {trigger} -> wake_when: a cycle when the file appears (then deleted), looked for each minute"
     return _scheduled("* * * * *", said, crontab_command, {"wake_when": ["sh", "-c", script]})
+
+
+# The home's own folders: a trigger there could name its memory, its records or its templates.
+HOME_FOLDERS = ("scratchpad", "logs", "templates")
+
+
+def trigger_problem(given: Any) -> str | None:
+    """Why msa's trigger_file cannot be the file a wake_when deletes each time it appears (None: it can).
+    SRC is untrusted: `/home/me/.ssh/id_rsa`, `../x`, `scratchpad/active.yaml` or a name `*` would have
+    cron delete the operator's key, a file beside the home, the memory, or every file in the folder."""
+    if not isinstance(given, str) or not given.strip() or any(not ch.isprintable() for ch in given):
+        return "is not a path"
+    trigger = Path(given)
+    if trigger.is_absolute() or given.startswith("~"):
+        return "is outside the home (an absolute path)"
+    if ".." in trigger.parts:
+        return "leads out of the home (..)"
+    if len(trigger.parts) < 2 or trigger.parts[0] in HOME_FOLDERS or trigger.parts[0].startswith("."):
+        return "is not in a folder of its own (the home's root, scratchpad/, logs/ and templates/ hold its files)"
+    if any(ch in trigger.name for ch in "*?[]\\"):
+        return "has a wildcard in its name (find would delete every file it matches)"
+    return None
 
 
 def translate_config(merged: dict, user: dict, crontab_command: str) -> list[Translation]:
@@ -413,7 +532,8 @@ def translate_config(merged: dict, user: dict, crontab_command: str) -> list[Tra
     out += translate_scheduler(merged.get("scheduler"), user, crontab_command)
     for key in ("scratchpad_path", "rules_path"):
         out.append(Translation(f"{key}: {merged[key]} -> read from there (this home keeps {_our_place(key)})"))
-    out += [Translation(f"{key}: not translated: msa does not read it") for key in merged if key not in MSA_DEFAULTS]
+    unread = [f"{key}: not translated: msa does not read it" for key in merged if key not in MSA_DEFAULTS]
+    out += [Translation(line) for line in at_most(unread, "keys msa does not read")]
     out.append(
         Translation(
             "msa called the model every cycle, even with an empty queue -> idle: plan (a model with goals plans from "
@@ -466,6 +586,7 @@ def find_templates(src: Path, memory: Path) -> tuple[dict[str, Path], list[str]]
     skipped: list[str] = []
     folders = [memory.parent] + [src / name for name in TEMPLATE_FOLDERS]
     seen: set[Path] = set()
+    total = 0
     for folder in folders:
         if folder in seen or not folder.is_dir():
             continue
@@ -474,11 +595,38 @@ def find_templates(src: Path, memory: Path) -> tuple[dict[str, Path], list[str]]
             name = path.name[len("active.") : -len(".yaml")]
             if not name or "/" in name or name.startswith(".") or name.endswith(".config") or name == "examples":
                 skipped.append(f"template {path}: left out: '{name}' cannot be a template name here")
+            elif not name.isprintable() or any(ch.isspace() for ch in name):
+                skipped.append(
+                    f"template {path}: left out: its name has a control character or a space (rename the file "
+                    "to a plain name and import again)"
+                )
             elif name in found:
                 skipped.append(f"template {path}: left out: {found[name]} has the same name")
-            elif path.is_file():
-                found[name] = path
-    return found, skipped
+            else:
+                resolved, problem = _resolved_inside(src, path)
+                problem = problem or _over_budget(resolved, len(found), total)
+                if problem:
+                    skipped.append(f"template {path}: left out: it {problem}")
+                else:
+                    found[name] = resolved
+                    total += _size(resolved)
+    return found, at_most(skipped, "templates left out")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # said when it is read
+        return 0
+
+
+def _over_budget(path: Path, count: int, total: int) -> str | None:
+    """Why one more template would be too many or too much (None: it fits)."""
+    if count >= MAX_TEMPLATES:
+        return f"would be template {count + 1:,}: the import takes at most {MAX_TEMPLATES}"
+    if total + _size(path) > MAX_TEMPLATE_BYTES:
+        return f"would take the templates over {MAX_TEMPLATE_BYTES:,} bytes in all"
+    return None
 
 
 # ----------------------------------------------------------------------------------- the import
@@ -503,7 +651,7 @@ def plan_import(src: Path, crontab_command: str) -> Plan:
     merged = merged_config(user)
     lines: list[str] = []
     memory_path = msa_path(src, merged["scratchpad_path"], "scratchpad_path")
-    state, converted = read_msa_state(memory_path, "msa scratchpad")
+    state, converted = read_msa_state(own_file(src, memory_path), "msa scratchpad")
     if state is None:
         from agent.state import fresh_state
 
@@ -515,11 +663,11 @@ def plan_import(src: Path, crontab_command: str) -> Plan:
             f"completed tasks, {len(state['notes'].splitlines())} note lines); the first cycle moves what is over "
             "notes_budget and completed_window to the archive (`agent show --all`)"
         )
-    lines += [f"memory: {item}" for item in converted]
+    lines += at_most([f"memory: {item}" for item in converted], "values of the memory that became text")
     lines += rename_runtime_keys(state, "memory")
     rules_path = msa_path(src, merged["rules_path"], "rules_path")
     try:
-        rules = read_text_file(rules_path, "rules", MAX_CONFIG_BYTES)
+        rules = read_text_file(own_file(src, rules_path), "rules", MAX_CONFIG_BYTES)
     except FileRefused as exc:
         raise UsageError(str(exc)) from exc
     if rules is None:
@@ -535,14 +683,40 @@ def plan_import(src: Path, crontab_command: str) -> Plan:
         template_state, template_converted = read_msa_state(path, "msa template")
         states[name] = template_state
         converted_said = f" ({len(template_converted)} values became text)" if template_converted else ""
-        lines.append(f"template {path} -> templates/{name}.yaml: `agent reset --template {name}`{converted_said}")
+        lines.append(
+            f"template {path} -> templates/{name}.yaml: `agent reset --template {shlex.quote(name)}`{converted_said}"
+        )
         lines += rename_runtime_keys(template_state, f"template {name}")
     lines += skipped
+    state, rules, states, redacted = without_msas_key(merged.get("model"), state, rules, states)
+    lines += redacted
     translations = translate_config(merged, user, crontab_command)
     settings = checked_settings(translations)
     lines += [f"config {item.line}" for item in translations]
     crontab = [item.crontab for item in translations if item.crontab]
+    lines = [bounded_line(line) for line in lines]
     return Plan(state, rules, config_part(settings, translations), settings, states, lines, crontab)
+
+
+def without_msas_key(model: Any, state: dict, rules: str, templates: dict) -> tuple[dict, str, dict, list[str]]:
+    """The memory, rules and templates with the API key msa's config holds replaced by [REDACTED] (each of
+    its forms, as everywhere here: agent/secrets.py), and a line for each file it was found in. The key is
+    never copied into config.yaml; msa's notes may have logged it, and the memory is every prompt."""
+    key = model.get("api_key") if isinstance(model, dict) else None
+    if not isinstance(key, str) or not is_secret_value(key):
+        return state, rules, templates, []
+    secrets = Secrets([key.strip()])
+    lines = []
+    new_state, new_rules = secrets.redact(state), secrets.redact_text(rules)
+    new_templates = {name: secrets.redact(template) for name, template in templates.items()}
+    for what, before, after in (
+        ("the memory", state, new_state),
+        ("rules.md", rules, new_rules),
+        *((f"template {name}", templates[name], new_templates[name]) for name in templates),
+    ):
+        if before != after:
+            lines.append(f"model.api_key: msa's key was in {what}: it comes over as {REDACTED}")
+    return new_state, new_rules, new_templates, lines
 
 
 def refuse_existing_home(dest: Home) -> None:
@@ -553,6 +727,57 @@ def refuse_existing_home(dest: Home) -> None:
             f"{dest.root} already holds a home ({', '.join(str(p.relative_to(dest.root)) for p in held)}): "
             "import into a new folder"
         )
+
+
+def refuse_a_folder_of_the_msa_home(dest: Home, src: Path) -> None:
+    """Neither the import nor the new home's cycles ever write into SRC: a DEST inside it may be a new (or
+    empty) folder, never one of msa's own (`scratchpads/`, `config/`), whose files the import would sit
+    among; and SRC may not be inside a folder the home writes in (logs/, the workspace, ...)."""
+    root, there = dest.root.resolve(), src.resolve()
+    for folder in (dest.scratchpad, dest.logs, dest.templates, dest.root / "workspace"):
+        if there.is_relative_to(folder.resolve()):  # the cycles would write there (the model, in workspace/)
+            raise UsageError(f"{src} is inside {folder}, a folder the new home writes in: import into another folder")
+    if not root.is_relative_to(there) or not root.is_dir():
+        return
+    try:
+        empty = next(root.iterdir(), None) is None
+    except OSError:
+        empty = False
+    if not empty and not os.path.lexists(root / UNFINISHED_IMPORT):  # an import killed there: run again
+        raise UsageError(
+            f"{dest.root} is a folder of the msa home {there} with files in it: the import never writes among "
+            "msa's files; import into a new folder"
+        )
+
+
+def remove_unfinished(dest: Home) -> None:
+    """What an import killed in DEST made, so that it starts over: rules.md, config.yaml, scratchpad/ and
+    templates/, and the temporaries of its writes. The import alone made them (it refuses a DEST that
+    holds any, and no command uses a folder with its marker); logs/ and the workspace stay."""
+    try:
+        for path in (dest.rules, dest.config):
+            path.unlink(missing_ok=True)
+        for folder in (dest.scratchpad, dest.templates):
+            if folder.is_symlink() or folder.is_file():
+                folder.unlink()
+            elif folder.is_dir():
+                shutil.rmtree(folder)
+        remove_temporaries(dest.root)
+    except OSError as exc:
+        raise disk_error(dest.root, exc) from exc
+
+
+def remove_marker(marker: Path) -> None:
+    """The import finished: its marker goes (the folder synced, so a crash after leaves a whole home)."""
+    try:
+        marker.unlink()
+        fd = os.open(marker.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise disk_error(marker, exc) from exc
 
 
 def crontab_command(dest: Home) -> str:

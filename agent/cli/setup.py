@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -240,18 +241,44 @@ def refuse_in_an_msa_home(home: Home, directory: Path, why: str) -> None:
 def init_from_msa(directory: Path, source: Path, as_json: bool) -> None:
     """`agent init DIRECTORY --from-msa SOURCE`: read and check everything (msa_import.plan_import), write
     the home, then say what became of each of msa's settings; the last line is the command to run next."""
-    from agent.cli.msa_import import crontab_command, plan_import, refuse_existing_home
+    from agent.cli.msa_home import UNFINISHED_IMPORT
+    from agent.cli.msa_import import (
+        crontab_command,
+        plan_import,
+        refuse_a_folder_of_the_msa_home,
+        refuse_existing_home,
+        remove_marker,
+        remove_unfinished,
+    )
 
     src = Path(source).expanduser().absolute()
-    home = checked_home(directory, hint=False)
+    home = checked_home(directory, hint=False, importing=True)
     if home.root.resolve() == src.resolve():
         raise UsageError(f"{home.root} is the msa home itself: import it into a new folder (it is never changed)")
-    refuse_existing_home(home)
+    refuse_a_folder_of_the_msa_home(home, src)
+    marker = home.root / UNFINISHED_IMPORT
+    if not os.path.lexists(marker):
+        refuse_existing_home(home)  # before anything is made; again under the lock
     plan = plan_import(src, crontab_command(home))
-    make_home(home, plan.state, rules=plan.rules, config=config_template(plan.config, plan.settings))
-    for name, state in plan.templates.items():
-        home.templates.mkdir(exist_ok=True)
-        write_state(home.templates / f"{name}.yaml", state)
+    try:
+        home.root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        dangling = f" (a link to {os.readlink(home.root)}, which does not exist)" if home.root.is_symlink() else ""
+        raise UsageError(f"cannot create {home.root}: {exc.strerror}{dangling}") from exc
+    with home_lock(home):  # a second import into the same folder at once: exit 5, never a mix of two
+        if os.path.lexists(marker):  # an import killed here: what it made goes, and this one starts over
+            remove_unfinished(home)
+            plan.lines.insert(0, f"an import into {home.root} that did not finish was removed: this one starts over")
+        else:
+            refuse_existing_home(home)
+        for left in home.root.glob(f".{UNFINISHED_IMPORT}.*.tmp"):  # a kill while the marker was written
+            left.unlink(missing_ok=True)
+        atomic_write(marker, str(src).encode())
+        make_home(home, plan.state, rules=plan.rules, config=config_template(plan.config, plan.settings))
+        for name, state in plan.templates.items():
+            home.templates.mkdir(exist_ok=True)
+            write_state(home.templates / f"{name}.yaml", state)
+        remove_marker(marker)
     steps = next_steps(home, directory)
     if as_json:
         print_json(

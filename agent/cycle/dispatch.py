@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 from typing import Any
 
 import agent.memory.task_checks as checks
@@ -46,7 +47,7 @@ def apply_update(state: dict, args: dict, own_keys: bool = False) -> tuple[dict,
     whole call. `own_keys` (the model_keys setting): a top-level key of the model's own is kept
     too, as msa kept it, within the size limit of one field.
     """
-    refusal = _update_problem(args, own_keys)
+    refusal = _update_problem(args, own_keys) or _too_many_keys(state, args)
     if refusal:
         return state, refusal
     new = copy.deepcopy(state)
@@ -56,6 +57,26 @@ def apply_update(state: dict, args: dict, own_keys: bool = False) -> tuple[dict,
         else:
             new[key] = copy.deepcopy(value)
     return new, None
+
+
+# Most top-level keys besides the scratchpad's fields and the runtime's (memory sections count too) that
+# the model's own keys may take a state to: msa's models keep a few (status: ...); without a bound, every
+# call could add thousands, each listed by `show` and in every prompt until the state's size limit.
+MAX_OWN_KEYS = 100
+
+
+def _too_many_keys(state: dict, args: dict) -> str | None:
+    """Why the new keys of the model's own in `args` would be too many (None: they fit, or there are none)."""
+    new = [key for key in args if key not in FIELD_SCHEMAS and key not in state]
+    if not new:
+        return None
+    held = sum(1 for key in state if key not in FIELDS and key not in RUNTIME_KEYS)
+    if held + len(new) <= MAX_OWN_KEYS:
+        return None
+    return (
+        f"{len(new)} new key(s) would make {held + len(new)} keys of the model's own, over {MAX_OWN_KEYS}: "
+        "set one it has instead"
+    )
 
 
 def _update_problem(args: dict, own_keys: bool = False) -> str | None:
@@ -80,11 +101,27 @@ def _update_problem(args: dict, own_keys: bool = False) -> str | None:
 def _own_key_problem(key: str, value: Any) -> str | None:
     """Why a key of the model's own may not hold `value`: one that only JSON can say (keys of
     mappings strings, as every command prints the state as JSON too), within one field's size."""
-    if not key.strip() or any(ch in key for ch in "\n\r\t"):
-        return f"key {key!r} is not a name (empty, or a control character in it)"
+    if not key.strip() or key != key.strip() or not key.isprintable():
+        return f"key {key!r} is not a name (empty, spaces around it, or a control character in it)"
     if problems({key: value}):
         return f"key '{key}': {problems({key: value})[0]}"
+    if _has_non_finite(value):
+        return f"key '{key}' holds NaN or Infinity, which JSON cannot say (`agent show --json` prints the state)"
     return field_size_problem(key, value)
+
+
+def _has_non_finite(value: Any) -> bool:
+    """Whether a NaN or an infinity is anywhere in `value` (iterative: no depth can crash it)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 # The summary `done` records when the model gave none, as msa recorded it ("Task complete."); the

@@ -163,7 +163,7 @@ def test_interval_scheduler_prints_a_crontab_line_and_a_schedule(tmp_path: Path)
 def test_file_watch_becomes_a_link_safe_wake_when(tmp_path: Path):
     _, _, home, result = import_msa(tmp_path, msa_config(scheduler="scheduler: {mode: file_watch}"))
     command = load_settings(home).wake_when
-    assert command[:2] == ["sh", "-c"] and command[2].startswith("find -P tmp -maxdepth 1 -type f -name msa_trigger")
+    assert command[:2] == ["sh", "-c"] and command[2].startswith("find -P ./tmp -maxdepth 1 -type f -name msa_trigger")
     assert " ls " not in command[2]
     assert "* * * * * " in result.stdout  # every minute: the trigger is looked for on each tick
 
@@ -438,3 +438,334 @@ def test_a_key_of_msas_memory_the_runtime_reads_as_its_own_is_renamed_not_read(t
     state = read_active(tmp_path / "home")
     assert "checks" not in state and state["msa_checks_2"] == {"t": "rm -rf x"} and state["msa_checks"] == "kept"
     assert "memory: key 'checks' renamed 'msa_checks_2'" in result.stdout
+
+
+# ------------------------------------------------------------- SRC is untrusted: only its own files
+
+
+def _secret_outside(tmp_path: Path) -> Path:
+    secret = tmp_path / "operator" / ".ssh" / "id_rsa"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n")
+    return secret
+
+
+@pytest.mark.parametrize("file", ["config/rules.md", "scratchpads/active.yaml", "config/config.yaml"])
+def test_an_msa_file_linked_outside_the_msa_home_is_refused_and_nothing_made(tmp_path: Path, file: str):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    secret = _secret_outside(tmp_path)
+    (src / file).unlink()
+    (src / file).symlink_to(secret)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1, result.output
+    assert "outside the msa home" in result.stderr and not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize("key", ["rules_path", "scratchpad_path"])
+def test_a_path_msas_config_names_outside_the_msa_home_is_refused(tmp_path: Path, key: str):
+    _secret_outside(tmp_path)
+    config = msa_config().replace("{memory}", "scratchpads/active.yaml")
+    config = "\n".join(
+        f"{key}: ../operator/.ssh/id_rsa" if line.startswith(key) else line for line in config.splitlines()
+    )
+    src = msa_home(tmp_path / "msa", config)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 2 and "outside the msa home" in result.stderr, result.output
+    assert not (tmp_path / "home").exists()
+
+
+def test_a_template_linked_outside_the_msa_home_is_left_out_said(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    outside = tmp_path / "elsewhere.yaml"
+    outside.write_text("goals: [from outside]\n")
+    (src / "scratchpads" / "active.stolen.yaml").symlink_to(outside)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    assert "active.stolen.yaml: left out: it leads to" in result.stdout
+    assert not (tmp_path / "home" / "templates" / "stolen.yaml").exists()
+
+
+def test_a_link_inside_the_msa_home_is_followed(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    (src / "config" / "rules.v2.md").write_text("# the rules, moved\n")
+    (src / "config" / "rules.md").unlink()
+    (src / "config" / "rules.md").symlink_to("rules.v2.md")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "home" / "rules.md").read_text() == "# the rules, moved\n"
+
+
+def test_a_template_that_is_a_fifo_is_refused_without_hanging(tmp_path: Path):
+    import os
+
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    os.mkfifo(src / "scratchpads" / "active.pipe.yaml")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 6 and "named pipe" in result.stderr, result.output
+    assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize("flags", [(), ("--json",)])
+def test_a_password_in_msas_base_url_is_never_printed_and_kept_in_config(tmp_path: Path, flags: tuple):
+    config = msa_config("vllm", base_url="http://msa:hunter2-long-password@gpu.example:8000/v1")
+    src = msa_home(tmp_path / "msa", config.replace("{memory}", "scratchpads/active.yaml"))
+    result = run_cli("init", str(tmp_path / "home"), *flags, "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    assert "hunter2" not in result.output and "http://gpu.example:8000/v1" in result.output
+    assert "never printed" in result.output
+    settings = load_settings(tmp_path / "home")
+    assert settings.base_url == "http://msa:hunter2-long-password@gpu.example:8000/v1"
+
+
+def test_a_password_in_a_base_url_the_anthropic_backend_ignores_is_never_printed(tmp_path: Path):
+    config = msa_config("anthropic", base_url="https://msa:hunter2-long-password@proxy.example/v1")
+    src = msa_home(tmp_path / "msa", config.replace("{memory}", "scratchpads/active.yaml"))
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0 and "hunter2" not in result.output, result.output
+    assert "https://proxy.example/v1" in result.output
+
+
+# ------------------------------------------------------- the msa line: once a command, once under --quiet
+
+
+def older_checkout(tmp_path: Path) -> Path:
+    """An older msa checkout that passes as a home, its memory one this runtime reads, a task queued."""
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpad/active.yaml"), "scratchpad")
+    (src / "scratchpad" / "active.yaml").write_text("goals: [watch]\ncurrent_task: look\n")
+    return src
+
+
+def test_the_msa_line_is_said_once_by_a_command_that_looks_at_the_home_twice(tmp_path: Path):
+    src = older_checkout(tmp_path)
+    result = run_cli("approve", "--home", str(src), "1")  # reads the home for its secrets, then for the call
+    assert result.stderr.count("this looks like an msa home") == 1, result.stderr
+
+
+def test_under_quiet_the_msa_line_is_mailed_by_the_first_cycle_only(tmp_path: Path):
+    src = older_checkout(tmp_path)
+    first = run_cycle(src, [done("one")], "--quiet")
+    assert first.exit_code == 0 and first.stdout == "", first.output
+    assert first.stderr.count("this looks like an msa home") == 1
+    run_cli("task", "add", "--home", str(src), "another")
+    second = run_cycle(src, [done("two")], "--quiet")
+    assert second.exit_code == 0 and second.output == "", second.output  # a done cycle under --quiet mails nothing
+
+
+def test_without_quiet_every_command_still_says_the_msa_line(tmp_path: Path):
+    src = older_checkout(tmp_path)
+    assert run_cycle(src, [done("one")], "--quiet").exit_code == 0
+    assert "this looks like an msa home" in run_cli("status", "--home", str(src)).stderr
+
+
+@pytest.mark.parametrize("name", ["\x1b[31mred\x07", "two\nlines", "a b", "\u202eevil"])
+def test_a_template_whose_name_has_a_control_character_or_a_space_is_left_out_said(tmp_path: Path, name: str):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    (src / "scratchpads" / f"active.{name}.yaml").write_text("goals: [odd]\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    assert "left out: its name has a control character or a space" in result.stdout
+    assert sorted(p.name for p in (tmp_path / "home" / "templates").iterdir()) == sorted(f"{n}.yaml" for n in TEMPLATES)
+
+
+# ---------------------------------------------------------- what the import says and holds is bounded
+
+
+def test_what_the_import_says_is_bounded_whatever_msas_config_holds(tmp_path: Path):
+    from agent.cli.msa_import import MAX_LINE_CHARS, MAX_LINES_OF_A_KIND
+
+    long_name = "m" * 300_000
+    unread = "".join(f"key{n}: 1\n" for n in range(5_000))
+    config = msa_config("vllm").replace(MODEL, long_name).replace("{memory}", "scratchpads/active.yaml") + unread
+    src = msa_home(tmp_path / "msa", config)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output[:2000]
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= MAX_LINE_CHARS + 40 and len(lines) < 3 * MAX_LINES_OF_A_KIND + 20
+    assert "... and 4,980 more keys msa does not read" in result.stdout
+    assert load_settings(tmp_path / "home").model == f"openai:{long_name}"  # the setting itself is whole
+
+
+def test_templates_past_the_limit_are_left_out_said(tmp_path: Path):
+    from agent.cli.msa_import import MAX_TEMPLATES
+
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    for n in range(MAX_TEMPLATES + 30):
+        (src / "scratchpads" / f"active.extra{n:03}.yaml").write_text("goals: [more]\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output[:2000]
+    assert len(list((tmp_path / "home" / "templates").iterdir())) == MAX_TEMPLATES
+    assert f"the import takes at most {MAX_TEMPLATES}" in result.stdout
+    assert "more templates left out" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "trigger",
+    ["/home/me/.ssh/id_rsa", "~/.ssh/id_rsa", "../beside/x", "scratchpad/active.yaml", "config.yaml", "tmp/*", "5"],
+)
+def test_a_trigger_file_the_cycle_must_not_delete_is_not_translated_said(tmp_path: Path, trigger: str):
+    scheduler = f"scheduler: {{mode: file_watch, trigger_file: {json.dumps(trigger) if trigger != '5' else 5}}}"
+    _, _, home, result = import_msa(tmp_path, msa_config(scheduler=scheduler))
+    assert load_settings(home).wake_when is None
+    assert "scheduler: file_watch: not translated: trigger_file" in result.stdout
+
+
+def test_a_path_naming_a_user_there_is_not_is_one_line_not_a_traceback(tmp_path: Path):
+    config = msa_config().replace("{memory}", "~no-such-user-here/active.yaml")
+    src = msa_home(tmp_path / "msa", config.replace("~no-such-user-here/active.yaml", "scratchpads/active.yaml"))
+    (src / "config" / "config.yaml").write_text(config)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1, result.output
+    assert "names no folder" in result.stderr and not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize("model", ["{backend: [vllm], model: m}", "{backend: {a: 1}, model: m}"])
+def test_a_backend_that_is_not_a_name_is_not_translated_said(tmp_path: Path, model: str):
+    src = msa_home(tmp_path / "msa", f"model: {model}\nmax_iterations: 3\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0 and "model.backend: not translated: msa has no backend" in result.stdout
+
+
+def test_a_base_url_that_is_not_text_is_said_and_msas_default_used(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", "model: {backend: vllm, model: m, base_url: [1]}\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0 and "its base_url [1] is not a URL" in result.stdout
+    assert load_settings(tmp_path / "home").base_url == "http://localhost:8000/v1"
+
+
+def test_a_dest_that_is_a_link_to_nothing_is_one_line_naming_the_link(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    (tmp_path / "home").symlink_to(tmp_path / "gone")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 2 and len(result.stderr.splitlines()) == 1
+    assert f"a link to {tmp_path / 'gone'}, which does not exist" in result.stderr
+
+
+def test_a_dest_that_is_a_link_to_an_empty_folder_gets_the_home(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    (tmp_path / "real").mkdir()
+    (tmp_path / "home").symlink_to(tmp_path / "real")
+    assert run_cli("init", str(tmp_path / "home"), "--from-msa", str(src)).exit_code == 0
+    assert read_active(tmp_path / "real")["current_task"] == expected_memory()["current_task"]
+
+
+def test_a_dest_that_is_a_folder_of_the_msa_home_is_refused_and_the_msa_home_unchanged(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    before = tree_digest(src)
+    result = run_cli("init", str(src / "scratchpads"), "--from-msa", str(src))
+    assert result.exit_code == 2 and "is a folder of the msa home" in result.stderr, result.output
+    assert tree_digest(src) == before
+
+
+def test_a_new_folder_inside_the_msa_home_may_be_the_home_as_the_hint_says(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    result = run_cli("init", str(src / "agent-home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    assert read_active(src / "agent-home")["current_task"] == expected_memory()["current_task"]
+
+
+def test_the_api_key_of_msas_config_found_in_its_memory_or_rules_comes_over_redacted(tmp_path: Path):
+    key = "sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123456789"
+    config = msa_config(api_key=key).replace("{memory}", "scratchpads/active.yaml")
+    src = msa_home(tmp_path / "msa", config)
+    memory = (src / "scratchpads" / "active.yaml").read_text()
+    (src / "scratchpads" / "active.yaml").write_text(memory.replace("status: waiting", f"status: used {key} waiting"))
+    (src / "config" / "rules.md").write_text(f"# Rules\nThe key is {key}.\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    home = tmp_path / "home"
+    for path in (home / "scratchpad" / "active.yaml", home / "rules.md", home / "config.yaml"):
+        assert key not in path.read_text() and key[10:30] not in path.read_text(), path
+    assert "[REDACTED]" in read_active(home)["status"] and key not in result.output
+    assert "msa's key was in the memory" in result.stdout and "msa's key was in rules.md" in result.stdout
+
+
+def test_the_keys_of_the_models_own_are_bounded_in_number(tmp_path: Path):
+    from agent.cycle.dispatch import MAX_OWN_KEYS
+
+    _, _, home, _ = import_msa(tmp_path, msa_config())
+    held = 2  # msa's memory keeps two keys of the model's own: status and a date
+    fits = {"tool": "update_scratchpad", "args": {f"k{n}": "v" for n in range(MAX_OWN_KEYS - held)}}
+    one_more = {"tool": "update_scratchpad", "args": {"one_more": "v"}}
+    assert run_cycle(home, [fits, one_more, done("ok")]).exit_code == 0
+    state = read_active(home)
+    assert f"k{MAX_OWN_KEYS - held - 1}" in state and "one_more" not in state
+    assert f"over {MAX_OWN_KEYS}: set one it has instead" in state["notes"]
+
+
+@pytest.mark.parametrize("key", ["\x1b[31mred", "current_task ", " goals", "\u202eevil", "a\u2028b"])
+def test_a_key_of_the_models_own_that_is_no_plain_name_is_refused(tmp_path: Path, key: str):
+    _, _, home, _ = import_msa(tmp_path, msa_config())
+    assert run_cycle(home, [{"tool": "update_scratchpad", "args": {key: "x"}}, done("ok")]).exit_code == 0
+    state = read_active(home)
+    assert key not in state and "is not a name" in state["notes"]
+
+
+@pytest.mark.parametrize("folder", ["logs", "workspace", "workspace/msa"])
+def test_an_msa_home_inside_a_folder_the_new_home_writes_in_is_refused(tmp_path: Path, folder: str):
+    src = msa_home(tmp_path / "home" / folder, msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    before = tree_digest(src)
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 2 and "a folder the new home writes in" in result.stderr, result.output
+    assert tree_digest(src) == before and not (tmp_path / "home" / "scratchpad").exists()
+
+
+def test_an_msa_home_beside_the_homes_files_in_its_folder_may_come_in(tmp_path: Path):
+    src = msa_home(tmp_path / "home" / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    before = tree_digest(src)
+    assert run_cli("init", str(tmp_path / "home"), "--from-msa", str(src)).exit_code == 0
+    assert tree_digest(src) == before
+
+
+def test_a_nan_or_infinity_of_the_models_own_is_refused_and_show_json_stays_json(tmp_path: Path):
+    _, _, home, _ = import_msa(tmp_path, msa_config())
+    reply = '{"tool": "update_scratchpad", "args": {"level": NaN, "seen": {"far": [Infinity]}}}'
+    assert run_cycle(home, [reply, done("ok")]).exit_code == 0
+    state = read_active(home)
+    assert "level" not in state and "seen" not in state and "NaN or Infinity" in state["notes"]
+    json.loads(run_cli("show", "--home", str(home), "--json").stdout, parse_constant=_no_constant)
+
+
+def test_a_nan_or_infinity_in_msas_memory_comes_over_as_its_text(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    memory = (src / "scratchpads" / "active.yaml").read_text()
+    (src / "scratchpads" / "active.yaml").write_text(memory + "level: .nan\nrange: {far: [-.inf]}\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0 and "level: .nan (float) became text" in result.stdout, result.output
+    state = read_active(tmp_path / "home")
+    assert (state["level"], state["range"]) == (".nan", {"far": ["-.inf"]})
+    json.loads(run_cli("show", "--home", str(tmp_path / "home"), "--json").stdout, parse_constant=_no_constant)
+
+
+def _no_constant(name: str):
+    raise AssertionError(f"{name} is not JSON")
+
+
+def test_binary_and_set_values_of_msas_memory_come_over_as_json_can_say_them(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    memory = (src / "scratchpads" / "active.yaml").read_text()
+    (src / "scratchpads" / "active.yaml").write_text(memory + "blob: !!binary aGVsbG8=\ntags: !!set {b, a}\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    state = read_active(tmp_path / "home")
+    assert (state["blob"], state["tags"]) == ("aGVsbG8=", ["a", "b"])
+    shown = run_cli("show", "--home", str(tmp_path / "home"), "--json").stdout
+    assert "b'hello'" not in shown and json.loads(shown)
+
+
+def test_an_import_into_a_folder_another_holds_is_busy_and_makes_nothing(tmp_path: Path):
+    from agent.store.home import Home
+    from agent.store.lock import home_lock
+
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    (tmp_path / "home").mkdir()
+    with home_lock(Home.at(tmp_path / "home")):  # another import (or any command) at work there
+        result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 5 and "holds the lock" in result.stderr, result.output
+    assert sorted(p.name for p in (tmp_path / "home").iterdir()) == [".agent.lock"]
+
+
+def test_the_msa_line_leaves_json_output_json(tmp_path: Path):
+    src = older_checkout(tmp_path)
+    result = run_cli("status", "--home", str(src), "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)
+    assert "this looks like an msa home" in result.stderr and "msa home" not in result.stdout

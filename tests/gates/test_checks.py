@@ -254,3 +254,13 @@ def test_the_check_gate_refuses_a_dodging_update_and_a_done_until_the_check_pass
     (tmp_path / "ws" / "ok").write_text("")  # the workspace the check ran in, made for it
     assert gate.on_done(state, finish) is None
     assert gate.on_done({**state, "current_task": "b"}, finish) is None  # no check for b
+
+
+def test_a_done_without_a_summary_still_runs_the_check(checked_home):
+    refused = run_cycle(checked_home, [{"tool": "done"}] * 3)
+    assert active(checked_home)["current_task"] == "say hello" and refused.exit_code != 0
+    assert "[CHECK FAILED]" in active(checked_home)["notes"]
+    assert run_cycle(checked_home, [write("hello.txt", "hello\n"), {"tool": "done"}]).exit_code == 0
+    assert active(checked_home)["completed_tasks"] == [
+        {"task": "say hello", "summary": "Task complete.", "check": "passed"}
+    ]
