@@ -235,9 +235,11 @@ def _last(status: dict) -> dict | None:
 
 
 def _model_problem(status: dict, recent: list[dict]) -> list[dict]:
-    """No model anywhere a cycle looks: a problem only when no recent cycle ran on one (a home run
-    by `--model` or AGENT_MODEL from its cron line has none in config.yaml, and is fine)."""
-    if status.get("config_error") != NO_MODEL:
+    """No model anywhere a cycle looks: a problem only when cycles ran and no recent one ran on a
+    model (a home run by `--model` or AGENT_MODEL from its cron line has none in config.yaml, and is
+    fine). A home with no cycle yet says `never ran`, which needs a person already: how its cron
+    line runs it (a flag or none) is not known until a cycle has run."""
+    if status.get("config_error") != NO_MODEL or not recent:
         return []
     if any(isinstance(r.get("model"), str) and r["model"] for r in recent if r.get("source", "index") == "index"):
         return []

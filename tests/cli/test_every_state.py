@@ -16,6 +16,7 @@ import yaml
 from agent.after.health import STATES
 from agent.store.home import Home
 from agent.store.lock import home_lock
+from tests.conftest import embedded_model_missing
 from tests.helpers import run_cli, write_script
 from tests.histories import fabricated, write_history
 
@@ -158,7 +159,10 @@ def test_doctor_fails_each_broken_file(homes):
         result = run_cli("doctor", "--json", "--home", str(homes[name][0]))
         assert result.exit_code == 1 and "Traceback" not in result.stderr, (name, result.output)
         failed = [check["check"] for check in json.loads(result.output) if not check["ok"]]
-        assert failed == [checks[file]], (name, failed)
+        # doctor judges the home as a plain `agent run` would run it: with no model in config.yaml,
+        # that needs the embedded model (the [local] extra), so without it `model` fails as well
+        no_model = ["model"] if embedded_model_missing() and file != "config.yaml" else []  # a broken config: one line
+        assert sorted(failed) == sorted([checks[file], *no_model]), (name, failed)
 
 
 def test_fleet_over_homes_that_need_nobody_exits_0(homes):
@@ -170,7 +174,7 @@ def test_fleet_over_homes_that_need_nobody_exits_0(homes):
 
 def test_a_home_whose_cycles_ran_on_a_model_given_by_flag_needs_no_model_in_config(agent_user):
     """As an ordinary user (its python has no embedded model), config.yaml naming no model: judged by
-    what its cycles ran on, it is ok; one that never ran names the missing model."""
+    what its cycles ran on, it is ok; one that never ran says so (how cron runs it is not known yet)."""
     by_flag = agent_user.make_home({}, "by-flag")
     done = agent_user.cycle(by_flag, [{"tool": "done", "args": {"summary": "ok"}}])
     assert done.returncode == 0, done.stderr
@@ -178,10 +182,7 @@ def test_a_home_whose_cycles_ran_on_a_model_given_by_flag_needs_no_model_in_conf
     result = agent_user.agent("fleet", "--json", str(by_flag), str(unset))
     rows = {Path(row["home"]).parent.name.split(".")[0]: row for row in json.loads(result.stdout)}
     assert rows["by-flag"]["state"] == "ok" and not rows["by-flag"]["needs_person"]
-    if rows["unset"]["state"] == "broken":  # no embedded model in this user's python: said, once
-        assert [i["text"] for i in rows["unset"]["attention"]][0].startswith("config.yaml: no model configured")
-    else:
-        assert rows["unset"]["state"] == "never ran"
+    assert rows["unset"]["state"] == "never ran"  # how its cron line will run it is not known before a cycle
 
 
 def test_another_users_home_is_an_unreadable_row_beside_the_others(agent_user, tmp_path):
