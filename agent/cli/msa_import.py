@@ -711,7 +711,7 @@ def without_msas_key(model: Any, state: dict, rules: str, templates: dict) -> tu
     new_templates = {name: secrets.redact(template) for name, template in templates.items()}
     for what, before, after in (
         ("the memory", state, new_state),
-        ("rules.md", rules, new_rules),
+        (Home(Path(".")).rules.name, rules, new_rules),
         *((f"template {name}", templates[name], new_templates[name]) for name in templates),
     ):
         if before != after:

@@ -82,7 +82,8 @@ def test_datasette_filters_the_failed_cycles_by_the_stop_reason_column(datasette
     home, get = datasette
     found = get("/agent/cycle.json?stop_reason=error&_shape=objects&_col=stop_reason&_col=error_kind&_col=error")
     (failed,) = found["rows"]
-    assert failed["stop_reason"] == "error" and "Connection refused" in failed["error"]
+    assert failed["stop_reason"] == "error" and "refused the connection" in failed["error"]
+    assert failed["error_kind"] == "refused"
 
 
 def test_datasette_answers_the_three_canned_queries(datasette):

@@ -214,8 +214,8 @@ def test_every_command_with_a_fifo_among_an_older_releases_files_ends_at_once_an
     assert "Traceback" not in proc.stderr, proc.stderr
     if use[0] == "doctor":
         assert proc.returncode == 1 and "named pipe (FIFO)" in proc.stdout
-    elif use[0] == "fleet":
-        assert proc.returncode == 1 and "cannot use" in proc.stdout
+    elif use[0] == "fleet":  # the home's row names the file (broken: the records cannot be upgraded)
+        assert proc.returncode == 1 and "named pipe (FIFO)" in proc.stdout
     elif proc.returncode != 0:
         assert proc.returncode == 6, proc.stderr
         [line] = proc.stderr.splitlines()

@@ -291,7 +291,7 @@ def every_state(tmp_path_factory) -> dict[str, Path]:
         "parked": long_home(
             folder / "parked", 40, now - EVERY * 4, EVERY, real=1, incident_at=None, approval_required=["write_file"]
         ).root,
-        "stale": long_home(folder / "stale", 40, now - _dt.timedelta(days=3), EVERY, real=1, incident_at=None).root,
+        "down": long_home(folder / "down", 40, now - _dt.timedelta(days=3), EVERY, real=1, incident_at=None).root,
         "broken": long_home(folder / "broken", 40, now - EVERY * 4, EVERY, real=1, incident_at=None).root,
         "dense": long_home(folder / "dense", 2600, now - DENSE_EVERY * 4, DENSE_EVERY, real=1).root,
         "never ran": folder / "never-ran",
