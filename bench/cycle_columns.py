@@ -1,6 +1,6 @@
 """Cycle columns bench: what the upgrade that adds the cycle table's columns (migration
-`*_cycle_columns` in agent/store/migrations.py) costs on a home of N cycles, and whether a cron tick
-that lands during it still runs.
+`*_cycle_columns` in agent/store/migrations.py, and every migration after it) costs on a home of N
+cycles, and whether a cron tick that lands during it still runs.
 
 Makes real cycles first (bench/history.py's templates: the real runner, a scripted model), then a
 home whose logs/agent.db the previous release wrote (the migrations before this one) holding N of
