@@ -1,6 +1,6 @@
 """Cycle columns bench: what the upgrade that adds the cycle table's columns (migration
-`*_cycle_columns` in agent/store/migrations.py) costs on a home of N cycles, and whether a cron tick
-that lands during it still runs.
+`*_cycle_columns` in agent/store/migrations.py, and every migration after it) costs on a home of N
+cycles, and whether a cron tick that lands during it still runs.
 
 Makes real cycles first (bench/history.py's templates: the real runner, a scripted model), then a
 home whose logs/agent.db the previous release wrote (the migrations before this one) holding N of
@@ -9,7 +9,7 @@ holds them after its upgrade (its archive and files left out: this migration rea
 table). Then, each as a separate process: the first command after the upgrade (`agent status`,
 which applies the migration), a cycle (`agent run`, scripted) started the moment that command has
 begun, as cron's next tick would be, and `agent status` again. The upgrade writes no row: the
-database's size before and after says what its two indexes added.
+database's size before and after says what its indexes added.
 
     python bench/cycle_columns.py                     # 1,000,000 cycles
     python bench/cycle_columns.py --size 100000
@@ -115,7 +115,7 @@ def main() -> None:
         took, rss, cpu = history.measure(BENCH.parent, history.agent("status", "--home", str(root)))
         print(f"status after: {took:.2f} s ({cpu:.2f} s CPU), {rss:.0f} MB")
         after = db_file.stat().st_size
-        print(f"agent.db after: {after / 1e6:,.0f} MB (+{(after - before) / 1e6:,.1f} MB, its two indexes)")
+        print(f"agent.db after: {after / 1e6:,.0f} MB (+{(after - before) / 1e6:,.1f} MB, the indexes)")
         print(f"load average after: {os.getloadavg()}")
     finally:
         shutil.rmtree(folder, ignore_errors=True)

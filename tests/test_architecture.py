@@ -97,8 +97,8 @@ LAYERS = [
     {"__main__"},  # `python -m agent`
     {"docs", "cli"},  # the operator's commands, and the settings table they document
     {"cycle"},  # the core loop: one cycle, its limits, the dispatcher, the prompt, idle cycles, the journal
-    {"after"},  # what a cycle leaves behind: report, transcript, aftercare, hook, metrics
-    {"gates"},  # approvals, checks, budgets, stalls
+    {"after"},  # what a cycle leaves behind: report, transcript, aftercare, incidents, health, hook, metrics, traces
+    {"gates"},  # approvals, checks, budgets, stalls, holds
     {"memory"},  # bounding and reflection, queue edits, the inbox, sections, consolidation
     {"tools"},  # what the model may call
     {"models"},  # the model interface and every model

@@ -6,7 +6,7 @@ cycle fails the same way, and a note each would push the notes the home lives on
 that could change the state (idle and held ones skipped) replaces that cycle's note in place,
 counted:
 
-    [CYCLE FAILED] ×20 since Sat 28 Nov 10:00 UTC, refused: cycle 20261128_..: ModelUnavailable: ...
+    [CYCLE FAILED] ×20 since Sat 28 Nov 10:00 UTC, refused: cycle 20261128_..: 10.0.0.5:8000 refused the connection ...
 
 The kind is the runtime's (the record's `error_kind`: agent/after/report.py `failure_kind`), never the
 error's wording. The count, the start and the exact line written are the runtime's too: each

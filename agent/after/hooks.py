@@ -3,7 +3,7 @@
 The command is trusted (it comes from config.yaml), but it is still kept in a box: an argv list
 run without a shell, from the home, in its own session, with the secrets scrubbed from its
 environment and the cycle's index record as JSON on stdin. It is bounded by `hook_timeout` (then
-its whole process group is killed), and so is what it prints: only its last few KiB are kept. Whatever happens to it (a non-zero exit, a timeout, a program
+its whole process group is killed), and so is what it prints: only its last 2,000 bytes are kept. Whatever happens to it (a non-zero exit, a timeout, a program
 not found) is written to the cycle log and nothing else: the cycle is already saved and its exit
 code is already decided.
 """

@@ -2,9 +2,11 @@
 
 Meant for a cron line or a monitoring job of its own, apart from the homes' cron lines: a home whose
 scheduler stopped firing says nothing itself, so only something outside it can notice
-(docs/operations.md has the recipe). What needs a person is agent/cli/health.py's; this module
-prints it, and with `--state FILE` remembers what it last reported, so that each occurrence (an
-incident, a stale spell, a parked call, a spent budget) is printed, and so mailed, once.
+(docs/operations.md has the recipe). What needs a person is the one health judge's
+(agent/after/health.py, over the facts agent/cli/health.py reads); this module prints it, and with
+`--state FILE` remembers what it last reported, so that each occurrence (an incident, a stale spell,
+a missed slot, a parked call, a spent budget, a broken file, a `tell` entry) is printed, and so
+mailed, once.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ reason, its tokens and cost per day by model against the daily budgets, the inci
 cycles in detail, and its memory sections (each one's fill, what the window's consolidations merged
 and archived). Several homes get an index first, the ones that need a person at the top, and the
 page opens with a line saying how many need one. Each home's state and what needs a person are
-agent/cli/health.py's, never judged here; what is read of the window is what the page draws
+the one health judge's (agent/after/health.py, read by agent/cli/health.py), never judged here; what is read of the window is what the page draws
 (agent/cli/window.py); the page is drawn by agent/cli/page.py.
 """
 

@@ -1,6 +1,6 @@
 """Provenance: where each memory section entry came from, as the runtime saw it.
 
-One row per (section, entry id) of logs/agent.db's `provenance` table (migration m004): the cycle
+One row per (section, entry id) of logs/agent.db's `provenance` table (migration m006): the cycle
 (or operator command) that added the entry and its route, one of ROUTES, with a small record (a
 successor's sources). The model writes only the state, never the database, so it cannot forge
 any of it; a hand edit of active.yaml's runtime fields (`added`, `by`) leaves this row as it was.
