@@ -177,15 +177,16 @@ def _silence(facts: Facts, schedule: dict | None) -> list[dict]:
         if facts.running:
             return []
         return [{"key": "never ran", "text": "no cycle has run yet (is its cron line in place?)"}]
-    if schedule is not None:
+    ended = last.get("ended") if last.get("ended") is not None else last.get("started")
+    hung = facts.running and last.get("source") != "index"  # the newest cycle is the one running
+    # a schedule's slots are met while a cycle holds the lock, so a hung one is judged by its age
+    if schedule is not None and not hung:
         if not schedule["down"]:
             return []
         slot = int(schedule["first_missed"])
         return [{"key": f"missed:{slot}", "text": f"{schedule['text']} (is its cron line or timer still in place?)"}]
-    ended = last.get("ended") if last.get("ended") is not None else last.get("started")
     if ended is None or facts.now - ended <= facts.stale_after_s:
         return []
-    hung = facts.running and last.get("source") != "index"  # the newest cycle is the one running
     gone = age_text(facts.now - ended)
     what = f"a cycle has run for {gone}" if hung else f"no cycle for {gone}"
     return [{"key": f"stale:{last['cycle_id']}", "text": f"{what} (stale after {age_text(facts.stale_after_s)})"}]

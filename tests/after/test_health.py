@@ -48,3 +48,15 @@ def test_a_cycle_running_longer_than_stale_after_stays_running_and_needs_a_perso
     last = dict(_ran(0), ended=None, started=NOW - 7200, source="snapshots")
     health = judge(Facts(now=NOW, last=last, running=True, stale_after_s=3600))
     assert (health["state"], health["needs_person"]) == ("running", True)
+
+
+def test_a_hung_cycle_needs_a_person_even_though_it_meets_every_slot_of_its_schedule():
+    """A cycle holding the lock meets each slot (a cron run that found it busy is covered by it), so
+    under a schedule nothing is missed while it hangs: its age says it needs a person."""
+    schedule = checked("*/10 * * * *", "UTC", 600)
+    last = dict(_ran(0), ended=None, started=NOW - 7200, source="snapshots")
+    health = judge(
+        Facts(now=NOW, last=last, running=True, stale_after_s=3600, schedule=schedule, cycles=[(NOW - 7200, NOW)])
+    )
+    assert (health["state"], health["needs_person"]) == ("running", True)
+    assert [item["text"] for item in health["attention"]] == ["a cycle has run for 2h (stale after 1h)"]
