@@ -28,7 +28,6 @@ was given, so such a home behaves byte for byte as before.
 - `operator_edit`     `agent memory add|drop|set`, as the operator (read-only sections included)
 - `loss_problems`     the per-cycle bound on what may leave a list section, checked before saving
 - `render`, `fill`    the prompt's block and the fill gauge; `surfaced`: what a person should know
-- `reflect_tool`, `REFLECT_RULES`  the reflect step's one call over the sections and notes (seed 000)
 """
 
 from __future__ import annotations
@@ -46,9 +45,8 @@ from agent.common.escape import escape_controls
 from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.common.plain import described
 from agent.common.reading import as_read, reads_empty
-from agent.setting_checks import SectionSpec, by_stability, edit_schemas
+from agent.setting_checks import SectionSpec, by_stability
 from agent.state import SECTION_IDS_KEY
-from agent.tools import Tool
 
 APPEND, REMOVE, CLEAR = "APPEND:", "REMOVE:", "CLEAR"
 MODEL, OPERATOR = "model", "operator"
@@ -862,42 +860,3 @@ def surfaced_summary(state: dict, specs: Iterable[SectionSpec]) -> dict | None:
         for item in found[:SURFACED_IN_RECORD]
     ]
     return {"count": len(found), "entries": shown}
-
-
-# ------------------------------------------------------------------------------ the reflect step
-
-# Seed 000's second phase, for a home with sections: the observer of the cycle, not its worker.
-REFLECT_RULES = """# Reflect
-
-The cycle's work is over. You are now the observer of that work, not the worker: update the memory
-so that the next cycle starts from what is true and useful. Your one tool is update_scratchpad.
-
-- Minimal: most cycles change one or two sections. Send only the sections that changed; when
-  nothing changed, send no arguments: {"tool": "update_scratchpad", "args": {}}.
-- Honest: if something turned out uncertain or wrong, say so where it belongs.
-- Forward-looking: keep what a later cycle will need, not a record of what happened.
-- Preserve what matters: a fact that still holds is confirmed by sending it again ("APPEND: "
-  and the same text); REMOVE only what is wrong or answered. What leaves is archived.
-
-Reply with one JSON object: {"tool": "update_scratchpad", "args": {"SECTION": "VALUE", ...}}.
-"""
-
-
-def reflect_tool(specs: Iterable[SectionSpec]) -> Tool:
-    """The reflect step's only tool: update_scratchpad over the writable sections and notes (notes
-    take "APPEND: text", a replacement or "CLEAR", as the reflect step always has)."""
-    notes = {
-        "type": "string",
-        "description": 'The notes: "APPEND: <text>" adds a line; "CLEAR" empties them; any other value replaces them.',
-    }
-    return Tool(
-        name="update_scratchpad",
-        description="Update the memory: only the sections that changed (none: no arguments).",
-        args_schema={
-            "type": "object",
-            "properties": {"notes": notes, **edit_schemas(tuple(specs))},
-            "required": [],
-            "additionalProperties": False,
-        },
-        side_effects=False,
-    )

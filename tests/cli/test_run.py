@@ -205,6 +205,7 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
     "agent.memory.sections",
     "agent.memory.section_archive",
     "agent.memory.consolidation",
+    "agent.memory.reflect",  # only a cycle that reflects
     "fractions",
     "jinja2",  # agent report's page, and what it shows: never a cycle's
     "markupsafe",

@@ -793,17 +793,6 @@ def test_wake_twice_changes_nothing_the_second_time():
     assert state_problems(once.state, SPECS) == []
 
 
-def test_the_reflect_tool_offers_notes_and_the_writable_sections_only():
-    from agent.memory.sections import REFLECT_RULES, reflect_tool
-
-    tool = reflect_tool(SPECS)
-    assert tool.name == "update_scratchpad"
-    assert list(tool.args_schema["properties"]) == ["notes", "now", "known", "unknown", "tell"]
-    assert tool.check_args({}) is None and tool.check_args({"known": "APPEND: x", "notes": "CLEAR"}) is None
-    assert tool.check_args({"purpose": "x"}).startswith("unexpected argument 'purpose'")
-    assert "Minimal" in REFLECT_RULES and "Honest" in REFLECT_RULES and "Forward-looking" in REFLECT_RULES
-
-
 @pytest.mark.parametrize("limit", [1, 5, 6, 7, 11, 12, 100])
 def test_trimming_a_text_keeps_the_most_newest_lines_that_fit(limit):
     from agent.memory.sections import _oldest_lines_over
