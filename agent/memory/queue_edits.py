@@ -126,11 +126,11 @@ def _missing(before: list[str], after: list[str]) -> list[str]:
 
 
 def queue_drops(tasks: Iterable[str], reason: str, kind: str = QUEUED_TASK) -> list:
-    """The archive items (memory/bounding.py Archived) of tasks that left the queue without done (or,
+    """The archive items (agent/store/archive.py Left) of tasks that left the queue without done (or,
     with kind DROPPED_GOAL, of goals)."""
-    from agent.memory.bounding import Archived
+    from agent.store.archive import Left
 
-    return [Archived(kind, task, reason) for task in tasks]
+    return [Left(kind, task, reason) for task in tasks]
 
 
 def dropped_line(tasks: list[str], who: str = "the model", noun: str = "queued task") -> str:

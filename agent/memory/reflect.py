@@ -22,13 +22,14 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from agent.common.safe_yaml import dump_yaml
-from agent.memory.bounding import HARD_NOTES_CHARS, Archived
+from agent.memory.bounding import HARD_NOTES_CHARS
 from agent.memory.one_call import ask_once
 from agent.memory.sections import APPEND, CLEAR, Stamp, apply_edits, render
 from agent.models.replies import ReplyError
 from agent.secrets import Secrets
 from agent.setting_checks import SectionSpec, edit_schemas
 from agent.state import SECTION_IDS_KEY, InvariantViolation, invariant_problems
+from agent.store.archive import Left
 from agent.tools import Tool
 
 # The notes as the one grammar sees them: a text within the hard cap (notes_budget applies at sleep).
@@ -149,7 +150,7 @@ def apply(state: dict, edits: dict, sections: Any) -> tuple[dict, list, tuple[st
     if change.refusal:
         raise ReplyError(f"{'curate_notes' if sections is None else 'update_scratchpad'} refused: {change.refusal}")
     notes = [
-        Archived("note", line, "reflect")
+        Left("note", line, "reflect")
         for item in change.leaving
         if item.section == NOTES.name
         for line in item.value.split("\n")
@@ -184,6 +185,6 @@ def reflect(
     except Exception as exc:
         log(f"reflect step failed, keeping the unreflected state: {type(exc).__name__}: {exc}")
         return state, [], f"kept unreflected: {type(exc).__name__}: {exc}"
-    lines = sum(isinstance(item, Archived) for item in leaving)
+    lines = sum(item.kind == "note" for item in leaving)
     log(f"reflect: {'; '.join(done) or 'nothing changed'} ({lines} note line(s) archived)")
     return after, leaving, "applied"

@@ -15,7 +15,7 @@ string of at most `limit` characters. A `list` section holds entries, each a map
 
 The model never writes a runtime-owned field: it sends strings (`"APPEND: text"`, `"REMOVE: id"`,
 `"CLEAR"`, a new text) and the runtime builds the entries. Nothing leaves a section except into
-the archive: each function returns what left (`Leaving`) beside the new state, and the caller
+the archive: each function returns what left (`Left`, agent/store/archive.py: the archive's one record type) beside the new state, and the caller
 appends it to the archive before it saves the state. Nothing is cut: a value that does not fit is
 refused with a message the model reads.
 
@@ -47,6 +47,7 @@ from agent.common.plain import described
 from agent.common.reading import as_read, reads_empty
 from agent.setting_checks import SectionSpec, by_stability
 from agent.state import SECTION_IDS_KEY
+from agent.store.archive import Left
 
 APPEND, REMOVE, CLEAR = "APPEND:", "REMOVE:", "CLEAR"
 MODEL, OPERATOR = "model", "operator"
@@ -81,32 +82,12 @@ class Stamp:
 
 
 @dataclass(frozen=True)
-class Leaving:
-    """Something that left a section, for the archive: a list entry (the whole mapping) or a text
-    section's old text. `replaced_by`: the id of the consolidation successor that now stands for it."""
-
-    section: str
-    value: Any
-    reason: str  # remove, evict, limit, trim, replace, clear, drop, set, consolidate
-    replaced_by: str | None = None
-
-    def record(self) -> dict:
-        """The archive's fields for it (the caller adds the cycle id and the time)."""
-        found = {"section": self.section, "reason": self.reason, "value": self.value}
-        if isinstance(self.value, dict) and isinstance(self.value.get("id"), str):
-            found["id"] = self.value["id"]
-        if self.replaced_by is not None:
-            found["replaced_by"] = self.replaced_by
-        return found
-
-
-@dataclass(frozen=True)
 class Change:
     """What a change of sections came to. Refused: `refusal` says why (to the model, or to the
     operator) and `state` is the state as given; nothing left."""
 
     state: dict
-    leaving: tuple[Leaving, ...] = ()
+    leaving: tuple[Left, ...] = ()
     notes: tuple[str, ...] = ()  # one line per thing done, for the [UPDATE] note or a command's output
     refusal: str | None = None
 
@@ -331,7 +312,7 @@ class Edits:
 class _Context:
     """What one edit may add to (the leaving and the notes) and what it is judged by."""
 
-    leaving: list[Leaving]
+    leaving: list[Left]
     notes: list[str]
     stamp: Stamp
     start: dict | None  # None: the operator's edit, no per-cycle bound
@@ -365,7 +346,7 @@ def _replace_text(state: dict, spec: SectionSpec, new: str, ctx: _Context) -> No
             f"(nothing was cut: shorten it)"
         )
     if old and old != new:
-        ctx.leaving.append(Leaving(name, old, "clear" if not new else "replace"))
+        ctx.leaving.append(Left.from_section(name, old, "clear" if not new else "replace"))
     state[name] = new
     ctx.notes.append(f"{name}: cleared" if not new else f"{name}: replaced ({fill(state, spec)})")
 
@@ -388,7 +369,7 @@ def _appended_text(state: dict, spec: SectionSpec, old: str, line: str, ctx: _Co
         )
     lines = new.split("\n")
     cut = _oldest_lines_over(lines, spec.limit)
-    ctx.leaving.append(Leaving(spec.name, "\n".join(lines[:cut]), "trim"))
+    ctx.leaving.append(Left.from_section(spec.name, "\n".join(lines[:cut]), "trim"))
     return "\n".join(lines[cut:])
 
 
@@ -469,7 +450,7 @@ def _room_for_one(state: dict, spec: SectionSpec, entries: list[dict], ctx: _Con
     _check_bound(state, spec, victims, ctx, "make room")
     gone = {id(v) for v in victims}
     for victim in victims:
-        ctx.leaving.append(Leaving(name, victim, "evict"))
+        ctx.leaving.append(Left.from_section(name, victim, "evict"))
     ctx.notes.append(f"{name}: archived {', '.join(v['id'] for v in victims)} to make room (when_full: archive)")
     return [e for e in entries if id(e) not in gone]
 
@@ -503,7 +484,7 @@ def _remove_entry(state: dict, spec: SectionSpec, entry_id: str, ctx: _Context) 
         raise _Refused(f"entry {entry_id} of '{name}' is the operator's: only `agent memory drop` removes it")
     _check_bound(state, spec, [found], ctx, f"remove {entry_id}")
     state[name] = [e for e in entries if e is not found]
-    ctx.leaving.append(Leaving(name, found, "remove" if ctx.by == MODEL else "drop"))
+    ctx.leaving.append(Left.from_section(name, found, "remove" if ctx.by == MODEL else "drop"))
     ctx.notes.append(f"{name}: removed {entry_id} ({fill(state, spec)})")
 
 
@@ -725,7 +706,7 @@ def _settle_list(state: dict, spec: SectionSpec, stamp: Stamp, leaving: list, no
     if victims:
         gone = {id(v) for v in victims}
         entries = [e for e in entries if id(e) not in gone]
-        leaving.extend(Leaving(name, v, "limit") for v in victims)
+        leaving.extend(Left.from_section(name, v, "limit") for v in victims)
         notes.append(f"{name}: its limit is {spec.limit}: archived {', '.join(v['id'] for v in victims)}, the weakest")
     state[name] = entries
 
@@ -737,7 +718,7 @@ def _settle_text(state: dict, spec: SectionSpec, leaving: list, notes: list) -> 
         return
     lines = text.split("\n")
     cut = _oldest_lines_over(lines, spec.limit)
-    leaving.append(Leaving(name, "\n".join(lines[:cut]), "limit"))
+    leaving.append(Left.from_section(name, "\n".join(lines[:cut]), "limit"))
     state[name] = "\n".join(lines[cut:])
     notes.append(f"{name}: its limit is {spec.limit} characters: archived its {cut} oldest line(s)")
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from agent.memory.bounding import Archived
 from agent.memory.reflect import NOTES_RULES, SECTIONS_RULES, apply, notes_tool, offer, sections_tool
-from agent.memory.sections import Edits, Leaving, settle
+from agent.memory.sections import Edits, settle
 from agent.models.replies import ReplyError
 from agent.setting_checks import section_specs
 from agent.state import fresh_state, taken_keys
+from agent.store.archive import Left
 from tests.memory.test_sections import CONFIG, DAY1
 
 SPECS = section_specs(CONFIG, taken_keys())
@@ -31,8 +31,8 @@ def test_notes_take_append_a_replacement_and_clear():
     assert apply(state, {"notes": "APPEND: c"}, None)[:2] == (notes("a\nb\nc"), [])
     replaced, moved, _ = apply(state, {"notes": "Known: x"}, None)
     assert replaced["notes"] == "Known: x" and moved == [
-        Archived("note", "a", "reflect"),
-        Archived("note", "b", "reflect"),
+        Left("note", "a", "reflect"),
+        Left("note", "b", "reflect"),
     ]
     cleared, moved, _ = apply(state, {"notes": "CLEAR"}, None)
     assert cleared["notes"] == "" and len(moved) == 2
@@ -67,7 +67,7 @@ def test_with_sections_the_notes_and_a_list_change_in_one_update():
     state, edits = with_sections("old", known=["k"])
     after, moved, done = apply(state, {"notes": "new", "known": "APPEND: fact"}, edits)
     assert after["notes"] == "new" and [e["text"] for e in after["known"]] == ["k", "fact"]
-    assert moved == [Archived("note", "old", "reflect")] and any("known: added" in line for line in done)
+    assert moved == [Left("note", "old", "reflect")] and any("known: added" in line for line in done)
 
 
 def test_with_sections_a_refused_section_refuses_the_notes_too():
@@ -80,7 +80,7 @@ def test_what_leaves_a_section_stays_a_section_item():
     state, edits = with_sections(known=["k"])
     state["known"][0]["by"] = "model"
     _, moved, _ = apply(state, {"known": f"REMOVE: {state['known'][0]['id']}"}, edits)
-    assert [type(item) for item in moved] == [Leaving] and moved[0].reason == "remove"
+    assert [item.kind for item in moved] == ["section_entry"] and moved[0].reason == "remove"
 
 
 def test_without_sections_reflect_offers_curate_notes_over_the_whole_scratchpad():
