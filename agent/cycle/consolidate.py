@@ -34,7 +34,8 @@ from agent.gates.registry import check_gates, open_gates
 from agent.memory import consolidation
 from agent.memory.one_call import ask
 from agent.memory.section_archive import added_rows, highest_ids, record_provenance
-from agent.memory.sections import Stamp, checked, entries_of, settle
+from agent.memory.section_settle import settle
+from agent.memory.sections import Stamp, checked, entries_of
 from agent.scratchpad import load_state
 from agent.secrets import Secrets
 from agent.state import now_iso

@@ -82,6 +82,6 @@ def sleep(
 def tell(report: CycleReport, settings: Settings, secrets: Secrets, state: dict) -> None:
     """Put what the `surface: true` sections of `state` hold in the cycle's record (redacted)."""
     if settings.sections:
-        from agent.memory.sections import surfaced_summary
+        from agent.memory.section_block import surfaced_summary
 
         report.surfaced = secrets.redact(surfaced_summary(state, settings.section_specs))

@@ -181,7 +181,8 @@ def _sections(cycle: Cycle, woken: Woken) -> Any:
     state (settled at wake) bounds what may leave each list in this cycle."""
     if not cycle.settings.sections:
         return None
-    from agent.memory.sections import Edits, Stamp  # a home without sections never loads them
+    from agent.memory.section_edits import Edits  # a home without sections never loads them
+    from agent.memory.sections import Stamp
 
     settings = cycle.settings
     return Edits(

@@ -1,6 +1,6 @@
 """The reflect step: one more model call after the loop, one path over one edit grammar.
 
-Everything reflect may write is a section edited with the sections' grammar (agent/memory/sections.py):
+Everything reflect may write is a section edited with the sections' grammar (agent/memory/section_edits.py):
 "APPEND: text" adds a line (a list: an entry), "REMOVE: id" takes a list's entry out, "CLEAR" empties
 a text, any other value replaces a text. `notes` is a built-in text section of it (`NOTES`): no
 limit of its own at the edit (`notes_budget` bounds it before saving, agent/memory/bounding.py),
@@ -24,7 +24,9 @@ from typing import Any, Callable
 from agent.common.safe_yaml import dump_yaml
 from agent.memory.bounding import HARD_NOTES_CHARS
 from agent.memory.one_call import ask_once
-from agent.memory.sections import APPEND, CLEAR, Stamp, apply_edits, render
+from agent.memory.section_block import render
+from agent.memory.section_edits import apply_edits
+from agent.memory.sections import APPEND, CLEAR, Stamp
 from agent.models.replies import ReplyError
 from agent.secrets import Secrets
 from agent.setting_checks import SectionSpec, edit_schemas

@@ -12,7 +12,7 @@ Ids are never issued twice. The counters in active.yaml (`section_ids`) are the 
 edit, so the database also keeps, in its `section_id` table, the highest id of each section that
 ever reached the archive (a successor named in `replaced_by` included): raised by the database
 itself in the transaction that adds the row, so it cannot lag the archive; at wake each counter
-is raised to it (`sections.settle`'s floor).
+is raised to it (`section_settle.settle`'s floor).
 
 A cycle that did not save (killed between the archive and active.yaml) leaves records of entries
 active.yaml still holds: readers skip a record whose entry is still in its section, and of two

@@ -22,7 +22,9 @@ from agent.memory.consolidation import (
     parse_consolidation,
     reply_cap,
 )
-from agent.memory.sections import Stamp, apply_edits, operator_edit, settle, specs_by_name
+from agent.memory.section_edits import apply_edits, operator_edit
+from agent.memory.section_settle import settle
+from agent.memory.sections import Stamp, specs_by_name
 from agent.setting_checks import section_specs
 from agent.state import SECTION_IDS_KEY, fresh_state, taken_keys
 from agent.store.archive import Left

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from agent.memory.reflect import NOTES_RULES, SECTIONS_RULES, apply, notes_tool, offer, sections_tool
-from agent.memory.sections import Edits, settle
+from agent.memory.section_edits import Edits
+from agent.memory.section_settle import settle
 from agent.models.replies import ReplyError
 from agent.setting_checks import section_specs
 from agent.state import fresh_state, taken_keys

@@ -14,23 +14,18 @@ import pytest
 from agent.common.outcomes import UsageError
 from agent.common.plain import described
 from agent.common.safe_yaml import dump_yaml, load_yaml
+from agent.memory.section_block import render, surfaced
+from agent.memory.section_edits import apply_edits, loss_problems, operator_edit, split_update
+from agent.memory.section_settle import over_limits, settle
 from agent.memory.sections import (
     Change,
     Stamp,
-    apply_edits,
     fill,
     kind_conflict,
-    loss_problems,
     most_lost,
-    operator_edit,
-    over_limits,
     removal_allowance,
-    render,
-    settle,
     specs_by_name,
-    split_update,
     state_problems,
-    surfaced,
 )
 from agent.setting_checks import edit_schemas, section_specs
 from agent.state import SECTION_IDS_KEY, fresh_state, taken_keys
@@ -798,10 +793,10 @@ def test_wake_twice_changes_nothing_the_second_time():
 
 @pytest.mark.parametrize("limit", [1, 5, 6, 7, 11, 12, 100])
 def test_trimming_a_text_keeps_the_most_newest_lines_that_fit(limit):
-    from agent.memory.sections import _oldest_lines_over
+    from agent.memory.sections import oldest_lines_over
 
     lines = ["aaaaa", "bb", "c", "dddd"]
-    cut = _oldest_lines_over(lines, limit)
+    cut = oldest_lines_over(lines, limit)
     assert len("\n".join(lines[cut:])) <= limit
     assert cut == 0 or len("\n".join(lines[cut - 1 :])) > limit
 
