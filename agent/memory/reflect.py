@@ -18,6 +18,7 @@ refusal keeps the unreflected state, and an interrupt is not caught.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -25,7 +26,7 @@ from agent.common.safe_yaml import dump_yaml
 from agent.memory.bounding import HARD_NOTES_CHARS
 from agent.memory.one_call import ask_once
 from agent.memory.section_block import render
-from agent.memory.section_edits import apply_edits
+from agent.memory.section_edits import Edits
 from agent.memory.sections import APPEND, CLEAR, Stamp
 from agent.models.replies import ReplyError
 from agent.secrets import Secrets
@@ -142,13 +143,8 @@ def apply(state: dict, edits: dict, sections: Any) -> tuple[dict, list, tuple[st
     lines as archived notes first, then the sections' items; what was done); ReplyError when the
     update is refused."""
     edits = {k: (notes_value(v) if k == NOTES.name else v) for k, v in edits.items()}
-    if sections is None:
-        change = apply_edits(state, (NOTES,), edits, start=state, max_loss=1.0, stamp=Stamp.of())
-    else:
-        specs = (NOTES, *sections.specs)
-        change = apply_edits(
-            state, specs, edits, start=sections.start, max_loss=sections.max_loss, stamp=sections.stamp
-        )
+    rules = sections if sections is not None else Edits((), state, Stamp.of(), 1.0)  # the notes alone
+    change = dataclasses.replace(rules, specs=(NOTES, *rules.specs)).apply(state, edits)
     if change.refusal:
         raise ReplyError(f"{'curate_notes' if sections is None else 'update_scratchpad'} refused: {change.refusal}")
     notes = [
