@@ -107,8 +107,8 @@ class Settings:
         default=20,
     )
     reflect: bool = _doc(
-        "After done, one more model call curates notes (APPEND / REPLACE / CLEAR); with sections, the sections "
-        "and notes, also after max_iterations or the time budget.",
+        "After done, one more model call curates notes (APPEND: / CLEAR / a replacement); with sections, the "
+        "sections and notes, also after max_iterations or the time budget.",
         default=False,
     )
     note_result_chars: int = _doc("A tool result is clipped to this many characters in notes.", above=0, default=300)

@@ -191,11 +191,10 @@ ARCHIVED_SAMPLE = [
 
 
 def archive_items(home: Path, items: list[tuple[str, object]], cycle_id: str = "20260101_000000") -> None:
-    """Archive (kind, value) items the way bounded memory does, through memory's own writer."""
-    from agent.memory import bounding as memory
+    """Archive (kind, value) items the way bounded memory does, through the archive's one writer."""
+    from agent.store.archive import Left, archive
 
-    moved = [memory.Archived(kind, value, "notes_budget") for kind, value in items]
-    memory.append_archive(Home.at(home), memory.archive_records(moved, cycle_id))
+    archive(Home.at(home), [Left(kind, value, "notes_budget") for kind, value in items], cycle_id)
 
 
 def install_dist(

@@ -98,7 +98,7 @@ class CycleReport:
     incident: str | None = None  # the incident this cycle is part of (agent/after/incidents.py); None: none
     new_incident: bool = False  # this cycle opened it: --quiet's line and the notify_on hook are for it
     violations: list[str] | None = None  # a reverted consolidation: why (the first few); in the record when set
-    surfaced: dict | None = None  # with surface sections: {count, entries} a person should know (sections.py)
+    surfaced: dict | None = None  # with surface sections: {count, entries} a person should know (section_block.py)
     task_id_before: str | None = None  # the current task's identity at wake (agent/store/task_identity.py)
     task_id: str | None = None  # its identity as the cycle left it (a new one after an accepted done)
     waiting: int = 0  # tasks queued behind the current one as the cycle left them (idle, held: as it found them)

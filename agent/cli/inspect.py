@@ -372,7 +372,7 @@ def _surfaced(home: Home) -> list[dict] | None:
     settings = home_settings(home.root)
     if not any(spec.surface for spec in settings.section_specs):
         return None
-    from agent.memory.sections import surfaced
+    from agent.memory.section_block import surfaced
 
     try:
         return surfaced(load_state(home), settings.section_specs)

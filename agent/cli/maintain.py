@@ -330,7 +330,8 @@ def _memory_checks(home: Home, settings, state: dict | None) -> list[Check]:
     section fails; a section over its limit (the operator's entries, never evicted) is a warning."""
     if not settings.sections or state is None:
         return []
-    from agent.memory.sections import kind_conflict, over_limits, state_problems
+    from agent.memory.section_settle import over_limits
+    from agent.memory.sections import kind_conflict, state_problems
 
     specs = settings.section_specs
     problem = kind_conflict(state, specs) or "; ".join(state_problems(state, specs)[:3])

@@ -7,7 +7,7 @@
     agent memory --at WHEN             the memory as a cycle left it then (memory_time.py: its reach)
     agent memory --history ID          one entry's life: added, stated, merged, left, superseded
 
-An edit is the operator's (agent/memory/sections.py `operator_edit`): read-only sections included,
+An edit is the operator's (agent/memory/section_edits.py `operator_edit`): read-only sections included,
 never bound by the per-cycle share, within the limits. Like `agent task`, it never blocks and is
 never lost: while a cycle holds the lock it waits in the inbox for the next wake
 (agent/cli/steer.py `edit_state`, the one path every operator edit takes).
@@ -34,17 +34,9 @@ from agent.cli.steer import edit_state, wait_option
 from agent.common.outcomes import UsageError
 from agent.config import load_settings
 from agent.memory.inbox import queued_edits
-from agent.memory.sections import (
-    OPERATOR,
-    Stamp,
-    checked,
-    fill,
-    operator_edit,
-    over_limits,
-    shown_entries,
-    specs_by_name,
-    text_of,
-)
+from agent.memory.section_edits import operator_edit
+from agent.memory.section_settle import over_limits
+from agent.memory.sections import OPERATOR, Stamp, checked, fill, shown_entries, specs_by_name, text_of
 from agent.scratchpad import load_state
 from agent.setting_checks import SectionSpec, by_stability
 from agent.store.home import Home

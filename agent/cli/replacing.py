@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from agent.common.outcomes import InvalidScratchpad
 from agent.common.safe_yaml import FileRefused, read_text_file
-from agent.memory.bounding import Archived, append_archive, archive_records
 from agent.memory.inbox import discard_queued
 from agent.memory.queue_edits import dropped_tasks, queue_drops
 from agent.scratchpad import MAX_SCRATCHPAD_BYTES, read_state_file
-from agent.store.archive import REPLACED_STATE
+from agent.store.archive import REPLACED_STATE, Left, archive
 from agent.store.home import Home
 
 DROPPED_EDIT = "dropped_edit"  # an archive kind (a replaced state's is REPLACED_STATE)
@@ -41,17 +40,17 @@ def archive_replaced(home: Home, why: str, cycle_id: str, new_state: dict | None
     state, problem = current_state(home)
     reason = why if problem is None else f"{why}; the replaced active.yaml could not be used: {problem}"
     dropped = dropped_tasks(state, new_state) if isinstance(state, dict) and new_state is not None else []
-    replaced = [] if state is None else [Archived(REPLACED_STATE, state, reason)]
+    replaced = [] if state is None else [Left(REPLACED_STATE, state, reason)]
     replaced += queue_drops(dropped, f"{why}: not in the new state's queue")
     kept: dict = {"state": state, "edits": [], "dropped_tasks": dropped}
 
-    def archive(edits: list[dict]) -> None:  # in the inbox's transaction, before it is emptied
-        items = replaced + [Archived(DROPPED_EDIT, edit, f"{why}: queued for the replaced memory") for edit in edits]
+    def archive_with(edits: list[dict]) -> None:  # in the inbox's transaction, before it is emptied
+        items = replaced + [Left(DROPPED_EDIT, edit, f"{why}: queued for the replaced memory") for edit in edits]
         if items:
-            append_archive(home, archive_records(items, cycle_id))
+            archive(home, items, cycle_id)
         kept["edits"] = edits
 
-    discard_queued(home, before_emptying=archive)
+    discard_queued(home, before_emptying=archive_with)
     keep_section_ids(home, state)
     return kept
 

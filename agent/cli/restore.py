@@ -30,12 +30,11 @@ from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.config import MAX_CONFIG_BYTES, config_values, settings_from
 from agent.cycle.examples import MAX_EXAMPLES_BYTES
 from agent.cycle.prompt import MAX_RULES_BYTES
-from agent.memory.bounding import Archived, append_archive, archive_records
 from agent.memory.inbox import apply_inbox
 from agent.memory.queue_edits import dropped_line, dropped_tasks, queue_drops
 from agent.scratchpad import load_state, write_state
 from agent.state import now_iso
-from agent.store.archive import REPLACED_STATE
+from agent.store.archive import REPLACED_STATE, Left, archive
 from agent.store.home import Home
 from agent.store.lock import home_lock
 
@@ -78,9 +77,9 @@ def restore(home_dir: Path, cycle: str, lock_wait: float, as_json: bool) -> None
         replaced, reason = _replaced(home)
         source_cycle = Path(side.label).name.rsplit("_", 1)[0]
         dropped = dropped_tasks(replaced, side.state) if isinstance(replaced, dict) else []
-        items = [Archived(REPLACED_STATE, replaced, f"{reason} {side.label}")]
+        items = [Left(REPLACED_STATE, replaced, f"{reason} {side.label}")]
         items += queue_drops(dropped, f"restore {side.label}: not in the restored state's queue")
-        append_archive(home, archive_records(items, source_cycle))  # one transaction: the state and its tasks
+        archive(home, items, source_cycle)  # one transaction: the state and its tasks
         keep_section_ids(home, replaced)  # a restored older state never issues the replaced one's ids again
         restored = dict(side.state, last_updated=now_iso())
         write_state(home.active, restored)

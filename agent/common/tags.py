@@ -68,7 +68,7 @@ class Outcome:
     tool: str | None = None
     args: Any = None
     result: str | None = None  # a tool that ran (Tag.TOOL): its result as the note shows it, after "-> "
-    leaving: tuple = ()  # what it moved out of a memory section, for the archive (memory/sections.py Leaving)
+    leaving: tuple = ()  # what it moved out of a memory section, for the archive (agent/store/archive.py Left)
 
     @property
     def done(self) -> bool:

@@ -153,7 +153,7 @@ def _memory_block(state: dict, specs: tuple) -> str:
     """The sections with their fill ('' for a home without sections), then a blank line."""
     if not specs:
         return ""
-    from agent.memory.sections import render  # a home without sections never loads them
+    from agent.memory.section_block import render  # a home without sections never loads them
 
     return render(state, specs) + "\n"
 

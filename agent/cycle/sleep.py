@@ -23,6 +23,7 @@ import agent.state as state_rules
 from agent.common.files import Kept
 from agent.gates.holds import memory_digest
 from agent.scratchpad import write_state
+from agent.store.archive import archive
 from agent.store.db import records
 
 if TYPE_CHECKING:
@@ -55,18 +56,16 @@ def sleep(
     the entries that left a section), write the after snapshot and active.yaml: (the state saved,
     the active.yaml it replaced, kept until the caller drops it or puts it back)."""
     after, moved = memory.bound_memory(after, settings.notes_budget, settings.completed_window)
-    sections = [item for item in archived if not isinstance(item, memory.Archived)]
-    bounded = [item for item in archived if isinstance(item, memory.Archived)] + moved
-    if bounded or sections or added:
+    leaving = [*archived, *moved]
+    if leaving or added:
         with records(home).write():  # all that leaves in one transaction, committed before any save
-            _archive(home, secrets, log, bounded, report)
-            if sections or added:  # memory/sections.py Leaving: with the section and the id recall finds them by
-                from agent.memory.section_archive import archive_leaving, record_provenance
+            if leaving:
+                report.archived = archive(home, leaving, report.cycle_id, secrets)
+                log(f"archived {len(leaving)} item(s)")
+            if added:  # where each new section entry came from, the runtime's
+                from agent.memory.section_archive import record_provenance
 
-                report.archived += archive_leaving(home, secrets, sections, report.cycle_id)
-                record_provenance(home, added)  # where each new entry came from, the runtime's
-                if sections:
-                    log(f"archived {len(sections)} section item(s)")
+                record_provenance(home, added)
     save(home, home.snapshot(report.cycle_id, "after"), after, report, secrets)
     report.memory_digest = memory_digest(secrets.redact(after))  # what the next wake compares, if this one holds
     previous = Kept(home.active)
@@ -83,14 +82,6 @@ def sleep(
 def tell(report: CycleReport, settings: Settings, secrets: Secrets, state: dict) -> None:
     """Put what the `surface: true` sections of `state` hold in the cycle's record (redacted)."""
     if settings.sections:
-        from agent.memory.sections import surfaced_summary
+        from agent.memory.section_block import surfaced_summary
 
         report.surfaced = secrets.redact(surfaced_summary(state, settings.section_specs))
-
-
-def _archive(home: Home, secrets: Secrets, log: Log, moved: list[memory.Archived], report: CycleReport) -> None:
-    """Archive before saving: a crash in between can only duplicate a record, never lose one."""
-    if moved:
-        memory.append_archive(home, secrets.redact(memory.archive_records(moved, report.cycle_id)))
-        report.archived = len(moved)
-        log(f"archived {len(moved)} item(s)")

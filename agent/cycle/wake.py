@@ -124,14 +124,15 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
 
 
 def _settle(cycle: Cycle, state: dict, cycle_id: str) -> tuple:
-    """A cycle that will run wakes with every section in shape (agent/memory/sections.py `settle`):
+    """A cycle that will run wakes with every section in shape (agent/memory/section_settle.py `settle`):
     each key made, entries written by hand adopted as the operator's, each id counter raised past
     every id the archive holds (so none is issued twice), a section over a lowered limit brought
     within it with a [MEMORY] note. In place: the state the cycle starts from (its before snapshot,
     so `agent diff` shows only what the cycle did). What it moved out, for sleep to archive before
     the state that lost it is saved, whether the work succeeds or fails."""
     from agent.memory.section_archive import highest_ids  # a home without sections never loads them
-    from agent.memory.sections import Stamp, settle
+    from agent.memory.section_settle import settle
+    from agent.memory.sections import Stamp
 
     change = settle(state, cycle.settings.section_specs, Stamp.of(cycle_id), floor=highest_ids(cycle.home))
     state.clear()

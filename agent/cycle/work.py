@@ -23,7 +23,6 @@ import agent.cycle.examples as worked
 import agent.cycle.interrupts as interrupts
 import agent.cycle.journal as journal
 import agent.cycle.prompt as prompt
-import agent.memory.bounding as memory
 import agent.memory.queue_edits as queue
 import agent.state as state_rules
 from agent.after.failures import note_failure
@@ -140,13 +139,14 @@ def _reflects(reason: StopReason, sections: Any) -> bool:
 def _reflect(
     cycle: Cycle, loop: Loop, model: Model, before: dict, after: dict, reason: StopReason, log: Log
 ) -> tuple[dict, list, str]:
-    """The reflect step: (the state, what it moved out, its status)."""
+    """The reflect step (agent/memory/reflect.py, loaded only when a cycle reflects): (the state, what it
+    moved out, its status)."""
+    from agent.memory.reflect import reflect
+
     report, sections, seconds = loop.report, loop.tools.ctx.memory, loop.limits.seconds_left()
-    if sections is None:  # notes only, as it always was
-        return memory.reflect(model, before, after, report.usage, log, seconds, cycle.secrets)
     if reason is StopReason.TIME_BUDGET and cycle.settings.time_budget is not None:
         seconds = max(seconds or 0.0, cycle.settings.time_budget * REFLECT_GRACE)
-    return memory.reflect_sections(model, before, after, sections, report.usage, log, seconds, cycle.secrets)
+    return reflect(model, before, after, sections, report.usage, log, seconds, cycle.secrets)
 
 
 def _loop(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log) -> tuple[Loop, dict]:
@@ -181,7 +181,8 @@ def _sections(cycle: Cycle, woken: Woken) -> Any:
     state (settled at wake) bounds what may leave each list in this cycle."""
     if not cycle.settings.sections:
         return None
-    from agent.memory.sections import Edits, Stamp  # a home without sections never loads them
+    from agent.memory.section_edits import Edits  # a home without sections never loads them
+    from agent.memory.sections import Stamp
 
     settings = cycle.settings
     return Edits(

@@ -52,7 +52,6 @@ from agent.memory.sections import (
     OPERATOR,
     PROTECTED_DAYS,
     RUNTIME_ENTRY_KEYS,
-    Leaving,
     Stamp,
     entries_of,
     lineage,
@@ -65,6 +64,7 @@ from agent.memory.sections import (
 )
 from agent.models.replies import ReplyError, parse_reply
 from agent.setting_checks import SECTION_NAME, SectionSpec
+from agent.store.archive import Left
 from agent.tools import Tool
 
 TOOL_NAME = "consolidate"
@@ -81,7 +81,7 @@ ID_BYTES = 64
 @dataclass(frozen=True)
 class Accepted:
     state: dict
-    leaving: tuple[Leaving, ...]
+    leaving: tuple[Left, ...]
     notes: tuple[str, ...]
 
 
@@ -568,8 +568,8 @@ def _applied(state: dict, by_name: dict, sections: dict, archived: dict, stamp: 
                 successor["protected"] = True  # protection is not laundered by merging with a weaker entry
             entries.append(successor)
             merged += len(sources)
-            leaving += [Leaving(name, copy.deepcopy(s), "consolidate", successor["id"]) for s in sources]
-        leaving += [Leaving(name, copy.deepcopy(before[i]), "consolidate") for i in archived.get(name, [])]
+            leaving += [Left.from_section(name, copy.deepcopy(s), "consolidate", successor["id"]) for s in sources]
+        leaving += [Left.from_section(name, copy.deepcopy(before[i]), "consolidate") for i in archived.get(name, [])]
         new[name] = entries
         notes.append(
             f"{name}: {len(before)} -> {len(entries)} entries ({merged} into successors, "

@@ -131,22 +131,16 @@ def archive_operator_leaving(home: Home, context: EditContext, secrets: Any) -> 
     `task drop 0` dropped (then forget them), before the state that lost them is written. A dropped
     task's row is also what tells the next wake that the operator changed the current task, even
     when the same text is queued again (agent/store/task_identity.py)."""
-    if context.dropped:
-        from agent.memory.bounding import Archived, append_archive, archive_records
-        from agent.store.archive import DROPPED_TASK
+    if not (context.dropped or context.leaving):
+        return
+    from agent.secrets import Secrets
+    from agent.store.archive import DROPPED_TASK, Left, archive
 
-        stamp = context.stamp.cycle if context.stamp is not None else "operator"
-        redact = secrets.redact if secrets is not None else (lambda value: value)
-        dropped = [Archived(DROPPED_TASK, redact(task), "agent task drop 0") for task in context.dropped]
-        append_archive(home, archive_records(dropped, stamp))
-        context.dropped.clear()
-    if context.leaving:
-        from agent.memory.section_archive import archive_leaving  # only a memory edit moves anything out
-        from agent.secrets import Secrets
-
-        stamp = context.stamp.cycle if context.stamp is not None else "operator"
-        archive_leaving(home, secrets or Secrets(), context.leaving, stamp)
-        context.leaving.clear()
+    stamp = context.stamp.cycle if context.stamp is not None else "operator"
+    dropped = [Left(DROPPED_TASK, task, "agent task drop 0") for task in context.dropped]
+    archive(home, [*dropped, *context.leaving], stamp, secrets or Secrets())
+    context.dropped.clear()
+    context.leaving.clear()
 
 
 def _apply_one(result: Applied, record: dict, context: EditContext) -> None:

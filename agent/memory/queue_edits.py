@@ -10,7 +10,7 @@ lets a held home call its model again, agent/gates/holds.py), or, for a section 
 goal` / `agent memory` apply one at once when the lock is free; when a cycle holds it, the same
 record waits in the inbox (agent/memory/inbox.py) and is applied by `apply_edit` at the next wake.
 Pure: state in, state changed in place, a message out; UsageError refuses. A memory edit is the
-operator's (agent/memory/sections.py `operator_edit`, read-only sections included); what it moves
+operator's (agent/memory/section_edits.py `operator_edit`, read-only sections included); what it moves
 out of a section is added to the `EditContext`'s `leaving`, for the caller to archive before it saves.
 
 What leaves the queue without `done` (the model dropping, renaming or replacing a queued task, a
@@ -126,11 +126,11 @@ def _missing(before: list[str], after: list[str]) -> list[str]:
 
 
 def queue_drops(tasks: Iterable[str], reason: str, kind: str = QUEUED_TASK) -> list:
-    """The archive items (memory/bounding.py Archived) of tasks that left the queue without done (or,
+    """The archive items (agent/store/archive.py Left) of tasks that left the queue without done (or,
     with kind DROPPED_GOAL, of goals)."""
-    from agent.memory.bounding import Archived
+    from agent.store.archive import Left
 
-    return [Archived(kind, task, reason) for task in tasks]
+    return [Left(kind, task, reason) for task in tasks]
 
 
 def dropped_line(tasks: list[str], who: str = "the model", noun: str = "queued task") -> str:
@@ -228,7 +228,9 @@ def _resume(state: dict, edit: dict) -> str:
 
 def _memory(state: dict, edit: dict, context: EditContext) -> str:
     """An operator's edit of a section, in place; what it moved out added to `context.leaving`."""
-    from agent.memory.sections import Stamp, operator_edit, settle, specs_by_name  # only memory edits need them
+    from agent.memory.section_edits import operator_edit  # only memory edits need them
+    from agent.memory.section_settle import settle
+    from agent.memory.sections import Stamp, specs_by_name
 
     section, op = edit.get("section"), str(edit["op"]).removeprefix("memory_")
     spec = specs_by_name(context.specs).get(section) if isinstance(section, str) else None

@@ -1,4 +1,5 @@
-"""What leaves a section, in the archive: written before the state that lost it is saved, and read
+"""What leaves a section, in the archive: written before the state that lost it is saved (by the
+archive's one writer, `agent.store.archive.archive`, like everything that leaves memory), and read
 back by `recall` and `agent show --all` by section and id.
 
 Each list entry that leaves is one archive record `{"kind": "section_entry", "section": "known",
@@ -11,7 +12,7 @@ Ids are never issued twice. The counters in active.yaml (`section_ids`) are the 
 edit, so the database also keeps, in its `section_id` table, the highest id of each section that
 ever reached the archive (a successor named in `replaced_by` included): raised by the database
 itself in the transaction that adds the row, so it cannot lag the archive; at wake each counter
-is raised to it (`sections.settle`'s floor).
+is raised to it (`section_settle.settle`'s floor).
 
 A cycle that did not save (killed between the archive and active.yaml) leaves records of entries
 active.yaml still holds: readers skip a record whose entry is still in its section, and of two
@@ -21,29 +22,16 @@ can follow one that did not save).
 
 from __future__ import annotations
 
-import datetime as _dt
 from typing import TYPE_CHECKING, Iterable
 
-from agent.memory.sections import Leaving, id_number
+from agent.memory.sections import id_number
 from agent.state import SECTION_IDS_KEY
-from agent.store.archive import append_archive, highest_ids, raise_ids
+from agent.store.archive import SECTION_ENTRY, SECTION_TEXT, highest_ids, raise_ids
 
 if TYPE_CHECKING:
-    from agent.secrets import Secrets
     from agent.store.home import Home
 
-SECTION_ENTRY, SECTION_TEXT = "section_entry", "section_text"
 KINDS = (SECTION_ENTRY, SECTION_TEXT)
-
-
-def records(leaving: Iterable[Leaving], cycle_id: str) -> list[dict]:
-    """The archive records of what left sections in cycle (or operator command) `cycle_id`."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    found = []
-    for item in leaving:
-        kind = SECTION_ENTRY if isinstance(item.value, dict) else SECTION_TEXT
-        found.append({"cycle_id": cycle_id, "archived_at": stamp, "kind": kind, **item.record()})
-    return found
 
 
 def _raised(mark: dict[str, int], items: list[dict]) -> dict[str, int]:
@@ -77,15 +65,6 @@ def keep_ids(home: Home, state: object) -> None:
     raised = _raised(mark, found)
     if raised != mark:
         raise_ids(home, raised)
-
-
-def archive_leaving(home: Home, secrets: Secrets, leaving: Iterable[Leaving], cycle_id: str) -> int:
-    """Commit what left sections to the archive (redacted; the database raises each section's
-    high-water mark in the same transaction); how many records. Called before the state that lost
-    them is saved."""
-    items = records(leaving, cycle_id)
-    append_archive(home, secrets.redact(items))
-    return len(items)
 
 
 def still_held(record: dict, state: dict) -> bool:

@@ -13,16 +13,21 @@ and OR-ed, so operators (AND, NOT, NEAR), column filters, `*` and quotes are jus
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from agent.store.db import records
 from agent.store.home import Home
 from agent.store.rows import add_archive, entry_text, loaded
 
+if TYPE_CHECKING:
+    from agent.secrets import Secrets
+
 REPLACED_STATE = "replaced_state"  # the kind of a state `agent reset` or `agent restore` replaced
 DROPPED_TASK = "dropped_task"  # the kind of a current task the operator dropped (`agent task drop 0`)
+SECTION_ENTRY, SECTION_TEXT = "section_entry", "section_text"  # what left a memory section: a list's entry, a text
 MAX_QUERY_CHARS = 2000
 MAX_QUERY_WORDS = 16
 MAX_WORD_CHARS = 64
@@ -38,6 +43,50 @@ class Match:
     text: str
     section: str | None = None  # what left a memory section: which one
     entry_id: str | None = None  # and, for a list's entry, its id
+
+
+@dataclass(frozen=True)
+class Left:
+    """Something that left memory, whatever the route: the archive's one record type. `kind`: a
+    `note` line, a `completed_task`, a `queued_task` or `dropped_goal` the model dropped, a
+    `dropped_task` or `dropped_edit` of the operator, a `replaced_state`, a section's entry or text
+    (`from_section`); `reason`: the route (`notes_budget`, `reflect`, `remove`, `evict`, `consolidate`,
+    `agent restore`...). A section's item names its `section` and, for a consolidation's source, the
+    successor that now stands for it (`replaced_by`)."""
+
+    kind: str
+    value: Any
+    reason: str
+    section: str | None = None
+    replaced_by: str | None = None
+
+    @classmethod
+    def from_section(cls, section: str, value: Any, reason: str, replaced_by: str | None = None) -> "Left":
+        """What left a memory section: a list's entry (the whole mapping) or a text section's old text."""
+        return cls(SECTION_ENTRY if isinstance(value, dict) else SECTION_TEXT, value, reason, section, replaced_by)
+
+    def record(self) -> dict:
+        """Its archive record but the cycle and the time (`archive` adds them): the same fields, in the
+        same order, as every record the archive ever held, so old rows and new read alike."""
+        found: dict = {"kind": self.kind}
+        if self.section is not None:
+            found["section"] = self.section
+        found.update(reason=self.reason, value=self.value)
+        if self.section is not None and isinstance(self.value, dict) and isinstance(self.value.get("id"), str):
+            found["id"] = self.value["id"]
+        if self.replaced_by is not None:
+            found["replaced_by"] = self.replaced_by
+        return found
+
+
+def archive(home: Home, items: Iterable[Left], cycle_id: str, secrets: Secrets | None = None) -> int:
+    """The one writer of what leaves memory: `items` archived as left in cycle (or operator command)
+    `cycle_id`, redacted with `secrets`, before the state that lost them is saved (the database raises
+    each section's highest id in the same transaction); how many records."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    found = [{"cycle_id": cycle_id, "archived_at": stamp, **item.record()} for item in items]
+    append_archive(home, secrets.redact(found) if secrets is not None else found)
+    return len(found)
 
 
 def append_archive(home: Home, items: list[dict]) -> None:

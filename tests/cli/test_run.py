@@ -203,8 +203,12 @@ NOT_IMPORTED_BY_A_PLAIN_CYCLE = {
     "statistics",
     "agent.tools.mcp",
     "agent.memory.sections",
+    "agent.memory.section_edits",
+    "agent.memory.section_settle",
+    "agent.memory.section_block",
     "agent.memory.section_archive",
     "agent.memory.consolidation",
+    "agent.memory.reflect",  # only a cycle that reflects
     "fractions",
     "jinja2",  # agent report's page, and what it shows: never a cycle's
     "markupsafe",

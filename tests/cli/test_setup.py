@@ -416,7 +416,7 @@ def test_the_recursive_templates_memory_when_full_fits_its_stated_size():
     """Its comment says: full, the prompt shows about 15,000 characters of it."""
     from agent.cli.setup import read_template
     from agent.config import settings_from
-    from agent.memory.sections import render
+    from agent.memory.section_block import render
 
     specs = settings_from(read_template(REPO, "recursive").settings).section_specs
     state = dict(fresh_state())

@@ -152,3 +152,16 @@ def test_without_sections_reflect_is_the_notes_curation_it_always_was(home):
     assert call["messages"][0]["content"].startswith("# Reflect\n\nThe cycle's work is done. Now curate the notes")
     assert "## Memory" not in call["messages"][-1]["content"]
     assert notes(home) == ["Known: it works"]
+
+
+def test_without_sections_the_old_prompts_lowercase_append_still_adds_a_line(home):
+    with_sections(home, {**TASK, "notes": "old"}, sections={}, reflect=True)
+    result = run_cycle(home, [done("ok"), {"tool": "curate_notes", "args": {"notes": "append: it works"}}], "--json")
+    assert report_of(result)["reflect"] == "applied" and notes(home)[-1] == "it works"
+
+
+def test_without_sections_a_remove_of_the_notes_keeps_them_unreflected(home):
+    with_sections(home, {**TASK, "notes": "old"}, sections={}, reflect=True)
+    result = run_cycle(home, [done("ok"), {"tool": "curate_notes", "args": {"notes": "REMOVE: old"}}], "--json")
+    assert report_of(result)["reflect"].startswith("kept unreflected: ReplyError: curate_notes refused")
+    assert "old" in notes(home) and "REMOVE: old" not in read_active(home)["notes"]

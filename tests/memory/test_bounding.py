@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from agent.memory.bounding import ARCHIVE_MARKER, Archived, apply_curation, bound_memory
+from agent.memory.bounding import ARCHIVE_MARKER, bound_memory
 from agent.state import fresh_state
-from agent.store.archive import archived
+from agent.store.archive import Left, archived
 from agent.store.home import Home
 from tests.helpers import read_yaml, run_cli, write_active, write_script
 
@@ -49,21 +49,12 @@ def test_completed_window_keeps_the_newest_entries():
     tasks = [f"t{i}" for i in range(25)]
     bounded, moved = bound_memory(state_with(completed_tasks=tasks), 4000, 20)
     assert bounded["completed_tasks"] == tasks[5:]
-    assert moved == [Archived("completed_task", f"t{i}", "completed_window") for i in range(5)]
+    assert moved == [Left("completed_task", f"t{i}", "completed_window") for i in range(5)]
 
 
 def test_unset_limits_mean_unbounded():
     state = state_with(notes="x\n" * 10000, completed_tasks=["t"] * 100)
     assert bound_memory(state, None, None) == (state, [])
-
-
-def test_curation_semantics():
-    state = state_with(notes="a\nb")
-    assert apply_curation(state, "APPEND: c") == (state_with(notes="a\nb\nc"), [])
-    replaced, moved = apply_curation(state, "Known: x")
-    assert replaced["notes"] == "Known: x" and [m.value for m in moved] == ["a", "b"]
-    cleared, moved = apply_curation(state, "CLEAR")
-    assert cleared["notes"] == "" and len(moved) == 2
 
 
 # ------------------------------------------------------------------------------ through cycles

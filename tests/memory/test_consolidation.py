@@ -22,9 +22,12 @@ from agent.memory.consolidation import (
     parse_consolidation,
     reply_cap,
 )
-from agent.memory.sections import Leaving, Stamp, apply_edits, operator_edit, settle, specs_by_name
+from agent.memory.section_edits import apply_edits, operator_edit
+from agent.memory.section_settle import settle
+from agent.memory.sections import Stamp, specs_by_name
 from agent.setting_checks import section_specs
 from agent.state import SECTION_IDS_KEY, fresh_state, taken_keys
+from agent.store.archive import Left
 
 DAY1 = Stamp("20260116_101500_01", "2026-01-16")
 DAY2 = Stamp("20260117_090000_01", "2026-01-17")
@@ -120,9 +123,9 @@ def test_an_honest_consolidation_merges_archives_and_keeps_the_rest():
     assert result.state[SECTION_IDS_KEY]["known"] == 9
     by_id = {e["id"]: e for e in STATE["known"]}
     assert result.leaving == (
-        Leaving("known", by_id["known-3"], "consolidate", "known-9"),
-        Leaving("known", by_id["known-4"], "consolidate", "known-9"),
-        Leaving("known", by_id["known-7"], "consolidate"),
+        Left.from_section("known", by_id["known-3"], "consolidate", "known-9"),
+        Left.from_section("known", by_id["known-4"], "consolidate", "known-9"),
+        Left.from_section("known", by_id["known-7"], "consolidate"),
     )
     assert result.leaving[0].record()["replaced_by"] == "known-9"
     assert result.notes == ("known: 8 -> 6 entries (2 into successors, 1 archived)",)

@@ -8,10 +8,8 @@ import json
 import sqlite3
 
 from agent.config import Settings
-from agent.memory.section_archive import archive_leaving
-from agent.memory.sections import Leaving
 from agent.secrets import Secrets
-from agent.store.archive import append_archive, highest_ids, raise_ids, search
+from agent.store.archive import Left, append_archive, archive, highest_ids, raise_ids, search
 from agent.store.home import Home
 from agent.tools.recall import recall
 from tests.cli.helpers import done, run_cycle
@@ -56,7 +54,9 @@ def unsaved(home, *ids: str) -> None:
     active.yaml leaves them."""
     held = {e["id"]: e for e in read_active(home)["known"]}
     Home.at(home).ensure_dirs()
-    archive_leaving(Home.at(home), Secrets(), [Leaving("known", held[i], "remove") for i in ids], "20991231_000000_01")
+    archive(
+        Home.at(home), [Left.from_section("known", held[i], "remove") for i in ids], "20991231_000000_01", Secrets()
+    )
 
 
 def test_recall_finds_an_archived_entry_by_its_id_first_and_says_what_replaced_it(home):
@@ -125,7 +125,7 @@ def test_an_entry_with_a_secret_is_archived_redacted(home, monkeypatch):
     with_sections(home, {**TASK, "known": [entry("known-1", "key sk-live-0123456789abcdef0123")]}, sections=CONFIG)
     secrets = Secrets.from_settings(Settings())
     Home.at(home).ensure_dirs()
-    archive_leaving(Home.at(home), secrets, [Leaving("known", read_active(home)["known"][0], "remove")], "x")
+    archive(Home.at(home), [Left.from_section("known", read_active(home)["known"][0], "remove")], "x", secrets)
     assert b"0123456789abcdef" not in stored_bytes(home)
 
 

@@ -14,27 +14,22 @@ import pytest
 from agent.common.outcomes import UsageError
 from agent.common.plain import described
 from agent.common.safe_yaml import dump_yaml, load_yaml
+from agent.memory.section_block import render, surfaced
+from agent.memory.section_edits import apply_edits, loss_problems, operator_edit, split_update
+from agent.memory.section_settle import over_limits, settle
 from agent.memory.sections import (
     Change,
-    Leaving,
     Stamp,
-    apply_edits,
     fill,
     kind_conflict,
-    loss_problems,
     most_lost,
-    operator_edit,
-    over_limits,
     removal_allowance,
-    render,
-    settle,
     specs_by_name,
-    split_update,
     state_problems,
-    surfaced,
 )
 from agent.setting_checks import edit_schemas, section_specs
 from agent.state import SECTION_IDS_KEY, fresh_state, taken_keys
+from agent.store.archive import Left
 
 DAY1 = Stamp("20260116_101500_01", "2026-01-16")
 DAY2 = Stamp("20260117_090000_01", "2026-01-17")
@@ -232,7 +227,7 @@ def test_a_lowered_text_limit_archives_the_oldest_lines_but_never_a_read_only_te
     lowered = specs_of({**CONFIG, "now": {"kind": "text", "limit": 20}, "purpose": {**CONFIG["purpose"], "limit": 10}})
     change = settle(state, lowered, DAY2)
     assert change.state["now"] == "second line\nthird"
-    assert change.leaving == (Leaving("now", "first line", "limit"),)
+    assert change.leaving == (Left.from_section("now", "first line", "limit"),)
     assert change.state["purpose"] == "x" * 100
     assert over_limits(change.state, lowered) == [
         "section 'purpose' holds 100/10 characters, over its limit (agent memory set, or raise it)"
@@ -370,8 +365,9 @@ def test_remove_archives_the_entry_and_its_id_is_never_given_again():
     state = with_known("a", "b")
     change = edit(state, known="REMOVE: known-1")
     assert [e["id"] for e in change.state["known"]] == ["known-2"]
-    assert change.leaving == (Leaving("known", state["known"][0], "remove"),)
+    assert change.leaving == (Left.from_section("known", state["known"][0], "remove"),)
     assert change.leaving[0].record() == {
+        "kind": "section_entry",
         "section": "known",
         "reason": "remove",
         "value": state["known"][0],
@@ -495,10 +491,12 @@ def test_a_text_section_appends_lines_replaces_and_clears_archiving_what_it_held
     state = applied(state, now="APPEND: then mail")
     assert state["now"] == "report\nthen mail"
     change = edit(state, now="the backup")
-    assert change.state["now"] == "the backup" and change.leaving == (Leaving("now", "report\nthen mail", "replace"),)
+    assert change.state["now"] == "the backup" and change.leaving == (
+        Left.from_section("now", "report\nthen mail", "replace"),
+    )
     assert change.notes == ("now: replaced (10/30 characters)",)
     cleared = edit(change.state, now="CLEAR")
-    assert cleared.state["now"] == "" and cleared.leaving == (Leaving("now", "the backup", "clear"),)
+    assert cleared.state["now"] == "" and cleared.leaving == (Left.from_section("now", "the backup", "clear"),)
     assert edit(cleared.state, now="CLEAR").leaving == ()  # nothing held, nothing archived
 
 
@@ -506,7 +504,7 @@ def test_a_text_prefix_is_exact_so_any_other_value_replaces():
     state = applied(woken(), now="first")
     change = edit(state, now="append: second")
     assert change.state["now"] == "append: second"
-    assert change.leaving == (Leaving("now", "first", "replace"),)
+    assert change.leaving == (Left.from_section("now", "first", "replace"),)
 
 
 def test_remove_on_a_text_section_is_refused_not_taken_as_its_new_text():
@@ -524,7 +522,7 @@ def test_an_append_to_a_full_text_archives_its_oldest_lines_or_is_refused():
     state = applied(state, now="APPEND: abcdefghij")
     change = edit(state, now="APPEND: klmnopqrstu")
     assert change.state["now"] == "abcdefghij\nklmnopqrstu"
-    assert change.leaving == (Leaving("now", "1234567890", "trim"),)
+    assert change.leaving == (Left.from_section("now", "1234567890", "trim"),)
     refusing = specs_of({**CONFIG, "now": {"kind": "text", "limit": 30, "when_full": "refuse"}})
     refused = apply_edits(state, refusing, {"now": "APPEND: klmnopqrstu"}, start=state, max_loss=0.25, stamp=DAY1)
     assert refused.refusal == (
@@ -635,7 +633,7 @@ def test_the_operator_writes_read_only_sections_and_may_not_exceed_a_limit():
     change = operator_edit(woken(), spec, "set", "Keep the NAS healthy.", DAY1)
     assert change.state["purpose"] == "Keep the NAS healthy."
     replaced = operator_edit(change.state, spec, "set", "Watch the NAS.", DAY1)
-    assert replaced.leaving == (Leaving("purpose", "Keep the NAS healthy.", "set"),)
+    assert replaced.leaving == (Left.from_section("purpose", "Keep the NAS healthy.", "set"),)
     too_long = operator_edit(change.state, spec, "set", "x" * 101, DAY1)
     assert too_long.refusal.startswith("section 'purpose' holds at most 100 characters; this text is 101")
     assert operator_edit(change.state, spec, "set", "", DAY1).state["purpose"] == ""
@@ -647,7 +645,7 @@ def test_the_operators_set_writes_the_text_as_given_prefixes_and_all(text):
     state = operator_edit(woken(), BY_NAME["now"], "set", "old", DAY1).state
     change = operator_edit(state, BY_NAME["now"], "set", text, DAY1)
     assert change.refusal is None and change.state["now"] == text
-    assert change.leaving == (Leaving("now", "old", "set"),)
+    assert change.leaving == (Left.from_section("now", "old", "set"),)
 
 
 def test_the_operator_restating_a_model_entry_makes_it_the_operators():
@@ -793,23 +791,12 @@ def test_wake_twice_changes_nothing_the_second_time():
     assert state_problems(once.state, SPECS) == []
 
 
-def test_the_reflect_tool_offers_notes_and_the_writable_sections_only():
-    from agent.memory.sections import REFLECT_RULES, reflect_tool
-
-    tool = reflect_tool(SPECS)
-    assert tool.name == "update_scratchpad"
-    assert list(tool.args_schema["properties"]) == ["notes", "now", "known", "unknown", "tell"]
-    assert tool.check_args({}) is None and tool.check_args({"known": "APPEND: x", "notes": "CLEAR"}) is None
-    assert tool.check_args({"purpose": "x"}).startswith("unexpected argument 'purpose'")
-    assert "Minimal" in REFLECT_RULES and "Honest" in REFLECT_RULES and "Forward-looking" in REFLECT_RULES
-
-
 @pytest.mark.parametrize("limit", [1, 5, 6, 7, 11, 12, 100])
 def test_trimming_a_text_keeps_the_most_newest_lines_that_fit(limit):
-    from agent.memory.sections import _oldest_lines_over
+    from agent.memory.sections import oldest_lines_over
 
     lines = ["aaaaa", "bb", "c", "dddd"]
-    cut = _oldest_lines_over(lines, limit)
+    cut = oldest_lines_over(lines, limit)
     assert len("\n".join(lines[cut:])) <= limit
     assert cut == 0 or len("\n".join(lines[cut - 1 :])) > limit
 

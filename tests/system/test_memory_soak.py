@@ -11,7 +11,8 @@ import pytest
 
 from agent.config import load_settings
 from agent.cycle.run import run_cycle
-from agent.memory.sections import over_limits, state_problems
+from agent.memory.section_settle import over_limits
+from agent.memory.sections import state_problems
 from agent.models.scripted import ScriptedModel
 from agent.store.archive import archived
 from agent.store.home import Home
