@@ -5,6 +5,7 @@ A leaf: the scratchpad fields, the settings and the tools' arguments are all che
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import types
 import typing
@@ -118,17 +119,33 @@ def describe(value: Any, limit: int = 60) -> str:
         return "null"
     if isinstance(value, bool):  # before int: a bool is an int to Python
         return "true" if value else "false"
-    kind = _KINDS.get(type(value)) or next((k for t, k in _KINDS.items() if isinstance(value, t)), "a value")
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
     except (TypeError, ValueError):  # keys JSON cannot hold, a loop
         text = str(value)
     if len(text) > limit:
         text = text[: limit - 3] + "..."
-    return f"{kind} {text}"
+    return f"{kind(value)} {text}"
 
 
-_KINDS = {dict: "a mapping", list: "a list", tuple: "a list", str: "text", int: "a number", float: "a number"}
+def kind(value: Any) -> str:
+    """A value's kind in a reader's words: `a mapping`, `a list`, `text`, `a number`, `a date`..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):  # before int: a bool is an int to Python
+        return "a boolean"
+    return next((words for kind_, words in _KINDS if isinstance(value, kind_)), "a value")
+
+
+# datetime before date: a datetime is a date to Python
+_KINDS = (
+    (dict, "a mapping"),
+    ((list, tuple), "a list"),
+    (str, "text"),
+    ((int, float), "a number"),
+    (_dt.datetime, "a date and time"),
+    (_dt.date, "a date"),
+)
 
 
 def _shown(value: Any) -> str:
