@@ -121,8 +121,8 @@ def describe(value: Any, limit: int = 60) -> str:
         return "true" if value else "false"
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):  # keys JSON cannot hold, a loop
-        text = str(value)
+    except (TypeError, ValueError):  # a key JSON cannot hold, a loop: only a container, whose str() is a repr
+        return kind(value)
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     return f"{kind(value)} {text}"

@@ -91,6 +91,12 @@ def test_describe_names_a_value_in_words_and_json(value, words):
     assert describe(value) == words
 
 
+def test_describe_names_only_the_kind_of_a_value_json_cannot_write():
+    looped: list = []
+    looped.append(looped)
+    assert (describe({(1, 2): "pair"}), describe(looped)) == ("a mapping", "a list")
+
+
 @pytest.mark.parametrize(
     "annotation, schema",
     [
