@@ -26,9 +26,10 @@ import yaml
 
 from agent.cli.msa_home import MSA_CONFIG, UNFINISHED_IMPORT
 from agent.common.files import disk_error, remove_temporaries
+from agent.common.jsonschema import describe, kind
 from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file, yaml_problem
-from agent.config import MAX_CONFIG_BYTES, MSA_DEFAULTS, Settings, settings_from
+from agent.config import MAX_CONFIG_BYTES, MSA_DEFAULTS, settings_from
 from agent.scratchpad import MAX_SCRATCHPAD_BYTES
 from agent.secrets import REDACTED, Secrets, is_secret_value, url_credentials, without_credentials
 from agent.state import RUNTIME_KEYS, normalize, problems
@@ -107,7 +108,7 @@ def string_keys(value: Any, converted: list[str], where: str = "") -> Any:
         for key, child in value.items():
             if not isinstance(key, str):
                 new = key.isoformat() if isinstance(key, (_dt.date, _dt.datetime)) else _yaml_scalar(key)
-                converted.append(f"{where or 'top level'}: key {new!r} ({type(key).__name__}) became text")
+                converted.append(f"{where or 'top level'}: key {_quoted(new)} ({kind(key)}) became text")
                 key = new
             out[key] = string_keys(child, converted, f"{where}.{key}" if where else key)
         return out
@@ -122,7 +123,7 @@ def finite_or_text(value: Any, converted: list[str], where: str = "") -> Any:
     state as JSON too."""
     if isinstance(value, float) and not math.isfinite(value):
         shown = _yaml_scalar(value)
-        converted.append(f"{where or 'top level'}: {shown} (float) became text")
+        converted.append(f"{where or 'top level'}: {shown} (a number) became text")
         return shown
     if isinstance(value, bytes):  # YAML's !!binary: its base64 text, as the file had it
         converted.append(f"{where or 'top level'}: !!binary ({len(value):,} bytes) became its base64 text")
@@ -144,11 +145,11 @@ def _yaml_scalar(key: Any) -> str:
 def msa_path(src: Path, configured: Any, what: str) -> Path:
     """A path msa's config names: relative ones from msa's project root (where msa runs)."""
     if not isinstance(configured, str) or not configured.strip():
-        raise UsageError(f"{src / MSA_CONFIG}: '{what}' must be a path, got {configured!r}")
+        raise UsageError(f"{src / MSA_CONFIG}: '{what}' must be a path, got {describe(configured)}")
     try:
         path = Path(configured).expanduser()
     except RuntimeError as exc:  # ~user of no such user
-        raise UsageError(f"{src / MSA_CONFIG}: '{what}' names no folder ({configured!r}: {exc})") from exc
+        raise UsageError(f"{src / MSA_CONFIG}: '{what}' names no folder ({_quoted(configured)}: {exc})") from exc
     return path if path.is_absolute() else src / path
 
 
@@ -209,7 +210,7 @@ def as_text_where_needed(state: dict, converted: list[str]) -> dict:
             if not isinstance(value, (dict, list))
             else json.dumps(value, ensure_ascii=False, default=str)
         )
-        converted.append(f"{where}: {_clipped(shown)} ({type(value).__name__}) became text")
+        converted.append(f"{where}: {_clipped(shown)} ({kind(value)}) became text")
         return shown
 
     out = dict(state)
@@ -255,6 +256,12 @@ def _clipped(shown: str) -> str:
     return shown if len(shown) <= 60 else shown[:59] + "…"
 
 
+def _quoted(value: Any) -> str:
+    """A name msa's files gave, as this project's lines quote one: text in single quotes (clipped),
+    anything else described."""
+    return f"'{_clipped(value)}'" if isinstance(value, str) else describe(value)
+
+
 def rename_runtime_keys(state: dict, where: str) -> list[str]:
     """Keys of msa's memory this runtime reads as its own (checks, inbox_applied, section_ids), each moved
     to a name of its own (msa_KEY, or msa_KEY_2, ...) in place; a line for each."""
@@ -274,24 +281,23 @@ def rename_runtime_keys(state: dict, where: str) -> list[str]:
 
 @dataclasses.dataclass
 class Translation:
-    """What one of msa's settings became: the settings it set, lines for config.yaml that stay
-    commented, and the line printed about it."""
+    """What one of msa's settings became: the line printed about it, the settings it set, and the
+    crontab line it asks for."""
 
     line: str
     settings: dict = dataclasses.field(default_factory=dict)
-    commented: list[str] = dataclasses.field(default_factory=list)
     crontab: str | None = None
 
 
 def translate_model(model: Any, user: dict) -> list[Translation]:
     """msa's `model` mapping: backend, model, max_tokens, base_url, api_key."""
     if not isinstance(model, dict):
-        return [Translation(f"model: not translated: msa's model must be a mapping, got {model!r}")]
+        return [Translation(f"model: not translated: msa's model must be a mapping, got {describe(model)}")]
     source = _given(user.get("model"))
     backend, name = model.get("backend"), model.get("model")
     out: list[Translation] = []
     if not isinstance(name, str) or not name.strip():
-        out.append(Translation(f"model.model: not translated: msa's model name must be text, got {name!r}"))
+        out.append(Translation(f"model.model: not translated: msa's model name must be text, got {describe(name)}"))
     elif backend == "anthropic":
         settings = {
             "model": f"openai:{name}",
@@ -324,7 +330,9 @@ def translate_model(model: Any, user: dict) -> list[Translation]:
         )
     else:
         out.append(
-            Translation(f"model.backend: not translated: msa has no backend {backend!r} (anthropic, vllm, ollama)")
+            Translation(
+                f"model.backend: not translated: msa has no backend {_quoted(backend)} (anthropic, vllm, ollama)"
+            )
         )
     if "max_tokens" in model:
         out.append(
@@ -392,7 +400,7 @@ def translate_tools(tools: Any) -> list[Translation]:
     if tools in (None, {}):
         return out
     if not isinstance(tools, dict):
-        return [*out, Translation(f"tools: not translated: msa's tools must be a mapping, got {tools!r}")]
+        return [*out, Translation(f"tools: not translated: msa's tools must be a mapping, got {describe(tools)}")]
     off = [str(name) for name, on in tools.items() if on is False]
     if off:
         out.append(
@@ -413,7 +421,7 @@ def _builtin_names() -> set[str]:
 def every_seconds_as_cron(seconds: Any) -> tuple[str, str]:
     """A cron expression for msa's interval, and what it says about the fit ('' when exact)."""
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds < float("inf"):
-        raise ValueError(f"interval_seconds must be a positive number, got {seconds!r}")
+        raise ValueError(f"interval_seconds must be a positive number, got {describe(seconds)}")
     minutes = max(1, int(seconds // 60))
     note = "" if seconds == minutes * 60 else f" (cron's step is a minute: every {minutes} min for {seconds} s)"
     if minutes < 60:
@@ -438,7 +446,9 @@ def translate_scheduler(scheduler: Any, user: dict, crontab_command: str) -> lis
     config = {"mode": scheduler} if isinstance(scheduler, str) else scheduler
     if not isinstance(config, dict):
         return [
-            Translation(f"scheduler: not translated: msa's scheduler must be a name or a mapping, got {scheduler!r}")
+            Translation(
+                f"scheduler: not translated: msa's scheduler must be a name or a mapping, got {describe(scheduler)}"
+            )
         ]
     mode = config.get("mode", "interval")
     source = "" if "scheduler" in user else " (msa's default)"
@@ -459,19 +469,17 @@ def translate_scheduler(scheduler: Any, user: dict, crontab_command: str) -> lis
                 "message with `agent task add` and run `agent run`, and on_cycle_end can post the notes back"
             )
         ]
-    return [Translation(f"scheduler: not translated: msa has no scheduler mode {mode!r} (interval, file_watch, slack)")]
+    return [
+        Translation(
+            f"scheduler: not translated: msa has no scheduler mode {_quoted(mode)} (interval, file_watch, slack)"
+        )
+    ]
 
 
 def _scheduled(cron: str, said: str, crontab_command: str, extra: dict | None = None) -> Translation:
-    """The schedule setting (written commented while this build has none) and the crontab line."""
-    settings = dict(extra or {})
-    commented = []
-    if "schedule" in {f.name for f in dataclasses.fields(Settings)}:
-        settings["schedule"] = cron
-    else:  # the schedule setting lands on another branch: the line is there to be uncommented
-        commented.append(f"# schedule: {cron!r}   # from msa's scheduler; uncomment where this build has `schedule`")
-    crontab = f"{cron} {crontab_command}"
-    return Translation(f"{said}; schedule: {cron!r} and the crontab line below", settings, commented, crontab)
+    """The schedule setting and the crontab line."""
+    settings = {**(extra or {}), "schedule": cron}
+    return Translation(f"{said}; schedule: '{cron}' and the crontab line below", settings, f"{cron} {crontab_command}")
 
 
 def translate_file_watch(config: dict, crontab_command: str) -> Translation:
@@ -482,7 +490,7 @@ def translate_file_watch(config: dict, crontab_command: str) -> Translation:
     problem = trigger_problem(given)
     if problem:
         return Translation(
-            f"scheduler: file_watch: not translated: trigger_file {_clipped(repr(given))} {problem}; the cycle "
+            f"scheduler: file_watch: not translated: trigger_file {_quoted(given)} {problem}; the cycle "
             "deletes the file it sees, so it must be one of the home's own, in a folder of its own (msa's default: "
             "tmp/msa_trigger); docs/operations.md has the wake_when recipe to write by hand"
         )
@@ -563,18 +571,16 @@ def checked_settings(translations: list[Translation]) -> dict:
             settings_from({**settings, **item.settings})
         except UsageError as exc:
             item.line = f"{item.line.split(' -> ')[0]}: not translated: {exc}"
-            item.settings, item.commented, item.crontab = {}, [], None
+            item.settings, item.crontab = {}, None
             continue
         settings.update(item.settings)
     return settings
 
 
-def config_part(settings: dict, translations: list[Translation]) -> str:
-    """config.yaml's first part: the translated settings, then the lines left commented."""
+def config_part(settings: dict) -> str:
+    """config.yaml's first part: the translated settings."""
     dumped = yaml.safe_dump(settings, sort_keys=False, allow_unicode=True, width=100_000).rstrip()
-    commented = [line for item in translations for line in item.commented]
-    part = "\n".join(["# Translated from msa's config by `agent init --from-msa`.", dumped, *commented])
-    return part
+    return "\n".join(["# Translated from msa's config by `agent init --from-msa`.", dumped])
 
 
 # ------------------------------------------------------------------------------ the templates
@@ -695,7 +701,7 @@ def plan_import(src: Path, crontab_command: str) -> Plan:
     lines += [f"config {item.line}" for item in translations]
     crontab = [item.crontab for item in translations if item.crontab]
     lines = [bounded_line(line) for line in lines]
-    return Plan(state, rules, config_part(settings, translations), settings, states, lines, crontab)
+    return Plan(state, rules, config_part(settings), settings, states, lines, crontab)
 
 
 def without_msas_key(model: Any, state: dict, rules: str, templates: dict) -> tuple[dict, str, dict, list[str]]:

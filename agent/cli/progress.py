@@ -81,7 +81,7 @@ def quiet_line(r: Any) -> str | None:
         return f"agent: cycle {r.cycle_id} awaiting approval: {r.stop_detail} (exit 8; `agent approvals` lists them)"
     if r.stop_reason == StopReason.STALLED.value:
         return (
-            f"agent: cycle {r.cycle_id} stalled: task {r.task_after!r} has not advanced in stall_cycles cycles "
+            f"agent: cycle {r.cycle_id} stalled: {_stalled_on(r.task_after)} has not advanced in stall_cycles cycles "
             f"(exit 9; `agent history` shows them, `agent task drop 0` moves on)"
         )
     if r.stop_reason == StopReason.BUDGET_EXHAUSTED.value:
@@ -92,6 +92,14 @@ def quiet_line(r: Any) -> str | None:
     if r.stop_reason == StopReason.HELD.value and r.held_for is not None:  # a hold whose incident was never told
         return f"agent: cycle {r.cycle_id} {r.idle} (exit {r.exit_code})"
     return None
+
+
+def _stalled_on(task: Any) -> str:
+    """What a stall is on: the task in single quotes as written, never a repr (its controls are
+    escaped with the whole line where it is printed)."""
+    if task is None:
+        return "planning from the goals (no current task)"
+    return f"task '{task}'"
 
 
 def resolved_line(r: Any) -> str | None:

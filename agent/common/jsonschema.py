@@ -5,6 +5,8 @@ A leaf: the scratchpad fields, the settings and the tools' arguments are all che
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
 import types
 import typing
 from typing import Any
@@ -58,9 +60,9 @@ def check(value: Any, s: dict, where: str = "") -> str | None:
 def _check_value(value: Any, s: dict, label: str) -> str | None:
     """The checks on the value itself: const, enum, type."""
     if "const" in s and value != s["const"]:
-        return f"{label} must be {s['const']!r}, got {describe(value)}"
+        return f"{label} must be {_shown(s['const'])}, got {describe(value)}"
     if "enum" in s and value not in s["enum"]:
-        return f"{label} must be one of {', '.join(map(repr, s['enum']))}, got {describe(value)}"
+        return f"{label} must be one of {', '.join(map(_shown, s['enum']))}, got {describe(value)}"
     types = s.get("type")
     if types is not None:
         types = types if isinstance(types, list) else [types]
@@ -109,12 +111,46 @@ def _check_entry(key: Any, item: Any, s: dict, where: str, label: str) -> str | 
     return None
 
 
-def describe(value: Any) -> str:
-    """A short description of a value for error messages (type plus a clipped repr)."""
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{type(value).__name__} {text}"
+def describe(value: Any, limit: int = 60) -> str:
+    """What a value is, for an error message: its kind in plain words and its JSON text, clipped to
+    `limit` characters (`a mapping {"a": 1}`, `text "x"`, `a number 3`, `true`, `null`); never a
+    Python repr. Control characters are left to the escape every printed line goes through."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):  # before int: a bool is an int to Python
+        return "true" if value else "false"
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # a key JSON cannot hold, a loop: only a container, whose str() is a repr
+        return kind(value)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"{kind(value)} {text}"
+
+
+def kind(value: Any) -> str:
+    """A value's kind in a reader's words: `a mapping`, `a list`, `text`, `a number`, `a date`..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):  # before int: a bool is an int to Python
+        return "a boolean"
+    return next((words for kind_, words in _KINDS if isinstance(value, kind_)), "a value")
+
+
+# datetime before date: a datetime is a date to Python
+_KINDS = (
+    (dict, "a mapping"),
+    ((list, tuple), "a list"),
+    (str, "text"),
+    ((int, float), "a number"),
+    (_dt.datetime, "a date and time"),
+    (_dt.date, "a date"),
+)
+
+
+def _shown(value: Any) -> str:
+    """A schema's constant as a message quotes it: text in single quotes, anything else as JSON."""
+    return f"'{value}'" if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
 _PY_TO_JSON = {str: "string", int: "integer", float: "number", bool: "boolean"}

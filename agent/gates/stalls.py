@@ -36,6 +36,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Iterable
 
+from agent.common.escape import escape_controls
 from agent.common.outcomes import FAILURES, AgentError, StopReason
 from agent.common.tags import Tag
 from agent.config import Settings
@@ -156,8 +157,9 @@ def judge(
 def stall_text(task: Any, cycles: int) -> str:
     if task is None:
         return f"planning from the goals (no current task) has ended {cycles} cycles in a row without done"
-    shown = repr(task) if len(repr(task)) <= 200 else f"{repr(task)[:200]}..."  # a note, not a copy of the task
-    return f"task {shown} has ended {cycles} cycles in a row without done"
+    text = escape_controls(task)  # one line: a newline in the task would forge a note of its own
+    shown = text if len(text) <= 200 else f"{text[:200]}..."  # a note, not a copy of the task
+    return f"task '{shown}' has ended {cycles} cycles in a row without done"  # as written, never a repr
 
 
 def stall_status(records: Iterable[dict], task: Any, stall_cycles: int, replaced: int | None = None) -> dict | None:

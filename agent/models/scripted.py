@@ -11,6 +11,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from agent.common.jsonschema import describe
 from agent.common.outcomes import UsageError
 from agent.common.safe_yaml import load_yaml, yaml_problem
 from agent.models.base import Completion, Log, ModelChoice, Request, ScriptEnded, Usage
@@ -37,7 +38,7 @@ def read_script(path: Path) -> list:
     except yaml.YAMLError as exc:
         raise UsageError(f"scripted model file {path}: {yaml_problem(exc)}") from None
     if not isinstance(data, list):
-        raise UsageError(f"scripted model file {path} must hold a YAML list of replies, got {type(data).__name__}")
+        raise UsageError(f"scripted model file {path} must hold a YAML list of replies, got {describe(data)}")
     return data
 
 

@@ -393,7 +393,7 @@ def test_values_msa_kept_that_are_not_text_come_over_as_their_text(tmp_path: Pat
     state = read_active(tmp_path / "home")
     assert (state["goals"], state["current_task"]) == (["1", "watch"], "42")
     assert state["completed_tasks"] == [{"task": "count", "count": "3", "seen": '["a", "b"]'}, "7"]
-    assert "memory: completed_tasks[0].count: 3 (int) became text" in result.stdout
+    assert "memory: completed_tasks[0].count: 3 (a number) became text" in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -730,7 +730,7 @@ def test_a_nan_or_infinity_in_msas_memory_comes_over_as_its_text(tmp_path: Path)
     memory = (src / "scratchpads" / "active.yaml").read_text()
     (src / "scratchpads" / "active.yaml").write_text(memory + "level: .nan\nrange: {far: [-.inf]}\n")
     result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
-    assert result.exit_code == 0 and "level: .nan (float) became text" in result.stdout, result.output
+    assert result.exit_code == 0 and "level: .nan (a number) became text" in result.stdout, result.output
     state = read_active(tmp_path / "home")
     assert (state["level"], state["range"]) == (".nan", {"far": ["-.inf"]})
     json.loads(run_cli("show", "--home", str(tmp_path / "home"), "--json").stdout, parse_constant=_no_constant)
@@ -769,3 +769,13 @@ def test_the_msa_line_leaves_json_output_json(tmp_path: Path):
     result = run_cli("status", "--home", str(src), "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)
     assert "this looks like an msa home" in result.stderr and "msa home" not in result.stdout
+
+
+def test_a_key_that_is_not_text_in_msas_memory_is_named_in_plain_words(tmp_path: Path):
+    src = msa_home(tmp_path / "msa", msa_config().replace("{memory}", "scratchpads/active.yaml"))
+    memory = (src / "scratchpads" / "active.yaml").read_text()
+    (src / "scratchpads" / "active.yaml").write_text(memory + "counts: {7: one, true: two}\n")
+    result = run_cli("init", str(tmp_path / "home"), "--from-msa", str(src))
+    assert result.exit_code == 0, result.output
+    assert "memory: counts: key '7' (a number) became text" in result.stdout
+    assert "memory: counts: key 'true' (a boolean) became text" in result.stdout

@@ -70,6 +70,25 @@ def test_quiet_prints_only_the_end_of_a_cycle_that_needs_a_person(capsys):
     )
 
 
+@pytest.mark.parametrize(
+    "task, shown",
+    [
+        ("fix the build", "task 'fix the build'"),
+        ("don't break C:\\temp", "task 'don't break C:\\temp'"),
+        (None, "planning from the goals (no current task)"),
+    ],
+)
+def test_quiet_names_a_stalled_task_in_single_quotes_as_written(task, shown: str):
+    line = quiet_line(_report(stop_reason="stalled", task_after=task))
+    assert f"stalled: {shown} has not advanced in stall_cycles cycles" in line
+
+
+def test_quiet_escapes_the_controls_of_a_stalled_task_on_its_one_line(capsys):
+    PlainReporter(io.StringIO(), quiet=True)("end", report=_report(stop_reason="stalled", task_after=HOSTILE))
+    [line] = capsys.readouterr().err.splitlines()
+    assert "stalled: task 'two\\nlines \\x1b[2J\\u202e' has not advanced" in line
+
+
 @pytest.mark.parametrize("reason", ["done", "max_iterations", "idle", "model_error"])
 def test_quiet_says_nothing_of_a_cycle_that_needs_no_one(reason: str):
     assert quiet_line(_report(stop_reason=reason)) is None

@@ -84,7 +84,7 @@ def test_a_parse_error_shows_the_reply_with_its_control_characters_escaped():
 @pytest.mark.parametrize(
     "reply, problem",
     [
-        (None, "reply is not text: NoneType None"),
+        (None, "reply is not text: null"),
         ("  \n ", "reply is empty"),
         ("[" * 100_000 + "]" * 100_000, "reply JSON is nested too deeply"),
         ('{"tool": "done", "args": {"summary": "\\ud800"}}', "not valid Unicode"),

@@ -54,7 +54,7 @@ def test_a_script_file_replays_like_replies_from_memory(tmp_path):
     [
         (None, "not found"),
         ("- [unclosed\n", "invalid YAML at line 2, column 1"),
-        ("tool: done\n", "must hold a YAML list of replies, got dict"),
+        ("tool: done\n", "must hold a YAML list of replies, got a mapping"),
     ],
     ids=["missing", "invalid-yaml", "not-a-list"],
 )

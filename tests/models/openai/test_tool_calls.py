@@ -187,7 +187,7 @@ def test_the_reflect_step_takes_a_native_call(home: Path, server: OpenAIServer) 
     "arguments, needle",
     [
         ('{"path": "a.txt", "content": ', "tool call write_file: arguments are not valid JSON"),
-        ('["a.txt"]', "tool call write_file: arguments must be a JSON object, got list"),
+        ('["a.txt"]', "tool call write_file: arguments must be a JSON object, got a list"),
         ('{"path": "a.txt"}', "write_file: missing required argument 'content'"),
     ],
     ids=["broken-json", "not-an-object", "missing-argument"],
