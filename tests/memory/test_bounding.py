@@ -45,6 +45,14 @@ def test_notes_over_budget_keep_the_newest_lines_and_a_marker():
     assert [m.value for m in moved] + kept[1:] == lines  # every line is somewhere
 
 
+def test_notes_keep_every_newest_line_that_fits_the_budget_less_the_markers_room():
+    lines = [f"{i:03d} " + "y" * (i % 37) for i in range(300)]
+    bounded, moved = settle_at_sleep(state_with(notes="\n".join(lines)), 1000, 20)
+    kept = bounded["notes"].split("\n")[1:]
+    room = sum(len(line) + 1 for line in kept)
+    assert room <= 1000 - 100 < room + len(lines[len(moved) - 1]) + 1  # one more older line would not fit
+
+
 def test_completed_window_keeps_the_newest_entries():
     tasks = [f"t{i}" for i in range(25)]
     bounded, moved = settle_at_sleep(state_with(completed_tasks=tasks), 4000, 20)
