@@ -6,7 +6,7 @@ The package, from the top layer down (AGENTS.md has the rule):
 - cli/               the operator's commands, each loaded only when used; docs.py, text generated for the docs
 - cycle/             one cycle: its steps, the model loop, limits, the dispatcher, the prompt
 - after/             what a cycle leaves behind: its record, transcript, hook and metrics
-- memory/            bounding into the archive, the reflect step, queue edits, the inbox
+- memory/            the built-in sections and the operator's, settled into the archive, the reflect step, queue edits, the inbox
 - gates/             what may stop or hold a cycle: approvals, checks, budgets, stalls
 - tools/             what the model may call
 - models/            the model interface and its providers

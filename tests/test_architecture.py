@@ -99,7 +99,7 @@ LAYERS = [
     {"cycle"},  # the core loop: one cycle, its limits, the dispatcher, the prompt, idle cycles, the journal
     {"after"},  # what a cycle leaves behind: report, transcript, aftercare, incidents, health, hook, metrics, traces
     {"gates"},  # approvals, checks, budgets, stalls, holds
-    {"memory"},  # bounding and reflection, queue edits, the inbox, sections, consolidation
+    {"memory"},  # the built-in sections and reflection, queue edits, the inbox, sections, consolidation
     {"tools"},  # what the model may call
     {"models"},  # the model interface and every model
     {"config"},  # settings

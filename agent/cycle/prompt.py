@@ -197,7 +197,7 @@ def fitted_user_prompt(
     """`user_prompt`, clipped so that the system text, `others` bytes sent besides (the example
     turns) and the user message fit `prompt_max_bytes` (when they can at all)."""
     max_iterations, max_bytes, warnings = settings.max_iterations, settings.prompt_max_bytes, list(warnings or [])
-    specs = settings.section_specs if getattr(settings, "sections", None) else ()
+    specs = settings.section_specs  # empty for a home without sections: the prompt msa's fields make
     state = without_previous_note(state, previous)
     user = user_prompt(state, iteration, max_iterations, warnings, previous, specs)
     room = max(max_bytes - len(system.encode()) - others, max_bytes // 4)  # a huge system never empties the user's

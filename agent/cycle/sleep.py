@@ -1,6 +1,7 @@
 """Sleep: what a cycle saves once its model's part is over, in an order a crash cannot harm.
 
-    bound memory   notes past `notes_budget` and completed tasks past `completed_window` are
+    settle         the built-in sections settle (agent/memory/builtin.py): notes past
+                   `notes_budget` and completed tasks past `completed_window` are
                    committed to the archive first, then leave the state; so are the entries
                    that left a memory section during the cycle, and the provenance of each
                    entry it added (agent/store/provenance.py: its cycle and route)
@@ -18,10 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import agent.memory.bounding as memory
 import agent.state as state_rules
 from agent.common.files import Kept
 from agent.gates.holds import memory_digest
+from agent.memory.builtin import settle_at_sleep
 from agent.scratchpad import write_state
 from agent.store.archive import archive
 from agent.store.db import records
@@ -52,10 +53,10 @@ def sleep(
     archived: list,
     added: list = (),
 ) -> tuple[dict, Kept]:
-    """Bound `after`'s memory (archiving what leaves it, with `archived`: what reflect moved out and
+    """Settle `after`'s built-in sections (archiving what leaves it, with `archived`: what reflect moved out and
     the entries that left a section), write the after snapshot and active.yaml: (the state saved,
     the active.yaml it replaced, kept until the caller drops it or puts it back)."""
-    after, moved = memory.bound_memory(after, settings.notes_budget, settings.completed_window)
+    after, moved = settle_at_sleep(after, settings.notes_budget, settings.completed_window)
     leaving = [*archived, *moved]
     if leaving or added:
         with records(home).write():  # all that leaves in one transaction, committed before any save

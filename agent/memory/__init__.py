@@ -1,6 +1,6 @@
 """The agent's memory beyond the state's own rules (agent/state.py):
 
-- bounding.py       the notes budget and the completed window, into the archive
+- builtin.py        the built-in sections (notes, completed_tasks): their specs, settling them at sleep
 - reflect.py        the reflect step: one call after the loop, one path over the sections' edit grammar
 - one_call.py       one model call outside the loop, offering one tool (reflect's, a consolidation's)
 - queue_edits.py    the operator's edits to the queue and the goals, as data

@@ -3,7 +3,7 @@
 Everything reflect may write is a section edited with the sections' grammar (agent/memory/section_edits.py):
 "APPEND: text" adds a line (a list: an entry), "REMOVE: id" takes a list's entry out, "CLEAR" empties
 a text, any other value replaces a text. `notes` is a built-in text section of it (`NOTES`): no
-limit of its own at the edit (`notes_budget` bounds it before saving, agent/memory/bounding.py),
+limit of its own at the edit (`notes_budget` bounds it when it settles at sleep, agent/memory/builtin.py),
 and what leaves it is archived line by line as notes always were (kind `note`, reason `reflect`).
 For the prompt the project shipped before (curate_notes', "APPEND: <text>" or "CLEAR"), the notes
 alone read those two spellings case aside.
@@ -23,20 +23,17 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from agent.common.safe_yaml import dump_yaml
-from agent.memory.bounding import HARD_NOTES_CHARS
+from agent.memory.builtin import NOTES
 from agent.memory.one_call import ask_once
 from agent.memory.section_block import render
 from agent.memory.section_edits import Edits
 from agent.memory.sections import APPEND, CLEAR, Stamp
 from agent.models.replies import ReplyError
 from agent.secrets import Secrets
-from agent.setting_checks import SectionSpec, edit_schemas
+from agent.setting_checks import edit_schemas
 from agent.state import SECTION_IDS_KEY, InvariantViolation, invariant_problems
 from agent.store.archive import Left
 from agent.tools import Tool
-
-# The notes as the one grammar sees them: a text within the hard cap (notes_budget applies at sleep).
-NOTES = SectionSpec("notes", "text", HARD_NOTES_CHARS)
 
 NOTES_RULES = """# Reflect
 

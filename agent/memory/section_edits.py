@@ -19,6 +19,7 @@ from typing import Iterable
 
 from agent.common.plain import described
 from agent.common.reading import reads_empty
+from agent.memory.builtin import oldest_lines_over
 from agent.memory.sections import (
     APPEND,
     CLEAR,
@@ -30,7 +31,6 @@ from agent.memory.sections import (
     entries_of,
     fill,
     new_entry,
-    oldest_lines_over,
     removal_allowance,
     same_text,
     shown_id,

@@ -10,6 +10,7 @@ import copy
 import datetime as _dt
 from typing import Iterable, Mapping
 
+from agent.memory.builtin import oldest_lines_over
 from agent.memory.sections import (
     OPERATOR,
     RUNTIME_ENTRY_KEYS,
@@ -19,7 +20,6 @@ from agent.memory.sections import (
     fill,
     id_number,
     new_entry,
-    oldest_lines_over,
     shown_entries,
     text_of,
     weakest_first,

@@ -226,17 +226,6 @@ def fill(state: dict, spec: SectionSpec) -> str:
     return f"{len(text_of(state, spec))}/{spec.limit} characters"
 
 
-def oldest_lines_over(lines: list[str], limit: int) -> int:
-    """How many of the first `lines` must go for the rest, joined by newlines, to fit `limit`
-    characters (one pass from the newest line back)."""
-    size = -1
-    for index in range(len(lines) - 1, -1, -1):
-        size += len(lines[index]) + 1
-        if size > limit:
-            return index + 1
-    return 0
-
-
 # --------------------------------------------------------------------------- the state's rules
 
 

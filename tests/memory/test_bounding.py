@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from agent.memory.bounding import ARCHIVE_MARKER, bound_memory
+from agent.memory.builtin import ARCHIVE_MARKER, settle_at_sleep
 from agent.state import fresh_state
 from agent.store.archive import Left, archived
 from agent.store.home import Home
@@ -32,12 +32,12 @@ def state_with(**fields):
 
 def test_memory_within_limits_is_left_alone():
     state = state_with(notes="short", completed_tasks=["a"])
-    assert bound_memory(state, 4000, 20) == (state, [])
+    assert settle_at_sleep(state, 4000, 20) == (state, [])
 
 
 def test_notes_over_budget_keep_the_newest_lines_and_a_marker():
     lines = [f"line {i:03d} " + "x" * 40 for i in range(100)]
-    bounded, moved = bound_memory(state_with(notes="\n".join(lines)), 1000, 20)
+    bounded, moved = settle_at_sleep(state_with(notes="\n".join(lines)), 1000, 20)
     kept = bounded["notes"].split("\n")
     assert len(bounded["notes"]) <= 1000
     assert kept[0].startswith(ARCHIVE_MARKER) and f"{len(moved)} older note lines" in kept[0]
@@ -45,16 +45,24 @@ def test_notes_over_budget_keep_the_newest_lines_and_a_marker():
     assert [m.value for m in moved] + kept[1:] == lines  # every line is somewhere
 
 
+def test_notes_keep_every_newest_line_that_fits_the_budget_less_the_markers_room():
+    lines = [f"{i:03d} " + "y" * (i % 37) for i in range(300)]
+    bounded, moved = settle_at_sleep(state_with(notes="\n".join(lines)), 1000, 20)
+    kept = bounded["notes"].split("\n")[1:]
+    room = sum(len(line) + 1 for line in kept)
+    assert room <= 1000 - 100 < room + len(lines[len(moved) - 1]) + 1  # one more older line would not fit
+
+
 def test_completed_window_keeps_the_newest_entries():
     tasks = [f"t{i}" for i in range(25)]
-    bounded, moved = bound_memory(state_with(completed_tasks=tasks), 4000, 20)
+    bounded, moved = settle_at_sleep(state_with(completed_tasks=tasks), 4000, 20)
     assert bounded["completed_tasks"] == tasks[5:]
     assert moved == [Left("completed_task", f"t{i}", "completed_window") for i in range(5)]
 
 
 def test_unset_limits_mean_unbounded():
     state = state_with(notes="x\n" * 10000, completed_tasks=["t"] * 100)
-    assert bound_memory(state, None, None) == (state, [])
+    assert settle_at_sleep(state, None, None) == (state, [])
 
 
 # ------------------------------------------------------------------------------ through cycles
@@ -212,26 +220,26 @@ def test_an_interrupt_during_the_reflect_step_fails_the_cycle(home, tmp_path):
 
 
 def test_null_notes_budget_still_archives_notes_past_the_hard_cap():
-    from agent.memory.bounding import HARD_NOTES_CHARS
+    from agent.memory.builtin import HARD_NOTES_CHARS
 
     lines = [f"{i:06d} " + "n" * 993 for i in range(HARD_NOTES_CHARS // 1000 + 50)]
-    bounded, moved = bound_memory(state_with(notes="\n".join(lines)), None, None)
+    bounded, moved = settle_at_sleep(state_with(notes="\n".join(lines)), None, None)
     assert len(bounded["notes"]) <= HARD_NOTES_CHARS
     assert [m.value for m in moved] + bounded["notes"].split("\n")[1:] == lines
 
 
 def test_null_completed_window_still_archives_the_oldest_tasks_past_the_hard_cap():
-    from agent.memory.bounding import HARD_COMPLETED_BYTES
+    from agent.memory.builtin import HARD_COMPLETED_BYTES
 
     tasks = [{"task": f"t{i}", "summary": "s" * 10_000} for i in range(HARD_COMPLETED_BYTES // 10_000 + 20)]
-    bounded, moved = bound_memory(state_with(completed_tasks=tasks), None, None)
+    bounded, moved = settle_at_sleep(state_with(completed_tasks=tasks), None, None)
     assert len(json.dumps(bounded["completed_tasks"])) <= HARD_COMPLETED_BYTES
     assert [m.value for m in moved] + bounded["completed_tasks"] == tasks and moved
 
 
 def test_a_notes_budget_above_the_hard_cap_is_held_to_the_hard_cap():
-    from agent.memory.bounding import HARD_NOTES_CHARS
+    from agent.memory.builtin import HARD_NOTES_CHARS
 
     notes = "\n".join("x" * 999 for _ in range(HARD_NOTES_CHARS // 1000 + 10))
-    bounded, _ = bound_memory(state_with(notes=notes), 10 * HARD_NOTES_CHARS, 20)
+    bounded, _ = settle_at_sleep(state_with(notes=notes), 10 * HARD_NOTES_CHARS, 20)
     assert len(bounded["notes"]) <= HARD_NOTES_CHARS

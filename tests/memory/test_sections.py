@@ -793,7 +793,7 @@ def test_wake_twice_changes_nothing_the_second_time():
 
 @pytest.mark.parametrize("limit", [1, 5, 6, 7, 11, 12, 100])
 def test_trimming_a_text_keeps_the_most_newest_lines_that_fit(limit):
-    from agent.memory.sections import oldest_lines_over
+    from agent.memory.builtin import oldest_lines_over
 
     lines = ["aaaaa", "bb", "c", "dddd"]
     cut = oldest_lines_over(lines, limit)

@@ -1,0 +1,96 @@
+"""The built-in sections: msa's `notes` and `completed_tasks` as sections of the machinery operator
+sections use, each with its kind and limit, kept in active.yaml as the plain string and list they
+always were (no ids, no runtime fields: provenance for plain entries stays in agent.db).
+
+    notes            a text section (`NOTES`): edited with the sections' grammar (agent/memory/
+                     reflect.py), within `notes_budget` characters once settled
+    completed_tasks  an append-only list, within `completed_window` entries once settled
+
+Settling at sleep (`settle_at_sleep`), before a cycle's state is saved: the newest notes kept
+within the budget, the oldest lines cut by the rule every text section's lines are cut by
+(`oldest_lines_over`), a marker line saying how many left; the newest completed tasks kept within
+the window. What no longer fits goes, in the same step, to the archive (agent/store/archive.py:
+rows of logs/agent.db, each tagged with its cycle id, searched by the recall tool): one `Left` per
+line or task, as notes always were. The archive is committed before the snapshots and active.yaml
+are written, so a crash in between can only duplicate, never lose.
+
+Light on purpose: a plain cycle settles its built-in sections without loading the operator
+sections' modules (tests/cli/test_run.py lists them).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from agent.common.tags import Tag
+from agent.setting_checks import SectionSpec
+from agent.store.archive import Left
+
+ARCHIVE_MARKER = Tag.ARCHIVED.value
+MARKER_ROOM = 100  # a text's marker line is short: its room is kept out of the budget
+
+# Bounds that hold even when notes_budget or completed_window is null (unbounded): without them
+# the state would grow, cycle after cycle, past the size a scratchpad may be loaded at.
+HARD_NOTES_CHARS = 256 * 1024
+HARD_COMPLETED_BYTES = 1024 * 1024
+
+# The notes as the one grammar sees them at an edit: a text within the hard cap (notes_budget
+# applies when it settles, at sleep).
+NOTES = SectionSpec("notes", "text", HARD_NOTES_CHARS)
+
+
+def builtin_specs(notes_budget: int | None, completed_window: int | None) -> tuple[SectionSpec, SectionSpec]:
+    """The built-in sections as they settle: notes within `notes_budget` (capped by
+    HARD_NOTES_CHARS, null included), completed tasks within `completed_window` (null: no count,
+    HARD_COMPLETED_BYTES still)."""
+    notes = SectionSpec("notes", "text", min(notes_budget or HARD_NOTES_CHARS, HARD_NOTES_CHARS))
+    window = completed_window if completed_window is not None else HARD_COMPLETED_BYTES
+    return notes, SectionSpec("completed_tasks", "list", window)
+
+
+def oldest_lines_over(lines: list[str], limit: int) -> int:
+    """How many of the first `lines` must go for the rest, joined by newlines, to fit `limit`
+    characters (one pass from the newest line back)."""
+    size = -1
+    for index in range(len(lines) - 1, -1, -1):
+        size += len(lines[index]) + 1
+        if size > limit:
+            return index + 1
+    return 0
+
+
+def settle_at_sleep(state: dict, notes_budget: int | None, completed_window: int | None) -> tuple[dict, list[Left]]:
+    """(state with its built-in sections within their limits, what was moved out). Pure: the caller
+    writes the archive. Nothing over a limit: the state as given, equal and unchanged."""
+    notes_spec, completed_spec = builtin_specs(notes_budget, completed_window)
+    new = copy.deepcopy(state)
+    moved = _settle_completed(new, completed_spec) + _settle_notes(new, notes_spec)
+    return new, moved
+
+
+def _settle_completed(state: dict, spec: SectionSpec) -> list[Left]:
+    """The newest tasks within the window and within HARD_COMPLETED_BYTES, the older ones archived."""
+    done = state[spec.name]
+    cut = max(len(done) - spec.limit, 0)
+    size = 0
+    for index in range(len(done) - 1, cut - 1, -1):  # newest first, until the hard cap
+        size += len(json.dumps(done[index], ensure_ascii=False).encode("utf-8", "surrogatepass")) + 1
+        if size > HARD_COMPLETED_BYTES:
+            cut = index + 1
+            break
+    if not cut:
+        return []
+    state[spec.name] = done[cut:]
+    return [Left("completed_task", task, "completed_window") for task in done[:cut]]
+
+
+def _settle_notes(state: dict, spec: SectionSpec) -> list[Left]:
+    """The newest lines within the budget less the marker's room, the older ones archived line by line."""
+    text = state[spec.name]
+    if len(text) <= spec.limit:
+        return []
+    lines = text.split("\n")
+    cut = oldest_lines_over(lines, spec.limit - MARKER_ROOM - 1)
+    state[spec.name] = "\n".join([f"{ARCHIVE_MARKER} {cut} older note lines moved to the archive", *lines[cut:]])
+    return [Left("note", line, "notes_budget") for line in lines[:cut]]
