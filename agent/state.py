@@ -11,7 +11,8 @@ import json
 from typing import Any
 
 from agent.common.escape import escape_controls
-from agent.common.jsonschema import check, describe
+from agent.common.jsonschema import check
+from agent.common.plain import described
 
 # Each field's type, written once as JSON Schema: validation, the update_scratchpad tool's
 # argument schema and the type names in messages all come from here.
@@ -103,7 +104,7 @@ def normalize(data: dict) -> dict:
 def problems(state: Any) -> list[str]:
     """Every reason `state` is not a valid scratchpad (empty list when it is)."""
     if not isinstance(state, dict):
-        return [f"top level must be a mapping of fields, got {describe(state)}"]
+        return [f"top level must be a mapping of fields, got {described(state)}"]
     found = [_key_problem(path, key) for path, key in _non_string_keys(state)]
     for name in FIELDS:
         if name in state:

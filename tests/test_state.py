@@ -28,10 +28,10 @@ def test_a_fresh_state_is_valid_and_never_shared():
 def test_problems_name_every_bad_field_and_non_string_keys():
     state = fresh_state() | {"goals": "one", "notes": 5, "extra": {3: "x"}}
     found = problems(state)
-    assert "field 'goals' must be a list of strings, got text \"one\"" in found
-    assert "field 'notes' must be a string, got a number 5" in found
+    assert "field 'goals' must be a list of strings, got the text \"one\"" in found
+    assert "field 'notes' must be a string, got the number 5" in found
     assert any("key 3 in 'extra' is not a string but an int" in p for p in found)
-    assert problems(["a"]) == ['top level must be a mapping of fields, got a list ["a"]']
+    assert problems(["a"]) == ["top level must be a mapping of fields, got a list of 1 item"]
 
 
 def test_normalize_fills_missing_fields_keeps_the_operators_keys_and_writes_times_as_text():
