@@ -18,7 +18,7 @@ import re
 from typing import Any, Iterator
 
 from agent.common.escape import escape_controls
-from agent.common.plain import described
+from agent.common.plain import described, kind
 from agent.models.base import ToolCall
 
 # Candidate objects decoded from prose at most (a real reply has one or two), and the characters
@@ -95,7 +95,7 @@ def _the_action(candidates: list[Any], stripped: str) -> dict:
         raise ReplyError(f"no JSON object found in reply: {shown_reply(stripped, 120)}")
     first = candidates[0]
     if not isinstance(first, dict):
-        raise ReplyError(f"reply is a JSON {type(first).__name__}, not an object: {shown_reply(stripped, 120)}")
+        raise ReplyError(f"reply is JSON but {kind(first)}, not an object: {shown_reply(stripped, 120)}")
     raise ReplyError(f'JSON object has no "tool" key: {shown_reply(stripped, 120)}')
 
 

@@ -107,7 +107,7 @@ CASES = [
     ("completed-tasks-numbers", _write_text("completed_tasks: [1, 2]\n"), r"field 'completed_tasks\[0\]' must be"),
     ("notes-list", _write_text("notes: [a, b]\n"), r"field 'notes' must be a string, got a list"),
     ("pending-mapping", _write_text("pending_actions: {a: b}\n"), r"field 'pending_actions' must be a list"),
-    ("non-string-key", _write_text("goals: []\n7: seven\n"), r"key 7 is not a string but an int"),
+    ("non-string-key", _write_text("goals: []\n7: seven\n"), r"key 7 is not a string but a number"),
     ("duplicate-keys", _write_text("goals: [first]\nnotes: a\ngoals: [second]\n"), r"found duplicate key 'goals'"),
     ("duplicate-nested-keys", _write_text("completed_tasks:\n- task: a\n  task: b\n"), r"found duplicate key 'task'"),
     ("fifty-megabytes", _big_file, r"over the [\d,]+-byte limit for a scratchpad"),
