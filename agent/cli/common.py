@@ -279,15 +279,6 @@ def task_text(task: Any) -> str:
     return plain(task)
 
 
-def age(seconds: float) -> str:
-    """A duration in its largest whole unit: 45s, 3m, 2h, 5d."""
-    seconds = max(0, int(seconds))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
-
-
 def size(num: int) -> str:
     """A byte count for people: 512 B, 1.5 KiB, 3.2 MiB."""
     value = float(num)
