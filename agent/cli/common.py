@@ -41,6 +41,14 @@ wait_option = click.option(
     default=0.0,
     help="Seconds to wait for a running cycle to finish before giving up with exit code 5 (busy).",
 )
+# The same for a command that runs a model (run, consolidate): unset, config.yaml's lock_wait decides.
+config_wait_option = click.option(
+    "--wait",
+    "lock_wait",
+    type=wait_seconds,
+    help="Seconds to wait for a running cycle to finish before giving up with exit code 5 "
+    "(busy). Default: 'lock_wait' in config.yaml, else 0.",
+)
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
