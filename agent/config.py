@@ -17,6 +17,7 @@ from typing import Any
 import agent.common.jsonschema as jsonschema
 from agent.common.jsonschema import schema_for
 from agent.common.outcomes import StopReason, UsageError
+from agent.common.plain import described
 from agent.setting_checks import (
     FALLBACK_MODELS_SCHEMA,
     MCP_SERVER_SCHEMA,
@@ -651,7 +652,7 @@ def config_values(text: str, path: Path) -> dict:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise UsageError(f"{path}: must be a mapping of settings, got {jsonschema.describe(data)}")
+        raise UsageError(f"{path}: must be a mapping of settings, got {described(data)}")
     known = {f.name for f in dataclasses.fields(Settings)} | set(RENAMED)
     msa_problem = msa_setting(data)
     if msa_problem:

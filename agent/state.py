@@ -11,7 +11,8 @@ import json
 from typing import Any
 
 from agent.common.escape import escape_controls
-from agent.common.jsonschema import check, describe
+from agent.common.jsonschema import check
+from agent.common.plain import described, kind
 
 # Each field's type, written once as JSON Schema: validation, the update_scratchpad tool's
 # argument schema and the type names in messages all come from here.
@@ -103,7 +104,7 @@ def normalize(data: dict) -> dict:
 def problems(state: Any) -> list[str]:
     """Every reason `state` is not a valid scratchpad (empty list when it is)."""
     if not isinstance(state, dict):
-        return [f"top level must be a mapping of fields, got {describe(state)}"]
+        return [f"top level must be a mapping of fields, got {described(state)}"]
     found = [_key_problem(path, key) for path, key in _non_string_keys(state)]
     for name in FIELDS:
         if name in state:
@@ -131,13 +132,10 @@ def _non_string_keys(value: Any) -> list[tuple[str, Any]]:
 
 
 def _key_problem(where: str, key: Any) -> str:
-    shown = key.isoformat() if isinstance(key, (_dt.date, _dt.datetime)) else repr(key)
+    # as the YAML wrote it (7, true, null, 2026-01-01), never Python's repr (True, None)
+    shown = key.isoformat() if isinstance(key, (_dt.date, _dt.datetime)) else json.dumps(key, default=str)
     place = f" in '{where}'" if where else ""
-    return f"key {shown}{place} is not a string but {_a(type(key).__name__)}; quote it in the YAML ('{shown}': ...)"
-
-
-def _a(noun: str) -> str:
-    return f"an {noun}" if noun[0] in "aeiou" else f"a {noun}"
+    return f"key {shown}{place} is not a string but {kind(key)}; quote it in the YAML ('{shown}': ...)"
 
 
 def now_iso() -> str:

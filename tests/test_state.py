@@ -15,6 +15,7 @@ from agent.state import (
     parse_time,
     problems,
 )
+from tests.helpers import run_cli, tree_digest, write_active, write_script
 
 
 def test_a_fresh_state_is_valid_and_never_shared():
@@ -28,10 +29,10 @@ def test_a_fresh_state_is_valid_and_never_shared():
 def test_problems_name_every_bad_field_and_non_string_keys():
     state = fresh_state() | {"goals": "one", "notes": 5, "extra": {3: "x"}}
     found = problems(state)
-    assert "field 'goals' must be a list of strings, got text \"one\"" in found
-    assert "field 'notes' must be a string, got a number 5" in found
-    assert any("key 3 in 'extra' is not a string but an int" in p for p in found)
-    assert problems(["a"]) == ['top level must be a mapping of fields, got a list ["a"]']
+    assert "field 'goals' must be a list of strings, got the text \"one\"" in found
+    assert "field 'notes' must be a string, got the number 5" in found
+    assert any("key 3 in 'extra' is not a string but a number" in p for p in found)
+    assert problems(["a"]) == ["top level must be a mapping of fields, got a list of 1 item"]
 
 
 def test_normalize_fills_missing_fields_keeps_the_operators_keys_and_writes_times_as_text():
@@ -77,3 +78,18 @@ def test_every_runtime_key_of_active_yaml_is_taken_from_section_names():
     from agent.state import FIELDS, SECTION_IDS_KEY, taken_keys
 
     assert {checks.CHECKS_KEY, inbox.APPLIED_KEY, SECTION_IDS_KEY, *FIELDS} <= set(taken_keys())
+
+
+def test_a_key_that_is_not_text_is_named_as_the_yaml_wrote_it_and_its_kind_in_words(home, tmp_path):
+    """`true` and `null` as YAML wrote them, `a boolean` not Python's `bool`; exit 6, nothing written."""
+    write_active(home, "goals: []\ntrue: yes\nextra: {~: x}\n")
+    before = tree_digest(home)
+    script = write_script(tmp_path, [{"tool": "done", "args": {"summary": "ok"}}])
+    result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}")
+    assert result.exit_code == 6
+    assert result.stderr == (
+        f"agent: error: {home / 'scratchpad' / 'active.yaml'}: "
+        "key true is not a string but a boolean; quote it in the YAML ('true': ...); "
+        "key null in 'extra' is not a string but null; quote it in the YAML ('null': ...)\n"
+    )
+    assert tree_digest(home) == before

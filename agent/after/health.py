@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.common.outcomes import StopReason
+from agent.common.times import age_text
 from agent.state import parse_time
 
 INTERVAL_CYCLES = 20  # the usual interval is the median gap between this many newest cycles
@@ -125,15 +126,6 @@ def when_text(stamp: float, zone: _dt.tzinfo | None = None) -> str:
     """A time for a person: 'Tue 02:00 UTC' (in the schedule's zone)."""
     when = _dt.datetime.fromtimestamp(stamp, zone or _dt.timezone.utc)
     return when.strftime("%a %d %b %H:%M ") + (when.tzname() or "")
-
-
-def age_text(seconds: float) -> str:
-    """A duration in its largest whole unit: 45s, 3m, 2h, 5d."""
-    seconds = max(0, int(seconds))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def schedule_view(facts: Facts) -> dict | None:

@@ -41,6 +41,14 @@ wait_option = click.option(
     default=0.0,
     help="Seconds to wait for a running cycle to finish before giving up with exit code 5 (busy).",
 )
+# The same for a command that runs a model (run, consolidate): unset, config.yaml's lock_wait decides.
+config_wait_option = click.option(
+    "--wait",
+    "lock_wait",
+    type=wait_seconds,
+    help="Seconds to wait for a running cycle to finish before giving up with exit code 5 "
+    "(busy). Default: 'lock_wait' in config.yaml, else 0.",
+)
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -277,15 +285,6 @@ def task_text(task: Any) -> str:
         if name is not None or summary is not None:
             return f"{plain(name or None, '(no task)')}: {plain(summary, '')}".rstrip(": ")
     return plain(task)
-
-
-def age(seconds: float) -> str:
-    """A duration in its largest whole unit: 45s, 3m, 2h, 5d."""
-    seconds = max(0, int(seconds))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def size(num: int) -> str:

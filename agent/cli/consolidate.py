@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from agent.cli.common import echo, existing_home, home_option, reports_errors, wait_seconds
+from agent.cli.common import config_wait_option, echo, existing_home, home_option, reports_errors
 from agent.config import load_settings
 from agent.cycle.consolidate import consolidate_cycle
 from agent.models import resolve_model
@@ -24,13 +24,7 @@ from agent.secrets import Secrets
     "--model",
     help="PROVIDER[:NAME], as for `agent run`. Default: AGENT_MODEL, config.yaml, else the embedded model.",
 )
-@click.option(
-    "--wait",
-    "lock_wait",
-    type=wait_seconds,
-    help="Seconds to wait for a running cycle to finish before giving up with exit code 5 "
-    "(busy). Default: 'lock_wait' in config.yaml, else 0.",
-)
+@config_wait_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object describing the run on stdout.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @reports_errors

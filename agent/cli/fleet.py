@@ -18,10 +18,11 @@ from pathlib import Path
 
 import click
 
-from agent.cli.common import age, echo, print_json, reports_errors, silence_stdout
+from agent.cli.common import echo, print_json, reports_errors, silence_stdout
 from agent.cli.health import home_health, most_pressing_first, public
 from agent.cli.history import cost_text
 from agent.common.outcomes import UsageError
+from agent.common.times import age_text
 
 NEEDS_A_PERSON = 1  # the exit code when any home needs a person (as `agent doctor`'s failed check)
 STATE_FORMAT = 1
@@ -47,7 +48,7 @@ def row_cells(row: dict, shown: str) -> list[str]:
     its state, when its next cycle is due, what it spent today, what needs a person."""
     if not row["is_home"]:
         return [shown, "-", "-", row["state"], "-", "-", "; ".join(i["text"] for i in row["attention"])]
-    last = "-" if row["last_age_s"] is None else f"{age(row['last_age_s'])} ago"
+    last = "-" if row["last_age_s"] is None else f"{age_text(row['last_age_s'])} ago"
     return [
         shown,
         last,
@@ -66,7 +67,7 @@ def due_cell(schedule: dict | None) -> str:
     if schedule["missed"]:
         return f"missed {'≥' if schedule['missed_at_least'] else ''}{schedule['missed']}"
     wait = schedule["next_due"] - time.time()
-    return f"in {age(wait)}" if wait > 0 else f"late {age(-wait)}"
+    return f"in {age_text(wait)}" if wait > 0 else f"late {age_text(-wait)}"
 
 
 def table_lines(rows: list[tuple[dict, str]]) -> list[str]:

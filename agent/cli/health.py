@@ -36,7 +36,6 @@ from agent.after.health import (
     STATES,
     UNREADABLE,
     Facts,
-    age_text,
     cycle_span,
     judge,
     problem,
@@ -56,6 +55,7 @@ from agent.cli.common import (
 )
 from agent.cli.history import recent_history
 from agent.common.outcomes import AgentError, DiskError, InvalidScratchpad, UsageError
+from agent.common.times import age_text
 from agent.config import Settings, load_settings
 from agent.state import parse_time
 from agent.store.home import Home

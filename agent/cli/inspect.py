@@ -31,7 +31,6 @@ from agent.cli.archive_view import (
     task_lines,
 )
 from agent.cli.common import (
-    age,
     clip,
     echo,
     existing_home,
@@ -64,6 +63,7 @@ from agent.cli.waiting import approvals_status
 from agent.common.escape import escape_controls, escape_json, escape_tree
 from agent.common.outcomes import InvalidScratchpad, StopReason, UsageError
 from agent.common.plain import plain
+from agent.common.times import age_text
 from agent.config import load_settings
 from agent.gates.budgets import newest_days
 from agent.memory.queue_edits import DROPPED_GOAL, QUEUED_TASK, dropped_line
@@ -322,7 +322,7 @@ def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
     for key in (k for k in state if k not in FIELDS):
         yield f"{_bold(str(key) + ':')} {clip(json.dumps(state[key], default=str), 100)}"
     since = seconds_since(state["last_updated"])
-    ago = "" if since is None else f" ({age(since)} ago)"
+    ago = "" if since is None else f" ({age_text(since)} ago)"
     yield f"{_bold('last updated:')} {state['last_updated'] or 'never'}{ago}"
 
 
@@ -404,12 +404,12 @@ def _last_cycle(last: dict) -> dict:
 def _last_cycle_line(last: dict) -> str:
     if last["source"] == "index":
         code = f" (exit {last['exit_code']})" if last["exit_code"] is not None else ""
-        when = f", ended {age(last['age_s'])} ago" if last["age_s"] is not None else ""
+        when = f", ended {age_text(last['age_s'])} ago" if last["age_s"] is not None else ""
     else:
         code = {RUNNING: "", KILLED: " (no record: it died before it saved, by a signal it cannot catch)"}.get(
             last["stop_reason"], " (no record: its record was lost)"
         )
-        when = f", started {age(last['started_age_s'])} ago" if last["started_age_s"] is not None else ""
+        when = f", started {age_text(last['started_age_s'])} ago" if last["started_age_s"] is not None else ""
     on = f" on {last['model']}" if isinstance(last.get("model"), str) else ""
     held = f" for {last['held_for']}" if isinstance(last.get("held_for"), str) else ""
     return f"{last['cycle_id']} {last['stop_reason'] or '?'}{held}{code}{on}{when}"

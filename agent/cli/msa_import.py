@@ -26,8 +26,8 @@ import yaml
 
 from agent.cli.msa_home import MSA_CONFIG, UNFINISHED_IMPORT
 from agent.common.files import disk_error, remove_temporaries
-from agent.common.jsonschema import describe, kind
 from agent.common.outcomes import InvalidScratchpad, UsageError
+from agent.common.plain import described, kind
 from agent.common.safe_yaml import FileRefused, load_yaml, read_text_file, yaml_problem
 from agent.config import MAX_CONFIG_BYTES, MSA_DEFAULTS, settings_from
 from agent.scratchpad import MAX_SCRATCHPAD_BYTES
@@ -145,7 +145,7 @@ def _yaml_scalar(key: Any) -> str:
 def msa_path(src: Path, configured: Any, what: str) -> Path:
     """A path msa's config names: relative ones from msa's project root (where msa runs)."""
     if not isinstance(configured, str) or not configured.strip():
-        raise UsageError(f"{src / MSA_CONFIG}: '{what}' must be a path, got {describe(configured)}")
+        raise UsageError(f"{src / MSA_CONFIG}: '{what}' must be a path, got {described(configured)}")
     try:
         path = Path(configured).expanduser()
     except RuntimeError as exc:  # ~user of no such user
@@ -259,7 +259,7 @@ def _clipped(shown: str) -> str:
 def _quoted(value: Any) -> str:
     """A name msa's files gave, as this project's lines quote one: text in single quotes (clipped),
     anything else described."""
-    return f"'{_clipped(value)}'" if isinstance(value, str) else describe(value)
+    return f"'{_clipped(value)}'" if isinstance(value, str) else described(value)
 
 
 def rename_runtime_keys(state: dict, where: str) -> list[str]:
@@ -292,12 +292,12 @@ class Translation:
 def translate_model(model: Any, user: dict) -> list[Translation]:
     """msa's `model` mapping: backend, model, max_tokens, base_url, api_key."""
     if not isinstance(model, dict):
-        return [Translation(f"model: not translated: msa's model must be a mapping, got {describe(model)}")]
+        return [Translation(f"model: not translated: msa's model must be a mapping, got {described(model)}")]
     source = _given(user.get("model"))
     backend, name = model.get("backend"), model.get("model")
     out: list[Translation] = []
     if not isinstance(name, str) or not name.strip():
-        out.append(Translation(f"model.model: not translated: msa's model name must be text, got {describe(name)}"))
+        out.append(Translation(f"model.model: not translated: msa's model name must be text, got {described(name)}"))
     elif backend == "anthropic":
         settings = {
             "model": f"openai:{name}",
@@ -400,7 +400,7 @@ def translate_tools(tools: Any) -> list[Translation]:
     if tools in (None, {}):
         return out
     if not isinstance(tools, dict):
-        return [*out, Translation(f"tools: not translated: msa's tools must be a mapping, got {describe(tools)}")]
+        return [*out, Translation(f"tools: not translated: msa's tools must be a mapping, got {described(tools)}")]
     off = [str(name) for name, on in tools.items() if on is False]
     if off:
         out.append(
@@ -421,7 +421,7 @@ def _builtin_names() -> set[str]:
 def every_seconds_as_cron(seconds: Any) -> tuple[str, str]:
     """A cron expression for msa's interval, and what it says about the fit ('' when exact)."""
     if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds < float("inf"):
-        raise ValueError(f"interval_seconds must be a positive number, got {describe(seconds)}")
+        raise ValueError(f"interval_seconds must be a positive number, got {described(seconds)}")
     minutes = max(1, int(seconds // 60))
     note = "" if seconds == minutes * 60 else f" (cron's step is a minute: every {minutes} min for {seconds} s)"
     if minutes < 60:
@@ -447,7 +447,7 @@ def translate_scheduler(scheduler: Any, user: dict, crontab_command: str) -> lis
     if not isinstance(config, dict):
         return [
             Translation(
-                f"scheduler: not translated: msa's scheduler must be a name or a mapping, got {describe(scheduler)}"
+                f"scheduler: not translated: msa's scheduler must be a name or a mapping, got {described(scheduler)}"
             )
         ]
     mode = config.get("mode", "interval")

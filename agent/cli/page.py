@@ -23,9 +23,9 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from agent.cli.common import age
 from agent.cli.history import cost_text, money
 from agent.common.escape import escape_controls
+from agent.common.times import age_text
 
 PAGES = Path(__file__).with_name("pages")
 UPLOT = PAGES / "uplot"
@@ -137,7 +137,7 @@ def _environment():
         lstrip_blocks=True,
     )
     env.filters.update(
-        age=age,
+        age=age_text,
         cost=cost_text,
         amount=_amount,
         shown=_shown,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from agent.cli.common import existing_home, home_option, reports_errors, wait_seconds
+from agent.cli.common import config_wait_option, existing_home, home_option, reports_errors
 from agent.cli.progress import make_reporter
 from agent.config import load_settings
 from agent.cycle.run import run_cycle
@@ -29,13 +29,7 @@ from agent.secrets import Secrets
     "Default: AGENT_MODEL, config.yaml, else the embedded model.",
 )
 @click.option("--max-iterations", type=click.IntRange(min=1), help="Most model calls this cycle (default 10).")
-@click.option(
-    "--wait",
-    "lock_wait",
-    type=wait_seconds,
-    help="Seconds to wait for a running cycle to finish before giving up with exit code 5 "
-    "(busy). Default: 'lock_wait' in config.yaml, else 0.",
-)
+@config_wait_option
 @click.option(
     "--reflect/--no-reflect",
     default=None,

@@ -3,8 +3,9 @@ wait, and since when. Its own module so that `status` loads no other command's m
 
 from __future__ import annotations
 
-from agent.cli.common import age, clip, seconds_since
+from agent.cli.common import clip, seconds_since
 from agent.common.outcomes import InvalidScratchpad
+from agent.common.times import age_text
 from agent.gates.approvals import pending_calls
 from agent.store.home import Home
 
@@ -25,7 +26,7 @@ def approvals_status(home: Home) -> tuple[dict, list[str]]:
     }
     if not waiting:
         return {"approvals": data}, []
-    oldest = f", the oldest parked {age(data['oldest_age_s'])} ago" if ages else ""
+    oldest = f", the oldest parked {age_text(data['oldest_age_s'])} ago" if ages else ""
     return {"approvals": data}, [
         f"approvals: {len(waiting)} call(s) wait for you{oldest} "
         f"(ids {', '.join(data['ids'])}; agent approvals lists them)"

@@ -4,7 +4,7 @@
 - tags.py              note tags, one definition for every writer and reader
 - escape.py            model text made safe to print or log as one line
 - reading.py         text as a person reads it, for every rule that asks whether two entries say the same
-- plain.py             a loaded value (None, a list, a mapping) as a person reads it, never a repr
+- plain.py             a loaded value (None, a list, a mapping) as a person reads it, and a refused one named in words (`described`, `kind`): never a repr or a Python type name
 - jsonschema.py        the JSON Schema subset the tools and the state use
 - safe_yaml.py         hardened YAML
 - secret_forms.py      the shapes a secret takes in text; secret_fragments.py, finding any fragment of one

@@ -1,15 +1,16 @@
 """A small JSON Schema subset: checking values, naming types, and schemas from annotations.
 
-A leaf: the scratchpad fields, the settings and the tools' arguments are all checked here.
+A leaf but for the words it names a value in (plain.py): the scratchpad fields, the settings and the tools' arguments are all checked here.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import types
 import typing
 from typing import Any
+
+from agent.common.plain import described
 
 _JSON_TYPES = {
     "string": lambda v: isinstance(v, str),
@@ -53,21 +54,21 @@ def check(value: Any, s: dict, where: str = "") -> str | None:
     if "anyOf" in s:
         if any(check(value, option, where) is None for option in s["anyOf"]):
             return None
-        return f"{label} must be {_article(type_name(s))}, got {describe(value)}"
+        return f"{label} must be {_article(type_name(s))}, got {described(value)}"
     return _check_value(value, s, label) or _check_items(value, s, where) or _check_mapping(value, s, where, label)
 
 
 def _check_value(value: Any, s: dict, label: str) -> str | None:
     """The checks on the value itself: const, enum, type."""
     if "const" in s and value != s["const"]:
-        return f"{label} must be {_shown(s['const'])}, got {describe(value)}"
+        return f"{label} must be {_shown(s['const'])}, got {described(value)}"
     if "enum" in s and value not in s["enum"]:
-        return f"{label} must be one of {', '.join(map(_shown, s['enum']))}, got {describe(value)}"
+        return f"{label} must be one of {', '.join(map(_shown, s['enum']))}, got {described(value)}"
     types = s.get("type")
     if types is not None:
         types = types if isinstance(types, list) else [types]
         if not any(_JSON_TYPES[t](value) for t in types):
-            return f"{label} must be {_article(type_name(s))}, got {describe(value)}"
+            return f"{label} must be {_article(type_name(s))}, got {described(value)}"
     return None
 
 
@@ -109,43 +110,6 @@ def _check_entry(key: Any, item: Any, s: dict, where: str, label: str) -> str | 
     if isinstance(extra, dict):
         return check(item, extra, inner)
     return None
-
-
-def describe(value: Any, limit: int = 60) -> str:
-    """What a value is, for an error message: its kind in plain words and its JSON text, clipped to
-    `limit` characters (`a mapping {"a": 1}`, `text "x"`, `a number 3`, `true`, `null`); never a
-    Python repr. Control characters are left to the escape every printed line goes through."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):  # before int: a bool is an int to Python
-        return "true" if value else "false"
-    try:
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):  # a key JSON cannot hold, a loop: only a container, whose str() is a repr
-        return kind(value)
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return f"{kind(value)} {text}"
-
-
-def kind(value: Any) -> str:
-    """A value's kind in a reader's words: `a mapping`, `a list`, `text`, `a number`, `a date`..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):  # before int: a bool is an int to Python
-        return "a boolean"
-    return next((words for kind_, words in _KINDS if isinstance(value, kind_)), "a value")
-
-
-# datetime before date: a datetime is a date to Python
-_KINDS = (
-    (dict, "a mapping"),
-    ((list, tuple), "a list"),
-    (str, "text"),
-    ((int, float), "a number"),
-    (_dt.datetime, "a date and time"),
-    (_dt.date, "a date"),
-)
 
 
 def _shown(value: Any) -> str:

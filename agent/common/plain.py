@@ -3,11 +3,14 @@
 YAML and JSON give None, lists and mappings; an f-string would print them as Python does (`None`,
 `['a']`, `{'task': ...}`). `plain` writes them the way the rest of the output reads: nothing as
 "(none)", a list as its items, a mapping as `key: value` pairs, anything nested in parentheses.
-`described` says what a refused value is, for a message.
+`described` says what a refused value is, for a message, and `kind` what kind of value it is: the
+one way every message of the project names a value it was given (a schema's check, a setting, a
+reply, a section edit), never a Python type name.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 from typing import Any
 
@@ -33,10 +36,11 @@ def _nested(value: Any) -> str:
 
 def described(value: Any, limit: int = 60) -> str:
     """What a value someone sent is, for a message saying why it was refused: its kind in words and,
-    for a scalar, the value itself (text as JSON, clipped to `limit`); never a Python repr."""
+    for a scalar, the value itself (text as JSON, clipped to `limit`); never a Python repr.
+    Control characters are left to the escape every printed line goes through."""
     if value is None:
         return "null"
-    if isinstance(value, bool):
+    if isinstance(value, bool):  # before int: a bool is an int to Python
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return f"the number {value}"
@@ -47,4 +51,26 @@ def described(value: Any, limit: int = 60) -> str:
         return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
     if isinstance(value, dict):
         return f"a mapping of {len(value)} key{'s' if len(value) != 1 else ''}"
-    return f"a value of another kind ({type(value).__name__})"
+    if isinstance(value, _dt.date):  # YAML reads 2026-01-01 as a date
+        return f"the {kind(value)[2:]} {value.isoformat()}"
+    return kind(value)
+
+
+def kind(value: Any) -> str:
+    """A value's kind in a reader's words: `a mapping`, `a list`, `text`, `a number`, `a date`..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):  # before int: a bool is an int to Python
+        return "a boolean"
+    return next((words for kind_, words in _KINDS if isinstance(value, kind_)), "a value of another kind")
+
+
+# datetime before date: a datetime is a date to Python
+_KINDS = (
+    (dict, "a mapping"),
+    ((list, tuple), "a list"),
+    (str, "text"),
+    ((int, float), "a number"),
+    (_dt.datetime, "a date and time"),
+    (_dt.date, "a date"),
+)

@@ -1,4 +1,4 @@
-"""Times as a person reads them: "Sat 28 Nov 10:00 UTC" and "3d 8h", never a cycle id.
+"""Times as a person reads them: "Sat 28 Nov 10:00 UTC", "3d 8h" and "5d", never a cycle id.
 
 Written out by hand, not with strftime's %a/%b, which follow the process's locale."""
 
@@ -26,6 +26,15 @@ def span_text(seconds: float) -> str:
             rest = (whole % size) // smaller
             return f"{whole // size}{unit}" + (f" {rest}{small_unit}" if rest else "")
     return f"{whole // 60}m" if whole >= 60 else f"{whole}s"
+
+
+def age_text(seconds: float) -> str:
+    """A duration in its largest whole unit: 45s, 3m, 2h, 5d."""
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def record_started(record: dict) -> _dt.datetime | None:

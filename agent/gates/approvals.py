@@ -28,7 +28,8 @@ from agent.config import Settings
 from agent.gates.base import Action, Gate, Tools
 from agent.secrets import Secrets
 from agent.state import add_note
-from agent.store.db import Database, any_rows, records
+from agent.store.connection import Database
+from agent.store.db import any_rows, records
 from agent.store.home import Home
 from agent.store.rows import loaded
 from agent.tools import NeedsApproval, Registry, ToolContext

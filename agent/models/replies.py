@@ -18,7 +18,7 @@ import re
 from typing import Any, Iterator
 
 from agent.common.escape import escape_controls
-from agent.common.jsonschema import describe
+from agent.common.plain import described, kind
 from agent.models.base import ToolCall
 
 # Candidate objects decoded from prose at most (a real reply has one or two), and the characters
@@ -55,7 +55,7 @@ def parse_reply(text: Any, max_bytes: int | None = None) -> dict:
 def _reply_text(text: Any, max_bytes: int | None) -> str:
     """The reply stripped; ReplyError when it is not text, over max_bytes or empty."""
     if not isinstance(text, str):
-        raise ReplyError(f"reply is not text: {describe(text)}")
+        raise ReplyError(f"reply is not text: {described(text)}")
     too_large = reply_size_problem(text, max_bytes)
     if too_large:
         raise ReplyError(too_large)
@@ -95,7 +95,7 @@ def _the_action(candidates: list[Any], stripped: str) -> dict:
         raise ReplyError(f"no JSON object found in reply: {shown_reply(stripped, 120)}")
     first = candidates[0]
     if not isinstance(first, dict):
-        raise ReplyError(f"reply is a JSON {type(first).__name__}, not an object: {shown_reply(stripped, 120)}")
+        raise ReplyError(f"reply is JSON but {kind(first)}, not an object: {shown_reply(stripped, 120)}")
     raise ReplyError(f'JSON object has no "tool" key: {shown_reply(stripped, 120)}')
 
 
@@ -118,7 +118,7 @@ def call_action(call: ToolCall, max_bytes: int | None = None) -> dict:
                 f"tool call {name}: arguments are not valid JSON ({exc}): {clip_line(call.arguments, 120)!r}"
             ) from None
     if not isinstance(args, dict):
-        raise ReplyError(f"tool call {name}: arguments must be a JSON object, got {describe(args)}")
+        raise ReplyError(f"tool call {name}: arguments must be a JSON object, got {described(args)}")
     action = {"tool": call.name, "args": args}
     if not _encodable(action):
         raise ReplyError("tool call holds text that is not valid Unicode (a lone surrogate escape such as \\ud800)")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from agent.common.entry_points import EntryPoint, declared
 from agent.common.outcomes import UsageError
+from agent.common.plain import described
 from agent.models.base import Model, ModelChoice, Provider
 from agent.models.fallback import FallbackModel, model_settings
 from agent.secrets import Secrets
@@ -127,7 +128,7 @@ def _resolve_one(settings: Settings, home_root: Path, env: Mapping[str, str], se
         raise UsageError(f"model provider '{name}' failed: {type(exc).__name__}: {exc}") from None
     missing = [part for part in ("name", "start", "complete") if not hasattr(made, part)]
     if missing:
-        raise UsageError(f"model provider '{name}' made {type(made).__name__}, not a model (no {', '.join(missing)})")
+        raise UsageError(f"model provider '{name}' made {described(made)}, not a model (no {', '.join(missing)})")
     return made
 
 

@@ -11,8 +11,8 @@ from typing import Any, Iterable
 
 import yaml
 
-from agent.common.jsonschema import describe
 from agent.common.outcomes import UsageError
+from agent.common.plain import described
 from agent.common.safe_yaml import load_yaml, yaml_problem
 from agent.models.base import Completion, Log, ModelChoice, Request, ScriptEnded, Usage
 
@@ -38,7 +38,7 @@ def read_script(path: Path) -> list:
     except yaml.YAMLError as exc:
         raise UsageError(f"scripted model file {path}: {yaml_problem(exc)}") from None
     if not isinstance(data, list):
-        raise UsageError(f"scripted model file {path} must hold a YAML list of replies, got {describe(data)}")
+        raise UsageError(f"scripted model file {path} must hold a YAML list of replies, got {described(data)}")
     return data
 
 

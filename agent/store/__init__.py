@@ -1,7 +1,8 @@
 """A home's files and records (the scratchpad's own files are agent/scratchpad.py), one module per job:
 
 - home.py        Home (where each file lives), stale temporary files
-- db.py          logs/agent.db: the connection, transactions, its errors, the journal (WAL or rollback), probes
+- connection.py  one open connection to logs/agent.db: its transactions and what an SQLite error means
+- db.py          logs/agent.db: opening (made whole, migrated, upgraded), the journal (WAL or rollback), probes
 - migrations.py  the database's schema: numbered migrations applied in order on open
 - rows.py        how a cycle's record and an archived item become rows
 - upgrade.py     moving an older release's files (index, journal, archive, approvals, inbox...) into the database

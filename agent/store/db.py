@@ -1,16 +1,17 @@
 """logs/agent.db: every record of a home in one SQLite database (the standard library's sqlite3).
 
-`records(home)` is the thread's one connection to a home's database, opened on first use and
-migrated then (`migrations.py`); `close_all()` closes them (the CLI does when a command ends).
-Every change is one transaction (`Database.write`: BEGIN IMMEDIATE, so writers queue on SQLite's
-own lock for up to `BUSY_TIMEOUT_S`, never on a file lock of ours) with synchronous writes (FULL:
-a commit is on disk when it returns). A reader never waits for a writer.
+`records(home)` is the thread's one connection to a home's database (`Database`, connection.py),
+opened on first use and migrated then (`migrations.py`); `close_all()` closes them (the CLI does
+when a command ends). Every change is one transaction (`Database.write`: BEGIN IMMEDIATE, so
+writers queue on SQLite's own lock for up to `BUSY_TIMEOUT_S`, never on a file lock of ours) with
+synchronous writes (FULL: a commit is on disk when it returns). A reader never waits for a writer.
 
 WAL is the journal wherever it works; on a network file system (NFS, SMB, CephFS...: some
 Kubernetes volumes) its shared memory cannot work, so there the rollback journal is used
 (`journal_mode`; `agent doctor` says which, and why). An SQLite error becomes the one-line error
-of its kind: a full or read-only disk is DiskError (exit 7) naming the file, a writer holding the
-database too long Busy (exit 5), a database written by a newer agent UsageError (exit 2).
+of its kind (`database_error`, connection.py): a full or read-only disk is DiskError (exit 7)
+naming the file, a writer holding the database too long Busy (exit 5), a database written by a
+newer agent UsageError (exit 2).
 """
 
 from __future__ import annotations
@@ -20,26 +21,18 @@ import errno
 import functools
 import json
 import os
-import re
 import sqlite3
 import stat
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable
 
 from agent.common import file_systems
 from agent.common.file_systems import file_system
-from agent.common.files import SECRET_FILE_MODE, disk_error, fault_point, temporary_path
-from agent.common.outcomes import Busy, DiskError
+from agent.common.files import SECRET_FILE_MODE, disk_error, temporary_path
+from agent.common.outcomes import DiskError
+from agent.store.connection import Database, connect
 from agent.store.home import Home
-
-BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's transaction (an upgrade's import is the longest)
-_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT = 5, 6, 8, 10, 11
-_SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB, _SQLITE_PERM = 13, 14, 26, 3
-_SQLITE_ERROR = 1
-# What SQLite says of a schema that lacks what a statement names: a table dropped or altered by hand
-# (the migration number still current), not a bug of ours.
-_MISSHAPEN = re.compile(r"^(no such (table|column)|table \S+ has no column named|no such trigger)")
 
 
 def journal_mode(folder: Path) -> tuple[str, str]:
@@ -49,94 +42,6 @@ def journal_mode(folder: Path) -> tuple[str, str]:
     if kind in file_systems.NETWORK:
         return "delete", f"rollback journal: {folder} is on {kind}, a network file system, where WAL cannot work"
     return "wal", f"WAL journal ({kind or 'file system unknown'})"
-
-
-class Database:
-    """One open connection to a home's database. Reads (`rows`, `one`, `stream`) need no lock;
-    each `write()` is one transaction, whole or not at all; a write inside a write joins it."""
-
-    def __init__(self, connection: sqlite3.Connection, path: Path, journal: str):
-        self.connection, self.path, self.journal = connection, path, journal
-
-    def rows(self, sql: str, args: Any = ()) -> list[tuple]:
-        with self.errors():
-            return self.connection.execute(sql, args).fetchall()
-
-    def one(self, sql: str, args: Any = ()) -> tuple | None:
-        with self.errors():
-            return self.connection.execute(sql, args).fetchone()
-
-    def stream(self, sql: str, args: Any = (), batch: int = 256) -> Iterator[tuple]:
-        """The rows of a query, a batch at a time: memory stays bounded however many there are."""
-        with self.errors():
-            cursor = self.connection.execute(sql, args)
-            while rows := cursor.fetchmany(batch):
-                yield from rows
-
-    def execute(self, sql: str, args: Any = ()) -> sqlite3.Cursor:
-        """One statement inside `write()`."""
-        with self.errors():
-            return self.connection.execute(sql, args)
-
-    @contextlib.contextmanager
-    def write(self) -> Iterator[Database]:
-        if self.connection.in_transaction:  # a write inside a write joins it
-            yield self
-            return
-        with self.errors():
-            self.connection.execute("BEGIN IMMEDIATE")
-        try:
-            yield self
-            fault_point("agent.db: before commit")
-            with self.errors():
-                self.connection.execute("COMMIT")
-            fault_point("agent.db: committed")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                self.connection.execute("ROLLBACK")
-            raise
-
-    @contextlib.contextmanager
-    def errors(self) -> Iterator[None]:
-        try:
-            yield
-        except sqlite3.Error as exc:
-            raise database_error(self.path, exc) from None
-
-    def close(self) -> None:
-        with contextlib.suppress(sqlite3.Error):
-            self.connection.close()
-
-
-def database_error(path: Path, exc: sqlite3.Error) -> Exception:
-    """The AgentError an SQLite error means for `path`; a programming error (bad SQL) stays itself."""
-    code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
-    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
-        return Busy(f"{path} is busy: another agent process kept it locked for {BUSY_TIMEOUT_S:g}s; try again later")
-    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB) or (code == _SQLITE_ERROR and _MISSHAPEN.match(str(exc))):
-        return DiskError(f"{path} is not a usable database ({exc}): move it away and restore it from a backup")
-    if code in (_SQLITE_FULL, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN, _SQLITE_PERM):
-        number = _errno_of(path, code)
-        return disk_error(path, OSError(number, str(exc) if number == errno.EIO else os.strerror(number)))
-    return exc
-
-
-def _errno_of(path: Path, code: int) -> int:
-    """The errno behind an SQLite I/O error, from the file system itself (SQLite does not say)."""
-    if path.is_dir():
-        return errno.EISDIR
-    try:
-        info = os.statvfs(path.parent)
-        if info.f_flag & os.ST_RDONLY:
-            return errno.EROFS
-        if code == _SQLITE_FULL or info.f_bavail == 0:
-            return errno.ENOSPC
-    except OSError as exc:
-        return exc.errno or errno.EIO
-    writable = os.access(path.parent, os.W_OK | os.X_OK) and (not path.exists() or os.access(path, os.R_OK | os.W_OK))
-    if not writable:
-        return errno.EACCES
-    return errno.EROFS if code == _SQLITE_READONLY else errno.EIO
 
 
 def open_database(path: Path, home: Home | None) -> Database:
@@ -152,7 +57,7 @@ def open_database(path: Path, home: Home | None) -> Database:
 
     made_now = home is not None and not path.exists() and _make(path, migrate)
     mode, why = journal_mode(path.parent)
-    db = Database(_connect(path), path, why)
+    db = Database(connect(path), path, why)
     try:
         with db.errors():
             if db.connection.execute("PRAGMA journal_mode").fetchone()[0] != mode:
@@ -169,13 +74,6 @@ def open_database(path: Path, home: Home | None) -> Database:
     return db
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    try:
-        return sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
-    except sqlite3.Error as exc:
-        raise database_error(path, exc) from None
-
-
 def _make(path: Path, migrate: Callable[[Database], None]) -> bool:
     """Make the database at `path` (schema and journal mode set) unless another process does first;
     True when this one did."""
@@ -183,7 +81,7 @@ def _make(path: Path, migrate: Callable[[Database], None]) -> bool:
     try:
         os.close(os.open(new, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, SECRET_FILE_MODE))
         mode, why = journal_mode(path.parent)
-        db = Database(_connect(new), new, why)
+        db = Database(connect(new), new, why)
         try:
             with db.errors():
                 db.connection.execute("PRAGMA auto_vacuum = INCREMENTAL")  # before any table: pruning gives space back

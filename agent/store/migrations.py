@@ -13,14 +13,12 @@ reader can tell an old record from a new one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from agent.common.files import fault_point
 from agent.common.outcomes import UsageError
+from agent.store.connection import Database
 from agent.store.rows import loaded, section_columns
-
-if TYPE_CHECKING:
-    from agent.store.db import Database
 
 MIGRATIONS: list[Callable] = []
 migration = MIGRATIONS.append

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from agent.common.cycle_ids import cycle_started
 from agent.common.files import fault_point
-from agent.store.db import Database, records
+from agent.store.connection import Database
+from agent.store.db import records
 from agent.store.home import Home
 
 if TYPE_CHECKING:  # a type only: config sits above the store

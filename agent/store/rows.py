@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from agent.common.plain import plain
 from agent.state import parse_time
+from agent.store.connection import Database
 from agent.store.home import Home
-
-if TYPE_CHECKING:
-    from agent.store.db import Database
 
 RECORD_FORMAT = 1  # the shape of a cycle's record (agent/after/report.py)
 

@@ -28,19 +28,16 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from agent.common.cycle_ids import CYCLE_ID, is_cycle_id
 from agent.common.files import fault_point
 from agent.common.json_lines import LONG_LINE, Skipped, bounded_lines, json_lines, record_in
 from agent.common.outcomes import InvalidScratchpad
 from agent.common.safe_yaml import FileRefused, open_regular_file
+from agent.store.connection import Database
 from agent.store.home import Home
 from agent.store.lock import holding_lock
 from agent.store.rows import add_archive, count_files, insert_record
-
-if TYPE_CHECKING:
-    from agent.store.db import Database
 
 BATCH_FILES, BATCH_BYTES = 256, 16 * 1024 * 1024  # transcript files moved in per transaction, at most
 _STATUSES = ("pending", "approved", "denied", "ran")  # of a parked call

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from agent.common.jsonschema import check, describe, schema_for, type_name
+from agent.common.jsonschema import check, schema_for, type_name
+from agent.common.plain import described
 from agent.common.tags import Tag
 from agent.config import Settings
 from agent.secrets import Secrets
@@ -160,7 +161,7 @@ class Tool:
     ) -> "Tool":
         """The tool a typed function with a docstring describes; TypeError says what is missing."""
         if not callable(func) or not hasattr(func, "__name__"):
-            raise TypeError(f"a tool must be a function, got {describe(func)}")
+            raise TypeError(f"a tool must be a function, got {described(func)}")
         name = name or func.__name__
         if not TOOL_NAME.fullmatch(name):
             raise TypeError(f"tool name {name!r} must be letters, digits and underscores, starting with a letter")
@@ -168,11 +169,11 @@ class Tool:
             hints = typing.get_type_hints(func)
         except Exception as exc:  # an annotation that names something undefined
             raise TypeError(f"tool {name}: cannot read its type annotations: {exc}") from None
-        summary, described = _parse_docstring(func.__doc__ or "")
+        summary, param_docs = _parse_docstring(func.__doc__ or "")
         if not summary:
             raise TypeError(f"tool {name} needs a docstring: it is the tool's description")
         func, params = _with_context(func, hints)
-        properties = {param.name: _param_schema(name, param, hints, described) for param in params}
+        properties = {param.name: _param_schema(name, param, hints, param_docs) for param in params}
         required = [param.name for param in params if param.default is param.empty]
         args_schema = {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
         return cls(name, summary, args_schema, func, source, example or {}, precheck, side_effects)
@@ -180,7 +181,7 @@ class Tool:
     def check_args(self, args: Any) -> str | None:
         """Why these arguments cannot be passed to the tool, or None when they can."""
         if not isinstance(args, dict):
-            return f"args must be a JSON object, got {describe(args)}"
+            return f"args must be a JSON object, got {described(args)}"
         for key in args:
             if key not in self.args_schema["properties"] and key not in self.unoffered:
                 allowed = ", ".join(self.args_schema["properties"]) or "none"
@@ -337,7 +338,7 @@ class Registry:
             raise NotACall(Tag.PARSE_ERROR, str(exc), unparsed=True) from None
         name, args = action["tool"], action.get("args", {})
         if not isinstance(name, str):
-            raise NotACall(Tag.PARSE_ERROR, f'"tool" must be a string, got {describe(name)}')
+            raise NotACall(Tag.PARSE_ERROR, f'"tool" must be a string, got {described(name)}')
         if name not in self:
             listed = ", ".join(self.names())
             raise NotACall(

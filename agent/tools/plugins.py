@@ -18,6 +18,7 @@ import sys
 from typing import Any, Iterable
 
 from agent.common.entry_points import declared
+from agent.common.plain import described
 from agent.tools.base import Tool
 
 # The entry-point group plugins declare. Spelled from the package name: it names a group, not a
@@ -65,9 +66,8 @@ def tools_from(obj: Any, source: str) -> list[Tool]:
         elif callable(item) and not isinstance(item, type):
             tools.append(Tool.from_function(item, source=source))
         else:
-            raise TypeError(
-                f"the entry point must name a function, a Tool or a list of them, got {type(item).__name__}"
-            )
+            got = "a class" if isinstance(item, type) else described(item)
+            raise TypeError(f"the entry point must name a function, a Tool or a list of them, got {got}")
     return tools
 
 
@@ -78,6 +78,22 @@ def any_plugin_installed(paths: Iterable[str] | None = None) -> bool:
     answers the same question, but importing it costs more than the rest of a cycle's start-up; it
     is imported only when this says yes."""
     return bool(declared(GROUP, paths))
+
+
+def _plugin_tools(entry_point: Any, source: str) -> tuple[list[Tool], str]:
+    """(the tools an entry point names, "") or ([], why it cannot be used): third-party code that
+    fails is named with its exception, as its author finds it; what it names but is no tool is said
+    in words (tools_from's TypeError), never with a Python type name."""
+    try:
+        obj = entry_point.load()
+    except (Exception, SystemExit) as exc:  # any failure of third-party code: skip the plugin
+        return [], f"{type(exc).__name__}: {exc}"
+    try:
+        return tools_from(obj, source), ""
+    except TypeError as exc:
+        return [], str(exc)
+    except Exception as exc:  # reading the object failed (a signature Python cannot give)
+        return [], f"{type(exc).__name__}: {exc}"
 
 
 def load_plugin_tools(
@@ -106,11 +122,9 @@ def load_plugin_tools(
             continue
         seen.add((dist, entry_point.name))
         where = f"plugin {dist} (entry point '{entry_point.name} = {entry_point.value}')"
-        try:
-            obj = entry_point.load()
-            found = tools_from(obj, f"plugin:{dist}")
-        except (Exception, SystemExit) as exc:  # any failure of third-party code: skip the plugin
-            problems.append(f"{where} skipped: {type(exc).__name__}: {exc}")
+        found, problem = _plugin_tools(entry_point, f"plugin:{dist}")
+        if problem:
+            problems.append(f"{where} skipped: {problem}")
             continue
         for tool in found:
             if tool.name in taken:

@@ -12,7 +12,6 @@ import pytest
 from click.testing import CliRunner
 
 from agent.cli.common import (
-    age,
     clip,
     echo,
     existing_home,
@@ -126,13 +125,6 @@ def test_clip_puts_anything_on_one_cut_line(text, limit, shown: str):
 )
 def test_task_text_shows_any_completed_entry_on_one_line(task, line: str):
     assert task_text(task) == line
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"), [(-5, "0s"), (45.9, "45s"), (60, "1m"), (7199, "1h"), (86400 * 5 + 1, "5d")]
-)
-def test_age_is_the_largest_whole_unit(seconds: float, text: str):
-    assert age(seconds) == text
 
 
 @pytest.mark.parametrize(

@@ -102,7 +102,7 @@ def test_a_fork_of_a_home_whose_config_does_not_load_exits_2_and_makes_nothing(h
     result = run_cli("fork", "latest", str(tmp_path / "b"), "--home", str(home))
     assert result.exit_code == 2 and not (tmp_path / "b").exists()
     assert result.stderr == (
-        f"agent: error: cannot fork: {home}/config.yaml: setting 'max_iterations' must be an integer, got text \"many\"\n"
+        f"agent: error: cannot fork: {home}/config.yaml: setting 'max_iterations' must be an integer, got the text \"many\"\n"
     )
 
 

@@ -1,4 +1,4 @@
-"""Times as a person reads them: a moment in UTC without a locale, a length in two units."""
+"""Times as a person reads them: a moment in UTC without a locale, a length in two units or its largest one."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import datetime as _dt
 
 import pytest
 
-from agent.common.times import moment_text, record_ended, record_started, span_text
+from agent.common.times import age_text, moment_text, record_ended, record_started, span_text
 
 
 def test_a_moment_is_its_day_date_and_minute_in_utc():
@@ -37,3 +37,10 @@ def test_a_record_starts_when_it_says_and_ends_after_its_duration_or_at_its_ids_
     odd = {"cycle_id": "20261128_100000_01", "started": "not a time", "duration_s": "long"}
     assert record_started(odd) == record_ended(odd) == _dt.datetime(2026, 11, 28, 10, 0, tzinfo=_dt.timezone.utc)
     assert record_started({"cycle_id": "hand-made"}) is None
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(-5, "0s"), (45.9, "45s"), (60, "1m"), (7199, "1h"), (86400 * 5 + 1, "5d")]
+)
+def test_age_text_is_the_largest_whole_unit(seconds: float, text: str):
+    assert age_text(seconds) == text

@@ -126,7 +126,7 @@ BROKEN = {
     "broken-model": (
         {"brittle": "broken_provider_model:provider"},
         {"broken_provider_model": "def provider(choice):\n    return 'a string'\n"},
-        "model provider 'brittle' made str, not a model (no name, start, complete)",
+        "model provider 'brittle' made the text \"a string\", not a model (no name, start, complete)",
     ),
     "broken-raises": (
         {"brittle": "broken_provider_raises:provider"},
@@ -145,6 +145,18 @@ def test_a_broken_provider_is_exit_2_with_one_line_and_nothing_written(site, tas
     assert result.exit_code == 2
     [line] = result.stderr.strip().splitlines()
     assert message in line and "Traceback" not in result.output
+    assert tree_digest(task_home) == digest
+
+
+def test_a_provider_that_makes_an_object_of_its_own_says_so_without_its_python_type(site, task_home):
+    modules = {"broken_provider_made": "class Gadget:\n    pass\n\ndef provider(choice):\n    return Gadget()\n"}
+    install_dist(site, "broken-made", GROUP, {"brittle": "broken_provider_made:provider"}, modules)
+    digest = tree_digest(task_home)
+    result = run_cli("run", "--home", str(task_home), "--model", "brittle:x")
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "agent: error: model provider 'brittle' made a value of another kind, not a model (no name, start, complete)\n"
+    )
     assert tree_digest(task_home) == digest
 
 

@@ -7,6 +7,7 @@ import pytest
 
 import agent.models.replies as replies
 from agent.models.replies import DECODED_CHARS_PER_REPLY_CHAR, MAX_DECODE_ATTEMPTS, ReplyError, parse_reply
+from tests.helpers import read_active, run_cli, tree_digest, write_active, write_script
 
 ACTION = '{"tool": "echo", "args": {"message": "a } and a { in a string, and \\" an escaped quote"}}'
 
@@ -90,11 +91,11 @@ def test_a_parse_error_shows_the_reply_with_its_control_characters_escaped():
         ('{"tool": "done", "args": {"summary": "\\ud800"}}', "not valid Unicode"),
         ('```{"tool": "a"}``` and ```{"tool": "\\udfff"}```', "not valid Unicode"),  # any action, not just the first
         ("just prose", "no JSON object found in reply: 'just prose'"),
-        ("[1, 2]", "reply is a JSON list, not an object: '[1, 2]'"),
+        ("[1, 2]", "reply is JSON but a list, not an object: '[1, 2]'"),
         ('{"args": {}}', 'JSON object has no "tool" key'),
         (
             '```json\n[1]\n``` then {"x": 1}',
-            "reply is a JSON list, not an object",
+            "reply is JSON but a list, not an object",
         ),  # a fence that decodes: no prose search
     ],
 )
@@ -102,6 +103,24 @@ def test_a_reply_without_a_usable_action_is_refused_saying_why(reply, problem):
     with pytest.raises(ReplyError) as caught:
         parse_reply(reply)
     assert problem in str(caught.value)
+
+
+def test_a_reply_of_json_that_is_no_object_is_a_parse_error_naming_its_kind_in_words(home, tmp_path):
+    """The note reads `JSON but a list`, never Python's `list` or `int`; the cycle goes on to done."""
+    write_active(home, "current_task: say hi\n")
+    (home / "workspace").mkdir()
+    script = write_script(tmp_path, ["[1, 2]", "7", {"tool": "done", "args": {"summary": "ok"}}])
+    result = run_cli("run", "--home", str(home), "--model", f"scripted:{script}")
+    assert result.exit_code == 0
+    assert [line for line in result.stdout.splitlines() if "[PARSE ERROR]" in line] == [
+        "  1/10 [PARSE ERROR] reply is JSON but a list, not an object: '[1, 2]'",
+        "  2/10 [PARSE ERROR] reply is JSON but a number, not an object: '7'",
+    ]
+    assert read_active(home)["notes"].splitlines()[:2] == [
+        "[PARSE ERROR] reply is JSON but a list, not an object: '[1, 2]'",
+        "[PARSE ERROR] reply is JSON but a number, not an object: '7'",
+    ]
+    assert tree_digest(home / "workspace") == {}
 
 
 def test_the_first_action_is_taken_from_fences_before_prose():

@@ -16,6 +16,7 @@ import pytest
 from agent.common import file_systems
 from agent.common.file_systems import file_system
 from agent.common.outcomes import Busy, DiskError
+from agent.store import connection
 from agent.store import db as database
 from agent.store.db import any_rows, journal_mode, records
 from agent.store.home import Home
@@ -128,7 +129,7 @@ def test_a_writer_that_keeps_the_database_past_the_wait_is_busy_with_one_line(ho
     h = Home.at(home)
     records(h)
     database.close_all()
-    monkeypatch.setattr(database, "BUSY_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(connection, "BUSY_TIMEOUT_S", 0.2)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(h.database)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )

@@ -96,7 +96,8 @@ def _base_image(folder: Path) -> str:
 
 
 def _wheels(folder: Path) -> Path:
-    """The package and every dependency as wheels, built on the host at the image's pinned versions.
+    """The package and every dependency as wheels (the [mcp] and [otel] extras' too: every image has
+    them), built on the host at the image's pinned versions.
     The package is built from a copy of its sources: a build in the clone would reuse its build/
     folder, where a module deleted since the last build still lies."""
     source = folder / "source"
@@ -106,7 +107,7 @@ def _wheels(folder: Path) -> Path:
     wheels = folder / "wheels"
     built = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--wheel-dir", str(wheels)]
-        + ["--constraint", str(REPO / "container" / "constraints.txt"), str(source)],
+        + ["--constraint", str(REPO / "container" / "constraints.txt"), f"{source}[mcp,otel]"],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
@@ -320,6 +321,61 @@ def test_the_loop_refuses_a_pause_that_is_not_whole_seconds_and_touches_nothing(
         assert refused.returncode == 2
         assert refused.stderr == f"agent-loop: the pause must be a whole number of seconds above 0, not '{pause}'\n"
     assert list(volume.path.iterdir()) == []  # no home was made
+
+
+ECHO_SERVER = '''
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("echo")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return the text."""
+    return text
+
+
+server.run()
+'''
+
+
+def test_a_home_with_an_mcp_server_and_traces_runs_in_the_image(volume):
+    """The [mcp] and [otel] extras are in the image: the server's tool answers, the cycle has a trace
+    (sent nowhere: no collector listens, which the log says and the exit code does not)."""
+    init(volume)
+    volume.put("echo_server.py", ECHO_SERVER)
+    configure(volume, "otel: true")
+    configure(
+        volume, f"mcp_servers: {{echo: {{command: /opt/agent/bin/python, args: [{HOME_IN_IMAGE}/echo_server.py]}}}}"
+    )
+    queue(volume, "Echo through MCP")
+    model = volume.replies(tool("echo__echo", text="through mcp"), tool("done", summary="echoed"))
+    no_collector = ["--env", "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:9"]
+    ran = volume.run("agent", "run", "--model", model, options=no_collector)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert '[TOOL] echo__echo({"text": "through mcp"}) -> through mcp' in volume.active()["notes"]
+    [record] = volume.history()
+    assert (record["stop_reason"], len(record["trace_id"])) == ("done", 32)
+    assert volume.owners() == {AGENT_UID}
+
+
+def test_a_plain_cycle_in_the_image_loads_neither_the_mcp_nor_the_otel_packages(volume):
+    assert volume.run("python", "-c", "import mcp, opentelemetry.sdk").returncode == 0  # they are there
+    init(volume)
+    queue(volume, "Say hi")
+    model = volume.replies(tool("done", summary="hi"))
+    probe = (
+        "import atexit, json, sys\n"
+        "atexit.register(lambda: print('LOADED', json.dumps(sorted(sys.modules))))\n"
+        f"sys.argv = ['agent', 'run', '--json', '--model', {model!r}]\n"
+        "from agent.cli import entry\n"
+        "entry()\n"
+    )
+    ran = volume.run("python", "-c", probe)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    report, loaded = ran.stdout.split("LOADED ", 1)
+    assert json.loads(report)["stop_reason"] == "done"
+    assert not {name for name in json.loads(loaded) if name.split(".")[0] in ("mcp", "mcp_types", "opentelemetry")}
 
 
 # ------------------------------------------------------------------------ the shell in a container

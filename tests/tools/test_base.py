@@ -60,9 +60,9 @@ def test_an_example_is_shown_in_the_prompt_line_as_a_whole_reply():
     [
         ({"label": "a"}, "missing required argument 'count'"),
         ({"label": "a", "count": 1, "colour": "red"}, "unexpected argument 'colour'"),
-        ({"label": "a", "count": "3"}, "'count' must be an integer, got text \"3\""),
+        ({"label": "a", "count": "3"}, "'count' must be an integer, got the text \"3\""),
         ({"label": "a", "count": True}, "'count' must be an integer, got true"),
-        ({"label": 5, "count": 1}, "'label' must be a string, got a number 5"),
+        ({"label": 5, "count": 1}, "'label' must be a string, got the number 5"),
         (["a", 1], "args must be a JSON object"),
     ],
 )
@@ -123,7 +123,7 @@ def test_control_tools_are_run_by_the_dispatcher_and_update_only_model_fields():
 
 
 def test_what_is_not_a_function_or_has_a_bad_name_is_rejected():
-    with pytest.raises(TypeError, match="a tool must be a function, got a number 3"):
+    with pytest.raises(TypeError, match="a tool must be a function, got the number 3"):
         Tool.from_function(3)
     with pytest.raises(TypeError, match="tool name 'no-dash' must be letters, digits and underscores"):
         Tool.from_function(lambda: None, name="no-dash")
@@ -166,7 +166,7 @@ def test_update_scratchpad_offers_the_writable_sections_from_their_specs():
     assert list(update.args_schema["properties"])[-2:] == ["now", "known"]  # after the fields, most stable first
     assert "purpose" not in update.args_schema["properties"]  # read-only: never offered
     assert update.check_args({"known": "APPEND: the NAS is at 10.0.0.5", "now": "CLEAR"}) is None
-    assert update.check_args({"known": ["APPEND: x"]}) == "'known' must be a string, got a list [\"APPEND: x\"]"
+    assert update.check_args({"known": ["APPEND: x"]}) == "'known' must be a string, got a list of 1 item"
     (function,) = [
         f
         for f in function_tools(Registry(control_tools(specs)).action_schema())

@@ -14,7 +14,7 @@ import tomllib
 
 from agent.config import Settings
 from agent.tools import build_registry, plugins
-from tests.helpers import REPO, install_dist, read_yaml, run_agent_process, run_cli, write_script
+from tests.helpers import REPO, install_dist, read_yaml, run_agent_process, run_cli, tree_digest, write_script
 from tests.tools.helpers import call, ctx_for
 
 PLUGIN_SRC = REPO / "tests" / "plugin_example"
@@ -87,11 +87,28 @@ def test_broken_plugins_are_reported_and_skipped(site):
         "plugin broken-import (entry point 'oops = broken_plugin_mod:tool') skipped: ImportError: no numpy here"
         in report
     )
-    assert "plugin broken-object" in report and "must name a function, a Tool or a list of them, got int" in report
+    assert (
+        "plugin broken-object" in report
+        and "must name a function, a Tool or a list of them, got the number 42" in report
+    )
     assert "plugin broken-nodoc" in report and "needs a docstring" in report
     assert "plugin broken-clash" in report and "tool 'shell' skipped: a tool with that name already exists" in report
     assert "plugin broken-missing" in report and "ModuleNotFoundError" in report
     assert registry.problems == warnings
+
+
+def test_an_entry_point_naming_no_tool_is_skipped_saying_what_it_names_in_words(site, home, monkeypatch):
+    """The warning names the value (`the number 42`), never Python's type name for it (`int`)."""
+    monkeypatch.setattr(plugins, "_reported", set())
+    make_dist(site, "broken-object", *BROKEN["broken-object"])
+    before = tree_digest(home)
+    result = run_cli("tools", "--home", str(home))
+    assert result.exit_code == 0
+    assert result.stderr.splitlines() == [
+        "agent: warning: plugin broken-object (entry point 'thing = broken_plugin_obj:VALUE') skipped: "
+        "the entry point must name a function, a Tool or a list of them, got the number 42"
+    ]
+    assert tree_digest(home) == before
 
 
 def test_a_plugin_problem_is_printed_on_stderr_once_per_process(monkeypatch, capsys):
