@@ -119,7 +119,7 @@ def test_done_with_nothing_to_do_records_only_the_note(ctx, registry):
     "reply, fragment",
     [
         ("I think I should echo.", "no JSON object found"),
-        ("[1, 2, 3]", "JSON list, not an object"),
+        ("[1, 2, 3]", "JSON but a list, not an object"),
         ('{"action": "echo"}', 'no "tool" key'),
         ('{"tool": 7, "args": {}}', '"tool" must be a string'),
         ("", "reply is empty"),
