@@ -138,9 +138,48 @@ def history_lines(history: dict) -> list[str]:
         if found
         else "  provenance: none recorded (an entry older than the record, or one no save kept)"
     )
+    if found and isinstance(found.get("read"), list):
+        lines.append("  " + read_line(found["read"]))
     for event in history["events"]:
         lines.append("  " + _event_line(event))
     return lines
+
+
+def read_line(read: list) -> str:
+    """What the model had read in its cycle before it wrote the entry, in words (agent/tools/origins.py)."""
+    if not read:
+        return "read before it was written: nothing from a tool or the operator"
+    return "read before it was written: " + "; ".join(origin_words(origin) for origin in read)
+
+
+def origin_words(origin: object) -> str:
+    """One origin in words; one the runtime does not know (an older record's) as what it says."""
+    if not isinstance(origin, dict):
+        return plain(origin)
+    kind = origin.get("origin")
+    if kind == "operator":
+        return "the operator's task and queue"
+    if kind == "workspace":
+        return _file_words(origin)
+    if kind == "http":
+        return f"http_get from {plain(origin.get('host'), 'no host')}"
+    if kind == "mcp":
+        return f"the MCP server {plain(origin.get('server'))}"
+    if kind == "plugin":
+        return f"the plugin tool {plain(origin.get('tool'))}"
+    words = {"shell": "a shell command's output", "archive": "the archive (recall)"}
+    if kind == "more":
+        return f"and {plain(origin.get('count'))} more"
+    return words.get(kind) or plain(kind, "an unknown origin")
+
+
+def _file_words(origin: dict) -> str:
+    path = plain(origin.get("path"))
+    if not origin.get("written_in"):
+        return f"the workspace file {path}, not written by the model (as far as its records tell)"
+    after = origin.get("written_after") if isinstance(origin.get("written_after"), list) else []
+    then = f", after reading {', '.join(origin_words(o) for o in after)}" if after else ""
+    return f"the workspace file {path}, the model's own writing of cycle {plain(origin['written_in'])}{then}"
 
 
 def _event_line(event: dict) -> str:

@@ -10,9 +10,12 @@ an id a cycle that did not save had issued is issued again, and its row replaced
 
 from __future__ import annotations
 
+import hashlib
 import json
+from pathlib import Path
 from typing import Iterable
 
+from agent.common.reading import as_read
 from agent.store.db import records
 from agent.store.home import Home
 from agent.store.rows import loaded
@@ -47,3 +50,89 @@ def provenance_of(home: Home, section: str, entry_id: str) -> dict | None:
     if found is None:
         return None
     return {**(loaded(found[2]) or {}), "cycle_id": found[0], "route": found[1]}
+
+
+# ------------------------------------------------------------------------- the model's own files
+
+
+def record_write(home: Home, path: str, data: bytes, cycle_id: str, after: list[dict]) -> None:
+    """The model's file tool wrote `data` at workspace `path` in `cycle_id`, after reading what `after`
+    says (the origins of what it had read in that cycle): replaces the path's row."""
+    db = records(home)
+    with db.write():
+        db.execute(
+            "INSERT OR REPLACE INTO workspace_write (path, format, cycle_id, sha256, size, record) VALUES (?, 1, ?, ?, ?, ?)",
+            (path, cycle_id, hashlib.sha256(data).hexdigest(), len(data), json.dumps({"after": after})),
+        )
+
+
+def model_wrote(home: Home, path: str, target: Path) -> dict | None:
+    """{cycle_id, after} when the file at workspace `path` (`target` on disk) holds exactly the bytes
+    the model's file tools last wrote there; None when they never wrote it or it changed since (a
+    shell command, a person, another program: not the model's writing as far as the runtime knows)."""
+    found = records(home, create=False).one(
+        "SELECT cycle_id, sha256, size, record FROM workspace_write WHERE path = ?", (path,)
+    )
+    if found is None:
+        return None
+    try:
+        if target.stat().st_size != found[2]:
+            return None
+        digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    except OSError:
+        return None
+    if digest != found[1]:
+        return None
+    after = (loaded(found[3]) or {}).get("after")
+    return {"cycle_id": found[0], "after": after if isinstance(after, list) else []}
+
+
+# ------------------------------------------------------------------------------ plain entries
+
+# A plain entry's section: `notes` (one entry a line), `completed_tasks`, and `queue` (the current
+# task, then the pending actions: a task moving up the queue is the same entry).
+PLAIN_SECTIONS = ("notes", "completed_tasks", "queue")
+
+
+def _digest(read: str) -> str:
+    return hashlib.sha256(read.encode("utf-8")).hexdigest()[:16]
+
+
+def plain_keys(section: str, texts: Iterable[str]) -> list[tuple[str, str]]:
+    """(section, key) of each text, in order. A key is the SHA-256 of the text as a person reads it
+    (agent/common/reading.py), 16 hex digits, and which occurrence of that text in its section it is:
+    `3f2a9c1b7e4d5a60.1`, then `.2` for a second line that reads the same."""
+    seen: dict[str, int] = {}
+    keys = []
+    for text in texts:
+        read = as_read(text)
+        seen[read] = seen.get(read, 0) + 1
+        keys.append((section, f"{_digest(read)}.{seen[read]}"))
+    return keys
+
+
+def plain_provenance(home: Home, section: str, text: str, occurrence: int = 1) -> dict | None:
+    """The provenance of a plain entry by its text (its `occurrence`-th in the section), or None."""
+    return provenance_of(home, section, f"{_digest(as_read(text))}.{occurrence}")
+
+
+def _task_text(entry: object) -> str:
+    if isinstance(entry, dict):
+        return json.dumps(entry, ensure_ascii=False, sort_keys=True)
+    return entry if isinstance(entry, str) else json.dumps(entry, ensure_ascii=False)
+
+
+def plain_texts(state: dict) -> dict[str, list[str]]:
+    """The plain entries of a state by section, as keyed: the notes' lines, each completed task, the queue."""
+    notes = state.get("notes")
+    queue = [state["current_task"]] if isinstance(state.get("current_task"), str) and state["current_task"] else []
+    return {
+        "notes": [line for line in notes.splitlines() if line.strip()] if isinstance(notes, str) else [],
+        "completed_tasks": [_task_text(e) for e in state.get("completed_tasks") or []],
+        "queue": queue + [_task_text(e) for e in state.get("pending_actions") or []],
+    }
+
+
+def plain_entry_keys(state: dict) -> set[tuple[str, str]]:
+    """Every (section, key) of a state's plain entries."""
+    return {key for section, texts in plain_texts(state).items() for key in plain_keys(section, texts)}
