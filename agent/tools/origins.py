@@ -73,10 +73,30 @@ class Origins:
         return None if upto is None else self.so_far(upto)
 
     def wrote_file(self, path: str, data: bytes) -> None:
-        """The model's file tool wrote `data` at workspace `path`: recorded with what it had read."""
+        """The model's file tool wrote `data` at workspace `path`: recorded with what it had read, one
+        level deep (a file of its own it had read counts with what that one was written after), so
+        copying through any number of files keeps the first origin and the record stays bounded."""
         from agent.store.provenance import record_write
 
-        record_write(self.home, path, data, self.cycle_id, self.so_far())
+        record_write(self.home, path, data, self.cycle_id, flattened(self.so_far()))
+
+
+def flattened(read: list[dict]) -> list[dict]:
+    """`read` with each origin's `written_after` listed beside it instead of inside it, each once, at
+    most MAX_ORIGINS (then a count of the rest)."""
+    flat: list[dict] = []
+    more = 0
+    for origin in read:
+        inner = origin.get("written_after") if isinstance(origin.get("written_after"), list) else []
+        for item in [{k: v for k, v in origin.items() if k != "written_after"}, *inner]:
+            if item.get("origin") == "more":
+                more += item.get("count", 0) if isinstance(item.get("count"), int) else 0
+            elif item not in flat:
+                if len(flat) < MAX_ORIGINS:
+                    flat.append(item)
+                else:
+                    more += 1
+    return flat + ([{"origin": "more", "count": more}] if more else [])
 
 
 def origin_of(tool: Any, args: dict, home: Any, workspace: Path | None) -> dict | None:

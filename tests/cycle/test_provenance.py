@@ -304,3 +304,25 @@ def test_a_renamed_task_is_a_new_entry_and_the_old_text_keeps_no_claim_on_it(hom
     assert run_cycle(home, [update(pending_actions=["check the disks"]), done("ok")]).exit_code == 0
     assert plain_row(home, "queue", "check the disks")["route"] == "model"
     assert plain_row(home, "queue", "check the disk") is None
+
+
+def test_an_entry_reflect_adds_records_all_the_cycle_had_read(home):
+    with_sections(home, TASK, sections=SECTIONS, reflect=True)
+    plant(home, "a.txt", "the NAS is at 10.0.0.5")
+    replies = [call_tool("read_file", path="a.txt"), done("ok"), update(known="APPEND: seen on reflection")]
+    assert run_cycle(home, replies).exit_code == 0
+    assert read_of(home, "known-1") == [OPERATOR, {"origin": "workspace", "path": "a.txt"}]
+
+
+def test_copying_a_page_through_two_files_of_its_own_keeps_the_pages_host(home, http_server):
+    """Hostile: laundering what a web page said through files the model wrote, over two cycles."""
+    with_sections(home, {"current_task": "learn", "pending_actions": ["file it"]}, sections=SECTIONS)
+    (home / "config.yaml").write_text((home / "config.yaml").read_text() + "http_allow_networks: [127.0.0.0/8]\n")
+    fetch = [call_tool("http_get", url=f"{http_server}/page"), call_tool("write_file", path="a.txt", content="x")]
+    assert run_cycle(home, [*fetch, done("fetched")]).exit_code == 0
+    copy_on = [call_tool("read_file", path="a.txt"), call_tool("write_file", path="b.txt", content="x!")]
+    assert run_cycle(home, [*copy_on, done("copied")]).exit_code == 0
+    later = [call_tool("read_file", path="b.txt"), update(known="APPEND: what b.txt says")]
+    assert run_cycle(home, [*later, done("ok")]).exit_code == 0
+    (read,) = read_of(home, "known-1")
+    assert read["path"] == "b.txt" and {"origin": "http", "host": "127.0.0.1"} in read["written_after"]
