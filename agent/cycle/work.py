@@ -96,15 +96,16 @@ def _added(cycle: Cycle, woken: Woken, loop_after: dict, after: dict) -> list:
 
 def _plain_added(woken: Woken, origins: Any, loop_after: dict, after: dict) -> list:
     """The provenance rows of the plain entries (notes lines, completed tasks, the queue's tasks: keyed
-    by text, agent/store/provenance.py) the model's updates wrote in the loop, or reflect wrote after
-    it; the runtime's own lines (tagged notes, done's completed task) have none."""
-    if origins is None:  # the loop never ran
-        return []
-    from agent.store.provenance import plain_entry_keys
+    by text, agent/store/provenance.py) the inbox queued at wake, the model's updates wrote in the loop,
+    or reflect wrote after it; the runtime's own lines (tagged notes, done's completed task) have none."""
+    from agent.store.provenance import plain_entry_keys, queued_rows
 
-    had, in_loop, cycle_id = plain_entry_keys(woken.state), plain_entry_keys(loop_after), woken.report.cycle_id
+    cycle_id = woken.report.cycle_id
+    rows = queued_rows(woken.read, woken.state, cycle_id, "wake")
+    if origins is None:  # the loop never ran
+        return rows
+    had, in_loop = plain_entry_keys(woken.state), plain_entry_keys(loop_after)
     reflected = woken.report.reflect == "applied"
-    rows = []
     for key in sorted(plain_entry_keys(after) - had):
         if key in in_loop and origins.before(key) is not None:
             rows.append((*key, cycle_id, "model", {}))

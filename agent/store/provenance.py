@@ -10,11 +10,13 @@ an id a cycle that did not save had issued is issued again, and its row replaced
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import json
 from pathlib import Path
 from typing import Iterable
 
+from agent.common.cycle_ids import SECOND_FORMAT
 from agent.common.reading import as_read
 from agent.store.db import records
 from agent.store.home import Home
@@ -133,6 +135,22 @@ def plain_texts(state: dict) -> dict[str, list[str]]:
     }
 
 
-def plain_entry_keys(state: dict) -> set[tuple[str, str]]:
-    """Every (section, key) of a state's plain entries."""
-    return {key for section, texts in plain_texts(state).items() for key in plain_keys(section, texts)}
+def plain_entry_keys(state: dict, sections: Iterable[str] = PLAIN_SECTIONS) -> set[tuple[str, str]]:
+    """Every (section, key) of a state's plain entries (of `sections` only, when given)."""
+    texts = plain_texts(state)
+    return {key for section in sections for key in plain_keys(section, texts[section])}
+
+
+def operator_stamp() -> str:
+    """An operator command's stamp, in a cycle id's form: its UTC second."""
+    return _dt.datetime.now(_dt.timezone.utc).strftime(SECOND_FORMAT)
+
+
+def queued_rows(before: dict | None, after: dict, cycle_id: str, route: str) -> list[tuple]:
+    """The provenance rows of the tasks `after` queues that `before` did not (an operator's edit: the
+    command's own, the inbox's, or applied at a cycle's wake). The queue only: the notes such an edit
+    leaves are the runtime's ([INBOX] lines), never the operator's entries."""
+    if before is None:
+        return []
+    new = plain_entry_keys(after, ("queue",)) - plain_entry_keys(before, ("queue",))
+    return [(*key, cycle_id, route, {}) for key in sorted(new)]

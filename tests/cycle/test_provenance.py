@@ -326,3 +326,18 @@ def test_copying_a_page_through_two_files_of_its_own_keeps_the_pages_host(home, 
     assert run_cycle(home, [*later, done("ok")]).exit_code == 0
     (read,) = read_of(home, "known-1")
     assert read["path"] == "b.txt" and {"origin": "http", "host": "127.0.0.1"} in read["written_after"]
+
+
+def test_a_plain_homes_task_added_by_the_operator_records_the_operator_route(home):
+    write_active(home, {"current_task": "learn"})
+    assert run_cli("task", "add", "check the disk", "--home", str(home)).exit_code == 0
+    assert plain_row(home, "queue", "check the disk")["route"] == "operator"
+    assert set(read_active(home)) == MSA_FIELDS
+
+
+def test_a_plain_homes_task_queued_while_a_cycle_ran_records_the_wake_route(home):
+    write_active(home, {"current_task": "learn"})
+    with home_lock(Home.at(home)):  # a cycle runs: the edit waits in the inbox
+        assert run_cli("task", "add", "check the disk", "--home", str(home)).exit_code == 0
+    assert run_cycle(home, [done("ok")]).exit_code == 0
+    assert plain_row(home, "queue", "check the disk") == {"cycle_id": newest_cycle(home), "route": "wake"}
