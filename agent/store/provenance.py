@@ -1,8 +1,13 @@
-"""Provenance: where each memory section entry came from, as the runtime saw it.
+"""Provenance: where each memory entry came from, as the runtime saw it.
 
 One row per (section, entry id) of logs/agent.db's `provenance` table (migration m006): the cycle
 (or operator command) that added the entry and its route, one of ROUTES, with a small record (a
-successor's sources). The model writes only the state, never the database, so it cannot forge
+successor's sources; for the model's and reflect's entries, `read`: where each tool result it had
+read came from, agent/tools/origins.py). A list section's entry is keyed by its id; a plain entry
+(a notes line, a completed task, a task of the queue), which has none, by its text as read and its
+occurrence (`plain_keys`), so active.yaml keeps msa's six fields as they are. The `workspace_write`
+table (m007) keeps what the model's file tools last wrote at each path, so a later read knows its
+own writing (`model_wrote`). The model writes only the state, never the database, so it cannot forge
 any of it; a hand edit of active.yaml's runtime fields (`added`, `by`) leaves this row as it was.
 A row is written in the transaction that archives what left memory, before the state is saved;
 an id a cycle that did not save had issued is issued again, and its row replaced by the next save's.
