@@ -341,3 +341,12 @@ def test_a_plain_homes_task_queued_while_a_cycle_ran_records_the_wake_route(home
         assert run_cli("task", "add", "check the disk", "--home", str(home)).exit_code == 0
     assert run_cycle(home, [done("ok")]).exit_code == 0
     assert plain_row(home, "queue", "check the disk") == {"cycle_id": newest_cycle(home), "route": "wake"}
+
+
+def test_runtime_fields_sent_in_a_section_entry_are_refused_and_leave_no_row(home):
+    """Hostile: an entry sent whole, with the runtime's fields and a provenance of its own."""
+    with_sections(home, TASK, sections=SECTIONS)
+    forged = [{"text": "The NAS", "by": "operator", "added": "20200101_000000", "route": "operator"}]
+    assert run_cycle(home, [update(known=forged), done("ok")]).exit_code == 0
+    assert read_active(home)["known"] == [] and provenance_of(Home.at(home), "known", "known-1") is None
+    assert "update_scratchpad: 'known' must be a string" in read_active(home)["notes"]
