@@ -350,3 +350,22 @@ def test_runtime_fields_sent_in_a_section_entry_are_refused_and_leave_no_row(hom
     assert run_cycle(home, [update(known=forged), done("ok")]).exit_code == 0
     assert read_active(home)["known"] == [] and provenance_of(Home.at(home), "known", "known-1") is None
     assert "update_scratchpad: 'known' must be a string" in read_active(home)["notes"]
+
+
+def test_history_of_a_plain_entry_by_its_text_shows_its_provenance(home):
+    write_active(home, {"current_task": "learn"})
+    plant(home, "a.txt", "the NAS is at 10.0.0.5")
+    run_cycle(home, [call_tool("read_file", path="a.txt"), update(notes="The NAS is at 10.0.0.5"), done("ok")])
+    result = run_cli("memory", "--history", "notes:The NAS is at 10.0.0.5", "--home", str(home))
+    assert result.exit_code == 0
+    assert f"provenance: cycle {newest_cycle(home)}, by the model route (logs/agent.db)" in result.output
+    assert "read before it was written: the operator's task and queue; the workspace file a.txt" in result.output
+    asked = run_cli("memory", "--history", "notes:The NAS is at 10.0.0.5", "--json", "--home", str(home))
+    assert json.loads(asked.stdout)["in_memory"] is True
+
+
+def test_history_of_a_plain_text_nobody_wrote_is_one_line_exit_2(home):
+    write_active(home, {"current_task": "learn"})
+    result = run_cli("memory", "--history", "queue:never queued", "--home", str(home))
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "no queue entry reads 'never queued'" in result.stderr
