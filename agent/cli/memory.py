@@ -6,6 +6,7 @@
     agent memory set SECTION TEXT      a text section's whole text ('' empties it), the old one archived
     agent memory --at WHEN             the memory as a cycle left it then (memory_time.py: its reach)
     agent memory --history ID          one entry's life: added, stated, merged, left, superseded
+    agent memory --history notes:TEXT  a plain entry's provenance, by its text (notes, completed_tasks, queue)
 
 An edit is the operator's (agent/memory/section_edits.py `operator_edit`): read-only sections included,
 never bound by the per-cycle share, within the limits. Like `agent task`, it never blocks and is
@@ -53,7 +54,13 @@ NO_SECTIONS = "config.yaml defines no sections: the memory is the scratchpad's f
     help="The memory as it was then, from the snapshots: a cycle id, a UTC date (2026-11-20), an ISO "
     "time or a duration ago (7d). It reaches back to the oldest cycle whose snapshots are kept.",
 )
-@click.option("--history", "entry_id", metavar="ID", help="One entry's life: added, stated, merged, left, superseded.")
+@click.option(
+    "--history",
+    "entry_id",
+    metavar="ID",
+    help="One entry's life: added, stated, merged, left, superseded. A plain entry by its text: "
+    "notes:TEXT, completed_tasks:TEXT or queue:TEXT.",
+)
 @json_option
 @click.pass_context
 @reports_errors

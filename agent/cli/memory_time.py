@@ -7,7 +7,8 @@ date, an ISO time, a duration ago such as 7d): the newest cycle that started by 
 whose snapshots are kept, and says so with every answer; before that, what left memory is in the
 archive (`agent show --all`, `--history`), but what stayed in it is not kept anywhere else.
 
-`--history ID` is one section entry's life, from what the runtime wrote: its provenance (the cycle
+`--history SECTION:TEXT` is a plain entry's (a notes line, a completed task, a task of the queue), by
+its text: whether active.yaml holds it, and its provenance row. `--history ID` is one section entry's life, from what the runtime wrote: its provenance (the cycle
 and route logs/agent.db recorded, agent/store/provenance.py), when and by whom it was added, on how
 many days it was stated, what it was merged from, and each time it left (why, and the successor
 that replaced it), from active.yaml and the archive's rows of that id.
@@ -26,7 +27,7 @@ from agent.scratchpad import read_state_file
 from agent.store.archive import entry_records
 from agent.store.cycles import oldest_with_files, with_files_newest_first
 from agent.store.home import Home
-from agent.store.provenance import provenance_of
+from agent.store.provenance import PLAIN_SECTIONS, plain_entry_keys, plain_keys, provenance_of
 
 
 def state_at(home: Home, when: str, now: _dt.datetime) -> dict:
@@ -81,6 +82,9 @@ def _newest_by(home: Home, until: _dt.datetime) -> tuple[str | None, str | None]
 def entry_history(home: Home, state: dict, entry_id: str, sections: dict) -> dict:
     """One entry's life: {id, section, text, in_memory, events}; UsageError when neither active.yaml
     nor the archive knows the id. `sections`: the list sections by name (config.yaml's)."""
+    plain_entry = _plain_history(home, state, entry_id)
+    if plain_entry is not None:
+        return plain_entry
     section = _section_of(entry_id, sections)
     now = next((e for e in state.get(section) or [] if isinstance(e, dict) and e.get("id") == entry_id), None)
     left = entry_records(home, section, entry_id)
@@ -109,6 +113,30 @@ def entry_history(home: Home, state: dict, entry_id: str, sections: dict) -> dic
     }
 
 
+def _plain_history(home: Home, state: dict, asked: str) -> dict | None:
+    """`--history SECTION:TEXT` for a plain entry (a notes line, a completed task, a task of the queue:
+    no id, keyed by its text as read, agent/store/provenance.py): whether active.yaml holds it and its
+    provenance (of the first entry reading so); None when `asked` is not of that form."""
+    section, colon, text = asked.partition(":")
+    if not colon or section not in PLAIN_SECTIONS:
+        return None
+    key = plain_keys(section, [text])[0]
+    found, in_memory = provenance_of(home, *key), key in plain_entry_keys(state, (section,))
+    if found is None and not in_memory:
+        raise UsageError(f"no {section} entry reads '{text}' in active.yaml or the provenance records of {home.root}")
+    where = "in active.yaml" if in_memory else "not in active.yaml (agent show --all lists what left)"
+    return {
+        "id": asked,
+        "section": section,
+        "key": key[1],
+        "text": text,
+        "in_memory": in_memory,
+        "where": where,
+        "provenance": found,
+        "events": [],
+    }
+
+
 def _section_of(entry_id: str, sections: dict) -> str:
     name, _, number = entry_id.rpartition("-")
     if name not in sections or not number.isdigit():
@@ -130,7 +158,7 @@ def _life(entry: dict) -> list[dict]:
 
 def history_lines(history: dict) -> list[str]:
     """`--history` for a person (escaped by the caller)."""
-    where = "in active.yaml" if history["in_memory"] else "in the archive only"
+    where = history.get("where") or ("in active.yaml" if history["in_memory"] else "in the archive only")
     lines = [f"{history['id']} ({history['section']}, {where}): {plain(history['text'])}"]
     found = history["provenance"]
     lines.append(
@@ -138,9 +166,48 @@ def history_lines(history: dict) -> list[str]:
         if found
         else "  provenance: none recorded (an entry older than the record, or one no save kept)"
     )
+    if found and isinstance(found.get("read"), list):
+        lines.append("  " + read_line(found["read"]))
     for event in history["events"]:
         lines.append("  " + _event_line(event))
     return lines
+
+
+def read_line(read: list) -> str:
+    """What the model had read in its cycle before it wrote the entry, in words (agent/tools/origins.py)."""
+    if not read:
+        return "read before it was written: nothing from a tool or the operator"
+    return "read before it was written: " + "; ".join(origin_words(origin) for origin in read)
+
+
+def origin_words(origin: object) -> str:
+    """One origin in words; one the runtime does not know (an older record's) as what it says."""
+    if not isinstance(origin, dict):
+        return plain(origin)
+    kind = origin.get("origin")
+    if kind == "operator":
+        return "the operator's task and queue"
+    if kind == "workspace":
+        return _file_words(origin)
+    if kind == "http":
+        return f"http_get from {plain(origin.get('host'), 'no host')}"
+    if kind == "mcp":
+        return f"the MCP server {plain(origin.get('server'))}"
+    if kind == "plugin":
+        return f"the plugin tool {plain(origin.get('tool'))}"
+    words = {"shell": "a shell command's output", "archive": "the archive (recall)"}
+    if kind == "more":
+        return f"and {plain(origin.get('count'))} more"
+    return words.get(kind) or plain(kind, "an unknown origin")
+
+
+def _file_words(origin: dict) -> str:
+    path = plain(origin.get("path"))
+    if not origin.get("written_in"):
+        return f"the workspace file {path}, not written by the model (as far as its records tell)"
+    after = origin.get("written_after") if isinstance(origin.get("written_after"), list) else []
+    then = f", after reading {', '.join(origin_words(o) for o in after)}" if after else ""
+    return f"the workspace file {path}, the model's own writing of cycle {plain(origin['written_in'])}{then}"
 
 
 def _event_line(event: dict) -> str:

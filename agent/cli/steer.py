@@ -10,6 +10,7 @@ What each edit does is defined once, in agent/memory/queue_edits.py.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from pathlib import Path
 
@@ -101,18 +102,24 @@ def _archive_and_record(home: Home, settings: Settings, context: EditContext, st
     """Before the state is written: archive what the memory edits moved out, and record where the
     entries they added came from (the inbox's queued edits applied first, then the command's own),
     in one transaction. `states`: as read, the inbox applied, the command's edit applied."""
-    if not settings.sections or context.stamp is None:  # a home without sections: no database touched
-        archive_operator_leaving(home, context, Secrets.from_settings(settings))
-        return
-    from agent.memory.section_archive import added_rows, record_provenance
     from agent.store.db import records
+    from agent.store.provenance import add_provenance, operator_stamp, queued_rows
 
     read, queued, edited = states
-    specs, stamp = settings.section_specs, context.stamp.cycle
-    rows = added_rows(read, queued, specs, stamp, "inbox") + added_rows(queued, edited, specs, stamp, "operator")
+    stamp = context.stamp.cycle if context.stamp is not None else operator_stamp()
+    rows = queued_rows(read, queued, stamp, "inbox") + queued_rows(queued, edited, stamp, "operator")
+    if not settings.sections or context.stamp is None:  # a home without sections: the database only for new tasks
+        with records(home).write() if rows else contextlib.nullcontext():
+            archive_operator_leaving(home, context, Secrets.from_settings(settings))
+            add_provenance(home, rows)
+        return
+    from agent.memory.section_archive import added_rows
+
+    specs = settings.section_specs
+    rows += added_rows(read, queued, specs, stamp, "inbox") + added_rows(queued, edited, specs, stamp, "operator")
     with records(home).write():
         archive_operator_leaving(home, context, Secrets.from_settings(settings))
-        record_provenance(home, rows)
+        add_provenance(home, rows)
 
 
 def _edit_context(home: Home, settings: Settings, state: dict) -> EditContext:

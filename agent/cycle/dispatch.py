@@ -79,11 +79,18 @@ def _too_many_keys(state: dict, args: dict) -> str | None:
     )
 
 
+# What the runtime keeps in logs/agent.db and never takes from a reply, even as a key of the model's
+# own (model_keys): an entry's provenance (agent/store/provenance.py).
+KEPT_BY_THE_RUNTIME = ("provenance",)
+
+
 def _update_problem(args: dict, own_keys: bool = False) -> str | None:
     """Why update_scratchpad may not write `args` (a runtime or unknown field, a bad or oversized value)."""
     for key, value in args.items():
         if key in RUNTIME_FIELDS or key in RUNTIME_KEYS:
             return f"field '{key}' is set by the runtime, not by the model"
+        if key in KEPT_BY_THE_RUNTIME:
+            return f"field '{key}' is kept by the runtime (logs/agent.db), never written by the model"
         if key not in FIELD_SCHEMAS:
             if own_keys:
                 problem = _own_key_problem(key, value)
@@ -184,6 +191,8 @@ def _update(state: dict, action: Action, gates: Gate) -> tuple[dict, Outcome]:
     if refusal:
         note = Tag.TOOL_ERROR.line(f"update_scratchpad refused: {refusal}")
         return _noted(state, Outcome(Tag.TOOL_ERROR, note, name, args))
+    if action.ctx.origins is not None:  # what it had read when each entry it wrote appeared
+        action.ctx.origins.written(state, new)
     said = ([", ".join(fields)] if fields else []) + list(change.notes if change else ())  # what each section did
     leaving = change.leaving if change else ()
     return _noted(new, Outcome(Tag.UPDATE, Tag.UPDATE.line("; ".join(said) or "nothing"), name, args, leaving=leaving))
@@ -278,6 +287,8 @@ def _run_tool(state: dict, action: Action, gates: Gate) -> tuple[dict, Outcome]:
         refusal = gates.on_action(state, action)  # refused as the tool itself would refuse it
         if refusal:
             raise ToolError(refusal)
+        if ctx.origins is not None:  # where its result comes from, as the runtime sees it (tools/origins.py)
+            ctx.origins.ran(tool, args, ctx.workspace)
         result = ctx.run(tool, args)  # journaled when it has side effects (agent/cycle/journal.py)
     except NeedsApproval:  # the note is the parker's to write: it knows the call's id
         return copy.deepcopy(state), Outcome(

@@ -63,10 +63,10 @@ def sleep(
             if leaving:
                 report.archived = archive(home, leaving, report.cycle_id, secrets)
                 log(f"archived {len(leaving)} item(s)")
-            if added:  # where each new section entry came from, the runtime's
-                from agent.memory.section_archive import record_provenance
+            if added:  # where each new entry came from, the runtime's (plain entries too: no sections loaded)
+                from agent.store.provenance import add_provenance
 
-                record_provenance(home, added)
+                add_provenance(home, added)
     save(home, home.snapshot(report.cycle_id, "after"), after, report, secrets)
     report.memory_digest = memory_digest(secrets.redact(after))  # what the next wake compares, if this one holds
     previous = Kept(home.active)

@@ -94,7 +94,7 @@ class Woken(NamedTuple):
     gates: Gate | None  # None for an idle cycle: no gate is opened
     idle: str | Held | None  # why it calls no model: idle (a reason), or held by a gate
     signals: interrupts.Deferred  # a signal that arrived while awake, noted
-    read: dict | None = None  # with sections: the state as read, before the inbox and settling (provenance)
+    read: dict | None = None  # the state as read, before the inbox and settling (provenance)
     leaving: tuple = ()  # what settling the sections moved out: archived at sleep, whatever the work did
 
 
@@ -114,7 +114,7 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
             checked(state, settings.section_specs, home.active)
         cycle_id = new_cycle_id(home, now)  # its row in logs/agent.db
         report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), model.name)
-        read = copy.deepcopy(state) if settings.sections else None  # before the inbox and settling change it
+        read = copy.deepcopy(state)  # before the inbox and settling change it (provenance)
         before, why_idle, woke = idle.wake(home, settings, state, report, cycle.force, secrets)
         tell(report, settings, secrets, before)  # an idle cycle's record says it too
         gates = None if why_idle else open_gates(home, settings, secrets, model, cycle_id, now, woke)

@@ -36,6 +36,7 @@ from agent.models import ModelError
 from agent.models.base import with_notices
 from agent.scratchpad import state_size_problem
 from agent.tools import ToolContext
+from agent.tools.origins import Origins, entry_keys
 
 if TYPE_CHECKING:
     from agent.after.report import CycleReport
@@ -71,9 +72,11 @@ def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log)
             archived += reflected
         except (Exception, KeyboardInterrupt, Interrupted) as exc:  # a signal while reflecting
             archived, (after, reason) = [], _failed(cycle, woken, exc, log)
+    origins = loop.tools.ctx.origins if loop is not None else None
+    added = _added(cycle, woken, loop_after, after) + _plain_added(woken, origins, loop_after, after)
     archived += _dropped(cycle, before, after, report)
     report.end(reason)
-    return after, archived, _added(cycle, woken, loop_after, after)
+    return after, archived, [_with_origins(row, origins) for row in added]
 
 
 def _added(cycle: Cycle, woken: Woken, loop_after: dict, after: dict) -> list:
@@ -89,6 +92,36 @@ def _added(cycle: Cycle, woken: Woken, loop_after: dict, after: dict) -> list:
     for row in added_rows(woken.state, after, specs, cycle_id, "model"):
         rows.append((*row[:3], "model" if row[:2] in in_loop else "reflect", row[4]))
     return rows
+
+
+def _plain_added(woken: Woken, origins: Any, loop_after: dict, after: dict) -> list:
+    """The provenance rows of the plain entries (notes lines, completed tasks, the queue's tasks: keyed
+    by text, agent/store/provenance.py) the inbox queued at wake, the model's updates wrote in the loop,
+    or reflect wrote after it; the runtime's own lines (tagged notes, done's completed task) have none."""
+    from agent.store.provenance import plain_entry_keys, queued_rows
+
+    cycle_id = woken.report.cycle_id
+    rows = queued_rows(woken.read, woken.state, cycle_id, "wake")
+    if origins is None:  # the loop never ran
+        return rows
+    had, in_loop = plain_entry_keys(woken.state), plain_entry_keys(loop_after)
+    reflected = woken.report.reflect == "applied"
+    for key in sorted(plain_entry_keys(after) - had):
+        if key in in_loop and origins.before(key) is not None:
+            rows.append((*key, cycle_id, "model", {}))
+        elif key not in in_loop and reflected:
+            rows.append((*key, cycle_id, "reflect", {}))
+    return rows
+
+
+def _with_origins(row: tuple, origins: Any) -> tuple:
+    """A provenance row with where what the model had read came from (agent/tools/origins.py): before
+    the update that first wrote it, for the loop's entries; all the cycle read, for reflect's."""
+    section, entry_id, cycle_id, route, record = row
+    if origins is None or route not in ("model", "reflect"):
+        return row
+    read = origins.before((section, entry_id)) if route == "model" else None
+    return section, entry_id, cycle_id, route, {**record, "read": origins.so_far() if read is None else read}
 
 
 def _dropped(cycle: Cycle, before: dict, after: dict, report: CycleReport) -> list:
@@ -159,6 +192,7 @@ def _loop(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log
         secrets,
         journal.Journal(cycle.home, report, secrets, log),
         memory=_sections(cycle, woken),
+        origins=_origins(cycle, woken),
     )
     tools = Tools(registry, ctx, log, lambda state, reply: dispatch(state, reply, registry, ctx))
     preamble = worked.preamble(prompt.system_prompt(cycle.rules, registry), worked.offered(cycle.examples, registry))
@@ -174,6 +208,17 @@ def _loop(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log
     if cycle.settings.otel:  # the trace is built from them once the home is released (agent/after/traces.py)
         loop.events.subscribe(report.steps.append)
     return loop, state
+
+
+def _origins(cycle: Cycle, woken: Woken) -> Origins:
+    """Where what the model reads in this cycle comes from, kept as the dispatcher runs each tool; the
+    entries it writes are keyed by section and id (list sections) or by text (plain entries)."""
+    from agent.store.provenance import plain_entry_keys
+
+    state = woken.state
+    lists = [spec.name for spec in cycle.settings.section_specs if spec.is_list] if cycle.settings.sections else []
+    operator = bool(state["current_task"] or state["pending_actions"] or state["goals"])
+    return Origins(cycle.home, woken.report.cycle_id, entry_keys(lists, plain_entry_keys), operator)
 
 
 def _sections(cycle: Cycle, woken: Woken) -> Any:

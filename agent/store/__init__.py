@@ -11,7 +11,8 @@
 - task_identity.py  which task a cycle worked on, whatever its wording: the runtime's identity, from the records
 - archive.py     the archive and its full-text recall index
 - catalog.py     what each table and column holds, in words, and the canned queries (datasette's metadata)
-- provenance.py  where each memory section entry came from: its cycle and route
+- provenance.py  where each memory entry came from: its cycle, route and what the model had read;
+  plain entries' keys by text; the model's own workspace writes
 - lock.py        the home's lock
 - retention.py   which old cycles' snapshots, logs and transcripts to delete
 

@@ -167,6 +167,19 @@ TABLES: dict[str, tuple[str, str, dict[str, str]]] = {
             "record": "The rest, as JSON.",
         },
     ),
+    "workspace_write": (
+        "Workspace writes",
+        "What the model's file tools last wrote at each workspace path, so a read of it is known to be the "
+        "model's own writing while those bytes are still there.",
+        {
+            "path": "The file, relative to the workspace.",
+            "format": _FORMAT,
+            "cycle_id": "The cycle that wrote it.",
+            "sha256": "The SHA-256 of the bytes written.",
+            "size": "How many bytes.",
+            "record": "Where what the model had read before the write came from, as JSON.",
+        },
+    ),
     "upgrade": (
         "Upgrade",
         "The older release's files whose records were moved in (the upgrade from before logs/agent.db).",

@@ -222,3 +222,14 @@ def m006_provenance(db: Database) -> None:
         cycle_id TEXT NOT NULL, route TEXT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (section, entry_id))
         WITHOUT ROWID"""
     )
+
+
+@migration
+def m007_workspace_writes(db: Database) -> None:
+    """What the model's file tools last wrote at each workspace path (agent/store/provenance.py): the
+    cycle, the bytes' SHA-256 and size, and where what it had read before that write came from; so a
+    later read of the file is known to be the model's own writing only while those bytes are still there."""
+    db.execute(
+        """CREATE TABLE workspace_write (path TEXT PRIMARY KEY, format INTEGER NOT NULL, cycle_id TEXT NOT NULL,
+        sha256 TEXT NOT NULL, size INTEGER NOT NULL, record TEXT NOT NULL) WITHOUT ROWID"""
+    )

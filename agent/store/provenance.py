@@ -1,8 +1,13 @@
-"""Provenance: where each memory section entry came from, as the runtime saw it.
+"""Provenance: where each memory entry came from, as the runtime saw it.
 
 One row per (section, entry id) of logs/agent.db's `provenance` table (migration m006): the cycle
 (or operator command) that added the entry and its route, one of ROUTES, with a small record (a
-successor's sources). The model writes only the state, never the database, so it cannot forge
+successor's sources; for the model's and reflect's entries, `read`: where each tool result it had
+read came from, agent/tools/origins.py). A list section's entry is keyed by its id; a plain entry
+(a notes line, a completed task, a task of the queue), which has none, by its text as read and its
+occurrence (`plain_keys`), so active.yaml keeps msa's six fields as they are. The `workspace_write`
+table (m007) keeps what the model's file tools last wrote at each path, so a later read knows its
+own writing (`model_wrote`). The model writes only the state, never the database, so it cannot forge
 any of it; a hand edit of active.yaml's runtime fields (`added`, `by`) leaves this row as it was.
 A row is written in the transaction that archives what left memory, before the state is saved;
 an id a cycle that did not save had issued is issued again, and its row replaced by the next save's.
@@ -10,9 +15,14 @@ an id a cycle that did not save had issued is issued again, and its row replaced
 
 from __future__ import annotations
 
+import datetime as _dt
+import hashlib
 import json
+from pathlib import Path
 from typing import Iterable
 
+from agent.common.cycle_ids import SECOND_FORMAT
+from agent.common.reading import as_read
 from agent.store.db import records
 from agent.store.home import Home
 from agent.store.rows import loaded
@@ -47,3 +57,105 @@ def provenance_of(home: Home, section: str, entry_id: str) -> dict | None:
     if found is None:
         return None
     return {**(loaded(found[2]) or {}), "cycle_id": found[0], "route": found[1]}
+
+
+# ------------------------------------------------------------------------- the model's own files
+
+
+def record_write(home: Home, path: str, data: bytes, cycle_id: str, after: list[dict]) -> None:
+    """The model's file tool wrote `data` at workspace `path` in `cycle_id`, after reading what `after`
+    says (the origins of what it had read in that cycle): replaces the path's row."""
+    db = records(home)
+    with db.write():
+        db.execute(
+            "INSERT OR REPLACE INTO workspace_write (path, format, cycle_id, sha256, size, record) VALUES (?, 1, ?, ?, ?, ?)",
+            (path, cycle_id, hashlib.sha256(data).hexdigest(), len(data), json.dumps({"after": after})),
+        )
+
+
+def model_wrote(home: Home, path: str, target: Path) -> dict | None:
+    """{cycle_id, after} when the file at workspace `path` (`target` on disk) holds exactly the bytes
+    the model's file tools last wrote there; None when they never wrote it or it changed since (a
+    shell command, a person, another program: not the model's writing as far as the runtime knows)."""
+    found = records(home, create=False).one(
+        "SELECT cycle_id, sha256, size, record FROM workspace_write WHERE path = ?", (path,)
+    )
+    if found is None:
+        return None
+    try:
+        if target.stat().st_size != found[2]:
+            return None
+        digest = hashlib.sha256(target.read_bytes()).hexdigest()
+    except OSError:
+        return None
+    if digest != found[1]:
+        return None
+    after = (loaded(found[3]) or {}).get("after")
+    return {"cycle_id": found[0], "after": after if isinstance(after, list) else []}
+
+
+# ------------------------------------------------------------------------------ plain entries
+
+# A plain entry's section: `notes` (one entry a line), `completed_tasks`, and `queue` (the current
+# task, then the pending actions: a task moving up the queue is the same entry).
+PLAIN_SECTIONS = ("notes", "completed_tasks", "queue")
+
+
+def _digest(read: str) -> str:
+    return hashlib.sha256(read.encode("utf-8")).hexdigest()[:16]
+
+
+def plain_keys(section: str, texts: Iterable[str]) -> list[tuple[str, str]]:
+    """(section, key) of each text, in order. A key is the SHA-256 of the text as a person reads it
+    (agent/common/reading.py), 16 hex digits, and which occurrence of that text in its section it is:
+    `3f2a9c1b7e4d5a60.1`, then `.2` for a second line that reads the same."""
+    seen: dict[str, int] = {}
+    keys = []
+    for text in texts:
+        read = as_read(text)
+        seen[read] = seen.get(read, 0) + 1
+        keys.append((section, f"{_digest(read)}.{seen[read]}"))
+    return keys
+
+
+def plain_provenance(home: Home, section: str, text: str, occurrence: int = 1) -> dict | None:
+    """The provenance of a plain entry by its text (its `occurrence`-th in the section), or None."""
+    return provenance_of(home, section, f"{_digest(as_read(text))}.{occurrence}")
+
+
+def _task_text(entry: object) -> str:
+    if isinstance(entry, dict):
+        return json.dumps(entry, ensure_ascii=False, sort_keys=True)
+    return entry if isinstance(entry, str) else json.dumps(entry, ensure_ascii=False)
+
+
+def plain_texts(state: dict) -> dict[str, list[str]]:
+    """The plain entries of a state by section, as keyed: the notes' lines, each completed task, the queue."""
+    notes = state.get("notes")
+    queue = [state["current_task"]] if isinstance(state.get("current_task"), str) and state["current_task"] else []
+    return {
+        "notes": [line for line in notes.splitlines() if line.strip()] if isinstance(notes, str) else [],
+        "completed_tasks": [_task_text(e) for e in state.get("completed_tasks") or []],
+        "queue": queue + [_task_text(e) for e in state.get("pending_actions") or []],
+    }
+
+
+def plain_entry_keys(state: dict, sections: Iterable[str] = PLAIN_SECTIONS) -> set[tuple[str, str]]:
+    """Every (section, key) of a state's plain entries (of `sections` only, when given)."""
+    texts = plain_texts(state)
+    return {key for section in sections for key in plain_keys(section, texts[section])}
+
+
+def operator_stamp() -> str:
+    """An operator command's stamp, in a cycle id's form: its UTC second."""
+    return _dt.datetime.now(_dt.timezone.utc).strftime(SECOND_FORMAT)
+
+
+def queued_rows(before: dict | None, after: dict, cycle_id: str, route: str) -> list[tuple]:
+    """The provenance rows of the tasks `after` queues that `before` did not (an operator's edit: the
+    command's own, the inbox's, or applied at a cycle's wake). The queue only: the notes such an edit
+    leaves are the runtime's ([INBOX] lines), never the operator's entries."""
+    if before is None:
+        return []
+    new = plain_entry_keys(after, ("queue",)) - plain_entry_keys(before, ("queue",))
+    return [(*key, cycle_id, route, {}) for key in sorted(new)]

@@ -11,6 +11,8 @@
 - sandbox.py (+ sandbox_limits.py, sandbox_identity.py, sandbox_seccomp.py, quota.py): where the
   shell's commands and acceptance checks run, as whom, under which seccomp filter and quota, and
   which shell policy is in force (`policy_line`).
+- origins.py: where each tool result the model read came from (a workspace file, its own writing
+  or not, an http host, an MCP server, the operator's task), kept as the dispatcher runs each tool.
 - children.py: commands the tools start never outlive the agent, and their output is bounded.
 - registry.py: build_registry and open_registry, the assembly above all of them, filtered by config.
 """

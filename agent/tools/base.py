@@ -58,6 +58,7 @@ class ToolContext:
     memory: Any = (
         None  # the cycle's sections as update_scratchpad applies them (memory/section_edits.py Edits); None: none
     )
+    origins: Any = None  # where what the model read came from (agent/tools/origins.py Origins); None: not kept
 
     def __post_init__(self) -> None:
         if self.secrets is None:

@@ -68,6 +68,8 @@ def _write_whole(ctx: ToolContext, target: Path, data: bytes) -> None:
         ledger(ctx).add(target.stat().st_blocks * 512 - replaced, new_files + folders)
     except Exception as exc:  # DiskError or OSError: tell the model, keep the cycle going
         raise ToolError(str(exc)) from None
+    if ctx.origins is not None:  # these bytes are the model's own writing, while they stay (tools/origins.py)
+        ctx.origins.wrote_file(target.relative_to(ctx.workspace).as_posix(), data)
 
 
 def write_file(ctx: ToolContext, path: str, content: str) -> str:

@@ -89,6 +89,23 @@ def test_after_a_prune_at_says_exactly_how_far_back_it_reaches(history_home):
     assert known_texts(memory_json(history_home, "--at", kept[0])) == [f"Fact {n}" for n in range(1, CYCLES - 3)]
 
 
+def test_after_a_prune_a_time_before_the_kept_snapshots_is_refused_naming_the_new_limit(history_home):
+    assert run_cli("prune", "--keep", "5", "--home", str(history_home)).exit_code == 0
+    oldest_kept = cycle_ids(history_home)[0]
+    result = memory(history_home, "--at", "1990-01-01")
+    assert result.exit_code == ExitCode.USAGE and len(result.stderr.strip().splitlines()) == 1
+    assert f"--at reaches back to cycle {oldest_kept}, the oldest whose snapshots are kept" in result.stderr
+
+
+def test_after_a_prune_every_answer_names_the_new_limit(history_home):
+    assert run_cli("prune", "--keep", "5", "--home", str(history_home)).exit_code == 0
+    kept = cycle_ids(history_home)
+    for cycle_id in kept:
+        out = memory(history_home, "--at", cycle_id).output
+        assert out.rstrip().endswith(f"(--at reaches back to cycle {kept[0]}, the oldest whose snapshots are kept)")
+    assert memory_json(history_home, "--at", "0d")["reaches_back_to"] == kept[0]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

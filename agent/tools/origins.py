@@ -1,0 +1,164 @@
+"""Where what the model read came from: the runtime's record of each tool result's origin, as the
+dispatcher runs each tool, so a memory entry the model writes can say what it had read before it.
+
+An origin is a small mapping built from the tool the runtime ran and its checked arguments, never
+from anything the model or a tool says about itself:
+
+    {"origin": "operator", "input": "task"}       the task, queue and goals the cycle woke with
+    {"origin": "workspace", "path": P}            a workspace file (read_file) or folder (list_dir) the
+                                                  model's file tools did not write, or that changed since
+    {"origin": "workspace", "path": P, "written_in": CYCLE, "written_after": [...]}
+                                                  a file holding exactly the bytes the model's file tools
+                                                  last wrote there (agent/store/provenance.py
+                                                  `model_wrote`), with the origins it had read before it
+    {"origin": "http", "host": H}                 http_get: the URL's host
+    {"origin": "mcp", "server": NAME}             a tool of the MCP server config names NAME
+    {"origin": "shell"}                           a shell command's output
+    {"origin": "archive"}                         recall: what memory archived
+    {"origin": "plugin", "tool": NAME}            a plugin's tool
+
+`echo` brings nothing in. An origin is counted once per cycle, in the order first read, at most
+MAX_ORIGINS of them (then `{"origin": "more", "count": N}`), so a record stays small.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterable
+from urllib.parse import urlsplit
+
+MAX_ORIGINS = 20
+OPERATOR_TASK = {"origin": "operator", "input": "task"}
+_FILE_READERS = ("read_file", "list_dir")
+_FILE_WRITERS = ("write_file", "append_file")
+_OWN = {"echo": None, "shell": {"origin": "shell"}, "recall": {"origin": "archive"}}
+
+
+class Origins:
+    """What the model read in one cycle, in order, and how much of it it had read when each memory
+    entry it wrote first appeared. `keys(state)`: the set of entry keys a state holds (by section and
+    id, or by text for plain entries: agent/store/provenance.py)."""
+
+    def __init__(self, home: Any, cycle_id: str, keys: Callable[[dict], set], operator: bool = True):
+        self.home, self.cycle_id, self.keys = home, cycle_id, keys
+        self.read: list[dict] = [dict(OPERATOR_TASK)] if operator else []
+        self.more = 0
+        self.seen_at: dict[Any, int] = {}
+
+    def ran(self, tool: Any, args: dict, workspace: Path | None) -> None:
+        """The dispatcher runs `tool` with `args` (checked): count where its result comes from."""
+        found = origin_of(tool, args, self.home, workspace)
+        if found is None or found in self.read:
+            return
+        if len(self.read) >= MAX_ORIGINS:
+            self.more += 1
+            return
+        self.read.append(found)
+
+    def so_far(self, upto: int | None = None) -> list[dict]:
+        """The origins read (the first `upto` of them), with the count of those left out, if any."""
+        read = self.read if upto is None else self.read[:upto]
+        return read + ([{"origin": "more", "count": self.more}] if self.more and upto is None else [])
+
+    def written(self, before: dict, after: dict) -> None:
+        """An update the dispatcher applied took `before` to `after`: each entry key new in it was
+        written with what had been read by now (the first time it appeared counts)."""
+        for key in self.keys(after) - self.keys(before):
+            self.seen_at.setdefault(key, len(self.read))
+
+    def before(self, key: Any) -> list[dict] | None:
+        """The origins read before the model's update first wrote `key`; None: no update of this
+        cycle's loop wrote it."""
+        upto = self.seen_at.get(key)
+        return None if upto is None else self.so_far(upto)
+
+    def wrote_file(self, path: str, data: bytes) -> None:
+        """The model's file tool wrote `data` at workspace `path`: recorded with what it had read, one
+        level deep (a file of its own it had read counts with what that one was written after), so
+        copying through any number of files keeps the first origin and the record stays bounded."""
+        from agent.store.provenance import record_write
+
+        record_write(self.home, path, data, self.cycle_id, flattened(self.so_far()))
+
+
+def flattened(read: list[dict]) -> list[dict]:
+    """`read` with each origin's `written_after` listed beside it instead of inside it, each once, at
+    most MAX_ORIGINS (then a count of the rest)."""
+    flat: list[dict] = []
+    more = 0
+    for origin in read:
+        inner = origin.get("written_after") if isinstance(origin.get("written_after"), list) else []
+        for item in [{k: v for k, v in origin.items() if k != "written_after"}, *inner]:
+            if item.get("origin") == "more":
+                more += item.get("count", 0) if isinstance(item.get("count"), int) else 0
+            elif item not in flat:
+                if len(flat) < MAX_ORIGINS:
+                    flat.append(item)
+                else:
+                    more += 1
+    return flat + ([{"origin": "more", "count": more}] if more else [])
+
+
+def origin_of(tool: Any, args: dict, home: Any, workspace: Path | None) -> dict | None:
+    """Where the result of `tool` called with `args` comes from (None: nothing from outside)."""
+    if tool.source.startswith("mcp:"):
+        return {"origin": "mcp", "server": tool.source[len("mcp:") :]}
+    if tool.source != "built-in":
+        return {"origin": "plugin", "tool": tool.name}
+    if tool.name == "http_get":
+        return {"origin": "http", "host": _host(args.get("url"))}
+    if tool.name in _FILE_READERS:
+        return _workspace_origin(tool.name, args.get("path", "."), home, workspace)
+    if tool.name in _FILE_WRITERS:
+        return None  # its result is the runtime's own line ("wrote N bytes")
+    return dict(_OWN[tool.name]) if _OWN.get(tool.name) else None
+
+
+def _host(url: Any) -> str:
+    try:
+        return (urlsplit(url).hostname or "") if isinstance(url, str) else ""
+    except ValueError:
+        return ""
+
+
+def workspace_path(workspace: Path | None, path: Any) -> tuple[str, Path] | None:
+    """(the path relative to the workspace, the file on disk) of a tool's `path` argument, resolved
+    as the file tools resolve it; None when it is not inside the workspace."""
+    if workspace is None or not isinstance(path, str):
+        return None
+    try:
+        target = (workspace / path).resolve()
+    except (OSError, ValueError, RuntimeError):
+        return None
+    if not target.is_relative_to(workspace):
+        return None
+    return target.relative_to(workspace).as_posix() or ".", target
+
+
+def _workspace_origin(name: str, path: Any, home: Any, workspace: Path | None) -> dict:
+    where = workspace_path(workspace, path)
+    shown = where[0] if where else str(path)
+    found = {"origin": "workspace", "path": shown}
+    if name == "read_file" and where is not None and home is not None:
+        from agent.store.provenance import model_wrote
+
+        wrote = model_wrote(home, where[0], where[1])
+        if wrote is not None:
+            found.update(written_in=wrote["cycle_id"], written_after=wrote["after"])
+    return found
+
+
+def entry_keys(lists: Iterable[str], plain: Callable[[dict], set]) -> Callable[[dict], set]:
+    """keys(state): (section, id) of the entries of the list sections named `lists`, and the plain
+    entries' keys `plain(state)` gives."""
+    names = tuple(lists)
+
+    def keys(state: dict) -> set:
+        found = plain(state)
+        for name in names:
+            for entry in state.get(name) or []:
+                if isinstance(entry, dict) and isinstance(entry.get("id"), str):
+                    found.add((name, entry["id"]))
+        return found
+
+    return keys
