@@ -159,6 +159,9 @@ def close_all() -> None:
     for _, _, db in opened.values():
         db.close()
     opened.clear()
+    for db in _local.empty:  # the empty one in memory too: the next is made by today's migrations
+        db.close()
+    _local.empty.clear()
 
 
 def probe(home: Home, name: str) -> dict | None:
