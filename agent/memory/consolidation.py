@@ -47,12 +47,12 @@ from agent.common.escape import escape_controls
 from agent.common.plain import described
 from agent.common.reading import as_read, reads_empty
 from agent.config import Settings
+from agent.memory.builtin import Stamp
 from agent.memory.sections import (
     MODEL,
     OPERATOR,
     PROTECTED_DAYS,
     RUNTIME_ENTRY_KEYS,
-    Stamp,
     entries_of,
     lineage,
     most_lost,

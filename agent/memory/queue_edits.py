@@ -27,12 +27,13 @@ from typing import Any, Iterable
 import agent.memory.task_checks as checks
 from agent.common.outcomes import UsageError
 from agent.common.reading import reads_empty
+from agent.memory.builtin import RULES
 
 OPS = ("task_add", "task_drop", "goal_add", "goal_drop", "memory_add", "memory_drop", "memory_set", "resume")
 MEMORY_OPS = ("memory_add", "memory_drop", "memory_set")
 RESUME = {"op": "resume"}
-QUEUED_TASK = "queued_task"  # the archive's kind for a task that left the queue without done
-DROPPED_GOAL = "goal"  # the archive's kind for a goal the model dropped (goals are the operator's)
+QUEUED_TASK = RULES["pending_actions"].leaves_as  # the archive's kind for a task that left the queue without done
+DROPPED_GOAL = RULES["goals"].leaves_as  # the archive's kind for a goal the model dropped (goals are the operator's)
 
 
 @dataclass
@@ -228,9 +229,10 @@ def _resume(state: dict, edit: dict) -> str:
 
 def _memory(state: dict, edit: dict, context: EditContext) -> str:
     """An operator's edit of a section, in place; what it moved out added to `context.leaving`."""
+    from agent.memory.builtin import Stamp
     from agent.memory.section_edits import operator_edit  # only memory edits need them
     from agent.memory.section_settle import settle
-    from agent.memory.sections import Stamp, specs_by_name
+    from agent.memory.sections import specs_by_name
 
     section, op = edit.get("section"), str(edit["op"]).removeprefix("memory_")
     spec = specs_by_name(context.specs).get(section) if isinstance(section, str) else None

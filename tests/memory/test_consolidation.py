@@ -12,6 +12,7 @@ import tracemalloc
 import pytest
 
 from agent.common.safe_yaml import dump_yaml
+from agent.memory.builtin import Stamp
 from agent.memory.consolidation import (
     MOST_VIOLATIONS,
     Accepted,
@@ -24,7 +25,7 @@ from agent.memory.consolidation import (
 )
 from agent.memory.section_edits import apply_edits, operator_edit
 from agent.memory.section_settle import settle
-from agent.memory.sections import Stamp, specs_by_name
+from agent.memory.sections import specs_by_name
 from agent.setting_checks import section_specs
 from agent.state import SECTION_IDS_KEY, fresh_state, taken_keys
 from agent.store.archive import Left
