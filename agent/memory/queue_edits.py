@@ -15,7 +15,10 @@ out of a section is added to the `EditContext`'s `leaving`, for the caller to ar
 
 What leaves the queue without `done` (the model dropping, renaming or replacing a queued task, a
 restore or a reset replacing the queue) is told by `dropped_tasks`, the one comparison of two
-queues, and archived with kind QUEUED_TASK (`queue_drops`) before the state that lost it is saved.
+queues, and archived with kind QUEUED_TASK (`queue_drops`) before the state that lost it is saved;
+a pending task or a goal the operator drops (`task drop N`, `goal drop N`) is archived the same way
+(kind QUEUED_TASK or DROPPED_GOAL, reason the command), through the `EditContext`'s `leaving`; the
+current task `task drop 0` drops is its own kind (`dropped`: the task's identity reads it).
 """
 
 from __future__ import annotations
@@ -40,10 +43,10 @@ DROPPED_GOAL = RULES["goals"].leaves_as  # the archive's kind for a goal the mod
 class EditContext:
     """What a memory edit needs: the sections config.yaml defines (memory/sections.py SectionSpec),
     the stamp its entries take (the waking cycle's, or the command's), and a list that collects what
-    the edits moved out of a section."""
+    the edits moved out of a section, the queue or the goals."""
 
     specs: tuple = ()
-    stamp: Any = None  # memory/sections.py Stamp; None: now
+    stamp: Any = None  # memory/builtin.py Stamp; None: now
     floor: dict = field(default_factory=dict)  # the highest id of each section the archive holds
     leaving: list = field(default_factory=list)
     dropped: list = field(default_factory=list)  # current tasks `agent task drop 0` dropped: archived (inbox.py)
@@ -171,10 +174,18 @@ def apply_edit(state: dict, edit: dict, context: EditContext | None = None) -> s
     if op in MEMORY_OPS:
         return _memory(state, edit, context)
     try:
-        current = state["current_task"]
+        current, pending, goals = state["current_task"], list(state["pending_actions"]), list(state["goals"])
         message = _APPLY[op](state, edit)
         if op == "task_drop" and edit.get("number") == 0:  # the operator's change of the current task
             context.dropped.append(current)
+        elif op == "task_drop":  # nothing leaves the queue or the goals unarchived, the operator's drop too
+            context.leaving += queue_drops(
+                _missing(pending, state["pending_actions"]), f"agent task drop {edit['number']}"
+            )
+        elif op == "goal_drop":
+            context.leaving += queue_drops(
+                _missing(goals, state["goals"]), f"agent goal drop {edit['number']}", DROPPED_GOAL
+            )
         if op.startswith("task"):
             checks.prune_checks(state)
     except ValueError as exc:  # a hand-edited `checks` value that is not a mapping of text
