@@ -6,7 +6,7 @@ line), "REMOVE: id" takes a list's entry out, "CLEAR" empties a text, any other 
 text. Entries and ids: agent/memory/sections.py.
 
 - `apply_edits`           the model's values for sections, judged by the state the cycle began from
-                          (`Edits`, agent/memory/builtin.py, applies them in a cycle)
+                          (`Edits`, agent/memory/specs.py, applies them in a cycle)
 - `operator_edit`         as the operator: read-only sections included, the per-cycle bound not applied
 - `loss_problems`         the per-cycle bound, checked again on the state a cycle would save
 """
