@@ -95,9 +95,11 @@ def queued(state: dict) -> list[str]:
 
 
 def task_key(text: str) -> str:
-    """What makes two queued tasks one task when two queues are compared: their text, for now. (A
-    runtime task identity, when the records hold one, is used here and nowhere else.) A duplicate
-    is a second task of the same key, counted; a rename is a new key, and the old one is dropped."""
+    """What makes two queued tasks one when two queues are compared for what left them: their text.
+    What leaves memory is text, so a rename archives the old text, while the task's identity
+    (agent/store/task_identity.py, the one the records keep: the stall streak and the holds follow
+    it) stays the one the cycle woke with. A duplicate is a second task of the same text, counted:
+    one of two equal tasks dropped archives one, a reordering archives nothing."""
     return text
 
 
