@@ -32,7 +32,7 @@ from agent.common.tags import Tag
 from agent.cycle.dispatch import dispatch
 from agent.cycle.loop import Loop
 from agent.gates.base import Tools
-from agent.memory.builtin import Stamp
+from agent.memory.builtin import Stamp, notes_left
 from agent.memory.specs import Edits, Memory
 from agent.models import ModelError
 from agent.models.base import with_notices
@@ -66,6 +66,7 @@ def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log)
         loop, archived, (after, reason) = None, [], _failed(cycle, woken, exc, log)
     reason = woken.gates.on_end(after, reason)  # stalls judged before reflect: never reflect after a stall
     loop_after = after  # what the loop left: an entry added after it was reflect's
+    archived += notes_left(before, after, "replaced by the model")  # the notes' lines an update took out
     if loop is not None and cycle.settings.reflect and _reflects(reason, loop.tools.ctx.memory):
         try:
             with interrupts.raising():

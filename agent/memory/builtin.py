@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import datetime as _dt
 import json
+from collections import Counter
 from dataclasses import dataclass
 
 from agent.common.cycle_ids import SECOND_FORMAT, cycle_started
@@ -82,6 +83,19 @@ RULES = {
     "completed_tasks": Rules("model", "append", "completed_task"),
     "notes": Rules("model", "replace", "note"),
 }
+
+
+def notes_left(before: dict, after: dict, reason: str) -> list[Left]:
+    """The lines of `before`'s notes that `after`'s no longer hold (an update that replaced the
+    notes), each a `note` to archive; duplicates counted, an appended line costs nothing."""
+    held = Counter(str(after.get("notes") or "").split("\n"))
+    left = []
+    for line in str(before.get("notes") or "").split("\n"):
+        if held[line] > 0:
+            held[line] -= 1
+        elif line:
+            left.append(Left(RULES["notes"].leaves_as, line, reason))
+    return left
 
 
 def builtin_specs(notes_budget: int | None, completed_window: int | None) -> tuple[SectionSpec, SectionSpec]:
