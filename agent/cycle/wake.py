@@ -131,7 +131,7 @@ def _settle(memory: Memory, home: Home, state: dict, cycle_id: str) -> tuple:
     so `agent diff` shows only what the cycle did). What it moved out, for sleep to archive before
     the state that lost it is saved, whether the work succeeds or fails."""
     change = memory.settled(home, state, Stamp.of(cycle_id))
-    if change.state is not state:  # nothing to settle: the very state given
+    if change.state is not state:  # (with nothing to settle it is the very state given, kept as is)
         state.clear()
         state.update(change.state)
     for note in change.notes:
