@@ -80,8 +80,9 @@ def task_lines(home: Home) -> Iterator[str]:
 
 
 def queued_lines(home: Home, kind: str = QUEUED_TASK) -> Iterator[str]:
-    """The tasks that left the queue without done (dropped by the model, replaced by a restore or
-    a reset), or the goals the model dropped (kind DROPPED_GOAL), oldest first, each with its cycle and why."""
+    """The tasks that left the queue without done (dropped by the model or by `agent task drop N`,
+    replaced by a restore or a reset), or the goals dropped (kind DROPPED_GOAL: by the model's update,
+    or `agent goal drop N`), oldest first, each with its cycle and why."""
     for record in archived(home, kind):
         record = escape_tree(record)  # text the model wrote, about to be printed
         yield f"  - {plain(record.get('value'))}  [cycle {record.get('cycle_id', '?')}: {plain(record.get('reason'))}]"

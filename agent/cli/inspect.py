@@ -269,7 +269,7 @@ def _echo_state_json(home: Home, state: dict, show_all: bool) -> None:
     counts = archived_counts(home) if show_all else {}
     if counts.get(QUEUED_TASK):  # tasks that left the queue without done, when any did
         lists["archived_queued_tasks"] = lambda: archived(home, QUEUED_TASK)
-    if counts.get(DROPPED_GOAL):  # goals the model dropped, when it did
+    if counts.get(DROPPED_GOAL):  # goals the model or the operator dropped, when any was
         lists["archived_goals"] = lambda: archived(home, DROPPED_GOAL)
     sections = SectionArchive(home, state) if show_all else None
     if sections is not None and sections.count:  # what left the memory sections, when anything did

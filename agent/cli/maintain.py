@@ -34,6 +34,7 @@ from agent.common.outcomes import AgentError, DiskError, InvalidScratchpad, Usag
 from agent.common.safe_yaml import FileRefused, read_text_file
 from agent.config import load_settings
 from agent.cycle.prompt import MAX_RULES_BYTES
+from agent.memory.specs import Memory
 from agent.models import ModelCrashed, ModelError, ScriptedModel, resolve_model
 from agent.models.fallback import model_settings
 from agent.models.local.model import LocalModel
@@ -328,19 +329,15 @@ def _mcp_checks(home: Home, settings, env) -> list[Check]:
 def _memory_checks(home: Home, settings, state: dict | None) -> list[Check]:
     """The memory sections against active.yaml: a kind that changed (a cycle would exit 2) or a broken
     section fails; a section over its limit (the operator's entries, never evicted) is a warning."""
-    if not settings.sections or state is None:
+    memory = Memory.of(settings)
+    if not memory.operator or state is None:  # msa's fields alone: load_state has checked them
         return []
-    from agent.memory.section_settle import over_limits
-    from agent.memory.sections import kind_conflict, state_problems
-
-    specs = settings.section_specs
-    problem = kind_conflict(state, specs) or "; ".join(state_problems(state, specs)[:3])
+    problem, over = memory.problems(state)
     if problem:
         return [Check("memory", False, problem, f"fix {home.active} or the sections in {home.config}")]
-    over = over_limits(state, specs)
     if over:
         return [Check("memory", True, warning, "agent memory (the ids to drop)", warning=True) for warning in over]
-    return [Check("memory", True, f"{len(specs)} section(s), each within its limit")]
+    return [Check("memory", True, f"{len(memory.operator)} section(s), each within its limit")]
 
 
 def _rules_check(home: Home) -> Check:

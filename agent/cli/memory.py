@@ -34,10 +34,11 @@ from agent.cli.common import (
 from agent.cli.steer import edit_state, wait_option
 from agent.common.outcomes import UsageError
 from agent.config import load_settings
+from agent.memory.builtin import Stamp
 from agent.memory.inbox import queued_edits
 from agent.memory.section_edits import operator_edit
 from agent.memory.section_settle import over_limits
-from agent.memory.sections import OPERATOR, Stamp, checked, fill, shown_entries, specs_by_name, text_of
+from agent.memory.sections import OPERATOR, checked, fill, shown_entries, specs_by_name, text_of
 from agent.scratchpad import load_state
 from agent.setting_checks import SectionSpec, by_stability
 from agent.store.home import Home

@@ -33,6 +33,7 @@ from agent.common.outcomes import Busy, InvalidScratchpad
 from agent.config import Settings
 from agent.memory.inbox import apply_inbox, archive_operator_leaving, queue_edit, queued_edits
 from agent.memory.queue_edits import EditContext
+from agent.memory.specs import Memory
 from agent.scratchpad import load_state, write_state
 from agent.secrets import Secrets
 from agent.state import problems
@@ -61,14 +62,16 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
         with home_lock(home, wait=lock_wait):
             home.ensure_dirs()
             original = load_state(home)
-            context = _edit_context(home, settings, original)
+            memory = Memory.of(settings)
+            memory.checked(original, home.active)  # a section's kind changed: exit 2, nothing written
+            context = memory.edit_context(home, None)
             earlier = apply_inbox(home, original, context, Secrets.from_settings(settings))
             state = copy.deepcopy(earlier.state)
             message = queue_edits.apply_edit(state, edit, context)
             found = problems(state)
             if found:  # a bug in an edit, never the user's input: refuse rather than save
                 raise InvalidScratchpad(f"refusing to write {home.active}: {'; '.join(found)}")
-            _archive_and_record(home, settings, context, (original, earlier.state, state))
+            _archive_and_record(home, settings, memory, context, (original, earlier.state, state))
             if state != original or not home.active.exists():
                 write_state(home.active, state)
     except Busy:
@@ -98,7 +101,7 @@ def edit_state(home_dir: Path, lock_wait: float, edit: dict, as_json: bool) -> N
         echo(line)
 
 
-def _archive_and_record(home: Home, settings: Settings, context: EditContext, states: tuple) -> None:
+def _archive_and_record(home: Home, settings: Settings, memory: Memory, context: EditContext, states: tuple) -> None:
     """Before the state is written: archive what the memory edits moved out, and record where the
     entries they added came from (the inbox's queued edits applied first, then the command's own),
     in one transaction. `states`: as read, the inbox applied, the command's edit applied."""
@@ -108,30 +111,10 @@ def _archive_and_record(home: Home, settings: Settings, context: EditContext, st
     read, queued, edited = states
     stamp = context.stamp.cycle if context.stamp is not None else operator_stamp()
     rows = queued_rows(read, queued, stamp, "inbox") + queued_rows(queued, edited, stamp, "operator")
-    if not settings.sections or context.stamp is None:  # a home without sections: the database only for new tasks
-        with records(home).write() if rows else contextlib.nullcontext():
-            archive_operator_leaving(home, context, Secrets.from_settings(settings))
-            add_provenance(home, rows)
-        return
-    from agent.memory.section_archive import added_rows
-
-    specs = settings.section_specs
-    rows += added_rows(read, queued, specs, stamp, "inbox") + added_rows(queued, edited, specs, stamp, "operator")
-    with records(home).write():
+    rows += memory.added(read, queued, stamp, "inbox") + memory.added(queued, edited, stamp, "operator")
+    with records(home).write() if rows else contextlib.nullcontext():  # nothing added: the archive's own
         archive_operator_leaving(home, context, Secrets.from_settings(settings))
         add_provenance(home, rows)
-
-
-def _edit_context(home: Home, settings: Settings, state: dict) -> EditContext:
-    """What a memory edit (this one, or one queued earlier) needs: the sections, checked against the
-    state (a changed kind: exit 2), the command's stamp and the archive's highest ids."""
-    if not settings.sections:
-        return EditContext()
-    from agent.memory.section_archive import highest_ids
-    from agent.memory.sections import Stamp, checked
-
-    checked(state, settings.section_specs, home.active)
-    return EditContext(settings.section_specs, Stamp.of(), highest_ids(home))
 
 
 # ----------------------------------------------------------------------------------------- task

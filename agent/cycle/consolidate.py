@@ -32,10 +32,11 @@ from agent.common.outcomes import FailureKind, Interrupted, LimitReached, StopRe
 from agent.cycle.sleep import save, tell
 from agent.gates.registry import check_gates, open_gates
 from agent.memory import consolidation
+from agent.memory.builtin import Stamp
 from agent.memory.one_call import ask
 from agent.memory.section_archive import added_rows, highest_ids, record_provenance
 from agent.memory.section_settle import settle
-from agent.memory.sections import Stamp, checked, entries_of
+from agent.memory.sections import checked, entries_of
 from agent.scratchpad import load_state
 from agent.secrets import Secrets
 from agent.state import now_iso

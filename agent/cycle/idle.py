@@ -35,8 +35,9 @@ from agent.common.tags import Tag
 from agent.config import Settings
 from agent.gates.base import Woke
 from agent.gates.holds import memory_digest
+from agent.memory.builtin import Stamp
 from agent.memory.inbox import Applied, apply_inbox
-from agent.memory.queue_edits import EditContext
+from agent.memory.specs import Memory
 from agent.secrets import Secrets
 from agent.state import add_note
 from agent.store import task_identity
@@ -56,7 +57,8 @@ def wake(
     """Apply the inbox to `state` (read from active.yaml) and decide: (the state the cycle starts
     from, None, what wake found) when it runs, or (that state, why it is idle, what wake found) when
     no model is to be called. Sets the report's task_before, resumed and wake_digest."""
-    applied = apply_inbox(home, state, _edit_context(home, settings, report), secrets)
+    context = Memory.of(settings).edit_context(home, Stamp.of(report.cycle_id))  # a queued memory edit's
+    applied = apply_inbox(home, state, context, secrets)
     state, report.resumed = applied.state, applied.resumed
     report.task_before = secrets.redact(state["current_task"])
     _identify(home, report, secrets.redact(state))
@@ -115,16 +117,6 @@ def _decide(
     elif not (force or applied.messages or applied.refused or _has_work(home, settings, state)):
         return state, NOTHING_TO_DO
     return journal.note_interrupted(home, settings, state, report), None
-
-
-def _edit_context(home: Home, settings: Settings, report: CycleReport) -> EditContext | None:
-    """What a queued memory edit needs: the sections and this cycle's stamp (None: no sections)."""
-    if not settings.sections:
-        return None
-    from agent.memory.section_archive import highest_ids
-    from agent.memory.sections import Stamp
-
-    return EditContext(settings.section_specs, Stamp.of(report.cycle_id), highest_ids(home))
 
 
 def wake_note(output: str, secrets: Secrets) -> str:

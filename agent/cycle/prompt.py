@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 from agent.common.outcomes import UsageError
 from agent.common.safe_yaml import FileRefused, dump_yaml, read_text_file
 from agent.common.tags import Outcome, Tag
+from agent.memory.specs import Memory
 from agent.tools import Registry
 
 TOOLS_MARKER = "{{tools}}"
@@ -146,16 +147,7 @@ def _user_parts(
         closing.append("Now: this is the LAST iteration: call done with a summary of what was done.")
     else:
         closing.append(f"Now: {next_step(state, previous)}")
-    return f"{_memory_block(state, specs)}## Scratchpad\n\n{scratchpad}\n", "\n" + "\n".join(closing) + "\n"
-
-
-def _memory_block(state: dict, specs: tuple) -> str:
-    """The sections with their fill ('' for a home without sections), then a blank line."""
-    if not specs:
-        return ""
-    from agent.memory.section_block import render  # a home without sections never loads them
-
-    return render(state, specs) + "\n"
+    return f"{Memory(specs).block(state)}## Scratchpad\n\n{scratchpad}\n", "\n" + "\n".join(closing) + "\n"
 
 
 # ------------------------------------------------------------------------- fitting the prompt

@@ -23,6 +23,7 @@ import agent.state as state_rules
 from agent.common.files import Kept
 from agent.gates.holds import memory_digest
 from agent.memory.builtin import settle_at_sleep
+from agent.memory.specs import Memory
 from agent.scratchpad import write_state
 from agent.store.archive import archive
 from agent.store.db import records
@@ -82,7 +83,4 @@ def sleep(
 
 def tell(report: CycleReport, settings: Settings, secrets: Secrets, state: dict) -> None:
     """Put what the `surface: true` sections of `state` hold in the cycle's record (redacted)."""
-    if settings.sections:
-        from agent.memory.section_block import surfaced_summary
-
-        report.surfaced = secrets.redact(surfaced_summary(state, settings.section_specs))
+    report.surfaced = secrets.redact(Memory.of(settings).surfaced(state))

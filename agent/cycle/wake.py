@@ -34,6 +34,8 @@ from agent.common.tags import Tag
 from agent.cycle.crash import Sweep, clean_after_crash
 from agent.cycle.sleep import tell
 from agent.gates.registry import check_gates, open_gates
+from agent.memory.builtin import Stamp
+from agent.memory.specs import Memory
 from agent.scratchpad import load_state
 from agent.state import add_note
 from agent.store.cycles import new_cycle_id
@@ -108,10 +110,8 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
         swept = clean_after_crash(home, ensure_workspace(home.root, settings), held)
         reap_recorded(home.root)  # commands a killed cycle left running
         state = load_state(home)  # an invalid active.yaml: exit 6 before anything is written
-        if settings.sections:  # a section's kind changed (exit 2) or a hand-broken one (exit 6): nothing written
-            from agent.memory.sections import checked
-
-            checked(state, settings.section_specs, home.active)
+        memory = Memory.of(settings)
+        memory.checked(state, home.active)  # a section's kind changed (exit 2), a hand-broken one (exit 6)
         cycle_id = new_cycle_id(home, now)  # its row in logs/agent.db
         report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), model.name)
         read = copy.deepcopy(state)  # before the inbox and settling change it (provenance)
@@ -119,24 +119,21 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
         tell(report, settings, secrets, before)  # an idle cycle's record says it too
         gates = None if why_idle else open_gates(home, settings, secrets, model, cycle_id, now, woke)
         held = why_idle or _held(gates, before, cycle.force)
-        leaving = () if held or not settings.sections else _settle(cycle, before, cycle_id)
+        leaving = () if held else _settle(memory, cycle.home, before, cycle_id)
         yield Woken(before, report, swept, gates, held, signals, read, leaving)
 
 
-def _settle(cycle: Cycle, state: dict, cycle_id: str) -> tuple:
+def _settle(memory: Memory, home: Home, state: dict, cycle_id: str) -> tuple:
     """A cycle that will run wakes with every section in shape (agent/memory/section_settle.py `settle`):
     each key made, entries written by hand adopted as the operator's, each id counter raised past
     every id the archive holds (so none is issued twice), a section over a lowered limit brought
     within it with a [MEMORY] note. In place: the state the cycle starts from (its before snapshot,
     so `agent diff` shows only what the cycle did). What it moved out, for sleep to archive before
     the state that lost it is saved, whether the work succeeds or fails."""
-    from agent.memory.section_archive import highest_ids  # a home without sections never loads them
-    from agent.memory.section_settle import settle
-    from agent.memory.sections import Stamp
-
-    change = settle(state, cycle.settings.section_specs, Stamp.of(cycle_id), floor=highest_ids(cycle.home))
-    state.clear()
-    state.update(change.state)
+    change = memory.settled(home, state, Stamp.of(cycle_id))
+    if change.state is not state:  # (with nothing to settle it is the very state given, kept as is)
+        state.clear()
+        state.update(change.state)
     for note in change.notes:
         add_note(state, Tag.MEMORY.line(note))
     return change.leaving

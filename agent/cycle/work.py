@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import agent.cycle.examples as worked
 import agent.cycle.interrupts as interrupts
@@ -32,6 +32,8 @@ from agent.common.tags import Tag
 from agent.cycle.dispatch import dispatch
 from agent.cycle.loop import Loop
 from agent.gates.base import Tools
+from agent.memory.builtin import Stamp, notes_left
+from agent.memory.specs import Edits, Memory
 from agent.models import ModelError
 from agent.models.base import with_notices
 from agent.scratchpad import state_size_problem
@@ -65,6 +67,7 @@ def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log)
         loop, archived, (after, reason) = None, [], _failed(cycle, woken, exc, log)
     reason = woken.gates.on_end(after, reason)  # stalls judged before reflect: never reflect after a stall
     loop_after = after  # what the loop left: an entry added after it was reflect's
+    archived += notes_left(before, after, "replaced by the model")  # the notes' lines an update took out
     if loop is not None and cycle.settings.reflect and _reflects(reason, loop.tools.ctx.memory):
         try:
             with interrupts.raising():
@@ -82,14 +85,10 @@ def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log)
 def _added(cycle: Cycle, woken: Woken, loop_after: dict, after: dict) -> list:
     """The provenance rows of the section entries `after` holds that the state as read did not: by
     wake (the inbox's operator edits, hand-written entries adopted), the model in the loop, or reflect."""
-    if not cycle.settings.sections:
-        return []
-    from agent.memory.section_archive import added_rows  # a home without sections never loads it
-
-    specs, cycle_id = cycle.settings.section_specs, woken.report.cycle_id
-    in_loop = {row[:2] for row in added_rows(woken.state, loop_after, specs, cycle_id, "model")}
-    rows = added_rows(woken.read, woken.state, specs, cycle_id, "wake")
-    for row in added_rows(woken.state, after, specs, cycle_id, "model"):
+    memory, cycle_id = Memory.of(cycle.settings), woken.report.cycle_id
+    in_loop = {row[:2] for row in memory.added(woken.state, loop_after, cycle_id, "model")}
+    rows = memory.added(woken.read, woken.state, cycle_id, "wake")
+    for row in memory.added(woken.state, after, cycle_id, "model"):
         rows.append((*row[:3], "model" if row[:2] in in_loop else "reflect", row[4]))
     return rows
 
@@ -150,23 +149,23 @@ def _failed(cycle: Cycle, woken: Woken, exc: BaseException, log: Log) -> tuple[d
     return after, StopReason.ERROR
 
 
-def _check_invariants(before: dict, after: dict, sections: Any) -> None:
+def _check_invariants(before: dict, after: dict, sections: Edits) -> None:
     """A state the runtime would refuse to load, or one breaking a section's rules, is never saved."""
     broken = state_rules.invariant_problems(before, after) + [p for p in [state_size_problem(after)] if p]
-    broken += sections.problems(after) if sections is not None else []
+    broken += sections.problems(after)
     if broken:
         raise state_rules.InvariantViolation("; ".join(broken))
 
 
-# With sections, reflect (seed 000's second phase) follows a loop that ended on its own terms; never
-# one that waits for the operator, stalled, spent a budget or failed. Without sections: after done only.
+# With operator sections, reflect (seed 000's second phase) follows a loop that ended on its own terms;
+# never one that waits for the operator, stalled, spent a budget or failed. Without them: after done only.
 REFLECTS_AFTER = (StopReason.DONE, StopReason.MAX_ITERATIONS, StopReason.TIME_BUDGET)
 # After a time_budget stop, reflect may take this share of time_budget beyond it.
 REFLECT_GRACE = 0.25
 
 
-def _reflects(reason: StopReason, sections: Any) -> bool:
-    return reason in REFLECTS_AFTER if sections is not None else reason is StopReason.DONE
+def _reflects(reason: StopReason, sections: Edits) -> bool:
+    return reason in REFLECTS_AFTER if sections.specs else reason is StopReason.DONE
 
 
 def _reflect(
@@ -216,26 +215,15 @@ def _origins(cycle: Cycle, woken: Woken) -> Origins:
     from agent.store.provenance import plain_entry_keys
 
     state = woken.state
-    lists = [spec.name for spec in cycle.settings.section_specs if spec.is_list] if cycle.settings.sections else []
+    lists = [spec.name for spec in cycle.settings.section_specs if spec.is_list]
     operator = bool(state["current_task"] or state["pending_actions"] or state["goals"])
     return Origins(cycle.home, woken.report.cycle_id, entry_keys(lists, plain_entry_keys), operator)
 
 
-def _sections(cycle: Cycle, woken: Woken) -> Any:
-    """The cycle's memory sections as its updates apply them (None: the home has none); the woken
-    state (settled at wake) bounds what may leave each list in this cycle."""
-    if not cycle.settings.sections:
-        return None
-    from agent.memory.section_edits import Edits  # a home without sections never loads them
-    from agent.memory.sections import Stamp
-
-    settings = cycle.settings
-    return Edits(
-        settings.section_specs,
-        copy.deepcopy(woken.state),
-        Stamp.of(woken.report.cycle_id),
-        settings.consolidate_max_loss,
-    )
+def _sections(cycle: Cycle, woken: Woken) -> Edits:
+    """The cycle's memory sections as its updates apply them; the woken state (settled at wake)
+    bounds what may leave each list in this cycle."""
+    return Memory.of(cycle.settings).edits(woken.state, Stamp.of(woken.report.cycle_id))
 
 
 def _progress(cycle: Cycle, step: Step, report: CycleReport) -> None:

@@ -1,6 +1,7 @@
 """The agent's memory beyond the state's own rules (agent/state.py):
 
-- builtin.py        the built-in sections (notes, completed_tasks): their specs, settling them at sleep
+- builtin.py        the built-in sections (msa's fields): their specs and rules, settling them at sleep
+- specs.py          a home's memory, one path: the built-in sections and the operator's beside them
 - reflect.py        the reflect step: one call after the loop, one path over the sections' edit grammar
 - one_call.py       one model call outside the loop, offering one tool (reflect's, a consolidation's)
 - queue_edits.py    the operator's edits to the queue and the goals, as data

@@ -14,17 +14,36 @@ rows of logs/agent.db, each tagged with its cycle id, searched by the recall too
 line or task, as notes always were. The archive is committed before the snapshots and active.yaml
 are written, so a crash in between can only duplicate, never lose.
 
-Light on purpose: a plain cycle settles its built-in sections without loading the operator
-sections' modules (tests/cli/test_run.py lists them).
+    goals            the operator's list: the model may replace it whole (update_scratchpad, as in
+                     msa); a goal it drops is archived (kind `goal`) and told in a note
+    current_task     the queue, the operator's: advanced by an accepted `done` (the task moves to
+    pending_actions  completed_tasks); the model may edit it (msa's whole-list `pending_actions`
+                     replacement included), and a task that leaves it without `done` (dropped,
+                     renamed away, replaced) is archived (kind `queued_task`) and told in a note
+                     the next prompt and `status` show (agent/memory/queue_edits.py compares the
+                     two queues, agent/cycle/work.py notes it; sleep archives it with the rest)
+
+Nothing leaves a built-in section without a `Left` in the archive, whatever the route. Each of
+them keeps in active.yaml the plain string or list msa wrote: a home without operator sections
+reads and writes exactly msa's six fields, and its prompt shows them as msa's scratchpad.
+
+A home's sections in one place, the built-in ones and the operator's beside them, and the steps
+of a cycle over them: `Memory` (agent/memory/specs.py). Here, below every section module: the
+built-in specs and rules, settling at sleep, and what a change of any section is (`Stamp`, `Change`).
 """
 
 from __future__ import annotations
 
 import copy
+import datetime as _dt
 import json
+from collections import Counter
+from dataclasses import dataclass
 
+from agent.common.cycle_ids import SECOND_FORMAT, cycle_started
 from agent.common.tags import Tag
 from agent.setting_checks import SectionSpec
+from agent.state import MAX_FIELD_BYTES
 from agent.store.archive import Left
 
 ARCHIVE_MARKER = Tag.ARCHIVED.value
@@ -38,6 +57,45 @@ HARD_COMPLETED_BYTES = 1024 * 1024
 # The notes as the one grammar sees them at an edit: a text within the hard cap (notes_budget
 # applies when it settles, at sleep).
 NOTES = SectionSpec("notes", "text", HARD_NOTES_CHARS)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How a built-in section is written and what leaves it."""
+
+    owner: str  # "model": its entries are the model's; "operator": what the model drops is archived and told
+    edit: str  # what update_scratchpad does with the model's value: "replace" it whole (msa's), "append" only
+    leaves_as: str  # the archive kind (`Left.kind`) of what leaves it
+
+
+# The operator's built-in sections: no count of their own, each value within what one
+# update_scratchpad value may hold (MAX_FIELD_BYTES, bytes), as msa's fields always were.
+GOALS = SectionSpec("goals", "list", MAX_FIELD_BYTES, "the operator's goals")
+CURRENT_TASK = SectionSpec("current_task", "text", MAX_FIELD_BYTES, "the queue's head: what this cycle works on")
+PENDING_ACTIONS = SectionSpec("pending_actions", "list", MAX_FIELD_BYTES, "the queue behind the current task")
+
+# Every built-in section's rules, in active.yaml's order (the limits of notes and completed_tasks
+# are settings: `builtin_specs`; the notes take the one grammar at reflect, agent/memory/reflect.py).
+RULES = {
+    "goals": Rules("operator", "replace", "goal"),
+    "current_task": Rules("operator", "replace", "queued_task"),
+    "pending_actions": Rules("operator", "replace", "queued_task"),
+    "completed_tasks": Rules("model", "append", "completed_task"),
+    "notes": Rules("model", "replace", "note"),
+}
+
+
+def notes_left(before: dict, after: dict, reason: str) -> list[Left]:
+    """The lines of `before`'s notes that `after`'s no longer hold (an update that replaced the
+    notes), each a `note` to archive; duplicates counted, an appended line costs nothing."""
+    held = Counter(str(after.get("notes") or "").split("\n"))
+    left = []
+    for line in str(before.get("notes") or "").split("\n"):
+        if held[line] > 0:
+            held[line] -= 1
+        elif line:
+            left.append(Left(RULES["notes"].leaves_as, line, reason))
+    return left
 
 
 def builtin_specs(notes_budget: int | None, completed_window: int | None) -> tuple[SectionSpec, SectionSpec]:
@@ -94,3 +152,36 @@ def _settle_notes(state: dict, spec: SectionSpec) -> list[Left]:
     cut = oldest_lines_over(lines, spec.limit - MARKER_ROOM - 1)
     state[spec.name] = "\n".join([f"{ARCHIVE_MARKER} {cut} older note lines moved to the archive", *lines[cut:]])
     return [Left("note", line, "notes_budget") for line in lines[:cut]]
+
+
+# --------------------------------------------------------------------------- one path for all
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """When a change happens: the id of the cycle (or the operator command's second, in the same
+    form) that entries it adds record as `added`, and the UTC day a statement counts for."""
+
+    cycle: str
+    day: str
+
+    @classmethod
+    def of(cls, cycle_id: str | None = None, now: _dt.datetime | None = None) -> "Stamp":
+        """The stamp of cycle `cycle_id` (its day is the one its id names); without one, an operator's
+        stamp for `now` (default: the current time)."""
+        started = cycle_started(cycle_id) if cycle_id else None
+        if started is not None:
+            return cls(cycle_id, started.date().isoformat())
+        now = now or _dt.datetime.now(_dt.timezone.utc)
+        return cls(now.strftime(SECOND_FORMAT), now.date().isoformat())
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a change of sections came to. Refused: `refusal` says why (to the model, or to the
+    operator) and `state` is the state as given; nothing left."""
+
+    state: dict
+    leaving: tuple[Left, ...] = ()
+    notes: tuple[str, ...] = ()  # one line per thing done, for the [UPDATE] note or a command's output
+    refusal: str | None = None

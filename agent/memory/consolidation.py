@@ -47,12 +47,12 @@ from agent.common.escape import escape_controls
 from agent.common.plain import described
 from agent.common.reading import as_read, reads_empty
 from agent.config import Settings
+from agent.memory.builtin import Change, Stamp
 from agent.memory.sections import (
     MODEL,
     OPERATOR,
     PROTECTED_DAYS,
     RUNTIME_ENTRY_KEYS,
-    Stamp,
     entries_of,
     lineage,
     most_lost,
@@ -76,13 +76,6 @@ PLACES_SHOWN = 3
 REPLY_SLACK_BYTES = 4096
 # Bytes one id may take in a reply, quotes, comma and some whitespace included.
 ID_BYTES = 64
-
-
-@dataclass(frozen=True)
-class Accepted:
-    state: dict
-    leaving: tuple[Left, ...]
-    notes: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -276,7 +269,7 @@ def check_consolidation(
     *,
     max_loss: float | Bounds,
     stamp: Stamp,
-) -> Accepted | Reverted:
+) -> Change | Reverted:
     """Accept a consolidation (`args`, as the model sent them) of `state`: the new state, what left
     (each with the id of its successor, if any) and a note per section; or Reverted with every
     violation found (at most MOST_VIOLATIONS). `max_loss`: the Bounds (or consolidate_max_loss alone,
@@ -541,7 +534,7 @@ def _check_places(spec: SectionSpec, entry_id: str, entry: dict, where: list[str
 # ----------------------------------------------------------------------------------- applying
 
 
-def _applied(state: dict, by_name: dict, sections: dict, archived: dict, stamp: Stamp) -> Accepted:
+def _applied(state: dict, by_name: dict, sections: dict, archived: dict, stamp: Stamp) -> Change:
     new, leaving, notes = copy.deepcopy(state), [], []
     for name, items in sections.items():
         spec = by_name[name]
@@ -575,4 +568,4 @@ def _applied(state: dict, by_name: dict, sections: dict, archived: dict, stamp: 
             f"{name}: {len(before)} -> {len(entries)} entries ({merged} into successors, "
             f"{len(archived.get(name, []))} archived)"
         )
-    return Accepted(new, tuple(leaving), tuple(notes))
+    return Change(new, tuple(leaving), tuple(notes))

@@ -15,7 +15,10 @@ out of a section is added to the `EditContext`'s `leaving`, for the caller to ar
 
 What leaves the queue without `done` (the model dropping, renaming or replacing a queued task, a
 restore or a reset replacing the queue) is told by `dropped_tasks`, the one comparison of two
-queues, and archived with kind QUEUED_TASK (`queue_drops`) before the state that lost it is saved.
+queues, and archived with kind QUEUED_TASK (`queue_drops`) before the state that lost it is saved;
+a pending task or a goal the operator drops (`task drop N`, `goal drop N`) is archived the same way
+(kind QUEUED_TASK or DROPPED_GOAL, reason the command), through the `EditContext`'s `leaving`; the
+current task `task drop 0` drops is its own kind (`dropped`: the task's identity reads it).
 """
 
 from __future__ import annotations
@@ -27,22 +30,23 @@ from typing import Any, Iterable
 import agent.memory.task_checks as checks
 from agent.common.outcomes import UsageError
 from agent.common.reading import reads_empty
+from agent.memory.builtin import RULES
 
 OPS = ("task_add", "task_drop", "goal_add", "goal_drop", "memory_add", "memory_drop", "memory_set", "resume")
 MEMORY_OPS = ("memory_add", "memory_drop", "memory_set")
 RESUME = {"op": "resume"}
-QUEUED_TASK = "queued_task"  # the archive's kind for a task that left the queue without done
-DROPPED_GOAL = "goal"  # the archive's kind for a goal the model dropped (goals are the operator's)
+QUEUED_TASK = RULES["pending_actions"].leaves_as  # the archive's kind for a task that left the queue without done
+DROPPED_GOAL = RULES["goals"].leaves_as  # the archive's kind for a goal the model dropped (goals are the operator's)
 
 
 @dataclass
 class EditContext:
     """What a memory edit needs: the sections config.yaml defines (memory/sections.py SectionSpec),
     the stamp its entries take (the waking cycle's, or the command's), and a list that collects what
-    the edits moved out of a section."""
+    the edits moved out of a section, the queue or the goals."""
 
     specs: tuple = ()
-    stamp: Any = None  # memory/sections.py Stamp; None: now
+    stamp: Any = None  # memory/builtin.py Stamp; None: now
     floor: dict = field(default_factory=dict)  # the highest id of each section the archive holds
     leaving: list = field(default_factory=list)
     dropped: list = field(default_factory=list)  # current tasks `agent task drop 0` dropped: archived (inbox.py)
@@ -91,9 +95,11 @@ def queued(state: dict) -> list[str]:
 
 
 def task_key(text: str) -> str:
-    """What makes two queued tasks one task when two queues are compared: their text, for now. (A
-    runtime task identity, when the records hold one, is used here and nowhere else.) A duplicate
-    is a second task of the same key, counted; a rename is a new key, and the old one is dropped."""
+    """What makes two queued tasks one when two queues are compared for what left them: their text.
+    What leaves memory is text, so a rename archives the old text, while the task's identity
+    (agent/store/task_identity.py, the one the records keep: the stall streak and the holds follow
+    it) stays the one the cycle woke with. A duplicate is a second task of the same text, counted:
+    one of two equal tasks dropped archives one, a reordering archives nothing."""
     return text
 
 
@@ -170,10 +176,18 @@ def apply_edit(state: dict, edit: dict, context: EditContext | None = None) -> s
     if op in MEMORY_OPS:
         return _memory(state, edit, context)
     try:
-        current = state["current_task"]
+        current, pending, goals = state["current_task"], list(state["pending_actions"]), list(state["goals"])
         message = _APPLY[op](state, edit)
         if op == "task_drop" and edit.get("number") == 0:  # the operator's change of the current task
             context.dropped.append(current)
+        elif op == "task_drop":  # nothing leaves the queue or the goals unarchived, the operator's drop too
+            context.leaving += queue_drops(
+                _missing(pending, state["pending_actions"]), f"agent task drop {edit['number']}"
+            )
+        elif op == "goal_drop":
+            context.leaving += queue_drops(
+                _missing(goals, state["goals"]), f"agent goal drop {edit['number']}", DROPPED_GOAL
+            )
         if op.startswith("task"):
             checks.prune_checks(state)
     except ValueError as exc:  # a hand-edited `checks` value that is not a mapping of text
@@ -228,9 +242,10 @@ def _resume(state: dict, edit: dict) -> str:
 
 def _memory(state: dict, edit: dict, context: EditContext) -> str:
     """An operator's edit of a section, in place; what it moved out added to `context.leaving`."""
+    from agent.memory.builtin import Stamp
     from agent.memory.section_edits import operator_edit  # only memory edits need them
     from agent.memory.section_settle import settle
-    from agent.memory.sections import Stamp, specs_by_name
+    from agent.memory.sections import specs_by_name
 
     section, op = edit.get("section"), str(edit["op"]).removeprefix("memory_")
     spec = specs_by_name(context.specs).get(section) if isinstance(section, str) else None

@@ -8,10 +8,10 @@ and what leaves it is archived line by line as notes always were (kind `note`, r
 For the prompt the project shipped before (curate_notes', "APPEND: <text>" or "CLEAR"), the notes
 alone read those two spellings case aside.
 
-What the call offers is the one thing a home decides (`offer`): without sections, `curate_notes`
-over the notes with the notes' rules and the scratchpad, byte for byte the request it always was;
-with sections, seed 000's second phase, `update_scratchpad` over the notes and the writable
-sections. Either way the reply is applied by `apply_edits` under every rule of an update (the
+What the call offers is the one thing a home decides (`offer`): without operator sections,
+`curate_notes` over the notes with the notes' rules and the scratchpad, byte for byte the request
+it always was; with them, seed 000's second phase, `update_scratchpad` over the notes and the
+writable sections. Either way the reply is applied by `apply_edits` under every rule of an update (the
 cycle's share of removals included) and checked against the state's invariants: any failure or
 refusal keeps the unreflected state, and an interrupt is not caught.
 """
@@ -26,8 +26,8 @@ from agent.common.safe_yaml import dump_yaml
 from agent.memory.builtin import NOTES
 from agent.memory.one_call import ask_once
 from agent.memory.section_block import render
-from agent.memory.section_edits import Edits
-from agent.memory.sections import APPEND, CLEAR, Stamp
+from agent.memory.sections import APPEND, CLEAR
+from agent.memory.specs import Edits
 from agent.models.replies import ReplyError
 from agent.secrets import Secrets
 from agent.setting_checks import edit_schemas
@@ -106,9 +106,9 @@ def sections_tool(specs: Any) -> Tool:
     )
 
 
-def offer(state: dict, sections: Any) -> Offer:
-    """The call a home's reflect makes on `state` (already redacted): `sections`, the cycle's Edits or None."""
-    if sections is None:
+def offer(state: dict, sections: Edits) -> Offer:
+    """The call a home's reflect makes on `state` (already redacted): `sections`, the cycle's Edits."""
+    if not sections.specs:
         return Offer(NOTES_RULES, _prompt("", state, "Curate the notes now."), notes_tool())
     names = {spec.name for spec in sections.specs} | {SECTION_IDS_KEY, "last_updated"}
     rest = {k: v for k, v in state.items() if k not in names and v not in (None, "", [], {})}
@@ -135,15 +135,14 @@ def notes_value(value: Any) -> Any:
     return CLEAR if text.upper() == CLEAR else value
 
 
-def apply(state: dict, edits: dict, sections: Any) -> tuple[dict, list, tuple[str, ...]]:
+def apply(state: dict, edits: dict, sections: Edits) -> tuple[dict, list, tuple[str, ...]]:
     """A reflect reply's arguments applied as one update: (the state, what left it: the notes' old
     lines as archived notes first, then the sections' items; what was done); ReplyError when the
     update is refused."""
     edits = {k: (notes_value(v) if k == NOTES.name else v) for k, v in edits.items()}
-    rules = sections if sections is not None else Edits((), state, Stamp.of(), 1.0)  # the notes alone
-    change = dataclasses.replace(rules, specs=(NOTES, *rules.specs)).apply(state, edits)
+    change = dataclasses.replace(sections, specs=(NOTES, *sections.specs)).apply(state, edits)
     if change.refusal:
-        raise ReplyError(f"{'curate_notes' if sections is None else 'update_scratchpad'} refused: {change.refusal}")
+        raise ReplyError(f"{'update_scratchpad' if sections.specs else 'curate_notes'} refused: {change.refusal}")
     notes = [
         Left("note", line, "reflect")
         for item in change.leaving
@@ -158,7 +157,7 @@ def reflect(
     model: Any,
     before: dict,
     state: dict,
-    sections: Any,
+    sections: Edits,
     usage: Any,
     log: Callable[[str], None],
     timeout: float | None = None,
@@ -166,7 +165,7 @@ def reflect(
 ) -> tuple[dict, list, str]:
     """After the loop: one more model call that updates the memory, within `timeout` seconds (None:
     no budget), shown the state with `secrets` redacted like every prompt of the loop. `sections`: the
-    cycle's Edits, or None in a home without sections. Returns (state, what left memory, status)."""
+    cycle's Edits (no specs in a home without operator sections). Returns (state, what left memory, status)."""
     redact = secrets.redact if secrets else (lambda value: value)
     try:
         call = offer(redact(state), sections)
@@ -174,7 +173,7 @@ def reflect(
             model, call.rules, call.prompt, call.tool, usage, log, purpose="reflect", timeout=timeout, secrets=secrets
         )
         after, leaving, done = apply(state, redact(args), sections)
-        broken = invariant_problems(before, after) + (sections.problems(after) if sections is not None else [])
+        broken = invariant_problems(before, after) + sections.problems(after)
         if broken:
             raise InvariantViolation("; ".join(broken))
     except Exception as exc:

@@ -5,7 +5,8 @@ case-sensitive: "APPEND: text" adds (a list: an entry, the same text again resta
 line), "REMOVE: id" takes a list's entry out, "CLEAR" empties a text, any other value replaces a
 text. Entries and ids: agent/memory/sections.py.
 
-- `apply_edits`, `Edits`  the model's values for sections, judged by the state the cycle began from
+- `apply_edits`           the model's values for sections, judged by the state the cycle began from
+                          (`Edits`, agent/memory/specs.py, applies them in a cycle)
 - `operator_edit`         as the operator: read-only sections included, the per-cycle bound not applied
 - `loss_problems`         the per-cycle bound, checked again on the state a cycle would save
 """
@@ -19,15 +20,13 @@ from typing import Iterable
 
 from agent.common.plain import described
 from agent.common.reading import reads_empty
-from agent.memory.builtin import oldest_lines_over
+from agent.memory.builtin import Change, Stamp, oldest_lines_over
 from agent.memory.sections import (
     APPEND,
     CLEAR,
     MODEL,
     OPERATOR,
     REMOVE,
-    Change,
-    Stamp,
     entries_of,
     fill,
     new_entry,
@@ -35,7 +34,6 @@ from agent.memory.sections import (
     same_text,
     shown_id,
     specs_by_name,
-    state_problems,
     text_of,
     weakest_first,
 )
@@ -61,13 +59,6 @@ def _one_line(text: str) -> bool:
 
 
 # ------------------------------------------------------------------------- the model's edits
-
-
-def split_update(args: dict, specs: Iterable[SectionSpec]) -> tuple[dict, dict]:
-    """update_scratchpad's arguments as (the fields', the sections') (read-only sections included,
-    so they are refused by name)."""
-    names = specs_by_name(specs)
-    return {k: v for k, v in args.items() if k not in names}, {k: v for k, v in args.items() if k in names}
 
 
 def apply_edits(
@@ -100,30 +91,6 @@ def apply_edits(
     except _Refused as exc:
         return Change(state, refusal=str(exc))
     return Change(new, tuple(leaving), tuple(notes))
-
-
-@dataclass(frozen=True)
-class Edits:
-    """A cycle's sections as update_scratchpad and the reflect step apply them: the specs, the state
-    the cycle began from (after wake: it bounds what may leave each list in the cycle), the cycle's
-    stamp and the share that may leave (`consolidate_max_loss`)."""
-
-    specs: tuple[SectionSpec, ...]
-    start: dict
-    stamp: Stamp
-    max_loss: float
-
-    def split(self, args: dict) -> tuple[dict, dict]:
-        """update_scratchpad's arguments as (the fields', the sections')."""
-        return split_update(args, self.specs)
-
-    def apply(self, state: dict, edits: dict) -> Change:
-        return apply_edits(state, self.specs, edits, start=self.start, max_loss=self.max_loss, stamp=self.stamp)
-
-    def problems(self, after: dict) -> list[str]:
-        """Why the state a cycle would save breaks the sections' rules (checked again before saving:
-        every edit was checked as it was applied, this holds whatever happened in between)."""
-        return state_problems(after, self.specs) + loss_problems(self.start, after, self.specs, self.max_loss)
 
 
 @dataclass

@@ -10,12 +10,10 @@ import copy
 import datetime as _dt
 from typing import Iterable, Mapping
 
-from agent.memory.builtin import oldest_lines_over
+from agent.memory.builtin import Change, Stamp, oldest_lines_over
 from agent.memory.sections import (
     OPERATOR,
     RUNTIME_ENTRY_KEYS,
-    Change,
-    Stamp,
     entries_of,
     fill,
     id_number,

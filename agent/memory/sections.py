@@ -30,7 +30,7 @@ responsibility:
 - section_block.py    the prompt's block of sections; what a person should know (`surfaced`)
 - section_archive.py  what leaves a section, in the archive; the highest id each section archived
 
-Here: the entries' fields and ids (`Stamp`, `Change`, `next_id`, `lineage`, `weakest_first`,
+Here: the entries' fields and ids (`next_id`, `lineage`, `weakest_first`,
 `fill`...) and the state's rules (`kind_conflict`, `checked`, `state_problems`).
 """
 
@@ -38,17 +38,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable
 
-from agent.common.cycle_ids import SECOND_FORMAT, cycle_started
 from agent.common.outcomes import InvalidScratchpad, UsageError
 from agent.common.plain import described
 from agent.common.reading import as_read
+from agent.memory.builtin import Stamp
 from agent.setting_checks import SectionSpec
 from agent.state import SECTION_IDS_KEY
-from agent.store.archive import Left
 
 APPEND, REMOVE, CLEAR = "APPEND:", "REMOVE:", "CLEAR"
 MODEL, OPERATOR = "model", "operator"
@@ -58,39 +56,6 @@ RUNTIME_ENTRY_KEYS = frozenset({"id", "by", "added", "days", "last_day", "merged
 # The days on which an entry must have been stated to be protected (never archived bare by a consolidation).
 PROTECTED_DAYS = 2
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-# --------------------------------------------------------------------------------- data types
-
-
-@dataclass(frozen=True)
-class Stamp:
-    """When a change happens: the id of the cycle (or the operator command's second, in the same
-    form) that entries it adds record as `added`, and the UTC day a statement counts for."""
-
-    cycle: str
-    day: str
-
-    @classmethod
-    def of(cls, cycle_id: str | None = None, now: _dt.datetime | None = None) -> "Stamp":
-        """The stamp of cycle `cycle_id` (its day is the one its id names); without one, an operator's
-        stamp for `now` (default: the current time)."""
-        started = cycle_started(cycle_id) if cycle_id else None
-        if started is not None:
-            return cls(cycle_id, started.date().isoformat())
-        now = now or _dt.datetime.now(_dt.timezone.utc)
-        return cls(now.strftime(SECOND_FORMAT), now.date().isoformat())
-
-
-@dataclass(frozen=True)
-class Change:
-    """What a change of sections came to. Refused: `refusal` says why (to the model, or to the
-    operator) and `state` is the state as given; nothing left."""
-
-    state: dict
-    leaving: tuple[Left, ...] = ()
-    notes: tuple[str, ...] = ()  # one line per thing done, for the [UPDATE] note or a command's output
-    refusal: str | None = None
 
 
 # ------------------------------------------------------------------------------------ helpers

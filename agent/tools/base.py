@@ -55,9 +55,7 @@ class ToolContext:
     secrets: Secrets | None = None  # None: the settings' secrets, read from the environment
     journal: Any = None  # a cycle's journal of calls with side effects (agent/cycle/journal.py); None: none kept
     ledger: Any = None  # the workspace's count for the quota, made when first needed (agent/tools/quota.py)
-    memory: Any = (
-        None  # the cycle's sections as update_scratchpad applies them (memory/section_edits.py Edits); None: none
-    )
+    memory: Any = None  # the cycle's sections as update_scratchpad applies them (memory/specs.py Edits); None: no cycle
     origins: Any = None  # where what the model read came from (agent/tools/origins.py Origins); None: not kept
 
     def __post_init__(self) -> None:

@@ -28,6 +28,20 @@ def test_task_add_list_and_drop_edit_the_queue_in_order(home):
     }
 
 
+def test_a_pending_task_or_a_goal_the_operator_drops_is_archived_and_listed_by_show_all(home):
+    write_active(home, {"goals": ["keep", "old goal"], "current_task": "now", "pending_actions": ["a", "later"]})
+    assert run_cli("task", "drop", "2", "--home", str(home)).exit_code == 0
+    assert run_cli("goal", "drop", "2", "--home", str(home)).exit_code == 0
+    listed = json_out(run_cli("show", "--all", "--json", "--home", str(home)))
+    shown = run_cli("show", "--all", "--home", str(home)).stdout
+    assert (
+        "later  [cycle operator: agent task drop 2]" in shown
+        and "old goal  [cycle operator: agent goal drop 2]" in shown
+    )
+    assert [(r["value"], r["reason"]) for r in listed["archived_queued_tasks"]] == [("later", "agent task drop 2")]
+    assert [(r["value"], r["reason"]) for r in listed["archived_goals"]] == [("old goal", "agent goal drop 2")]
+
+
 def test_task_edits_keep_everything_else_and_leave_no_temporaries(worked_home):
     active = worked_home / "scratchpad" / "active.yaml"
     state = read_yaml(active)

@@ -118,3 +118,15 @@ def test_goals_the_model_replaces_are_archived_said_and_listed(home):
         f"dropped:   cycle {record['cycle_id']}: the model dropped 1 goal:"
         in run_cli("status", "--home", str(home)).output
     )
+
+
+def test_the_note_lines_an_update_replaces_away_are_archived_and_the_rest_are_not(home):
+    write_active(home, {**QUEUE, "notes": "The NAS is at 10.0.0.5\nkeep this"})
+    replace = {"tool": "update_scratchpad", "args": {"notes": "keep this\nsomething new"}}
+    assert run_cycle(home, [replace, done("ok")]).exit_code == 0
+    [record] = cycle_records(home)
+    rows = [r for r in archived(Home.at(home)) if r["kind"] == "note"]
+    assert [(r["value"], r["reason"], r["cycle_id"]) for r in rows] == [
+        ("The NAS is at 10.0.0.5", "replaced by the model", record["cycle_id"])
+    ]
+    assert [m.text for m in search(Home.at(home), "NAS", 5)] == ["The NAS is at 10.0.0.5"]

@@ -12,9 +12,9 @@ import tracemalloc
 import pytest
 
 from agent.common.safe_yaml import dump_yaml
+from agent.memory.builtin import Change, Stamp
 from agent.memory.consolidation import (
     MOST_VIOLATIONS,
-    Accepted,
     Reverted,
     check_consolidation,
     consolidatable,
@@ -24,7 +24,7 @@ from agent.memory.consolidation import (
 )
 from agent.memory.section_edits import apply_edits, operator_edit
 from agent.memory.section_settle import settle
-from agent.memory.sections import Stamp, specs_by_name
+from agent.memory.sections import specs_by_name
 from agent.setting_checks import section_specs
 from agent.state import SECTION_IDS_KEY, fresh_state, taken_keys
 from agent.store.archive import Left
@@ -107,7 +107,7 @@ def reverted_with(args, expected: str, state: dict = STATE, max_loss: float = 0.
 
 def test_an_honest_consolidation_merges_archives_and_keeps_the_rest():
     result = consolidate(good_reply())
-    assert isinstance(result, Accepted), result
+    assert isinstance(result, Change), result
     known = result.state["known"]
     assert [e["id"] for e in known] == ["known-1", "known-2", "known-9", "known-5", "known-6", "known-8"]
     assert known[2] == {
@@ -149,7 +149,7 @@ def test_a_successor_earns_nothing_its_weakest_source_lacked():
 
 def test_a_reply_that_names_nothing_changes_nothing():
     result = consolidate({"sections": {}})
-    assert isinstance(result, Accepted) and result.state == STATE and result.leaving == ()
+    assert isinstance(result, Change) and result.state == STATE and result.leaving == ()
 
 
 def test_rewording_one_entry_into_a_shorter_successor_is_accepted():
@@ -159,7 +159,7 @@ def test_rewording_one_entry_into_a_shorter_successor_is_accepted():
         }
     }
     result = consolidate(reply)
-    assert isinstance(result, Accepted)
+    assert isinstance(result, Change)
     assert result.state["unknown"][0]["merged_from"] == ["unknown-1"]
 
 
@@ -341,7 +341,7 @@ def test_a_protected_entry_may_be_merged():
             ]
         }
     }
-    assert isinstance(consolidate(reply), Accepted)
+    assert isinstance(consolidate(reply), Change)
 
 
 def test_a_successor_of_a_protected_entry_stays_protected_so_two_runs_cannot_launder_it():
@@ -509,7 +509,7 @@ def test_an_id_in_a_thousand_places_gets_a_violation_of_one_short_line():
 
 def test_a_cut_loss_fraction_of_zero_allows_rewording_but_no_shrink():
     reply = {"sections": {"unknown": [{"text": "Printer owner?", "cites": ["unknown-1"]}, {"id": "unknown-2"}]}}
-    assert isinstance(consolidate(reply, max_loss=0), Accepted)
+    assert isinstance(consolidate(reply, max_loss=0), Change)
     archive = {"sections": {"unknown": [{"id": "unknown-2"}]}, "archive": ["unknown-1"]}
     reverted_with(archive, "(b) unknown: 1 entries after, fewer than the 2 that must stay of 2", max_loss=0)
 
@@ -550,7 +550,7 @@ def test_a_reply_of_the_largest_honest_size_fits_the_cap():
     }
     text = json.dumps(reply, indent=2)  # escaped: six bytes a character
     assert len(text.encode()) <= reply_cap(full, SPECS)
-    assert isinstance(check_consolidation(full, SPECS, reply["args"], max_loss=0.25, stamp=RUN), Accepted)
+    assert isinstance(check_consolidation(full, SPECS, reply["args"], max_loss=0.25, stamp=RUN), Change)
     assert spec.entry_chars == 80
 
 
@@ -593,7 +593,7 @@ def test_three_near_duplicates_of_five_merged_into_one_are_applied():
     result = consolidate(
         merged(state, "The NAS address is at 10.0.0.5 (static)", ["known-1", "known-2", "known-3"]), state
     )
-    assert isinstance(result, Accepted), result
+    assert isinstance(result, Change), result
     assert [e["text"] for e in result.state["known"]] == [*OTHERS[:2], "The NAS address is at 10.0.0.5 (static)"]
     assert result.state["known"][-1]["merged_from"] == ["known-1", "known-2", "known-3"]
     assert [item.replaced_by for item in result.leaving] == ["known-6"] * 3
@@ -659,7 +659,7 @@ def test_five_to_three_to_one_over_two_nights_is_reverted_the_second_night():
     first = consolidate(
         merged(state, "The NAS address is at 10.0.0.5 (static)", ["known-1", "known-2", "known-3"]), state
     )
-    assert isinstance(first, Accepted)
+    assert isinstance(first, Change)
     night2 = first.state
     reverted_with(
         merged(night2, "The NAS is 10.0.0.5; backups at 02:00; VPN WireGuard", ["known-4", "known-5", "known-6"]),

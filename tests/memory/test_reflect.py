@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from agent.memory.reflect import NOTES_RULES, SECTIONS_RULES, apply, notes_tool, offer, sections_tool
-from agent.memory.section_edits import Edits
 from agent.memory.section_settle import settle
+from agent.memory.specs import Edits
 from agent.models.replies import ReplyError
 from agent.setting_checks import section_specs
 from agent.state import fresh_state, taken_keys
@@ -16,6 +16,7 @@ from agent.store.archive import Left
 from tests.memory.test_sections import CONFIG, DAY1
 
 SPECS = section_specs(CONFIG, taken_keys())
+PLAIN = Edits((), {}, DAY1, 1.0)  # a home without operator sections: the notes alone
 
 
 def notes(text: str) -> dict:
@@ -29,23 +30,23 @@ def with_sections(text: str = "", **sections) -> tuple[dict, Edits]:
 
 def test_notes_take_append_a_replacement_and_clear():
     state = notes("a\nb")
-    assert apply(state, {"notes": "APPEND: c"}, None)[:2] == (notes("a\nb\nc"), [])
-    replaced, moved, _ = apply(state, {"notes": "Known: x"}, None)
+    assert apply(state, {"notes": "APPEND: c"}, PLAIN)[:2] == (notes("a\nb\nc"), [])
+    replaced, moved, _ = apply(state, {"notes": "Known: x"}, PLAIN)
     assert replaced["notes"] == "Known: x" and moved == [
         Left("note", "a", "reflect"),
         Left("note", "b", "reflect"),
     ]
-    cleared, moved, _ = apply(state, {"notes": "CLEAR"}, None)
+    cleared, moved, _ = apply(state, {"notes": "CLEAR"}, PLAIN)
     assert cleared["notes"] == "" and len(moved) == 2
 
 
 @pytest.mark.parametrize("value", ["append: c", "Append:c", "  APPEND: c  "])
 def test_the_old_prompts_append_is_read_case_aside_for_the_notes(value):
-    assert apply(notes("a"), {"notes": value}, None)[0]["notes"] == "a\nc"
+    assert apply(notes("a"), {"notes": value}, PLAIN)[0]["notes"] == "a\nc"
 
 
 def test_the_old_prompts_clear_is_read_case_aside_for_the_notes():
-    assert apply(notes("a"), {"notes": "clear"}, None)[0]["notes"] == ""
+    assert apply(notes("a"), {"notes": "clear"}, PLAIN)[0]["notes"] == ""
 
 
 def test_a_sections_text_keeps_its_exact_prefixes():
@@ -56,12 +57,12 @@ def test_a_sections_text_keeps_its_exact_prefixes():
 @pytest.mark.parametrize("value", ["APPEND: ", "APPEND: \u200b", "\u200b\u2800"])
 def test_notes_that_would_read_as_nothing_are_refused(value):
     with pytest.raises(ReplyError, match="curate_notes refused: section 'notes'"):
-        apply(notes("a"), {"notes": value}, None)
+        apply(notes("a"), {"notes": value}, PLAIN)
 
 
 def test_remove_is_a_lists_and_is_refused_for_the_notes():
     with pytest.raises(ReplyError, match="'REMOVE: <id>' is for list sections"):
-        apply(notes("a"), {"notes": "REMOVE: a"}, None)
+        apply(notes("a"), {"notes": "REMOVE: a"}, PLAIN)
 
 
 def test_with_sections_the_notes_and_a_list_change_in_one_update():
@@ -85,7 +86,7 @@ def test_what_leaves_a_section_stays_a_section_item():
 
 
 def test_without_sections_reflect_offers_curate_notes_over_the_whole_scratchpad():
-    call = offer(notes("a"), None)
+    call = offer(notes("a"), PLAIN)
     assert call.rules == NOTES_RULES and call.tool.name == "curate_notes"
     assert call.prompt.startswith("## Scratchpad\n\n```yaml\n") and call.prompt.endswith(
         "```\n\nCurate the notes now. Reply with one JSON action.\n"

@@ -14,12 +14,11 @@ import pytest
 from agent.common.outcomes import UsageError
 from agent.common.plain import described
 from agent.common.safe_yaml import dump_yaml, load_yaml
+from agent.memory.builtin import Change, Stamp
 from agent.memory.section_block import render, surfaced
-from agent.memory.section_edits import apply_edits, loss_problems, operator_edit, split_update
+from agent.memory.section_edits import apply_edits, loss_problems, operator_edit
 from agent.memory.section_settle import over_limits, settle
 from agent.memory.sections import (
-    Change,
-    Stamp,
     fill,
     kind_conflict,
     most_lost,
@@ -27,6 +26,7 @@ from agent.memory.sections import (
     specs_by_name,
     state_problems,
 )
+from agent.memory.specs import Edits
 from agent.setting_checks import edit_schemas, section_specs
 from agent.state import SECTION_IDS_KEY, fresh_state, taken_keys
 from agent.store.archive import Left
@@ -84,7 +84,10 @@ def test_without_sections_every_function_leaves_the_state_byte_for_byte_as_it_wa
     change = settle(state, (), DAY1)
     assert change.state is state and not change.leaving and not change.notes
     assert apply_edits(state, (), {}, start=state, max_loss=0.25, stamp=DAY1).state is state
-    assert split_update({"notes": "x", "known": "APPEND: y"}, ()) == ({"notes": "x", "known": "APPEND: y"}, {})
+    assert Edits((), state, DAY1, 0.25).split({"notes": "x", "known": "APPEND: y"}) == (
+        {"notes": "x", "known": "APPEND: y"},
+        {},
+    )
     assert render(state, ()) == ""
     assert edit_schemas(()) == {}
     assert state_problems(state, ()) == [] and kind_conflict(state, ()) is None
@@ -550,7 +553,7 @@ def test_a_value_that_is_not_a_string_is_refused():
 
 
 def test_split_update_separates_the_fields_from_the_sections():
-    fields, sections = split_update({"notes": "n", "known": "APPEND: k", "purpose": "p"}, SPECS)
+    fields, sections = Edits(SPECS, {}, DAY1, 0.25).split({"notes": "n", "known": "APPEND: k", "purpose": "p"})
     assert fields == {"notes": "n"} and sections == {"known": "APPEND: k", "purpose": "p"}
 
 
