@@ -93,7 +93,7 @@ def _added(cycle: Cycle, woken: Woken, loop_after: dict, after: dict) -> list:
     return rows
 
 
-def _plain_added(woken: Woken, origins: Any, loop_after: dict, after: dict) -> list:
+def _plain_added(woken: Woken, origins: Origins, loop_after: dict, after: dict) -> list:
     """The provenance rows of the plain entries (notes lines, completed tasks, the queue's tasks: keyed
     by text, agent/store/provenance.py) the inbox queued at wake, the model's updates wrote in the loop,
     or reflect wrote after it; the runtime's own lines (tagged notes, done's completed task) have none."""
@@ -113,7 +113,7 @@ def _plain_added(woken: Woken, origins: Any, loop_after: dict, after: dict) -> l
     return rows
 
 
-def _with_origins(row: tuple, origins: Any) -> tuple:
+def _with_origins(row: tuple, origins: Origins) -> tuple:
     """A provenance row with where what the model had read came from (agent/tools/origins.py): before
     the update that first wrote it, for the loop's entries; all the cycle read, for reflect's."""
     section, entry_id, cycle_id, route, record = row
