@@ -1,7 +1,7 @@
 """The operator's answer to parked calls: `agent approvals`, `agent approve ID`, `agent deny ID`.
 
-These never take the home's lock: the approvals file has a short lock of its own, so an
-operator can answer while a cycle runs. The next cycle runs what was approved, exactly as parked.
+These never take the home's lock: each answer is a transaction of logs/agent.db's `approval`
+table, so an operator can answer while a cycle runs. The next cycle runs what was approved, exactly as parked.
 """
 
 from __future__ import annotations

@@ -7,11 +7,12 @@ date, an ISO time, a duration ago such as 7d): the newest cycle that started by 
 whose snapshots are kept, and says so with every answer; before that, what left memory is in the
 archive (`agent show --all`, `--history`), but what stayed in it is not kept anywhere else.
 
-`--history SECTION:TEXT` is a plain entry's (a notes line, a completed task, a task of the queue), by
-its text: whether active.yaml holds it, and its provenance row. `--history ID` is one section entry's life, from what the runtime wrote: its provenance (the cycle
+`--history ID` is one section entry's life, from what the runtime wrote: its provenance (the cycle
 and route logs/agent.db recorded, agent/store/provenance.py), when and by whom it was added, on how
 many days it was stated, what it was merged from, and each time it left (why, and the successor
-that replaced it), from active.yaml and the archive's rows of that id.
+that replaced it), from active.yaml and the archive's rows of that id. `--history SECTION:TEXT` is
+a plain entry's (a notes line, a completed task, a task of the queue), by its text: whether
+active.yaml holds it, and its provenance row.
 """
 
 from __future__ import annotations

@@ -370,7 +370,7 @@ def reset(home_dir: Path, template: str, clean: bool, assume_yes: bool, lock_wai
         home.ensure_dirs()
         remove_stale_temporaries(home)
         # queued edits and parked calls are meant for the memory being replaced: never apply them to
-        # the new one. Calls first: an unreadable approvals file stops the reset before anything changed.
+        # the new one. Calls first: unreadable records stop the reset before anything changed.
         calls = approvals.discard_open(home, "discarded by agent reset: the memory it was parked for was replaced")
         kept = archive_replaced(home, f"agent reset from template '{template}'", "reset", state)
         write_state(home.active, state)

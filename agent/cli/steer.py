@@ -250,7 +250,7 @@ def resume(home_dir: Path, as_json: bool) -> None:
 
     After a stall (exit 9) or a parked call (exit 8) later cycles are held, calling no model, until
     something changes; this is the change. A stalled task's streak starts over. Queued like any edit
-    (scratchpad/inbox.jsonl) and applied at the next wake, so it never waits for a running cycle."""
+    (a row of logs/agent.db's inbox table) and applied at the next wake, so it never waits for a running cycle."""
     home = existing_home(home_dir)
     record = queue_edit(home, queue_edits.RESUME)
     message = "queued: the next cycle calls the model again, and a stalled task's streak starts over"

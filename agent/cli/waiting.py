@@ -12,7 +12,7 @@ from agent.store.home import Home
 
 def approvals_status(home: Home) -> tuple[dict, list[str]]:
     """What `agent status` tells of parked calls: ({"approvals": ...} for --json, its text lines).
-    The lines are empty when nothing waits; an unreadable approvals file is said, never raised."""
+    The lines are empty when nothing waits; unreadable records are said, never raised."""
     try:
         waiting = pending_calls(home)
     except InvalidScratchpad as exc:

@@ -6,7 +6,8 @@
         write <id>_before.yaml                   2. exactly the state the cycle starts from
         after = work(copy of it)                 3. prompt -> model -> dispatcher until done or a limit
                                                     (work.py, loop.py); the gates judge how it ended
-        write <id>_after.yaml, active.yaml       4. memory bounded, then the pair's second half, then
+        write <id>_after.yaml, active.yaml       4. the built-in sections settled and what left memory
+                                                    archived, then the pair's second half, then
                                                     active.yaml with last_updated (sleep.py)
         aftercare                                5. the index record (cannot be written: the previous
                                                     active.yaml is put back, exit 7), retention,

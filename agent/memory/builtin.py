@@ -1,6 +1,5 @@
-"""The built-in sections: msa's `notes` and `completed_tasks` as sections of the machinery operator
-sections use, each with its kind and limit, kept in active.yaml as the plain string and list they
-always were (no ids, no runtime fields: provenance for plain entries stays in agent.db).
+"""The built-in sections: msa's five fields (`notes`, `completed_tasks`, `goals` and the queue) as
+sections of the machinery operator sections use, each with its kind, limit and rules (`RULES`).
 
     notes            a text section (`NOTES`): edited with the sections' grammar (agent/memory/
                      reflect.py), within `notes_budget` characters once settled
@@ -24,7 +23,8 @@ are written, so a crash in between can only duplicate, never lose.
                      two queues, agent/cycle/work.py notes it; sleep archives it with the rest)
 
 Nothing leaves a built-in section without a `Left` in the archive, whatever the route. Each of
-them keeps in active.yaml the plain string or list msa wrote: a home without operator sections
+them keeps in active.yaml the plain string or list msa wrote (no ids, no runtime fields: a plain
+entry's provenance is in agent.db, agent/store/provenance.py): a home without operator sections
 reads and writes exactly msa's six fields, and its prompt shows them as msa's scratchpad.
 
 A home's sections in one place, the built-in ones and the operator's beside them, and the steps

@@ -14,9 +14,9 @@ and only those it read: none queued meanwhile is lost):
   2. in one write transaction of the database (no edit is queued meanwhile), write active.yaml
      with the edits applied and `inbox_applied: [their ids]` (atomic), delete the records read,
      and commit.
-A kill before 2 completes leaves the old active.yaml and every record: they are applied next time.
-A kill between 2 and 3 leaves records that `inbox_applied` names: they are skipped, never applied
-twice. The marker is dropped from the state handed back, so the next save of active.yaml (the
+A kill before active.yaml is written leaves the old active.yaml and every record: they are applied
+next time (what step 1 archived may be archived again: a duplicate, never a loss). A kill after it, before
+the commit, leaves records that `inbox_applied` names: they are skipped, never applied twice. The marker is dropped from the state handed back, so the next save of active.yaml (the
 cycle's, or the command's) removes it; the model never sees it.
 """
 

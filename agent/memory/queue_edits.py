@@ -18,7 +18,8 @@ restore or a reset replacing the queue) is told by `dropped_tasks`, the one comp
 queues, and archived with kind QUEUED_TASK (`queue_drops`) before the state that lost it is saved;
 a pending task or a goal the operator drops (`task drop N`, `goal drop N`) is archived the same way
 (kind QUEUED_TASK or DROPPED_GOAL, reason the command), through the `EditContext`'s `leaving`; the
-current task `task drop 0` drops is its own kind (`dropped`: the task's identity reads it).
+current task `task drop 0` drops is its own kind (`dropped_task`, agent/store/archive.py: the task's
+identity reads it).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ OPS = ("task_add", "task_drop", "goal_add", "goal_drop", "memory_add", "memory_d
 MEMORY_OPS = ("memory_add", "memory_drop", "memory_set")
 RESUME = {"op": "resume"}
 QUEUED_TASK = RULES["pending_actions"].leaves_as  # the archive's kind for a task that left the queue without done
-DROPPED_GOAL = RULES["goals"].leaves_as  # the archive's kind for a goal the model dropped (goals are the operator's)
+DROPPED_GOAL = RULES["goals"].leaves_as  # the archive's kind for a goal the model or `goal drop` dropped
 
 
 @dataclass

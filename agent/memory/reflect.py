@@ -5,8 +5,8 @@ Everything reflect may write is a section edited with the sections' grammar (age
 a text, any other value replaces a text. `notes` is a built-in text section of it (`NOTES`): no
 limit of its own at the edit (`notes_budget` bounds it when it settles at sleep, agent/memory/builtin.py),
 and what leaves it is archived line by line as notes always were (kind `note`, reason `reflect`).
-For the prompt the project shipped before (curate_notes', "APPEND: <text>" or "CLEAR"), the notes
-alone read those two spellings case aside.
+For the prompt the notes were always curated with (curate_notes: "APPEND: <text>" or "CLEAR"), the
+notes alone read those two spellings case aside.
 
 What the call offers is the one thing a home decides (`offer`): without operator sections,
 `curate_notes` over the notes with the notes' rules and the scratchpad, byte for byte the request
@@ -48,7 +48,7 @@ Reply with one JSON object: {"tool": "curate_notes", "args": {"notes": "..."}} w
 Replaced or cleared lines are archived, not lost. Keep what the next task needs; drop tool chatter.
 """
 
-# Seed 000's second phase, for a home with sections: the observer of the cycle, not its worker.
+# Seed 000's second phase, for a home with operator sections: the observer of the cycle, not its worker.
 SECTIONS_RULES = """# Reflect
 
 The cycle's work is over. You are now the observer of that work, not the worker: update the memory
@@ -77,7 +77,7 @@ class Offer:
 
 
 def notes_tool() -> Tool:
-    """Reflect's only tool in a home without sections; its schema constrains the model's reply."""
+    """Reflect's only tool in a home without operator sections; its schema constrains the model's reply."""
     return Tool(
         name="curate_notes",
         description='New notes: "APPEND: text", a replacement text, or "CLEAR".',
@@ -91,7 +91,7 @@ def notes_tool() -> Tool:
 
 
 def sections_tool(specs: Any) -> Tool:
-    """Reflect's only tool in a home with sections: update_scratchpad over the notes and the writable
+    """Reflect's only tool in a home with operator sections: update_scratchpad over the notes and the writable
     sections."""
     return Tool(
         name="update_scratchpad",

@@ -5,7 +5,7 @@ back by `recall` and `agent show --all` by section and id.
 Each list entry that leaves is one archive record `{"kind": "section_entry", "section": "known",
 "id": "known-12", "reason": ..., "replaced_by": "known-20" (a consolidation's successor), "value":
 the whole entry, "cycle_id", "archived_at"}`, a row of logs/agent.db's `archive` table beside the
-notes and tasks bounded memory moves there, its section, id and successor in columns of that row;
+notes, tasks and goals that leave memory, its section, id and successor in columns of that row;
 a text section's old text is a `section_text` record without an id.
 
 Ids are never issued twice. The counters in active.yaml (`section_ids`) are the operator's to

@@ -20,10 +20,10 @@ the archive: each change returns what left (`Left`, agent/store/archive.py: the 
 record type) beside the new state, and the caller appends it to the archive before it saves the
 state. Nothing is cut: a value that does not fit is refused with a message the model reads.
 
-Pure functions, state in and a `Change` out, never raising for what the model sent. With no
-sections (a home whose config.yaml has none) every function is a no-op that returns the state it
-was given, so such a home behaves byte for byte as before. The rest of the machinery, by
-responsibility:
+Pure functions, state in and a `Change` out, never raising for what the model sent. Whether a
+home has operator sections is asked in one place, `Memory` (agent/memory/specs.py): a home without
+them loads these modules only for a built-in section's edit (reflect's `notes`, in the one
+grammar), and behaves byte for byte as before. The rest of the machinery, by responsibility:
 
 - section_edits.py    the model's edits (update_scratchpad, reflect), the operator's, the per-cycle bound
 - section_settle.py   at wake: keys made, hand-written entries adopted, lowered limits applied

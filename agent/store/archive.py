@@ -1,7 +1,7 @@
-"""The archive: what bounded memory moved out of the scratchpad, and its full-text recall index.
+"""The archive: whatever left memory, by any route, and its full-text recall index.
 
-Each archived item (a note line, a completed task, a replaced state, what left a memory
-section...) is a row of logs/agent.db's `archive` table, and its searchable text a row of `recall`
+Each archived item (a note line, a completed task, a queued task or a goal dropped, a replaced
+state, what left a memory section...) is a row of logs/agent.db's `archive` table, and its searchable text a row of `recall`
 (SQLite FTS5, contentless: the index only, keyed by the archive row), written in the same
 transaction: the index never lags the archive and needs no catch-up. Rows are never deleted. What
 left a memory section also has its section, entry id and successor in columns of its row, and the

@@ -96,13 +96,14 @@ TABLES: dict[str, tuple[str, str, dict[str, str]]] = {
     ),
     "archive": (
         "Archive",
-        "What left the scratchpad (note lines, completed tasks, replaced states, dropped edits, memory section "
-        "entries): nothing leaves memory without a row here first.",
+        "What left the scratchpad (note lines, completed tasks, queued tasks and goals dropped, replaced states, "
+        "dropped edits, memory section entries): nothing leaves memory without a row here first.",
         {
             "seq": _SEQ,
             "format": _FORMAT,
             "cycle_id": "The cycle (or command) that moved it here.",
-            "kind": "What it is: note, completed_task, section_entry, ...",
+            "kind": "What it is: note, completed_task, queued_task, goal, dropped_task, replaced_state, dropped_edit, "
+            "section_entry or section_text.",
             "record": "The item, as JSON.",
             "section": "The memory section it left, for a section's entry or text.",
             "entry_id": "Its entry id in that section.",
@@ -156,11 +157,11 @@ TABLES: dict[str, tuple[str, str, dict[str, str]]] = {
     ),
     "provenance": (
         "Provenance",
-        "Where each memory section entry came from, as the runtime saw it (the model cannot write it): one "
-        "row per entry, the last save's.",
+        "Where each memory entry came from, as the runtime saw it (the model cannot write it): one row per "
+        "entry, the last save's; a plain entry (a notes line, a completed task, a queued task) keyed by its text.",
         {
-            "section": "The memory section.",
-            "entry_id": "The entry's id in its section.",
+            "section": "The memory section (`queue` for the current task and the pending actions).",
+            "entry_id": "The entry's id in its section; a plain entry's: the digest of its text as read, then its occurrence.",
             "format": _FORMAT,
             "cycle_id": "The cycle (or operator command) that added it.",
             "route": "How it came: operator, inbox, wake, model, reflect or consolidation.",

@@ -5,7 +5,7 @@
 - shell.py, files.py, http.py: the built-in tools, each with its own safety checks;
   builtin.py lists them in prompt order (with echo). http_decoding.py bounds a body's decoding;
   shell_policy.py is the allowlist's argument policy; workspace.py the one folder they reach.
-- recall.py: the recall tool (search what bounded memory archived; the index is in agent/store/).
+- recall.py: the recall tool (search what left memory, in the archive; the index is in agent/store/).
 - plugins.py: tools from installed packages (the `agent.tools` entry-point group).
 - mcp.py, mcp_convert.py: tools from MCP servers (config's `mcp_servers`), started per cycle.
 - sandbox.py (+ sandbox_limits.py, sandbox_identity.py, sandbox_seccomp.py, quota.py): where the

@@ -1,4 +1,4 @@
-"""recall: the model searches what bounded memory moved out of the scratchpad.
+"""recall: the model searches the archive, whatever left memory.
 
 The search itself is agent/store/archive.py (SQLite FTS5 over the archive, in logs/agent.db);
 this module is the tool: its arguments, its refusals, and a bounded answer. What left a memory
