@@ -62,7 +62,7 @@ from agent.cli.spending import daily_lines, status_extras, with_costs
 from agent.cli.waiting import approvals_status
 from agent.common.escape import escape_controls, escape_json, escape_tree
 from agent.common.outcomes import InvalidScratchpad, StopReason, UsageError
-from agent.common.plain import plain
+from agent.common.plain import counted, plain
 from agent.common.times import age_text
 from agent.config import load_settings
 from agent.gates.budgets import newest_days
@@ -297,7 +297,7 @@ def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
     yield _bold(f"goals ({len(state['goals'])}):")
     yield from _or_none([f"  {i}. {g}" for i, g in enumerate(state["goals"], 1)])
     if show_all and counts[DROPPED_GOAL]:
-        yield _bold(f"archived goals, dropped by the model ({counts[DROPPED_GOAL]}):")
+        yield _bold(f"archived goals, dropped ({counts[DROPPED_GOAL]}):")  # each line says by whom
         yield from queued_lines(home, DROPPED_GOAL)
     yield _bold(f"pending ({len(state['pending_actions'])}):")
     yield from _or_none([f"  {i}. {p}" for i, p in enumerate(state["pending_actions"], 1)])
@@ -312,12 +312,12 @@ def _state_lines(home: Home, state: dict, show_all: bool) -> Iterator[str]:
     yield _bold(f"completed ({len(state['completed_tasks'])}):")
     yield from _or_none([f"  - {task_text(t)}" for t in state["completed_tasks"]])
     if show_all and counts[NOTE]:
-        yield _bold(f"archived notes ({counts[NOTE]} entries):")
+        yield _bold(f"archived notes ({counted(counts[NOTE], 'entry', 'entries')}):")
         yield from note_lines(home)
     if sections is not None and sections.count:
         yield _bold(f"archived from memory sections ({sections.count}):")
         yield from sections.lines()
-    yield _bold(f"notes ({len(notes)} lines):")
+    yield _bold(f"notes ({counted(len(notes), 'line')}):")
     yield from _or_none([f"  {line}" for line in notes])
     for key in (k for k in state if k not in FIELDS):
         yield f"{_bold(str(key) + ':')} {clip(json.dumps(state[key], default=str), 100)}"

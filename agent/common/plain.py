@@ -48,9 +48,9 @@ def described(value: Any, limit: int = 60) -> str:
         shown = json.dumps(value if len(value) <= limit else value[: limit - 3] + "...", ensure_ascii=False)
         return f"the text {shown}"
     if isinstance(value, (list, tuple)):
-        return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
+        return f"a list of {counted(len(value), 'item')}"
     if isinstance(value, dict):
-        return f"a mapping of {len(value)} key{'s' if len(value) != 1 else ''}"
+        return f"a mapping of {counted(len(value), 'key')}"
     if isinstance(value, _dt.date):  # YAML reads 2026-01-01 as a date
         return f"the {kind(value)[2:]} {value.isoformat()}"
     return kind(value)
@@ -74,3 +74,8 @@ _KINDS = (
     (_dt.datetime, "a date and time"),
     (_dt.date, "a date"),
 )
+
+
+def counted(count: int, one: str, many: str = "") -> str:
+    """A count with its noun in the number it takes: '1 line', '3 lines', '1 entry', '2 entries'."""
+    return f"{count} {one if count == 1 else many or one + 's'}"

@@ -62,4 +62,4 @@ def test_show_all_prints_what_reading_the_whole_archive_printed(worked_home, cap
     assert run_cli("show", "--all", "--json", "--home", str(worked_home)).stdout == capsys.readouterr().out
     text = run_cli("show", "--all", "--home", str(worked_home)).stdout
     assert "archived completed (3):\n  - t0: s" in text and "\x1b" not in text and "\x07" not in text
-    assert "archived notes (1 entries):\n  line one\n  line two" in text
+    assert "archived notes (1 entry):\n  line one\n  line two" in text

@@ -69,5 +69,5 @@ def test_show_all_puts_each_archive_under_its_heading_in_order(worked_home):
     )
     out = run_cli("show", "--all", "--home", str(worked_home)).stdout
     assert "pending (0):\n  (none)\narchived completed (0):\n  (none)\ncompleted (2):\n" in out
-    assert "  - two: did two\narchived notes (1 entries):\n  only note\nnotes (3 lines):\n" in out
+    assert "  - two: did two\narchived notes (1 entry):\n  only note\nnotes (3 lines):\n" in out
     assert out.index("notes (3 lines):") < out.index("last updated:")

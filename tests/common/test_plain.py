@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from agent.common.plain import described, kind
+from agent.common.plain import counted, described, kind
 
 
 def test_described_clips_long_text():
@@ -45,3 +45,16 @@ def test_a_value_of_no_json_kind_is_named_without_its_python_type():
 )
 def test_kind_names_a_value_s_kind_in_words(value, words):
     assert kind(value) == words
+
+
+@pytest.mark.parametrize(
+    ("count", "one", "many", "said"),
+    [
+        (1, "line", "", "1 line"),
+        (0, "line", "", "0 lines"),
+        (1, "entry", "entries", "1 entry"),
+        (2, "entry", "entries", "2 entries"),
+    ],
+)
+def test_a_count_takes_its_noun_in_the_number_it_needs(count, one, many, said):
+    assert counted(count, one, many) == said

@@ -113,7 +113,7 @@ def test_goals_the_model_replaces_are_archived_said_and_listed(home):
     assert record["dropped_goals"] == ["Keep the servers healthy"]
     assert "the model dropped 1 goal: Keep the servers healthy" in read_active(home)["notes"]
     out = run_cli("show", "--all", "--home", str(home)).output
-    assert "archived goals, dropped by the model (1):" in out
+    assert "archived goals, dropped (1):" in out
     assert (
         f"dropped:   cycle {record['cycle_id']}: the model dropped 1 goal:"
         in run_cli("status", "--home", str(home)).output
