@@ -26,12 +26,10 @@ from typing import TYPE_CHECKING, Iterable
 
 from agent.memory.sections import id_number
 from agent.state import SECTION_IDS_KEY
-from agent.store.archive import SECTION_ENTRY, SECTION_TEXT, highest_ids, raise_ids
+from agent.store.archive import highest_ids, raise_ids
 
 if TYPE_CHECKING:
     from agent.store.home import Home
-
-KINDS = (SECTION_ENTRY, SECTION_TEXT)
 
 
 def _raised(mark: dict[str, int], items: list[dict]) -> dict[str, int]:

@@ -264,8 +264,6 @@ def _remove_entry(state: dict, spec: SectionSpec, entry_id: str, ctx: _Context) 
 
 # ---------------------------------------------------------------------- the operator's edits
 
-OPERATOR_OPS = ("add", "drop", "set")
-
 
 def operator_edit(state: dict, spec: SectionSpec | None, op: str, value: str, stamp: Stamp) -> Change:
     """`agent memory add SECTION TEXT` (an entry, or a line of a text section), `drop SECTION ID`

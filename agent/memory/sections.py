@@ -50,8 +50,7 @@ from agent.state import SECTION_IDS_KEY
 
 APPEND, REMOVE, CLEAR = "APPEND:", "REMOVE:", "CLEAR"
 MODEL, OPERATOR = "model", "operator"
-# The fields of an entry only the runtime writes (and the order a new entry's keys are written in).
-ENTRY_KEYS = ("id", "text", "by", "added", "days", "last_day")
+# The fields of an entry only the runtime writes.
 RUNTIME_ENTRY_KEYS = frozenset({"id", "by", "added", "days", "last_day", "merged_from", "protected", "stands_for"})
 # The days on which an entry must have been stated to be protected (never archived bare by a consolidation).
 PROTECTED_DAYS = 2

@@ -89,11 +89,6 @@ def usage_problem(usage: Usage, settings: Settings, adding: int = 0, new_files: 
     return None
 
 
-def is_over(usage: Usage, settings: Settings) -> bool:
-    """Whether a countable workspace is over its quota now (growth is then refused)."""
-    return not usage.unreadable and usage_problem(usage, settings) is not None
-
-
 # What follows from being over, said wherever a call meets it.
 NO_GROWTH = (
     "nothing in the workspace may grow until it is back under (a write that adds bytes or files fails); "
