@@ -85,17 +85,25 @@ RULES = {
 }
 
 
+def missing(before: list[str], after: list[str]) -> list[str]:
+    """The texts of `before` that `after` does not hold, in `before`'s order. A text is told by itself
+    alone: a duplicate is a second text equal to the first, counted (one of two equal tasks dropped
+    is missing once, a reordering misses nothing), and a rename misses the old text."""
+    held = Counter(after)
+    gone = []
+    for text in before:
+        if held[text] > 0:
+            held[text] -= 1
+        else:
+            gone.append(text)
+    return gone
+
+
 def notes_left(before: dict, after: dict, reason: str) -> list[Left]:
     """The lines of `before`'s notes that `after`'s no longer hold (an update that replaced the
     notes), each a `note` to archive; duplicates counted, an appended line costs nothing."""
-    held = Counter(str(after.get("notes") or "").split("\n"))
-    left = []
-    for line in str(before.get("notes") or "").split("\n"):
-        if held[line] > 0:
-            held[line] -= 1
-        elif line:
-            left.append(Left(RULES["notes"].leaves_as, line, reason))
-    return left
+    lines = missing(str(before.get("notes") or "").split("\n"), str(after.get("notes") or "").split("\n"))
+    return [Left(RULES["notes"].leaves_as, line, reason) for line in lines if line]
 
 
 def builtin_specs(notes_budget: int | None, completed_window: int | None) -> tuple[SectionSpec, SectionSpec]:
