@@ -24,23 +24,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from agent.memory.sections import id_number
+from agent.memory.sections import raised_ids
 from agent.state import SECTION_IDS_KEY
 from agent.store.archive import highest_ids, raise_ids
 
 if TYPE_CHECKING:
     from agent.store.home import Home
-
-
-def _raised(mark: dict[str, int], items: list[dict]) -> dict[str, int]:
-    raised = dict(mark)
-    for item in items:
-        for entry_id in (item.get("id"), item.get("replaced_by")):
-            if isinstance(entry_id, str):
-                section = entry_id.rpartition("-")[0]
-                if section and id_number(entry_id) > raised.get(section, 0):
-                    raised[section] = id_number(entry_id)
-    return raised
 
 
 def keep_ids(home: Home, state: object) -> None:
@@ -50,17 +39,17 @@ def keep_ids(home: Home, state: object) -> None:
     if not isinstance(state, dict):
         return
     found = [
-        {"id": item["id"]}
+        item.get("id")
         for value in state.values()
         if isinstance(value, list)
         for item in value
-        if isinstance(item, dict) and isinstance(item.get("id"), str)
+        if isinstance(item, dict)
     ]
     counters = state.get(SECTION_IDS_KEY)
     if isinstance(counters, dict):
-        found += [{"id": f"{name}-{n}"} for name, n in counters.items() if isinstance(n, int) and n > 0]
+        found += [f"{name}-{n}" for name, n in counters.items() if isinstance(n, int) and n > 0]
     mark = highest_ids(home)
-    raised = _raised(mark, found)
+    raised = raised_ids(mark, found)
     if raised != mark:
         raise_ids(home, raised)
 

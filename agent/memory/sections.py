@@ -90,11 +90,6 @@ def said(text: str) -> str:
     return as_read(text).casefold()
 
 
-def same_text(a: str, b: str) -> bool:
-    """Whether two statements say the same, as read and case aside."""
-    return said(a) == said(b)
-
-
 # The most digits an id's number is read with: ids the runtime makes never get near it, and int()
 # refuses strings past 4,300 digits.
 ID_DIGITS = 18
@@ -106,6 +101,17 @@ def id_number(entry_id: Any) -> int:
     "known-²" or "known-٣" is not a number the runtime wrote, nor are 5,000 digits)."""
     number = str(entry_id).rpartition("-")[2]
     return int(number) if ID_NUMBER.fullmatch(number) else 0
+
+
+def raised_ids(highest: dict[str, int], ids: Iterable[Any]) -> dict[str, int]:
+    """`highest` (section name -> number) raised to the number of each id `<section>-<n>` in `ids`;
+    anything else in `ids` is passed over."""
+    raised = dict(highest)
+    for entry_id in ids:
+        section = entry_id.rpartition("-")[0] if isinstance(entry_id, str) else ""
+        if section and id_number(entry_id) > raised.get(section, 0):
+            raised[section] = id_number(entry_id)
+    return raised
 
 
 def shown_id(value: Any) -> str:
@@ -162,6 +168,12 @@ def weakest_first(entries: list[dict]) -> list[dict]:
     return sorted(
         model, key=lambda e: (strength(e), str(e.get("last_day")), str(e.get("added")), id_number(e.get("id")))
     )
+
+
+def without(entries: list[dict], gone: list[dict]) -> list[dict]:
+    """`entries` less the very entries `gone` (by identity: two entries may be equal)."""
+    ids = {id(entry) for entry in gone}
+    return [entry for entry in entries if id(entry) not in ids]
 
 
 def next_id(state: dict, name: str) -> str:
