@@ -27,9 +27,9 @@ Nothing leaves a built-in section without a `Left` in the archive, whatever the 
 them keeps in active.yaml the plain string or list msa wrote: a home without operator sections
 reads and writes exactly msa's six fields, and its prompt shows them as msa's scratchpad.
 
-A home's sections in one place, the built-in ones and the operator's beside them, and the steps
-of a cycle over them: `Memory` (agent/memory/specs.py). Here, below every section module: the
-built-in specs and rules, settling at sleep, and what a change of any section is (`Stamp`, `Change`).
+The steps of a cycle over all of a home's sections: `Memory` (agent/memory/specs.py). Here, below
+every section module: the built-in specs and rules, settling at sleep, and what a change of any
+section is (`Stamp`, `Change`).
 """
 
 from __future__ import annotations

@@ -79,11 +79,3 @@ def added_rows(before: dict | None, after: dict, specs: Iterable, cycle_id: str,
                     record["merged_from"] = entry["merged_from"]
                 rows.append((spec.name, entry["id"], cycle_id, route, record))
     return rows
-
-
-def record_provenance(home: Home, rows: list[tuple]) -> None:
-    """Write provenance rows (before the state holding their entries is saved)."""
-    if rows:
-        from agent.store.provenance import add_provenance
-
-        add_provenance(home, rows)

@@ -22,16 +22,10 @@ state. Nothing is cut: a value that does not fit is refused with a message the m
 
 Pure functions, state in and a `Change` out, never raising for what the model sent. With no
 sections (a home whose config.yaml has none) every function is a no-op that returns the state it
-was given, so such a home behaves byte for byte as before. The rest of the machinery, by
-responsibility:
-
-- section_edits.py    the model's edits (update_scratchpad, reflect), the operator's, the per-cycle bound
-- section_settle.py   at wake: keys made, hand-written entries adopted, lowered limits applied
-- section_block.py    the prompt's block of sections; what a person should know (`surfaced`)
-- section_archive.py  what leaves a section, in the archive; the highest id each section archived
-
-Here: the entries' fields and ids (`next_id`, `lineage`, `weakest_first`,
-`fill`...) and the state's rules (`kind_conflict`, `checked`, `state_problems`).
+was given, so such a home behaves byte for byte as before. The rest of the machinery, one module
+a responsibility, is listed in agent/memory/__init__.py. Here: the entries' fields and ids
+(`next_id`, `lineage`, `weakest_first`, `fill`...) and the state's rules (`kind_conflict`,
+`checked`, `state_problems`).
 """
 
 from __future__ import annotations
@@ -55,9 +49,6 @@ RUNTIME_ENTRY_KEYS = frozenset({"id", "by", "added", "days", "last_day", "merged
 # The days on which an entry must have been stated to be protected (never archived bare by a consolidation).
 PROTECTED_DAYS = 2
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-# ------------------------------------------------------------------------------------ helpers
 
 
 def specs_by_name(specs: Iterable[SectionSpec]) -> dict[str, SectionSpec]:
