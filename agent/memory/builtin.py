@@ -148,7 +148,7 @@ def _settle_completed(state: dict, spec: SectionSpec) -> list[Left]:
     if not cut:
         return []
     state[spec.name] = done[cut:]
-    return [Left("completed_task", task, "completed_window") for task in done[:cut]]
+    return [Left(RULES[spec.name].leaves_as, task, "completed_window") for task in done[:cut]]
 
 
 def _settle_notes(state: dict, spec: SectionSpec) -> list[Left]:
@@ -159,7 +159,7 @@ def _settle_notes(state: dict, spec: SectionSpec) -> list[Left]:
     lines = text.split("\n")
     cut = oldest_lines_over(lines, spec.limit - MARKER_ROOM - 1)
     state[spec.name] = "\n".join([f"{ARCHIVE_MARKER} {cut} older note lines moved to the archive", *lines[cut:]])
-    return [Left("note", line, "notes_budget") for line in lines[:cut]]
+    return [Left(RULES[spec.name].leaves_as, line, "notes_budget") for line in lines[:cut]]
 
 
 # --------------------------------------------------------------------------- one path for all

@@ -64,12 +64,12 @@ def still_held(record: dict, state: dict) -> bool:
     return isinstance(held, str) and isinstance(value, str) and bool(value) and value in held
 
 
-def added_rows(before: dict | None, after: dict, specs: Iterable, cycle_id: str, route: str) -> list[tuple]:
+def added_rows(before: dict, after: dict, specs: Iterable, cycle_id: str, route: str) -> list[tuple]:
     """The provenance rows (agent/store/provenance.py) of the list entries `after` holds whose ids
     `before` does not: (section, id, cycle id, route, {by, merged_from}). Pure."""
     rows = []
     for spec in specs:
-        if not spec.is_list or before is None:
+        if not spec.is_list:
             continue
         had = {e.get("id") for e in before.get(spec.name) or [] if isinstance(e, dict)}
         for entry in after.get(spec.name) or []:
