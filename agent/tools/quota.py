@@ -145,12 +145,6 @@ def ledger(ctx: ToolContext) -> Ledger:
     return ctx.ledger
 
 
-def quota_problem(ctx: ToolContext, adding: int = 0, new_files: int = 0) -> str | None:
-    """Why the workspace is (or, with `adding` more bytes and `new_files` more files, would be)
-    over its quota, or None."""
-    return usage_problem(ledger(ctx).usage(), ctx.settings, adding, new_files)
-
-
 def refuse_if_over(ctx: ToolContext, adding: int = 0, new_files: int = 0) -> None:
     """A file tool's gate: a ToolError when the write would add bytes or files and leave the
     workspace over its quota. A write that adds neither (a smaller or equal overwrite) is let
