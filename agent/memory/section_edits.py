@@ -234,15 +234,11 @@ def _check_bound(state: dict, spec: SectionSpec, leaving: list[dict], ctx: _Cont
     the section began the cycle with (entries added in this cycle cost nothing)."""
     if ctx.start is None:
         return
-    started = {e.get("id") for e in entries_of(ctx.start, spec)}
+    started, gone, allowed = _spent(ctx.start, state, spec, ctx.max_loss)
     costs = sum(1 for e in leaving if e.get("id") in started)
-    if not costs:
-        return
-    gone = len(started - {e.get("id") for e in entries_of(state, spec)})
-    allowed = removal_allowance(len(started), ctx.max_loss)
-    if gone + costs > allowed:
+    if costs and len(gone) + costs > allowed:
         raise _Refused(
-            f"section '{spec.name}': cannot {why}: {gone} of the {len(started)} entries it began this cycle with "
+            f"section '{spec.name}': cannot {why}: {len(gone)} of the {len(started)} entries it began this cycle with "
             f"have left already, and at most {allowed} may leave in one cycle (consolidate_max_loss {ctx.max_loss})"
         )
 
@@ -294,6 +290,13 @@ def operator_edit(state: dict, spec: SectionSpec | None, op: str, value: str, st
     return Change(new, leaving, tuple(ctx.notes))
 
 
+def _spent(start: dict, state: dict, spec: SectionSpec, max_loss: float) -> tuple[set, set, int]:
+    """The per-cycle bound of list section `spec`: (the ids it began the cycle with in `start`, those
+    of them `state` no longer holds, how many may leave in the cycle: `removal_allowance`)."""
+    started = {e.get("id") for e in entries_of(start, spec)}
+    return started, started - {e.get("id") for e in entries_of(state, spec)}, removal_allowance(len(started), max_loss)
+
+
 def loss_problems(before: dict, after: dict, specs: Iterable[SectionSpec], max_loss: float) -> list[str]:
     """The per-cycle bound, checked on the state a cycle would save: of the entries a list section
     began the cycle with, at most `removal_allowance` are gone."""
@@ -301,9 +304,7 @@ def loss_problems(before: dict, after: dict, specs: Iterable[SectionSpec], max_l
     for spec in specs:
         if not spec.is_list:
             continue
-        started = {e.get("id") for e in entries_of(before, spec)}
-        gone = started - {e.get("id") for e in entries_of(after, spec)}
-        allowed = removal_allowance(len(started), max_loss)
+        started, gone, allowed = _spent(before, after, spec, max_loss)
         if len(gone) > allowed:
             found.append(
                 f"section '{spec.name}' lost {len(gone)} of the {len(started)} entries it began the cycle with; "
