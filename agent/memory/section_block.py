@@ -12,8 +12,6 @@ from agent.common.escape import escape_controls
 from agent.memory.sections import OPERATOR, entries_of, fill, shown_entries, text_of
 from agent.setting_checks import SectionSpec, by_stability
 
-# ------------------------------------------------------------------------------- what is shown
-
 
 def render(state: dict, specs: Iterable[SectionSpec]) -> str:
     """The prompt's block of sections: each with its fill and description, a list's entries with

@@ -27,8 +27,6 @@ from agent.setting_checks import SectionSpec
 from agent.state import SECTION_IDS_KEY
 from agent.store.archive import Left
 
-# ------------------------------------------------------------------------------------- wake
-
 
 def settle(state: dict, specs: Iterable[SectionSpec], stamp: Stamp, floor: Mapping[str, int] | None = None) -> Change:
     """At wake, before the `_before` snapshot (the state has passed `kind_conflict` and
