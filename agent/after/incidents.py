@@ -138,17 +138,6 @@ def incident_key(record: dict, endpoint: str | None = None) -> str | None:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def incident_keys(oldest_first: list[dict]) -> list[str | None]:
-    """Each record's incident key, in order; a record older than `error_kind` takes the endpoint of
-    the nearest newer record that names one (as `incident_run` compares them)."""
-    keys: list[str | None] = []
-    endpoint = None
-    for record in reversed(oldest_first):
-        endpoint = _endpoint(record) or endpoint
-        keys.append(incident_key(record, endpoint))
-    return keys[::-1]
-
-
 def _idle(record: dict) -> bool:
     """Passed over: neither part of an incident nor its end (no task's cycle: idle, a consolidation accepted)."""
     passed = (StopReason.IDLE.value, StopReason.CONSOLIDATED.value)

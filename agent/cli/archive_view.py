@@ -10,12 +10,13 @@ from typing import Any, Callable, Iterable, Iterator
 from agent.cli.common import task_text
 from agent.common.escape import escape_controls, escape_tree
 from agent.common.plain import plain
+from agent.memory.builtin import RULES
 from agent.memory.queue_edits import DROPPED_GOAL, QUEUED_TASK
 from agent.memory.section_archive import still_held
 from agent.store.archive import archived, counts_by_kind, section_records
 from agent.store.home import Home
 
-TASK, NOTE = "completed_task", "note"
+TASK, NOTE = RULES["completed_tasks"].leaves_as, RULES["notes"].leaves_as
 _NOTHING = object()
 
 

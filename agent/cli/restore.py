@@ -38,8 +38,6 @@ from agent.store.archive import REPLACED_STATE, Left, archive
 from agent.store.home import Home
 from agent.store.lock import home_lock
 
-SPEC_HELP = "CYCLE is a cycle id (or `latest`), optionally ending in :before or :after (default :after)."
-
 
 def _snapshot(home: Home, spec: str, under_lock: bool = False) -> Side:
     if spec.partition(":")[0] == "active":

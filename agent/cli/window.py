@@ -285,7 +285,7 @@ def _fold_incidents(rows, close_after: int) -> tuple[list[dict], dict[str, list]
     found: list[dict] = []
     going: dict[str, list] = {}  # key -> [incident, cycles read since its oldest one so far]: it may go on back
     newer: list[str] = []  # the ids read so far (newest first): the close_after-th newer one ended an incident
-    endpoint = None  # an older record's endpoint: the nearest newer record's (incidents.py `incident_keys`)
+    endpoint = None  # an older record's endpoint: the nearest newer record's, as `incident_run` compares them
     for seen, (cycle_id, text) in enumerate(rows):
         if seen >= INCIDENTS_READ:
             return found, going, True

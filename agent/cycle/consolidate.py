@@ -34,16 +34,17 @@ from agent.gates.registry import check_gates, open_gates
 from agent.memory import consolidation
 from agent.memory.builtin import Stamp
 from agent.memory.one_call import ask
-from agent.memory.section_archive import added_rows, highest_ids, record_provenance
+from agent.memory.section_archive import added_rows
 from agent.memory.section_settle import settle
 from agent.memory.sections import checked, entries_of
 from agent.scratchpad import load_state
 from agent.secrets import Secrets
 from agent.state import now_iso
-from agent.store.archive import archive
+from agent.store.archive import archive, highest_ids
 from agent.store.cycles import new_cycle_id
 from agent.store.db import records
 from agent.store.lock import home_lock
+from agent.store.provenance import add_provenance
 
 if TYPE_CHECKING:
     from agent.after.report import Reporter
@@ -138,7 +139,7 @@ def _consolidate(
         return state
     with records(home).write():  # what left and where the successors came from: one transaction, before the save
         report.archived = archive(home, [*settled.leaving, *result.leaving], report.cycle_id, secrets)
-        record_provenance(home, added_rows(settled.state, result.state, specs, report.cycle_id, "consolidation"))
+        add_provenance(home, added_rows(settled.state, result.state, specs, report.cycle_id, "consolidation"))
     for note in result.notes:
         log(f"consolidated: {note}")
     report.end(StopReason.CONSOLIDATED)

@@ -63,11 +63,9 @@ def wake(
     report.task_before = secrets.redact(state["current_task"])
     _identify(home, report, secrets.redact(state))
     state, why = _decide(home, settings, state, report, force, secrets, applied)
-    changed = bool(applied.messages or applied.refused or applied.resumed)
     interrupted = any(call.get("status") == journal.INTERRUPTED for call in report.calls)
     woke = Woke(
         report.wake_digest,
-        changed,
         applied.resumed,
         interrupted,
         force,

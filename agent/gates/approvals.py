@@ -92,14 +92,6 @@ def read_approvals(home: Home) -> list[dict]:
     return found
 
 
-def pending_count(home: Home) -> int:
-    """How many parked calls wait for the operator (the index record and the metrics carry it).
-
-    Asked after a cycle is saved, where nothing may fail the cycle: an unreadable file counts 0
-    here (the next cycle, and `agent approvals`, report it)."""
-    return pending_fields(home)["pending_approvals"]
-
-
 def pending_calls(home: Home) -> list[dict]:
     """The parked calls still waiting for the operator, oldest first (InvalidScratchpad: unreadable)."""
     return [record for record in read_approvals(home) if record["status"] == PENDING]
@@ -107,7 +99,8 @@ def pending_calls(home: Home) -> list[dict]:
 
 def pending_fields(home: Home) -> dict:
     """What a cycle's index record says of the calls waiting for the operator: how many, and when
-    the oldest was parked (None: none waits). An unreadable file counts 0, as in pending_count."""
+    the oldest was parked (None: none waits). Asked after a cycle is saved, where nothing may fail
+    the cycle: an unreadable file counts 0 (the next cycle, and `agent approvals`, report it)."""
     try:
         waiting = pending_calls(home)
     except InvalidScratchpad:

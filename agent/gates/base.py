@@ -42,7 +42,6 @@ class Woke(NamedTuple):
     """What the cycle's wake found that a gate may weigh (agent/cycle/idle.py)."""
 
     wake_digest: str | None = None  # sha256 of what wake_when printed when it said yes; None: it did not run
-    inbox: bool = False  # the inbox applied something (an edit, or a refusal noted)
     resumed: bool = False  # `agent resume` was among it
     interrupted: bool = False  # a killed cycle left a call with side effects unfinished (journal.py)
     forced: bool = False  # `agent run --force`

@@ -27,9 +27,9 @@ them keeps in active.yaml the plain string or list msa wrote (no ids, no runtime
 entry's provenance is in agent.db, agent/store/provenance.py): a home without operator sections
 reads and writes exactly msa's six fields, and its prompt shows them as msa's scratchpad.
 
-A home's sections in one place, the built-in ones and the operator's beside them, and the steps
-of a cycle over them: `Memory` (agent/memory/specs.py). Here, below every section module: the
-built-in specs and rules, settling at sleep, and what a change of any section is (`Stamp`, `Change`).
+The steps of a cycle over all of a home's sections: `Memory` (agent/memory/specs.py). Here, below
+every section module: the built-in specs and rules, settling at sleep, and what a change of any
+section is (`Stamp`, `Change`).
 """
 
 from __future__ import annotations
@@ -85,17 +85,25 @@ RULES = {
 }
 
 
+def missing(before: list[str], after: list[str]) -> list[str]:
+    """The texts of `before` that `after` does not hold, in `before`'s order. A text is told by itself
+    alone: a duplicate is a second text equal to the first, counted (one of two equal tasks dropped
+    is missing once, a reordering misses nothing), and a rename misses the old text."""
+    held = Counter(after)
+    gone = []
+    for text in before:
+        if held[text] > 0:
+            held[text] -= 1
+        else:
+            gone.append(text)
+    return gone
+
+
 def notes_left(before: dict, after: dict, reason: str) -> list[Left]:
     """The lines of `before`'s notes that `after`'s no longer hold (an update that replaced the
     notes), each a `note` to archive; duplicates counted, an appended line costs nothing."""
-    held = Counter(str(after.get("notes") or "").split("\n"))
-    left = []
-    for line in str(before.get("notes") or "").split("\n"):
-        if held[line] > 0:
-            held[line] -= 1
-        elif line:
-            left.append(Left(RULES["notes"].leaves_as, line, reason))
-    return left
+    lines = missing(str(before.get("notes") or "").split("\n"), str(after.get("notes") or "").split("\n"))
+    return [Left(RULES["notes"].leaves_as, line, reason) for line in lines if line]
 
 
 def builtin_specs(notes_budget: int | None, completed_window: int | None) -> tuple[SectionSpec, SectionSpec]:
@@ -140,7 +148,7 @@ def _settle_completed(state: dict, spec: SectionSpec) -> list[Left]:
     if not cut:
         return []
     state[spec.name] = done[cut:]
-    return [Left("completed_task", task, "completed_window") for task in done[:cut]]
+    return [Left(RULES[spec.name].leaves_as, task, "completed_window") for task in done[:cut]]
 
 
 def _settle_notes(state: dict, spec: SectionSpec) -> list[Left]:
@@ -151,7 +159,7 @@ def _settle_notes(state: dict, spec: SectionSpec) -> list[Left]:
     lines = text.split("\n")
     cut = oldest_lines_over(lines, spec.limit - MARKER_ROOM - 1)
     state[spec.name] = "\n".join([f"{ARCHIVE_MARKER} {cut} older note lines moved to the archive", *lines[cut:]])
-    return [Left("note", line, "notes_budget") for line in lines[:cut]]
+    return [Left(RULES[spec.name].leaves_as, line, "notes_budget") for line in lines[:cut]]
 
 
 # --------------------------------------------------------------------------- one path for all

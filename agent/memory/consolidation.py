@@ -411,7 +411,7 @@ _WORD = re.compile(r"\w+")
 
 
 def _words(text: str) -> frozenset[str]:
-    return frozenset(_WORD.findall(as_read(text).casefold()))
+    return frozenset(_WORD.findall(said(text)))  # the words of what it says, as APPEND reads it
 
 
 def _loses_nothing(text: str, sources: list[str], bounds: Bounds) -> bool:

@@ -10,7 +10,8 @@ The inbox is the `inbox` rows of logs/agent.db: `agent task add` (and the like) 
 when a cycle holds the home's lock. Crash safety (only this, under the home's lock, deletes rows,
 and only those it read: none queued meanwhile is lost):
   1. read the records up to the newest row; skip those whose ids active.yaml lists under
-     `inbox_applied`; apply them; commit what memory edits moved out of a section to the archive;
+     `inbox_applied`; apply them; commit what memory edits moved out of a section to the archive
+     (a kill after it leaves that archived and still held: readers skip such a record);
   2. in one write transaction of the database (no edit is queued meanwhile), write active.yaml
      with the edits applied and `inbox_applied: [their ids]` (atomic), delete the records read,
      and commit.
@@ -95,9 +96,6 @@ def apply_inbox(home: Home, state: dict, context: EditContext | None = None, sec
     fresh = [r for r in queued_edits(home, last) if not (isinstance(r["id"], str) and r["id"] in already)]
     for record in fresh:
         _apply_one(result, record, context)
-    # What a memory edit moved out is committed to the archive before active.yaml is written (a
-    # kill in between leaves it archived and still held: readers skip such a record). Nothing but
-    # this (under the home's lock) deletes inbox rows, so the rows read stay until the delete below.
     archive_operator_leaving(home, context, secrets)
     with db.write():  # no edit is queued while active.yaml is written and the rows read deleted
         if fresh:

@@ -24,14 +24,14 @@ identity reads it).
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import agent.memory.task_checks as checks
 from agent.common.outcomes import UsageError
 from agent.common.reading import reads_empty
-from agent.memory.builtin import RULES
+from agent.memory.builtin import RULES, Stamp, missing
+from agent.store.archive import Left
 
 OPS = ("task_add", "task_drop", "goal_add", "goal_drop", "memory_add", "memory_drop", "memory_set", "resume")
 MEMORY_OPS = ("memory_add", "memory_drop", "memory_set")
@@ -87,56 +87,28 @@ def describe(edit: dict) -> str:
     return text + (f" [check: {edit['check']}]" if edit.get("check") else "")
 
 
-def queued(state: dict) -> list[str]:
-    """The queue of a state: the current task, then the pending ones."""
-    current = state.get("current_task")
-    return ([current] if isinstance(current, str) and current else []) + [
-        task for task in state.get("pending_actions") or [] if isinstance(task, str)
-    ]
-
-
-def task_key(text: str) -> str:
-    """What makes two queued tasks one when two queues are compared for what left them: their text.
-    What leaves memory is text, so a rename archives the old text, while the task's identity
-    (agent/store/task_identity.py, the one the records keep: the stall streak and the holds follow
-    it) stays the one the cycle woke with. A duplicate is a second task of the same text, counted:
-    one of two equal tasks dropped archives one, a reordering archives nothing."""
-    return text
-
-
 def dropped_tasks(before: dict, after: dict, completed: Iterable[Any] = ()) -> list[str]:
     """The tasks `before` queues that `after` does not, nor `completed` (entries completed between
-    the two: done's {"task": ..., "summary": ...}), in `before`'s order; duplicates counted."""
+    the two: done's {"task": ..., "summary": ...}), in `before`'s order; duplicates counted. Two
+    queues are compared by their tasks' text (builtin.py `missing`): what leaves memory is text, so a
+    rename archives the old text, while the task's identity (agent/store/task_identity.py, the one
+    the records keep: the stall streak and the holds follow it) stays the one the cycle woke with."""
     done = [entry["task"] for entry in completed if isinstance(entry, dict) and isinstance(entry.get("task"), str)]
-    return _missing(queued(before), [*queued(after), *done])
+    return missing(checks.queued(before), [*checks.queued(after), *done])
 
 
 def dropped_goals(before: dict, after: dict) -> list[str]:
     """The goals `before` holds that `after` does not (the model replaced the list), duplicates counted."""
-    return _missing(_texts(before.get("goals")), _texts(after.get("goals")))
+    return missing(_texts(before.get("goals")), _texts(after.get("goals")))
 
 
 def _texts(items: Any) -> list[str]:
     return [item for item in items or [] if isinstance(item, str)]
 
 
-def _missing(before: list[str], after: list[str]) -> list[str]:
-    """The items of `before` that `after` does not hold, by `task_key`, in `before`'s order; duplicates counted."""
-    held = Counter(task_key(item) for item in after)
-    missing = []
-    for item in before:
-        if held[task_key(item)] > 0:
-            held[task_key(item)] -= 1
-        else:
-            missing.append(item)
-    return missing
-
-
-def queue_drops(tasks: Iterable[str], reason: str, kind: str = QUEUED_TASK) -> list:
+def queue_drops(tasks: Iterable[str], reason: str, kind: str = QUEUED_TASK) -> list[Left]:
     """The archive items (agent/store/archive.py Left) of tasks that left the queue without done (or,
     with kind DROPPED_GOAL, of goals)."""
-    from agent.store.archive import Left
-
     return [Left(kind, task, reason) for task in tasks]
 
 
@@ -183,11 +155,11 @@ def apply_edit(state: dict, edit: dict, context: EditContext | None = None) -> s
             context.dropped.append(current)
         elif op == "task_drop":  # nothing leaves the queue or the goals unarchived, the operator's drop too
             context.leaving += queue_drops(
-                _missing(pending, state["pending_actions"]), f"agent task drop {edit['number']}"
+                missing(pending, state["pending_actions"]), f"agent task drop {edit['number']}"
             )
         elif op == "goal_drop":
             context.leaving += queue_drops(
-                _missing(goals, state["goals"]), f"agent goal drop {edit['number']}", DROPPED_GOAL
+                missing(goals, state["goals"]), f"agent goal drop {edit['number']}", DROPPED_GOAL
             )
         if op.startswith("task"):
             checks.prune_checks(state)
@@ -243,7 +215,6 @@ def _resume(state: dict, edit: dict) -> str:
 
 def _memory(state: dict, edit: dict, context: EditContext) -> str:
     """An operator's edit of a section, in place; what it moved out added to `context.leaving`."""
-    from agent.memory.builtin import Stamp
     from agent.memory.section_edits import operator_edit  # only memory edits need them
     from agent.memory.section_settle import settle
     from agent.memory.sections import specs_by_name

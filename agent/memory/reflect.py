@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from agent.common.safe_yaml import dump_yaml
-from agent.memory.builtin import NOTES
+from agent.memory.builtin import NOTES, RULES
 from agent.memory.one_call import ask_once
 from agent.memory.section_block import render
 from agent.memory.sections import APPEND, CLEAR
@@ -144,7 +144,7 @@ def apply(state: dict, edits: dict, sections: Edits) -> tuple[dict, list, tuple[
     if change.refusal:
         raise ReplyError(f"{'update_scratchpad' if sections.specs else 'curate_notes'} refused: {change.refusal}")
     notes = [
-        Left("note", line, "reflect")
+        Left(RULES["notes"].leaves_as, line, "reflect")
         for item in change.leaving
         if item.section == NOTES.name
         for line in item.value.split("\n")
@@ -179,6 +179,6 @@ def reflect(
     except Exception as exc:
         log(f"reflect step failed, keeping the unreflected state: {type(exc).__name__}: {exc}")
         return state, [], f"kept unreflected: {type(exc).__name__}: {exc}"
-    lines = sum(item.kind == "note" for item in leaving)
+    lines = sum(item.kind == RULES["notes"].leaves_as for item in leaving)
     log(f"reflect: {'; '.join(done) or 'nothing changed'} ({lines} note line(s) archived)")
     return after, leaving, "applied"

@@ -24,25 +24,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from agent.memory.sections import id_number
+from agent.memory.sections import raised_ids
 from agent.state import SECTION_IDS_KEY
-from agent.store.archive import SECTION_ENTRY, SECTION_TEXT, highest_ids, raise_ids
+from agent.store.archive import highest_ids, raise_ids
 
 if TYPE_CHECKING:
     from agent.store.home import Home
-
-KINDS = (SECTION_ENTRY, SECTION_TEXT)
-
-
-def _raised(mark: dict[str, int], items: list[dict]) -> dict[str, int]:
-    raised = dict(mark)
-    for item in items:
-        for entry_id in (item.get("id"), item.get("replaced_by")):
-            if isinstance(entry_id, str):
-                section = entry_id.rpartition("-")[0]
-                if section and id_number(entry_id) > raised.get(section, 0):
-                    raised[section] = id_number(entry_id)
-    return raised
 
 
 def keep_ids(home: Home, state: object) -> None:
@@ -52,17 +39,17 @@ def keep_ids(home: Home, state: object) -> None:
     if not isinstance(state, dict):
         return
     found = [
-        {"id": item["id"]}
+        item.get("id")
         for value in state.values()
         if isinstance(value, list)
         for item in value
-        if isinstance(item, dict) and isinstance(item.get("id"), str)
+        if isinstance(item, dict)
     ]
     counters = state.get(SECTION_IDS_KEY)
     if isinstance(counters, dict):
-        found += [{"id": f"{name}-{n}"} for name, n in counters.items() if isinstance(n, int) and n > 0]
+        found += [f"{name}-{n}" for name, n in counters.items() if isinstance(n, int) and n > 0]
     mark = highest_ids(home)
-    raised = _raised(mark, found)
+    raised = raised_ids(mark, found)
     if raised != mark:
         raise_ids(home, raised)
 
@@ -77,12 +64,12 @@ def still_held(record: dict, state: dict) -> bool:
     return isinstance(held, str) and isinstance(value, str) and bool(value) and value in held
 
 
-def added_rows(before: dict | None, after: dict, specs: Iterable, cycle_id: str, route: str) -> list[tuple]:
+def added_rows(before: dict, after: dict, specs: Iterable, cycle_id: str, route: str) -> list[tuple]:
     """The provenance rows (agent/store/provenance.py) of the list entries `after` holds whose ids
     `before` does not: (section, id, cycle id, route, {by, merged_from}). Pure."""
     rows = []
     for spec in specs:
-        if not spec.is_list or before is None:
+        if not spec.is_list:
             continue
         had = {e.get("id") for e in before.get(spec.name) or [] if isinstance(e, dict)}
         for entry in after.get(spec.name) or []:
@@ -92,11 +79,3 @@ def added_rows(before: dict | None, after: dict, specs: Iterable, cycle_id: str,
                     record["merged_from"] = entry["merged_from"]
                 rows.append((spec.name, entry["id"], cycle_id, route, record))
     return rows
-
-
-def record_provenance(home: Home, rows: list[tuple]) -> None:
-    """Write provenance rows (before the state holding their entries is saved)."""
-    if rows:
-        from agent.store.provenance import add_provenance
-
-        add_provenance(home, rows)

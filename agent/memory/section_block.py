@@ -12,8 +12,6 @@ from agent.common.escape import escape_controls
 from agent.memory.sections import OPERATOR, entries_of, fill, shown_entries, text_of
 from agent.setting_checks import SectionSpec, by_stability
 
-# ------------------------------------------------------------------------------- what is shown
-
 
 def render(state: dict, specs: Iterable[SectionSpec]) -> str:
     """The prompt's block of sections: each with its fill and description, a list's entries with
@@ -72,13 +70,9 @@ def surfaced(state: dict, specs: Iterable[SectionSpec]) -> list[dict]:
 SURFACED_IN_RECORD, SURFACED_CHARS = 20, 300
 
 
-def surfaced_summary(state: dict, specs: Iterable[SectionSpec]) -> dict | None:
+def surfaced_summary(state: dict, specs: Iterable[SectionSpec]) -> dict:
     """What a cycle's record (the index, the hook's stdin, the metrics) says of `surfaced`: how many,
-    and the first SURFACED_IN_RECORD, each text clipped to SURFACED_CHARS. None when no section is
-    `surface: true` (the record then stays as it always was)."""
-    specs = tuple(specs)
-    if not any(spec.surface for spec in specs):
-        return None
+    and the first SURFACED_IN_RECORD, each text clipped to SURFACED_CHARS."""
     found = surfaced(state, specs)
     shown = [
         {

@@ -31,11 +31,12 @@ from agent.memory.sections import (
     fill,
     new_entry,
     removal_allowance,
-    same_text,
+    said,
     shown_id,
     specs_by_name,
     text_of,
     weakest_first,
+    without,
 )
 from agent.setting_checks import SectionSpec
 from agent.store.archive import Left
@@ -56,6 +57,10 @@ def _restated(entry: dict, stamp: Stamp) -> bool:
 
 def _one_line(text: str) -> bool:
     return len(text.splitlines()) <= 1
+
+
+def _too_long(holds: str, limit: int, this: str, text: str) -> _Refused:
+    return _Refused(f"{holds} at most {limit} characters; this {this} is {len(text)} (nothing was cut: shorten it)")
 
 
 # ------------------------------------------------------------------------- the model's edits
@@ -107,13 +112,9 @@ class _Context:
 
 def _text_edit(state: dict, spec: SectionSpec, value: str, ctx: _Context) -> None:
     """APPEND: a line; CLEAR; any other value replaces the text (REMOVE: is refused: it is a list's)."""
-    name, old = spec.name, text_of(state, spec)
+    name = spec.name
     if value.startswith(APPEND):
-        line = value[len(APPEND) :].strip()
-        if reads_empty(line):
-            raise _Refused(f"section '{name}': nothing to append after '{APPEND}'")
-        state[name] = _appended_text(state, spec, old, line, ctx)
-        ctx.notes.append(f"{name}: appended a line ({fill(state, spec)})")
+        _append_line(state, spec, value[len(APPEND) :].strip(), ctx, f"nothing to append after '{APPEND}'")
         return
     if value.startswith(REMOVE):
         raise _Refused(f"section '{name}' is text: '{REMOVE} <id>' is for list sections (send CLEAR, or its new text)")
@@ -126,27 +127,30 @@ def _replace_text(state: dict, spec: SectionSpec, new: str, ctx: _Context) -> No
     if new and reads_empty(new):
         raise _Refused(f"section '{name}': the new text shows nothing readable (send CLEAR to empty it)")
     if len(new) > spec.limit:
-        raise _Refused(
-            f"section '{name}' holds at most {spec.limit} characters; this text is {len(new)} "
-            f"(nothing was cut: shorten it)"
-        )
+        raise _too_long(f"section '{name}' holds", spec.limit, "text", new)
     if old and old != new:
         ctx.leaving.append(Left.from_section(name, old, "clear" if not new else "replace"))
     state[name] = new
     ctx.notes.append(f"{name}: cleared" if not new else f"{name}: replaced ({fill(state, spec)})")
 
 
-def _appended_text(state: dict, spec: SectionSpec, old: str, line: str, ctx: _Context) -> str:
-    """The text with `line` added; when it no longer fits, its oldest lines go to the archive
-    (when_full: archive) or the append is refused (when_full: refuse, or a line too long on its own)."""
+def _append_line(state: dict, spec: SectionSpec, line: str, ctx: _Context, empty: str) -> None:
+    """The text with `line` added (refused with `empty` when it reads as nothing); when it no longer
+    fits, its oldest lines go to the archive (when_full: archive) or the append is refused
+    (when_full: refuse, or a line too long on its own)."""
+    if reads_empty(line):
+        raise _Refused(f"section '{spec.name}': {empty}")
+    state[spec.name] = _appended_text(state, spec, line, ctx)
+    ctx.notes.append(f"{spec.name}: appended a line ({fill(state, spec)})")
+
+
+def _appended_text(state: dict, spec: SectionSpec, line: str, ctx: _Context) -> str:
+    old = text_of(state, spec)
     new = f"{old}\n{line}" if old else line
     if len(new) <= spec.limit:
         return new
     if len(line) > spec.limit:
-        raise _Refused(
-            f"section '{spec.name}' holds at most {spec.limit} characters; this line is {len(line)} "
-            f"(nothing was cut: shorten it)"
-        )
+        raise _too_long(f"section '{spec.name}' holds", spec.limit, "line", line)
     if spec.when_full == "refuse":
         raise _Refused(
             f"section '{spec.name}' is full ({fill(state, spec)}; adding this line would make {len(new)}): "
@@ -179,7 +183,7 @@ def _append_entry(state: dict, spec: SectionSpec, text: str, ctx: _Context) -> N
     name, entries = spec.name, list(entries_of(state, spec))
     _check_entry_text(spec, text)
     for entry in entries:
-        if same_text(entry["text"], text):
+        if said(entry["text"]) == said(text):
             counted = _restated(entry, ctx.stamp)
             promoted = ctx.by == OPERATOR and entry.get("by") != OPERATOR
             if promoted:
@@ -200,10 +204,7 @@ def _check_entry_text(spec: SectionSpec, text: str) -> None:
     if not _one_line(text):
         raise _Refused(f"section '{spec.name}': an entry is one line; send each line as its own APPEND")
     if len(text) > spec.entry_chars:
-        raise _Refused(
-            f"section '{spec.name}': an entry holds at most {spec.entry_chars} characters; this one is {len(text)} "
-            f"(nothing was cut: shorten it)"
-        )
+        raise _too_long(f"section '{spec.name}': an entry holds", spec.entry_chars, "one", text)
 
 
 def _room_for_one(state: dict, spec: SectionSpec, entries: list[dict], ctx: _Context) -> list[dict]:
@@ -222,11 +223,10 @@ def _room_for_one(state: dict, spec: SectionSpec, entries: list[dict], ctx: _Con
             f"the operator's entries are never evicted"
         )
     _check_bound(state, spec, victims, ctx, "make room")
-    gone = {id(v) for v in victims}
     for victim in victims:
         ctx.leaving.append(Left.from_section(name, victim, "evict"))
     ctx.notes.append(f"{name}: archived {', '.join(v['id'] for v in victims)} to make room (when_full: archive)")
-    return [e for e in entries if id(e) not in gone]
+    return without(entries, victims)
 
 
 def _check_bound(state: dict, spec: SectionSpec, leaving: list[dict], ctx: _Context, why: str) -> None:
@@ -234,15 +234,11 @@ def _check_bound(state: dict, spec: SectionSpec, leaving: list[dict], ctx: _Cont
     the section began the cycle with (entries added in this cycle cost nothing)."""
     if ctx.start is None:
         return
-    started = {e.get("id") for e in entries_of(ctx.start, spec)}
+    started, gone, allowed = _spent(ctx.start, state, spec, ctx.max_loss)
     costs = sum(1 for e in leaving if e.get("id") in started)
-    if not costs:
-        return
-    gone = len(started - {e.get("id") for e in entries_of(state, spec)})
-    allowed = removal_allowance(len(started), ctx.max_loss)
-    if gone + costs > allowed:
+    if costs and len(gone) + costs > allowed:
         raise _Refused(
-            f"section '{spec.name}': cannot {why}: {gone} of the {len(started)} entries it began this cycle with "
+            f"section '{spec.name}': cannot {why}: {len(gone)} of the {len(started)} entries it began this cycle with "
             f"have left already, and at most {allowed} may leave in one cycle (consolidate_max_loss {ctx.max_loss})"
         )
 
@@ -264,8 +260,6 @@ def _remove_entry(state: dict, spec: SectionSpec, entry_id: str, ctx: _Context) 
 
 # ---------------------------------------------------------------------- the operator's edits
 
-OPERATOR_OPS = ("add", "drop", "set")
-
 
 def operator_edit(state: dict, spec: SectionSpec | None, op: str, value: str, stamp: Stamp) -> Change:
     """`agent memory add SECTION TEXT` (an entry, or a line of a text section), `drop SECTION ID`
@@ -277,8 +271,10 @@ def operator_edit(state: dict, spec: SectionSpec | None, op: str, value: str, st
     ctx = _Context([], [], stamp, None, 1.0, OPERATOR)
     new = copy.deepcopy(state)
     try:
-        if op == "add":
-            (_append_entry if spec.is_list else _operator_line)(new, spec, value.strip(), ctx)
+        if op == "add" and spec.is_list:
+            _append_entry(new, spec, value.strip(), ctx)
+        elif op == "add":
+            _append_line(new, spec, value.strip(), ctx, "the text is empty")
         elif op == "drop" and spec.is_list:
             _remove_entry(new, spec, value.strip(), ctx)
         elif op == "set" and not spec.is_list:
@@ -294,11 +290,11 @@ def operator_edit(state: dict, spec: SectionSpec | None, op: str, value: str, st
     return Change(new, leaving, tuple(ctx.notes))
 
 
-def _operator_line(state: dict, spec: SectionSpec, line: str, ctx: _Context) -> None:
-    if reads_empty(line):
-        raise _Refused(f"section '{spec.name}': the text is empty")
-    state[spec.name] = _appended_text(state, spec, text_of(state, spec), line, ctx)
-    ctx.notes.append(f"{spec.name}: appended a line ({fill(state, spec)})")
+def _spent(start: dict, state: dict, spec: SectionSpec, max_loss: float) -> tuple[set, set, int]:
+    """The per-cycle bound of list section `spec`: (the ids it began the cycle with in `start`, those
+    of them `state` no longer holds, how many may leave in the cycle: `removal_allowance`)."""
+    started = {e.get("id") for e in entries_of(start, spec)}
+    return started, started - {e.get("id") for e in entries_of(state, spec)}, removal_allowance(len(started), max_loss)
 
 
 def loss_problems(before: dict, after: dict, specs: Iterable[SectionSpec], max_loss: float) -> list[str]:
@@ -308,9 +304,7 @@ def loss_problems(before: dict, after: dict, specs: Iterable[SectionSpec], max_l
     for spec in specs:
         if not spec.is_list:
             continue
-        started = {e.get("id") for e in entries_of(before, spec)}
-        gone = started - {e.get("id") for e in entries_of(after, spec)}
-        allowed = removal_allowance(len(started), max_loss)
+        started, gone, allowed = _spent(before, after, spec, max_loss)
         if len(gone) > allowed:
             found.append(
                 f"section '{spec.name}' lost {len(gone)} of the {len(started)} entries it began the cycle with; "

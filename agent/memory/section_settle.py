@@ -16,17 +16,16 @@ from agent.memory.sections import (
     RUNTIME_ENTRY_KEYS,
     entries_of,
     fill,
-    id_number,
     new_entry,
+    raised_ids,
     shown_entries,
     text_of,
     weakest_first,
+    without,
 )
 from agent.setting_checks import SectionSpec
 from agent.state import SECTION_IDS_KEY
 from agent.store.archive import Left
-
-# ------------------------------------------------------------------------------------- wake
 
 
 def settle(state: dict, specs: Iterable[SectionSpec], stamp: Stamp, floor: Mapping[str, int] | None = None) -> Change:
@@ -55,16 +54,10 @@ def _raise_counters(state: dict, specs: tuple[SectionSpec, ...], floor: Mapping[
     """Each list section's counter at least the highest id of its form in any list section (an entry
     moved by hand to another section keeps its id, and that id must never be issued again), and at
     least its `floor`."""
-    names = {spec.name for spec in specs if spec.is_list}
-    highest: dict[str, int] = {name: number for name, number in floor.items() if name in names and number > 0}
-    for spec in specs:
-        items = state.get(spec.name) if spec.is_list else None
-        for item in items if isinstance(items, list) else ():
-            prefix = str(item.get("id", "")).rpartition("-")[0] if isinstance(item, dict) else ""
-            if prefix in names:
-                highest[prefix] = max(highest.get(prefix, 0), id_number(item["id"]))
-    for name, number in highest.items():
-        if number > state.get(SECTION_IDS_KEY, {}).get(name, 0):
+    lists = {spec.name: spec for spec in specs if spec.is_list}
+    ids = [item.get("id") for spec in lists.values() for item in entries_of(state, spec) if isinstance(item, dict)]
+    for name, number in raised_ids(dict(floor), ids).items():
+        if name in lists and number > state.get(SECTION_IDS_KEY, {}).get(name, 0):
             state.setdefault(SECTION_IDS_KEY, {})[name] = number
 
 
@@ -92,8 +85,7 @@ def _settle_list(state: dict, spec: SectionSpec, stamp: Stamp, leaving: list, no
     over = len(entries) - spec.limit
     victims = weakest_first(entries)[: max(over, 0)]
     if victims:
-        gone = {id(v) for v in victims}
-        entries = [e for e in entries if id(e) not in gone]
+        entries = without(entries, victims)
         leaving.extend(Left.from_section(name, v, "limit") for v in victims)
         notes.append(f"{name}: its limit is {spec.limit}: archived {', '.join(v['id'] for v in victims)}, the weakest")
     state[name] = entries

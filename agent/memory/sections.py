@@ -23,15 +23,10 @@ state. Nothing is cut: a value that does not fit is refused with a message the m
 Pure functions, state in and a `Change` out, never raising for what the model sent. Whether a
 home has operator sections is asked in one place, `Memory` (agent/memory/specs.py): a home without
 them loads these modules only for a built-in section's edit (reflect's `notes`, in the one
-grammar), and behaves byte for byte as before. The rest of the machinery, by responsibility:
-
-- section_edits.py    the model's edits (update_scratchpad, reflect), the operator's, the per-cycle bound
-- section_settle.py   at wake: keys made, hand-written entries adopted, lowered limits applied
-- section_block.py    the prompt's block of sections; what a person should know (`surfaced`)
-- section_archive.py  what leaves a section, in the archive; the highest id each section archived
-
-Here: the entries' fields and ids (`next_id`, `lineage`, `weakest_first`,
-`fill`...) and the state's rules (`kind_conflict`, `checked`, `state_problems`).
+grammar), and behaves byte for byte as before. The rest of the machinery, one module a
+responsibility, is listed in agent/memory/__init__.py. Here: the entries' fields and ids
+(`next_id`, `lineage`, `weakest_first`, `fill`...) and the state's rules (`kind_conflict`,
+`checked`, `state_problems`).
 """
 
 from __future__ import annotations
@@ -50,15 +45,11 @@ from agent.state import SECTION_IDS_KEY
 
 APPEND, REMOVE, CLEAR = "APPEND:", "REMOVE:", "CLEAR"
 MODEL, OPERATOR = "model", "operator"
-# The fields of an entry only the runtime writes (and the order a new entry's keys are written in).
-ENTRY_KEYS = ("id", "text", "by", "added", "days", "last_day")
+# The fields of an entry only the runtime writes.
 RUNTIME_ENTRY_KEYS = frozenset({"id", "by", "added", "days", "last_day", "merged_from", "protected", "stands_for"})
 # The days on which an entry must have been stated to be protected (never archived bare by a consolidation).
 PROTECTED_DAYS = 2
 DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-# ------------------------------------------------------------------------------------ helpers
 
 
 def specs_by_name(specs: Iterable[SectionSpec]) -> dict[str, SectionSpec]:
@@ -91,11 +82,6 @@ def said(text: str) -> str:
     return as_read(text).casefold()
 
 
-def same_text(a: str, b: str) -> bool:
-    """Whether two statements say the same, as read and case aside."""
-    return said(a) == said(b)
-
-
 # The most digits an id's number is read with: ids the runtime makes never get near it, and int()
 # refuses strings past 4,300 digits.
 ID_DIGITS = 18
@@ -107,6 +93,17 @@ def id_number(entry_id: Any) -> int:
     "known-²" or "known-٣" is not a number the runtime wrote, nor are 5,000 digits)."""
     number = str(entry_id).rpartition("-")[2]
     return int(number) if ID_NUMBER.fullmatch(number) else 0
+
+
+def raised_ids(highest: dict[str, int], ids: Iterable[Any]) -> dict[str, int]:
+    """`highest` (section name -> number) raised to the number of each id `<section>-<n>` in `ids`;
+    anything else in `ids` is passed over."""
+    raised = dict(highest)
+    for entry_id in ids:
+        section = entry_id.rpartition("-")[0] if isinstance(entry_id, str) else ""
+        if section and id_number(entry_id) > raised.get(section, 0):
+            raised[section] = id_number(entry_id)
+    return raised
 
 
 def shown_id(value: Any) -> str:
@@ -163,6 +160,12 @@ def weakest_first(entries: list[dict]) -> list[dict]:
     return sorted(
         model, key=lambda e: (strength(e), str(e.get("last_day")), str(e.get("added")), id_number(e.get("id")))
     )
+
+
+def without(entries: list[dict], gone: list[dict]) -> list[dict]:
+    """`entries` less the very entries `gone` (by identity: two entries may be equal)."""
+    ids = {id(entry) for entry in gone}
+    return [entry for entry in entries if id(entry) not in ids]
 
 
 def next_id(state: dict, name: str) -> str:

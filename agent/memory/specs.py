@@ -132,7 +132,8 @@ class Memory:
         return render(state, self.operator) + "\n"
 
     def surfaced(self, state: dict) -> dict | None:
-        """What the `surface: true` sections hold, for the cycle's record (None: no such section)."""
+        """What the `surface: true` sections hold, for the cycle's record (None: no such section, and
+        the record stays as it always was)."""
         if not any(spec.surface for spec in self.operator):
             return None
         from agent.memory.section_block import surfaced_summary

@@ -25,11 +25,12 @@ def check_for(state: dict, task: str | None) -> str | None:
     return checks_of(state).get(task) if task is not None else None
 
 
-def queued_tasks(state: dict) -> Counter:
-    """Every queued task text (current and pending), counted."""
-    return Counter(
-        ([state["current_task"]] if state.get("current_task") else []) + list(state.get("pending_actions") or [])
-    )
+def queued(state: dict) -> list[str]:
+    """The queue of a state: the current task, then the pending ones."""
+    current = state.get("current_task")
+    return ([current] if isinstance(current, str) and current else []) + [
+        task for task in state.get("pending_actions") or [] if isinstance(task, str)
+    ]
 
 
 def checked_tasks_removed(old: dict, new: dict) -> list[str]:
@@ -38,7 +39,7 @@ def checked_tasks_removed(old: dict, new: dict) -> list[str]:
         checked = checks_of(old)
     except ValueError:
         return []  # a malformed checks value already refuses every done
-    before, after = queued_tasks(old), queued_tasks(new)
+    before, after = Counter(queued(old)), Counter(queued(new))
     return [task for task in checked if after[task] < before[task]]
 
 
@@ -61,9 +62,9 @@ def set_check(state: dict, task: str, command: str) -> None:
 def prune_checks(state: dict) -> None:
     """Drop the checks of tasks no longer queued (done or dropped); the key goes when empty.
     A malformed value is left for the operator (it refuses every done meanwhile)."""
-    queued = queued_tasks(state)
+    held = Counter(queued(state))
     try:
-        kept = {task: command for task, command in checks_of(state).items() if queued[task]}
+        kept = {task: command for task, command in checks_of(state).items() if held[task]}
     except ValueError:
         return
     if kept:

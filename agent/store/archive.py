@@ -48,7 +48,7 @@ class Match:
 @dataclass(frozen=True)
 class Left:
     """Something that left memory, whatever the route: the archive's one record type. `kind`: a
-    `note` line, a `completed_task`, a `queued_task` or `dropped_goal` the model dropped, a
+    `note` line, a `completed_task`, a `queued_task` or `goal` the model dropped, a
     `dropped_task` or `dropped_edit` of the operator, a `replaced_state`, a section's entry or text
     (`from_section`); `reason`: the route (`notes_budget`, `reflect`, `remove`, `evict`, `consolidate`,
     `agent restore`...). A section's item names its `section` and, for a consolidation's source, the

@@ -118,11 +118,6 @@ def plain_keys(section: str, texts: Iterable[str]) -> list[tuple[str, str]]:
     return keys
 
 
-def plain_provenance(home: Home, section: str, text: str, occurrence: int = 1) -> dict | None:
-    """The provenance of a plain entry by its text (its `occurrence`-th in the section), or None."""
-    return provenance_of(home, section, f"{_digest(as_read(text))}.{occurrence}")
-
-
 def _task_text(entry: object) -> str:
     if isinstance(entry, dict):
         return json.dumps(entry, ensure_ascii=False, sort_keys=True)

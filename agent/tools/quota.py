@@ -89,11 +89,6 @@ def usage_problem(usage: Usage, settings: Settings, adding: int = 0, new_files: 
     return None
 
 
-def is_over(usage: Usage, settings: Settings) -> bool:
-    """Whether a countable workspace is over its quota now (growth is then refused)."""
-    return not usage.unreadable and usage_problem(usage, settings) is not None
-
-
 # What follows from being over, said wherever a call meets it.
 NO_GROWTH = (
     "nothing in the workspace may grow until it is back under (a write that adds bytes or files fails); "
@@ -148,12 +143,6 @@ def ledger(ctx: ToolContext) -> Ledger:
     if ctx.ledger is None or (ctx.ledger.root, ctx.ledger.max_files) != (root, limit):
         ctx.ledger = Ledger(root, limit)
     return ctx.ledger
-
-
-def quota_problem(ctx: ToolContext, adding: int = 0, new_files: int = 0) -> str | None:
-    """Why the workspace is (or, with `adding` more bytes and `new_files` more files, would be)
-    over its quota, or None."""
-    return usage_problem(ledger(ctx).usage(), ctx.settings, adding, new_files)
 
 
 def refuse_if_over(ctx: ToolContext, adding: int = 0, new_files: int = 0) -> None:

@@ -262,9 +262,9 @@ MSA_FIELDS = {"goals", "current_task", "pending_actions", "completed_tasks", "no
 
 
 def plain_row(home, section: str, text: str, occurrence: int = 1) -> dict | None:
-    from agent.store.provenance import plain_provenance
+    from agent.store.provenance import plain_keys, provenance_of
 
-    return plain_provenance(Home.at(home), section, text, occurrence)
+    return provenance_of(Home.at(home), *plain_keys(section, [text] * occurrence)[-1])
 
 
 def test_a_plain_homes_note_from_the_model_has_its_provenance_in_agent_db_not_in_the_yaml(home):

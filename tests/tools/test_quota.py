@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.tools.base import ToolError
-from agent.tools.quota import quota_problem, refuse_if_over, workspace_usage
+from agent.tools.quota import ledger, refuse_if_over, usage_problem, workspace_usage
 from tests.tools.helpers import ctx_for
 
 
@@ -65,6 +65,10 @@ def test_a_missing_workspace_uses_nothing(tmp_path: Path):
 def _ctx(tmp_path: Path, **settings):
     (tmp_path / "workspace").mkdir(exist_ok=True)
     return ctx_for(tmp_path, **settings)
+
+
+def quota_problem(ctx, adding: int = 0, new_files: int = 0) -> str | None:
+    return usage_problem(ledger(ctx).usage(), ctx.settings, adding, new_files)
 
 
 def test_the_problem_names_the_setting_it_is_over(tmp_path: Path):
