@@ -11,7 +11,8 @@ from anything the model or a tool says about itself:
                                                   a file holding exactly the bytes the model's file tools
                                                   last wrote there (agent/store/provenance.py
                                                   `model_wrote`), with the origins it had read before it
-    {"origin": "http", "host": H}                 http_get: the URL's host
+    {"origin": "http", "host": H}                 http_get: the URL's host, and each host it was
+                                                  redirected to (agent/tools/http.py counts those)
     {"origin": "mcp", "server": NAME}             a tool of the MCP server config names NAME
     {"origin": "shell"}                           a shell command's output
     {"origin": "archive"}                         recall: what memory archived
@@ -47,7 +48,10 @@ class Origins:
 
     def ran(self, tool: Any, args: dict, workspace: Path | None) -> None:
         """The dispatcher runs `tool` with `args` (checked): count where its result comes from."""
-        found = origin_of(tool, args, self.home, workspace)
+        self.add(origin_of(tool, args, self.home, workspace))
+
+    def add(self, found: dict | None) -> None:
+        """Count one more origin (a tool's own, such as a host an http_get was redirected to)."""
         if found is None or found in self.read:
             return
         if len(self.read) >= MAX_ORIGINS:

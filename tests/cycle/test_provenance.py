@@ -369,3 +369,34 @@ def test_history_of_a_plain_text_nobody_wrote_is_one_line_exit_2(home):
     result = run_cli("memory", "--history", "queue:never queued", "--home", str(home))
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "no queue entry reads 'never queued'" in result.stderr
+
+
+class _Bounce(BaseHTTPRequestHandler):
+    """/go redirects to the same server by another host name (localhost): the page comes from there."""
+
+    def do_GET(self):
+        if self.path == "/go":
+            self.send_response(302)
+            self.send_header("Location", f"http://localhost:{self.server.server_port}/page")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        _Page.do_GET(self)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_http_get_that_is_redirected_records_the_host_the_page_came_from(home):
+    server = HTTPServer(("127.0.0.1", 0), _Bounce)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with_sections(home, TASK, sections=SECTIONS, http_allow_networks=["127.0.0.0/8"])
+        url = f"http://127.0.0.1:{server.server_port}/go"
+        replies = [call_tool("http_get", url=url), update(known="APPEND: what the page says"), done("ok")]
+        assert run_cycle(home, replies).exit_code == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    read = read_of(home, "known-1")
+    assert {"origin": "http", "host": "localhost"} in read, read
