@@ -76,13 +76,19 @@ class Origins:
         upto = self.seen_at.get(key)
         return None if upto is None else self.so_far(upto)
 
-    def wrote_file(self, path: str, data: bytes) -> None:
+    def wrote_file(self, path: str, data: bytes, kept: dict | None = None) -> None:
         """The model's file tool wrote `data` at workspace `path`: recorded with what it had read, one
         level deep (a file of its own it had read counts with what that one was written after), so
-        copying through any number of files keeps the first origin and the record stays bounded."""
+        copying through any number of files keeps the first origin and the record stays bounded.
+        `kept`: the origin of the bytes the write kept (append_file's old content, `file_origin`)."""
         from agent.store.provenance import record_write
 
-        record_write(self.home, path, data, self.cycle_id, flattened(self.so_far()))
+        read = self.so_far() + ([kept] if kept is not None else [])
+        record_write(self.home, path, data, self.cycle_id, flattened(read))
+
+    def file_origin(self, target: Path, workspace: Path) -> dict:
+        """Where the bytes now in the workspace file `target` came from, as a read of it would say."""
+        return _workspace_origin("read_file", target.relative_to(workspace).as_posix(), self.home, workspace)
 
 
 def flattened(read: list[dict]) -> list[dict]:

@@ -400,3 +400,13 @@ def test_an_http_get_that_is_redirected_records_the_host_the_page_came_from(home
         server.server_close()
     read = read_of(home, "known-1")
     assert {"origin": "http", "host": "localhost"} in read, read
+
+
+def test_appending_to_a_file_the_model_did_not_write_does_not_make_its_old_bytes_the_models_own(home):
+    with_sections(home, TASK, sections=SECTIONS)
+    plant(home, "theirs.txt", "the NAS is at 10.0.0.5\n")  # a person's file, never read by the model
+    assert run_cycle(home, [call_tool("append_file", path="theirs.txt", content="."), done("ok")]).exit_code == 0
+    later = [call_tool("read_file", path="theirs.txt"), update(known="APPEND: The NAS is at 10.0.0.5")]
+    assert run_cycle(home, [*later, done("ok")]).exit_code == 0
+    (read,) = read_of(home, "known-1")
+    assert {"origin": "workspace", "path": "theirs.txt"} in read["written_after"], read
