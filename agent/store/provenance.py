@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import stat
 from pathlib import Path
 from typing import Iterable
 
@@ -92,6 +93,27 @@ def model_wrote(home: Home, path: str, target: Path) -> dict | None:
         return None
     after = (loaded(found[3]) or {}).get("after")
     return {"cycle_id": found[0], "after": after if isinstance(after, list) else []}
+
+
+def drop_stale_writes(home: Home, workspace: Path) -> int:
+    """Delete the `workspace_write` rows of files that are gone or no longer of the size written
+    (they can never read as the model's own again), so the table holds at most a row per file the
+    workspace has: how many went. Only stats the files (no hashing); a prune calls it."""
+    db = records(home, create=False)
+    stale = []
+    for path, size in db.rows("SELECT path, size FROM workspace_write"):
+        try:
+            info = (workspace / path).stat()
+        except (OSError, ValueError):
+            stale.append(path)
+            continue
+        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
+            stale.append(path)
+    for start in range(0, len(stale), 500):
+        batch = stale[start : start + 500]
+        with db.write():
+            db.execute(f"DELETE FROM workspace_write WHERE path IN ({','.join('?' * len(batch))})", batch)
+    return len(stale)
 
 
 # ------------------------------------------------------------------------------ plain entries

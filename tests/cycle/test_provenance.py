@@ -410,3 +410,16 @@ def test_appending_to_a_file_the_model_did_not_write_does_not_make_its_old_bytes
     assert run_cycle(home, [*later, done("ok")]).exit_code == 0
     (read,) = read_of(home, "known-1")
     assert {"origin": "workspace", "path": "theirs.txt"} in read["written_after"], read
+
+
+def test_a_prune_drops_the_write_records_of_files_deleted_since_and_keeps_the_rest(home):
+    from agent.store.db import records
+
+    with_sections(home, TASK, sections=SECTIONS)
+    wrote = [call_tool("write_file", path=f"f{n}.txt", content=f"file {n}") for n in range(3)]
+    assert run_cycle(home, [*wrote, update(pending_actions=["again"]), done("ok")]).exit_code == 0
+    (home / "workspace" / "f0.txt").unlink()  # deleted by the shell, a person, anything
+    (home / "workspace" / "f1.txt").write_text("other bytes, another size")
+    assert run_cli("prune", "--keep", "5", "--home", str(home)).exit_code == 0
+    paths = records(Home.at(home)).rows("SELECT path FROM workspace_write ORDER BY path")
+    assert paths == [("f2.txt",)]
