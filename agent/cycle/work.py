@@ -67,7 +67,8 @@ def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log)
         loop, archived, (after, reason) = None, [], _failed(cycle, woken, exc, log)
     reason = woken.gates.on_end(after, reason)  # stalls judged before reflect: never reflect after a stall
     loop_after = after  # what the loop left: an entry added after it was reflect's
-    archived += notes_left(before, after, "replaced by the model")  # the notes' lines an update took out
+    if loop is not None:  # the notes' lines an update took out (a failed cycle's are the runtime's: its fold line)
+        archived += notes_left(before, after, "replaced by the model")
     if loop is not None and cycle.settings.reflect and _reflects(reason, loop.tools.ctx.memory):
         try:
             with interrupts.raising():
