@@ -62,6 +62,21 @@ def provenance_of(home: Home, section: str, entry_id: str) -> dict | None:
 
 # ------------------------------------------------------------------------- the model's own files
 
+# The columns a cycle reads and writes (migrations m006, m007).
+_COLUMNS = {
+    "provenance": "section, entry_id, format, cycle_id, route, record",
+    "workspace_write": "path, format, cycle_id, sha256, size, record",
+}
+
+
+def check_tables(home: Home) -> None:
+    """DiskError (exit 7, one line) when logs/agent.db's provenance tables are not of the shape the
+    cycle writes (a hand-made or hostile database): a cycle checks before it runs, so its tools never
+    meet it halfway."""
+    db = records(home)
+    for table, columns in _COLUMNS.items():
+        db.rows(f"SELECT {columns} FROM {table} WHERE 0")
+
 
 def record_write(home: Home, path: str, data: bytes, cycle_id: str, after: list[dict]) -> None:
     """The model's file tool wrote `data` at workspace `path` in `cycle_id`, after reading what `after`

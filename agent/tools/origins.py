@@ -45,10 +45,22 @@ class Origins:
         self.read: list[dict] = [dict(OPERATOR_TASK)] if operator else []
         self.more = 0
         self.seen_at: dict[Any, int] = {}
+        self.broken: Exception | None = None  # agent.db failed to keep or give a record: the dispatcher raises it
+
+    def _kept(self, step: Callable[[], Any]) -> Any:
+        """`step()`, a read or write of agent.db; an AgentError (a disk error, a misshapen table) is kept
+        for the dispatcher to raise after the tool, which must not report it as the tool's own failure."""
+        from agent.common.outcomes import AgentError
+
+        try:
+            return step()
+        except AgentError as exc:
+            self.broken = self.broken or exc
+            return None
 
     def ran(self, tool: Any, args: dict, workspace: Path | None) -> None:
         """The dispatcher runs `tool` with `args` (checked): count where its result comes from."""
-        self.add(origin_of(tool, args, self.home, workspace))
+        self.add(self._kept(lambda: origin_of(tool, args, self.home, workspace)))
 
     def add(self, found: dict | None) -> None:
         """Count one more origin (a tool's own, such as a host an http_get was redirected to)."""
@@ -84,11 +96,14 @@ class Origins:
         from agent.store.provenance import record_write
 
         read = self.so_far() + ([kept] if kept is not None else [])
-        record_write(self.home, path, data, self.cycle_id, flattened(read))
+        self._kept(lambda: record_write(self.home, path, data, self.cycle_id, flattened(read)))
 
     def file_origin(self, target: Path, workspace: Path) -> dict:
         """Where the bytes now in the workspace file `target` came from, as a read of it would say."""
-        return _workspace_origin("read_file", target.relative_to(workspace).as_posix(), self.home, workspace)
+        found = self._kept(
+            lambda: _workspace_origin("read_file", target.relative_to(workspace).as_posix(), self.home, workspace)
+        )
+        return found if found is not None else {"origin": "workspace", "path": target.relative_to(workspace).as_posix()}
 
 
 def flattened(read: list[dict]) -> list[dict]:

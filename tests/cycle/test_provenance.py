@@ -423,3 +423,45 @@ def test_a_prune_drops_the_write_records_of_files_deleted_since_and_keeps_the_re
     assert run_cli("prune", "--keep", "5", "--home", str(home)).exit_code == 0
     paths = records(Home.at(home)).rows("SELECT path FROM workspace_write ORDER BY path")
     assert paths == [("f2.txt",)]
+
+
+def _hand_made_db(home, *sql: str) -> None:
+    import sqlite3
+
+    from agent.store.db import close_all
+
+    close_all()
+    connection = sqlite3.connect(home / "logs" / "agent.db")
+    for statement in sql:
+        connection.execute(statement)
+    connection.commit()
+    connection.close()
+
+
+def test_a_misshapen_workspace_write_table_stops_the_cycle_with_one_line_exit_7(home):
+    with_sections(home, TASK, sections=SECTIONS)
+    assert run_cycle(home, [update(pending_actions=["again"]), done("ok")]).exit_code == 0
+    _hand_made_db(home, "DROP TABLE workspace_write", "CREATE TABLE workspace_write (path TEXT PRIMARY KEY, junk)")
+    kept = (home / "scratchpad" / "active.yaml").read_bytes()
+    result = run_cycle(home, [call_tool("write_file", path="a.txt", content="x"), done("ok")])
+    assert result.exit_code == 7
+    assert len(result.output.strip().splitlines()) == 1 and "agent.db is not a usable database" in result.output
+    assert (home / "scratchpad" / "active.yaml").read_bytes() == kept
+
+
+def test_a_table_in_the_way_of_a_migration_is_one_line_exit_7(home):
+    with_sections(home, TASK, sections=SECTIONS)
+    assert run_cycle(home, [update(pending_actions=["again"]), done("ok")]).exit_code == 0
+    from agent.store.migrations import MIGRATIONS
+
+    _hand_made_db(
+        home,
+        "DROP TABLE workspace_write",
+        "CREATE TABLE workspace_write (x)",  # a hostile home's, where m007 will make its own
+        f"PRAGMA user_version = {MIGRATIONS.index(next(m for m in MIGRATIONS if 'workspace_write' in m.__name__))}",
+    )
+    kept = (home / "scratchpad" / "active.yaml").read_bytes()
+    result = run_cycle(home, [done("ok")])
+    assert result.exit_code == 7, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "agent.db is not a usable database" in result.output
+    assert (home / "scratchpad" / "active.yaml").read_bytes() == kept
