@@ -175,10 +175,7 @@ def dispatch(
         return _update(state, Action(registry[name], args, ctx), gates)
     if name == "done":
         return _done(state, Action(registry[name], args, ctx), gates)
-    new, outcome = _run_tool(state, Action(registry[name], args, ctx), gates)
-    if ctx.origins is not None and ctx.origins.broken is not None:  # agent.db refused the record: not the tool's
-        raise ctx.origins.broken
-    return new, outcome
+    return _run_tool(state, Action(registry[name], args, ctx), gates)
 
 
 def _update(state: dict, action: Action, gates: Gate) -> tuple[dict, Outcome]:

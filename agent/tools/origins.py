@@ -45,22 +45,22 @@ class Origins:
         self.read: list[dict] = [dict(OPERATOR_TASK)] if operator else []
         self.more = 0
         self.seen_at: dict[Any, int] = {}
-        self.broken: Exception | None = None  # agent.db failed to keep or give a record: the dispatcher raises it
 
-    def _kept(self, step: Callable[[], Any]) -> Any:
-        """`step()`, a read or write of agent.db; an AgentError (a disk error, a misshapen table) is kept
-        for the dispatcher to raise after the tool, which must not report it as the tool's own failure."""
+    @staticmethod
+    def _kept(step: Callable[[], Any]) -> Any:
+        """`step()`, a read or write of agent.db; None when it fails (a full disk midway: a misshapen
+        table stops the cycle at wake, agent/store/provenance.py `check_tables`). Never the tool's
+        failure, and the record errs on the safe side: a write not kept reads as not the model's own."""
         from agent.common.outcomes import AgentError
 
         try:
             return step()
-        except AgentError as exc:
-            self.broken = self.broken or exc
+        except AgentError:
             return None
 
     def ran(self, tool: Any, args: dict, workspace: Path | None) -> None:
         """The dispatcher runs `tool` with `args` (checked): count where its result comes from."""
-        self.add(self._kept(lambda: origin_of(tool, args, self.home, workspace)))
+        self.add(origin_of(tool, args, self.home, workspace))
 
     def add(self, found: dict | None) -> None:
         """Count one more origin (a tool's own, such as a host an http_get was redirected to)."""
@@ -100,10 +100,7 @@ class Origins:
 
     def file_origin(self, target: Path, workspace: Path) -> dict:
         """Where the bytes now in the workspace file `target` came from, as a read of it would say."""
-        found = self._kept(
-            lambda: _workspace_origin("read_file", target.relative_to(workspace).as_posix(), self.home, workspace)
-        )
-        return found if found is not None else {"origin": "workspace", "path": target.relative_to(workspace).as_posix()}
+        return _workspace_origin("read_file", target.relative_to(workspace).as_posix(), self.home, workspace)
 
 
 def flattened(read: list[dict]) -> list[dict]:
@@ -167,7 +164,7 @@ def _workspace_origin(name: str, path: Any, home: Any, workspace: Path | None) -
     if name == "read_file" and where is not None and home is not None:
         from agent.store.provenance import model_wrote
 
-        wrote = model_wrote(home, where[0], where[1])
+        wrote = Origins._kept(lambda: model_wrote(home, where[0], where[1]))
         if wrote is not None:
             found.update(written_in=wrote["cycle_id"], written_after=wrote["after"])
     return found
