@@ -19,7 +19,8 @@ from anything the model or a tool says about itself:
     {"origin": "plugin", "tool": NAME}            a plugin's tool
 
 `echo` brings nothing in. An origin is counted once per cycle, in the order first read, at most
-MAX_ORIGINS of them (then `{"origin": "more", "count": N}`), so a record stays small.
+MAX_ORIGINS of them (then `{"origin": "more", "count": N}`), each text in it at most MAX_ORIGIN_CHARS,
+so a record stays small.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, Callable, Iterable
 from urllib.parse import urlsplit
 
 MAX_ORIGINS = 20
+MAX_ORIGIN_CHARS = 256  # each text of an origin (a path, a host: the model names them) is cut there, with "…"
 OPERATOR_TASK = {"origin": "operator", "input": "task"}
 _FILE_READERS = ("read_file", "list_dir")
 _FILE_WRITERS = ("write_file", "append_file")
@@ -64,6 +66,7 @@ class Origins:
 
     def add(self, found: dict | None) -> None:
         """Count one more origin (a tool's own, such as a host an http_get was redirected to)."""
+        found = None if found is None else {key: _clipped(value) for key, value in found.items()}
         if found is None or found in self.read:
             return
         if len(self.read) >= MAX_ORIGINS:
@@ -101,6 +104,12 @@ class Origins:
     def file_origin(self, target: Path, workspace: Path) -> dict:
         """Where the bytes now in the workspace file `target` came from, as a read of it would say."""
         return _workspace_origin("read_file", target.relative_to(workspace).as_posix(), self.home, workspace)
+
+
+def _clipped(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_ORIGIN_CHARS:
+        return value[: MAX_ORIGIN_CHARS - 1] + "…"
+    return value
 
 
 def flattened(read: list[dict]) -> list[dict]:

@@ -465,3 +465,14 @@ def test_a_table_in_the_way_of_a_migration_is_one_line_exit_7(home):
     assert result.exit_code == 7, result.output
     assert len(result.output.strip().splitlines()) == 1 and "agent.db is not a usable database" in result.output
     assert (home / "scratchpad" / "active.yaml").read_bytes() == kept
+
+
+def test_a_huge_or_hostile_path_the_model_names_is_kept_clipped_and_shown_escaped(home):
+    with_sections(home, TASK, sections=SECTIONS)
+    hostile = "\x1b]0;owned\x07\x1b[2J" + "p" * 50_000
+    replies = [call_tool("read_file", path=hostile), update(known="APPEND: what it says"), done("ok")]
+    assert run_cycle(home, replies).exit_code == 0
+    (_, read) = read_of(home, "known-1")
+    assert len(read["path"]) <= 300
+    out = run_cli("memory", "--history", "known-1", "--home", str(home)).output
+    assert "\x1b" not in out and "\x07" not in out and len(out) < 2000
