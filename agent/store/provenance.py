@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import re
 import stat
 from pathlib import Path
 from typing import Iterable
@@ -32,18 +33,23 @@ from agent.store.rows import loaded
 # applied by the next command; wake: applied at a cycle's wake (a queued edit, or an entry written
 # by hand into active.yaml, adopted); model: update_scratchpad in the loop; reflect; consolidation.
 ROUTES = ("operator", "inbox", "wake", "model", "reflect", "consolidation")
+_PLAIN_KEY = re.compile(r"[0-9a-f]{16}\.[0-9]+")  # a plain entry's key (`plain_keys`); a section's id is NAME-N
 
 
 def add_provenance(home: Home, rows: Iterable[tuple[str, str, str, str, dict]]) -> None:
-    """(section, entry id, cycle id, route, record) rows, each replacing any row of its id."""
+    """(section, entry id, cycle id, route, record) rows. A section entry's replaces any row of its id
+    (an id a cycle that did not save had issued is issued again); a plain entry's, keyed by its text,
+    never replaces one: the row says where that text was first written, so writing it again after it
+    left (having read nothing this time) cannot wash out where it came from."""
     rows = list(rows)
     if not rows:
         return
     db = records(home)
     with db.write():
         for section, entry_id, cycle_id, route, record in rows:
+            verb = "INSERT OR IGNORE" if _PLAIN_KEY.fullmatch(entry_id) else "INSERT OR REPLACE"
             db.execute(
-                "INSERT OR REPLACE INTO provenance (section, entry_id, format, cycle_id, route, record) "
+                f"{verb} INTO provenance (section, entry_id, format, cycle_id, route, record) "
                 "VALUES (?, ?, 1, ?, ?, ?)",
                 (section, entry_id, cycle_id, route, json.dumps(record, ensure_ascii=False)),
             )

@@ -476,3 +476,15 @@ def test_a_huge_or_hostile_path_the_model_names_is_kept_clipped_and_shown_escape
     assert len(read["path"]) <= 300
     out = run_cli("memory", "--history", "known-1", "--home", str(home)).output
     assert "\x1b" not in out and "\x07" not in out and len(out) < 2000
+
+
+def test_a_note_written_again_after_it_left_keeps_the_row_of_where_it_was_first_written(home):
+    write_active(home, {"current_task": "learn", "pending_actions": ["two", "three"]})
+    plant(home, "page.txt", "the NAS is at 10.0.0.5")
+    first = [call_tool("read_file", path="page.txt"), update(notes="The NAS is at 10.0.0.5"), done("ok")]
+    assert run_cycle(home, first).exit_code == 0
+    wrote_in = newest_cycle(home)
+    assert run_cycle(home, [update(notes="something else"), done("ok")]).exit_code == 0  # it leaves (archived)
+    assert run_cycle(home, [update(notes="The NAS is at 10.0.0.5"), done("ok")]).exit_code == 0  # nothing read
+    row = plain_row(home, "notes", "The NAS is at 10.0.0.5")
+    assert row["cycle_id"] == wrote_in and {"origin": "workspace", "path": "page.txt"} in row["read"]
