@@ -86,13 +86,41 @@ def check_tables(home: Home) -> None:
 
 def record_write(home: Home, path: str, data: bytes, cycle_id: str, after: list[dict]) -> None:
     """The model's file tool wrote `data` at workspace `path` in `cycle_id`, after reading what `after`
-    says (the origins of what it had read in that cycle): replaces the path's row."""
+    says (the origins of what it had read in that cycle): replaces the path's row. The same bytes
+    written again keep the first write's cycle and what it had read, with this write's added (at most
+    MAX_WRITE_ORIGINS, then a count): writing a file over with what it holds cannot wash out its origin."""
+    digest = hashlib.sha256(data).hexdigest()
     db = records(home)
     with db.write():
+        found = db.one("SELECT cycle_id, sha256, record FROM workspace_write WHERE path = ?", (path,))
+        if found is not None and found[1] == digest:
+            earlier = (loaded(found[2]) or {}).get("after")
+            cycle_id, after = found[0], _merged(earlier if isinstance(earlier, list) else [], after)
         db.execute(
             "INSERT OR REPLACE INTO workspace_write (path, format, cycle_id, sha256, size, record) VALUES (?, 1, ?, ?, ?, ?)",
-            (path, cycle_id, hashlib.sha256(data).hexdigest(), len(data), json.dumps({"after": after})),
+            (path, cycle_id, digest, len(data), json.dumps({"after": after})),
         )
+
+
+MAX_WRITE_ORIGINS = 20  # as agent/tools/origins.py MAX_ORIGINS
+
+
+def _merged(earlier: list, later: list) -> list[dict]:
+    """Two writes' origins as one list: each once, the first write's first, at most MAX_WRITE_ORIGINS
+    (then {"origin": "more", "count": N})."""
+    merged: list[dict] = []
+    more = 0
+    for item in [*earlier, *later]:
+        if not isinstance(item, dict):
+            continue
+        if item.get("origin") == "more":
+            more += item["count"] if isinstance(item.get("count"), int) else 0
+        elif item not in merged:
+            if len(merged) < MAX_WRITE_ORIGINS:
+                merged.append(item)
+            else:
+                more += 1
+    return merged + ([{"origin": "more", "count": more}] if more else [])
 
 
 def model_wrote(home: Home, path: str, target: Path) -> dict | None:

@@ -488,3 +488,16 @@ def test_a_note_written_again_after_it_left_keeps_the_row_of_where_it_was_first_
     assert run_cycle(home, [update(notes="The NAS is at 10.0.0.5"), done("ok")]).exit_code == 0  # nothing read
     row = plain_row(home, "notes", "The NAS is at 10.0.0.5")
     assert row["cycle_id"] == wrote_in and {"origin": "workspace", "path": "page.txt"} in row["read"]
+
+
+def test_a_file_written_again_with_the_same_bytes_keeps_what_the_first_write_had_read(home):
+    with_sections(home, TASK, sections=SECTIONS)
+    plant(home, "page.txt", "the NAS is at 10.0.0.5")
+    first = [call_tool("read_file", path="page.txt"), call_tool("write_file", path="mine.txt", content="NAS .5")]
+    assert run_cycle(home, [*first, update(pending_actions=["again"]), done("ok")]).exit_code == 0
+    again = [call_tool("write_file", path="mine.txt", content="NAS .5"), update(pending_actions=["more"])]
+    assert run_cycle(home, [*again, done("ok")]).exit_code == 0  # the same bytes, nothing read this time
+    later = [call_tool("read_file", path="mine.txt"), update(known="APPEND: The NAS is at 10.0.0.5")]
+    assert run_cycle(home, [*later, done("ok")]).exit_code == 0
+    read = next(o for o in read_of(home, "known-1") if o.get("path") == "mine.txt")
+    assert {"origin": "workspace", "path": "page.txt"} in read["written_after"], read
