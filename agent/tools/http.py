@@ -270,7 +270,7 @@ def fetch(
                         except Exception as exc:
                             raise ToolError(f"bad redirect Location {location!r}: {exc}") from None
                         if hops is not None:
-                            hops.append(current.host)
+                            hops.append(current.raw_host.decode("ascii", "backslashreplace"))  # IDNA: xn--…
                         continue
                     return _read_body(response, current, settings, deadline)
                 finally:

@@ -147,9 +147,20 @@ def origin_of(tool: Any, args: dict, home: Any, workspace: Path | None) -> dict 
 
 def _host(url: Any) -> str:
     try:
-        return (urlsplit(url).hostname or "") if isinstance(url, str) else ""
+        return ascii_host((urlsplit(url).hostname or "") if isinstance(url, str) else "")
     except ValueError:
         return ""
+
+
+def ascii_host(host: str) -> str:
+    """A host name in its ASCII form (IDNA, `xn--…`), so one that only looks like another (Cyrillic о
+    for o) never reads as it; one IDNA cannot encode, escaped."""
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        return host.encode("ascii", "backslashreplace").decode("ascii")
 
 
 def workspace_path(workspace: Path | None, path: Any) -> tuple[str, Path] | None:

@@ -50,3 +50,9 @@ def test_what_a_write_was_made_after_stays_bounded():
     read = [{"origin": "http", "host": f"h{n}"} for n in range(MAX_ORIGINS + 5)]
     flat = flattened(read)
     assert len(flat) == MAX_ORIGINS + 1 and flat[-1] == {"origin": "more", "count": 5}
+
+
+def test_a_host_that_only_looks_like_another_is_recorded_in_its_ascii_form(tmp_path):
+    url = "https://g\u043e\u043egle.com/"  # two Cyrillic o: shown as is, it reads as google.com
+    found = origin_of(BUILT_IN["http_get"], {"url": url}, None, tmp_path)
+    assert found["host"].isascii() and found["host"].startswith("xn--")
