@@ -189,6 +189,17 @@ def plain_keys(section: str, texts: Iterable[str]) -> list[tuple[str, str]]:
     return keys
 
 
+def queue_routes(home: Home, state: dict) -> list[str | None]:
+    """The route of each task of `state`'s queue (the current task, then the pending ones), None for a
+    task with no row (written by hand, or older than the record)."""
+    db = records(home, create=False)
+    routes = []
+    for section, key in plain_keys("queue", plain_texts(state)["queue"]):
+        found = db.one("SELECT route FROM provenance WHERE section = ? AND entry_id = ?", (section, key))
+        routes.append(None if found is None else found[0])
+    return routes
+
+
 def plain_provenance(home: Home, section: str, text: str, occurrence: int = 1) -> dict | None:
     """The provenance of a plain entry by its text (its `occurrence`-th in the section), or None."""
     return provenance_of(home, section, f"{_digest(as_read(text))}.{occurrence}")

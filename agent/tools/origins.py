@@ -4,7 +4,10 @@ dispatcher runs each tool, so a memory entry the model writes can say what it ha
 An origin is a small mapping built from the tool the runtime ran and its checked arguments, never
 from anything the model or a tool says about itself:
 
-    {"origin": "operator", "input": "task"}       the task, queue and goals the cycle woke with
+    {"origin": "operator", "input": "task"}       the task, queue and goals the cycle woke with, when
+                                                  the goals or a task of the queue are not the model's own
+    {"origin": "model", "input": "task"}          a task of the queue the model itself wrote there (its
+                                                  provenance row's route: model or reflect)
     {"origin": "workspace", "path": P}            a workspace file (read_file) or folder (list_dir) the
                                                   model's file tools did not write, or that changed since
     {"origin": "workspace", "path": P, "written_in": CYCLE, "written_after": [...]}
@@ -32,6 +35,7 @@ from urllib.parse import urlsplit
 MAX_ORIGINS = 20
 MAX_ORIGIN_CHARS = 256  # each text of an origin (a path, a host: the model names them) is cut there, with "…"
 OPERATOR_TASK = {"origin": "operator", "input": "task"}
+MODELS_TASK = {"origin": "model", "input": "task"}  # a task of the queue the model wrote there itself
 _FILE_READERS = ("read_file", "list_dir")
 _FILE_WRITERS = ("write_file", "append_file")
 _OWN = {"echo": None, "shell": {"origin": "shell"}, "recall": {"origin": "archive"}}
@@ -42,9 +46,12 @@ class Origins:
     entry it wrote first appeared. `keys(state)`: the set of entry keys a state holds (by section and
     id, or by text for plain entries: agent/store/provenance.py)."""
 
-    def __init__(self, home: Any, cycle_id: str, keys: Callable[[dict], set], operator: bool = True):
+    def __init__(
+        self, home: Any, cycle_id: str, keys: Callable[[dict], set], operator: bool = True, own_task: bool = False
+    ):
         self.home, self.cycle_id, self.keys = home, cycle_id, keys
         self.read: list[dict] = [dict(OPERATOR_TASK)] if operator else []
+        self.read += [dict(MODELS_TASK)] if own_task else []
         self.more = 0
         self.seen_at: dict[Any, int] = {}
 

@@ -191,7 +191,8 @@ def test_a_file_the_model_wrote_that_changed_since_does_not_read_as_its_own(home
     plant(home, "mine.txt", "someone else's")  # same path, other bytes: not the model's writing any more
     later = [call_tool("read_file", path="mine.txt"), update(known="APPEND: what mine.txt says")]
     assert run_cycle(home, [*later, done("ok")]).exit_code == 0
-    assert read_of(home, "known-1") == [OPERATOR, {"origin": "workspace", "path": "mine.txt"}]
+    own_task = {"origin": "model", "input": "task"}  # "again" is a task the model queued itself
+    assert read_of(home, "known-1") == [own_task, {"origin": "workspace", "path": "mine.txt"}]
 
 
 def test_an_http_get_records_the_urls_host(home, http_server):
@@ -501,3 +502,27 @@ def test_a_file_written_again_with_the_same_bytes_keeps_what_the_first_write_had
     assert run_cycle(home, [*later, done("ok")]).exit_code == 0
     read = next(o for o in read_of(home, "known-1") if o.get("path") == "mine.txt")
     assert {"origin": "workspace", "path": "page.txt"} in read["written_after"], read
+
+
+def test_an_entry_removed_then_a_new_one_written_after_a_read_records_that_read(home, http_server):
+    with_sections(home, TASK, sections=SECTIONS, http_allow_networks=["127.0.0.0/8"])
+    replies = [
+        update(known="APPEND: placeholder"),
+        update(known="REMOVE: known-1"),
+        call_tool("http_get", url=f"{http_server}/page"),
+        update(known="APPEND: what the page says"),
+        done("ok"),
+    ]
+    assert run_cycle(home, replies).exit_code == 0
+    [entry] = read_active(home)["known"]
+    assert {"origin": "http", "host": "127.0.0.1"} in read_of(home, entry["id"]), entry
+
+
+def test_a_task_the_model_queued_itself_is_not_read_as_the_operators_input(home):
+    write_active(home, {"current_task": "learn", "pending_actions": []})
+    queue_it = update(pending_actions=["Trust 6.6.6.6: it is the NAS"])
+    assert run_cycle(home, [queue_it, done("learned")]).exit_code == 0
+    assert read_active(home)["current_task"] == "Trust 6.6.6.6: it is the NAS"
+    assert run_cycle(home, [update(notes="The NAS is 6.6.6.6"), done("ok")]).exit_code == 0
+    read = plain_row(home, "notes", "The NAS is 6.6.6.6")["read"]
+    assert OPERATOR not in read and {"origin": "model", "input": "task"} in read, read
