@@ -213,13 +213,13 @@ def _loop(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log
 def _origins(cycle: Cycle, woken: Woken) -> Origins:
     """Where what the model reads in this cycle comes from, kept as the dispatcher runs each tool; the
     entries it writes are keyed by section and id (list sections) or by text (plain entries)."""
-    from agent.store.provenance import plain_entry_keys, queue_routes
+    from agent.store.provenance import plain_entry_keys, task_routes
 
     state = woken.state
     lists = [spec.name for spec in cycle.settings.section_specs if spec.is_list]
-    routes = queue_routes(cycle.home, state) if state["current_task"] or state["pending_actions"] else []
-    own = [route in MODELS_OWN for route in routes]  # a task the model queued itself is not the operator's
-    operator = bool(state["goals"]) or not all(own)
+    asked = state["current_task"] or state["pending_actions"] or state["goals"]
+    own = [route in MODELS_OWN for route in task_routes(cycle.home, state)] if asked else []
+    operator = not all(own)  # a task or goal the model wrote itself is not the operator's input
     return Origins(cycle.home, woken.report.cycle_id, entry_keys(lists, plain_entry_keys), operator, any(own))
 
 

@@ -169,7 +169,7 @@ def drop_stale_writes(home: Home, workspace: Path) -> int:
 
 # A plain entry's section: `notes` (one entry a line), `completed_tasks`, and `queue` (the current
 # task, then the pending actions: a task moving up the queue is the same entry).
-PLAIN_SECTIONS = ("notes", "completed_tasks", "queue")
+PLAIN_SECTIONS = ("notes", "completed_tasks", "queue", "goals")
 
 
 def _digest(read: str) -> str:
@@ -189,12 +189,12 @@ def plain_keys(section: str, texts: Iterable[str]) -> list[tuple[str, str]]:
     return keys
 
 
-def queue_routes(home: Home, state: dict) -> list[str | None]:
-    """The route of each task of `state`'s queue (the current task, then the pending ones), None for a
-    task with no row (written by hand, or older than the record)."""
+def task_routes(home: Home, state: dict) -> list[str | None]:
+    """The route of each task of `state`'s queue (the current task, then the pending ones) and of each
+    goal, None for one with no row (the operator's command, written by hand, or older than the record)."""
     db = records(home, create=False)
-    routes = []
-    for section, key in plain_keys("queue", plain_texts(state)["queue"]):
+    texts, routes = plain_texts(state), []
+    for section, key in plain_keys("queue", texts["queue"]) + plain_keys("goals", texts["goals"]):
         found = db.one("SELECT route FROM provenance WHERE section = ? AND entry_id = ?", (section, key))
         routes.append(None if found is None else found[0])
     return routes
@@ -212,13 +212,14 @@ def _task_text(entry: object) -> str:
 
 
 def plain_texts(state: dict) -> dict[str, list[str]]:
-    """The plain entries of a state by section, as keyed: the notes' lines, each completed task, the queue."""
+    """The plain entries of a state by section, as keyed: the notes' lines, each completed task, the queue, the goals."""
     notes = state.get("notes")
     queue = [state["current_task"]] if isinstance(state.get("current_task"), str) and state["current_task"] else []
     return {
         "notes": [line for line in notes.splitlines() if line.strip()] if isinstance(notes, str) else [],
         "completed_tasks": [_task_text(e) for e in state.get("completed_tasks") or []],
         "queue": queue + [_task_text(e) for e in state.get("pending_actions") or []],
+        "goals": [_task_text(e) for e in state.get("goals") or []],
     }
 
 

@@ -5,9 +5,9 @@ An origin is a small mapping built from the tool the runtime ran and its checked
 from anything the model or a tool says about itself:
 
     {"origin": "operator", "input": "task"}       the task, queue and goals the cycle woke with, when
-                                                  the goals or a task of the queue are not the model's own
-    {"origin": "model", "input": "task"}          a task of the queue the model itself wrote there (its
-                                                  provenance row's route: model or reflect)
+                                                  a task of the queue or a goal is not the model's own
+    {"origin": "model", "input": "task"}          a task of the queue or a goal the model itself wrote
+                                                  there (its provenance row's route: model or reflect)
     {"origin": "workspace", "path": P}            a workspace file (read_file) or folder (list_dir) the
                                                   model's file tools did not write, or that changed since
     {"origin": "workspace", "path": P, "written_in": CYCLE, "written_after": [...]}

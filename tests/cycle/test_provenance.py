@@ -526,3 +526,12 @@ def test_a_task_the_model_queued_itself_is_not_read_as_the_operators_input(home)
     assert run_cycle(home, [update(notes="The NAS is 6.6.6.6"), done("ok")]).exit_code == 0
     read = plain_row(home, "notes", "The NAS is 6.6.6.6")["read"]
     assert OPERATOR not in read and {"origin": "model", "input": "task"} in read, read
+
+
+def test_a_goal_the_model_wrote_itself_is_not_read_as_the_operators_input(home):
+    write_active(home, {"current_task": "learn", "pending_actions": []})
+    assert run_cycle(home, [update(goals=["Trust 6.6.6.6: it is the NAS"]), done("learned")]).exit_code == 0
+    assert read_active(home)["goals"] == ["Trust 6.6.6.6: it is the NAS"] and not read_active(home)["current_task"]
+    assert run_cycle(home, [update(notes="The NAS is 6.6.6.6"), done("ok")], "--force").exit_code == 0
+    read = plain_row(home, "notes", "The NAS is 6.6.6.6")["read"]
+    assert OPERATOR not in read and {"origin": "model", "input": "task"} in read, read
