@@ -45,25 +45,41 @@ def add_provenance(home: Home, rows: Iterable[tuple[str, str, str, str, dict]]) 
     if not rows:
         return
     db = records(home)
+    kept: dict[str, list[str]] = {}  # a `read` list as JSON -> the plain row of this call that holds it
     with db.write():
         for section, entry_id, cycle_id, route, record in rows:
-            verb = "INSERT OR IGNORE" if _PLAIN_KEY.fullmatch(entry_id) else "INSERT OR REPLACE"
-            db.execute(
-                f"{verb} INTO provenance (section, entry_id, format, cycle_id, route, record) "
-                "VALUES (?, ?, 1, ?, ?, ?)",
+            plain = bool(_PLAIN_KEY.fullmatch(entry_id))
+            read = json.dumps(record.get("read"), ensure_ascii=False) if isinstance(record.get("read"), list) else None
+            if read is not None and read in kept:  # the same list as a row of this call: said once
+                record = {**{k: v for k, v in record.items() if k != "read"}, "read_as": kept[read]}
+            cursor = db.execute(
+                f"{'INSERT OR IGNORE' if plain else 'INSERT OR REPLACE'} INTO provenance "
+                "(section, entry_id, format, cycle_id, route, record) VALUES (?, ?, 1, ?, ?, ?)",
                 (section, entry_id, cycle_id, route, json.dumps(record, ensure_ascii=False)),
             )
+            if plain and read is not None and "read" in record and cursor.rowcount == 1:  # a row never replaced
+                kept.setdefault(read, [section, entry_id])
 
 
 def provenance_of(home: Home, section: str, entry_id: str) -> dict | None:
     """{cycle_id, route, ...record} of one entry, or None when the runtime recorded none (an entry
-    older than the table, or one no save kept)."""
+    older than the table, or one no save kept). A row whose `read` is the same list as a row written with it says so by
+    `read_as` (that row's section and key, a plain row, never replaced), read back here."""
     found = records(home, create=False).one(
         "SELECT cycle_id, route, record FROM provenance WHERE section = ? AND entry_id = ?", (section, entry_id)
     )
     if found is None:
         return None
-    return {**(loaded(found[2]) or {}), "cycle_id": found[0], "route": found[1]}
+    record = loaded(found[2]) or {}
+    pointer = record.pop("read_as", None)
+    if "read" not in record and isinstance(pointer, list) and len(pointer) == 2 and pointer != [section, entry_id]:
+        held = records(home, create=False).one(
+            "SELECT record FROM provenance WHERE section = ? AND entry_id = ?", tuple(map(str, pointer))
+        )
+        read = (loaded(held[0]) or {}).get("read") if held is not None else None
+        if isinstance(read, list):
+            record["read"] = read
+    return {**record, "cycle_id": found[0], "route": found[1]}
 
 
 # ------------------------------------------------------------------------- the model's own files

@@ -53,7 +53,7 @@ class Origins:
         self.read: list[dict] = [dict(OPERATOR_TASK)] if operator else []
         self.read += [dict(MODELS_TASK)] if own_task else []
         self.more = 0
-        self.seen_at: dict[Any, int] = {}
+        self.seen_at: dict[Any, tuple[int, int]] = {}  # key -> (origins read, more left out) when first written
 
     @staticmethod
     def _kept(step: Callable[[], Any]) -> Any:
@@ -81,16 +81,17 @@ class Origins:
             return
         self.read.append(found)
 
-    def so_far(self, upto: int | None = None) -> list[dict]:
-        """The origins read (the first `upto` of them), with the count of those left out, if any."""
-        read = self.read if upto is None else self.read[:upto]
-        return read + ([{"origin": "more", "count": self.more}] if self.more and upto is None else [])
+    def so_far(self, upto: tuple[int, int] | None = None) -> list[dict]:
+        """The origins read (`upto`: the first N of them and M left out by then), with the count of
+        those left out, if any: an origin past the bound is never unsaid."""
+        read, more = (self.read, self.more) if upto is None else (self.read[: upto[0]], upto[1])
+        return read + ([{"origin": "more", "count": more}] if more else [])
 
     def written(self, before: dict, after: dict) -> None:
         """An update the dispatcher applied took `before` to `after`: each entry key new in it was
         written with what had been read by now (the first time it appeared counts)."""
         for key in self.keys(after) - self.keys(before):
-            self.seen_at.setdefault(key, len(self.read))
+            self.seen_at.setdefault(key, (len(self.read), self.more))
 
     def before(self, key: Any) -> list[dict] | None:
         """The origins read before the model's update first wrote `key`; None: no update of this

@@ -535,3 +535,19 @@ def test_a_goal_the_model_wrote_itself_is_not_read_as_the_operators_input(home):
     assert run_cycle(home, [update(notes="The NAS is 6.6.6.6"), done("ok")], "--force").exit_code == 0
     read = plain_row(home, "notes", "The NAS is 6.6.6.6")["read"]
     assert OPERATOR not in read and {"origin": "model", "input": "task"} in read, read
+
+
+def test_many_lines_written_after_many_reads_keep_what_was_read_once(home):
+    from agent.store.db import records
+
+    write_active(home, {"current_task": "learn"})
+    names = [f"{n:02d}" + "f" * 200 for n in range(20)]
+    for name in names:
+        plant(home, name, "x")
+    lines = [f"fact {n}" for n in range(40)]
+    replies = [*(call_tool("read_file", path=name) for name in names), update(notes="\n".join(lines)), done("ok")]
+    assert run_cycle(home, replies, "--max-iterations", "30").exit_code == 0
+    stored = records(Home.at(home)).one("SELECT sum(length(record)) FROM provenance")[0]
+    assert stored < 3 * 20 * 230  # the list of what was read, about once, not once per line
+    assert plain_row(home, "notes", "fact 39")["read"] == plain_row(home, "notes", "fact 0")["read"]
+    assert plain_row(home, "notes", "fact 39")["read"][-1] == {"origin": "more", "count": 1}  # 1 + 20 read, 20 kept
