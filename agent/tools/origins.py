@@ -22,8 +22,8 @@ from anything the model or a tool says about itself:
     {"origin": "plugin", "tool": NAME}            a plugin's tool
 
 `echo` brings nothing in. An origin is counted once per cycle, in the order first read, at most
-MAX_ORIGINS of them (then `{"origin": "more", "count": N}`), each text in it at most MAX_ORIGIN_CHARS,
-so a record stays small.
+MAX_ORIGINS of them (then `{"origin": "more", "count": N}`; past the bound, an origin of a kind not
+listed yet still is, one of each kind), each text in it at most MAX_ORIGIN_CHARS, so a record stays small.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class Origins:
         found = None if found is None else {key: _clipped(value) for key, value in found.items()}
         if found is None or found in self.read:
             return
-        if len(self.read) >= MAX_ORIGINS:
+        if len(self.read) >= MAX_ORIGINS and _kind_listed(found, self.read):  # a new kind is always listed
             self.more += 1
             return
         self.read.append(found)
@@ -114,6 +114,12 @@ class Origins:
         return _workspace_origin("read_file", target.relative_to(workspace).as_posix(), self.home, workspace)
 
 
+def _kind_listed(origin: dict, listed: list[dict]) -> bool:
+    """Whether an origin of `origin`'s kind (http, workspace, ...) is listed already: past the bound,
+    only those are counted as "more", so twenty junk files never hide that a page was read."""
+    return any(item.get("origin") == origin.get("origin") for item in listed)
+
+
 def _clipped(value: Any) -> Any:
     if isinstance(value, str) and len(value) > MAX_ORIGIN_CHARS:
         return value[: MAX_ORIGIN_CHARS - 1] + "…"
@@ -131,7 +137,7 @@ def flattened(read: list[dict]) -> list[dict]:
             if item.get("origin") == "more":
                 more += item.get("count", 0) if isinstance(item.get("count"), int) else 0
             elif item not in flat:
-                if len(flat) < MAX_ORIGINS:
+                if len(flat) < MAX_ORIGINS or not _kind_listed(item, flat):
                     flat.append(item)
                 else:
                     more += 1
