@@ -96,8 +96,10 @@ def check_tables(home: Home) -> None:
     cycle writes (a hand-made or hostile database): a cycle checks before it runs, so its tools never
     meet it halfway."""
     db = records(home)
+    present = {name for (name,) in db.rows("SELECT name FROM sqlite_master WHERE type = 'table'")}
     for table, columns in _COLUMNS.items():
-        db.rows(f"SELECT {columns} FROM {table} WHERE 0")
+        if table in present:  # one dropped is met, and said, where it is written
+            db.rows(f"SELECT {columns} FROM {table} WHERE 0")
 
 
 def record_write(home: Home, path: str, data: bytes, cycle_id: str, after: list[dict]) -> None:
@@ -209,6 +211,8 @@ def task_routes(home: Home, state: dict) -> list[str | None]:
     """The route of each task of `state`'s queue (the current task, then the pending ones) and of each
     goal, None for one with no row (the operator's command, written by hand, or older than the record)."""
     db = records(home, create=False)
+    if db.one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'provenance'") is None:
+        return [None] * sum(len(v) for k, v in plain_texts(state).items() if k in ("queue", "goals"))
     texts, routes = plain_texts(state), []
     for section, key in plain_keys("queue", texts["queue"]) + plain_keys("goals", texts["goals"]):
         found = db.one("SELECT route FROM provenance WHERE section = ? AND entry_id = ?", (section, key))
