@@ -101,6 +101,7 @@ def prune(
                     dry_run=dry_run,
                     on_cycle=cycles.item if as_json else None,
                     on_file=on_file,
+                    workspace=_workspace(home),
                 )
             except (OSError, DiskError):  # a read-only or failing disk midway: say what did go, then why
                 if not as_json:
@@ -122,6 +123,15 @@ def prune(
         f"{verb} {found.cycles} cycle(s), {found.files} file(s), {size(found.bytes)}{transcripts}; "
         f"kept {found.kept} cycle(s)"
     )
+
+
+def _workspace(home: Home) -> Path | None:
+    """The workspace the settings name (prune drops the write records of its deleted files); None
+    when config.yaml does not load: the prune goes on without that."""
+    try:
+        return home.root / load_settings(home.root).workspace
+    except AgentError:
+        return None
 
 
 class _Spool:

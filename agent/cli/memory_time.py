@@ -188,6 +188,8 @@ def origin_words(origin: object) -> str:
     kind = origin.get("origin")
     if kind == "operator":
         return "the operator's task and queue"
+    if kind == "model" and origin.get("input") == "task":
+        return "a task the model had queued itself"
     if kind == "workspace":
         return _file_words(origin)
     if kind == "http":

@@ -40,6 +40,7 @@ from agent.scratchpad import load_state
 from agent.state import add_note
 from agent.store.cycles import new_cycle_id
 from agent.store.lock import home_lock
+from agent.store.provenance import check_tables
 from agent.tools.children import reap_recorded
 from agent.tools.workspace import ensure_workspace
 
@@ -112,6 +113,7 @@ def awake(cycle: Cycle) -> Iterator[Woken]:
         state = load_state(home)  # an invalid active.yaml: exit 6 before anything is written
         memory = Memory.of(settings)
         memory.checked(state, home.active)  # a section's kind changed (exit 2), a hand-broken one (exit 6)
+        check_tables(home)  # the provenance tables the cycle writes: misshapen, exit 7 before anything runs
         cycle_id = new_cycle_id(home, now)  # its row in logs/agent.db
         report = CycleReport(cycle_id, now.isoformat(timespec="seconds"), model.name)
         read = copy.deepcopy(state)  # before the inbox and settling change it (provenance)

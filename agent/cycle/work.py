@@ -67,7 +67,8 @@ def work(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log)
         loop, archived, (after, reason) = None, [], _failed(cycle, woken, exc, log)
     reason = woken.gates.on_end(after, reason)  # stalls judged before reflect: never reflect after a stall
     loop_after = after  # what the loop left: an entry added after it was reflect's
-    archived += notes_left(before, after, "replaced by the model")  # the notes' lines an update took out
+    if loop is not None:  # the notes' lines an update took out (a failed cycle's are the runtime's: its fold line)
+        archived += notes_left(before, after, "replaced by the model")
     if loop is not None and cycle.settings.reflect and _reflects(reason, loop.tools.ctx.memory):
         try:
             with interrupts.raising():
@@ -212,12 +213,17 @@ def _loop(cycle: Cycle, woken: Woken, model: Model, registry: Registry, log: Log
 def _origins(cycle: Cycle, woken: Woken) -> Origins:
     """Where what the model reads in this cycle comes from, kept as the dispatcher runs each tool; the
     entries it writes are keyed by section and id (list sections) or by text (plain entries)."""
-    from agent.store.provenance import plain_entry_keys
+    from agent.store.provenance import plain_entry_keys, task_routes
 
     state = woken.state
     lists = [spec.name for spec in cycle.settings.section_specs if spec.is_list]
-    operator = bool(state["current_task"] or state["pending_actions"] or state["goals"])
-    return Origins(cycle.home, woken.report.cycle_id, entry_keys(lists, plain_entry_keys), operator)
+    asked = state["current_task"] or state["pending_actions"] or state["goals"]
+    own = [route in MODELS_OWN for route in task_routes(cycle.home, state)] if asked else []
+    operator = not all(own)  # a task or goal the model wrote itself is not the operator's input
+    return Origins(cycle.home, woken.report.cycle_id, entry_keys(lists, plain_entry_keys), operator, any(own))
+
+
+MODELS_OWN = ("model", "reflect")  # the provenance routes of what the model wrote
 
 
 def _sections(cycle: Cycle, woken: Woken) -> Edits:

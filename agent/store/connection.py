@@ -21,9 +21,12 @@ BUSY_TIMEOUT_S = 30.0  # a writer waits this long for another's transaction (an 
 _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CORRUPT = 5, 6, 8, 10, 11
 _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB, _SQLITE_PERM = 13, 14, 26, 3
 _SQLITE_ERROR = 1
-# What SQLite says of a schema that lacks what a statement names: a table dropped or altered by hand
-# (the migration number still current), not a bug of ours.
-_MISSHAPEN = re.compile(r"^(no such (table|column)|table \S+ has no column named|no such trigger)")
+# What SQLite says of a schema that lacks what a statement names (a table dropped or altered by hand,
+# the migration number still current), or that holds one in the way of a migration (a hand-made or
+# hostile database): not a bug of ours.
+_MISSHAPEN = re.compile(
+    r"^(no such (table|column)|table \S+ has no column named|no such trigger|(table|index|trigger|view) \S+ already exists)"
+)
 
 
 class Database:

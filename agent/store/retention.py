@@ -22,6 +22,7 @@ import itertools
 import os
 import stat
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from agent.common.cycle_ids import cycle_started
@@ -29,6 +30,7 @@ from agent.common.files import fault_point
 from agent.store.connection import Database
 from agent.store.db import records
 from agent.store.home import Home
+from agent.store.provenance import drop_stale_writes
 
 if TYPE_CHECKING:  # a type only: config sits above the store
     from agent.config import Settings
@@ -88,12 +90,15 @@ def prune_cycles(
     limit: int | None = None,
     on_cycle: Callable[[str], None] | None = None,
     on_file: Callable[[str, int, bool], None] | None = None,
+    workspace: Path | None = None,
 ) -> Pruned:
     """Delete the files and transcripts of the cycles no rule keeps (oldest first; at most `limit`
     cycles): each expired id is heard of by `on_cycle`, then each of its files that is a regular file
     (or a link to one) is sized and, unless `dry_run`, unlinked, and heard of by `on_file(shown path,
     size, deleted)`. Call while holding the lock. Killed midway, it leaves the oldest cycles gone and
-    those of at most one batch with some files gone but still marked, so the next prune ends them."""
+    those of at most one batch with some files gone but still marked, so the next prune ends them.
+    `workspace` given: the records of the model's writes to files since deleted or changed in size go
+    too (agent/store/provenance.py `drop_stale_writes`)."""
     db, result = records(home), Pruned()
     count, expired = expired_cycles(db, keep_cycles, keep_days, now, protect)
     expired = itertools.islice(expired, limit)
@@ -121,6 +126,8 @@ def prune_cycles(
     finally:
         for fd in folders.values():
             os.close(fd)
+    if workspace is not None and not dry_run:
+        drop_stale_writes(home, workspace)
     if result.transcripts and not dry_run:
         with contextlib.suppress(Exception), db.errors():  # space given back is a bonus; the prune is done
             db.connection.executescript(f"PRAGMA incremental_vacuum({VACUUM_PAGES});")  # steps to the end
@@ -160,4 +167,12 @@ def apply_retention(
     the lock, `protect` the running cycle: at most `AUTO_PRUNE_CYCLES`, the oldest, per cycle."""
     if settings.keep_cycles is None and settings.keep_days is None:
         return None
-    return prune_cycles(home, settings.keep_cycles, settings.keep_days, now, protect, limit=AUTO_PRUNE_CYCLES)
+    return prune_cycles(
+        home,
+        settings.keep_cycles,
+        settings.keep_days,
+        now,
+        protect,
+        limit=AUTO_PRUNE_CYCLES,
+        workspace=home.root / settings.workspace,
+    )

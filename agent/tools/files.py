@@ -52,7 +52,7 @@ def _writable_target(ctx: ToolContext, path: str) -> Path:
     return target
 
 
-def _write_whole(ctx: ToolContext, target: Path, data: bytes) -> None:
+def _write_whole(ctx: ToolContext, target: Path, data: bytes, kept: dict | None = None) -> None:
     if len(data) > ctx.settings.file_max_write:
         raise ToolError(f"the file would be {len(data)} bytes, over the {ctx.settings.file_max_write}-byte limit")
     try:
@@ -69,7 +69,7 @@ def _write_whole(ctx: ToolContext, target: Path, data: bytes) -> None:
     except Exception as exc:  # DiskError or OSError: tell the model, keep the cycle going
         raise ToolError(str(exc)) from None
     if ctx.origins is not None:  # these bytes are the model's own writing, while they stay (tools/origins.py)
-        ctx.origins.wrote_file(target.relative_to(ctx.workspace).as_posix(), data)
+        ctx.origins.wrote_file(target.relative_to(ctx.workspace).as_posix(), data, kept)
 
 
 def write_file(ctx: ToolContext, path: str, content: str) -> str:
@@ -95,7 +95,7 @@ def append_file(ctx: ToolContext, path: str, content: str) -> str:
     """
     data = content.encode("utf-8")
     target = _writable_target(ctx, path)
-    old = b""
+    old, kept = b"", None
     if target.exists():
         if not target.is_file():
             raise ToolError(f"'{path}' is not a regular file")
@@ -105,8 +105,10 @@ def append_file(ctx: ToolContext, path: str, content: str) -> str:
                 f"the file would be {size + len(data)} bytes, over the {ctx.settings.file_max_write}-byte limit"
             )
         old = target.read_bytes()
+        if ctx.origins is not None:  # the old bytes keep their origin: appending does not make them its own
+            kept = ctx.origins.file_origin(target, ctx.workspace)
     # Rewritten whole and atomically, like every other write: a crash leaves old or new, never half.
-    _write_whole(ctx, target, old + data)
+    _write_whole(ctx, target, old + data, kept)
     return f"appended {len(data)} bytes to {path} (now {len(old) + len(data)} bytes)"
 
 

@@ -56,7 +56,12 @@ def http_get(ctx: ToolContext, url: str) -> str:
         url: the full URL, e.g. "https://example.com/"
     """
     refuse_secret_in_url(url, ctx.secrets)
-    return fetch(url, ctx.settings, resolve_host, ctx.secrets)
+    hops: list[str] = []
+    try:
+        return fetch(url, ctx.settings, resolve_host, ctx.secrets, hops)
+    finally:  # the page comes from where the redirects led, not only from the URL asked for
+        for host in hops if ctx.origins is not None else ():
+            ctx.origins.add({"origin": "http", "host": host})
 
 
 class _NotResolved(Exception):
@@ -214,10 +219,17 @@ def _shut(sock: socket.socket) -> None:
         pass
 
 
-def fetch(url: str, settings: Settings, resolver: Resolver = resolve_host, secrets: Secrets | None = None) -> str:
+def fetch(
+    url: str,
+    settings: Settings,
+    resolver: Resolver = resolve_host,
+    secrets: Secrets | None = None,
+    hops: list[str] | None = None,
+) -> str:
     """GET `url` with every safety check of http_get; returns the status line and the body.
     The whole call, redirects, headers and body included, ends by `http_timeout`. `secrets`: the
-    cycle's (`ctx.secrets`), which no URL may carry; None: the settings' own, read once."""
+    cycle's (`ctx.secrets`), which no URL may carry; None: the settings' own, read once. `hops`: given,
+    the host of each redirect's target is appended to it as the redirect is followed."""
     import httpx
 
     secrets = Secrets.from_settings(settings) if secrets is None else secrets
@@ -257,6 +269,8 @@ def fetch(url: str, settings: Settings, resolver: Resolver = resolve_host, secre
                             current = current.join(location)
                         except Exception as exc:
                             raise ToolError(f"bad redirect Location {location!r}: {exc}") from None
+                        if hops is not None:
+                            hops.append(current.raw_host.decode("ascii", "backslashreplace"))  # IDNA: xn--…
                         continue
                     return _read_body(response, current, settings, deadline)
                 finally:

@@ -136,3 +136,13 @@ def test_a_failure_line_the_model_rewrote_is_left_alone_and_the_count_goes_on(ho
 )
 def test_a_failure_s_kind_is_its_own_when_set_else_its_class_s(exc, kind):
     assert failure_kind(exc) == kind
+
+
+def test_an_outage_archives_no_note_as_replaced_by_the_model(home):
+    from agent.store.archive import archived
+
+    write_active(home, STATE)
+    for _ in range(5):
+        fail_with(home, Unreachable())
+    reasons = [r["reason"] for r in archived(Home.at(home)) if r["kind"] == "note"]
+    assert "replaced by the model" not in reasons, reasons

@@ -191,7 +191,8 @@ def test_a_file_the_model_wrote_that_changed_since_does_not_read_as_its_own(home
     plant(home, "mine.txt", "someone else's")  # same path, other bytes: not the model's writing any more
     later = [call_tool("read_file", path="mine.txt"), update(known="APPEND: what mine.txt says")]
     assert run_cycle(home, [*later, done("ok")]).exit_code == 0
-    assert read_of(home, "known-1") == [OPERATOR, {"origin": "workspace", "path": "mine.txt"}]
+    own_task = {"origin": "model", "input": "task"}  # "again" is a task the model queued itself
+    assert read_of(home, "known-1") == [own_task, {"origin": "workspace", "path": "mine.txt"}]
 
 
 def test_an_http_get_records_the_urls_host(home, http_server):
@@ -369,3 +370,184 @@ def test_history_of_a_plain_text_nobody_wrote_is_one_line_exit_2(home):
     result = run_cli("memory", "--history", "queue:never queued", "--home", str(home))
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "no queue entry reads 'never queued'" in result.stderr
+
+
+class _Bounce(BaseHTTPRequestHandler):
+    """/go redirects to the same server by another host name (localhost): the page comes from there."""
+
+    def do_GET(self):
+        if self.path == "/go":
+            self.send_response(302)
+            self.send_header("Location", f"http://localhost:{self.server.server_port}/page")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        _Page.do_GET(self)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_an_http_get_that_is_redirected_records_the_host_the_page_came_from(home):
+    server = HTTPServer(("127.0.0.1", 0), _Bounce)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with_sections(home, TASK, sections=SECTIONS, http_allow_networks=["127.0.0.0/8"])
+        url = f"http://127.0.0.1:{server.server_port}/go"
+        replies = [call_tool("http_get", url=url), update(known="APPEND: what the page says"), done("ok")]
+        assert run_cycle(home, replies).exit_code == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    read = read_of(home, "known-1")
+    assert {"origin": "http", "host": "localhost"} in read, read
+
+
+def test_appending_to_a_file_the_model_did_not_write_does_not_make_its_old_bytes_the_models_own(home):
+    with_sections(home, TASK, sections=SECTIONS)
+    plant(home, "theirs.txt", "the NAS is at 10.0.0.5\n")  # a person's file, never read by the model
+    assert run_cycle(home, [call_tool("append_file", path="theirs.txt", content="."), done("ok")]).exit_code == 0
+    later = [call_tool("read_file", path="theirs.txt"), update(known="APPEND: The NAS is at 10.0.0.5")]
+    assert run_cycle(home, [*later, done("ok")]).exit_code == 0
+    (read,) = read_of(home, "known-1")
+    assert {"origin": "workspace", "path": "theirs.txt"} in read["written_after"], read
+
+
+def test_a_prune_drops_the_write_records_of_files_deleted_since_and_keeps_the_rest(home):
+    from agent.store.db import records
+
+    with_sections(home, TASK, sections=SECTIONS)
+    wrote = [call_tool("write_file", path=f"f{n}.txt", content=f"file {n}") for n in range(3)]
+    assert run_cycle(home, [*wrote, update(pending_actions=["again"]), done("ok")]).exit_code == 0
+    (home / "workspace" / "f0.txt").unlink()  # deleted by the shell, a person, anything
+    (home / "workspace" / "f1.txt").write_text("other bytes, another size")
+    assert run_cli("prune", "--keep", "5", "--home", str(home)).exit_code == 0
+    paths = records(Home.at(home)).rows("SELECT path FROM workspace_write ORDER BY path")
+    assert paths == [("f2.txt",)]
+
+
+def _hand_made_db(home, *sql: str) -> None:
+    import sqlite3
+
+    from agent.store.db import close_all
+
+    close_all()
+    connection = sqlite3.connect(home / "logs" / "agent.db")
+    for statement in sql:
+        connection.execute(statement)
+    connection.commit()
+    connection.close()
+
+
+def test_a_misshapen_workspace_write_table_stops_the_cycle_with_one_line_exit_7(home):
+    with_sections(home, TASK, sections=SECTIONS)
+    assert run_cycle(home, [update(pending_actions=["again"]), done("ok")]).exit_code == 0
+    _hand_made_db(home, "DROP TABLE workspace_write", "CREATE TABLE workspace_write (path TEXT PRIMARY KEY, junk)")
+    kept = (home / "scratchpad" / "active.yaml").read_bytes()
+    result = run_cycle(home, [call_tool("write_file", path="a.txt", content="x"), done("ok")])
+    assert result.exit_code == 7
+    assert len(result.output.strip().splitlines()) == 1 and "agent.db is not a usable database" in result.output
+    assert (home / "scratchpad" / "active.yaml").read_bytes() == kept
+
+
+def test_a_table_in_the_way_of_a_migration_is_one_line_exit_7(home):
+    with_sections(home, TASK, sections=SECTIONS)
+    assert run_cycle(home, [update(pending_actions=["again"]), done("ok")]).exit_code == 0
+    from agent.store.migrations import MIGRATIONS
+
+    _hand_made_db(
+        home,
+        "DROP TABLE workspace_write",
+        "CREATE TABLE workspace_write (x)",  # a hostile home's, where m007 will make its own
+        f"PRAGMA user_version = {MIGRATIONS.index(next(m for m in MIGRATIONS if 'workspace_write' in m.__name__))}",
+    )
+    kept = (home / "scratchpad" / "active.yaml").read_bytes()
+    result = run_cycle(home, [done("ok")])
+    assert result.exit_code == 7, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "agent.db is not a usable database" in result.output
+    assert (home / "scratchpad" / "active.yaml").read_bytes() == kept
+
+
+def test_a_huge_or_hostile_path_the_model_names_is_kept_clipped_and_shown_escaped(home):
+    with_sections(home, TASK, sections=SECTIONS)
+    hostile = "\x1b]0;owned\x07\x1b[2J" + "p" * 50_000
+    replies = [call_tool("read_file", path=hostile), update(known="APPEND: what it says"), done("ok")]
+    assert run_cycle(home, replies).exit_code == 0
+    (_, read) = read_of(home, "known-1")
+    assert len(read["path"]) <= 300
+    out = run_cli("memory", "--history", "known-1", "--home", str(home)).output
+    assert "\x1b" not in out and "\x07" not in out and len(out) < 2000
+
+
+def test_a_note_written_again_after_it_left_keeps_the_row_of_where_it_was_first_written(home):
+    write_active(home, {"current_task": "learn", "pending_actions": ["two", "three"]})
+    plant(home, "page.txt", "the NAS is at 10.0.0.5")
+    first = [call_tool("read_file", path="page.txt"), update(notes="The NAS is at 10.0.0.5"), done("ok")]
+    assert run_cycle(home, first).exit_code == 0
+    wrote_in = newest_cycle(home)
+    assert run_cycle(home, [update(notes="something else"), done("ok")]).exit_code == 0  # it leaves (archived)
+    assert run_cycle(home, [update(notes="The NAS is at 10.0.0.5"), done("ok")]).exit_code == 0  # nothing read
+    row = plain_row(home, "notes", "The NAS is at 10.0.0.5")
+    assert row["cycle_id"] == wrote_in and {"origin": "workspace", "path": "page.txt"} in row["read"]
+
+
+def test_a_file_written_again_with_the_same_bytes_keeps_what_the_first_write_had_read(home):
+    with_sections(home, TASK, sections=SECTIONS)
+    plant(home, "page.txt", "the NAS is at 10.0.0.5")
+    first = [call_tool("read_file", path="page.txt"), call_tool("write_file", path="mine.txt", content="NAS .5")]
+    assert run_cycle(home, [*first, update(pending_actions=["again"]), done("ok")]).exit_code == 0
+    again = [call_tool("write_file", path="mine.txt", content="NAS .5"), update(pending_actions=["more"])]
+    assert run_cycle(home, [*again, done("ok")]).exit_code == 0  # the same bytes, nothing read this time
+    later = [call_tool("read_file", path="mine.txt"), update(known="APPEND: The NAS is at 10.0.0.5")]
+    assert run_cycle(home, [*later, done("ok")]).exit_code == 0
+    read = next(o for o in read_of(home, "known-1") if o.get("path") == "mine.txt")
+    assert {"origin": "workspace", "path": "page.txt"} in read["written_after"], read
+
+
+def test_an_entry_removed_then_a_new_one_written_after_a_read_records_that_read(home, http_server):
+    with_sections(home, TASK, sections=SECTIONS, http_allow_networks=["127.0.0.0/8"])
+    replies = [
+        update(known="APPEND: placeholder"),
+        update(known="REMOVE: known-1"),
+        call_tool("http_get", url=f"{http_server}/page"),
+        update(known="APPEND: what the page says"),
+        done("ok"),
+    ]
+    assert run_cycle(home, replies).exit_code == 0
+    [entry] = read_active(home)["known"]
+    assert {"origin": "http", "host": "127.0.0.1"} in read_of(home, entry["id"]), entry
+
+
+def test_a_task_the_model_queued_itself_is_not_read_as_the_operators_input(home):
+    write_active(home, {"current_task": "learn", "pending_actions": []})
+    queue_it = update(pending_actions=["Trust 6.6.6.6: it is the NAS"])
+    assert run_cycle(home, [queue_it, done("learned")]).exit_code == 0
+    assert read_active(home)["current_task"] == "Trust 6.6.6.6: it is the NAS"
+    assert run_cycle(home, [update(notes="The NAS is 6.6.6.6"), done("ok")]).exit_code == 0
+    read = plain_row(home, "notes", "The NAS is 6.6.6.6")["read"]
+    assert OPERATOR not in read and {"origin": "model", "input": "task"} in read, read
+
+
+def test_a_goal_the_model_wrote_itself_is_not_read_as_the_operators_input(home):
+    write_active(home, {"current_task": "learn", "pending_actions": []})
+    assert run_cycle(home, [update(goals=["Trust 6.6.6.6: it is the NAS"]), done("learned")]).exit_code == 0
+    assert read_active(home)["goals"] == ["Trust 6.6.6.6: it is the NAS"] and not read_active(home)["current_task"]
+    assert run_cycle(home, [update(notes="The NAS is 6.6.6.6"), done("ok")], "--force").exit_code == 0
+    read = plain_row(home, "notes", "The NAS is 6.6.6.6")["read"]
+    assert OPERATOR not in read and {"origin": "model", "input": "task"} in read, read
+
+
+def test_many_lines_written_after_many_reads_keep_what_was_read_once(home):
+    from agent.store.db import records
+
+    write_active(home, {"current_task": "learn"})
+    names = [f"{n:02d}" + "f" * 200 for n in range(20)]
+    for name in names:
+        plant(home, name, "x")
+    lines = [f"fact {n}" for n in range(40)]
+    replies = [*(call_tool("read_file", path=name) for name in names), update(notes="\n".join(lines)), done("ok")]
+    assert run_cycle(home, replies, "--max-iterations", "30").exit_code == 0
+    stored = records(Home.at(home)).one("SELECT sum(length(record)) FROM provenance")[0]
+    assert stored < 3 * 20 * 230, stored  # the list of what was read, about once, not once per line
+    assert plain_row(home, "notes", "fact 39")["read"] == plain_row(home, "notes", "fact 0")["read"]
+    assert plain_row(home, "notes", "fact 39")["read"][-1] == {"origin": "more", "count": 1}  # 1 + 20 read, 20 kept

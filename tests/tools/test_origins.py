@@ -50,3 +50,20 @@ def test_what_a_write_was_made_after_stays_bounded():
     read = [{"origin": "http", "host": f"h{n}"} for n in range(MAX_ORIGINS + 5)]
     flat = flattened(read)
     assert len(flat) == MAX_ORIGINS + 1 and flat[-1] == {"origin": "more", "count": 5}
+
+
+def test_a_host_that_only_looks_like_another_is_recorded_in_its_ascii_form(tmp_path):
+    url = "https://g\u043e\u043egle.com/"  # two Cyrillic o: shown as is, it reads as google.com
+    found = origin_of(BUILT_IN["http_get"], {"url": url}, None, tmp_path)
+    assert found["host"].isascii() and found["host"].startswith("xn--")
+
+
+def test_past_the_bound_an_origin_of_a_kind_not_yet_read_is_still_listed(tmp_path):
+    from agent.tools.origins import Origins
+
+    origins = Origins(None, "c1", lambda state: set())
+    for n in range(MAX_ORIGINS + 5):
+        origins.add({"origin": "workspace", "path": f"junk{n}.txt"})
+    origins.add({"origin": "http", "host": "evil.example"})
+    assert {"origin": "http", "host": "evil.example"} in origins.so_far()
+    assert {"origin": "http", "host": "evil.example"} in flattened(origins.so_far())
