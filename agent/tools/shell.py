@@ -78,6 +78,14 @@ def _sandboxed(ctx: ToolContext, command: str) -> str:
     counted = ledger(ctx)
     usage = counted.usage()  # the count started as the last command ended
     over = usage_problem(usage, ctx.settings)
+    if over and not usage.unreadable:
+        # Past the quota the watch's ceiling is the use the command starts with: what the last
+        # command wrote lands on disk first (delayed allocation, an extent's index block), so the
+        # filesystem's own bookkeeping is not taken for this command's growth.
+        os.sync()
+        counted.recount()
+        usage = counted.usage()
+        over = usage_problem(usage, ctx.settings)
     # Past the quota, growth is refused and deletion is not (quota.py); a workspace that cannot be
     # counted at all is read-only, and has no watch (its walk would find it unreadable again).
     watch = None if usage.unreadable else DiskWatch(root, ctx.settings, usage)
