@@ -278,6 +278,16 @@ def _tap_the_newest_mark(browser: Chromium, n: int) -> dict:
     )
 
 
+def _mid_bucket(now: _dt.datetime) -> _dt.datetime:
+    """A time before `now` that lies inside a bucket of every width the page draws (1, 3, 6, 12 and 24
+    hours, aligned to UTC midnight), never near one's edge: 5 h 20 min after a 12-hour boundary. The
+    dense home's newest cycle is put there, so the test does not depend on the hour it runs at (in
+    the first hour after 00:00 or 12:00 UTC the tap on the newest bucket met the one before it)."""
+    shifted = now - _dt.timedelta(hours=5, minutes=20)
+    start = shifted.replace(hour=shifted.hour - shifted.hour % 12, minute=0, second=0)
+    return start + _dt.timedelta(hours=5, minutes=20)
+
+
 @pytest.fixture(scope="module")
 def every_state(tmp_path_factory) -> dict[str, Path]:
     """Homes in each state the health model gives: ok, failing (its newest six cycles fail alike),
@@ -293,7 +303,7 @@ def every_state(tmp_path_factory) -> dict[str, Path]:
         ).root,
         "down": long_home(folder / "down", 40, now - _dt.timedelta(days=3), EVERY, real=1, incident_at=None).root,
         "broken": long_home(folder / "broken", 40, now - EVERY * 4, EVERY, real=1, incident_at=None).root,
-        "dense": long_home(folder / "dense", 2600, now - DENSE_EVERY * 4, DENSE_EVERY, real=1).root,
+        "dense": long_home(folder / "dense", 2600, _mid_bucket(now) - DENSE_EVERY, DENSE_EVERY, real=1).root,
         "never ran": folder / "never-ran",
         "not a home": folder / "photos",
     }
